@@ -1,0 +1,210 @@
+"""layer0: the protocol contract of airlock.
+
+Four protocols and two interfaces, and the messages they exchange:
+
+| Protocol | Type | What it does |
+|---|---|---|
+| ① Turn | ``Turn`` | what one agent does per cycle |
+| ② Orchestration | ``Orchestrator`` | how agents compose |
+| ③ State | ``StateStore`` / ``StateReader`` | how data persists across turns |
+| ④ Environment | ``Environment`` | isolation, credentials, resources |
+| ⑤ Hooks | ``Hook``, ``HookPoint``, ``HookAction`` | observation and intervention |
+| ⑥ Lifecycle | ``BudgetEvent``, ``CompactionEvent``, ``ObservableEvent`` | cross-layer events |
+
+Every message type is a frozen pydantic model (or a tagged union of them) whose JSON
+is byte-compatible with the Rust ``layer0`` crate; ``layer0/README.md`` states the
+conventions. This package depends on pydantic and the standard library only.
+"""
+
+from ._content import (
+    Base64Source,
+    Content,
+    ContentBlock,
+    CustomBlock,
+    ImageBlock,
+    ImageSource,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UrlSource,
+)
+from ._effect import (
+    CustomEffect,
+    Delegate,
+    DeleteMemory,
+    Effect,
+    Handoff,
+    Log,
+    LogLevel,
+    Scope,
+    Signal,
+    SignalPayload,
+    WriteMemory,
+)
+from ._environment import (
+    ContainerIsolation,
+    CredentialInjection,
+    CredentialRef,
+    CustomIsolation,
+    Environment,
+    EnvironmentSpec,
+    GvisorIsolation,
+    IsolationBoundary,
+    MicroVmIsolation,
+    NetworkAction,
+    NetworkPolicy,
+    NetworkPolicyIsolation,
+    NetworkRule,
+    ProcessIsolation,
+    ResourceLimits,
+    WasmIsolation,
+)
+from ._error import (
+    EnvError,
+    HookError,
+    Layer0Error,
+    OperatorError,
+    OrchError,
+    StateError,
+    TurnError,
+)
+from ._hook import (
+    Hook,
+    HookAction,
+    HookContext,
+    HookContinue,
+    HookHalt,
+    HookModifyToolInput,
+    HookPoint,
+    HookSkipTool,
+)
+from ._id import AgentId, ScopeId, SessionId, WorkflowId
+from ._lifecycle import (
+    BudgetAction,
+    BudgetDecision,
+    BudgetEvent,
+    BudgetWarning,
+    CompactionComplete,
+    CompactionEvent,
+    ContextPressure,
+    CostIncurred,
+    EventSource,
+    ObservableEvent,
+    PreCompactionFlush,
+    ProviderManaged,
+)
+from ._orchestrator import Orchestrator, QueryPayload
+from ._state import ReadOnlyState, SearchResult, StateReader, StateStore, read_only
+from ._turn import (
+    ExitReason,
+    Operator,
+    OperatorConfig,
+    OperatorInput,
+    OperatorMetadata,
+    OperatorOutput,
+    ToolCallRecord,
+    TriggerType,
+    Turn,
+    TurnConfig,
+    TurnInput,
+    TurnMetadata,
+    TurnOutput,
+)
+from ._wire import DurationMs, Json, Money, decimal_to_str
+
+TurnOutput.model_rebuild()
+
+__all__ = [
+    "AgentId",
+    "Base64Source",
+    "BudgetAction",
+    "BudgetDecision",
+    "BudgetEvent",
+    "BudgetWarning",
+    "CompactionComplete",
+    "CompactionEvent",
+    "ContainerIsolation",
+    "Content",
+    "ContentBlock",
+    "ContextPressure",
+    "CostIncurred",
+    "CredentialInjection",
+    "CredentialRef",
+    "CustomBlock",
+    "CustomEffect",
+    "CustomIsolation",
+    "Delegate",
+    "DeleteMemory",
+    "DurationMs",
+    "Effect",
+    "EnvError",
+    "Environment",
+    "EnvironmentSpec",
+    "EventSource",
+    "ExitReason",
+    "GvisorIsolation",
+    "Handoff",
+    "Hook",
+    "HookAction",
+    "HookContext",
+    "HookContinue",
+    "HookError",
+    "HookHalt",
+    "HookModifyToolInput",
+    "HookPoint",
+    "HookSkipTool",
+    "ImageBlock",
+    "ImageSource",
+    "IsolationBoundary",
+    "Json",
+    "Layer0Error",
+    "Log",
+    "LogLevel",
+    "MicroVmIsolation",
+    "Money",
+    "NetworkAction",
+    "NetworkPolicy",
+    "NetworkPolicyIsolation",
+    "NetworkRule",
+    "ObservableEvent",
+    "Operator",
+    "OperatorConfig",
+    "OperatorError",
+    "OperatorInput",
+    "OperatorMetadata",
+    "OperatorOutput",
+    "OrchError",
+    "Orchestrator",
+    "PreCompactionFlush",
+    "ProcessIsolation",
+    "ProviderManaged",
+    "QueryPayload",
+    "ReadOnlyState",
+    "ResourceLimits",
+    "Scope",
+    "ScopeId",
+    "SearchResult",
+    "SessionId",
+    "Signal",
+    "SignalPayload",
+    "StateError",
+    "StateReader",
+    "StateStore",
+    "TextBlock",
+    "ToolCallRecord",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "TriggerType",
+    "Turn",
+    "TurnConfig",
+    "TurnError",
+    "TurnInput",
+    "TurnMetadata",
+    "TurnOutput",
+    "UrlSource",
+    "WasmIsolation",
+    "WorkflowId",
+    "WriteMemory",
+    "decimal_to_str",
+    "read_only",
+]
