@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import Field
@@ -16,7 +16,7 @@ class Scope(ExternallyTagged):
     """Where state lives: ``{"session": id}``, ``{"workflow": id}``,
     ``{"agent": {"workflow", "agent"}}``, ``"global"`` or ``{"custom": "…"}``."""
 
-    _variants: ClassVar[dict[str, None | str | dict[str, str]]] = {
+    _variants: ClassVar[dict[str, str | dict[str, str] | None]] = {
         "session": "session_id",
         "workflow": "workflow_id",
         "agent": {"workflow": "workflow_id", "agent": "agent_id"},
@@ -70,7 +70,7 @@ class SignalPayload(WireModel):
     data: Json
 
 
-class LogLevel(str, Enum):
+class LogLevel(StrEnum):
     """Severity of a log effect."""
 
     TRACE = "trace"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, ClassVar, Literal, Protocol, Self, runtime_checkable
 
 from pydantic import Field
@@ -11,7 +11,7 @@ from ._turn import Turn, TurnInput, TurnOutput
 from ._wire import U16, ExternallyTagged, Json, WireModel
 
 
-class NetworkAction(str, Enum):
+class NetworkAction(StrEnum):
     """Allow or deny."""
 
     ALLOW = "allow"
@@ -97,7 +97,7 @@ class CredentialInjection(ExternallyTagged):
     """How a credential reaches the turn: ``{"env_var": {"var_name"}}``,
     ``{"file": {"path"}}`` or ``"sidecar"`` (the agent never sees the secret)."""
 
-    _variants: ClassVar[dict[str, None | str | dict[str, str]]] = {
+    _variants: ClassVar[dict[str, str | dict[str, str] | None]] = {
         "env_var": {"var_name": "var_name"},
         "file": {"path": "path"},
         "sidecar": None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal, Protocol, Self, runtime_checkable
 
 from pydantic import Field
@@ -13,7 +13,7 @@ from ._content import Content
 from ._wire import U32, U64, DurationMs, Json, Money, WireModel
 
 
-class HookPoint(str, Enum):
+class HookPoint(StrEnum):
     """Where in the loop a hook fires."""
 
     PRE_INFERENCE = "pre_inference"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import Field
@@ -18,7 +18,7 @@ class BudgetDecision(ExternallyTagged):
     ``{"downgrade_model": {"from", "to"}}``, ``"halt_workflow"`` or
     ``{"request_increase": {"amount"}}``."""
 
-    _variants: ClassVar[dict[str, None | str | dict[str, str]]] = {
+    _variants: ClassVar[dict[str, str | dict[str, str] | None]] = {
         "continue": None,
         "downgrade_model": {"from": "from_model", "to": "to_model"},
         "halt_workflow": None,
@@ -124,7 +124,7 @@ CompactionEvent = Annotated[
 ]
 
 
-class EventSource(str, Enum):
+class EventSource(StrEnum):
     """Which protocol emitted an event."""
 
     TURN = "turn"

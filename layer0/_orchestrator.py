@@ -26,9 +26,7 @@ class Orchestrator(Protocol):
         """Run one turn of ``agent``. Raises ``OrchError``."""
         ...
 
-    async def dispatch_many(
-        self, tasks: list[tuple[AgentId, TurnInput]]
-    ) -> list[TurnOutput | OrchError]:
+    async def dispatch_many(self, tasks: list[tuple[AgentId, TurnInput]]) -> list[TurnOutput | OrchError]:
         """Run several turns concurrently; results in input order, failures independent."""
         ...
 

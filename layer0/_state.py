@@ -9,6 +9,9 @@ from pydantic import Field
 from ._effect import Scope
 from ._wire import WireModel
 
+# ``list`` is shadowed by the method of that name inside the classes below.
+_Keys = list[str]
+
 
 class SearchResult(WireModel):
     """A key matched by a search, with a relevance score and an optional snippet."""
@@ -16,6 +19,9 @@ class SearchResult(WireModel):
     key: str
     score: float = Field(allow_inf_nan=False)
     snippet: str | None = None
+
+
+_Results = list[SearchResult]
 
 
 @runtime_checkable
@@ -26,11 +32,11 @@ class StateReader(Protocol):
         """The value under ``key`` in ``scope``, or None when absent."""
         ...
 
-    async def list(self, scope: Scope, prefix: str) -> list[str]:
+    async def list(self, scope: Scope, prefix: str) -> _Keys:
         """Keys in ``scope`` starting with ``prefix`` (all keys for ``""``), sorted."""
         ...
 
-    async def search(self, scope: Scope, query: str, limit: int) -> list[SearchResult]:
+    async def search(self, scope: Scope, query: str, limit: int) -> _Results:
         """Keys whose values match ``query``, best first; ``[]`` if unsupported."""
         ...
 
@@ -68,11 +74,11 @@ class ReadOnlyState:
         """See ``StateReader.read``."""
         return await self.__reader.read(scope, key)
 
-    async def list(self, scope: Scope, prefix: str) -> list[str]:
+    async def list(self, scope: Scope, prefix: str) -> _Keys:
         """See ``StateReader.list``."""
         return await self.__reader.list(scope, prefix)
 
-    async def search(self, scope: Scope, query: str, limit: int) -> list[SearchResult]:
+    async def search(self, scope: Scope, query: str, limit: int) -> _Results:
         """See ``StateReader.search``."""
         return await self.__reader.search(scope, query, limit)
 

@@ -19,7 +19,7 @@ class TriggerType(ExternallyTagged):
     """What started a turn: ``"user"``, ``"task"``, ``"signal"``, ``"schedule"``,
     ``"system_event"`` or ``{"custom": "…"}``."""
 
-    _variants: ClassVar[dict[str, None | str | dict[str, str]]] = {
+    _variants: ClassVar[dict[str, str | dict[str, str] | None]] = {
         "user": None,
         "task": None,
         "signal": None,
@@ -93,7 +93,7 @@ class TurnInput(WireModel):
 class ExitReason(ExternallyTagged):
     """Why a turn ended; the caller decides what happens next from it."""
 
-    _variants: ClassVar[dict[str, None | str | dict[str, str]]] = {
+    _variants: ClassVar[dict[str, str | dict[str, str] | None]] = {
         "complete": None,
         "max_turns": None,
         "budget_exhausted": None,
@@ -176,9 +176,7 @@ class TurnMetadata(WireModel):
     @classmethod
     def empty(cls) -> Self:
         """All counters zero, cost ``Decimal(0)``, no tools."""
-        return cls(
-            tokens_in=0, tokens_out=0, cost=Decimal(0), turns_used=0, tools_called=[], duration=0
-        )
+        return cls(tokens_in=0, tokens_out=0, cost=Decimal(0), turns_used=0, tools_called=[], duration=0)
 
 
 class TurnOutput(WireModel):
@@ -188,7 +186,7 @@ class TurnOutput(WireModel):
     exit_reason: ExitReason
     metadata: TurnMetadata
     #: Side effects the caller executes; the turn never executes them itself.
-    effects: list["Effect"] = Field(default_factory=list)
+    effects: list[Effect] = Field(default_factory=list)
 
     @classmethod
     def new(cls, message: str | Content, exit_reason: ExitReason | None = None) -> Self:

@@ -61,10 +61,8 @@ def decimal_to_str(value: Decimal) -> str:
 
 
 def _parse_decimal(value: Any) -> Decimal:
-    if isinstance(value, bool) or isinstance(value, int | float):
-        raise ValueError(
-            "a Decimal must be given as a string (e.g. \"0.0123\"), not a JSON number"
-        )
+    if isinstance(value, (bool, int | float)):
+        raise ValueError('a Decimal must be given as a string (e.g. "0.0123"), not a JSON number')
     if isinstance(value, Decimal):
         dec = value
     elif isinstance(value, str):
@@ -109,7 +107,7 @@ class ExternallyTagged(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
-    _variants: ClassVar[dict[str, None | str | dict[str, str]]] = {}
+    _variants: ClassVar[dict[str, str | dict[str, str] | None]] = {}
 
     kind: str
 
@@ -137,9 +135,7 @@ class ExternallyTagged(BaseModel):
                 raise ValueError(f"{name} must be a string or an object with exactly one key")
             ((variant, payload),) = data.items()
             if variant not in cls._variants:
-                raise ValueError(
-                    f"unknown variant `{variant}` of {name}, expected one of {expected}"
-                )
+                raise ValueError(f"unknown variant `{variant}` of {name}, expected one of {expected}")
             spec = cls._variants[variant]
             if spec is None:
                 if payload is not None:

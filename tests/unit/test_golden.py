@@ -39,9 +39,7 @@ def roundtrip(type_name: str, data: Any) -> str:
     return dumps(ta.dump_python(ta.validate_python(data), mode="json", by_alias=True))
 
 
-VECTOR_LINES = [
-    line for line in (GOLDEN / "vectors.jsonl").read_text().splitlines() if line.strip()
-]
+VECTOR_LINES = [line for line in (GOLDEN / "vectors.jsonl").read_text().splitlines() if line.strip()]
 DECODE_CASES = _lines("decode-cases.jsonl")
 
 
@@ -58,9 +56,7 @@ def test_vector_roundtrips_byte_for_byte(line: str) -> None:
     assert roundtrip(record["type_name"], record["json"]) == _raw_json(line)
 
 
-@pytest.mark.parametrize(
-    "case", DECODE_CASES, ids=[f"{c['type_name']}:{c['case']}" for c in DECODE_CASES]
-)
+@pytest.mark.parametrize("case", DECODE_CASES, ids=[f"{c['type_name']}:{c['case']}" for c in DECODE_CASES])
 def test_decode_case_behaves_as_rust(case: dict[str, Any]) -> None:
     if case["ok"]:
         assert roundtrip(case["type_name"], case["input"]) == dumps(case["reserialized"])

@@ -1,0 +1,84 @@
+"""The airlock exception tree (layer0's errors are separate: ``layer0.Layer0Error``).
+
+::
+
+    AirlockError
+    ├── ConfigError        invalid agent/airlock configuration (file, line, key)
+    ├── SpecError          an AgentSpec names an unknown provider/tool or is inconsistent
+    ├── ToolError          a tool failed (kind: not_found | invalid_input | execution_failed |
+    │                       permission_denied | cancelled | model_retry)
+    ├── RunnerError        the runner or its channel failed (status code + message)
+    └── ImageError         a sandbox image is missing or cannot be built
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+
+class AirlockError(Exception):
+    """Root of every airlock error."""
+
+
+class ConfigError(AirlockError):
+    """Raised when configuration is invalid; the message names file, line and key."""
+
+
+class SpecError(AirlockError):
+    """Raised when an AgentSpec is invalid (e.g. an unknown provider or tool)."""
+
+
+ToolErrorKind = Literal[
+    "not_found", "invalid_input", "execution_failed", "permission_denied", "cancelled", "model_retry"
+]
+
+
+class ToolError(AirlockError):
+    """Raised by a tool. The loop turns it into an error ``tool_result`` the model can read.
+
+    ``ToolError.model_retry(hint)`` asks the model to correct itself: the hint becomes
+    the error result's text.
+    """
+
+    def __init__(self, kind: ToolErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind: ToolErrorKind = kind
+        self.message = message
+
+    @classmethod
+    def not_found(cls, message: str) -> Self:
+        """No such tool."""
+        return cls("not_found", message)
+
+    @classmethod
+    def invalid_input(cls, message: str) -> Self:
+        """The input does not match the tool's schema."""
+        return cls("invalid_input", message)
+
+    @classmethod
+    def execution_failed(cls, message: str) -> Self:
+        """The tool ran and failed."""
+        return cls("execution_failed", message)
+
+    @classmethod
+    def permission_denied(cls, message: str) -> Self:
+        """The tool refused (e.g. a path outside the workspace)."""
+        return cls("permission_denied", message)
+
+    @classmethod
+    def cancelled(cls, message: str = "cancelled") -> Self:
+        """The call was cancelled."""
+        return cls("cancelled", message)
+
+    @classmethod
+    def model_retry(cls, hint: str) -> Self:
+        """Ask the model to try again; ``hint`` tells it what to change."""
+        return cls("model_retry", hint)
+
+
+class RunnerError(AirlockError):
+    """Raised when the runner or its gRPC channel fails."""
+
+
+class ImageError(AirlockError):
+    """Raised when a sandbox image is missing (the message names the build command)."""

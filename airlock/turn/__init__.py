@@ -1,0 +1,68 @@
+"""NeuronTurn: the ReAct loop (call model, run tools, repeat) implementing ``layer0.Turn``."""
+
+from ._events import (
+    EventSink,
+    InferenceFinished,
+    InferenceStarted,
+    ToolFinished,
+    ToolStarted,
+    TurnEvent,
+    TurnLog,
+    TurnPaused,
+    TurnStarted,
+)
+from ._provider import Provider
+from ._spec import EFFECT_TOOLS, PROVIDER_KINDS, AgentSpec, ContextSpec, HookSpec, LoopLimits, ProviderSpec
+from ._tool import ToolContext, ToolDyn
+from ._types import (
+    ContentPart,
+    ImagePart,
+    ProviderMessage,
+    ProviderRequest,
+    ProviderResponse,
+    Role,
+    StopReason,
+    TextPart,
+    TokenUsage,
+    ToolResultPart,
+    ToolSchema,
+    ToolUsePart,
+    block_to_part,
+    part_to_block,
+)
+
+__all__ = [
+    "EFFECT_TOOLS",
+    "PROVIDER_KINDS",
+    "AgentSpec",
+    "ContentPart",
+    "ContextSpec",
+    "EventSink",
+    "HookSpec",
+    "ImagePart",
+    "InferenceFinished",
+    "InferenceStarted",
+    "LoopLimits",
+    "Provider",
+    "ProviderMessage",
+    "ProviderRequest",
+    "ProviderResponse",
+    "ProviderSpec",
+    "Role",
+    "StopReason",
+    "TextPart",
+    "TokenUsage",
+    "ToolContext",
+    "ToolDyn",
+    "ToolFinished",
+    "ToolResultPart",
+    "ToolSchema",
+    "ToolStarted",
+    "ToolUsePart",
+    "TurnEvent",
+    "TurnLog",
+    "TurnPaused",
+    "TurnStarted",
+    "block_to_part",
+    "part_to_block",
+]

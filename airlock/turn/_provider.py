@@ -1,0 +1,25 @@
+"""The Provider protocol: one async method, like a transport (not a layer0 type)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from ._types import ProviderRequest, ProviderResponse
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Calls a model once.
+
+    Implementations raise ``layer0.TurnError``: ``retryable`` for 429/5xx/timeouts/
+    connection errors, ``model`` or ``non_retryable`` for other failures, and
+    ``model`` for a stop reason they cannot map. They never retry on their own
+    behalf beyond what the SDK is configured for; the orchestrator decides.
+    """
+
+    #: Short name used in logs and AgentSpecs (``anthropic``, ``openai_compat``, ``scripted``).
+    name: str
+
+    async def complete(self, request: ProviderRequest) -> ProviderResponse:
+        """Run one model call."""
+        ...
