@@ -1,0 +1,157 @@
+"""SqliteStore: the embedded default store that persists (stdlib sqlite3, WAL mode)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from layer0 import Scope, SearchResult, StateError
+
+from ._codec import check_key, check_prefix, decode_value, encode_value, scope_text
+from ._search import rank
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS state (
+    scope TEXT NOT NULL,
+    key   TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (scope, key)
+) WITHOUT ROWID
+"""
+
+
+# ``list`` is shadowed by the method of that name inside the class.
+_Keys = list[str]
+_Results = list[SearchResult]
+
+
+class SqliteStore:
+    """A ``layer0.StateStore`` in one SQLite file; survives process restarts.
+
+    All database work runs on one dedicated thread that owns the connection, so the
+    event loop never blocks and operations of one store are serialized. The file is
+    in WAL mode with a busy timeout, so several stores (or processes) on the same
+    file can write concurrently. Every write is its own committed transaction.
+
+    Use as ``async with SqliteStore(path) as store:`` or call ``aclose()``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0) -> None:
+        self._path = Path(path)
+        self._busy_timeout_s = busy_timeout_s
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="airlock-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    async def __aenter__(self) -> Self:
+        await self._run(lambda conn: None)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection and stop the worker thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close_conn)
+        self._executor.shutdown(wait=False)
+
+    def _close_conn(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    async def _run(self, op: Callable[[sqlite3.Connection], T], *, writing: bool = False) -> T:
+        if self._closed:
+            raise StateError.other(f"SqliteStore({self._path}) is closed")
+
+        def work() -> T:
+            return op(self._connect())
+
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, work)
+        except sqlite3.Error as e:
+            where = f"sqlite {self._path}: {type(e).__name__}: {e}"
+            raise (StateError.write_failed(where) if writing else StateError.other(where)) from e
+        except OSError as e:
+            raise StateError.other(f"sqlite {self._path}: {e}") from e
+
+    async def read(self, scope: Scope, key: str) -> Any | None:
+        """The value under ``key``, or None."""
+        s, k = scope_text(scope), check_key(key)
+        row = await self._run(
+            lambda c: c.execute("SELECT value FROM state WHERE scope = ? AND key = ?", (s, k)).fetchone()
+        )
+        return None if row is None else decode_value(row[0])
+
+    async def write(self, scope: Scope, key: str, value: Any) -> None:
+        """Create or overwrite ``key``. Raises ``StateError.serialization`` for non-JSON."""
+        s, k, text = scope_text(scope), check_key(key), encode_value(value)
+        await self._run(
+            lambda c: c.execute(
+                "INSERT INTO state (scope, key, value) VALUES (?, ?, ?) "
+                "ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value",
+                (s, k, text),
+            ),
+            writing=True,
+        )
+
+    async def delete(self, scope: Scope, key: str) -> None:
+        """Delete ``key``; a missing key is a no-op."""
+        s, k = scope_text(scope), check_key(key)
+        await self._run(
+            lambda c: c.execute("DELETE FROM state WHERE scope = ? AND key = ?", (s, k)), writing=True
+        )
+
+    async def list(self, scope: Scope, prefix: str) -> _Keys:
+        """Sorted keys starting with ``prefix`` (all keys for ``""``)."""
+        s, p = scope_text(scope), check_prefix(prefix)
+
+        def op(c: sqlite3.Connection) -> _Keys:
+            # Keys compare as UTF-8 bytes (BINARY collation), i.e. by code point: a
+            # range scan from ``prefix`` yields exactly the matching keys, sorted.
+            keys: list[str] = []
+            for (k,) in c.execute("SELECT key FROM state WHERE scope = ? AND key >= ? ORDER BY key", (s, p)):
+                if not k.startswith(p):
+                    break
+                keys.append(k)
+            return keys
+
+        return await self._run(op)
+
+    async def search(self, scope: Scope, query: str, limit: int) -> _Results:
+        """Keys whose JSON text contains the query's terms (case-insensitive), best first."""
+        s = scope_text(scope)
+        return await self._run(
+            lambda c: rank(c.execute("SELECT key, value FROM state WHERE scope = ?", (s,)), query, limit)
+        )
