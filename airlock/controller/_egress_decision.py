@@ -1,0 +1,202 @@
+"""The egress decision: one pure function shared by every proxy and backend.
+
+``decide(plan, host, port, resolved)`` answers whether a connection from the sandbox to
+``host:port`` may go out, given the IPs the proxy resolved for ``host``. It sends no
+traffic and resolves nothing: the caller resolves once, asks, and then connects to an
+IP it asked about (never re-resolving), so a name that re-resolves to a private address
+between check and use (DNS rebinding) cannot slip through.
+
+Semantics (the single meaning the Docker and Kubernetes backends share):
+
+1. The host is normalised (lower case, no trailing dot, no IPv6 brackets). An IP literal
+   host is checked as itself; the resolved list is ignored for it. IPv4-mapped IPv6
+   addresses (``::ffff:10.0.0.1``) are checked as the IPv4 address they carry.
+2. Every resolved IP is checked; the connection is allowed only if **all** of them are
+   (one private answer among public ones denies the name).
+3. Per IP: a matching **deny** rule wins (a domain rule matches the name, a CIDR rule the
+   IP; the port must match when the rule names one). Otherwise a matching **allow** rule
+   grants it, except that an IP in a *special range* (private, shared/CGNAT, loopback,
+   link-local incl. the 169.254.169.254 metadata address, multicast, unspecified,
+   reserved, documentation, IPv6 ULA/link-local/multicast, NAT64/6to4/Teredo) is granted
+   **only by a CIDR rule that lies inside that special range** (``10.0.0.0/8``,
+   ``169.254.169.254/32``). A domain rule — exact or wildcard — never grants a special
+   address, and neither does the default. Otherwise the plan's default applies.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .policy import EgressPlan, EgressRule
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+#: Address ranges denied unless a CIDR rule inside them names them (label, network).
+SPECIAL_RANGES: tuple[tuple[str, IPNetwork], ...] = tuple(
+    (label, ipaddress.ip_network(net))
+    for label, net in (
+        ("unspecified / this network", "0.0.0.0/8"),
+        ("private", "10.0.0.0/8"),
+        ("shared address space (CGNAT)", "100.64.0.0/10"),
+        ("loopback", "127.0.0.0/8"),
+        ("link-local / cloud metadata", "169.254.0.0/16"),
+        ("private", "172.16.0.0/12"),
+        ("IETF protocol assignments", "192.0.0.0/24"),
+        ("documentation", "192.0.2.0/24"),
+        ("private", "192.168.0.0/16"),
+        ("benchmarking", "198.18.0.0/15"),
+        ("documentation", "198.51.100.0/24"),
+        ("documentation", "203.0.113.0/24"),
+        ("multicast", "224.0.0.0/4"),
+        ("reserved / broadcast", "240.0.0.0/4"),
+        ("unspecified", "::/128"),
+        ("loopback", "::1/128"),
+        ("IPv4-mapped", "::ffff:0:0/96"),
+        ("NAT64", "64:ff9b::/96"),
+        ("NAT64 local-use", "64:ff9b:1::/48"),
+        ("discard-only", "100::/64"),
+        ("Teredo", "2001::/32"),
+        ("documentation", "2001:db8::/32"),
+        ("6to4", "2002::/16"),
+        ("unique local (private)", "fc00::/7"),
+        ("link-local", "fe80::/10"),
+        ("site-local (deprecated)", "fec0::/10"),
+        ("multicast", "ff00::/8"),
+    )
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer for one connection attempt."""
+
+    #: Whether the connection may go out.
+    allowed: bool
+    #: Label of the rule that decided (``"default deny"`` / ``"default allow"`` when none did).
+    rule: str
+    #: One line a user can read: why.
+    reason: str
+    #: The checked IPs, in the order the proxy should try them (empty when denied before resolving).
+    ips: tuple[str, ...] = ()
+
+
+def normalise_host(host: str) -> str:
+    """Lower-case ``host`` and drop a trailing dot and IPv6 brackets."""
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host.rstrip(".")
+
+
+def parse_ip(text: str) -> IPAddress | None:
+    """``text`` as an IP address (IPv4-mapped IPv6 unwrapped to IPv4), or None if it is a name."""
+    try:
+        ip = ipaddress.ip_address(normalise_host(text).split("%", 1)[0])
+    except ValueError:
+        return None
+    return unwrap(ip)
+
+
+def unwrap(ip: IPAddress) -> IPAddress:
+    """An IPv4-mapped IPv6 address as its IPv4 address; any other address unchanged."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def net_within(inner: IPNetwork, outer: IPNetwork) -> bool:
+    """Whether network ``inner`` lies inside ``outer`` (False across IP versions)."""
+    if isinstance(inner, ipaddress.IPv4Network) and isinstance(outer, ipaddress.IPv4Network):
+        return inner.subnet_of(outer)
+    if isinstance(inner, ipaddress.IPv6Network) and isinstance(outer, ipaddress.IPv6Network):
+        return inner.subnet_of(outer)
+    return False
+
+
+def net_overlap(a: IPNetwork, b: IPNetwork) -> bool:
+    """Whether networks ``a`` and ``b`` share an address (False across IP versions)."""
+    return a.version == b.version and (net_within(a, b) or net_within(b, a))
+
+
+def special_range(ip: IPAddress) -> tuple[str, IPNetwork] | None:
+    """The special range ``ip`` lies in (label, network), or None for a public address."""
+    ip = unwrap(ip)
+    for label, net in SPECIAL_RANGES:
+        if net.version == ip.version and ip in net:
+            return label, net
+    return None
+
+
+def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress | str]) -> Decision:
+    """Decide whether ``host:port`` (resolved to ``resolved``) may be reached under ``plan``.
+
+    Args:
+        plan: The compiled egress plan.
+        host: The requested host: a name or an IP literal (brackets allowed).
+        port: The requested TCP port.
+        resolved: The addresses the caller resolved ``host`` to (ignored for IP literals).
+
+    Returns:
+        A Decision; when allowed, ``ips`` lists the checked addresses to connect to.
+    """
+    name = normalise_host(host)
+    literal = parse_ip(name)
+    if not 0 < port < 65536:
+        return Decision(False, "invalid request", f"port {port} is out of range")
+    if literal is not None:
+        ips: list[IPAddress] = [literal]
+        name_for_rules: str | None = None
+    else:
+        if not name:
+            return Decision(False, "invalid request", "empty host")
+        name_for_rules = name
+        ips = []
+        for item in resolved:
+            ip = parse_ip(item) if isinstance(item, str) else unwrap(item)
+            if ip is None:
+                return Decision(False, "invalid request", f"resolver returned a non-address {item!r}")
+            if ip not in ips:
+                ips.append(ip)
+        if not ips:
+            return Decision(False, "no address", f"{name} did not resolve to any address")
+    granted: Decision | None = None
+    for ip in ips:
+        one = _decide_ip(plan, name_for_rules, port, ip)
+        if not one.allowed:
+            return Decision(False, one.rule, one.reason, ())
+        granted = granted or one
+    assert granted is not None
+    return Decision(True, granted.rule, granted.reason, tuple(str(ip) for ip in ips))
+
+
+def _decide_ip(plan: EgressPlan, name: str | None, port: int, ip: IPAddress) -> Decision:
+    target = f"{name or ip}:{port}" + (f" ({ip})" if name else "")
+    for rule in plan.rules:
+        if rule.action == "deny" and rule.matches(name, port, ip):
+            return Decision(False, rule.label(), f"{target} matches deny rule {rule.label()}")
+    special = special_range(ip)
+    blocked_by_special: EgressRule | None = None
+    best: EgressRule | None = None
+    for rule in plan.rules:
+        if rule.action != "allow" or not rule.matches(name, port, ip):
+            continue
+        if special is not None and not rule.names_special(special[1]):
+            blocked_by_special = blocked_by_special or rule
+            continue
+        if best is None or rule.specificity() > best.specificity():
+            best = rule
+    if best is not None:
+        return Decision(True, best.label(), f"{target} allowed by {best.label()}")
+    if special is not None:
+        label, net = special
+        why = f"{ip} is in a {label} range ({net}); only a CIDR rule inside that range can allow it"
+        via = f" (matched {blocked_by_special.label()}, which cannot grant it)" if blocked_by_special else ""
+        return Decision(False, f"deny special {net}", f"{target} denied: {why}{via}")
+    if plan.default == "allow":
+        return Decision(True, "default allow", f"{target} allowed by the default (allow)")
+    return Decision(False, "default deny", f"{target} denied: no rule allows it (default deny)")
