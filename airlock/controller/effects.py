@@ -1,0 +1,301 @@
+"""EffectExecutor: apply the effects a turn declared, in order, and report on each.
+
+A turn never writes state itself; it declares effects in its ``TurnOutput`` and the
+caller runs them through an ``EffectExecutor``:
+
+- ``WriteMemory`` / ``DeleteMemory`` → the ``StateStore``;
+- ``Delegate`` → ``orchestrator.dispatch(agent, input)``; the child's output is kept
+  and its own effects are applied as a follow-up;
+- ``Handoff`` → ``orchestrator.dispatch(agent, …)`` with the handed-off state as the
+  input message (text) and in ``metadata["handoff_state"]``; follow-up as above;
+- ``Signal`` → ``orchestrator.signal``;
+- ``Log`` → Python ``logging`` at the mapped level (trace → DEBUG, warn → WARNING);
+- ``CustomEffect`` → a handler registered for its ``effect_type``, else logged as
+  unhandled.
+
+Follow-ups are bounded twice, so self-delegation cannot loop forever: by depth
+(``max_depth`` levels of dispatched children) and by count (``max_follow_ups``
+dispatches per ``apply``). A delegate or handoff beyond either bound is not
+dispatched; its outcome says ``limit_reached`` and why, and a warning is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+
+from airlock.errors import ConfigError
+from layer0 import (
+    AgentId,
+    Content,
+    CustomEffect,
+    Delegate,
+    DeleteMemory,
+    Effect,
+    Handoff,
+    Log,
+    LogLevel,
+    Orchestrator,
+    SessionId,
+    Signal,
+    StateStore,
+    TriggerType,
+    TurnInput,
+    TurnOutput,
+    WriteMemory,
+)
+
+#: A handler for one ``CustomEffect.effect_type``; may return a JSON result for the report.
+CustomHandler = Callable[[CustomEffect], Awaitable[JsonValue]]
+
+OutcomeStatus = Literal["ok", "error", "skipped", "unhandled", "limit_reached"]
+
+LOG_LEVELS: dict[LogLevel, int] = {
+    LogLevel.TRACE: logging.DEBUG,
+    LogLevel.DEBUG: logging.DEBUG,
+    LogLevel.INFO: logging.INFO,
+    LogLevel.WARN: logging.WARNING,
+    LogLevel.ERROR: logging.ERROR,
+}
+
+
+class EffectOutcome(BaseModel):
+    """What happened to one effect."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: Position of the effect in its ``TurnOutput.effects``.
+    index: int
+    #: The effect's ``type`` tag (``write_memory``, ``delegate``, …).
+    effect: str
+    #: ``ok``; ``error`` (see ``detail``); ``skipped`` (an earlier effect failed and
+    #: ``stop_on_error`` is set); ``unhandled`` (custom effect without a handler);
+    #: ``limit_reached`` (a follow-up beyond the depth or count limit, not dispatched).
+    status: OutcomeStatus
+    detail: str | None = None
+    #: The agent dispatched by a delegate or handoff.
+    agent: AgentId | None = None
+    #: That agent's output.
+    child_output: TurnOutput | None = None
+    #: The report of applying the child's own effects.
+    follow_up: EffectReport | None = None
+    #: A custom handler's result.
+    result: JsonValue = None
+
+
+class EffectReport(BaseModel):
+    """The outcomes of applying one ``TurnOutput``'s effects, in order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: 0 for the output given to ``apply``; n for a child n dispatches down.
+    depth: int
+    outcomes: list[EffectOutcome]
+
+    def walk(self) -> Iterator[EffectOutcome]:
+        """Every outcome, this report's and its follow-ups', depth first."""
+        for outcome in self.outcomes:
+            yield outcome
+            if outcome.follow_up is not None:
+                yield from outcome.follow_up.walk()
+
+    @property
+    def ok(self) -> bool:
+        """True when every effect, follow-ups included, was applied."""
+        return all(o.status == "ok" for o in self.walk())
+
+    @property
+    def limit_reached(self) -> bool:
+        """True when some follow-up was not dispatched because of a limit."""
+        return any(o.status == "limit_reached" for o in self.walk())
+
+
+EffectOutcome.model_rebuild()
+
+
+@dataclass
+class _Budget:
+    follow_ups_left: int
+
+
+class EffectExecutor:
+    """Applies a turn's effects in order against a store and an orchestrator.
+
+    Args:
+        store: where ``WriteMemory``/``DeleteMemory`` go (None: they are errors).
+        orchestrator: runs delegates and handoffs and receives signals (None: those
+            effects are errors).
+        max_depth: levels of follow-up dispatch allowed (0: none at all).
+        max_follow_ups: dispatches allowed per ``apply`` call, across all levels.
+        stop_on_error: after a failed effect, mark the rest of that output ``skipped``.
+        logger: where ``Log`` effects and executor diagnostics go.
+    """
+
+    def __init__(
+        self,
+        store: StateStore | None,
+        orchestrator: Orchestrator | None,
+        *,
+        max_depth: int = 4,
+        max_follow_ups: int = 64,
+        stop_on_error: bool = False,
+        custom_handlers: dict[str, CustomHandler] | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if max_depth < 0 or max_follow_ups < 0:
+            raise ConfigError("max_depth and max_follow_ups must not be negative")
+        self._store = store
+        self._orchestrator = orchestrator
+        self._max_depth = max_depth
+        self._max_follow_ups = max_follow_ups
+        self._stop_on_error = stop_on_error
+        self._handlers: dict[str, CustomHandler] = dict(custom_handlers or {})
+        self._log = logger or logging.getLogger("airlock.effects")
+
+    def register_custom(self, effect_type: str, handler: CustomHandler) -> None:
+        """Handle ``CustomEffect``s whose ``effect_type`` is ``effect_type``."""
+        self._handlers[effect_type] = handler
+
+    async def apply(
+        self, output: TurnOutput, *, source: AgentId | None = None, session: SessionId | None = None
+    ) -> EffectReport:
+        """Apply ``output.effects`` in order and report on each; never raises for an effect.
+
+        Args:
+            output: the turn's output.
+            source: the agent that produced it (used in logs and handoff metadata).
+            session: the session a handoff continues (passed to the next agent).
+        """
+        return await self._apply(output, source, session, 0, _Budget(self._max_follow_ups))
+
+    async def _apply(
+        self,
+        output: TurnOutput,
+        source: AgentId | None,
+        session: SessionId | None,
+        depth: int,
+        budget: _Budget,
+    ) -> EffectReport:
+        outcomes: list[EffectOutcome] = []
+        failed = False
+        for index, effect in enumerate(output.effects):
+            if failed and self._stop_on_error:
+                outcomes.append(
+                    EffectOutcome(
+                        index=index, effect=effect.type, status="skipped", detail="an earlier effect failed"
+                    )
+                )
+                continue
+            try:
+                outcome = await self._one(index, effect, source, session, depth, budget)
+            except Exception as e:  # a store/orchestrator/handler failure is reported, not raised
+                outcome = EffectOutcome(
+                    index=index, effect=effect.type, status="error", detail=f"{type(e).__name__}: {e}"
+                )
+            if outcome.status in ("error", "limit_reached"):
+                failed = True
+                self._log.warning(
+                    "effect %d (%s) from %s: %s", index, effect.type, source or "turn", outcome.detail
+                )
+            else:
+                self._log.debug(
+                    "effect %d (%s) from %s: %s", index, effect.type, source or "turn", outcome.status
+                )
+            outcomes.append(outcome)
+        return EffectReport(depth=depth, outcomes=outcomes)
+
+    async def _one(
+        self,
+        index: int,
+        effect: Effect,
+        source: AgentId | None,
+        session: SessionId | None,
+        depth: int,
+        budget: _Budget,
+    ) -> EffectOutcome:
+        def done(status: OutcomeStatus = "ok", detail: str | None = None) -> EffectOutcome:
+            return EffectOutcome(index=index, effect=effect.type, status=status, detail=detail)
+
+        match effect:
+            case WriteMemory(scope=scope, key=key, value=value):
+                if self._store is None:
+                    return done("error", "no StateStore configured")
+                await self._store.write(scope, key, value)
+                return done()
+            case DeleteMemory(scope=scope, key=key):
+                if self._store is None:
+                    return done("error", "no StateStore configured")
+                await self._store.delete(scope, key)
+                return done()
+            case Signal(target=target, payload=payload):
+                if self._orchestrator is None:
+                    return done("error", "no Orchestrator configured")
+                await self._orchestrator.signal(target, payload)
+                return done()
+            case Delegate(agent=agent, input=child_input):
+                return await self._follow_up(index, "delegate", agent, child_input, depth, budget)
+            case Handoff(agent=agent, state=state):
+                text = (
+                    state if isinstance(state, str) else json.dumps(state, sort_keys=True, ensure_ascii=False)
+                )
+                metadata: dict[str, JsonValue] = {"handoff_state": state}
+                if source is not None:
+                    metadata["handoff_from"] = str(source)
+                child_input = TurnInput(
+                    message=Content(text), trigger=TriggerType.task(), session=session, metadata=metadata
+                )
+                return await self._follow_up(index, "handoff", agent, child_input, depth, budget)
+            case Log(level=level, message=message, data=data):
+                self._log.log(
+                    LOG_LEVELS[level],
+                    "[%s] %s",
+                    source or "turn",
+                    message,
+                    extra={"effect_data": data, "effect_level": level.value},
+                )
+                return done()
+            case CustomEffect(effect_type=effect_type):
+                handler = self._handlers.get(effect_type)
+                if handler is None:
+                    self._log.warning("unhandled custom effect %r from %s", effect_type, source or "turn")
+                    return done("unhandled", f"no handler registered for custom effect {effect_type!r}")
+                result = await handler(effect)
+                try:
+                    return EffectOutcome(index=index, effect=effect.type, status="ok", result=result)
+                except ValidationError:
+                    return done("error", f"handler for {effect_type!r} returned a non-JSON result")
+        return done("error", f"unknown effect {effect!r}")  # pragma: no cover - the union is closed
+
+    async def _follow_up(
+        self,
+        index: int,
+        kind: str,
+        agent: AgentId,
+        child_input: TurnInput,
+        depth: int,
+        budget: _Budget,
+    ) -> EffectOutcome:
+        if self._orchestrator is None:
+            return EffectOutcome(
+                index=index, effect=kind, status="error", detail="no Orchestrator configured", agent=agent
+            )
+        if depth >= self._max_depth:
+            detail = f"follow-up depth limit ({self._max_depth}) reached: {kind} to {agent} not dispatched"
+        elif budget.follow_ups_left <= 0:
+            limit = self._max_follow_ups
+            detail = f"follow-up limit ({limit} per apply) reached: {kind} to {agent} not dispatched"
+        else:
+            detail = None
+        if detail is not None:
+            return EffectOutcome(index=index, effect=kind, status="limit_reached", detail=detail, agent=agent)
+        budget.follow_ups_left -= 1
+        child = await self._orchestrator.dispatch(agent, child_input)
+        report = await self._apply(child, agent, child_input.session, depth + 1, budget)
+        return EffectOutcome(
+            index=index, effect=kind, status="ok", agent=agent, child_output=child, follow_up=report
+        )

@@ -1,0 +1,254 @@
+"""EffectExecutor: order, per-effect outcomes, delegate/handoff follow-ups and their limits."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from pydantic import JsonValue
+
+from airlock.controller.effects import EffectExecutor, EffectReport
+from airlock.controller.orchestrator import LocalOrchestrator
+from airlock.errors import ConfigError
+from airlock.state import InMemoryStore
+from airlock.turn._echo import EchoTurn
+from layer0 import (
+    AgentId,
+    Content,
+    CustomEffect,
+    Delegate,
+    DeleteMemory,
+    Effect,
+    Handoff,
+    Log,
+    LogLevel,
+    QueryPayload,
+    Scope,
+    SessionId,
+    Signal,
+    SignalPayload,
+    TurnInput,
+    TurnMetadata,
+    TurnOutput,
+    WorkflowId,
+    WriteMemory,
+)
+
+S = Scope.session("s1")
+
+
+def output(*effects: Effect) -> TurnOutput:
+    return TurnOutput.new("done").model_copy(update={"effects": list(effects)})
+
+
+class Recorder:
+    """A turn recording its inputs; echoes and declares the effects it was built with."""
+
+    def __init__(self, *effects: Effect) -> None:
+        self.inputs: list[TurnInput] = []
+        self.effects = list(effects)
+
+    async def execute(self, input: TurnInput) -> TurnOutput:
+        self.inputs.append(input)
+        return TurnOutput(
+            message=input.message,
+            exit_reason=TurnOutput.new("").exit_reason,
+            metadata=TurnMetadata.empty(),
+            effects=self.effects,
+        )
+
+
+async def test_effects_apply_in_order() -> None:
+    store = InMemoryStore()
+    orch = LocalOrchestrator()
+    ex = EffectExecutor(store, orch)
+    wf = WorkflowId("wf")
+    report = await ex.apply(
+        output(
+            WriteMemory(scope=S, key="k", value=1),
+            WriteMemory(scope=S, key="k", value=2),
+            DeleteMemory(scope=S, key="gone"),
+            WriteMemory(scope=S, key="tmp", value="x"),
+            DeleteMemory(scope=S, key="tmp"),
+            Signal(target=wf, payload=SignalPayload(signal_type="done", data={"n": 1})),
+        )
+    )
+    assert report.ok
+    assert [o.effect for o in report.outcomes] == [
+        "write_memory",
+        "write_memory",
+        "delete_memory",
+        "write_memory",
+        "delete_memory",
+        "signal",
+    ]
+    assert [o.index for o in report.outcomes] == list(range(6))
+    assert await store.read(S, "k") == 2
+    assert await store.list(S, "") == ["k"]
+    assert await orch.query(wf, QueryPayload(query_type="signal_count", params=None)) == 1
+
+
+async def test_errors_are_reported_and_do_not_stop_later_effects() -> None:
+    store = InMemoryStore()
+    ex = EffectExecutor(store, None)
+    report = await ex.apply(
+        output(
+            WriteMemory(scope=S, key="", value=1),
+            Signal(target=WorkflowId("w"), payload=SignalPayload(signal_type="s", data=None)),
+            WriteMemory(scope=S, key="after", value=True),
+        )
+    )
+    assert [o.status for o in report.outcomes] == ["error", "error", "ok"]
+    assert report.outcomes[0].detail is not None and "key must not be empty" in report.outcomes[0].detail
+    assert report.outcomes[1].detail == "no Orchestrator configured"
+    assert not report.ok
+    assert await store.read(S, "after") is True
+
+
+async def test_stop_on_error_skips_the_rest() -> None:
+    store = InMemoryStore()
+    ex = EffectExecutor(store, None, stop_on_error=True)
+    report = await ex.apply(
+        output(WriteMemory(scope=S, key="", value=1), WriteMemory(scope=S, key="after", value=True))
+    )
+    assert [o.status for o in report.outcomes] == ["error", "skipped"]
+    assert await store.read(S, "after") is None
+
+
+async def test_log_effects_go_to_logging_at_mapped_levels(caplog: pytest.LogCaptureFixture) -> None:
+    ex = EffectExecutor(None, None)
+    caplog.set_level(logging.DEBUG, logger="airlock.effects")
+    levels = [LogLevel.TRACE, LogLevel.DEBUG, LogLevel.INFO, LogLevel.WARN, LogLevel.ERROR]
+    report = await ex.apply(
+        output(*(Log(level=lv, message=f"msg-{lv.value}", data={"lv": lv.value}) for lv in levels)),
+        source=AgentId("agent-7"),
+    )
+    assert report.ok
+    records = [r for r in caplog.records if r.getMessage().startswith("[agent-7] msg-")]
+    assert [(r.getMessage(), r.levelno) for r in records] == [
+        ("[agent-7] msg-trace", logging.DEBUG),
+        ("[agent-7] msg-debug", logging.DEBUG),
+        ("[agent-7] msg-info", logging.INFO),
+        ("[agent-7] msg-warn", logging.WARNING),
+        ("[agent-7] msg-error", logging.ERROR),
+    ]
+    assert [r.effect_data for r in records] == [{"lv": lv.value} for lv in levels]  # type: ignore[attr-defined]
+
+
+async def test_custom_effects_handled_or_reported_unhandled(caplog: pytest.LogCaptureFixture) -> None:
+    seen: list[CustomEffect] = []
+
+    async def handler(effect: CustomEffect) -> JsonValue:
+        seen.append(effect)
+        return {"handled": effect.data}
+
+    async def bad(effect: CustomEffect) -> JsonValue:
+        raise ValueError("handler broke")
+
+    ex = EffectExecutor(None, None, custom_handlers={"notify": handler})
+    ex.register_custom("bad", bad)
+    report = await ex.apply(
+        output(
+            CustomEffect(effect_type="notify", data=[1]),
+            CustomEffect(effect_type="mystery", data=None),
+            CustomEffect(effect_type="bad", data=None),
+        )
+    )
+    assert [o.status for o in report.outcomes] == ["ok", "unhandled", "error"]
+    assert report.outcomes[0].result == {"handled": [1]}
+    assert len(seen) == 1
+    assert "no handler registered for custom effect 'mystery'" in (report.outcomes[1].detail or "")
+    assert "ValueError: handler broke" in (report.outcomes[2].detail or "")
+    assert any("unhandled custom effect 'mystery'" in r.getMessage() for r in caplog.records)
+
+
+async def test_delegate_dispatches_child_and_applies_its_effects() -> None:
+    store = InMemoryStore()
+    orch = LocalOrchestrator()
+    orch.register("child", EchoTurn(scope=S, key="child-wrote"))
+    ex = EffectExecutor(store, orch)
+    report = await ex.apply(output(Delegate(agent=AgentId("child"), input=TurnInput.new("task for child"))))
+    (outcome,) = report.outcomes
+    assert outcome.status == "ok" and outcome.agent == AgentId("child")
+    assert outcome.child_output is not None and outcome.child_output.message.as_text() == "task for child"
+    assert outcome.follow_up is not None and outcome.follow_up.depth == 1
+    assert [o.effect for o in outcome.follow_up.outcomes] == ["write_memory"]
+    assert await store.read(S, "child-wrote") == "task for child"
+
+
+async def test_delegate_to_unknown_agent_is_an_error_outcome() -> None:
+    ex = EffectExecutor(InMemoryStore(), LocalOrchestrator())
+    report = await ex.apply(output(Delegate(agent=AgentId("ghost"), input=TurnInput.new("x"))))
+    assert report.outcomes[0].status == "error"
+    assert "agent not found: ghost" in (report.outcomes[0].detail or "")
+
+
+async def test_handoff_passes_state_as_message_and_metadata() -> None:
+    nxt = Recorder()
+    orch = LocalOrchestrator()
+    orch.register("next", nxt)
+    ex = EffectExecutor(InMemoryStore(), orch)
+    state: JsonValue = {"ticket": 42, "summary": "needs review"}
+    report = await ex.apply(
+        output(
+            Handoff(agent=AgentId("next"), state=state), Handoff(agent=AgentId("next"), state="plain text")
+        ),
+        source=AgentId("triage"),
+        session=SessionId("sess"),
+    )
+    assert report.ok
+    first, second = nxt.inputs
+    assert first.message == Content('{"summary": "needs review", "ticket": 42}')
+    assert first.metadata == {"handoff_state": state, "handoff_from": "triage"}
+    assert first.session == SessionId("sess")
+    assert first.trigger.kind == "task"
+    assert second.message.as_text() == "plain text"
+
+
+async def test_self_delegation_stops_at_the_depth_limit(caplog: pytest.LogCaptureFixture) -> None:
+    loop = Recorder(Delegate(agent=AgentId("loop"), input=TurnInput.new("again")))
+    orch = LocalOrchestrator()
+    orch.register("loop", loop)
+    ex = EffectExecutor(InMemoryStore(), orch, max_depth=3)
+    report = await ex.apply(output(Delegate(agent=AgentId("loop"), input=TurnInput.new("start"))))
+    assert len(loop.inputs) == 3
+    assert not report.ok and report.limit_reached
+    statuses = [(o.status, o.effect) for o in report.walk()]
+    assert statuses == [("ok", "delegate")] * 3 + [("limit_reached", "delegate")]
+    last = list(report.walk())[-1]
+    assert last.detail == "follow-up depth limit (3) reached: delegate to loop not dispatched"
+    assert any("follow-up depth limit (3) reached" in r.getMessage() for r in caplog.records)
+
+
+async def test_fan_out_stops_at_the_follow_up_count_limit() -> None:
+    fan = Recorder(*(Delegate(agent=AgentId("fan"), input=TurnInput.new("x")) for _ in range(3)))
+    orch = LocalOrchestrator()
+    orch.register("fan", fan)
+    ex = EffectExecutor(InMemoryStore(), orch, max_depth=10, max_follow_ups=5)
+    report = await ex.apply(output(Delegate(agent=AgentId("fan"), input=TurnInput.new("go"))))
+    assert len(fan.inputs) == 5
+    limited = [o for o in report.walk() if o.status == "limit_reached"]
+    assert limited and all("follow-up limit (5 per apply)" in (o.detail or "") for o in limited)
+
+
+async def test_zero_depth_allows_no_follow_ups() -> None:
+    orch = LocalOrchestrator()
+    orch.register("echo", EchoTurn())
+    ex = EffectExecutor(InMemoryStore(), orch, max_depth=0)
+    report = await ex.apply(output(Handoff(agent=AgentId("echo"), state=None)))
+    assert report.outcomes[0].status == "limit_reached"
+
+
+async def test_report_is_json_serializable() -> None:
+    orch = LocalOrchestrator()
+    orch.register("child", EchoTurn(scope=S))
+    report = await EffectExecutor(InMemoryStore(), orch).apply(
+        output(Delegate(agent=AgentId("child"), input=TurnInput.new("x")))
+    )
+    again = EffectReport.model_validate_json(report.model_dump_json())
+    assert again == report
+
+
+async def test_negative_limits_rejected() -> None:
+    with pytest.raises(ConfigError):
+        EffectExecutor(None, None, max_depth=-1)
