@@ -6,6 +6,9 @@ traffic and resolves nothing: the caller resolves once, asks, and then connects 
 IP it asked about (never re-resolving), so a name that re-resolves to a private address
 between check and use (DNS rebinding) cannot slip through.
 
+``precheck(plan, host, port)`` denies before any DNS lookup when no rule could allow the
+name, so a denied name is never resolved (no data leaks out through DNS queries).
+
 Semantics (the single meaning the Docker and Kubernetes backends share):
 
 1. The host is normalised (lower case, no trailing dot, no IPv6 brackets). An IP literal
@@ -172,6 +175,31 @@ def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress 
         granted = granted or one
     assert granted is not None
     return Decision(True, granted.rule, granted.reason, tuple(str(ip) for ip in ips))
+
+
+def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
+    """The decision when it needs no DNS lookup, or None when ``host`` must be resolved first.
+
+    IP literals (and invalid requests) are decided fully here. For a name, this is a denial
+    when no rule could allow it, so a proxy calling it before resolving never looks such a
+    name up (no DNS queries, hence no data smuggled out in names).
+    """
+    name = normalise_host(host)
+    if parse_ip(name) is not None or not 0 < port < 65536 or not name:
+        return decide(plan, name, port, [])
+    for rule in plan.rules:
+        if rule.action == "deny" and rule.kind != "cidr" and rule.matches(name, port, None):
+            return Decision(False, rule.label(), f"{name}:{port} matches deny rule {rule.label()}")
+    if plan.default == "allow":
+        return None
+    for rule in plan.rules:
+        if rule.action == "allow" and (
+            rule.kind == "cidr" and rule.port in (None, port) or rule.matches(name, port, None)
+        ):
+            return None
+    return Decision(
+        False, "default deny", f"{name}:{port} denied: no rule allows it (default deny; not resolved)"
+    )
 
 
 def _decide_ip(plan: EgressPlan, name: str | None, port: int, ip: IPAddress) -> Decision:

@@ -135,7 +135,7 @@ def test_ip_literal_ignores_resolved_list_and_domain_rules() -> None:
     d = decide(p, PUBLIC, 443, ["1.1.1.1"])
     assert not d.allowed  # '*' matches names only
     p2 = plan((PUBLIC, None, "allow"))
-    d2 = decide(p2, f"[{PUBLIC}]" if False else PUBLIC, 443, ["10.0.0.1"])
+    d2 = decide(p2, PUBLIC, 443, ["10.0.0.1"])
     assert d2.allowed and d2.ips == (PUBLIC,)
     p6 = plan(("2606:4700::/32", None, "allow"))
     assert decide(p6, "[2606:4700::1111]", 443, []).allowed

@@ -1,0 +1,123 @@
+"""``python -m airlock.proxy``: run the egress proxy or a credential proxy.
+
+::
+
+    python -m airlock.proxy egress --listen HOST:PORT --plan-file PLAN.json [--events SINK ...]
+    python -m airlock.proxy credentials --listen HOST:PORT --upstream URL --header NAME
+        [--value-prefix 'Bearer '] [--credential NAME] (--secret-file F | --secret-env VAR)
+        [--ca-file F] [--events SINK ...]
+
+``PLAN.json`` is an ``EgressPlan`` as JSON (``SandboxPlan.egress.model_dump_json()``).
+``SINK`` is ``stdout`` (default), ``file:/path`` or ``unix:/path``; repeat for several.
+The secret is read once at start from a file or an environment variable, never from argv.
+When listening, one line ``airlock-proxy <kind> listening on HOST:PORT`` goes to stderr.
+SIGTERM/SIGINT stop the proxy after flushing events. Exit status 2 means bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import ssl
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from airlock.controller.policy import EgressPlan, SidecarRoute
+
+from ._events import EventSink, LineSink, MultiSink
+from .credentials import CredentialProxy
+from .egress import EgressProxy
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m airlock.proxy", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="kind", required=True)
+    eg = sub.add_parser("egress", help="the sandbox's HTTP/CONNECT egress proxy")
+    eg.add_argument("--listen", type=_listen, required=True, metavar="HOST:PORT")
+    eg.add_argument("--plan-file", type=Path, required=True, help="EgressPlan JSON")
+    cr = sub.add_parser("credentials", help="a reverse proxy injecting one secret header")
+    cr.add_argument("--listen", type=_listen, required=True, metavar="HOST:PORT")
+    cr.add_argument("--upstream", required=True, help="upstream base URL, e.g. https://api.anthropic.com")
+    cr.add_argument("--header", required=True, help="header carrying the secret, e.g. x-api-key")
+    cr.add_argument("--value-prefix", default="", help="text before the secret, e.g. 'Bearer '")
+    cr.add_argument("--credential", default="", help="credential name (for events)")
+    src = cr.add_mutually_exclusive_group(required=True)
+    src.add_argument("--secret-file", type=Path, help="file holding the secret")
+    src.add_argument("--secret-env", help="environment variable holding the secret")
+    cr.add_argument("--ca-file", type=Path, help="CA bundle for an https upstream (default: system)")
+    for p in (eg, cr):
+        p.add_argument(
+            "--events", action="append", default=[], metavar="SINK", help="stdout | file:P | unix:P"
+        )
+    return parser
+
+
+def _read_secret(args: argparse.Namespace) -> str:
+    if args.secret_file is not None:
+        try:
+            value = args.secret_file.read_text(encoding="utf-8").rstrip("\r\n")
+        except OSError as e:
+            raise SystemExit(
+                f"airlock-proxy: cannot read the secret file {args.secret_file}: {e.strerror}"
+            ) from e
+        where = f"file {args.secret_file}"
+    else:
+        value = os.environ.get(args.secret_env, "")
+        where = f"env ${args.secret_env}"
+    if not value:
+        raise SystemExit(f"airlock-proxy: the secret ({where}) is empty or missing")
+    return str(value)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    secrets: tuple[str, ...] = ()
+    proxy: EgressProxy | CredentialProxy
+    sink: EventSink
+    if args.kind == "egress":
+        try:
+            plan = EgressPlan.model_validate_json(args.plan_file.read_bytes())
+        except (OSError, ValidationError) as e:
+            raise SystemExit(f"airlock-proxy: invalid plan file {args.plan_file}: {e}") from e
+        sink = MultiSink(LineSink(t) for t in args.events or ["stdout"])
+        proxy = EgressProxy(plan, sink)
+    else:
+        try:
+            route = SidecarRoute(upstream=args.upstream, header=args.header, value_prefix=args.value_prefix)
+        except ValidationError as e:
+            raise SystemExit(f"airlock-proxy: invalid route: {e}") from e
+        secrets = (_read_secret(args),)
+        ctx = ssl.create_default_context(cafile=str(args.ca_file)) if args.ca_file else None
+        sink = MultiSink(LineSink(t, secrets=secrets) for t in args.events or ["stdout"])
+        proxy = CredentialProxy(route, secrets[0], sink, credential=args.credential, ssl_context=ctx)
+    host, port = await proxy.start(*args.listen)
+    print(f"airlock-proxy {args.kind} listening on {host}:{port}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await proxy.aclose()
+        await sink.aclose()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point."""
+    args = _parser().parse_args(argv)
+    asyncio.run(_serve(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""The credential proxy (sidecar): a reverse proxy that adds a secret the sandbox never sees.
+
+It runs outside the sandbox (its own container on the sandbox's internal network), listens
+on an address the sandbox can reach, and forwards every request to one upstream (a
+:class:`~airlock.controller.policy.SidecarRoute`, e.g. ``https://api.anthropic.com``). It
+removes every credential-bearing header the sandbox sent (``authorization``, ``x-api-key``,
+``api-key``, ``proxy-authorization`` and the route's header), then sets the route's header
+to the secret (``x-api-key: <secret>`` or ``authorization: Bearer <secret>``). The runner's
+provider ``base_url`` points at this proxy, with any placeholder key.
+
+The secret is given to the constructor (the CLI reads it from a file or an environment
+variable at start, never from argv). It is never logged: events carry method, path (no
+query), status and byte counts, and every event line and error text passes through
+``redact``. Responses, including server-sent event streams, are streamed as they arrive.
+
+The upstream is fixed by the controller from a validated plan (its host was allowed at
+configuration time); the sandbox cannot choose it: the request's own ``Host`` is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+from types import TracebackType
+from typing import Self
+from urllib.parse import urlsplit
+
+from airlock.controller.policy import SidecarRoute
+from airlock.controller.secrets import redact
+
+from ._events import CredentialProxyEvent, EventSink
+from ._http import (
+    HttpError,
+    close_writer,
+    copy_body,
+    error_response,
+    forwardable,
+    parse_head,
+    read_head,
+    relay_response,
+    request_framing,
+    serialise,
+)
+
+__all__ = ["CredentialProxy"]
+
+
+class CredentialProxy:
+    """Forwards requests to ``route.upstream`` with the secret injected.
+
+    Use as an async context manager (or ``start``/``aclose``); ``address`` is the bound
+    ``(host, port)``.
+    """
+
+    def __init__(
+        self,
+        route: SidecarRoute,
+        secret: str,
+        sink: EventSink,
+        *,
+        credential: str = "",
+        ssl_context: ssl.SSLContext | None = None,
+        connect_timeout: float = 10.0,
+        head_timeout: float = 60.0,
+    ) -> None:
+        """Args:
+        route: Upstream URL and header.
+        secret: The value to inject (kept in memory only).
+        sink: Where per-request events go.
+        credential: The credential's name, for events.
+        ssl_context: TLS settings for an https upstream (default: system trust store).
+        """
+        if not secret or "\r" in secret or "\n" in secret:
+            raise ValueError("the secret must be non-empty and contain no line breaks")
+        self.route = route
+        self._secret = secret
+        self._sink = sink
+        self._credential = credential
+        self._ssl = ssl_context
+        self._connect_timeout = connect_timeout
+        self._head_timeout = head_timeout
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.address: tuple[str, int] = ("", 0)
+        base = urlsplit(route.upstream)
+        self._base_path = base.path.rstrip("/")
+        self._authority = base.netloc
+
+    def __repr__(self) -> str:
+        route = self.route
+        return f"CredentialProxy(upstream={route.upstream!r}, header={route.header!r}, secret=<redacted>)"
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+        """Listen on ``host:port`` (0: any free port) and return the bound address."""
+        self._server = await asyncio.start_server(self._on_client, host, port, limit=64 * 1024)
+        sockname = self._server.sockets[0].getsockname()
+        self.address = (str(sockname[0]), int(sockname[1]))
+        return self.address
+
+    async def aclose(self, grace: float = 1.0) -> None:
+        """Stop listening; give open connections ``grace`` seconds to end, then cut them."""
+        if self._server is not None:
+            self._server.close()
+            if self._tasks:
+                await asyncio.wait(list(self._tasks), timeout=grace)
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> Self:
+        if self._server is None:
+            await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        peer = writer.get_extra_info("peername")
+        client = f"{peer[0]}:{peer[1]}" if peer else "?"
+        started = time.monotonic()
+        method, path, status, reason, up, down = "", "", 0, "", 0, 0
+        try:
+            raw = await asyncio.wait_for(read_head(reader), self._head_timeout)
+            if raw is None:
+                return
+            head = parse_head(raw)
+            method, target, version = head.start
+            path = target.split("?", 1)[0]
+            if not target.startswith("/") or not version.startswith("HTTP/1."):
+                raise HttpError(400, "send an origin-form HTTP/1.x request (this is not a forward proxy)")
+            framing = request_framing(head)
+            drop = {"host", *self.route.stripped_headers}
+            value = self.route.value_prefix + self._secret
+            headers = [("Host", self._authority), *forwardable(head, drop), (self.route.header, value)]
+            up_head = serialise(
+                f"{method} {self._base_path}{target} HTTP/1.1", [*headers, ("Connection", "close")]
+            )
+            up_reader, up_writer = await self._open_upstream()
+            try:
+                up_writer.write(up_head)
+                await up_writer.drain()
+                sent = asyncio.create_task(copy_body(reader, up_writer, framing))
+                try:
+                    status, down = await relay_response(method, up_reader, writer)
+                    up = await sent if sent.done() else 0
+                finally:
+                    if not sent.done():
+                        sent.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, HttpError, OSError):
+                            await sent
+            finally:
+                await close_writer(up_writer)
+        except HttpError as e:
+            status, reason = e.status, redact(e.message, [self._secret])
+            with contextlib.suppress(OSError):
+                writer.write(error_response(e.status, f"airlock credential proxy: {reason}"))
+                await writer.drain()
+        except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
+            reason = redact(f"{type(e).__name__}", [self._secret])
+        except asyncio.CancelledError:
+            reason = "proxy shutting down"  # aclose() cut the connection; the event still goes out
+        finally:
+            await close_writer(writer)
+            self._tasks.discard(task)
+            if method:
+                self._sink.emit(
+                    CredentialProxyEvent(
+                        client=client,
+                        credential=self._credential,
+                        method=method,
+                        path=redact(path, [self._secret]),
+                        upstream=self.route.upstream,
+                        status=status,
+                        reason=reason,
+                        bytes_up=up,
+                        bytes_down=down,
+                        duration_ms=int((time.monotonic() - started) * 1000),
+                    )
+                )
+
+    async def _open_upstream(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        route = self.route
+        tls: ssl.SSLContext | None = None
+        if route.scheme == "https":
+            tls = self._ssl or ssl.create_default_context()
+        try:
+            return await asyncio.wait_for(
+                asyncio.open_connection(
+                    route.host, route.port, ssl=tls, server_hostname=route.host if tls else None
+                ),
+                self._connect_timeout,
+            )
+        except TimeoutError as e:
+            raise HttpError(504, f"upstream {route.host}:{route.port} timed out") from e
+        except (OSError, ssl.SSLError) as e:
+            raise HttpError(
+                502, f"cannot reach upstream {route.host}:{route.port} ({type(e).__name__})"
+            ) from e

@@ -1,0 +1,369 @@
+"""The egress proxy: the sandbox's only way out, enforcing an EgressPlan.
+
+Why our own small asyncio proxy rather than Squid or mitmproxy: airlock needs (1) the
+destination checked against the IPs the proxy itself resolved, and the connection made to
+exactly such an IP (Squid's ACLs match names or re-resolve; mitmproxy would need addon code
+for the same), (2) the CONNECT host compared with the TLS SNI without terminating TLS (no CA
+in the sandbox), (3) one structured event per decision in airlock's format, sent where the
+controller reads it, and (4) nothing to install: it ships in the same offline runner image
+(the airlock package, stdlib asyncio) and starts in milliseconds. The whole policy is the
+pure ``decide`` function, shared with the Kubernetes backend and unit-tested without traffic.
+
+What it does per client connection (one request per connection, ``Connection: close``):
+
+- ``CONNECT host:port``: precheck (denied names are never resolved), resolve once, decide on
+  every resolved IP, answer ``200``, then read the TLS ClientHello *before* connecting
+  upstream. The SNI must equal the CONNECT host; a mismatch closes the tunnel (event
+  ``sni mismatch``) without a single byte sent upstream. A tunnel without SNI (no TLS, or TLS
+  without server_name) is allowed only when the CONNECT host is an IP literal that a CIDR
+  rule allows. Then it connects to a checked IP, forwards the buffered ClientHello and pipes
+  bytes both ways, counting them.
+- Absolute-URI ``http://`` requests: decided the same way; the request is re-sent to a
+  checked IP in origin form with ``Host`` set from the URI (no virtual-host fronting), hop-by-
+  hop headers removed, the body streamed with its framing; the response is streamed back.
+- Denied: ``403`` with a one-line body naming the rule and reason. Malformed: ``400``.
+  Unresolvable or unreachable: ``502``/``504``.
+
+Limits: only TCP through this proxy; non-HTTP protocols to an allowed CIDR work only via
+CONNECT to an IP literal. The proxy does not inspect traffic inside allowed tunnels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Literal, Self
+from urllib.parse import urlsplit
+
+from airlock.controller._egress_decision import Decision, decide, normalise_host, parse_ip, precheck
+from airlock.controller.policy import EgressPlan
+
+from ._events import EgressEvent, EventSink
+from ._http import (
+    Head,
+    HttpError,
+    close_writer,
+    copy_body,
+    error_response,
+    forwardable,
+    parse_head,
+    read_head,
+    relay_response,
+    request_framing,
+    serialise,
+)
+from ._tls import MAX_CLIENT_HELLO, parse_client_hello
+
+__all__ = ["Connector", "EgressProxy", "Resolver", "system_resolver"]
+
+#: Resolves a host name to IP address strings (raises OSError when it cannot).
+Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+#: Opens a TCP connection to an IP and port.
+Connector = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """The system resolver (``getaddrinfo``), TCP addresses in its preference order."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+async def _open(ip: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(ip, port)
+
+
+_Phase = Literal["decision", "closed"]
+
+
+@dataclass
+class _Conn:
+    client: str
+    method: str = ""
+    host: str = ""
+    port: int = 0
+    started: float = 0.0
+    ip: str | None = None
+    sni: str | None = None
+
+
+class EgressProxy:
+    """An HTTP/CONNECT proxy that lets through only what an :class:`EgressPlan` allows.
+
+    Use as an async context manager (or ``start``/``aclose``); ``address`` is the bound
+    ``(host, port)``.
+    """
+
+    def __init__(
+        self,
+        plan: EgressPlan,
+        sink: EventSink,
+        *,
+        resolver: Resolver = system_resolver,
+        connector: Connector = _open,
+        connect_timeout: float = 10.0,
+        head_timeout: float = 30.0,
+    ) -> None:
+        self.plan = plan
+        self._sink = sink
+        self._resolve = resolver
+        self._connect = connector
+        self._connect_timeout = connect_timeout
+        self._head_timeout = head_timeout
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.address: tuple[str, int] = ("", 0)
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+        """Listen on ``host:port`` (0: any free port) and return the bound address."""
+        self._server = await asyncio.start_server(self._on_client, host, port, limit=64 * 1024)
+        sockname = self._server.sockets[0].getsockname()
+        self.address = (str(sockname[0]), int(sockname[1]))
+        return self.address
+
+    async def aclose(self, grace: float = 1.0) -> None:
+        """Stop listening; give open connections ``grace`` seconds to end, then cut them."""
+        if self._server is not None:
+            self._server.close()
+            if self._tasks:
+                await asyncio.wait(list(self._tasks), timeout=grace)
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> Self:
+        if self._server is None:
+            await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # --- connection handling ------------------------------------------------------------
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        peer = writer.get_extra_info("peername")
+        conn = _Conn(client=f"{peer[0]}:{peer[1]}" if peer else "?", started=time.monotonic())
+        try:
+            raw = await asyncio.wait_for(read_head(reader), self._head_timeout)
+            if raw is None:
+                return
+            head = parse_head(raw)
+            conn.method = head.start[0].upper()
+            if conn.method == "CONNECT":
+                await self._connect_tunnel(conn, head, reader, writer)
+            else:
+                await self._forward_http(conn, head, reader, writer)
+        except HttpError as e:
+            with contextlib.suppress(OSError):
+                writer.write(error_response(e.status, e.message))
+                await writer.drain()
+        except (TimeoutError, OSError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # aclose() cut the connection; its events are already emitted
+        finally:
+            await close_writer(writer)
+            self._tasks.discard(task)
+
+    def _emit(
+        self, conn: _Conn, phase: Literal["decision", "closed"], d: Decision, **extra: int | None
+    ) -> None:
+        self._sink.emit(
+            EgressEvent(
+                client=conn.client,
+                phase=phase,
+                method=conn.method,
+                host=conn.host,
+                port=conn.port,
+                ip=conn.ip,
+                sni=conn.sni,
+                allowed=d.allowed,
+                rule=d.rule,
+                reason=d.reason,
+                **extra,
+            )
+        )
+
+    async def _decide(self, conn: _Conn) -> Decision:
+        early = precheck(self.plan, conn.host, conn.port)
+        if early is not None:
+            return early
+        try:
+            ips = await asyncio.wait_for(self._resolve(conn.host, conn.port), self._connect_timeout)
+        except (OSError, TimeoutError) as e:
+            return Decision(False, "resolution failed", f"cannot resolve {conn.host}: {type(e).__name__}")
+        return decide(self.plan, conn.host, conn.port, list(ips))
+
+    async def _deny(self, conn: _Conn, d: Decision, writer: asyncio.StreamWriter, status: int = 403) -> None:
+        self._emit(conn, "decision", d)
+        if d.rule == "resolution failed":
+            status = 502
+        writer.write(error_response(status, f"airlock egress denied: {d.reason} [rule: {d.rule}]"))
+        await writer.drain()
+
+    async def _open_upstream(
+        self, conn: _Conn, d: Decision
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        last: Exception | None = None
+        for ip in d.ips:  # only addresses decide() checked; never re-resolved
+            try:
+                r, w = await asyncio.wait_for(self._connect(ip, conn.port), self._connect_timeout)
+            except (OSError, TimeoutError) as e:
+                last = e
+                continue
+            conn.ip = ip
+            return r, w
+        raise HttpError(
+            504 if isinstance(last, TimeoutError) else 502, f"cannot connect to {conn.host}:{conn.port}"
+        )
+
+    async def _connect_tunnel(
+        self, conn: _Conn, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        target = head.start[1]
+        hostpart, sep, port_text = target.rpartition(":")
+        if not sep or not port_text.isdigit() or not hostpart:
+            raise HttpError(400, f"CONNECT target must be host:port, got {target[:100]!r}")
+        conn.host, conn.port = normalise_host(hostpart), int(port_text)
+        d = await self._decide(conn)
+        if not d.allowed:
+            await self._deny(conn, d, writer)
+            return
+        conn.ip = d.ips[0] if d.ips else None
+        writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        await writer.drain()
+        hello, sni_ok, why = await self._read_hello(conn, reader)
+        if not sni_ok:
+            self._emit(conn, "decision", Decision(False, d.rule, why, d.ips))
+            return
+        self._emit(conn, "decision", d)
+        up_reader, up_writer = await self._open_upstream(conn, d)
+        up_writer.write(hello)
+        counts = [len(hello), 0]
+        try:
+            await _pipe(reader, writer, up_reader, up_writer, counts)
+        finally:
+            self._emit_closed(conn, d, counts[0], counts[1])
+
+    async def _read_hello(self, conn: _Conn, reader: asyncio.StreamReader) -> tuple[bytes, bool, str]:
+        """Read the ClientHello; (bytes read, tunnel allowed, reason if not)."""
+        data = b""
+        literal = parse_ip(conn.host) is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._head_timeout
+        while True:
+            result = parse_client_hello(data)
+            if result.status != "need_more" or len(data) > MAX_CLIENT_HELLO:
+                break
+            try:
+                chunk = await asyncio.wait_for(reader.read(16384), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                chunk = b""
+            if not chunk:
+                break
+            data += chunk
+        if result.status == "ok" and result.sni is not None:
+            conn.sni = result.sni
+            if result.sni != conn.host:
+                return data, False, f"sni mismatch: CONNECT {conn.host}, TLS SNI {result.sni}"
+            return data, True, ""
+        if result.status == "malformed":
+            return data, False, "malformed TLS ClientHello"
+        if literal:
+            return data, True, ""
+        what = "no TLS ClientHello" if result.status != "ok" else "TLS ClientHello without SNI"
+        return data, False, f"no sni: {what}; a CONNECT to a name must carry TLS with SNI {conn.host}"
+
+    def _emit_closed(self, conn: _Conn, d: Decision, up: int, down: int) -> None:
+        ms = int((time.monotonic() - conn.started) * 1000)
+        self._emit(conn, "closed", d, bytes_up=up, bytes_down=down, duration_ms=ms)
+
+    async def _forward_http(
+        self, conn: _Conn, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        method, target, version = head.start
+        if not version.startswith("HTTP/1."):
+            raise HttpError(400, "only HTTP/1.x is proxied")
+        url = urlsplit(target)
+        if url.scheme == "https":
+            raise HttpError(400, "https:// URLs must use CONNECT")
+        if url.scheme != "http" or not url.hostname:
+            raise HttpError(400, "this is a proxy: send an absolute http:// URI (or CONNECT)")
+        if url.username is not None or url.password is not None:
+            raise HttpError(400, "credentials in the URL are not forwarded")
+        try:
+            port = url.port or 80
+        except ValueError as e:
+            raise HttpError(400, "invalid port") from e
+        conn.host, conn.port = normalise_host(url.hostname), port
+        framing = request_framing(head)
+        d = await self._decide(conn)
+        if not d.allowed:
+            await self._deny(conn, d, writer)
+            return
+        conn.ip = d.ips[0]
+        self._emit(conn, "decision", d)
+        up_reader, up_writer = await self._open_upstream(conn, d)
+        up = down = 0
+        try:
+            authority = url.netloc.rsplit("@", 1)[-1]
+            path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+            headers = forwardable(head, {"host"})
+            up_head = serialise(
+                f"{method} {path} HTTP/1.1", [("Host", authority), *headers, ("Connection", "close")]
+            )
+            up_writer.write(up_head)
+            await up_writer.drain()
+            up = len(up_head)
+            sent = asyncio.create_task(copy_body(reader, up_writer, framing))
+            try:
+                _, down = await relay_response(method, up_reader, writer)
+                up += await sent if sent.done() else 0
+            finally:
+                if not sent.done():
+                    sent.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, HttpError, OSError):
+                        await sent
+        finally:
+            await close_writer(up_writer)
+            self._emit_closed(conn, d, up, down)
+
+
+async def _pipe(
+    client_r: asyncio.StreamReader,
+    client_w: asyncio.StreamWriter,
+    up_r: asyncio.StreamReader,
+    up_w: asyncio.StreamWriter,
+    counts: list[int],
+) -> None:
+    """Copy both ways until both directions end, adding bytes to ``counts`` [up, down] as they flow."""
+
+    async def one_way(src: asyncio.StreamReader, dst: asyncio.StreamWriter, index: int) -> None:
+        try:
+            while chunk := await src.read(65536):
+                dst.write(chunk)
+                await dst.drain()
+                counts[index] += len(chunk)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError, RuntimeError):
+                if dst.can_write_eof():
+                    dst.write_eof()
+
+    try:
+        await asyncio.gather(one_way(client_r, up_w, 0), one_way(up_r, client_w, 1))
+    finally:
+        await close_writer(up_w)
