@@ -194,7 +194,7 @@ def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
         return None
     for rule in plan.rules:
         if rule.action == "allow" and (
-            rule.kind == "cidr" and rule.port in (None, port) or rule.matches(name, port, None)
+            (rule.kind == "cidr" and rule.port in (None, port)) or rule.matches(name, port, None)
         ):
             return None
     return Decision(

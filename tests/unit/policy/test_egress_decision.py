@@ -228,3 +228,21 @@ def _kind(dest: str) -> str:
     if dest.startswith("*."):
         return "suffix"
     return "cidr" if dest[0].isdigit() else "domain"
+
+
+def test_precheck_denies_without_resolving_only_when_no_rule_could_allow() -> None:
+    from airlock.controller._egress_decision import precheck
+
+    p = plan(("api.example.com", 443, "allow"), ("bad.example.com", None, "deny"))
+    d = precheck(p, "other.test", 443)
+    assert d is not None and not d.allowed and "not resolved" in d.reason
+    assert precheck(p, "api.example.com", 443) is None  # must resolve, then decide
+    assert precheck(p, "api.example.com", 80) is not None
+    bad = precheck(p, "bad.example.com", 443)
+    assert bad is not None and bad.rule.startswith("deny bad.example.com")
+    lit = precheck(p, "10.0.0.1", 443)
+    assert lit is not None and not lit.allowed
+    cidr = plan(("10.0.0.0/8", 5432, "allow"))
+    assert precheck(cidr, "db.internal", 5432) is None  # a name may resolve into the CIDR
+    assert precheck(cidr, "db.internal", 22) is not None
+    assert precheck(plan(default="allow"), "anything.test", 1) is None
