@@ -1,0 +1,522 @@
+"""Compile located YAML documents into an AirlockConfig, every problem tied to file:line:col."""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from airlock.controller.policy import PolicyError, SidecarRoute, compile_plan
+from airlock.tools import available_tools
+from airlock.turn import EFFECT_TOOLS, AgentSpec
+from layer0 import (
+    ContainerIsolation,
+    CredentialInjection,
+    CredentialRef,
+    EnvironmentSpec,
+    GvisorIsolation,
+    IsolationBoundary,
+    MicroVmIsolation,
+    NetworkAction,
+    NetworkPolicy,
+    NetworkRule,
+    ProcessIsolation,
+    ResourceLimits,
+    TurnConfig,
+    WasmIsolation,
+)
+
+from ._errors import ConfigIssue, InvalidConfigError
+from ._model import AgentConfig, AirlockConfig
+from ._schema import (
+    LITERAL_SECRET_KEYS,
+    LOCAL_MODEL,
+    SANDBOX_KEYS,
+    ContainerIsolationConfig,
+    DefaultsConfig,
+    EnvVarInjection,
+    FileConfig,
+    FileInjection,
+    GvisorIsolationConfig,
+    IsolationConfig,
+    MicroVmIsolationConfig,
+    ProcessIsolationConfig,
+    SandboxConfig,
+    SecretSource,
+    SidecarInjection,
+    WasmIsolationConfig,
+)
+from ._values import looks_like_secret_value
+from ._yaml import KeyPath, LocatedDocument, format_path
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_POLICY_SOURCE = re.compile(r"spec\.(network\.rules|credentials)\[(\d+)\]")
+#: Isolation each backend can provide (anything else is refused, never downgraded).
+_BACKEND_ISOLATION: dict[str, frozenset[str]] = {
+    "docker": frozenset({"container", "gvisor", "micro_vm"}),
+    "process": frozenset({"process"}),
+    "local": frozenset(),
+}
+_DEFAULT_ISOLATION: dict[str, list[IsolationBoundary]] = {
+    "docker": [ContainerIsolation()],
+    "process": [ProcessIsolation()],
+    "local": [],
+}
+_VALUE_PREFIXES = ("Value error, ", "Assertion failed, ")
+_LITERAL_SECRET_MESSAGE = (
+    "literal secret values are not allowed in configuration; name the secret "
+    "(credentials: [{secret: NAME, inject: ...}]) and declare where its value comes from under "
+    "the top-level `secrets:` (NAME: {env: VAR} or NAME: {file: path})"
+)
+
+
+def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
+    """Validate and compile ``docs`` (one or several files) into an AirlockConfig.
+
+    Raises:
+        InvalidConfigError: listing every problem found, each at its file:line:col and key.
+    """
+    issues: list[ConfigIssue] = []
+    files: list[tuple[LocatedDocument, FileConfig]] = []
+    for doc in docs:
+        if doc.data is None:
+            files.append((doc, FileConfig()))
+            continue
+        if not isinstance(doc.data, dict):
+            issues.append(
+                doc.issue(
+                    (),
+                    "the top level must be a mapping with `agents:` (and optionally "
+                    "`secrets:`, `defaults:`, `version:`)",
+                )
+            )
+            continue
+        try:
+            files.append((doc, FileConfig.model_validate(doc.data)))
+        except ValidationError as e:
+            issues += _map_errors(doc, (), e, FileConfig)
+
+    secrets: dict[str, SecretSource] = {}
+    secret_where: dict[str, str] = {}
+    defaults: dict[str, Any] = {}
+    default_where: dict[str, str] = {}
+    agent_where: dict[str, str] = {}
+    entries: list[tuple[LocatedDocument, str, dict[str, Any]]] = []
+    for doc, parsed in files:
+        for name, source in parsed.secrets.items():
+            path: KeyPath = ("secrets", name)
+            where = _where(doc, path)
+            if not _SECRET_NAME.match(name) or looks_like_secret_value(name):
+                issues.append(
+                    doc.issue(
+                        path,
+                        "a secret name must be 1-128 letters, digits, '.', '_' or '-' "
+                        "(a name, never the secret's value)",
+                    )
+                )
+            elif name in secrets:
+                issues.append(
+                    doc.issue(path, f"secret {name!r} is declared twice: {secret_where[name]} and {where}")
+                )
+            else:
+                secrets[name], secret_where[name] = _anchor_secret(doc.file, source), where
+        if parsed.defaults is not None:
+            for field in parsed.defaults.model_fields_set:
+                path = ("defaults", field)
+                if field in defaults:
+                    issues.append(
+                        doc.issue(
+                            path,
+                            f"defaults.{field} is set twice: {default_where[field]} and {_where(doc, path)}",
+                        )
+                    )
+                else:
+                    defaults[field] = getattr(parsed.defaults, field)
+                    default_where[field] = _where(doc, path)
+        for name, raw in parsed.agents.items():
+            path = ("agents", name)
+            if not _NAME.match(name):
+                issues.append(
+                    doc.issue(
+                        path,
+                        "an agent name must be 1-63 letters, digits, '.', '_' or '-', "
+                        "starting with a letter or digit",
+                    )
+                )
+            elif name in agent_where:
+                issues.append(
+                    doc.issue(
+                        path, f"agent {name!r} is defined twice: {agent_where[name]} and {_where(doc, path)}"
+                    )
+                )
+            else:
+                agent_where[name] = _where(doc, path)
+                entries.append((doc, name, raw))
+
+    agents: dict[str, AgentConfig] = {}
+    for doc, name, raw in entries:
+        agent = _compile_agent(doc, name, raw, DefaultsConfig(**defaults), secrets, issues)
+        if agent is not None:
+            agents[name] = agent
+    if not issues and not agents:
+        origin = docs[0].file if len(docs) == 1 else docs[0].file.parent
+        issues.append(ConfigIssue(origin, 0, 0, "agents", "no agents defined"))
+    if issues:
+        raise InvalidConfigError(issues)
+    return AirlockConfig(files=tuple(d.file for d in docs), agents=agents, secrets=secrets)
+
+
+def _where(doc: LocatedDocument, path: KeyPath) -> str:
+    _, pos = doc.locate(path)
+    return f"{doc.file}:{pos.line}:{pos.column}"
+
+
+def _anchor_secret(file: Path, source: SecretSource) -> SecretSource:
+    """A file source made absolute, relative to the configuration file that names it."""
+    if source.file is None:
+        return source
+    path = Path(source.file).expanduser()
+    if not path.is_absolute():
+        path = (file.parent / path).resolve()
+    return source.model_copy(update={"file": str(path)})
+
+
+def _compile_agent(
+    doc: LocatedDocument,
+    name: str,
+    raw: dict[str, Any],
+    top_defaults: DefaultsConfig,
+    secrets: dict[str, SecretSource],
+    issues: list[ConfigIssue],
+) -> AgentConfig | None:
+    prefix: KeyPath = ("agents", name)
+    before = len(issues)
+    if "name" in raw:
+        issues.append(
+            doc.issue((*prefix, "name"), "the agent's name is its key under `agents:`; remove `name:`")
+        )
+    sandbox_raw = {k: v for k, v in raw.items() if k in SANDBOX_KEYS}
+    spec_raw = {k: v for k, v in raw.items() if k not in SANDBOX_KEYS and k != "name"}
+    sandbox: SandboxConfig | None = None
+    try:
+        sandbox = SandboxConfig.model_validate(sandbox_raw)
+    except ValidationError as e:
+        issues += _map_errors(doc, prefix, e, SandboxConfig)
+
+    merged = {**top_defaults.model_dump(exclude_none=True)}
+    if sandbox is not None:
+        merged.update(sandbox.defaults.model_dump(exclude_none=True))
+    defaults = TurnConfig(**merged)
+
+    spec_raw = _anchor_script(doc, prefix, spec_raw, issues)
+    spec: AgentSpec | None = None
+    try:
+        spec = AgentSpec.model_validate({**spec_raw, "name": name, "defaults": defaults})
+    except ValidationError as e:
+        issues += _map_errors(doc, prefix, e, AgentSpec, raw=spec_raw)
+
+    if sandbox is None or spec is None or len(issues) > before:
+        return None
+    environment, routes = _environment(doc, prefix, sandbox, secrets, issues)
+    _check_local_model(doc, prefix, spec, sandbox, issues)
+    if environment is None or len(issues) > before:
+        return None
+    try:
+        compile_plan(environment, sidecar_routes=routes)
+    except PolicyError as e:
+        issues += [_policy_issue(doc, prefix, sandbox, p) for p in e.problems]
+        return None
+    used = {c.name for c in environment.credentials}
+    return AgentConfig(
+        name=name,
+        spec=spec,
+        environment=environment,
+        backend=sandbox.backend,  # validated against BACKENDS
+        defaults=defaults,
+        sidecar_routes=routes,
+        secrets={k: v for k, v in secrets.items() if k in used},
+        source=doc.file,
+        line=doc.locate(prefix)[1].line,
+    )
+
+
+def _anchor_script(
+    doc: LocatedDocument, prefix: KeyPath, spec_raw: dict[str, Any], issues: list[ConfigIssue]
+) -> dict[str, Any]:
+    """A scripted provider's ``script: path`` made absolute (relative to the file) and checked."""
+    provider = spec_raw.get("provider")
+    if not isinstance(provider, dict) or not isinstance(provider.get("script"), str):
+        return spec_raw
+    path = Path(provider["script"]).expanduser()
+    if not path.is_absolute():
+        path = (doc.file.parent / path).resolve()
+    if not path.is_file():
+        issues.append(doc.issue((*prefix, "provider", "script"), f"script file {str(path)!r} not found"))
+        return spec_raw
+    return {**spec_raw, "provider": {**provider, "script": str(path)}}
+
+
+def _isolation(config: IsolationConfig) -> IsolationBoundary:
+    if isinstance(config, ContainerIsolationConfig):
+        return ContainerIsolation(image=config.image)
+    if isinstance(config, WasmIsolationConfig):
+        return WasmIsolation(runtime=config.runtime)
+    if isinstance(config, GvisorIsolationConfig):
+        return GvisorIsolation()
+    if isinstance(config, MicroVmIsolationConfig):
+        return MicroVmIsolation()
+    assert isinstance(config, ProcessIsolationConfig)
+    return ProcessIsolation()
+
+
+def _environment(
+    doc: LocatedDocument,
+    prefix: KeyPath,
+    sandbox: SandboxConfig,
+    secrets: dict[str, SecretSource],
+    issues: list[ConfigIssue],
+) -> tuple[EnvironmentSpec | None, dict[str, SidecarRoute]]:
+    backend = sandbox.backend
+    ok = True
+    if backend == "local":
+        for key in ("isolation", "network", "credentials", "resources"):
+            if key in sandbox.model_fields_set and getattr(sandbox, key):
+                issues.append(
+                    doc.issue(
+                        (*prefix, key),
+                        f"backend 'local' runs the agent in-process and cannot "
+                        f"enforce `{key}`; use backend docker",
+                    )
+                )
+                ok = False
+    if sandbox.isolation is not None:
+        supported = _BACKEND_ISOLATION[backend]
+        for i, boundary in enumerate(sandbox.isolation):
+            if boundary.type not in supported:
+                can = ", ".join(sorted(supported)) or "none"
+                issues.append(
+                    doc.issue(
+                        (*prefix, "isolation", i),
+                        f"backend {backend!r} cannot provide {boundary.type!r} isolation "
+                        f"(it provides: {can}); isolation is never downgraded",
+                    )
+                )
+                ok = False
+        if backend == "docker" and not any(b.type != "process" for b in sandbox.isolation):
+            issues.append(
+                doc.issue(
+                    (*prefix, "isolation"),
+                    "backend 'docker' needs a container boundary (container, gvisor or micro_vm)",
+                )
+            )
+            ok = False
+    isolation = (
+        [_isolation(b) for b in sandbox.isolation]
+        if sandbox.isolation is not None
+        else list(_DEFAULT_ISOLATION[backend])
+    )
+
+    credentials: list[CredentialRef] = []
+    routes: dict[str, SidecarRoute] = {}
+    seen: dict[str, int] = {}
+    for i, cred in enumerate(sandbox.credentials):
+        path: KeyPath = (*prefix, "credentials", i, "secret")
+        if looks_like_secret_value(cred.secret):
+            issues.append(
+                doc.issue(
+                    path,
+                    "this looks like a secret value; name the secret instead and "
+                    "declare its source under the top-level `secrets:`",
+                )
+            )
+            ok = False
+            continue
+        if cred.secret not in secrets:
+            declared = ", ".join(sorted(secrets)) or "none"
+            issues.append(
+                doc.issue(
+                    path,
+                    f"secret {cred.secret!r} is not declared under the top-level "
+                    f"`secrets:` (declared: {declared})",
+                )
+            )
+            ok = False
+            continue
+        if cred.secret in seen:
+            issues.append(
+                doc.issue(
+                    path, f"secret {cred.secret!r} is already injected by credentials[{seen[cred.secret]}]"
+                )
+            )
+            ok = False
+            continue
+        seen[cred.secret] = i
+        inject = cred.inject
+        if isinstance(inject, EnvVarInjection):
+            injection = CredentialInjection.env_var(inject.env_var)
+        elif isinstance(inject, FileInjection):
+            injection = CredentialInjection.file(inject.file)
+        else:
+            injection = CredentialInjection.sidecar()
+            if isinstance(inject, SidecarInjection):
+                routes[cred.secret] = inject.sidecar
+        credentials.append(CredentialRef(name=cred.secret, injection=injection))
+
+    network: NetworkPolicy | None = None
+    if backend != "local":
+        net = sandbox.network
+        rules = (
+            []
+            if net is None
+            else (
+                [
+                    NetworkRule(destination=r.destination, port=r.port, action=NetworkAction.ALLOW)
+                    for r in net.allow
+                ]
+                + [
+                    NetworkRule(destination=r.destination, port=r.port, action=NetworkAction.DENY)
+                    for r in net.deny
+                ]
+            )
+        )
+        network = NetworkPolicy(default=NetworkAction.DENY, rules=rules)
+    resources = None
+    if sandbox.resources is not None and sandbox.resources.model_fields_set:
+        resources = ResourceLimits(**sandbox.resources.model_dump())
+    if not ok:
+        return None, routes
+    spec = EnvironmentSpec(isolation=isolation, credentials=credentials, resources=resources, network=network)
+    return spec, routes
+
+
+def _check_local_model(
+    doc: LocatedDocument, prefix: KeyPath, spec: AgentSpec, sandbox: SandboxConfig, issues: list[ConfigIssue]
+) -> None:
+    if spec.provider.base_url != LOCAL_MODEL:
+        return
+    path: KeyPath = (*prefix, "provider", "base_url")
+    if spec.provider.kind != "openai_compat":
+        issues.append(
+            doc.issue(
+                path,
+                f"base_url {LOCAL_MODEL!r} (the airlock-managed local model) needs "
+                "provider kind openai_compat",
+            )
+        )
+    allowed = sandbox.network.allow if sandbox.network else []
+    if sandbox.backend == "docker" and not any(r.destination == LOCAL_MODEL for r in allowed):
+        issues.append(
+            doc.issue(
+                path,
+                f"the sandbox cannot reach the local model: add "
+                f"{{destination: {LOCAL_MODEL}}} to network.allow",
+            )
+        )
+
+
+def _policy_issue(doc: LocatedDocument, prefix: KeyPath, sandbox: SandboxConfig, problem: str) -> ConfigIssue:
+    """A policy compiler problem, re-anchored from ``spec.…`` paths to the YAML keys."""
+    net = sandbox.network
+    n_allow = len(net.allow) if net else 0
+
+    def yaml_path(match: re.Match[str]) -> KeyPath:
+        index = int(match.group(2))
+        if match.group(1) == "credentials":
+            return (*prefix, "credentials", index)
+        return (
+            (*prefix, "network", "allow", index)
+            if index < n_allow
+            else (*prefix, "network", "deny", index - n_allow)
+        )
+
+    first = _POLICY_SOURCE.search(problem)
+    text = _POLICY_SOURCE.sub(lambda m: format_path(yaml_path(m)), problem)
+    if first is None:
+        return doc.issue((*prefix, "network"), text)
+    path = yaml_path(first)
+    shown = format_path(path)
+    if text.startswith(shown):
+        text = text[len(shown) :].lstrip(": ").strip()
+    return doc.issue(path, text)
+
+
+# --- pydantic errors -> issues -------------------------------------------------------------
+
+
+def _map_errors(
+    doc: LocatedDocument,
+    prefix: KeyPath,
+    error: ValidationError,
+    model: type[BaseModel],
+    raw: dict[str, Any] | None = None,
+) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    for err in error.errors(include_url=False, include_input=False, include_context=True):
+        loc: KeyPath = tuple(err["loc"])
+        kind = err["type"]
+        message = err["msg"]
+        for p in _VALUE_PREFIXES:
+            message = message.removeprefix(p)
+        missing: str | None = None
+        if kind == "missing" and loc and isinstance(loc[-1], str):
+            missing = loc[-1]
+            loc = loc[:-1]
+        elif kind == "extra_forbidden" and loc and isinstance(loc[-1], str):
+            key = loc[-1]
+            if key.lower() in LITERAL_SECRET_KEYS:
+                message = _LITERAL_SECRET_MESSAGE
+            else:
+                valid = _valid_keys(model, loc[:-1])
+                if model is AgentSpec and not loc[:-1]:
+                    valid = sorted((set(valid) - {"name"}) | SANDBOX_KEYS)
+                message = f"unknown key {key!r}" + (f"; valid keys: {', '.join(valid)}" if valid else "")
+        elif model is AgentSpec and loc == ("tools",) and raw is not None:
+            loc = _first_unknown_tool(raw.get("tools"), loc)
+        issues.append(doc.issue((*prefix, *loc), message, missing=missing))
+    return issues
+
+
+def _first_unknown_tool(tools: Any, loc: KeyPath) -> KeyPath:
+    if not isinstance(tools, list):
+        return loc
+    valid = set(available_tools()) | set(EFFECT_TOOLS)
+    for i, tool in enumerate(tools):
+        if tool not in valid or tools.index(tool) != i:
+            return (*loc, i)
+    return loc
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    out: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        out += _models_in(arg)
+    return out
+
+
+def _valid_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
+    """Field names of the model at ``path`` under ``model`` (empty if ambiguous)."""
+    candidates: list[type[BaseModel]] = [model]
+    for element in path:
+        if isinstance(element, str):
+            owners = [c for c in candidates if element in c.model_fields]
+            if owners:
+                candidates = [m for o in owners for m in _models_in(o.model_fields[element].annotation)]
+            else:  # a union tag or a dict key: keep members tagged with it, else all
+                tagged = [c for c in candidates if _tag_of(c) == element]
+                candidates = tagged or candidates
+    unique = list(dict.fromkeys(candidates))
+    return sorted(unique[0].model_fields) if len(unique) == 1 else []
+
+
+def _tag_of(model: type[BaseModel]) -> str | None:
+    field = model.model_fields.get("type")
+    if field is None:
+        return None
+    args = typing.get_args(field.annotation)
+    return args[0] if len(args) == 1 and isinstance(args[0], str) else None

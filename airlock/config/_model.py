@@ -1,0 +1,113 @@
+"""The compiled configuration: one AgentConfig per agent, ready for an Environment."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from airlock.controller.policy import SandboxPlan, SidecarRoute, compile_plan
+from airlock.errors import ConfigError
+from airlock.turn import AgentSpec
+from layer0 import EnvironmentSpec, NetworkPolicy, NetworkRule, TurnConfig
+
+from ._schema import LOCAL_MODEL, Backend, SecretSource
+
+
+class AgentConfig(BaseModel):
+    """One agent: its AgentSpec, its sandbox (EnvironmentSpec + backend) and its turn defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    #: The turn blueprint (its ``defaults`` equal :attr:`defaults`).
+    spec: AgentSpec
+    #: Isolation, network allow-list, credentials (by name) and resource limits.
+    environment: EnvironmentSpec
+    backend: Backend
+    #: max_turns / max_cost / max_duration after merging the top-level defaults.
+    defaults: TurnConfig
+    #: Routes for sidecar credentials written in the configuration (by secret name).
+    sidecar_routes: dict[str, SidecarRoute] = Field(default_factory=dict)
+    #: Sources of the secrets this agent's credentials name (a subset of ``secrets:``).
+    secrets: dict[str, SecretSource] = Field(default_factory=dict)
+    #: The file and 1-based line the agent is defined at.
+    source: Path
+    line: int
+
+    @property
+    def uses_local_model(self) -> bool:
+        """Whether ``base_url`` or a network rule names the ``local-model`` placeholder."""
+        rules = self.environment.network.rules if self.environment.network else []
+        return self.spec.provider.base_url == LOCAL_MODEL or any(r.destination == LOCAL_MODEL for r in rules)
+
+    def plan(self) -> SandboxPlan:
+        """The compiled network/credential plan (what ``airlock agents show`` prints).
+
+        Raises:
+            PolicyError: never for a loaded configuration (it was compiled at load time),
+                but possible after :meth:`with_local_model` names a disallowed address.
+        """
+        return compile_plan(self.environment, sidecar_routes=self.sidecar_routes)
+
+    def with_local_model(self, base_url: str) -> AgentConfig:
+        """This agent with the ``local-model`` placeholder resolved to a running server.
+
+        ``provider.base_url: local-model`` becomes ``base_url``; each network rule whose
+        destination is ``local-model`` becomes the URL's host (an IP literal as a one-address
+        CIDR, so a private or bridge address is granted explicitly) with the rule's port, or
+        else the URL's port.
+
+        Raises:
+            ConfigError: ``base_url`` is not an http(s) URL with a host.
+        """
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"local model URL {base_url!r} must be an http(s) URL with a host")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = parts.hostname
+        try:
+            ip = ipaddress.ip_address(host)
+            destination = f"{ip}/{ip.max_prefixlen}"
+        except ValueError:
+            destination = host
+        spec = self.spec
+        if spec.provider.base_url == LOCAL_MODEL:
+            provider = spec.provider.model_copy(update={"base_url": base_url})
+            spec = spec.model_copy(update={"provider": provider})
+        environment = self.environment
+        if environment.network is not None:
+            rules = [
+                NetworkRule(destination=destination, port=r.port or port, action=r.action)
+                if r.destination == LOCAL_MODEL
+                else r
+                for r in environment.network.rules
+            ]
+            network = NetworkPolicy(default=environment.network.default, rules=rules)
+            environment = environment.model_copy(update={"network": network})
+        return self.model_copy(update={"spec": spec, "environment": environment})
+
+
+class AirlockConfig(BaseModel):
+    """Every agent defined by the loaded files, plus the declared secret sources."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: The files read, in order.
+    files: tuple[Path, ...]
+    agents: dict[str, AgentConfig]
+    secrets: dict[str, SecretSource] = Field(default_factory=dict)
+
+    def agent(self, name: str) -> AgentConfig:
+        """The agent called ``name``.
+
+        Raises:
+            ConfigError: no such agent (the message lists the defined ones).
+        """
+        try:
+            return self.agents[name]
+        except KeyError:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise ConfigError(f"unknown agent {name!r}; defined agents: {known}") from None

@@ -1,0 +1,236 @@
+"""The file schema: what may be written in ``airlock.yaml`` (every model forbids unknown keys)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Strict,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from airlock.controller.policy import SidecarRoute
+from layer0._wire import U32_MAX, Money
+
+from ._values import check_env_name, normalise_destination, parse_duration, parse_quantity
+
+#: Reserved name standing for the airlock-managed local model server. ``base_url: local-model``
+#: and ``network.allow: [{destination: local-model}]`` are resolved by the CLI at run time
+#: (:meth:`airlock.config.AgentConfig.with_local_model`).
+LOCAL_MODEL = "local-model"
+
+#: Backends that exist now, and the one announced for later.
+Backend = Literal["docker", "process", "local"]
+BACKENDS: tuple[str, ...] = ("docker", "process", "local")
+
+#: Keys that would hold a literal secret value; they are rejected with a pointer to ``secrets:``.
+LITERAL_SECRET_KEYS = frozenset(
+    {"value", "secret_value", "literal", "plaintext", "password", "token", "api_key", "apikey", "key"}
+)
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+Duration = Annotated[int, BeforeValidator(parse_duration)]
+Quantity = Annotated[str, BeforeValidator(parse_quantity)]
+Port = Annotated[int, Strict(), Field(ge=1, le=65535)]
+
+
+class DefaultsConfig(_Config):
+    """Turn limits: ``max_turns``, ``max_cost`` (decimal string), ``max_duration`` ("90s" or ms)."""
+
+    max_turns: Annotated[int, Strict(), Field(ge=1, le=U32_MAX)] | None = None
+    max_cost: Annotated[Money, Field(gt=Decimal(0))] | None = None
+    max_duration: Duration | None = None
+
+
+class SecretSource(_Config):
+    """Where a secret's value is read from on the controller: an env var or a file (never the value)."""
+
+    env: Annotated[str, AfterValidator(check_env_name)] | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SecretSource:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of `env: VAR_NAME` or `file: path`")
+        return self
+
+    def describe(self) -> str:
+        """``env $VAR`` or ``file PATH``."""
+        return f"env ${self.env}" if self.env is not None else f"file {self.file}"
+
+
+class EnvVarInjection(_Config):
+    """``{env_var: NAME}``: set in the sandbox's environment."""
+
+    env_var: Annotated[str, AfterValidator(check_env_name)]
+
+
+class FileInjection(_Config):
+    """``{file: /abs/path}``: a 0400 file on the sandbox's tmpfs."""
+
+    file: str
+
+    @field_validator("file")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("the file path inside the sandbox must be absolute")
+        return value
+
+
+class SidecarInjection(_Config):
+    """``{sidecar: {upstream, header, value_prefix}}``: injected by the credential proxy."""
+
+    sidecar: SidecarRoute
+
+
+def _injection_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "sidecar_conventional"
+    if isinstance(value, dict):
+        for tag in ("env_var", "file", "sidecar"):
+            if tag in value:
+                return tag
+    if isinstance(value, BaseModel):
+        tags: dict[type[BaseModel], str] = {
+            EnvVarInjection: "env_var",
+            FileInjection: "file",
+            SidecarInjection: "sidecar",
+        }
+        return tags.get(type(value))
+    return None
+
+
+Injection = Annotated[
+    Annotated[Literal["sidecar"], Tag("sidecar_conventional")]
+    | Annotated[EnvVarInjection, Tag("env_var")]
+    | Annotated[FileInjection, Tag("file")]
+    | Annotated[SidecarInjection, Tag("sidecar")],
+    Discriminator(
+        _injection_tag,
+        custom_error_type="invalid_injection",
+        custom_error_message="inject must be `sidecar`, {env_var: NAME}, {file: /path} or "
+        "{sidecar: {upstream: URL, header: NAME}}",
+    ),
+]
+
+
+class CredentialConfig(_Config):
+    """A secret by name and how it reaches the agent."""
+
+    secret: str
+    inject: Injection
+
+
+class NetworkRuleConfig(_Config):
+    """A destination (domain, ``*.suffix``, IP or CIDR, or ``local-model``) and an optional port."""
+
+    destination: str
+    port: Port | None = None
+
+    @field_validator("destination")
+    @classmethod
+    def _valid(cls, value: str) -> str:
+        return LOCAL_MODEL if value == LOCAL_MODEL else normalise_destination(value)
+
+
+class NetworkConfig(_Config):
+    """Egress: deny all except ``allow`` rules; ``deny`` rules win over allow rules."""
+
+    allow: list[NetworkRuleConfig] = Field(default_factory=list)
+    deny: list[NetworkRuleConfig] = Field(default_factory=list)
+
+
+class ResourcesConfig(_Config):
+    """Resource limits as Kubernetes-style quantities."""
+
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+    disk: Quantity | None = None
+    gpu: Quantity | None = None
+
+
+class ProcessIsolationConfig(_Config):
+    type: Literal["process"]
+
+
+class ContainerIsolationConfig(_Config):
+    type: Literal["container"]
+    image: str | None = None
+
+
+class GvisorIsolationConfig(_Config):
+    type: Literal["gvisor"]
+
+
+class MicroVmIsolationConfig(_Config):
+    type: Literal["micro_vm"]
+
+
+class WasmIsolationConfig(_Config):
+    type: Literal["wasm"]
+    runtime: str | None = None
+
+
+def _isolation_shorthand(value: Any) -> Any:
+    return {"type": value} if isinstance(value, str) else value
+
+
+IsolationConfig = Annotated[
+    ProcessIsolationConfig
+    | ContainerIsolationConfig
+    | GvisorIsolationConfig
+    | MicroVmIsolationConfig
+    | WasmIsolationConfig,
+    Field(discriminator="type"),
+    BeforeValidator(_isolation_shorthand),
+]
+
+
+class SandboxConfig(_Config):
+    """The sandbox part of an agent entry (the rest of the entry is its AgentSpec)."""
+
+    backend: str = "docker"
+    isolation: list[IsolationConfig] | None = None
+    network: NetworkConfig | None = None
+    credentials: list[CredentialConfig] = Field(default_factory=list)
+    resources: ResourcesConfig | None = None
+    defaults: DefaultsConfig = Field(default_factory=DefaultsConfig)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value == "kubernetes":
+            raise ValueError(
+                "backend 'kubernetes' is not available yet; use docker (or process/local for development)"
+            )
+        if value not in BACKENDS:
+            raise ValueError(f"unknown backend {value!r}; valid backends: {', '.join(BACKENDS)}")
+        return value
+
+
+#: Agent-entry keys that describe the sandbox; every other key belongs to the AgentSpec.
+SANDBOX_KEYS = frozenset(SandboxConfig.model_fields)
+
+
+class FileConfig(_Config):
+    """One configuration file: ``version``, ``secrets``, ``defaults``, ``agents``."""
+
+    version: Literal[1] = 1
+    secrets: dict[str, SecretSource] = Field(default_factory=dict)
+    defaults: DefaultsConfig | None = None
+    #: Agent entries, validated in a second step (SandboxConfig + AgentSpec).
+    agents: dict[str, dict[str, Any]] = Field(default_factory=dict)

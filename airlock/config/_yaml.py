@@ -1,0 +1,150 @@
+"""YAML loading that remembers where every key and list item was written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ._errors import ConfigIssue, InvalidConfigError
+
+#: A key path into a loaded document: mapping keys and list indexes.
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Position:
+    """A 1-based line and column."""
+
+    line: int
+    column: int
+
+
+@dataclass
+class LocatedDocument:
+    """A parsed YAML document plus the position of each key and list item in it."""
+
+    file: Path
+    data: Any
+    positions: dict[KeyPath, Position] = field(default_factory=dict)
+
+    def locate(self, path: KeyPath) -> tuple[KeyPath, Position]:
+        """The longest prefix-walk of ``path`` through this document and its position.
+
+        Elements of ``path`` that name no node (pydantic's union tags such as ``str`` or
+        ``container``, or a missing key) are skipped; the deepest node reached wins.
+        """
+        current: KeyPath = ()
+        for element in path:
+            candidate = (*current, element)
+            if candidate in self.positions:
+                current = candidate
+        return current, self.positions.get(current, Position(1, 1))
+
+    def issue(self, path: KeyPath, message: str, *, missing: str | None = None) -> ConfigIssue:
+        """A ConfigIssue at the node ``path`` names (``missing``: a key absent below it)."""
+        found, pos = self.locate(path)
+        shown = format_path((*found, missing) if missing is not None else found)
+        return ConfigIssue(self.file, pos.line, pos.column, shown, message)
+
+
+def format_path(path: KeyPath) -> str:
+    """``("agents", "coder", "allow", 0, "port")`` as ``agents.coder.allow[0].port``."""
+    out = ""
+    for element in path:
+        if isinstance(element, int):
+            out += f"[{element}]"
+        else:
+            out += f".{element}" if out else element
+    return out
+
+
+def _pos(mark: yaml.Mark | None) -> Position:
+    return Position(mark.line + 1, mark.column + 1) if mark is not None else Position(1, 1)
+
+
+class _Builder:
+    """Turns a composed node tree into Python data, recording positions and duplicate keys."""
+
+    def __init__(self, loader: yaml.SafeLoader, doc: LocatedDocument) -> None:
+        self.loader = loader
+        self.doc = doc
+        self.issues: list[ConfigIssue] = []
+
+    def build(self, node: yaml.Node, path: KeyPath) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            self.loader.flatten_mapping(node)  # resolve `<<` merge keys as PyYAML does
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.loader.construct_object(key_node, deep=True)
+                pos = _pos(key_node.start_mark)
+                if not isinstance(key, str | int | bool | float) or key is None:
+                    self.issues.append(
+                        ConfigIssue(
+                            self.doc.file,
+                            pos.line,
+                            pos.column,
+                            format_path(path),
+                            "mapping keys must be plain strings",
+                        )
+                    )
+                    continue
+                key = str(key) if not isinstance(key, str) else key
+                child = (*path, key)
+                if key in out:
+                    first = self.doc.positions[child]
+                    self.issues.append(
+                        ConfigIssue(
+                            self.doc.file,
+                            pos.line,
+                            pos.column,
+                            format_path(child),
+                            f"duplicate key (first defined at line {first.line})",
+                        )
+                    )
+                    continue
+                self.doc.positions[child] = pos
+                out[key] = self.build(value_node, child)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for index, item in enumerate(node.value):
+                child = (*path, index)
+                self.doc.positions[child] = _pos(item.start_mark)
+                items.append(self.build(item, child))
+            return items
+        return self.loader.construct_object(node, deep=True)
+
+
+def load_yaml(file: Path) -> LocatedDocument:
+    """Parse one YAML file (a single document) with positions.
+
+    Raises:
+        InvalidConfigError: the file cannot be read, is not valid YAML, holds several
+            documents, or repeats a key in one mapping.
+    """
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidConfigError([ConfigIssue(file, 0, 0, "", f"cannot read file: {e}")]) from e
+    doc = LocatedDocument(file=file, data=None)
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            doc.positions[()] = _pos(node.start_mark)
+            builder = _Builder(loader, doc)
+            doc.data = builder.build(node, ())
+            if builder.issues:
+                raise InvalidConfigError(builder.issues)
+    except yaml.MarkedYAMLError as e:
+        pos = _pos(e.problem_mark or e.context_mark)
+        problem = " ".join(p for p in (e.context, e.problem) if p) or "invalid YAML"
+        raise InvalidConfigError([ConfigIssue(file, pos.line, pos.column, "", problem)]) from e
+    except yaml.YAMLError as e:
+        raise InvalidConfigError([ConfigIssue(file, 0, 0, "", f"invalid YAML: {e}")]) from e
+    finally:
+        loader.dispose()
+    return doc
