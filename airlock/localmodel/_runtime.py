@@ -154,19 +154,21 @@ async def ensure_runtime(
         if runtime_ready(paths, spec) and not rebuild:
             report(ProgressEvent("done", 1, 1, "steps", str(paths.venv_python)))
             return paths.venv_python
+        if rebuild and paths.venv_dir.exists():
+            await asyncio.to_thread(shutil.rmtree, paths.venv_dir)
+        if not paths.venv_python.exists():
+            report(ProgressEvent("create_venv", 0, 1, "steps", str(paths.venv_dir)))
+            try:
+                created = await run_streaming([sys.executable, "-m", "venv", str(paths.venv_dir)])
+            except OSError as e:
+                raise RuntimeSetupError(f"cannot create the runtime venv: {e}") from e
+            if created.returncode != 0:
+                raise RuntimeSetupError(f"creating the venv {paths.venv_dir} failed:\n{created.tail}")
+            report(ProgressEvent("create_venv", 1, 1, "steps", str(paths.venv_dir)))
         wheel = None if rebuild else cached_wheel(paths, spec)
         if wheel is None:
-            wheel = await build_wheel(paths, spec, progress=progress)
-        report(ProgressEvent("create_venv", 0, 1, "steps", str(paths.venv_dir)))
-        if paths.venv_dir.exists():
-            await asyncio.to_thread(shutil.rmtree, paths.venv_dir)
-        try:
-            created = await run_streaming([sys.executable, "-m", "venv", str(paths.venv_dir)])
-        except OSError as e:
-            raise RuntimeSetupError(f"cannot create the runtime venv: {e}") from e
-        if created.returncode != 0:
-            raise RuntimeSetupError(f"creating the venv {paths.venv_dir} failed:\n{created.tail}")
-        report(ProgressEvent("create_venv", 1, 1, "steps", str(paths.venv_dir)))
+            # The venv's own pip builds the wheel: airlock's interpreter may have no pip.
+            wheel = await build_wheel(paths, spec, progress=progress, python=str(paths.venv_python))
         report(ProgressEvent("install", 0, 1, "steps", wheel.name))
         rc, tail = await _pip_install(paths.venv_python, paths, spec, offline=True)
         if rc != 0:

@@ -344,8 +344,10 @@ def parse_tool_calls(
     Recognised, in order of precedence: ``<tool_call>...</tool_call>`` blocks (also unclosed at
     the end), fenced code blocks holding a call or a list of calls, bare JSON objects
     ``{"name": ..., "arguments": ...}``. Inside tags and fences, common damage is repaired
-    (trailing commas, Python literals, doubled or missing closing braces). With ``tool_names``,
-    only calls to those tools count; anything else stays content.
+    (trailing commas, Python literals, doubled or missing closing braces). Tagged calls count
+    whatever tool they name (the agent loop answers an unknown tool with an error the model can
+    read); fenced and bare ones only when ``tool_names`` is None or holds their name, so that
+    ordinary JSON in an answer stays content.
 
     Returns:
         The text left after removing the calls (None when nothing is left) and the calls.
@@ -356,33 +358,37 @@ def parse_tool_calls(
         body = m.group(1)
         found: list[ParsedToolCall] | None = None
         try:
-            found = _as_calls(_loads_tolerant(body), tool_names)
+            found = _as_calls(_loads_tolerant(body), None)
         except ValueError:
-            objects = [v for _, _, v in _bare_objects(body)]
-            parsed = [_as_calls(v, tool_names) for v in objects]
+            parsed = [_as_calls(v, None) for _, _, v in _bare_objects(body)]
             if parsed and all(p is not None for p in parsed):
                 found = [c for p in parsed if p is not None for c in p]
         if found:
             calls += found
             spans.append(m.span())
-    if not calls:
-        for m in _FENCE_RE.finditer(text):
-            lang, body = m.group(1).lower(), m.group(2)
-            if lang not in ("", "json", "tool_call", "tool_code", "javascript", "js"):
-                continue
-            try:
-                found = _as_calls(_loads_tolerant(body), tool_names)
-            except ValueError:
-                continue
-            if found:
-                calls += found
-                spans.append(m.span())
-    if not calls:
-        for start, end, value in _bare_objects(text):
-            found = _as_calls(value, tool_names)
-            if found:
-                calls += found
-                spans.append((start, end))
+    if calls:
+        return _cut(text, spans), calls
+    data_spans: list[tuple[int, int]] = []  # fenced JSON that is not calls: data, not calls
+    for m in _FENCE_RE.finditer(text):
+        try:
+            value = _loads_tolerant(m.group(2))
+        except ValueError:
+            continue
+        found = _as_calls(value, tool_names)
+        if found:
+            calls += found
+            spans.append(m.span())
+        else:
+            data_spans.append(m.span())
+    if calls:
+        return _cut(text, spans), calls
+    for start, end, value in _bare_objects(text):
+        if any(a <= start < b for a, b in data_spans):
+            continue
+        found = _as_calls(value, tool_names)
+        if found:
+            calls += found
+            spans.append((start, end))
     if not calls:
         return text, []
     return _cut(text, spans), calls
