@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import typing
 from pathlib import Path
@@ -99,6 +100,11 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
             files.append((doc, FileConfig.model_validate(doc.data)))
         except ValidationError as e:
             issues += _map_errors(doc, (), e, FileConfig)
+            # Keep checking the sections that are valid (a bad `secrets:` hides no agent error).
+            bad = {err["loc"][0] for err in e.errors() if err["loc"]}
+            with contextlib.suppress(ValidationError):
+                rest = {k: v for k, v in doc.data.items() if k not in bad}
+                files.append((doc, FileConfig.model_validate(rest)))
 
     secrets: dict[str, SecretSource] = {}
     secret_where: dict[str, str] = {}
@@ -440,7 +446,8 @@ def _policy_issue(doc: LocatedDocument, prefix: KeyPath, sandbox: SandboxConfig,
     path = yaml_path(first)
     shown = format_path(path)
     if text.startswith(shown):
-        text = text[len(shown) :].lstrip(": ").strip()
+        text = re.sub(r"^ \('([^']*)'\):", r"secret '\1':", text[len(shown) :])
+        text = text.removeprefix(":").strip()
     return doc.issue(path, text)
 
 

@@ -1,0 +1,123 @@
+"""The shipped examples/airlock.yaml loads, and each agent keeps its own sandbox."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from airlock.config import LOCAL_MODEL, AgentConfig, AirlockConfig, load_config
+from airlock.errors import ConfigError
+from layer0 import ContainerIsolation, NetworkAction
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+@pytest.fixture(scope="module")
+def config() -> AirlockConfig:
+    return load_config(EXAMPLES / "airlock.yaml")
+
+
+def rules(agent: AgentConfig) -> list[tuple[str, int | None, str]]:
+    assert agent.environment.network is not None
+    return [(r.destination, r.port, r.action.value) for r in agent.environment.network.rules]
+
+
+def test_example_defines_the_documented_agents(config: AirlockConfig) -> None:
+    assert sorted(config.agents) == ["budgeted", "coder", "demo", "demo-scripted", "researcher"]
+    assert config.files == (EXAMPLES / "airlock.yaml",)
+    assert config.agent("coder").line == 23
+    assert config.agent("demo").source == EXAMPLES / "airlock.yaml"
+
+
+def test_every_example_agent_is_deny_all_except_its_allow_list(config: AirlockConfig) -> None:
+    for agent in config.agents.values():
+        assert agent.backend == "docker"
+        assert agent.environment.isolation == [ContainerIsolation()]
+        assert agent.environment.network is not None
+        assert agent.environment.network.default is NetworkAction.DENY
+        assert agent.plan().egress.default == "deny"
+
+
+def test_agents_in_one_file_have_different_sandboxes(config: AirlockConfig) -> None:
+    coder, researcher = config.agent("coder"), config.agent("researcher")
+    assert rules(coder) == [("api.anthropic.com", 443, "allow")]
+    assert rules(researcher) == [("api.github.com", 443, "allow"), ("api.anthropic.com", 443, "allow")]
+    assert rules(config.agent("demo-scripted")) == []
+    assert coder.environment.resources is not None and researcher.environment.resources is not None
+    assert (coder.environment.resources.cpu, coder.environment.resources.memory) == ("1", "512Mi")
+    assert coder.environment.resources.disk == "1Gi"
+    assert (researcher.environment.resources.cpu, researcher.environment.resources.memory) == (
+        "500m",
+        "256Mi",
+    )
+    assert coder.spec.tools == ["bash", "read_file", "write_file", "list_files", "edit_file"]
+    assert researcher.spec.tools == ["http_request"]
+    assert coder.spec.tool_options == {"bash": {"timeout_s": 60}}
+    assert coder.spec.context.strategy == "sliding_window"
+
+
+def test_credentials_are_names_with_sidecar_injection(config: AirlockConfig) -> None:
+    researcher = config.agent("researcher")
+    creds = [(c.name, c.injection.kind) for c in researcher.environment.credentials]
+    assert creds == [("anthropic-api-key", "sidecar"), ("github-token", "sidecar")]
+    route = researcher.sidecar_routes["github-token"]
+    assert (route.upstream, route.header, route.value_prefix) == (
+        "https://api.github.com",
+        "authorization",
+        "Bearer ",
+    )
+    placements = {c.name: c for c in researcher.plan().credentials}
+    assert placements["anthropic-api-key"].route is not None
+    assert placements["anthropic-api-key"].route.host == "api.anthropic.com"
+    assert not any(p.enters_sandbox for p in placements.values())
+    assert researcher.secrets["github-token"].env == "GITHUB_TOKEN"
+    assert config.agent("demo").secrets == {}
+
+
+def test_defaults_merge_top_level_under_agent(config: AirlockConfig) -> None:
+    coder = config.agent("coder")
+    assert (coder.defaults.max_turns, coder.defaults.max_cost, coder.defaults.max_duration) == (
+        30,
+        Decimal("1.00"),
+        600_000,
+    )
+    demo = config.agent("demo")
+    assert (demo.defaults.max_turns, demo.defaults.max_cost, demo.defaults.max_duration) == (6, None, 180_000)
+    assert demo.spec.defaults == demo.defaults
+    budgeted = config.agent("budgeted")
+    assert str(budgeted.defaults.max_cost) == "0.25"
+    assert budgeted.defaults.max_duration == 90_000
+    assert [(h.name, h.options) for h in budgeted.spec.hooks] == [
+        ("budget", {"max_cost": "0.20", "warn_at": "0.80"})
+    ]
+
+
+def test_scripted_demo_points_at_an_existing_script(config: AirlockConfig) -> None:
+    demo = config.agent("demo-scripted")
+    assert demo.spec.provider.kind == "scripted"
+    assert demo.spec.provider.script == str(EXAMPLES / "scripts" / "calculator.yaml")
+    assert demo.spec.tools == ["calculator"]
+    assert not demo.uses_local_model
+
+
+def test_local_model_placeholder_is_resolved_for_the_cli(config: AirlockConfig) -> None:
+    demo = config.agent("demo")
+    assert demo.uses_local_model
+    assert demo.spec.provider.base_url == LOCAL_MODEL
+    resolved = demo.with_local_model("http://172.17.0.1:8765/v1")
+    assert resolved.spec.provider.base_url == "http://172.17.0.1:8765/v1"
+    assert rules(resolved) == [("172.17.0.1/32", 8765, "allow")]
+    assert not resolved.uses_local_model
+    assert resolved.plan().egress.rules[0].kind == "cidr"
+    by_name = demo.with_local_model("http://model-host:9000/v1")
+    assert rules(by_name) == [("model-host", 9000, "allow")]
+    assert demo.spec.provider.base_url == LOCAL_MODEL  # the original is unchanged
+    with pytest.raises(ConfigError, match="http"):
+        demo.with_local_model("model-host:9000")
+
+
+def test_unknown_agent_lists_defined_ones(config: AirlockConfig) -> None:
+    with pytest.raises(ConfigError, match=r"unknown agent 'nope'; defined agents: budgeted, coder, demo"):
+        config.agent("nope")
