@@ -329,6 +329,7 @@ class LocalModelServer:
             "--n-ctx", str(self.n_ctx),
             *(["--n-threads", str(self.n_threads)] if self.n_threads else []),
         ]  # fmt: skip
+        deadline = time.monotonic() + self.startup_timeout
         log = await asyncio.to_thread(log_path.open, "wb")
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -344,7 +345,6 @@ class LocalModelServer:
         finally:
             log.close()
         self._proc = proc
-        deadline = time.monotonic() + self.startup_timeout
         try:
             bound = port
             while bound == 0 and proc.returncode is None and time.monotonic() < deadline:

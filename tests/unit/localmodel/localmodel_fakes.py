@@ -80,3 +80,12 @@ def make_fake_model(
         parts=parts,
     )
     return FakeModel(spec=spec, content=content, index=index, wheels=wheels)
+
+
+def free_port() -> int:
+    """A currently free loopback port."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

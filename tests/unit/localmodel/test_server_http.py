@@ -1,0 +1,180 @@
+"""The server's HTTP surface in-process: OpenAI error bodies, request options, limits.
+
+The backend's model is the fake ``fake_runtime/llama_cpp.py`` (scripted text); the HTTP
+server, request validation, template rendering and parsing are the real ones.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from localmodel_fakes import FAKE_RUNTIME
+
+from airlock.localmodel import _server_main as srv
+
+
+def fake_llama_module() -> Any:
+    spec = importlib.util.spec_from_file_location("fake_llama_cpp", FAKE_RUNTIME / "llama_cpp.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Served:
+    def __init__(self, base: str, llm: Any, state: srv.ServerState) -> None:
+        self.base, self.llm, self.state = base, llm, state
+
+    def post(self, body: Any, **kw: Any) -> httpx.Response:
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return httpx.post(f"{self.base}/v1/chat/completions", content=content, trust_env=False, **kw)
+
+
+@pytest.fixture
+def served(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setenv("FAKE_LLAMA_REPLIES", json.dumps(['{"name": "add", "arguments": {"a": 1, "b": 2}}']))
+    monkeypatch.setenv("FAKE_LLAMA_PROMPTS", str(tmp_path / "prompts.jsonl"))
+    llm = fake_llama_module().Llama(model_path=str(model), n_ctx=600)
+    template = srv.ChatTemplate(llm.metadata["tokenizer.chat_template"], eos_token="<|im_end|>")
+    backend = srv.Backend(llm=llm, template=template, n_ctx=600, stop=srv.BASE_STOP)
+    state = srv.ServerState(
+        model_id="m", model_path=str(model), api_key=None, default_seed=7, backend=backend
+    )
+    server = srv.make_server("127.0.0.1", 0, state)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield Served(f"http://127.0.0.1:{server.server_port}", llm, state)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+ADD = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+USER = [{"role": "user", "content": "1+2?"}]
+
+
+def error_of(resp: httpx.Response) -> dict[str, Any]:
+    body = resp.json()
+    assert set(body) == {"error"}
+    return dict(body["error"])
+
+
+def test_bare_json_call_becomes_tool_calls(served: Served) -> None:
+    body = served.post({"model": "m", "messages": USER, "tools": [ADD]}).json()
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["content"] is None
+    assert choice["message"]["tool_calls"][0]["function"] == {"name": "add", "arguments": '{"a": 1, "b": 2}'}
+    assert body["object"] == "chat.completion" and body["model"] == "m"
+
+
+def test_call_ids_are_deterministic(served: Served) -> None:
+    ids = [
+        served.post({"messages": USER, "tools": [ADD]}).json()["choices"][0]["message"]["tool_calls"][0]["id"]
+        for _ in range(2)
+    ]
+    assert ids[0] == ids[1]
+
+
+def test_tool_choice_none_leaves_the_text_alone(served: Served) -> None:
+    body = served.post({"messages": USER, "tools": [ADD], "tool_choice": "none"}).json()
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["choices"][0]["message"]["content"] == '{"name": "add", "arguments": {"a": 1, "b": 2}}'
+    assert "tool_calls" not in body["choices"][0]["message"]
+
+
+def test_named_tool_choice_must_exist(served: Served) -> None:
+    resp = served.post(
+        {"messages": USER, "tools": [ADD], "tool_choice": {"type": "function", "function": {"name": "x"}}}
+    )
+    assert resp.status_code == 400 and error_of(resp)["param"] == "tool_choice"
+
+
+def test_without_tools_no_parsing(served: Served) -> None:
+    body = served.post({"messages": USER}).json()
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["choices"][0]["message"]["content"].startswith('{"name"')
+
+
+def test_sampling_options_reach_the_model(served: Served, tmp_path: Any) -> None:
+    served.post({"messages": USER, "temperature": 0.5, "seed": 42, "stop": ["###"], "max_tokens": 5})
+    served.post({"messages": USER})
+    first, second = [json.loads(x) for x in (tmp_path / "prompts.jsonl").read_text().splitlines()]
+    assert first["sampling"]["temperature"] == 0.5 and first["sampling"]["seed"] == 42
+    assert "###" in first["stop"] and "<|im_end|>" in first["stop"]
+    assert second["sampling"]["temperature"] == 0.0 and second["sampling"]["seed"] == 7
+
+
+def test_max_tokens_gives_finish_reason_length(served: Served) -> None:
+    body = served.post({"messages": USER, "max_tokens": 5}).json()
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert body["usage"]["completion_tokens"] == 5
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param"),
+    [
+        (b"{not json", 400, None),
+        ({"messages": []}, 400, "messages"),
+        ({"messages": USER, "n": 2}, 400, "n"),
+        ({"messages": USER, "temperature": 9}, 400, "temperature"),
+        ({"messages": USER, "max_tokens": 0}, 400, "max_tokens"),
+        ({"messages": USER, "stop": 3}, 400, "stop"),
+        ({"messages": USER, "tools": [{"type": "function"}]}, 400, "tools"),
+        ({"messages": [{"role": "user", "content": "x" * 700}]}, 400, "messages"),  # exceeds n_ctx=600
+        ([1, 2], 400, None),
+    ],
+)
+def test_invalid_requests_get_openai_errors(
+    served: Served, body: Any, status: int, param: str | None
+) -> None:
+    resp = served.post(body)
+    assert resp.status_code == status
+    err = error_of(resp)
+    assert err["type"] == "invalid_request_error" and err["param"] == param and err["message"]
+
+
+def test_context_overflow_has_its_code(served: Served) -> None:
+    resp = served.post({"messages": [{"role": "user", "content": "x" * 700}]})
+    assert error_of(resp)["code"] == "context_length_exceeded"
+
+
+def test_oversized_body_is_refused(served: Served) -> None:
+    resp = served.post(b"x" * (srv.MAX_BODY_BYTES + 1))
+    assert resp.status_code == 413
+
+
+def test_unknown_route_and_models(served: Served) -> None:
+    assert httpx.get(f"{served.base}/v1/nope", trust_env=False).status_code == 404
+    assert httpx.post(f"{served.base}/v1/completions", content=b"{}", trust_env=False).status_code == 404
+    models = httpx.get(f"{served.base}/v1/models", trust_env=False).json()
+    assert models["object"] == "list" and models["data"][0]["id"] == "m"
+
+
+def test_health_reports_loading(served: Served) -> None:
+    backend, served.state.backend = served.state.backend, None
+    try:
+        resp = httpx.get(f"{served.base}/health", trust_env=False)
+        assert resp.status_code == 503 and resp.json()["status"] == "loading"
+        assert served.post({"messages": USER}).status_code == 503
+    finally:
+        served.state.backend = backend
+    assert httpx.get(f"{served.base}/health", trust_env=False).json()["status"] == "ok"
+
+
+def test_api_key_check(served: Served) -> None:
+    served.state.api_key = "s3cret"
+    assert served.post({"messages": USER}).status_code == 401
+    assert error_of(served.post({"messages": USER}))["type"] == "authentication_error"
+    ok = served.post({"messages": USER}, headers={"Authorization": "Bearer s3cret"})
+    assert ok.status_code == 200
+    assert httpx.get(f"{served.base}/v1/models", trust_env=False).status_code == 401
