@@ -210,10 +210,12 @@ class LocalModelServer:
             await ensure_model(self.paths, self.model, progress=progress, repair=repair)
             return
         if importlib.util.find_spec("pip") is not None:
-            await asyncio.gather(
-                ensure_runtime(self.paths, self.runtime, progress=progress),
-                ensure_model(self.paths, self.model, progress=progress, repair=repair),
-            )
+            try:
+                async with asyncio.TaskGroup() as group:  # a failure cancels the other part
+                    group.create_task(ensure_runtime(self.paths, self.runtime, progress=progress))
+                    group.create_task(ensure_model(self.paths, self.model, progress=progress, repair=repair))
+            except ExceptionGroup as eg:
+                raise eg.exceptions[0] from None
         else:
             await ensure_runtime(self.paths, self.runtime, progress=progress)
             await ensure_model(self.paths, self.model, progress=progress, repair=repair)

@@ -45,6 +45,10 @@ class RuntimeSpec:
     cmake_args: str = CPU_CMAKE_ARGS
     build_env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the wheel build (e.g. ``CMAKE_BUILD_PARALLEL_LEVEL``)."""
+    pip_args: tuple[str, ...] = ()
+    """Extra pip options for build and install (e.g. a local mirror)."""
+    check_modules: tuple[str, ...] = ("llama_cpp", "jinja2")
+    """Modules that must import in the venv once installed."""
 
     @property
     def requirement(self) -> str:
@@ -101,6 +105,7 @@ async def build_wheel(
     argv = [
         python or sys.executable, "-m", "pip", "wheel", "-v", "--disable-pip-version-check",
         "--no-input", "--progress-bar", "off", spec.requirement, "-w", str(paths.wheels_dir),
+        *spec.pip_args,
     ]  # fmt: skip
     report(ProgressEvent("build_wheel", 0, None, "steps", f"building {spec.requirement}"))
 
@@ -128,7 +133,7 @@ async def _pip_install(
     argv = [
         str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
         "--progress-bar", "off", "--find-links", str(paths.wheels_dir), "--only-binary", spec.package,
-        *(["--no-index"] if offline else []), spec.requirement,
+        *(["--no-index"] if offline else []), *spec.pip_args, spec.requirement,
     ]  # fmt: skip
     result = await run_streaming(argv)
     return result.returncode, result.tail
@@ -175,11 +180,14 @@ async def ensure_runtime(
             rc, tail = await _pip_install(paths.venv_python, paths, spec, offline=False)
         if rc != 0:
             raise RuntimeSetupError(f"installing {wheel.name} into {paths.venv_dir} failed:\n{tail}")
-        check = await run_streaming(
-            [str(paths.venv_python), "-c", "import llama_cpp, jinja2; print(llama_cpp.__version__)"]
+        probe = (
+            "import importlib, importlib.metadata as md\n"
+            f"for name in {list(spec.check_modules)!r}: importlib.import_module(name)\n"
+            f"print(md.version({spec.package!r}))"
         )
-        if check.returncode != 0 or spec.version not in check.tail:
-            raise RuntimeSetupError(f"llama_cpp does not import in {paths.venv_dir}:\n{check.tail}")
+        check = await run_streaming([str(paths.venv_python), "-c", probe])
+        if check.returncode != 0 or check.tail.strip().splitlines()[-1:] != [spec.version]:
+            raise RuntimeSetupError(f"{spec.requirement} does not import in {paths.venv_dir}:\n{check.tail}")
         marker = {"requirement": spec.requirement, "wheel": wheel.name}
         (paths.venv_dir / _MARKER).write_text(json.dumps(marker), encoding="utf-8")
         report(ProgressEvent("install", 1, 1, "steps", wheel.name))

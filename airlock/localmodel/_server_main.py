@@ -423,6 +423,8 @@ class Backend:
     def load(cls, model_path: str, *, n_ctx: int, n_threads: int | None, seed: int) -> Backend:
         """Load the GGUF and its chat template (from the file's metadata)."""
         llama_cpp = importlib.import_module("llama_cpp")
+        if n_threads is None:  # llama-cpp-python's default is half the CPUs for generation
+            n_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         llm = llama_cpp.Llama(
             model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False
         )
@@ -769,7 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument("--n-ctx", type=int, default=8192, help="context window in tokens")
-    parser.add_argument("--n-threads", type=int, default=None)
+    parser.add_argument("--n-threads", type=int, default=None, help="default: all usable CPUs")
     parser.add_argument("--seed", type=int, default=0, help="default sampling seed")
     args = parser.parse_args(argv)
 
