@@ -6,6 +6,7 @@ keys rejected (a typo in a YAML file fails loudly).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
@@ -36,6 +37,13 @@ class ProviderSpec(_Spec):
     temperature: float | None = None
     #: Request timeout in seconds.
     timeout_s: float = Field(default=120.0, gt=0)
+    #: Retries the SDK itself makes on 429/5xx/connection errors before raising (0: none;
+    #: the orchestrator's retry policy still applies on top).
+    max_retries: int = Field(default=2, ge=0)
+    #: openai_compat only: USD per million prompt / completion tokens (``0`` for a free
+    #: local model). Unset: cost is None (unknown), never a guess.
+    price_per_mtok_in: Decimal | None = Field(default=None, ge=0)
+    price_per_mtok_out: Decimal | None = Field(default=None, ge=0)
 
     @field_validator("kind")
     @classmethod

@@ -130,6 +130,9 @@ class TokenUsage(BaseModel):
     output_tokens: int = 0
     cache_read_tokens: int | None = None
     cache_creation_tokens: int | None = None
+    #: Breakdown of ``cache_creation_tokens`` by cache TTL, when the provider reports it.
+    cache_creation_5m_tokens: int | None = None
+    cache_creation_1h_tokens: int | None = None
 
 
 class ProviderResponse(BaseModel):

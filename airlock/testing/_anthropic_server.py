@@ -1,0 +1,192 @@
+"""A local stand-in for the Anthropic Messages API that speaks the real protocol on the wire.
+
+:class:`FakeAnthropicServer` is not a mock of the SDK: the real ``anthropic`` SDK (or
+any HTTP client, or a credential proxy in between) talks HTTP to it on 127.0.0.1. It
+serves ``POST /v1/messages`` with real Messages API JSON, checks the request the way the
+API does (required fields, roles, tool_result blocks first in a user message and
+answering the previous assistant's tool_use ids), optionally checks ``x-api-key``, and
+answers errors with the API's error body shape (``{"type": "error", "error": {...}}``).
+Use the builders :func:`anthropic_message`, :func:`text_block`, :func:`tool_use_block`
+and :func:`anthropic_error` to program it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from ._fake_http import FakeHTTPServer, FakeResponse, Handler, RecordedRequest
+
+DEFAULT_MODEL = "claude-haiku-4-5-20251001"
+
+#: The API's ``error.type`` for each status it uses.
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+_ids = itertools.count(1)
+
+
+def text_block(text: str) -> dict[str, Any]:
+    """A ``text`` content block."""
+    return {"type": "text", "text": text}
+
+
+def tool_use_block(id: str, name: str, input: dict[str, Any]) -> dict[str, Any]:
+    """A ``tool_use`` content block."""
+    return {"type": "tool_use", "id": id, "name": name, "input": input}
+
+
+def anthropic_message(
+    content: list[dict[str, Any]] | str,
+    *,
+    stop_reason: str | None = "end_turn",
+    model: str = DEFAULT_MODEL,
+    usage: dict[str, Any] | None = None,
+    stop_details: dict[str, Any] | None = None,
+    stop_sequence: str | None = None,
+) -> dict[str, Any]:
+    """A Messages API response body (``content`` may be a plain string: one text block)."""
+    blocks = [text_block(content)] if isinstance(content, str) else content
+    return {
+        "id": f"msg_fake{next(_ids):06d}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": blocks,
+        "stop_reason": stop_reason,
+        "stop_sequence": stop_sequence,
+        "stop_details": stop_details,
+        "usage": usage if usage is not None else {"input_tokens": 10, "output_tokens": 5},
+    }
+
+
+def anthropic_error(
+    status: int,
+    message: str = "error",
+    *,
+    error_type: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> FakeResponse:
+    """An error response with the API's body shape and ``request-id`` header."""
+    request_id = f"req_fake{next(_ids):06d}"
+    body = {
+        "type": "error",
+        "error": {"type": error_type or ERROR_TYPES.get(status, "api_error"), "message": message},
+        "request_id": request_id,
+    }
+    return FakeResponse(status, body, headers={"request-id": request_id, **(headers or {})})
+
+
+def validate_messages_request(body: Any) -> str | None:
+    """Why the API would reject this ``/v1/messages`` body with a 400, or None."""
+    if not isinstance(body, dict):
+        return "body must be a JSON object"
+    for key in ("model", "max_tokens", "messages"):
+        if key not in body:
+            return f"{key}: Field required"
+    messages = body["messages"]
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    previous_tool_ids: set[str] = set()
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ("user", "assistant"):
+            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+        content = message["content"]
+        blocks = [text_block(content)] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            return f"messages.{i}.content: must be a string or a list of blocks"
+        if role == "user":
+            results = [b for b in blocks if b.get("type") == "tool_result"]
+            if results and blocks[: len(results)] != results:
+                return (
+                    f"messages.{i}: tool_result blocks must come FIRST in the user message's content, "
+                    "before any other content"
+                )
+            unknown = [b["tool_use_id"] for b in results if b.get("tool_use_id") not in previous_tool_ids]
+            if unknown:
+                return f"messages.{i}: unexpected tool_use_id found in tool_result blocks: {unknown[0]}"
+            previous_tool_ids = set()
+        else:
+            previous_tool_ids = {b["id"] for b in blocks if b.get("type") == "tool_use"}
+    return None
+
+
+def presented_api_key(request: RecordedRequest) -> str | None:
+    """The key a request presents: ``x-api-key``, else an ``Authorization: Bearer`` token.
+
+    (The API accepts both; recent SDKs send the key as a bearer token.)
+    """
+    if "x-api-key" in request.headers:
+        return request.headers["x-api-key"]
+    auth = request.headers.get("authorization", "")
+    return auth[len("Bearer ") :] if auth.startswith("Bearer ") else None
+
+
+class FakeAnthropicServer(FakeHTTPServer):
+    """Stand-in for the Anthropic API on 127.0.0.1 speaking the real Messages API JSON.
+
+    Args:
+        handler: answers requests when nothing is queued.
+        require_api_key: when set, a request whose key (``x-api-key`` or bearer token,
+            see :func:`presented_api_key`) differs gets the API's 401
+            ``authentication_error`` (as a credential-proxy test needs).
+        validate: check each ``/v1/messages`` body as the API does (400 on violation;
+            a rejected request does not consume a queued answer).
+
+    Point the SDK at :attr:`base_url`; program answers with :meth:`reply` / :meth:`fail`
+    (or :meth:`enqueue` any :class:`FakeResponse`); read :attr:`requests` afterwards.
+    """
+
+    def __init__(
+        self, handler: Handler | None = None, *, require_api_key: str | None = None, validate: bool = True
+    ) -> None:
+        super().__init__(handler)
+        self.require_api_key = require_api_key
+        self.validate = validate
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as the SDK's ``base_url`` (it appends ``/v1/messages``)."""
+        return self.origin
+
+    def reply(self, content: dict[str, Any] | list[dict[str, Any]] | str, **kwargs: Any) -> None:
+        """Queue a 200 answer: a full message body (dict), or the content (blocks or text)
+        of one built by :func:`anthropic_message` with ``kwargs``."""
+        body = content if isinstance(content, dict) else anthropic_message(content, **kwargs)
+        self.enqueue(FakeResponse(200, body, headers={"request-id": f"req_fake{next(_ids):06d}"}))
+
+    def fail(self, status: int, message: str = "error", *, error_type: str | None = None) -> None:
+        """Queue an error answer with the API's body shape."""
+        self.enqueue(anthropic_error(status, message, error_type=error_type))
+
+    def message_bodies(self) -> list[Any]:
+        """The JSON bodies of the ``/v1/messages`` requests received."""
+        return [r.json() for r in self.requests if r.path.split("?")[0] == "/v1/messages"]
+
+    async def respond(self, request: RecordedRequest) -> FakeResponse:
+        if self.require_api_key is not None and presented_api_key(request) != self.require_api_key:
+            return anthropic_error(401, "invalid x-api-key")
+        if request.method != "POST" or request.path.split("?")[0] != "/v1/messages":
+            return anthropic_error(404, f"Not found: {request.method} {request.path}")
+        if self.validate:
+            try:
+                problem = validate_messages_request(request.json())
+            except (ValueError, KeyError, AttributeError, TypeError) as e:
+                problem = f"malformed request body: {e}"
+            if problem is not None:
+                return anthropic_error(400, problem)
+        return await super().respond(request)
+
+    def default_response(self, request: RecordedRequest) -> FakeResponse:
+        return anthropic_error(500, f"fake server: no response queued for {request.method} {request.path}")
