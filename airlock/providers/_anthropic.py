@@ -10,6 +10,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import ValidationError
+
 from airlock.turn import (
     ImagePart,
     ProviderMessage,
@@ -25,7 +27,7 @@ from airlock.turn import (
 )
 from layer0 import TurnError
 
-from ._common import BY_STATUS, ErrorKind, map_sdk_error, resolve_api_key
+from ._common import BY_STATUS, ErrorKind, map_sdk_error, resolve_api_key, unexpected_error
 from ._pricing import anthropic_cost
 
 if TYPE_CHECKING:
@@ -47,6 +49,11 @@ ANTHROPIC_STOP_REASONS: dict[str, StopReason] = {
     "refusal": StopReason.REFUSAL,
     "model_context_window_exceeded": StopReason.CONTEXT_WINDOW_EXCEEDED,
 }
+
+#: Request fields ``messages.create`` takes as keyword arguments (others: ``extra_body``).
+_SDK_PARAMS = frozenset(
+    {"model", "max_tokens", "messages", "system", "tools", "metadata", "stop_sequences", "tool_choice"}
+)
 
 #: Response block types that carry nothing the loop can use or send back (thinking, and
 #: the blocks of server-side tools, which we never offer). Dropped with a debug log.
@@ -193,11 +200,21 @@ class AnthropicProvider:
         from anthropic import AnthropicError
 
         params = self.build_params(request)
+        # Body fields the SDK has no parameter for (it dropped temperature/top_p/top_k)
+        # still go on the wire, as extra body fields, for the models that accept them.
+        extra_body = {k: v for k, v in params.items() if k not in _SDK_PARAMS}
         try:
-            message = await self._client.messages.create(**params)
+            message = await self._client.messages.create(
+                **{k: v for k, v in params.items() if k in _SDK_PARAMS}, extra_body=extra_body or None
+            )
         except AnthropicError as e:
             raise map_anthropic_error(e) from e
-        return response_from_message(message, requested_model=params["model"])
+        except Exception as e:  # the SDK let a foreign error through (e.g. a body that is not JSON)
+            raise unexpected_error(e, sdk="anthropic") from e
+        try:
+            return response_from_message(message, requested_model=params["model"])
+        except (ValidationError, AttributeError, TypeError) as e:  # a response of an unexpected shape
+            raise unexpected_error(e, sdk="anthropic") from e
 
 
 def _text_of(message: ProviderMessage) -> str:

@@ -74,3 +74,12 @@ def map_sdk_error(
         break
     where = f" (HTTP {status})" if isinstance(status, int) else ""
     return TurnError(kind, f"{sdk}: {type(exc).__name__}{where}: {exc}")
+
+
+def unexpected_error(exc: Exception, *, sdk: str) -> TurnError:
+    """A non-SDK exception from an SDK call or the response mapping: ``model`` for a
+    malformed response (a body that is not JSON, a field of the wrong shape), ``other``
+    for anything else."""
+    kind: ErrorKind = "model" if isinstance(exc, ValueError | AttributeError | TypeError) else "other"
+    what = "malformed response" if kind == "model" else "unexpected error"
+    return TurnError(kind, f"{sdk}: {what}: {type(exc).__name__}: {exc}")

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import ValidationError
+
 from airlock.errors import SpecError
 from airlock.turn import (
     ContentPart,
@@ -35,7 +37,7 @@ from airlock.turn import (
 )
 from layer0 import TurnError
 
-from ._common import BY_STATUS, ErrorKind, map_sdk_error, resolve_api_key
+from ._common import BY_STATUS, ErrorKind, map_sdk_error, resolve_api_key, unexpected_error
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -160,7 +162,12 @@ class OpenAICompatProvider:
             completion = await self._client.chat.completions.create(**params)
         except OpenAIError as e:
             raise map_openai_error(e) from e
-        response = response_from_completion(completion, requested_model=params["model"])
+        except Exception as e:  # the SDK let a foreign error through (e.g. a body that is not JSON)
+            raise unexpected_error(e, sdk="openai_compat") from e
+        try:
+            response = response_from_completion(completion, requested_model=params["model"])
+        except (ValidationError, AttributeError, TypeError) as e:  # a response of an unexpected shape
+            raise unexpected_error(e, sdk="openai_compat") from e
         return response.model_copy(update={"cost": self._cost(response.usage)})
 
     def _cost(self, usage: TokenUsage) -> Decimal | None:

@@ -159,7 +159,8 @@ class FakeHTTPServer:
             self._tasks.discard(task)
             self._writers.discard(writer)
             writer.close()
-            with contextlib.suppress(Exception):
+            # close() cancels handlers; ending normally keeps asyncio from logging the task.
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
 
     async def _one_exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
