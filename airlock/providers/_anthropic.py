@@ -109,7 +109,6 @@ ANTHROPIC_ERROR_KINDS: dict[str, ErrorKind | Literal["by_status"]] = {
     "ConflictError": "retryable",
     "PreconditionFailedError": "non_retryable",
     "ContentTooLargeError": "model",
-    "RequestTooLargeError": "model",
     "RequestBodyTooLargeAfterDecodingError": "model",
     "UnprocessableEntityError": "model",
     "RequestHeaderFieldsTooLargeError": "model",
@@ -126,7 +125,6 @@ ANTHROPIC_ERROR_KINDS: dict[str, ErrorKind | Literal["by_status"]] = {
     "CMEKContextUnavailableError": "retryable",
     "CMEKKeyUnreachableError": "retryable",
     "GatewayTimeoutError": "retryable",
-    "DeadlineExceededError": "retryable",
     "HTTPNotImplementedError": "non_retryable",
 }
 
