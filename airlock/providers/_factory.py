@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from airlock.errors import SpecError
@@ -13,7 +14,8 @@ def create_provider(spec: ProviderSpec) -> Provider:
 
     Raises:
         SpecError: unknown kind (the message lists the valid ones), a scripted spec
-            without a script or with an invalid one, or a spec the provider refuses
+            without a script or with an invalid one (``script`` is a path, a JSON string,
+            a mapping or a list of steps), or a spec the provider refuses
             (missing model, unset api_key_env, …).
     """
     if spec.kind == "anthropic":
@@ -30,6 +32,12 @@ def create_provider(spec: ProviderSpec) -> Provider:
         script = spec.script
         if script is None:
             raise SpecError("scripted provider needs a script (inline steps or a path to a YAML/JSON file)")
+        if isinstance(script, str) and script.lstrip().startswith(("[", "{")):
+            try:
+                inline = json.loads(script)
+            except json.JSONDecodeError as e:
+                raise SpecError(f"scripted provider: inline script is not valid JSON: {e}") from e
+            return ScriptedProvider(inline)
         if isinstance(script, str):
             return ScriptedProvider(Path(script))
         if isinstance(script, list | dict):

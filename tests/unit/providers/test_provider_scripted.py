@@ -84,7 +84,7 @@ async def test_plays_a_yaml_file_in_order(tmp_path: Path) -> None:
 
 async def test_inline_list_and_mapping() -> None:
     step = {"response": {"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}}
-    for script in ([step], {"steps": [step]}):
+    for script in ([step], {"steps": [step]}, json.dumps([step])):
         provider = create_provider(ProviderSpec(kind="scripted", script=script))
         assert (await provider.complete(request(model="my-model"))).model == "my-model"
 
@@ -118,9 +118,11 @@ async def test_exhausted_fails_loudly() -> None:
     assert info.value.kind == "non_retryable"
 
 
-def test_scripted_spec_without_script() -> None:
+def test_scripted_spec_without_script_or_with_bad_json() -> None:
     with pytest.raises(SpecError, match="needs a script"):
         create_provider(ProviderSpec(kind="scripted"))
+    with pytest.raises(SpecError, match="not valid JSON"):
+        create_provider(ProviderSpec(kind="scripted", script="[{"))
 
 
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
