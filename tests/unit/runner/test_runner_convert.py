@@ -1,0 +1,367 @@
+"""layer0 ↔ proto conversions are lossless: property tests over arbitrary values."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock.errors import SpecError
+from airlock.runner import _convert as cv
+from airlock.turn import (
+    AgentSpec,
+    ContextSpec,
+    HookSpec,
+    InferenceFinished,
+    InferenceStarted,
+    LoopLimits,
+    ProviderSpec,
+    ToolFinished,
+    ToolStarted,
+    TurnLog,
+    TurnPaused,
+    TurnStarted,
+)
+from layer0 import (
+    Base64Source,
+    Content,
+    CustomBlock,
+    CustomEffect,
+    Delegate,
+    DeleteMemory,
+    ExitReason,
+    Handoff,
+    ImageBlock,
+    Log,
+    LogLevel,
+    Scope,
+    Signal,
+    SignalPayload,
+    TextBlock,
+    ToolCallRecord,
+    ToolResultBlock,
+    ToolUseBlock,
+    TriggerType,
+    TurnConfig,
+    TurnError,
+    TurnInput,
+    TurnMetadata,
+    TurnOutput,
+    UrlSource,
+    WriteMemory,
+)
+
+text = st.text(max_size=20)
+u32 = st.integers(0, 2**32 - 1)
+u64 = st.integers(0, 2**64 - 1)
+
+json_values: st.SearchStrategy[Any] = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**80), 2**80)  # beyond int64 and 2**53: must survive exactly
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(text, children, max_size=4),
+    max_leaves=12,
+)
+
+
+@st.composite
+def decimals(draw: st.DrawFn) -> Decimal:
+    """rust_decimal-range Decimals with an explicit scale (``1.50`` keeps its zero)."""
+    mantissa = draw(st.integers(-(2**96 - 1), 2**96 - 1))
+    scale = draw(st.integers(0, 28))
+    return Decimal(mantissa).scaleb(-scale)
+
+
+scopes = st.one_of(
+    text.map(Scope.session),
+    text.map(Scope.workflow),
+    st.builds(Scope.agent, text, text),
+    st.just(Scope.global_()),
+    text.map(Scope.custom),
+)
+triggers = st.one_of(
+    st.sampled_from(
+        [
+            TriggerType.user(),
+            TriggerType.task(),
+            TriggerType.signal(),
+            TriggerType.schedule(),
+            TriggerType.system_event(),
+        ]
+    ),
+    text.map(TriggerType.custom),
+)
+exit_reasons = st.one_of(
+    st.sampled_from(
+        [
+            ExitReason.complete(),
+            ExitReason.max_turns(),
+            ExitReason.budget_exhausted(),
+            ExitReason.circuit_breaker(),
+            ExitReason.timeout(),
+            ExitReason.error(),
+        ]
+    ),
+    text.map(ExitReason.observer_halt),
+    text.map(ExitReason.safety_stop),
+    text.map(ExitReason.custom),
+)
+blocks = st.one_of(
+    st.builds(TextBlock, text=text),
+    st.builds(
+        ImageBlock,
+        source=st.one_of(st.builds(Base64Source, data=text), st.builds(UrlSource, url=text)),
+        media_type=text,
+    ),
+    st.builds(ToolUseBlock, id=text, name=text, input=json_values),
+    st.builds(ToolResultBlock, tool_use_id=text, content=text, is_error=st.booleans()),
+    st.builds(CustomBlock, content_type=text, data=json_values),
+)
+contents = st.one_of(text.map(Content), st.lists(blocks, max_size=4).map(Content))
+configs = st.builds(
+    TurnConfig,
+    max_turns=st.none() | u32,
+    max_cost=st.none() | decimals(),
+    max_duration=st.none() | u64,
+    model=st.none() | text,
+    allowed_tools=st.none() | st.lists(text, max_size=3),
+    system_addendum=st.none() | text,
+)
+inputs = st.builds(
+    TurnInput,
+    message=contents,
+    trigger=triggers,
+    session=st.none() | text,
+    config=st.none() | configs,
+    metadata=json_values,
+)
+effects = st.one_of(
+    st.builds(WriteMemory, scope=scopes, key=text, value=json_values),
+    st.builds(DeleteMemory, scope=scopes, key=text),
+    st.builds(Signal, target=text, payload=st.builds(SignalPayload, signal_type=text, data=json_values)),
+    st.builds(Delegate, agent=text, input=inputs),
+    st.builds(Handoff, agent=text, state=json_values),
+    st.builds(Log, level=st.sampled_from(list(LogLevel)), message=text, data=json_values),
+    st.builds(CustomEffect, effect_type=text, data=json_values),
+)
+metadatas = st.builds(
+    TurnMetadata,
+    tokens_in=u64,
+    tokens_out=u64,
+    cost=decimals(),
+    turns_used=u32,
+    tools_called=st.lists(
+        st.builds(ToolCallRecord, name=text, duration=u64, success=st.booleans()), max_size=3
+    ),
+    duration=u64,
+)
+outputs = st.builds(
+    TurnOutput,
+    message=contents,
+    exit_reason=exit_reasons,
+    metadata=metadatas,
+    effects=st.lists(effects, max_size=4),
+)
+
+_settings = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _same(a: Any, b: Any) -> None:
+    """Equal as values AND as wire JSON (catches 1 vs 1.0 and lost Decimal scale)."""
+    assert a == b
+    assert a.model_dump_json() == b.model_dump_json()
+
+
+@_settings
+@given(inputs)
+def test_turn_input_round_trips(value: TurnInput) -> None:
+    wire = cv.input_to_proto(value).SerializeToString()
+    _same(cv.input_from_proto(pb.TurnInput.FromString(wire)), value)
+
+
+@_settings
+@given(outputs)
+def test_turn_output_round_trips(value: TurnOutput) -> None:
+    wire = cv.output_to_proto(value).SerializeToString()
+    _same(cv.output_from_proto(pb.TurnOutput.FromString(wire)), value)
+
+
+@_settings
+@given(st.lists(st.tuples(scopes, text, json_values), max_size=5))
+def test_state_entries_round_trip(entries: list[tuple[Scope, str, Any]]) -> None:
+    messages = [pb.StateEntry.FromString(m.SerializeToString()) for m in cv.state_to_proto(entries)]
+    back = cv.state_from_proto(messages)
+    assert back == entries
+    assert [repr(v) for *_, v in back] == [repr(v) for *_, v in entries]  # int stays int
+
+
+def test_ints_and_floats_keep_their_type() -> None:
+    value = {"i": 1, "f": 1.0, "big": 2**70, "neg0": -0.0, "n": None, "s": "ünï €"}
+    back = cv.json_from_proto(pb.Json.FromString(cv.json_to_proto(value).SerializeToString()))
+    assert back == value
+    assert isinstance(back, dict)
+    assert type(back["i"]) is int and type(back["f"]) is float and back["big"] == 2**70
+    assert repr(back["neg0"]) == "-0.0"
+
+
+def test_decimal_scale_survives() -> None:
+    out = TurnOutput.new("x").model_copy(
+        update={"metadata": TurnMetadata.empty().model_copy(update={"cost": Decimal("0.012300")})}
+    )
+    back = cv.output_from_proto(cv.output_to_proto(out))
+    assert str(back.metadata.cost) == "0.012300"
+
+
+def test_nan_is_refused() -> None:
+    with pytest.raises(cv.MalformedMessage):
+        cv.json_to_proto(float("nan"))
+    with pytest.raises(cv.MalformedMessage):
+        cv.json_from_proto(pb.Json(text="NaN"))
+
+
+def test_missing_required_fields_are_malformed() -> None:
+    with pytest.raises(cv.MalformedMessage, match="message is required"):
+        cv.input_from_proto(pb.TurnInput(trigger=cv.trigger_to_proto(TriggerType.user())))
+    with pytest.raises(cv.MalformedMessage, match="no variant set"):
+        cv.input_from_proto(pb.TurnInput(message=pb.Content(), trigger=pb.TriggerType()))
+    with pytest.raises(cv.MalformedMessage, match="invalid JSON"):
+        cv.json_from_proto(pb.Json(text="{"))
+
+
+# --- AgentSpec -------------------------------------------------------------------------------
+
+
+def test_agent_spec_fields_are_all_carried() -> None:
+    """Fails when AgentSpec/ProviderSpec grow a field the converter does not carry yet."""
+    assert set(AgentSpec.model_fields) == cv.AGENT_SPEC_FIELDS
+    assert set(ProviderSpec.model_fields) == cv.PROVIDER_SPEC_FIELDS
+
+
+agent_specs = st.builds(
+    AgentSpec,
+    name=st.text(min_size=1, max_size=10),
+    provider=st.builds(
+        ProviderSpec,
+        kind=st.sampled_from(["anthropic", "openai_compat", "scripted"]),
+        model=st.none() | text,
+        base_url=st.none() | text,
+        api_key_env=st.none() | text,
+        script=json_values,
+        max_tokens=st.integers(1, 2**40),
+        temperature=st.none() | st.floats(0, 2),
+        timeout_s=st.floats(0.001, 1e6),
+        max_retries=st.integers(0, 10),
+        price_per_mtok_in=st.none() | decimals().map(abs),
+        price_per_mtok_out=st.none() | decimals().map(abs),
+    ),
+    system=text,
+    tools=st.lists(st.sampled_from(["bash", "read_file", "calculator", "write_memory"]), unique=True),
+    tool_options=st.dictionaries(text, st.dictionaries(text, json_values, max_size=3), max_size=3),
+    context=st.builds(
+        ContextSpec,
+        strategy=st.sampled_from(["none", "sliding_window", "summarization", "composite"]),
+        max_tokens=st.integers(1, 10**7),
+        keep_last=st.integers(1, 1000),
+    ),
+    defaults=configs,
+    hooks=st.lists(
+        st.builds(HookSpec, name=text, options=st.dictionaries(text, json_values, max_size=3)), max_size=2
+    ),
+    limits=st.builds(
+        LoopLimits, circuit_breaker_threshold=st.integers(1, 50), stuck_threshold=st.integers(2, 50)
+    ),
+)
+
+
+@_settings
+@given(agent_specs)
+def test_agent_spec_round_trips(spec: AgentSpec) -> None:
+    wire = cv.spec_to_proto(spec).SerializeToString()
+    back = cv.spec_from_proto(pb.AgentSpec.FromString(wire))
+    assert back == spec
+    assert back.model_dump_json() == spec.model_dump_json()
+
+
+def test_agent_spec_defaults_apply_when_absent() -> None:
+    spec = cv.spec_from_proto(pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind="scripted")))
+    assert spec == AgentSpec(name="a", provider=ProviderSpec(kind="scripted"))
+
+
+def test_invalid_agent_spec_names_the_problem() -> None:
+    with pytest.raises(SpecError, match="unknown provider 'nope'"):
+        cv.spec_from_proto(pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind="nope")))
+    with pytest.raises(SpecError, match="unknown tool"):
+        cv.spec_from_proto(pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind="scripted"), tools=["rm_rf"]))
+    with pytest.raises(SpecError, match="provider is required"):
+        cv.spec_from_proto(pb.AgentSpec(name="a"))
+
+
+# --- Events ----------------------------------------------------------------------------------
+
+
+def test_events_round_trip() -> None:
+    events = [
+        TurnStarted(),
+        InferenceStarted(iteration=1, model="m"),
+        InferenceStarted(iteration=2),
+        InferenceFinished(
+            iteration=1,
+            stop_reason="tool_use",
+            tokens_in=10,
+            tokens_out=5,
+            cost=Decimal("0.00120"),
+            total_tokens_in=10,
+            total_tokens_out=5,
+            total_cost=Decimal("0.00120"),
+            duration_ms=1234,
+        ),
+        InferenceFinished(
+            iteration=2,
+            stop_reason="end_turn",
+            tokens_in=1,
+            tokens_out=1,
+            cost=None,
+            total_tokens_in=11,
+            total_tokens_out=6,
+            total_cost=Decimal("0.00120"),
+            duration_ms=0,
+        ),
+        ToolStarted(tool_use_id="t1", name="calc", input={"expr": "2+2", "n": 3}),
+        ToolFinished(tool_use_id="t1", name="calc", duration_ms=7, success=True, output="4"),
+        TurnLog(level="info", message="hello"),
+        TurnPaused(iteration=2),
+    ]
+    for event in events:
+        message = cv.event_to_proto(event, payload_limit=1000)
+        assert message is not None
+        assert cv.event_from_proto(pb.TurnEvent.FromString(message.SerializeToString())) == event
+
+
+def test_event_payloads_are_cut_to_the_limit() -> None:
+    started = cv.event_to_proto(
+        ToolStarted(tool_use_id="t", name="n", input={"x": "é" * 100}), payload_limit=10
+    )
+    assert started is not None and started.tool_started.input_truncated
+    assert cv.event_from_proto(started) == ToolStarted(tool_use_id="t", name="n", input='{"x":"éé')
+    finished = cv.event_to_proto(
+        ToolFinished(tool_use_id="t", name="n", duration_ms=1, success=True, output="é" * 100),
+        payload_limit=11,
+    )
+    assert finished is not None and finished.tool_finished.output_truncated
+    assert finished.tool_finished.output == "é" * 5
+
+
+def test_final_events() -> None:
+    out = TurnOutput.new("done")
+    assert cv.event_from_proto(cv.output_event(out)) == out
+    err = cv.event_from_proto(cv.error_event("tool", "boom", "bash"))
+    assert isinstance(err, TurnError)
+    assert (err.kind, err.message, err.tool_name) == ("tool", "boom", "bash")
+    unknown = cv.event_from_proto(cv.error_event("weird", "x"))
+    assert isinstance(unknown, TurnError) and unknown.kind == "other"
