@@ -1,6 +1,47 @@
-"""Sandbox tools (bash, files, http) and the catalog AgentSpecs name them from."""
+"""Sandbox tools (bash, files, http, calculator) and the catalog AgentSpecs name them from.
+
+Every file tool and ``bash`` is confined to a workspace root: paths that resolve outside it
+(``..``, absolute paths, symlinks) are refused with ``ToolError.permission_denied``. Effect
+tools (``write_memory``, ``delete_memory``, ``delegate``, ``handoff``, ``signal``) belong to
+the turn, not here: :func:`build_tools` skips their names.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from airlock.errors import SpecError
+from airlock.turn import EFFECT_TOOLS, ToolDyn
+
+from ._base import SandboxTool, ToolInput, ToolOptions
+from ._bash import BashInput, BashOptions, BashTool
+from ._calculator import CalculatorInput, CalculatorTool, evaluate
+from ._files import (
+    EditFileInput,
+    EditFileOptions,
+    EditFileTool,
+    ListFilesInput,
+    ListFilesOptions,
+    ListFilesTool,
+    ReadFileInput,
+    ReadFileOptions,
+    ReadFileTool,
+    WriteFileInput,
+    WriteFileOptions,
+    WriteFileTool,
+)
+from ._http import HttpRequestInput, HttpRequestOptions, HttpRequestTool
+from ._workspace import Workspace
+
+_WORKSPACE_TOOLS: dict[str, Any] = {
+    "bash": BashTool,
+    "read_file": ReadFileTool,
+    "write_file": WriteFileTool,
+    "list_files": ListFilesTool,
+    "edit_file": EditFileTool,
+}
+_PLAIN_TOOLS: dict[str, Any] = {"http_request": HttpRequestTool, "calculator": CalculatorTool}
 
 
 def available_tools() -> list[str]:
@@ -8,4 +49,66 @@ def available_tools() -> list[str]:
     return ["bash", "read_file", "write_file", "list_files", "edit_file", "http_request", "calculator"]
 
 
-__all__ = ["available_tools"]
+def build_tools(
+    names: list[str], options: dict[str, dict[str, Any]], workspace: Path | None
+) -> list[ToolDyn]:
+    """The sandbox tools named in ``names``, in that order, configured from ``options``.
+
+    Effect tool names are skipped (the turn implements those). ``options`` maps a tool name
+    to its options (e.g. ``{"bash": {"timeout_s": 30}}``); options of tools not built are
+    ignored.
+
+    Raises:
+        SpecError: an unknown tool name (the message lists the valid ones), invalid options
+            for a tool, or a workspace tool (bash, file tools) requested without a workspace
+            or with one that is not a directory.
+    """
+    tools: list[ToolDyn] = []
+    root: Workspace | None = None
+    for name in names:
+        if name in EFFECT_TOOLS:
+            continue
+        if name in _PLAIN_TOOLS:
+            cls = _PLAIN_TOOLS[name]
+            tools.append(cls(cls.parse_options(options.get(name))))
+        elif name in _WORKSPACE_TOOLS:
+            if workspace is None:
+                raise SpecError(f"tool {name!r} needs a workspace directory, and none was given")
+            root = root or Workspace(workspace)
+            cls = _WORKSPACE_TOOLS[name]
+            tools.append(cls(cls.parse_options(options.get(name)), root))
+        else:
+            valid = ", ".join(sorted([*available_tools(), *EFFECT_TOOLS]))
+            raise SpecError(f"unknown tool {name!r}; valid tools: {valid}")
+    return tools
+
+
+__all__ = [
+    "BashInput",
+    "BashOptions",
+    "BashTool",
+    "CalculatorInput",
+    "CalculatorTool",
+    "EditFileInput",
+    "EditFileOptions",
+    "EditFileTool",
+    "HttpRequestInput",
+    "HttpRequestOptions",
+    "HttpRequestTool",
+    "ListFilesInput",
+    "ListFilesOptions",
+    "ListFilesTool",
+    "ReadFileInput",
+    "ReadFileOptions",
+    "ReadFileTool",
+    "SandboxTool",
+    "ToolInput",
+    "ToolOptions",
+    "Workspace",
+    "WriteFileInput",
+    "WriteFileOptions",
+    "WriteFileTool",
+    "available_tools",
+    "build_tools",
+    "evaluate",
+]
