@@ -1,5 +1,15 @@
 """NeuronTurn: the ReAct loop (call model, run tools, repeat) implementing ``layer0.Turn``."""
 
+from ._context import (
+    Composite,
+    ContextStrategy,
+    NoCompaction,
+    SlidingWindow,
+    Summarization,
+    estimate_tokens,
+)
+from ._echo import EchoTurn
+from ._effect_tools import EFFECT_BACKFILL, EFFECT_TOOL_SCHEMAS
 from ._events import (
     EventSink,
     InferenceFinished,
@@ -11,8 +21,15 @@ from ._events import (
     TurnPaused,
     TurnStarted,
 )
+from ._function_tool import FunctionTool, tool
+from ._hooks import BudgetHook, HookDecision, HookRegistry
+from ._logging_hook import LoggingHook
+from ._neuron import HOOK_NAMES, NeuronTurn, build_context, build_hook
 from ._provider import Provider
+from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
+from ._session import DEFAULT_MAX_TURNS, HISTORY_KEY, ResolvedConfig, TurnSession, TurnSessionError
 from ._spec import EFFECT_TOOLS, PROVIDER_KINDS, AgentSpec, ContextSpec, HookSpec, LoopLimits, ProviderSpec
+from ._state import SessionState, StepResult, ToolExecution
 from ._tool import ToolContext, ToolDyn
 from ._types import (
     ContentPart,
@@ -32,29 +49,54 @@ from ._types import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_TURNS",
+    "EFFECT_BACKFILL",
     "EFFECT_TOOLS",
+    "EFFECT_TOOL_SCHEMAS",
+    "HISTORY_KEY",
+    "HOOK_NAMES",
     "PROVIDER_KINDS",
     "AgentSpec",
+    "BudgetHook",
+    "Composite",
     "ContentPart",
     "ContextSpec",
+    "ContextStrategy",
+    "EchoTurn",
     "EventSink",
+    "FunctionTool",
+    "HookDecision",
+    "HookRegistry",
     "HookSpec",
     "ImagePart",
     "InferenceFinished",
     "InferenceStarted",
+    "LoggingHook",
     "LoopLimits",
+    "NeuronTurn",
+    "NoCompaction",
     "Provider",
     "ProviderMessage",
     "ProviderRequest",
     "ProviderResponse",
     "ProviderSpec",
+    "ResolvedConfig",
     "Role",
+    "SessionState",
+    "SlidingWindow",
+    "StepResult",
     "StopReason",
+    "Summarization",
     "TextPart",
     "TokenUsage",
     "ToolContext",
     "ToolDyn",
+    "ToolExecution",
     "ToolFinished",
+    "ToolMiddleware",
+    "ToolNext",
+    "ToolOutcome",
+    "ToolRegistry",
     "ToolResultPart",
     "ToolSchema",
     "ToolStarted",
@@ -62,7 +104,13 @@ __all__ = [
     "TurnEvent",
     "TurnLog",
     "TurnPaused",
+    "TurnSession",
+    "TurnSessionError",
     "TurnStarted",
     "block_to_part",
+    "build_context",
+    "build_hook",
+    "estimate_tokens",
     "part_to_block",
+    "tool",
 ]

@@ -1,0 +1,258 @@
+"""NeuronTurn: the ReAct loop (call model, run tools, repeat) as a ``layer0.Turn``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from airlock.errors import SpecError
+from layer0 import Hook, StateReader, TurnConfig, TurnInput, TurnOutput
+
+from ._context import Composite, ContextStrategy, NoCompaction, SlidingWindow, Summarization
+from ._effect_tools import EFFECT_TOOL_SCHEMAS
+from ._events import EventSink
+from ._hooks import BudgetHook, HookRegistry
+from ._provider import Provider
+from ._registry import ToolRegistry
+from ._session import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSession, TurnSessionError
+from ._spec import EFFECT_TOOLS, AgentSpec, ContextSpec, HookSpec, LoopLimits
+from ._state import SessionState
+from ._tool import ToolDyn
+
+#: Hook names an AgentSpec may enable.
+HOOK_NAMES = ("budget", "logging")
+
+
+def _merge(defaults: TurnConfig, override: TurnConfig | None) -> TurnConfig:
+    if override is None:
+        return defaults
+    updates = {k: v for k, v in override if v is not None}
+    return defaults.model_copy(update=updates)
+
+
+class NeuronTurn:
+    """A ``layer0.Turn`` running the ReAct loop over a Provider, tools, hooks and a context strategy.
+
+    Args:
+        provider: the model.
+        tools: a ToolRegistry, or tools to register in one.
+        system: the base system prompt (``TurnConfig.system_addendum`` is appended after a newline).
+        model: default model (``TurnConfig.model`` overrides it; None: the provider's own).
+        max_tokens: output token limit per call.
+        temperature: sampling temperature.
+        context: the compaction strategy (default: none).
+        context_limit: the token limit handed to the strategy.
+        hooks: a HookRegistry, or hooks to register in one.
+        state: read-only state for context assembly (the session history).
+        defaults: TurnConfig defaults under each input's config.
+        effect_tools: effect tools offered and intercepted (subset of ``EFFECT_TOOLS``).
+        limits: circuit breaker and loop detection thresholds.
+        name: the agent's name (tool contexts, logs).
+        events: default event sink for ``execute`` and ``start``.
+        spec: the AgentSpec this turn was built from, if any (kept as ``.spec``).
+
+    Raises:
+        SpecError: an unknown effect tool, or a tool named like an effect tool.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        tools: ToolRegistry | Sequence[ToolDyn] = (),
+        system: str = "",
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        context: ContextStrategy | None = None,
+        context_limit: int = 100_000,
+        hooks: HookRegistry | Sequence[Hook] = (),
+        state: StateReader | None = None,
+        defaults: TurnConfig | None = None,
+        effect_tools: Sequence[str] = (),
+        limits: LoopLimits | None = None,
+        name: str = "agent",
+        events: EventSink | None = None,
+        spec: AgentSpec | None = None,
+    ) -> None:
+        self.provider = provider
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        unknown = [t for t in effect_tools if t not in EFFECT_TOOLS]
+        if unknown:
+            raise SpecError(f"unknown effect tool(s) {', '.join(unknown)}; valid: {', '.join(EFFECT_TOOLS)}")
+        clash = [t for t in self.tools.names() if t in EFFECT_TOOLS]
+        if clash:
+            raise SpecError(f"tool name(s) {', '.join(clash)} are reserved for effect tools")
+        self.effect_tools: tuple[str, ...] = tuple(dict.fromkeys(effect_tools))
+        self.system = system
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.context: ContextStrategy = context or NoCompaction()
+        self.context_limit = context_limit
+        self.hooks = hooks if isinstance(hooks, HookRegistry) else HookRegistry(hooks)
+        self.state = state
+        self.defaults = defaults or TurnConfig()
+        self.limits = limits or LoopLimits()
+        self.name = name
+        self.events = events
+        self.spec = spec
+
+    # -- layer0.Turn --------------------------------------------------------------------
+
+    async def execute(self, input: TurnInput) -> TurnOutput:
+        """Run the turn to its end: ``start(input)`` then ``run()``.
+
+        Raises:
+            layer0.TurnError: provider failures (never retried here), truncated output,
+                exceeded context window, unreadable history.
+        """
+        output = await self.start(input).run()
+        if output is None:  # nobody else holds this session, so nobody can pause it
+            raise TurnSessionError("the turn paused without a pause request")
+        return output
+
+    # -- stepping -------------------------------------------------------------------------
+
+    def start(self, input: TurnInput, events: EventSink | None = None) -> TurnSession:
+        """A session for ``input``; nothing runs (and no state is read) until ``step``/``run``."""
+        return TurnSession(self, SessionState(input=input), events or self.events)
+
+    def resume(self, state: SessionState | str | bytes, events: EventSink | None = None) -> TurnSession:
+        """A session continuing from a snapshot (a SessionState or its JSON).
+
+        Raises:
+            TurnSessionError: the JSON is not a valid snapshot.
+        """
+        if not isinstance(state, SessionState):
+            try:
+                state = SessionState.model_validate_json(state)
+            except ValidationError as e:
+                raise TurnSessionError(f"not a valid session snapshot: {e}") from e
+        else:
+            state = state.model_copy(deep=True)
+        return TurnSession(self, state, events or self.events)
+
+    def resolve_config(self, input: TurnInput) -> ResolvedConfig:
+        """The input's TurnConfig over this turn's defaults, as the loop applies it."""
+        cfg = _merge(self.defaults, input.config)
+        system = self.system
+        if cfg.system_addendum:
+            system = f"{system}\n{cfg.system_addendum}" if system else cfg.system_addendum
+        allowed = cfg.allowed_tools
+        schemas = self.tools.schemas(allowed)
+        schemas += [EFFECT_TOOL_SCHEMAS[n] for n in self.effect_tools if allowed is None or n in allowed]
+        return ResolvedConfig(
+            model=cfg.model or self.model,
+            system=system or None,
+            tools=schemas,
+            offered=frozenset(s.name for s in schemas),
+            max_turns=cfg.max_turns if cfg.max_turns is not None else DEFAULT_MAX_TURNS,
+            max_cost=cfg.max_cost,
+            max_duration_ms=cfg.max_duration,
+            extra={"metadata": input.metadata} if input.metadata is not None else {},
+        )
+
+    # -- building from a spec -------------------------------------------------------------
+
+    @classmethod
+    def from_spec(
+        cls,
+        spec: AgentSpec,
+        *,
+        state: StateReader | None = None,
+        workspace: Path | None = None,
+        provider: Provider | None = None,
+        events: EventSink | None = None,
+    ) -> NeuronTurn:
+        """Build the turn an AgentSpec describes.
+
+        Args:
+            spec: the blueprint.
+            state: read-only state for the session history.
+            workspace: the directory workspace tools (bash, files) are confined to.
+            provider: use this provider instead of building one from ``spec.provider``.
+            events: default event sink.
+
+        Raises:
+            SpecError: an unknown tool or hook (the message lists the valid ones), invalid
+                tool or hook options, or a provider the spec cannot build.
+        """
+        from airlock.tools import build_tools  # lazy: the tools package imports this one
+
+        if provider is None:
+            from airlock.providers import create_provider
+
+            provider = create_provider(spec.provider)
+        tools = build_tools(list(spec.tools), dict(spec.tool_options), workspace)
+        return cls(
+            provider,
+            tools=tools,
+            system=spec.system,
+            model=spec.provider.model,
+            max_tokens=spec.provider.max_tokens,
+            temperature=spec.provider.temperature,
+            context=build_context(spec.context, provider),
+            context_limit=spec.context.max_tokens,
+            hooks=[build_hook(h) for h in spec.hooks],
+            state=state,
+            defaults=spec.defaults,
+            effect_tools=[t for t in spec.tools if t in EFFECT_TOOLS],
+            limits=spec.limits,
+            name=spec.name,
+            events=events,
+            spec=spec,
+        )
+
+
+def build_context(spec: ContextSpec, provider: Provider) -> ContextStrategy:
+    """The context strategy a ContextSpec names (``composite``: sliding window, then summarization)."""
+    if spec.strategy == "sliding_window":
+        return SlidingWindow(keep_last=spec.keep_last, max_tokens=spec.max_tokens)
+    if spec.strategy == "summarization":
+        return Summarization(provider, keep_last=spec.keep_last, max_tokens=spec.max_tokens)
+    if spec.strategy == "composite":
+        return Composite(
+            [
+                Summarization(provider, keep_last=spec.keep_last, max_tokens=spec.max_tokens),
+                SlidingWindow(keep_last=spec.keep_last, max_tokens=spec.max_tokens),
+            ],
+            limit=spec.max_tokens,
+        )
+    return NoCompaction()
+
+
+def build_hook(spec: HookSpec) -> Hook:
+    """The hook a HookSpec names: ``budget`` (options ``max_cost``, ``warn_at``) or ``logging`` (``level``).
+
+    Raises:
+        SpecError: an unknown hook name (the message lists the valid ones) or invalid options.
+    """
+    options: dict[str, Any] = dict(spec.options)
+    if spec.name == "budget":
+        unknown = set(options) - {"max_cost", "warn_at"}
+        if unknown or "max_cost" not in options:
+            raise SpecError("hook 'budget' takes options max_cost (required) and warn_at")
+        try:
+            max_cost = Decimal(str(options["max_cost"]))
+            warn_at = Decimal(str(options["warn_at"])) if options.get("warn_at") is not None else None
+            return BudgetHook(max_cost, warn_at=warn_at if "warn_at" in options else Decimal("0.8"))
+        except (InvalidOperation, ValueError) as e:
+            raise SpecError(f"hook 'budget': invalid options {options}: {e}") from e
+    if spec.name == "logging":
+        import logging
+
+        from ._logging_hook import LoggingHook  # lazy: written alongside this module
+
+        unknown = set(options) - {"level"}
+        if unknown:
+            raise SpecError("hook 'logging' takes only the option level")
+        level = logging.getLevelName(str(options.get("level", "INFO")).upper())
+        if not isinstance(level, int):
+            raise SpecError(f"hook 'logging': unknown level {options.get('level')!r}")
+        return LoggingHook(level=level)
+    raise SpecError(f"unknown hook {spec.name!r}; valid hooks: {', '.join(HOOK_NAMES)}")

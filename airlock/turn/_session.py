@@ -1,0 +1,618 @@
+"""TurnSession: the ReAct loop, one model call (plus the tools it asked for) per step.
+
+``NeuronTurn.execute`` is ``start()`` + ``run()``: there is exactly one loop, this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from pydantic import JsonValue, TypeAdapter, ValidationError
+
+from airlock.errors import AirlockError
+from layer0 import (
+    Content,
+    ExitReason,
+    HookContext,
+    HookPoint,
+    Log,
+    LogLevel,
+    Scope,
+    ToolCallRecord,
+    TurnError,
+    TurnMetadata,
+    TurnOutput,
+    WriteMemory,
+)
+
+from ._effect_tools import EFFECT_BACKFILL, EffectToolError, effect_from_call, effect_validation_error
+from ._events import (
+    InferenceFinished,
+    InferenceStarted,
+    ToolFinished,
+    ToolStarted,
+    TurnEvent,
+    TurnLog,
+    TurnPaused,
+    TurnStarted,
+)
+from ._hooks import HookDecision
+from ._registry import ToolOutcome, ToolRegistry
+from ._state import SessionState, StepResult, ToolExecution
+from ._tool import ToolContext
+from ._types import (
+    ProviderMessage,
+    ProviderRequest,
+    Role,
+    StopReason,
+    ToolResultPart,
+    ToolSchema,
+    ToolUsePart,
+    block_to_part,
+    part_to_block,
+)
+
+if TYPE_CHECKING:
+    from ._events import EventSink
+    from ._neuron import NeuronTurn
+
+log = logging.getLogger(__name__)
+
+#: Model calls allowed when neither TurnConfig nor the agent's defaults set ``max_turns``.
+DEFAULT_MAX_TURNS = 25
+#: Memory key of a session's conversation history.
+HISTORY_KEY = "history"
+
+_HISTORY = TypeAdapter(list[ProviderMessage])
+
+
+class TurnSessionError(AirlockError):
+    """Raised when a session is misused (e.g. ``step()`` while another step is running)."""
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """TurnConfig merged over the agent's defaults, as the loop uses it."""
+
+    model: str | None
+    system: str | None
+    tools: list[ToolSchema]
+    offered: frozenset[str]
+    max_turns: int
+    max_cost: Decimal | None
+    max_duration_ms: int | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def call_signature(name: str, input: JsonValue) -> str:
+    """A tool call's identity for loop detection: name plus canonical JSON input."""
+    return name + ":" + json.dumps(input, sort_keys=True, separators=(",", ":"))
+
+
+class TurnSession:
+    """One turn in progress; step it, run it, pause it, snapshot it.
+
+    Built by ``NeuronTurn.start`` or ``NeuronTurn.resume``, not directly.
+    """
+
+    def __init__(self, turn: NeuronTurn, state: SessionState, events: EventSink | None = None) -> None:
+        self._turn = turn
+        self._state = state
+        self._events = events
+        self._cfg = turn.resolve_config(state.input)
+        self._pause_requested = False
+        self._boundary: SessionState | None = None
+        self._step_t0: float | None = None
+        self._step_base_ms = 0.0
+        self._output: TurnOutput | None = None
+        if state.exit_reason is not None:
+            self._output = self._build_output()
+
+    # -- public surface ---------------------------------------------------------------
+
+    @property
+    def state(self) -> SessionState:
+        """A snapshot at the latest step boundary (JSON-serializable; resume from it)."""
+        return (self._boundary or self._state).model_copy(deep=True)
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether the turn has ended."""
+        return self._output is not None
+
+    @property
+    def output(self) -> TurnOutput | None:
+        """The turn's output once it has ended."""
+        return self._output
+
+    @property
+    def config(self) -> ResolvedConfig:
+        """The effective configuration of this turn."""
+        return self._cfg
+
+    @property
+    def pause_requested(self) -> bool:
+        """Whether a pause is pending."""
+        return self._pause_requested
+
+    def request_pause(self) -> None:
+        """Make ``run()`` stop at the next step boundary (also before the first step).
+
+        A ``run()`` in progress finishes its current step, emits ``TurnPaused`` and returns
+        None; a ``run()`` started later returns None at once. ``run()`` again continues.
+        """
+        self._pause_requested = True
+
+    async def run(self) -> TurnOutput | None:
+        """Step until the turn ends (its output) or a pause is honoured (None)."""
+        while self._output is None:
+            if self._pause_requested:
+                self._pause_requested = False
+                await self._emit(TurnPaused(iteration=self._state.iterations))
+                return None
+            await self.step()
+        return self._output
+
+    async def step(self) -> StepResult:
+        """One model call and the tools it asked for.
+
+        After the turn ended, returns the final result again without calling anything.
+
+        Raises:
+            layer0.TurnError: from the provider (never retried here), for a truncated output
+                (``model("output truncated")``), an exceeded context window
+                (``model("context exceeded")``), or unreadable history (``context_assembly``).
+            TurnSessionError: a step is already running.
+        """
+        if self._output is not None:
+            return StepResult(
+                iteration=self._state.iterations,
+                text="",
+                is_complete=True,
+                exit_reason=self._output.exit_reason,
+                output=self._output,
+            )
+        if self._step_t0 is not None:
+            raise TurnSessionError("a step of this session is already running")
+        st = self._state
+        self._boundary = st.model_copy(
+            update={
+                "messages": list(st.messages),
+                "tool_records": list(st.tool_records),
+                "effects": list(st.effects),
+            }
+        )
+        self._step_base_ms = st.elapsed_ms
+        self._step_t0 = time.perf_counter()
+        try:
+            result = await self._step()
+        finally:
+            st.elapsed_ms = self._elapsed_ms()
+            self._step_t0 = None
+            self._boundary = None
+        if result.is_complete:
+            self._output = self._build_output()
+            result = result.model_copy(update={"output": self._output})
+            if result.exit_reason is not None and result.exit_reason.kind != "complete":
+                await self._emit(TurnLog(level="warn", message=f"turn ended: {result.exit_reason}"))
+        return result
+
+    def cancelled_output(self) -> TurnOutput:
+        """A TurnOutput for a cancelled turn: ``custom("cancelled")`` with the metadata so far.
+
+        Its only effect is a log line; history and tool effects are not declared.
+        """
+        st = self._state
+        return TurnOutput(
+            message=Content.text(st.final_text),
+            exit_reason=ExitReason.custom("cancelled"),
+            metadata=self._metadata(self._elapsed_ms()),
+            effects=[Log(level=LogLevel.WARN, message="turn cancelled", data={"turns_used": st.iterations})],
+        )
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _elapsed_ms(self) -> float:
+        if self._step_t0 is None:
+            return self._state.elapsed_ms
+        return self._step_base_ms + (time.perf_counter() - self._step_t0) * 1000
+
+    def _deadline(self) -> asyncio.Timeout:
+        limit = self._cfg.max_duration_ms
+        if limit is None:
+            return asyncio.timeout(None)
+        return asyncio.timeout(max(0.0, limit - self._elapsed_ms()) / 1000)
+
+    async def _step(self) -> StepResult:
+        st = self._state
+        cfg = self._cfg
+        turn = self._turn
+        if not st.started:
+            await self._assemble()
+        early = self._limit_exit()
+        if early is not None:
+            return self._finish(early, iteration=0)
+        iteration = st.iterations + 1
+
+        decision = await self._fire(HookPoint.PRE_INFERENCE)
+        if decision.halt is not None:
+            return self._finish(ExitReason.observer_halt(decision.halt), iteration=0)
+
+        request = ProviderRequest(
+            model=cfg.model,
+            messages=list(st.messages),
+            tools=cfg.tools,
+            max_tokens=turn.max_tokens,
+            temperature=turn.temperature,
+            system=cfg.system,
+            extra=cfg.extra,
+        )
+        await self._emit(InferenceStarted(iteration=iteration, model=cfg.model))
+        t0 = time.perf_counter()
+        deadline = self._deadline()
+        try:
+            async with deadline:
+                response = await turn.provider.complete(request)
+        except TurnError:
+            raise
+        except TimeoutError as e:
+            if deadline.expired():
+                return self._finish(ExitReason.timeout(), iteration=iteration)
+            raise TurnError.retryable(f"provider {turn.provider.name} timed out: {e}") from e
+        except Exception as e:
+            raise TurnError.other(f"provider {turn.provider.name} failed: {type(e).__name__}: {e}") from e
+        st.iterations = iteration
+        st.tokens_in += response.usage.input_tokens
+        st.tokens_out += response.usage.output_tokens
+        if response.cost is not None:
+            st.cost += response.cost
+        await self._emit(
+            InferenceFinished(
+                iteration=iteration,
+                stop_reason=response.stop_reason.value,
+                tokens_in=response.usage.input_tokens,
+                tokens_out=response.usage.output_tokens,
+                cost=response.cost,
+                total_tokens_in=st.tokens_in,
+                total_tokens_out=st.tokens_out,
+                total_cost=st.cost,
+                duration_ms=int((time.perf_counter() - t0) * 1000),
+            )
+        )
+        stop = response.stop_reason
+        if stop is StopReason.MAX_TOKENS:
+            raise TurnError.model("output truncated")
+        if stop is StopReason.CONTEXT_WINDOW_EXCEEDED:
+            raise TurnError.model("context exceeded")
+        text = response.text()
+        if text:
+            st.final_text = text
+        if response.content:
+            st.messages.append(ProviderMessage(role=Role.ASSISTANT, content=list(response.content)))
+        uses = response.tool_uses()
+
+        decision = await self._fire(
+            HookPoint.POST_INFERENCE,
+            model_output=Content.blocks([part_to_block(p) for p in response.content]),
+        )
+        if decision.halt is not None:
+            self._close_open_uses(uses, "not run: the turn was halted by an observer")
+            return self._finish(ExitReason.observer_halt(decision.halt), iteration, text, stop)
+        if stop in (StopReason.REFUSAL, StopReason.CONTENT_FILTER):
+            self._close_open_uses(uses, "not run: the model's response was stopped")
+            return self._finish(
+                ExitReason.safety_stop(response.stop_detail or stop.value), iteration, text, stop
+            )
+        if not uses:
+            if stop is StopReason.TOOL_USE:
+                raise TurnError.model("the model stopped for tool use but asked for no tool")
+            if stop is not StopReason.PAUSE_TURN:
+                return self._finish(ExitReason.complete(), iteration, text, stop)
+            executions: list[ToolExecution] = []
+            exit_reason: ExitReason | None = None
+        else:
+            executions, exit_reason = await self._run_tools(uses)
+        if exit_reason is None:
+            exit_reason = self._limit_exit()
+        if exit_reason is None:
+            decision = await self._fire(HookPoint.EXIT_CHECK)
+            if decision.halt is not None:
+                exit_reason = ExitReason.observer_halt(decision.halt)
+        if exit_reason is not None:
+            return self._finish(exit_reason, iteration, text, stop, executions)
+        strategy = turn.context
+        if strategy.should_compact(st.messages, turn.context_limit):
+            st.messages = await strategy.compact(st.messages)
+        return StepResult(iteration=iteration, text=text, stop_reason=stop, tool_executions=executions)
+
+    def _limit_exit(self) -> ExitReason | None:
+        st = self._state
+        cfg = self._cfg
+        if cfg.max_duration_ms is not None and self._elapsed_ms() >= cfg.max_duration_ms:
+            return ExitReason.timeout()
+        if cfg.max_cost is not None and st.cost >= cfg.max_cost:
+            return ExitReason.budget_exhausted()
+        if st.iterations >= cfg.max_turns:
+            return ExitReason.max_turns()
+        return None
+
+    async def _assemble(self) -> None:
+        st = self._state
+        history: list[ProviderMessage] = []
+        session = st.input.session
+        reader = self._turn.state
+        if session is not None and reader is not None:
+            try:
+                raw = await reader.read(Scope.session(session), HISTORY_KEY)
+            except Exception as e:
+                raise TurnError.context_assembly(f"cannot read the history of session {session}: {e}") from e
+            if raw is not None:
+                try:
+                    history = _HISTORY.validate_python(raw)
+                except ValidationError as e:
+                    raise TurnError.context_assembly(
+                        f"the history of session {session} is unreadable: {e.error_count()} error(s), "
+                        f"first: {e.errors()[0]['msg']}"
+                    ) from e
+        parts = [block_to_part(b) for b in st.input.message.as_blocks()]
+        if not parts:
+            raise TurnError.context_assembly("the input message is empty")
+        st.messages = [*history, ProviderMessage(role=Role.USER, content=parts)]
+        st.started = True
+        await self._emit(TurnStarted())
+
+    async def _run_tools(self, uses: list[ToolUsePart]) -> tuple[list[ToolExecution], ExitReason | None]:
+        st = self._state
+        turn = self._turn
+        limits = turn.limits
+
+        for use in uses:
+            sig = call_signature(use.name, use.input)
+            if sig == st.last_call:
+                st.last_call_repeats += 1
+            else:
+                st.last_call, st.last_call_repeats = sig, 1
+            if st.last_call_repeats >= limits.stuck_threshold:
+                self._close_open_uses(
+                    uses,
+                    f"not run: the same call was repeated {st.last_call_repeats} times in a row "
+                    "(loop detected)",
+                )
+                return [], ExitReason.custom("stuck_detected")
+
+        results: dict[int, ToolExecution] = {}
+        scheduled: list[tuple[int, ToolUsePart, JsonValue]] = []
+        new_effects = []
+        for idx, use in enumerate(uses):
+            if use.name not in self._cfg.offered:
+                text = ToolRegistry.unknown_tool_message(use.name, sorted(self._cfg.offered))
+                results[idx] = ToolExecution(
+                    tool_use_id=use.id, name=use.name, input=use.input, output=text, is_error=True
+                )
+                continue
+            decision = await self._fire(HookPoint.PRE_TOOL_USE, tool_name=use.name, tool_input=use.input)
+            if decision.halt is not None:
+                self._close_open_uses(uses, "not run: the turn was halted by an observer")
+                return [], ExitReason.observer_halt(decision.halt)
+            if decision.skip is not None:
+                results[idx] = ToolExecution(
+                    tool_use_id=use.id,
+                    name=use.name,
+                    input=use.input,
+                    output=f"skipped by policy: {decision.skip}",
+                    is_error=True,
+                    skipped=True,
+                )
+                continue
+            tool_input = decision.new_input if decision.modified else use.input
+            if use.name in turn.effect_tools:
+                problem = effect_validation_error(use.name, tool_input)
+                effect = None
+                if problem is None:
+                    try:
+                        effect = effect_from_call(use.name, tool_input, st.input.session)
+                    except EffectToolError as err:
+                        problem = f"{use.name}: {err}"
+                if effect is not None:
+                    new_effects.append(effect)
+                results[idx] = ToolExecution(
+                    tool_use_id=use.id,
+                    name=use.name,
+                    input=tool_input,
+                    output=problem or EFFECT_BACKFILL[use.name],
+                    is_error=problem is not None,
+                    effect=True,
+                )
+                continue
+            scheduled.append((idx, use, tool_input))
+
+        timed_out = False
+        if scheduled:
+            timed_out = await self._execute_scheduled(scheduled, results)
+        st.effects.extend(new_effects)
+
+        executions = [results[i] for i in range(len(uses))]
+        st.messages.append(
+            ProviderMessage(
+                role=Role.USER,
+                content=[
+                    ToolResultPart(tool_use_id=ex.tool_use_id, content=ex.output, is_error=ex.is_error)
+                    for ex in executions
+                ],
+            )
+        )
+        for ex in executions:
+            if ex.skipped:
+                continue
+            st.tool_records.append(
+                ToolCallRecord(name=ex.name, duration=int(ex.duration_ms), success=not ex.is_error)
+            )
+            st.consecutive_failures = st.consecutive_failures + 1 if ex.is_error else 0
+        if timed_out:
+            return executions, ExitReason.timeout()
+        if st.consecutive_failures >= limits.circuit_breaker_threshold:
+            return executions, ExitReason.circuit_breaker()
+        for ex in executions:
+            if ex.skipped:
+                continue
+            decision = await self._fire(HookPoint.POST_TOOL_USE, tool_name=ex.name, tool_result=ex.output)
+            if decision.halt is not None:
+                return executions, ExitReason.observer_halt(decision.halt)
+        return executions, None
+
+    async def _execute_scheduled(
+        self, scheduled: list[tuple[int, ToolUsePart, JsonValue]], results: dict[int, ToolExecution]
+    ) -> bool:
+        """Run the calls concurrently; True when the time limit cut them short."""
+        registry = self._turn.tools
+        metadata = self._state.input.metadata
+        ctx_meta: dict[str, Any] = dict(metadata) if isinstance(metadata, dict) else {}
+        offered = self._cfg.offered
+
+        async def run_one(idx: int, use: ToolUsePart, tool_input: JsonValue) -> None:
+            await self._emit(ToolStarted(tool_use_id=use.id, name=use.name, input=tool_input))
+            t0 = time.perf_counter()
+            ctx = ToolContext(tool_use_id=use.id, agent=self._turn.name, metadata=ctx_meta)
+            outcome: ToolOutcome = await registry.execute(use.name, tool_input, ctx, allowed=offered)
+            duration = (time.perf_counter() - t0) * 1000
+            results[idx] = ToolExecution(
+                tool_use_id=use.id,
+                name=use.name,
+                input=tool_input,
+                output=outcome.content,
+                is_error=outcome.is_error,
+                duration_ms=duration,
+            )
+            await self._emit(
+                ToolFinished(
+                    tool_use_id=use.id,
+                    name=use.name,
+                    duration_ms=int(duration),
+                    success=not outcome.is_error,
+                    output=outcome.content,
+                )
+            )
+
+        deadline = self._deadline()
+        try:
+            async with deadline:
+                if len(scheduled) == 1:
+                    await run_one(*scheduled[0])
+                else:
+                    await asyncio.gather(*(run_one(*s) for s in scheduled))
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            for idx, use, tool_input in scheduled:
+                if idx not in results:
+                    results[idx] = ToolExecution(
+                        tool_use_id=use.id,
+                        name=use.name,
+                        input=tool_input,
+                        output="cancelled: the turn's time limit was reached",
+                        is_error=True,
+                    )
+            return True
+        return False
+
+    def _close_open_uses(self, uses: list[ToolUsePart], text: str) -> None:
+        """Answer tool calls that will not run, so the history stays well-formed."""
+        if uses:
+            self._state.messages.append(
+                ProviderMessage(
+                    role=Role.USER,
+                    content=[ToolResultPart(tool_use_id=u.id, content=text, is_error=True) for u in uses],
+                )
+            )
+
+    def _finish(
+        self,
+        reason: ExitReason,
+        iteration: int,
+        text: str = "",
+        stop: StopReason | None = None,
+        executions: list[ToolExecution] | None = None,
+    ) -> StepResult:
+        st = self._state
+        st.exit_reason = reason
+        if reason.kind != "complete":
+            message = f"turn ended: {reason}"
+            st.effects.append(
+                Log(
+                    level=LogLevel.WARN,
+                    message=message,
+                    data={"turns_used": st.iterations, "cost": str(st.cost)},
+                )
+            )
+            log.info("%s (agent %s)", message, self._turn.name)
+        return StepResult(
+            iteration=iteration,
+            text=text,
+            stop_reason=stop,
+            tool_executions=executions or [],
+            is_complete=True,
+            exit_reason=reason,
+        )
+
+    # -- output -------------------------------------------------------------------------
+
+    def _metadata(self, elapsed_ms: float) -> TurnMetadata:
+        st = self._state
+        return TurnMetadata(
+            tokens_in=st.tokens_in,
+            tokens_out=st.tokens_out,
+            cost=st.cost,
+            turns_used=st.iterations,
+            tools_called=list(st.tool_records),
+            duration=int(elapsed_ms),
+        )
+
+    def _build_output(self) -> TurnOutput:
+        st = self._state
+        assert st.exit_reason is not None
+        effects = list(st.effects)
+        if st.input.session is not None and st.started:
+            effects.append(
+                WriteMemory(
+                    scope=Scope.session(st.input.session),
+                    key=HISTORY_KEY,
+                    value=[m.model_dump(mode="json") for m in st.messages],
+                )
+            )
+        return TurnOutput(
+            message=Content.text(st.final_text),
+            exit_reason=st.exit_reason,
+            metadata=self._metadata(st.elapsed_ms),
+            effects=effects,
+        )
+
+    # -- hooks and events -----------------------------------------------------------------
+
+    async def _fire(self, point: HookPoint, **fields: Any) -> HookDecision:
+        hooks = self._turn.hooks
+        if not hooks.has(point):
+            return HookDecision()
+        st = self._state
+        ctx = HookContext(
+            point=point,
+            tokens_used=st.tokens_in + st.tokens_out,
+            cost=st.cost,
+            turns_completed=st.iterations,
+            elapsed=int(self._elapsed_ms()),
+            **fields,
+        )
+        return await hooks.fire(ctx)
+
+    async def _emit(self, event: TurnEvent) -> None:
+        if self._events is None:
+            return
+        try:
+            await self._events(event)
+        except Exception as e:
+            log.warning("event sink failed on %s (ignored): %s", event.type, e)
