@@ -1,9 +1,27 @@
 """The in-sandbox runner (gRPC server) and RemoteTurn, its client.
 
+- :class:`RunnerServer` / :class:`RunnerConfig`: the server (``airlock-runner`` runs one).
+- :class:`RemoteTurn`: a ``layer0.Turn`` that executes an AgentSpec on a runner.
+
 The wire contract is ``protos/airlock/runner/v1/runner.proto``; generated code lives in the
-private ``airlock._proto`` package and proto types never appear in this package's API.
+private ``airlock._proto`` package and proto types never appear in this package's API. This
+package never imports Docker.
 """
 
+from ._client import RemoteTurn, RunnerCallError, RunnerEvent, StepInfo, TurnFinished
 from ._convert import MalformedMessage
+from ._server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME, RunnerConfig, RunnerServer, TlsFiles
 
-__all__ = ["MalformedMessage"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "SERVICE_NAME",
+    "MalformedMessage",
+    "RemoteTurn",
+    "RunnerCallError",
+    "RunnerConfig",
+    "RunnerEvent",
+    "RunnerServer",
+    "StepInfo",
+    "TlsFiles",
+    "TurnFinished",
+]

@@ -1,0 +1,324 @@
+"""RemoteTurn: a ``layer0.Turn`` that runs its AgentSpec on a runner over gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from pydantic import BaseModel, ConfigDict, Field
+
+from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
+from airlock.errors import RunnerError
+from airlock.turn import (
+    AgentSpec,
+    EventSink,
+    InferenceFinished,
+    InferenceStarted,
+    ToolFinished,
+    ToolStarted,
+    TurnLog,
+    TurnPaused,
+    TurnStarted,
+)
+from layer0 import Scope, TurnError, TurnInput, TurnOutput
+
+from . import _convert as cv
+from ._server import DEFAULT_MAX_MESSAGE_BYTES, REASON_KEY, SERVICE_NAME
+
+
+class TurnFinished(BaseModel):
+    """The last event of an execution: the turn's output."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["output"] = "output"
+    output: TurnOutput
+
+
+#: Everything ``RemoteTurn.events()`` yields: the turn's events, then ``TurnFinished``.
+RunnerEvent = Annotated[
+    TurnStarted
+    | InferenceStarted
+    | InferenceFinished
+    | ToolStarted
+    | ToolFinished
+    | TurnLog
+    | TurnPaused
+    | TurnFinished,
+    Field(discriminator="type"),
+]
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What one ``step()`` did."""
+
+    #: True when the step finished the turn (the execution's stream then ends).
+    complete: bool
+    #: The model's text in this step.
+    text: str
+    #: Tools run in this step, in request order.
+    tools: list[str]
+
+
+class RunnerCallError(RunnerError):
+    """Raised when a control call (cancel, pause, resume, step, health) fails; ``code`` is
+    the gRPC status name (``NOT_FOUND``, ``FAILED_PRECONDITION``, ``UNAVAILABLE``, …)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+_RETRYABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.INTERNAL,
+}
+
+
+def _reason(error: grpc.aio.AioRpcError) -> str | None:
+    for key, value in error.trailing_metadata() or ():
+        if key == REASON_KEY:
+            return str(value)
+    return None
+
+
+def _turn_error(error: grpc.aio.AioRpcError, address: str) -> TurnError:
+    """The TurnError for a failed Execute call (connection loss and busy: retryable)."""
+    code = error.code()
+    message = f"runner at {address}: {code.name}: {error.details()}"
+    if code in _RETRYABLE:
+        return TurnError.retryable(message)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _reason(error) == "busy":
+        return TurnError.retryable(message)
+    if code == grpc.StatusCode.UNKNOWN:
+        return TurnError.other(message)
+    return TurnError.non_retryable(message)
+
+
+class RemoteTurn:
+    """Runs an AgentSpec on a runner; implements ``layer0.Turn``.
+
+    Args:
+        address: ``host:port`` or ``unix:/path/to.sock``.
+        token: the runner's bearer token (sent as ``authorization`` metadata; never shown
+            in ``repr``).
+        spec: the agent to run; also available as ``.spec``.
+        state: a read-only state snapshot ``(scope, key, value)`` handed to every execution
+            (e.g. the session's history).
+        execution_id: id of the next execution (default: a fresh uuid4 per execution); the
+            control calls address the latest execution.
+        root_certificates: PEM root certificate(s) to verify the runner's TLS certificate;
+            None: plaintext (loopback or unix socket inside the host).
+        tls_server_name: the name to verify the certificate for, when it differs from the
+            address host.
+        max_message_bytes: largest message sent or received.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        spec: AgentSpec,
+        *,
+        state: Iterable[tuple[Scope, str, Any]] | None = None,
+        execution_id: str | None = None,
+        root_certificates: bytes | None = None,
+        tls_server_name: str | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        if not token:
+            raise RunnerError("RemoteTurn needs the runner's token")
+        self.address = address
+        self.spec = spec
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._spec_proto = cv.spec_to_proto(spec)
+        self._state_proto = cv.state_to_proto(state or [])
+        self._next_id = execution_id
+        self.execution_id: str | None = None
+        self._root_certificates = root_certificates
+        self._options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+        ]
+        if tls_server_name:
+            self._options.append(("grpc.ssl_target_name_override", tls_server_name))
+        self._channel: grpc.aio.Channel | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stub: Any = None
+
+    def __repr__(self) -> str:
+        return f"RemoteTurn(address={self.address!r}, agent={self.spec.name!r})"
+
+    # --- channel ---------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._channel is None or self._loop is not loop:
+            if self._root_certificates is not None:
+                credentials = grpc.ssl_channel_credentials(root_certificates=self._root_certificates)
+                self._channel = grpc.aio.secure_channel(self.address, credentials, options=self._options)
+            else:
+                self._channel = grpc.aio.insecure_channel(self.address, options=self._options)
+            self._loop = loop
+            self._stub = pb_grpc.RunnerStub(self._channel)
+        return self._stub
+
+    async def close(self) -> None:
+        """Close the channel (a later call reconnects)."""
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    async def __aenter__(self) -> RemoteTurn:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- the turn --------------------------------------------------------------------------
+
+    async def execute(self, input: TurnInput, events: EventSink | None = None) -> TurnOutput:
+        """Run one turn on the runner and return its output; ``events`` receives each event.
+
+        Raises:
+            TurnError: the turn's own error (its kind preserved), ``retryable`` when the
+                runner is unreachable, the connection drops or the runner is busy,
+                ``non_retryable`` for a refused request (bad token, invalid spec or input,
+                oversized message).
+        """
+        async for event in self.events(input):
+            if isinstance(event, TurnFinished):
+                return event.output
+            if events is not None:
+                await events(event)
+        raise TurnError.retryable(f"runner at {self.address}: the stream ended without a result")
+
+    async def events(self, input: TurnInput) -> AsyncIterator[RunnerEvent]:
+        """Run one turn and yield its events as they happen, ending with ``TurnFinished``.
+
+        Closing the iterator early cancels the execution on the runner.
+
+        Raises:
+            TurnError: as :meth:`execute`.
+        """
+        stub = self._connect()
+        self.execution_id = self._next_id or str(uuid.uuid4())
+        self._next_id = None
+        request = pb.ExecuteRequest(
+            agent=self._spec_proto,
+            input=cv.input_to_proto(input),
+            execution_id=self.execution_id,
+            state=self._state_proto,
+        )
+        call = stub.Execute(request, metadata=self._metadata)
+        try:
+            async for message in call:
+                item = cv.event_from_proto(message)
+                if isinstance(item, TurnOutput):
+                    yield TurnFinished(output=item)
+                    return
+                if isinstance(item, TurnError):
+                    raise item
+                yield item
+        except grpc.aio.AioRpcError as e:
+            raise _turn_error(e, self.address) from e
+        except cv.MalformedMessage as e:
+            raise TurnError.other(f"runner at {self.address} sent a malformed event: {e}") from e
+        finally:
+            call.cancel()
+        raise TurnError.retryable(f"runner at {self.address}: the stream ended without a result")
+
+    # --- control ---------------------------------------------------------------------------
+
+    def _current(self) -> str:
+        if self.execution_id is None:
+            raise RunnerError("no execution started yet")
+        return self.execution_id
+
+    async def _control(self, method: str, request: Any) -> Any:
+        stub = self._connect()
+        try:
+            return await getattr(stub, method)(request, metadata=self._metadata)
+        except grpc.aio.AioRpcError as e:
+            raise RunnerCallError(e.code().name, str(e.details())) from e
+
+    async def cancel(self) -> None:
+        """Cancel the current execution; its result is an output with exit reason
+        ``custom("cancelled")`` and the metadata used so far.
+
+        Raises:
+            RunnerCallError: ``NOT_FOUND`` when it already ended, or a channel failure.
+        """
+        await self._control("Cancel", pb.CancelRequest(execution_id=self._current()))
+
+    async def pause(self) -> None:
+        """Ask the current execution to pause at its next turn boundary (a ``paused`` event
+        follows).
+
+        Raises:
+            RunnerCallError: as :meth:`cancel`.
+        """
+        await self._control("Pause", pb.PauseRequest(execution_id=self._current()))
+
+    async def resume(self) -> None:
+        """Let a paused execution run on.
+
+        Raises:
+            RunnerCallError: as :meth:`cancel`.
+        """
+        await self._control("Resume", pb.ResumeRequest(execution_id=self._current()))
+
+    async def step(self) -> StepInfo:
+        """Run exactly one step of the paused execution; it stays paused afterwards.
+
+        Raises:
+            RunnerCallError: ``FAILED_PRECONDITION`` when not paused; as :meth:`cancel`.
+        """
+        response = await self._control("Step", pb.StepRequest(execution_id=self._current()))
+        return StepInfo(complete=response.complete, text=response.text, tools=list(response.tools))
+
+    async def health(self) -> str:
+        """The runner's health status (``SERVING``, ``NOT_SERVING``, …); no token needed.
+
+        Raises:
+            RunnerCallError: the runner is unreachable.
+        """
+        self._connect()
+        assert self._channel is not None
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        try:
+            response = await stub.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
+        except grpc.aio.AioRpcError as e:
+            raise RunnerCallError(e.code().name, str(e.details())) from e
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+
+    async def wait_until_serving(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Poll health until SERVING.
+
+        Raises:
+            RunnerCallError: ``DEADLINE_EXCEEDED`` when not serving within ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        last = "UNKNOWN"
+        while time.monotonic() < deadline:
+            try:
+                last = await self.health()
+                if last == "SERVING":
+                    return
+            except RunnerCallError as e:
+                last = e.code
+            await asyncio.sleep(0.02)
+        raise RunnerCallError(
+            "DEADLINE_EXCEEDED", f"runner at {self.address} not serving after {timeout}s ({last})"
+        )

@@ -1,0 +1,481 @@
+"""The runner's gRPC server (grpc.aio): runs NeuronTurns and streams their events.
+
+One :class:`RunnerServer` per sandbox. Every RPC of the ``Runner`` service needs the
+sandbox's bearer token; ``grpc.health.v1.Health`` does not, and reports SERVING only while
+the runner accepts executions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+from uuid import uuid4
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
+from airlock.errors import RunnerError, SpecError
+from airlock.state import InMemoryStore
+from airlock.turn import AgentSpec, TurnEvent
+from layer0 import TurnError, TurnInput, TurnOutput, read_only
+
+from . import _convert as cv
+from ._log import logger
+
+if TYPE_CHECKING:
+    from airlock.turn import NeuronTurn, StepResult, TurnSession
+
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_EVENT_PAYLOAD_BYTES = 16 * 1024
+SERVICE_NAME = "airlock.runner.v1.Runner"
+#: Trailing-metadata key telling the client why an RPC was refused (``busy``, ``too_large``, …).
+REASON_KEY = "airlock-reason"
+
+_log = logger()
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """How a runner serves.
+
+    Attributes:
+        token: the bearer token every Runner RPC must present (never logged).
+        workspace: the directory the sandbox tools are confined to.
+        max_message_bytes: largest request accepted and response sent.
+        max_concurrent: executions allowed at once; one more gets RESOURCE_EXHAUSTED.
+        event_payload_bytes: tool input/output carried in events is cut to this size.
+        provider_factory: builds the model provider from the spec (default: the turn's own,
+            ``airlock.providers.create_provider``); tests and embedders may override it.
+    """
+
+    token: str
+    workspace: Path
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_concurrent: int = 1
+    event_payload_bytes: int = DEFAULT_EVENT_PAYLOAD_BYTES
+    provider_factory: Callable[[AgentSpec], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.token:
+            raise RunnerError("the runner refuses to start without a token")
+        if self.max_concurrent < 1:
+            raise RunnerError("max_concurrent must be at least 1")
+        if self.max_message_bytes < 1024:
+            raise RunnerError("max_message_bytes must be at least 1024")
+
+    def __repr__(self) -> str:  # never show the token
+        return (
+            f"RunnerConfig(workspace={str(self.workspace)!r}, max_message_bytes={self.max_message_bytes}, "
+            f"max_concurrent={self.max_concurrent})"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Auth
+
+
+class _BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Requires ``authorization: Bearer <token>`` on every RPC except health checks."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if details.method.startswith("/grpc.health.v1.Health/") or handler is None:
+            return handler
+        presented = ""
+        for key, value in details.invocation_metadata or ():
+            if key == "authorization":
+                presented = value if isinstance(value, str) else value.decode("latin-1")
+        if hmac.compare_digest(presented.encode(), self._expected):
+            return handler
+        reason = "missing" if not presented else "wrong"
+        _log.warning("rejected RPC: %s bearer token", reason, extra={"method": details.method})
+        message = f"{reason} bearer token: send 'authorization: Bearer <token>' metadata"
+
+        async def deny_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+        async def deny_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+            yield  # pragma: no cover - abort raises
+
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(deny_stream)
+        return grpc.unary_unary_rpc_method_handler(deny_unary)
+
+
+# ---------------------------------------------------------------------------------------------
+# Executions
+
+
+class _Execution:
+    """One running turn: its session, its event queue and the task driving it."""
+
+    def __init__(self, execution_id: str, turn: NeuronTurn, input: TurnInput, payload_limit: int) -> None:
+        self.id = execution_id
+        self.events: asyncio.Queue[pb.TurnEvent] = asyncio.Queue()
+        self.payload_limit = payload_limit
+        self.session: TurnSession = turn.start(input, events=self._sink)
+        self.task: asyncio.Task[None] | None = None
+        self.paused = False
+        self.resume_requested = False
+        self.commands: asyncio.Queue[tuple[str, asyncio.Future[Any] | None]] = asyncio.Queue()
+        self.cancelled = False
+
+    async def _sink(self, event: TurnEvent) -> None:
+        message = cv.event_to_proto(event, payload_limit=self.payload_limit)
+        if message is not None:
+            self.events.put_nowait(message)
+
+    async def drive(self) -> None:
+        """Run the turn to its end, honouring pause/step/resume; put the final event."""
+        final: pb.TurnEvent
+        try:
+            output = await self._run()
+            final = cv.output_event(output)
+        except asyncio.CancelledError:
+            final = cv.output_event(self._cancelled_output())
+        except TurnError as e:
+            final = cv.error_event(e.kind, e.message, e.tool_name)
+        except Exception as e:  # the turn must never take the runner down
+            _log.exception("execution failed unexpectedly", extra={"execution_id": self.id})
+            final = cv.error_event("other", f"runner: unexpected {type(e).__name__}: {e}")
+        finally:
+            self._fail_pending_steps()
+        await self.events.put(final)
+
+    def _cancelled_output(self) -> TurnOutput:
+        return self.session.cancelled_output()
+
+    async def _run(self) -> TurnOutput:
+        while True:
+            output = await self.session.run()
+            if output is not None:
+                return output
+            # Paused at a turn boundary: wait for Resume or Step.
+            self.paused = True
+            if self.resume_requested:
+                self.resume_requested = False
+                self.paused = False
+                continue
+            while True:
+                command, reply = await self.commands.get()
+                if command == "resume":
+                    self.paused = False
+                    break
+                result = await self.session.step()
+                if reply is not None and not reply.done():
+                    reply.set_result(result)
+                if result.output is not None:
+                    self.paused = False
+                    return result.output
+
+    def _fail_pending_steps(self) -> None:
+        while not self.commands.empty():
+            _, reply = self.commands.get_nowait()
+            if reply is not None and not reply.done():
+                reply.set_exception(RunnerError("the execution ended"))
+
+
+def _step_response(result: StepResult) -> pb.StepResponse:
+    return pb.StepResponse(
+        complete=result.is_complete, text=result.text, tools=[t.name for t in result.tool_executions]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Service
+
+
+class _RunnerService(pb_grpc.RunnerServicer):
+    def __init__(self, config: RunnerConfig) -> None:
+        self.config = config
+        self.executions: dict[str, _Execution] = {}
+        self.active = 0
+        self.accepting = True
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    async def _refuse(
+        self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, reason: str
+    ) -> NoReturn:
+        context.set_trailing_metadata(((REASON_KEY, reason),))
+        await context.abort(code, message)
+        raise AssertionError("unreachable: abort raises")
+
+    async def Execute(
+        self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        if not self.accepting:
+            await self._refuse(
+                context, grpc.StatusCode.UNAVAILABLE, "the runner is shutting down", "shutdown"
+            )
+        if self.active >= self.config.max_concurrent:
+            await self._refuse(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"runner busy: {self.active} execution(s) running, --max-concurrent is "
+                f"{self.config.max_concurrent}; retry when it finishes",
+                "busy",
+            )
+        execution_id = request.execution_id
+        if execution_id and execution_id in self.executions:
+            await self._refuse(
+                context,
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"execution {execution_id!r} is already running",
+                "duplicate",
+            )
+        # Reserve the slot before the first await below.
+        self.active += 1
+        self.idle.clear()
+        key = execution_id or f"anonymous-{uuid4()}"
+        execution: _Execution | None = None
+        try:
+            turn, input = await self._prepare(request, context)
+            execution = _Execution(key, turn, input, self.config.event_payload_bytes)
+            self.executions[key] = execution
+            started = time.monotonic()
+            _log.info("execution started", extra={"execution_id": execution_id, "agent": request.agent.name})
+            execution.task = asyncio.create_task(execution.drive())
+            while True:
+                event = await execution.events.get()
+                kind = event.WhichOneof("kind")
+                if kind in ("output", "error"):
+                    event = self._fit(event)
+                    kind = event.WhichOneof("kind")
+                    _log.info(
+                        "execution finished",
+                        extra={
+                            "execution_id": execution_id,
+                            "result": kind,
+                            "exit_reason": str(cv.exit_reason_from_proto(event.output.exit_reason))
+                            if kind == "output"
+                            else event.error.kind,
+                            "ms": round((time.monotonic() - started) * 1000, 1),
+                        },
+                    )
+                    yield event
+                    return
+                if kind == "paused":
+                    execution.paused = True
+                yield event
+        finally:
+            if execution is not None:
+                if execution.task is not None and not execution.task.done():
+                    # The client went away (or the server is stopping): stop the turn.
+                    execution.task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await execution.task
+                if self.executions.get(key) is execution:
+                    del self.executions[key]
+            self.active -= 1
+            if self.active == 0:
+                self.idle.set()
+
+    def _fit(self, event: pb.TurnEvent) -> pb.TurnEvent:
+        """The final event, or an error event when it would exceed the message limit."""
+        size = event.ByteSize()
+        if size <= self.config.max_message_bytes - 1024:
+            return event
+        return cv.error_event(
+            "non_retryable",
+            f"the turn's result is {size} bytes, more than this runner's message limit of "
+            f"{self.config.max_message_bytes} bytes (--max-message-bytes)",
+        )
+
+    async def _prepare(
+        self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
+    ) -> tuple[NeuronTurn, TurnInput]:
+        """Decode and validate the request and build the turn (INVALID_ARGUMENT on bad input)."""
+        try:
+            if not request.HasField("agent"):
+                raise SpecError("ExecuteRequest.agent is required")
+            if not request.HasField("input"):
+                raise cv.MalformedMessage("ExecuteRequest.input is required")
+            spec = cv.spec_from_proto(request.agent)
+            input = cv.input_from_proto(request.input)
+            if not input.message.as_blocks():
+                raise cv.MalformedMessage("the input message is empty")
+            store = InMemoryStore()
+            for scope, key, value in cv.state_from_proto(request.state):
+                await store.write(scope, key, value)
+            from airlock.turn import NeuronTurn  # lazy: keeps start-up to SERVING short
+
+            provider = self.config.provider_factory(spec) if self.config.provider_factory else None
+            turn = NeuronTurn.from_spec(
+                spec, state=read_only(store), workspace=self.config.workspace, provider=provider
+            )
+        except (SpecError, cv.MalformedMessage) as e:
+            _log.info("rejected malformed Execute", extra={"error": str(e)})
+            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, str(e), "invalid")
+        except Exception as e:
+            _log.exception("cannot build the turn")
+            await self._refuse(
+                context,
+                grpc.StatusCode.INTERNAL,
+                f"cannot build the turn: {type(e).__name__}: {e}",
+                "internal",
+            )
+        return turn, input
+
+    def _find(self, execution_id: str) -> _Execution | None:
+        return self.executions.get(execution_id)
+
+    async def _get(self, execution_id: str, context: grpc.aio.ServicerContext) -> _Execution:
+        execution = self._find(execution_id)
+        if execution is None or execution.task is None:
+            await self._refuse(
+                context, grpc.StatusCode.NOT_FOUND, f"no running execution {execution_id!r}", "not_found"
+            )
+        return execution
+
+    async def Cancel(self, request: pb.CancelRequest, context: grpc.aio.ServicerContext) -> pb.CancelResponse:
+        execution = await self._get(request.execution_id, context)
+        assert execution.task is not None
+        _log.info("cancel requested", extra={"execution_id": execution.id})
+        execution.cancelled = True
+        execution.task.cancel()
+        return pb.CancelResponse()
+
+    async def Pause(self, request: pb.PauseRequest, context: grpc.aio.ServicerContext) -> pb.PauseResponse:
+        execution = await self._get(request.execution_id, context)
+        execution.resume_requested = False
+        execution.session.request_pause()
+        return pb.PauseResponse()
+
+    async def Resume(self, request: pb.ResumeRequest, context: grpc.aio.ServicerContext) -> pb.ResumeResponse:
+        execution = await self._get(request.execution_id, context)
+        if execution.paused:
+            execution.commands.put_nowait(("resume", None))
+        else:
+            execution.resume_requested = True
+        return pb.ResumeResponse()
+
+    async def Step(self, request: pb.StepRequest, context: grpc.aio.ServicerContext) -> pb.StepResponse:
+        execution = await self._get(request.execution_id, context)
+        if not execution.paused:
+            await self._refuse(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"execution {execution.id!r} is not paused; Pause it first",
+                "not_paused",
+            )
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        execution.commands.put_nowait(("step", reply))
+        try:
+            result = await reply
+        except RunnerError as e:
+            await self._refuse(context, grpc.StatusCode.ABORTED, str(e), "ended")
+        return _step_response(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# Server
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Server certificate chain and private key (PEM files)."""
+
+    cert: Path
+    key: Path
+
+
+class RunnerServer:
+    """The runner: a grpc.aio server with the Runner service, health and token auth.
+
+    Use as ``async with RunnerServer(config) as server: await server.start("127.0.0.1:0")``,
+    or call :meth:`start` / :meth:`stop` yourself.
+    """
+
+    def __init__(self, config: RunnerConfig) -> None:
+        self.config = config
+        self._service = _RunnerService(config)
+        self._health = HealthServicer()
+        options = [
+            ("grpc.max_receive_message_length", config.max_message_bytes),
+            ("grpc.max_send_message_length", config.max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+        self._server = grpc.aio.server(interceptors=[_BearerAuth(config.token)], options=options)
+        pb_grpc.add_RunnerServicer_to_server(self._service, self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        self.address: str | None = None
+
+    async def start(self, listen: str, *, tls: TlsFiles | None = None) -> str:
+        """Bind ``listen`` (``host:port``, port 0 picks one; or ``unix:PATH``) and serve.
+
+        Returns the bound address (with the real port). Health turns SERVING here.
+
+        Raises:
+            RunnerError: the address cannot be bound or the TLS files cannot be read.
+        """
+        try:
+            if tls is not None:
+                credentials = grpc.ssl_server_credentials([(tls.key.read_bytes(), tls.cert.read_bytes())])
+                port = self._server.add_secure_port(listen, credentials)
+            else:
+                port = self._server.add_insecure_port(listen)
+        except (OSError, RuntimeError) as e:
+            raise RunnerError(f"cannot listen on {listen}: {e}") from e
+        if not listen.startswith("unix:") and port == 0:
+            raise RunnerError(f"cannot listen on {listen}")
+        await self._server.start()
+        if listen.startswith("unix:"):
+            self.address = listen
+        else:
+            self.address = f"{listen.rsplit(':', 1)[0]}:{port}"
+        for service in ("", SERVICE_NAME):
+            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        return self.address
+
+    @property
+    def executions(self) -> int:
+        """Executions running now."""
+        return self._service.active
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop gracefully: NOT_SERVING at once, refuse new executions, let running ones
+        finish for up to ``grace`` seconds, then cancel them (their streams end with the
+        ``cancelled`` output) and close the server."""
+        self._service.accepting = False
+        for service in ("", SERVICE_NAME):
+            await self._health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+        deadline = time.monotonic() + grace
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._service.idle.wait(), max(0.0, grace * 0.8))
+        if self._service.active:
+            _log.warning(
+                "grace period ending: cancelling running executions", extra={"n": self._service.active}
+            )
+            for execution in list(self._service.executions.values()):
+                if execution.task is not None:
+                    execution.task.cancel()
+        remaining = max(0.1, deadline - time.monotonic())
+        await self._server.stop(remaining)
+
+    async def wait_for_termination(self) -> None:
+        """Wait until the server stops."""
+        await self._server.wait_for_termination()
+
+    async def __aenter__(self) -> RunnerServer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop(grace=1.0)
