@@ -1,0 +1,320 @@
+"""The runner image, built with no registry: ``airlock images build``.
+
+Pipeline (all on the host; the sandbox never reaches a package index):
+
+1. apt resolves the Debian closure of :data:`~._rootfs.BASE_PACKAGES` against an empty
+   dpkg status; missing ``.deb`` files are downloaded into the cache.
+2. ``pip download`` fetches binary wheels of the runner's dependencies (base + ``providers``
+   extra) for the image's Python and glibc; ``pip wheel --no-deps`` builds airlock itself.
+3. The ``.deb`` files are unpacked into a merged-/usr rootfs, ``python3 -m venv /opt/venv``
+   runs in a chroot, and the wheels are installed there with ``pip install --no-index``.
+4. The rootfs is streamed into ``docker import`` with ENV/USER/WORKDIR/ENTRYPOINT changes
+   and labels (version, source digest, package closure).
+
+Downloads are cached under ``~/.cache/airlock/images`` (``AIRLOCK_IMAGE_CACHE`` overrides),
+so a rebuild only unpacks, installs and imports. The image is tagged
+``airlock-runner:<airlock version>`` and labelled with the digest of the source tree it was
+built from; without ``force`` a build whose digest matches is skipped.
+
+PID 1 is not part of the image: sandboxes run with Docker's ``init=True`` (docker-init,
+shipped with the engine), so signals are forwarded and teardown does not wait out a grace
+period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airlock import __version__
+from airlock.errors import ImageError
+from layer0 import EnvError
+
+from . import _rootfs, _wheels
+from ._dockerapi import docker_client, docker_errors
+
+RUNNER_IMAGE_REPOSITORY = "airlock-runner"
+#: Bumped when the recipe changes in a way the inputs' hashes would not show.
+RECIPE_VERSION = "1"
+LABEL_IMAGE = "airlock.image"
+LABEL_VERSION = "airlock.version"
+LABEL_DIGEST = "airlock.source-digest"
+LABEL_BASE = "airlock.base-packages"
+#: Where the runner listens and finds its token, inside the sandbox.
+CONTROL_DIR = "/run/airlock"
+WORKSPACE = "/workspace"
+VENV = "/opt/venv"
+SANDBOX_UID = 65534
+_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def runner_image_tag(version: str = __version__) -> str:
+    """``airlock-runner:<version>``, the tag DockerEnvironment runs by default."""
+    return f"{RUNNER_IMAGE_REPOSITORY}:{version}"
+
+
+def image_cache_dir() -> Path:
+    """``$AIRLOCK_IMAGE_CACHE`` or ``~/.cache/airlock/images``."""
+    env = os.environ.get("AIRLOCK_IMAGE_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "airlock" / "images"
+
+
+@dataclass
+class ImageBuildReport:
+    """What a build did.
+
+    Attributes:
+        tag: the image tag.
+        image_id: the image id (``sha256:…``).
+        skipped: True when an image built from the same sources already existed.
+        seconds: wall-clock time of the whole build.
+        steps: ``(step, seconds)`` in order.
+        size_bytes: the image size.
+        removed_previous: id of the image the tag pointed to before, if it was removed.
+    """
+
+    tag: str
+    image_id: str
+    skipped: bool
+    seconds: float
+    steps: list[tuple[str, float]] = field(default_factory=list)
+    size_bytes: int = 0
+    removed_previous: str | None = None
+
+
+Progress = Callable[[str], None]
+
+
+async def build_runner_image(
+    *,
+    force: bool = False,
+    source: Path | None = None,
+    cache_dir: Path | None = None,
+    tag: str | None = None,
+    on_step: Progress | None = None,
+) -> ImageBuildReport:
+    """Build the runner image offline (see the module docstring); needs root and apt.
+
+    Args:
+        force: rebuild even if the image is current, and re-download cached wheels.
+        source: the airlock source tree (default: the checkout this package runs from).
+        cache_dir: download cache (default :func:`image_cache_dir`).
+        tag: image tag (default :func:`runner_image_tag`).
+        on_step: called with a short description as each step starts.
+
+    Raises:
+        ImageError: a step failed (the message names it and carries its error output).
+    """
+    started = time.perf_counter()
+    tag = tag or runner_image_tag()
+    say = on_step or (lambda _msg: None)
+    src = _wheels.find_source_tree(source)
+    digest = hashlib.sha256(f"{RECIPE_VERSION}:{_wheels.source_digest(src)}".encode()).hexdigest()[:16]
+    client = await _client()
+    existing = await asyncio.to_thread(_get_image, client, tag)
+    if existing is not None and not force and existing["Config"]["Labels"].get(LABEL_DIGEST) == digest:
+        return ImageBuildReport(
+            tag, existing["Id"], True, time.perf_counter() - started, size_bytes=existing["Size"]
+        )
+
+    cache = cache_dir or image_cache_dir()
+    steps: list[tuple[str, float]] = []
+    t = time.perf_counter()
+
+    def step(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        steps.append((name, now - t))
+        t = now
+
+    say("resolving Debian packages")
+    arch = await _rootfs.dpkg_architecture()
+    debs = await _rootfs.resolve_closure()
+    step("resolve packages")
+    target = _wheels.WheelTarget(_rootfs.python_version(debs), _rootfs.glibc_version(debs), arch)
+    requirements = _wheels.runner_requirements(src)
+    py, (glibc_major, glibc_minor) = target.python.replace(".", ""), target.glibc
+    wheel_dir = cache / "wheels" / f"cp{py}-glibc{glibc_major}.{glibc_minor}-{arch}"
+    stamp = wheel_dir / ".requirements"
+    want_stamp = "\n".join(requirements)
+
+    with tempfile.TemporaryDirectory(prefix="airlock-image-") as tmp:
+        work = Path(tmp)
+        say(f"downloading {len(debs)} packages and the runner's wheels (cached in {cache})")
+
+        async def fetch_wheels() -> None:
+            if force or not stamp.is_file() or stamp.read_text() != want_stamp:
+                await _wheels.download_wheels(requirements, target, wheel_dir)
+                stamp.write_text(want_stamp)
+
+        deb_paths, _, airlock_wheel = await asyncio.gather(
+            _rootfs.download_debs(debs, cache / "debs" / arch),
+            fetch_wheels(),
+            _wheels.build_airlock_wheel(src, work / "airlock-wheel"),
+        )
+        step("download .debs + wheels, build airlock wheel")
+
+        say("unpacking the root filesystem")
+        root = work / "rootfs"
+        await _rootfs.unpack_rootfs(root, deb_paths)
+        step("unpack rootfs")
+        say("creating /opt/venv")
+        await _rootfs.finish_base(root)
+        step("ca-certificates + venv")
+
+        say("installing airlock into the image (offline)")
+        await _install_wheels(root, [wheel_dir, airlock_wheel.parent], airlock_wheel.name)
+        step("pip install (offline, in chroot)")
+
+        say(f"importing {tag} into Docker")
+        labels = {
+            LABEL_IMAGE: "runner",
+            LABEL_VERSION: __version__,
+            LABEL_DIGEST: digest,
+            LABEL_BASE: _rootfs.closure_key(debs),
+        }
+        image_id = await asyncio.to_thread(_import_rootfs, client, root, tag, labels)
+        step("docker import")
+
+    removed = None
+    if existing is not None and existing["Id"] != image_id:
+        removed = await asyncio.to_thread(_remove_quietly_reporting, client, existing["Id"])
+    info = await asyncio.to_thread(_get_image, client, tag)
+    size = info["Size"] if info else 0
+    return ImageBuildReport(tag, image_id, False, time.perf_counter() - started, steps, size, removed)
+
+
+async def _client() -> Any:
+    try:
+        return await asyncio.to_thread(docker_client, 600)
+    except EnvError as e:
+        raise ImageError(str(e)) from e
+
+
+def _get_image(client: Any, tag: str) -> dict[str, Any] | None:
+    errors = docker_errors()
+    try:
+        attrs: dict[str, Any] = client.api.inspect_image(tag)
+    except errors.ImageNotFound:
+        return None
+    except errors.DockerException as e:
+        raise ImageError(f"cannot inspect image {tag}: {e}") from e
+    return attrs
+
+
+def _remove_quietly_reporting(client: Any, image_id: str) -> str | None:
+    """Remove the image the tag used to name; None when it is still in use (kept)."""
+    errors = docker_errors()
+    try:
+        client.api.remove_image(image_id)
+    except errors.DockerException:
+        return None
+    return image_id
+
+
+async def _install_wheels(root: Path, wheel_dirs: list[Path], airlock_wheel: str) -> None:
+    staging = root / "tmp" / "airlock-wheels"
+    staging.mkdir(parents=True)
+    for d in wheel_dirs:
+        for whl in d.glob("*.whl"):
+            shutil.copy2(whl, staging / whl.name)
+    extras = ",".join(_wheels.RUNNER_EXTRAS)
+    try:
+        await _rootfs.in_chroot(
+            root,
+            f"{VENV}/bin/pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-cache-dir",
+            "--find-links",
+            "/tmp/airlock-wheels",
+            f"/tmp/airlock-wheels/{airlock_wheel}[{extras}]",
+            what="pip install in the image",
+        )
+        # The runner must start with no controller-side packages present.
+        await _rootfs.in_chroot(
+            root,
+            f"{VENV}/bin/python",
+            "-c",
+            "import importlib.util as u, sys; "
+            "bad = [m for m in ('docker', 'typer', 'rich') if u.find_spec(m)]; "
+            "sys.exit('controller packages in the runner image: ' + ', '.join(bad) if bad else 0)",
+            what="checking the runner image has no controller packages",
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _changes(labels: dict[str, str]) -> list[str]:
+    changes = [
+        f"ENV PATH={_PATH}",
+        "ENV LANG=C.UTF-8",
+        "ENV PYTHONUNBUFFERED=1",
+        "ENV PYTHONDONTWRITEBYTECODE=1",
+        "ENV HOME=/tmp",
+        f"USER {SANDBOX_UID}:{SANDBOX_UID}",
+        f"WORKDIR {WORKSPACE}",
+        f'ENTRYPOINT ["{VENV}/bin/python", "-m", "airlock.runner"]',
+    ]
+    changes += [f'LABEL {k}="{v}"' for k, v in labels.items()]
+    return changes
+
+
+def _import_rootfs(client: Any, root: Path, tag: str, labels: dict[str, str]) -> str:
+    repository, _, version = tag.rpartition(":")
+    errors = docker_errors()
+    proc = subprocess.Popen(
+        ["tar", "-C", str(root), "--numeric-owner", "-c", "."],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+
+    def chunks() -> Iterator[bytes]:
+        while chunk := proc.stdout.read(1 << 20):  # type: ignore[union-attr]
+            yield chunk
+
+    try:
+        client.api.import_image(
+            src=chunks(), repository=repository, tag=version, changes=_changes(labels), stream_src=True
+        )
+    except errors.DockerException as e:
+        proc.kill()
+        raise ImageError(f"docker import of {tag} failed: {e}") from e
+    finally:
+        err = proc.stderr.read() if proc.stderr else b""
+        rc = proc.wait()
+    if rc != 0:
+        raise ImageError(f"tar of the rootfs failed (exit {rc}): {err.decode(errors='replace')[-500:]}")
+    info = _get_image(client, tag)
+    if info is None:
+        raise ImageError(f"docker import reported success but {tag} does not exist")
+    return str(info["Id"])
+
+
+def require_image(client: Any, tag: str) -> dict[str, Any]:
+    """The image's attributes; blocking (call via ``asyncio.to_thread``).
+
+    Raises:
+        EnvError: ``provision_failed`` naming ``airlock images build`` when it is missing.
+    """
+    try:
+        info = _get_image(client, tag)
+    except ImageError as e:
+        raise EnvError.provision_failed(str(e)) from e
+    if info is None:
+        hint = (
+            "airlock images build" if tag == runner_image_tag() else f"airlock images build (or build {tag})"
+        )
+        raise EnvError.provision_failed(f"sandbox image {tag} is missing; build it with: {hint}")
+    return info

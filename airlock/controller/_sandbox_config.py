@@ -1,0 +1,259 @@
+"""EnvironmentSpec → Docker container settings, as pure functions (tested without Docker).
+
+:func:`check_spec` refuses what this environment cannot enforce yet (network allow rules,
+credentials: the next issue) and what it can never provide (wasm, unknown custom
+boundaries, a runtime the engine lacks) — it never falls back to a weaker boundary.
+:func:`container_config` renders the hardened ``containers.create`` keyword arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from layer0 import (
+    ContainerIsolation,
+    CustomIsolation,
+    EnvError,
+    EnvironmentSpec,
+    GvisorIsolation,
+    MicroVmIsolation,
+    NetworkAction,
+    NetworkPolicyIsolation,
+    ProcessIsolation,
+    WasmIsolation,
+)
+
+from ._resources import parse_cpu, parse_disk, parse_gpu, parse_memory, tmpfs_size
+
+#: Inside the sandbox: the control directory (the only host path), the runner's socket and
+#: token file, the workspace.
+CONTROL_DIR = "/run/airlock"
+SOCKET_NAME = "runner.sock"
+TOKEN_NAME = "token"
+WORKSPACE = "/workspace"
+GVISOR_RUNTIMES = ("runsc",)
+KATA_RUNTIMES = ("kata", "kata-runtime", "io.containerd.kata.v2", "kata-qemu", "kata-clh", "kata-fc")
+GPU_RUNTIMES = ("nvidia",)
+
+
+@dataclass(frozen=True)
+class SandboxDefaults:
+    """Limits applied when the spec leaves them unset (every sandbox is limited)."""
+
+    cpu: str = "1"
+    memory: str = "512Mi"
+    #: Size of the writable workspace tmpfs.
+    disk: str = "256Mi"
+    tmp: str = "64Mi"
+    pids: int = 256
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """The resolved isolation: which OCI runtime runs the sandbox, and from which image."""
+
+    kind: str  # "container" | "gvisor" | "micro_vm"
+    runtime: str
+    image: str | None = None
+
+
+def resolve_boundary(spec: EnvironmentSpec, runtimes: Collection[str]) -> Boundary:
+    """Map ``spec.isolation`` to a runtime the engine has.
+
+    Raises:
+        EnvError: ``isolation_violation`` for process-only, wasm, unknown custom, conflicting
+            boundaries (gvisor + micro_vm), or a runtime the engine lacks (named).
+    """
+    image: str | None = None
+    strongest = "container"
+    for b in spec.isolation:
+        match b:
+            case ContainerIsolation():
+                image = b.image or image
+            case GvisorIsolation() | MicroVmIsolation():
+                if strongest not in ("container", b.type):
+                    raise EnvError.isolation_violation(
+                        f"isolation asks for both {strongest} and {b.type}; a sandbox has one runtime"
+                    )
+                strongest = b.type
+            case ProcessIsolation() | NetworkPolicyIsolation():
+                pass  # a process boundary is implied by a container; rules are checked in check_spec
+            case WasmIsolation():
+                raise EnvError.isolation_violation(
+                    "wasm isolation is not provided by DockerEnvironment (no WebAssembly runtime)"
+                )
+            case CustomIsolation():
+                raise EnvError.isolation_violation(
+                    f"unknown custom isolation boundary {b.boundary_type!r}; DockerEnvironment provides "
+                    "container, gvisor and micro_vm"
+                )
+    if spec.isolation and all(isinstance(b, ProcessIsolation) for b in spec.isolation):
+        raise EnvError.isolation_violation(
+            "the spec asks for process isolation only; DockerEnvironment runs containers — use "
+            "LocalProcessEnvironment for a plain process (the weakest boundary), or ask for container"
+        )
+    available = set(runtimes)
+    if strongest == "gvisor":
+        runtime = _first(GVISOR_RUNTIMES, available)
+        if runtime is None:
+            raise EnvError.isolation_violation(
+                "gvisor isolation needs the Docker runtime 'runsc' (gVisor), which this engine does not "
+                f"have (runtimes: {', '.join(sorted(available)) or 'none'}); install gVisor and register "
+                "runsc in /etc/docker/daemon.json — airlock never falls back to a weaker boundary"
+            )
+        return Boundary("gvisor", runtime, image)
+    if strongest == "micro_vm":
+        runtime = _first(KATA_RUNTIMES, available)
+        if runtime is None:
+            raise EnvError.isolation_violation(
+                "micro_vm isolation needs a Kata Containers runtime (one of "
+                f"{', '.join(KATA_RUNTIMES)}), which this engine does not have (runtimes: "
+                f"{', '.join(sorted(available)) or 'none'}) — airlock never falls back to a weaker boundary"
+            )
+        return Boundary("micro_vm", runtime, image)
+    return Boundary("container", "runc", image)
+
+
+def _first(names: tuple[str, ...], available: set[str]) -> str | None:
+    return next((n for n in names if n in available), None)
+
+
+def check_spec(spec: EnvironmentSpec) -> None:
+    """Refuse network access and credentials (not enforced until network policy lands).
+
+    A ``spec.network`` that denies by default with only deny rules is accepted: that is
+    the sandbox's own behaviour (no network at all).
+
+    Raises:
+        EnvError: ``isolation_violation`` for any allowed egress, ``credential_failed`` for
+            any credential.
+    """
+    allows: list[str] = []
+    if spec.network is not None:
+        if spec.network.default == NetworkAction.ALLOW:
+            allows.append("default: allow")
+        allows += [r.destination for r in spec.network.rules if r.action == NetworkAction.ALLOW]
+    for b in spec.isolation:
+        if isinstance(b, NetworkPolicyIsolation):
+            allows += [r.destination for r in b.rules if r.action == NetworkAction.ALLOW]
+    if allows:
+        raise EnvError.isolation_violation(
+            f"the spec allows network access ({', '.join(allows)}), which DockerEnvironment does not "
+            "support until network policy lands: sandboxes have no network at all"
+        )
+    if spec.credentials:
+        names = ", ".join(c.name for c in spec.credentials)
+        raise EnvError.credential_failed(
+            f"credentials ({names}) are not supported until credential injection lands; "
+            "DockerEnvironment refuses rather than run without them"
+        )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Parsed resource limits."""
+
+    nano_cpus: int
+    memory_bytes: int
+    disk_bytes: int
+    tmp_bytes: int
+    pids: int
+    gpus: int | None  # None: no GPU; -1: all
+
+
+def resolve_limits(spec: EnvironmentSpec, defaults: SandboxDefaults = SandboxDefaults()) -> Limits:
+    """Parse ``spec.resources`` over ``defaults``.
+
+    Raises:
+        EnvError: ``resource_exceeded`` naming the bad field and value.
+    """
+    r = spec.resources
+    try:
+        return Limits(
+            nano_cpus=parse_cpu(r.cpu if r and r.cpu else defaults.cpu),
+            memory_bytes=parse_memory(r.memory if r and r.memory else defaults.memory),
+            disk_bytes=parse_disk(r.disk if r and r.disk else defaults.disk),
+            tmp_bytes=parse_disk(defaults.tmp),
+            pids=defaults.pids,
+            gpus=parse_gpu(r.gpu) if r and r.gpu else None,
+        )
+    except ValueError as e:
+        raise EnvError.resource_exceeded(f"invalid resource limit: {e}") from e
+
+
+def runner_command() -> list[str]:
+    """Arguments to the image's entrypoint (``python -m airlock.runner``)."""
+    return [
+        "--listen",
+        f"unix:{CONTROL_DIR}/{SOCKET_NAME}",
+        "--token-file",
+        f"{CONTROL_DIR}/{TOKEN_NAME}",
+        "--token-file-delete",
+        "--workspace",
+        WORKSPACE,
+    ]
+
+
+def container_config(
+    *,
+    image: str,
+    sandbox_id: str,
+    control_dir: str,
+    labels: dict[str, str],
+    boundary: Boundary,
+    limits: Limits,
+    runtimes: Collection[str],
+    user: tuple[int, int] = (65534, 65534),
+) -> dict[str, Any]:
+    """Keyword arguments for ``DockerClient.containers.create``: the hardened sandbox.
+
+    No network, a non-root user, read-only root with tmpfs workspace and /tmp, all
+    capabilities dropped, no-new-privileges, the engine's default seccomp profile (never
+    unconfined), pid/memory(+swap)/CPU limits, never privileged, an init as PID 1, and one
+    bind mount: ``control_dir`` at /run/airlock.
+
+    Raises:
+        EnvError: ``resource_exceeded`` when GPUs are asked for and the engine has no GPU
+            runtime.
+    """
+    uid, gid = user
+    config: dict[str, Any] = {
+        "image": image,
+        "command": runner_command(),
+        "name": f"airlock-{sandbox_id}",
+        "hostname": "sandbox",
+        "user": f"{uid}:{gid}",
+        "labels": dict(labels),
+        "detach": True,
+        "init": True,
+        "runtime": boundary.runtime,
+        "network_mode": "none",
+        "read_only": True,
+        "privileged": False,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "pids_limit": limits.pids,
+        "mem_limit": limits.memory_bytes,
+        "memswap_limit": limits.memory_bytes,
+        "nano_cpus": limits.nano_cpus,
+        "ipc_mode": "private",
+        "tmpfs": {
+            WORKSPACE: (
+                f"rw,nosuid,nodev,exec,size={tmpfs_size(limits.disk_bytes)},mode=0700,uid={uid},gid={gid}"
+            ),
+            "/tmp": f"rw,nosuid,nodev,noexec,size={tmpfs_size(limits.tmp_bytes)},mode=1777",
+        },
+        "volumes": {control_dir: {"bind": CONTROL_DIR, "mode": "rw"}},
+        "environment": {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
+        "log_config": {"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}},
+    }
+    if limits.gpus is not None:
+        if not any(r in runtimes for r in GPU_RUNTIMES):
+            raise EnvError.resource_exceeded(
+                f"gpu: the spec asks for {'all' if limits.gpus == -1 else limits.gpus} GPU(s) but the Docker "
+                "engine has no GPU runtime (nvidia-container-toolkit, runtime 'nvidia')"
+            )
+        config["device_requests"] = [{"count": limits.gpus, "capabilities": [["gpu"]]}]
+    return config
