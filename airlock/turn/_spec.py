@@ -7,9 +7,10 @@ keys rejected (a typo in a YAML file fails loudly).
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from layer0 import TurnConfig
 
@@ -107,3 +108,39 @@ class AgentSpec(_Spec):
         if len(set(value)) != len(value):
             raise ValueError("a tool is listed twice")
         return value
+
+    @classmethod
+    def from_yaml(cls, source: str | Path) -> Self:
+        """Load a spec from a YAML file (a ``Path``, or a string naming an existing file) or YAML text.
+
+        Raises:
+            SpecError: unreadable file, invalid YAML, or a spec that does not validate (the
+                message names each bad field).
+        """
+        import yaml
+
+        from airlock.errors import SpecError
+
+        text: str
+        origin = "<text>"
+        if isinstance(source, Path) or ("\n" not in source and Path(source).is_file()):
+            origin = str(source)
+            try:
+                text = Path(source).read_text(encoding="utf-8")
+            except OSError as e:
+                raise SpecError(f"cannot read agent spec {origin}: {e}") from e
+        else:
+            text = source
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise SpecError(f"agent spec {origin} is not valid YAML: {e}") from e
+        if not isinstance(data, dict):
+            raise SpecError(f"agent spec {origin} must be a mapping, not {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in e.errors()
+            )
+            raise SpecError(f"invalid agent spec {origin}: {problems}") from e
