@@ -38,6 +38,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _private_mib(pid: int) -> float:
+    """Private (unshared) memory: what each extra runner really costs (USS)."""
+    total = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            total += int(line.split()[1])
+    return total / 1024
+
+
 def _rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -69,11 +78,20 @@ async def _start(workspace: Path, token: str) -> tuple[asyncio.subprocess.Proces
         if entry.get("msg") == "serving":
             startup_ms = float(entry["startup_ms"])
             break
+    _DRAINS.append(asyncio.create_task(_drain(proc.stdout)))  # a full pipe would block the runner
     probe = RemoteTurn(address, token, _spec())
     await probe.wait_until_serving(30)
     wall_ms = (time.perf_counter() - spawned) * 1000
     await probe.close()
     return proc, address, startup_ms, wall_ms
+
+
+_DRAINS: list[asyncio.Task[None]] = []
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.read(65536):
+        pass
 
 
 def _spec() -> AgentSpec:
@@ -111,11 +129,13 @@ async def main() -> None:
         startups: list[float] = []
         walls: list[float] = []
         rss_start: list[float] = []
+        private_start: list[float] = []
         for _ in range(args.starts):
             proc, _, startup_ms, wall_ms = await _start(workspace, token)
             startups.append(startup_ms)
             walls.append(wall_ms)
             rss_start.append(_rss_mib(proc.pid))
+            private_start.append(_private_mib(proc.pid))
             await _stop(proc)
 
         proc, address, _, _ = await _start(workspace, token)
@@ -139,6 +159,7 @@ async def main() -> None:
         ("start → SERVING, runner log, median (ms)", statistics.median(startups), "≤ 400"),
         ("spawn → health SERVING, wall, median (ms)", statistics.median(walls), ""),
         ("RSS after start, median (MiB)", statistics.median(rss_start), "≤ 50"),
+        ("private memory (USS) after start, median (MiB)", statistics.median(private_start), ""),
         (f"RSS after {args.runs + 30} executions (MiB)", rss_after, "≤ 50"),
     ]
     print(
