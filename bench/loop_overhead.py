@@ -40,7 +40,7 @@ from airlock.turn import (
     TurnEvent,
     tool,
 )
-from layer0 import SessionId, TurnConfig, TurnInput
+from layer0 import Hook, SessionId, TurnConfig, TurnInput
 
 
 @tool
@@ -93,7 +93,7 @@ def build(kind: str, n: int) -> NeuronTurn:
     provider = InstantProvider(responses(n))
     if kind == "instant":
         return NeuronTurn(provider, tools=[add])
-    hooks = [BudgetHook(Decimal("100")), LoggingHook(level=logging.DEBUG)]
+    hooks: list[Hook] = [BudgetHook(Decimal("100")), LoggingHook(level=logging.DEBUG)]
     return NeuronTurn(provider, tools=[add], hooks=hooks, events=_sink)
 
 
