@@ -76,6 +76,10 @@ class TurnSessionError(AirlockError):
     """Raised when a session is misused (e.g. ``step()`` while another step is running)."""
 
 
+class _DeadlineReached(Exception):
+    """Internal: the turn's max_duration expired while awaiting a hook or compaction."""
+
+
 @dataclass(frozen=True)
 class ResolvedConfig:
     """TurnConfig merged over the agent's defaults, as the loop uses it."""
@@ -230,6 +234,13 @@ class TurnSession:
         return asyncio.timeout(max(0.0, limit - self._elapsed_ms()) / 1000)
 
     async def _step(self) -> StepResult:
+        try:
+            return await self._step_body()
+        except _DeadlineReached:
+            self._close_dangling("not run: the turn's time limit was reached")
+            return self._finish(ExitReason.timeout(), iteration=self._state.iterations)
+
+    async def _step_body(self) -> StepResult:
         st = self._state
         cfg = self._cfg
         turn = self._turn
@@ -328,7 +339,15 @@ class TurnSession:
             return self._finish(exit_reason, iteration, text, stop, executions)
         strategy = turn.context
         if strategy.should_compact(st.messages, turn.context_limit):
-            st.messages = await strategy.compact(st.messages)
+            deadline = self._deadline()
+            try:
+                async with deadline:
+                    compacted = await strategy.compact(list(st.messages))
+            except TimeoutError:
+                if deadline.expired():
+                    raise _DeadlineReached from None
+                raise
+            st.messages = compacted
         return StepResult(iteration=iteration, text=text, stop_reason=stop, tool_executions=executions)
 
     def _limit_exit(self) -> ExitReason | None:
@@ -521,6 +540,12 @@ class TurnSession:
             return True
         return False
 
+    def _close_dangling(self, text: str) -> None:
+        """Answer the last assistant message's tool calls if nothing answered them yet."""
+        messages = self._state.messages
+        if messages and messages[-1].role is Role.ASSISTANT:
+            self._close_open_uses([p for p in messages[-1].content if isinstance(p, ToolUsePart)], text)
+
     def _close_open_uses(self, uses: list[ToolUsePart], text: str) -> None:
         """Answer tool calls that will not run, so the history stays well-formed."""
         if uses:
@@ -607,7 +632,14 @@ class TurnSession:
             elapsed=int(self._elapsed_ms()),
             **fields,
         )
-        return await hooks.fire(ctx)
+        deadline = self._deadline()
+        try:
+            async with deadline:
+                return await hooks.fire(ctx)
+        except TimeoutError:
+            if deadline.expired():
+                raise _DeadlineReached from None
+            raise
 
     async def _emit(self, event: TurnEvent) -> None:
         if self._events is None:

@@ -26,6 +26,9 @@ from airlock.turn import (
 from layer0 import (
     Content,
     ExitReason,
+    HookAction,
+    HookContext,
+    HookPoint,
     Log,
     Scope,
     SessionId,
@@ -412,3 +415,48 @@ async def test_tool_use_part_round_trips_in_history() -> None:
     await turn.execute(TurnInput.new("x"))
     expected = [ToolUsePart(id="t1", name="echo", input={"text": "hi"})]
     assert provider.requests[1].messages[1].content == expected
+
+
+class HangingHook:
+    """A hook that never answers at one point."""
+
+    def __init__(self, point: HookPoint) -> None:
+        self.point = point
+
+    def points(self) -> list[HookPoint]:
+        return [self.point]
+
+    async def on_event(self, ctx: HookContext) -> HookAction:
+        await asyncio.Event().wait()
+        raise AssertionError("not reached")
+
+
+@pytest.mark.parametrize("point", list(HookPoint))
+async def test_max_duration_also_bounds_hooks(point: HookPoint) -> None:
+    turn, _ = turn_with(tool_response(("t1", "add", {"a": 1, "b": 2})), text_response("3"))
+    turn.hooks.add(HangingHook(point))
+    session = turn.start(TurnInput.new("x", config=TurnConfig(max_duration=50)))
+    out = await asyncio.wait_for(session.run(), 10)
+    assert out is not None and out.exit_reason == ExitReason.timeout()
+    messages = session.state.messages
+    answered = {p.tool_use_id for p in result_parts(messages)}
+    asked = {p.id for m in messages for p in m.content if isinstance(p, ToolUsePart)}
+    assert asked == answered  # no tool call left without a result
+
+
+async def test_max_duration_also_bounds_compaction() -> None:
+    class SlowStrategy:
+        def token_estimate(self, messages: object) -> int:
+            return 0
+
+        def should_compact(self, messages: object, limit: int) -> bool:
+            return True
+
+        async def compact(self, messages: list[ProviderMessage]) -> list[ProviderMessage]:
+            await asyncio.Event().wait()
+            return messages
+
+    turn, provider = turn_with(tool_response(("t1", "add", {"a": 1, "b": 2})), text_response("3"))
+    turn.context = SlowStrategy()
+    out = await asyncio.wait_for(turn.execute(TurnInput.new("x", config=TurnConfig(max_duration=50))), 10)
+    assert out.exit_reason == ExitReason.timeout() and provider.calls == 1
