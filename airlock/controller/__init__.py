@@ -10,12 +10,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._docker import DockerEnvironment
     from ._images import ImageBuildReport, build_runner_image, runner_image_tag
+    from ._process import LocalProcessEnvironment
     from ._reaper import ReapReport, default_state_dir, reap_orphans
     from ._resources import parse_cpu, parse_memory
 
 __all__ = [
+    "DockerEnvironment",
     "ImageBuildReport",
+    "LocalProcessEnvironment",
     "ReapReport",
     "build_runner_image",
     "default_state_dir",
@@ -26,9 +30,11 @@ __all__ = [
 ]
 
 _LAZY = {
+    "DockerEnvironment": "._docker",
     "ImageBuildReport": "._images",
     "build_runner_image": "._images",
     "runner_image_tag": "._images",
+    "LocalProcessEnvironment": "._process",
     "ReapReport": "._reaper",
     "default_state_dir": "._reaper",
     "reap_orphans": "._reaper",

@@ -1,0 +1,227 @@
+"""LocalProcessEnvironment: the runner as a local subprocess — the WEAKEST boundary.
+
+What it isolates: the turn runs in its own OS process (own session / process group) with
+its own private temporary workspace, reached over a Unix socket in a private 0700
+directory with a one-time token, and is killed with its whole process group at the end,
+on cancellation and on timeout.
+
+What it does NOT isolate: the process runs as *your* user, with your filesystem, your
+network and no resource limits. Any tool the agent runs (bash, files outside the
+workspace via bash) can do what you can. Use it for trusted agents, development, and
+machines without Docker; use DockerEnvironment for anything else. So that nothing is
+silently weakened, specs asking for more than a process boundary (container/gvisor/micro_vm
+isolation, a network policy, credentials or resource limits) are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import airlock
+from layer0 import EnvError, EnvironmentSpec, ProcessIsolation, Turn, TurnError, TurnInput, TurnOutput
+
+from ._turnspec import EventSink, agent_spec_of, hard_timeout_s, timeout_output
+
+if TYPE_CHECKING:
+    from airlock.turn import AgentSpec
+
+__all__ = ["LocalProcessEnvironment"]
+
+_LOG_TAIL = 4000
+#: So the child imports this very airlock (a checkout need not be installed).
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(airlock.__file__)))
+#: Environment variables the runner process inherits (nothing else: no API keys, no tokens).
+_PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+class LocalProcessEnvironment:
+    """A ``layer0.Environment`` that runs each turn in a fresh local runner process.
+
+    Args:
+        python: the interpreter that runs ``-m airlock.runner`` (default: this one).
+        start_timeout: seconds from spawn to health SERVING.
+        turn_timeout: hard cap on a turn's wall-clock seconds (None: only max_duration).
+        timeout_grace: extra seconds past ``max_duration`` before the process is killed.
+        events: default sink for the turn's events.
+    """
+
+    def __init__(
+        self,
+        *,
+        python: str | None = None,
+        start_timeout: float = 30.0,
+        turn_timeout: float | None = None,
+        timeout_grace: float = 5.0,
+        events: EventSink | None = None,
+    ) -> None:
+        self.python = python or sys.executable
+        self.start_timeout = start_timeout
+        self.turn_timeout = turn_timeout
+        self.timeout_grace = timeout_grace
+        self.events = events
+
+    async def run(
+        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: EventSink | None = None
+    ) -> TurnOutput:
+        """Run ``turn`` (describable as an AgentSpec) in a local runner process.
+
+        Raises:
+            EnvError: ``other`` for a turn without an AgentSpec; ``isolation_violation`` /
+                ``credential_failed`` / ``resource_exceeded`` for a spec this environment
+                cannot enforce; ``provision_failed`` when the runner does not start;
+                ``turn_error`` for the turn's own failure (chained).
+        """
+        agent = agent_spec_of(turn)
+        _refuse_unenforceable(spec)
+        proc = _RunnerProcess(self.python)
+        try:
+            await proc.start(agent, self.start_timeout)
+            return await proc.execute(
+                input,
+                events if events is not None else self.events,
+                hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace),
+            )
+        finally:
+            await _shielded(proc.stop())
+
+
+def _refuse_unenforceable(spec: EnvironmentSpec) -> None:
+    stronger = [b.type for b in spec.isolation if not isinstance(b, ProcessIsolation)]
+    if stronger:
+        raise EnvError.isolation_violation(
+            f"LocalProcessEnvironment provides only a process boundary, but the spec asks for "
+            f"{', '.join(stronger)}; use DockerEnvironment"
+        )
+    if spec.network is not None:
+        raise EnvError.isolation_violation(
+            "LocalProcessEnvironment cannot enforce a network policy (the process has the host's "
+            "network); use DockerEnvironment"
+        )
+    if spec.credentials:
+        names = ", ".join(c.name for c in spec.credentials)
+        raise EnvError.credential_failed(f"LocalProcessEnvironment does not inject credentials: {names}")
+    r = spec.resources
+    if r is not None and any(v is not None for v in (r.cpu, r.memory, r.disk, r.gpu)):
+        raise EnvError.resource_exceeded(
+            "LocalProcessEnvironment cannot enforce resource limits; use DockerEnvironment"
+        )
+
+
+async def _shielded(coro: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(coro)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task
+        raise
+
+
+class _RunnerProcess:
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self.token = secrets.token_urlsafe(32)
+        self.proc: asyncio.subprocess.Process | None = None
+        self.base: Path | None = None
+        self.remote: object = None
+
+    async def start(self, agent: AgentSpec, timeout: float) -> None:  # noqa: ASYNC109
+        from airlock.runner import RemoteTurn, RunnerCallError
+
+        control, workspace, log = await asyncio.to_thread(self._prepare_dirs)
+        env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+        env["HOME"] = str(workspace)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
+        with open(log, "wb") as out:  # noqa: ASYNC230 - a new local file, before the process exists
+            self.proc = await asyncio.create_subprocess_exec(
+                self.python,
+                "-m",
+                "airlock.runner",
+                "--listen",
+                f"unix:{control / 'runner.sock'}",
+                "--token-file",
+                str(control / "token"),
+                "--token-file-delete",
+                "--workspace",
+                str(workspace),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+                cwd=workspace,
+                start_new_session=True,
+            )
+        remote = RemoteTurn(f"unix:{control / 'runner.sock'}", self.token, agent)
+        self.remote = remote
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.returncode is not None:
+                await self._fail(f"the runner exited with code {self.proc.returncode}")
+            try:
+                await remote.wait_until_serving(min(0.25, max(0.01, deadline - time.monotonic())))
+                return
+            except RunnerCallError as e:
+                if time.monotonic() >= deadline:
+                    await self._fail(f"not SERVING after {timeout:.0f}s ({e})")
+
+    def _prepare_dirs(self) -> tuple[Path, Path, Path]:
+        self.base = Path(tempfile.mkdtemp(prefix="airlock-proc-"))  # 0700
+        control, workspace = self.base / "control", self.base / "workspace"
+        control.mkdir(mode=0o700)
+        workspace.mkdir(mode=0o700)
+        fd = os.open(control / "token", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.token)
+        return control, workspace, self.base / "runner.log"
+
+    async def _fail(self, why: str) -> None:
+        log = ""
+        if self.base is not None:
+            path = self.base / "runner.log"
+            with contextlib.suppress(OSError):
+                log = (await asyncio.to_thread(path.read_bytes))[-_LOG_TAIL:].decode(errors="replace")
+        raise EnvError.provision_failed(
+            f"local runner did not become ready: {why}; its output:\n{log.strip()}"
+        )
+
+    async def execute(self, input: TurnInput, events: EventSink | None, timeout: float | None) -> TurnOutput:  # noqa: ASYNC109
+        from airlock.runner import RemoteTurn
+
+        remote = self.remote
+        assert isinstance(remote, RemoteTurn)
+        began = time.monotonic()
+        try:
+            return await asyncio.wait_for(remote.execute(input, events=events), timeout)
+        except TimeoutError:
+            self._kill_group()
+            elapsed = time.monotonic() - began
+            who = f"runner process {self.proc.pid if self.proc else '?'}"
+            return timeout_output(who, timeout or elapsed, elapsed)
+        except TurnError as e:
+            raise EnvError.from_turn_error(e) from e
+
+    def _kill_group(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    async def stop(self) -> None:
+        from airlock.runner import RemoteTurn
+
+        if isinstance(self.remote, RemoteTurn):
+            await self.remote.close()
+        if self.proc is not None:
+            self._kill_group()
+            await self.proc.wait()
+        if self.base is not None:
+            await asyncio.to_thread(shutil.rmtree, self.base, True)
