@@ -440,13 +440,24 @@ class TurnSession:
                         problem = f"{use.name}: {err}"
                 if effect is not None:
                     new_effects.append(effect)
-                results[idx] = ToolExecution(
+                execution = ToolExecution(
                     tool_use_id=use.id,
                     name=use.name,
                     input=tool_input,
                     output=problem or EFFECT_BACKFILL[use.name],
                     is_error=problem is not None,
                     effect=True,
+                )
+                results[idx] = execution
+                await self._emit(ToolStarted(tool_use_id=use.id, name=use.name, input=tool_input))
+                await self._emit(
+                    ToolFinished(
+                        tool_use_id=use.id,
+                        name=use.name,
+                        duration_ms=0,
+                        success=not execution.is_error,
+                        output=execution.output,
+                    )
                 )
                 continue
             scheduled.append((idx, use, tool_input))

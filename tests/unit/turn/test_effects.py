@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import JsonValue
-from turn_helpers import result_parts
+from turn_helpers import Recorder, result_parts
 
 from airlock.errors import SpecError
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
@@ -151,3 +151,12 @@ def test_unknown_or_clashing_effect_tools_are_refused() -> None:
 
     with pytest.raises(SpecError, match="reserved"):
         NeuronTurn(FakeProvider(), tools=[signal])
+
+
+async def test_effect_tool_calls_are_reported_as_tool_events() -> None:
+    rec = Recorder()
+    call = tool_response(("t1", "signal", {"target": "w", "signal_type": "x"}))
+    provider = FakeProvider([call, text_response("ok")])
+    await NeuronTurn(provider, effect_tools=["signal"], events=rec).execute(TurnInput.new("x"))
+    finished = [e for e in rec.events if e.type == "tool_finished"]
+    assert [(e.name, e.output, e.success) for e in finished] == [("signal", "Signal sent.", True)]  # type: ignore[union-attr]
