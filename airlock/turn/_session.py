@@ -196,6 +196,9 @@ class TurnSession:
         self._step_t0 = time.perf_counter()
         try:
             result = await self._step()
+        except asyncio.CancelledError:
+            self._close_dangling("not run: the turn was cancelled")
+            raise
         finally:
             st.elapsed_ms = self._elapsed_ms()
             self._step_t0 = None

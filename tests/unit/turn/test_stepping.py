@@ -7,7 +7,7 @@ import json
 from decimal import Decimal
 
 import pytest
-from turn_helpers import Recorder, add
+from turn_helpers import Recorder, add, result_parts
 
 from airlock.state import InMemoryStore
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
@@ -17,6 +17,7 @@ from airlock.turn import (
     SessionState,
     StepResult,
     StopReason,
+    ToolResultPart,
     TurnEvent,
     TurnSession,
     TurnSessionError,
@@ -233,6 +234,9 @@ async def test_cancelled_output_has_partial_metadata_and_no_history() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     out = session.cancelled_output()
+    assert result_parts(session.state.messages) == [
+        ToolResultPart(tool_use_id="t1", content="not run: the turn was cancelled", is_error=True)
+    ]
     assert out.exit_reason == ExitReason.custom("cancelled")
     assert out.metadata.turns_used == 1 and out.metadata.cost == Decimal("0.25")
     assert not any(isinstance(e, WriteMemory) for e in out.effects)
