@@ -75,7 +75,8 @@ def decimals(draw: st.DrawFn) -> Decimal:
     """rust_decimal-range Decimals with an explicit scale (``1.50`` keeps its zero)."""
     mantissa = draw(st.integers(-(2**96 - 1), 2**96 - 1))
     scale = draw(st.integers(0, 28))
-    return Decimal(mantissa).scaleb(-scale)
+    digits = tuple(int(d) for d in str(abs(mantissa)))
+    return Decimal((int(mantissa < 0), digits, -scale))  # exact: no context rounding
 
 
 scopes = st.one_of(
@@ -257,8 +258,8 @@ agent_specs = st.builds(
         temperature=st.none() | st.floats(0, 2),
         timeout_s=st.floats(0.001, 1e6),
         max_retries=st.integers(0, 10),
-        price_per_mtok_in=st.none() | decimals().map(abs),
-        price_per_mtok_out=st.none() | decimals().map(abs),
+        price_per_mtok_in=st.none() | decimals().map(Decimal.copy_abs),
+        price_per_mtok_out=st.none() | decimals().map(Decimal.copy_abs),
     ),
     system=text,
     tools=st.lists(st.sampled_from(["bash", "read_file", "calculator", "write_memory"]), unique=True),
