@@ -1,0 +1,272 @@
+"""DockerEnvironment against the real engine: end to end, hardening seen from inside, limits,
+isolation refusals and teardown in every ending."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import bash_agent
+from conftest import assert_clean
+
+from airlock.controller import DockerEnvironment
+from airlock.turn import NeuronTurn, ToolFinished, ToolStarted
+from layer0 import (
+    EnvError,
+    EnvironmentSpec,
+    ExitReason,
+    GvisorIsolation,
+    MicroVmIsolation,
+    ResourceLimits,
+    TurnConfig,
+    TurnInput,
+    TurnOutput,
+)
+
+pytestmark = pytest.mark.docker
+
+
+def turn_of(spec: Any, tmp_path: Path) -> NeuronTurn:
+    workspace = tmp_path / "host-workspace"
+    workspace.mkdir(exist_ok=True)
+    return NeuronTurn.from_spec(spec, workspace=workspace)
+
+
+def without_durations(output: TurnOutput) -> dict[str, Any]:
+    data = output.model_dump(mode="json")
+    data["metadata"].pop("duration")
+    for call in data["metadata"]["tools_called"]:
+        call.pop("duration")
+    return data
+
+
+def tool_results(events: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(e.output) for e in events if isinstance(e, ToolFinished)]
+
+
+async def test_same_output_as_in_process(env: DockerEnvironment, tmp_path: Path, docker_client: Any) -> None:
+    spec = bash_agent(
+        "echo hello from $(cat /etc/hostname)", "printf 'x%.0s' 1 2 3 > f && wc -c < f", final="all done"
+    )
+    turn = turn_of(spec, tmp_path)
+    events: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        events.append(event)
+
+    inside = await env.run(turn, TurnInput.new("go"), EnvironmentSpec(), events=sink)
+    local = await turn_of(spec, tmp_path).execute(TurnInput.new("go"))
+    assert inside.exit_reason == ExitReason.complete()
+    assert inside.message.as_text() == "all done"
+    # Same output, except wall-clock durations; the tool *results* differ only by host name.
+    assert without_durations(inside) == without_durations(local)
+    assert [type(e).__name__ for e in events if isinstance(e, ToolStarted | ToolFinished)] == [
+        "ToolStarted",
+        "ToolFinished",
+        "ToolStarted",
+        "ToolFinished",
+    ]
+    results = tool_results(events)
+    assert results[0]["stdout"] == "hello from sandbox\n"
+    assert results[1]["stdout"].strip() == "3"
+    assert_clean(docker_client, env.state_dir)
+
+
+async def test_hardening_observed_from_inside(env: DockerEnvironment, tmp_path: Path) -> None:
+    spec = bash_agent(
+        "id -u; id -g",
+        "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status",
+        "touch /usr/x; echo rc=$?; touch /workspace/ok && echo workspace-writable",
+        "cat /sys/fs/cgroup/pids/pids.max; cat /sys/fs/cgroup/memory/memory.limit_in_bytes",
+        "ls /sys/class/net; ls /run/airlock; echo rc=$?",
+        "cat /proc/1/comm; grep -E ' /(workspace|tmp) ' /proc/mounts",
+    )
+    events: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        events.append(event)
+
+    out = await env.run(
+        turn_of(spec, tmp_path),
+        TurnInput.new("probe"),
+        EnvironmentSpec(resources=ResourceLimits(memory="300Mi")),
+        events=sink,
+    )
+    assert out.exit_reason == ExitReason.complete()
+    ids, caps, files, cgroup, net, init = tool_results(events)
+    assert ids["stdout"].split() == ["65534", "65534"]
+    status = dict(line.split(":\t") for line in caps["stdout"].splitlines())
+    assert status["CapEff"] == status["CapPrm"] == status["CapBnd"] == "0000000000000000"
+    assert status["NoNewPrivs"] == "1"
+    assert status["Seccomp"] == "2"  # the engine's default seccomp filter is on
+    assert "Read-only file system" in files["stderr"] and "rc=1" in files["stdout"]
+    assert "workspace-writable" in files["stdout"]
+    assert cgroup["stdout"].split() == ["256", str(300 * 2**20)]
+    assert net["stdout"].split()[0] == "lo" and "rc=2" in net["stdout"]  # no interfaces; control dir locked
+    assert "Permission denied" in net["stderr"]
+    assert init["stdout"].splitlines()[0] in ("docker-init", "tini")
+    assert "size=262144k" in init["stdout"] and "noexec" in init["stdout"]
+
+
+async def test_memory_hog_is_resource_exceeded(
+    env: DockerEnvironment, tmp_path: Path, docker_client: Any
+) -> None:
+    spec = bash_agent("python3 -c 'x = bytearray(600 * 2**20); print(len(x))'")
+    with pytest.raises(EnvError) as e:
+        await env.run(
+            turn_of(spec, tmp_path),
+            TurnInput.new("eat"),
+            EnvironmentSpec(resources=ResourceLimits(memory="128Mi")),
+        )
+    assert e.value.kind == "resource_exceeded"
+    assert "memory" in str(e.value) and "128Mi" in str(e.value)
+    assert_clean(docker_client, env.state_dir)
+
+
+FORK_LOOP = r"""python3 - <<'EOF'
+import os, signal, time
+kids = []
+try:
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            os.close(1); os.close(2); time.sleep(30); os._exit(0)
+        kids.append(pid)
+except OSError as e:
+    print("fork failed after", len(kids), "children:", e.strerror)
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+for pid in kids:
+    os.waitpid(pid, 0)
+EOF"""
+
+
+async def test_fork_loop_is_contained(env: DockerEnvironment, tmp_path: Path) -> None:
+    spec = bash_agent(FORK_LOOP, "echo still alive", final="survived")
+    events: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        events.append(event)
+
+    out = await env.run(turn_of(spec, tmp_path), TurnInput.new("fork"), EnvironmentSpec(), events=sink)
+    assert out.exit_reason == ExitReason.complete() and out.message.as_text() == "survived"
+    forks, alive = tool_results(events)
+    words = forks["stdout"].split()
+    assert words[:3] == ["fork", "failed", "after"], forks
+    assert 0 < int(words[3]) < 256  # the pids limit (256 for the whole sandbox) stopped it
+    assert "Resource temporarily unavailable" in forks["stdout"]
+    assert alive["stdout"] == "still alive\n"
+
+
+async def test_env_timeout_kills_the_sandbox(
+    runner_image: str, state_dir: Path, tmp_path: Path, docker_client: Any
+) -> None:
+    env = DockerEnvironment(image=runner_image, state_dir=state_dir, sweep=False, turn_timeout=3)
+    began = time.monotonic()
+    out = await env.run(turn_of(bash_agent("sleep 60"), tmp_path), TurnInput.new("wait"), EnvironmentSpec())
+    elapsed = time.monotonic() - began
+    assert out.exit_reason == ExitReason.timeout()
+    assert "killed" in (out.message.as_text() or "")
+    assert 3 <= elapsed < 10
+    assert_clean(docker_client, state_dir)
+
+
+async def test_max_duration_times_out(
+    runner_image: str, state_dir: Path, tmp_path: Path, docker_client: Any
+) -> None:
+    env = DockerEnvironment(image=runner_image, state_dir=state_dir, sweep=False, timeout_grace=1)
+    began = time.monotonic()
+    out = await env.run(
+        turn_of(bash_agent("sleep 60"), tmp_path),
+        TurnInput.new("wait", config=TurnConfig(max_duration=1500)),
+        EnvironmentSpec(),
+    )
+    assert out.exit_reason == ExitReason.timeout()
+    assert time.monotonic() - began < 10
+    assert_clean(docker_client, state_dir)
+
+
+async def test_failure_tears_down(env: DockerEnvironment, tmp_path: Path, docker_client: Any) -> None:
+    spec = bash_agent("echo one")
+    broken = spec.model_copy(
+        update={"provider": spec.provider.model_copy(update={"script": spec.provider.script[:1]})}  # type: ignore[index]
+    )
+    with pytest.raises(EnvError) as e:
+        await env.run(turn_of(broken, tmp_path), TurnInput.new("go"), EnvironmentSpec())
+    assert e.value.kind == "turn_error"
+    assert_clean(docker_client, env.state_dir)
+
+
+async def test_cancel_tears_down(env: DockerEnvironment, tmp_path: Path, docker_client: Any) -> None:
+    started = asyncio.Event()
+
+    async def sink(event: Any) -> None:
+        if isinstance(event, ToolStarted):
+            started.set()
+
+    task = asyncio.create_task(
+        env.run(
+            turn_of(bash_agent("sleep 60"), tmp_path), TurnInput.new("go"), EnvironmentSpec(), events=sink
+        )
+    )
+    await asyncio.wait_for(started.wait(), 30)
+    assert len(docker_client.containers.list(filters={"label": "airlock.sandbox"})) >= 1
+    task.cancel()
+    began = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - began < 5
+    assert_clean(docker_client, env.state_dir)
+
+
+async def test_cancel_during_provisioning_leaves_nothing(
+    env: DockerEnvironment, tmp_path: Path, docker_client: Any
+) -> None:
+    for delay in (0.0, 0.05, 0.15, 0.3):
+        task = asyncio.create_task(
+            env.run(turn_of(bash_agent("true"), tmp_path), TurnInput.new("go"), EnvironmentSpec())
+        )
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises((asyncio.CancelledError, EnvError)):
+            await task
+        assert_clean(docker_client, env.state_dir)
+
+
+async def test_missing_image_names_the_build_command(state_dir: Path, tmp_path: Path) -> None:
+    env = DockerEnvironment(image="airlock-runner:0.0.0-missing", state_dir=state_dir, sweep=False)
+    with pytest.raises(EnvError) as e:
+        await env.run(turn_of(bash_agent("true"), tmp_path), TurnInput.new("go"), EnvironmentSpec())
+    assert e.value.kind == "provision_failed" and "airlock images build" in str(e.value)
+
+
+async def test_start_timeout_reports_log_lines(
+    runner_image: str, state_dir: Path, tmp_path: Path, docker_client: Any
+) -> None:
+    env = DockerEnvironment(image=runner_image, state_dir=state_dir, sweep=False, start_timeout=0.05)
+    with pytest.raises(EnvError) as e:
+        await env.run(turn_of(bash_agent("true"), tmp_path), TurnInput.new("go"), EnvironmentSpec())
+    assert e.value.kind == "provision_failed"
+    assert "did not become ready" in str(e.value) and "last log lines" in str(e.value)
+    assert_clean(docker_client, state_dir)
+
+
+@pytest.mark.parametrize("boundary", [GvisorIsolation(), MicroVmIsolation()])
+async def test_absent_runtime_is_isolation_violation(
+    env: DockerEnvironment, tmp_path: Path, docker_client: Any, boundary: Any
+) -> None:
+    runtimes = set(docker_client.info().get("Runtimes", {}))
+    spec = EnvironmentSpec(isolation=[boundary])
+    if {"runsc"} & runtimes and boundary.type == "gvisor":  # the engine has it: it must really be used
+        out = await env.run(turn_of(bash_agent("dmesg | head -1"), tmp_path), TurnInput.new("go"), spec)
+        assert out.exit_reason == ExitReason.complete()
+        return
+    with pytest.raises(EnvError) as e:
+        await env.run(turn_of(bash_agent("true"), tmp_path), TurnInput.new("go"), spec)
+    assert e.value.kind == "isolation_violation"
+    assert ("runsc" if boundary.type == "gvisor" else "Kata") in str(e.value)
+    assert_clean(docker_client, env.state_dir)

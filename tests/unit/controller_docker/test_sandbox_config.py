@@ -1,0 +1,195 @@
+"""The pure EnvironmentSpec → container settings functions: every hardening flag, every refusal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airlock.controller._sandbox_config import (
+    Boundary,
+    SandboxDefaults,
+    check_spec,
+    container_config,
+    resolve_boundary,
+    resolve_limits,
+    runner_command,
+)
+from layer0 import (
+    ContainerIsolation,
+    CredentialInjection,
+    CredentialRef,
+    CustomIsolation,
+    EnvError,
+    EnvironmentSpec,
+    GvisorIsolation,
+    MicroVmIsolation,
+    NetworkAction,
+    NetworkPolicy,
+    NetworkPolicyIsolation,
+    NetworkRule,
+    ProcessIsolation,
+    ResourceLimits,
+    WasmIsolation,
+)
+
+RUNC = {"runc", "io.containerd.runc.v2"}
+
+
+def build(spec: EnvironmentSpec, runtimes: set[str] = RUNC, **kw: Any) -> dict[str, Any]:
+    return container_config(
+        image="airlock-runner:test",
+        sandbox_id="sb-0123456789ab",
+        control_dir="/run/airlock/sb-0123456789ab",
+        labels={"airlock.sandbox": "sb-0123456789ab"},
+        boundary=resolve_boundary(spec, runtimes),
+        limits=resolve_limits(spec),
+        runtimes=runtimes,
+        **kw,
+    )
+
+
+def test_default_container_is_hardened() -> None:
+    c = build(EnvironmentSpec())
+    assert c["user"] == "65534:65534"
+    assert c["read_only"] is True
+    assert c["privileged"] is False
+    assert c["cap_drop"] == ["ALL"]
+    assert "cap_add" not in c
+    assert c["security_opt"] == ["no-new-privileges:true"]
+    assert not any("seccomp" in o or "apparmor" in o for o in c["security_opt"])  # engine defaults stay on
+    assert c["network_mode"] == "none"
+    assert c["init"] is True
+    assert c["runtime"] == "runc"
+    assert c["pids_limit"] == 256
+    assert c["mem_limit"] == 512 * 2**20
+    assert c["memswap_limit"] == c["mem_limit"]  # no swap beyond the limit
+    assert c["nano_cpus"] == 1_000_000_000
+    assert c["ipc_mode"] == "private"
+    # The only host path: the control dir, at /run/airlock; never the Docker socket.
+    assert c["volumes"] == {"/run/airlock/sb-0123456789ab": {"bind": "/run/airlock", "mode": "rw"}}
+    assert "mounts" not in c and "devices" not in c and "device_requests" not in c
+    assert all("docker.sock" not in k for k in c["volumes"])
+    assert c["tmpfs"]["/workspace"].startswith("rw,nosuid,nodev,exec,size=262144k,")
+    assert "uid=65534,gid=65534" in c["tmpfs"]["/workspace"]
+    assert "noexec" in c["tmpfs"]["/tmp"] and "size=65536k" in c["tmpfs"]["/tmp"]
+    assert c["labels"] == {"airlock.sandbox": "sb-0123456789ab"}
+    assert c["command"] == runner_command()
+    assert "--token-file-delete" in c["command"]
+    assert "unix:/run/airlock/runner.sock" in c["command"]
+    assert not any("token" in str(v).lower() for v in c["environment"].values())
+
+
+def test_limits_from_spec() -> None:
+    spec = EnvironmentSpec(resources=ResourceLimits(cpu="500m", memory="1Gi", disk="2Gi"))
+    c = build(spec)
+    assert c["nano_cpus"] == 500_000_000
+    assert c["mem_limit"] == c["memswap_limit"] == 2**30
+    assert "size=2097152k" in c["tmpfs"]["/workspace"]
+
+
+def test_custom_defaults_and_user() -> None:
+    spec = EnvironmentSpec()
+    c = container_config(
+        image="i",
+        sandbox_id="sb-x",
+        control_dir="/d",
+        labels={},
+        boundary=resolve_boundary(spec, RUNC),
+        limits=resolve_limits(spec, SandboxDefaults(cpu="2", memory="256Mi", pids=64)),
+        runtimes=RUNC,
+        user=(1000, 1000),
+    )
+    assert c["user"] == "1000:1000" and c["pids_limit"] == 64 and c["nano_cpus"] == 2 * 10**9
+    assert "uid=1000,gid=1000" in c["tmpfs"]["/workspace"]
+
+
+def test_bad_resource_strings_are_env_errors() -> None:
+    with pytest.raises(EnvError) as e:
+        resolve_limits(EnvironmentSpec(resources=ResourceLimits(memory="lots")))
+    assert e.value.kind == "resource_exceeded" and "memory 'lots'" in str(e.value)
+    with pytest.raises(EnvError, match="cpu '2 cores'"):
+        resolve_limits(EnvironmentSpec(resources=ResourceLimits(cpu="2 cores")))
+
+
+def test_gpu_needs_a_gpu_runtime() -> None:
+    spec = EnvironmentSpec(resources=ResourceLimits(gpu="1"))
+    with pytest.raises(EnvError) as e:
+        build(spec)
+    assert e.value.kind == "resource_exceeded" and "nvidia" in str(e.value)
+    c = build(spec, RUNC | {"nvidia"})
+    assert c["device_requests"] == [{"count": 1, "capabilities": [["gpu"]]}]
+
+
+def test_gvisor_and_kata_runtimes() -> None:
+    assert resolve_boundary(EnvironmentSpec(isolation=[GvisorIsolation()]), RUNC | {"runsc"}) == Boundary(
+        "gvisor", "runsc"
+    )
+    kata = resolve_boundary(EnvironmentSpec(isolation=[MicroVmIsolation()]), RUNC | {"io.containerd.kata.v2"})
+    assert kata.runtime == "io.containerd.kata.v2"
+    spec = EnvironmentSpec(isolation=[ContainerIsolation(image="mine:1"), GvisorIsolation()])
+    assert resolve_boundary(spec, {"runsc"}) == Boundary("gvisor", "runsc", "mine:1")
+    assert build(EnvironmentSpec(isolation=[GvisorIsolation()]), RUNC | {"runsc"})["runtime"] == "runsc"
+
+
+@pytest.mark.parametrize(
+    ("boundary", "named"),
+    [(GvisorIsolation(), "runsc"), (MicroVmIsolation(), "Kata")],
+)
+def test_missing_runtime_never_falls_back(boundary: Any, named: str) -> None:
+    with pytest.raises(EnvError) as e:
+        resolve_boundary(EnvironmentSpec(isolation=[boundary]), RUNC)
+    assert e.value.kind == "isolation_violation"
+    assert named in str(e.value) and "never falls back" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("isolation", "needle"),
+    [
+        ([ProcessIsolation()], "LocalProcessEnvironment"),
+        ([WasmIsolation()], "wasm"),
+        ([CustomIsolation(boundary_type="sgx", config={})], "sgx"),
+        ([GvisorIsolation(), MicroVmIsolation()], "one runtime"),
+    ],
+)
+def test_unprovidable_isolation(isolation: list[Any], needle: str) -> None:
+    with pytest.raises(EnvError) as e:
+        resolve_boundary(EnvironmentSpec(isolation=isolation), RUNC | {"runsc", "kata"})
+    assert e.value.kind == "isolation_violation" and needle in str(e.value)
+
+
+def test_process_inside_container_is_fine() -> None:
+    spec = EnvironmentSpec(isolation=[ContainerIsolation(), ProcessIsolation()])
+    assert resolve_boundary(spec, RUNC).runtime == "runc"
+
+
+def test_network_and_credentials_refused_until_supported() -> None:
+    check_spec(EnvironmentSpec())
+    check_spec(EnvironmentSpec(network=NetworkPolicy(default=NetworkAction.DENY, rules=[])))
+    deny_only = NetworkPolicy(
+        default=NetworkAction.DENY, rules=[NetworkRule(destination="evil.example", action=NetworkAction.DENY)]
+    )
+    check_spec(EnvironmentSpec(network=deny_only))
+    for spec in (
+        EnvironmentSpec(network=NetworkPolicy(default=NetworkAction.ALLOW, rules=[])),
+        EnvironmentSpec(
+            network=NetworkPolicy(
+                default=NetworkAction.DENY,
+                rules=[NetworkRule(destination="api.example.com", port=443, action=NetworkAction.ALLOW)],
+            )
+        ),
+        EnvironmentSpec(
+            isolation=[
+                NetworkPolicyIsolation(
+                    rules=[NetworkRule(destination="10.0.0.0/8", action=NetworkAction.ALLOW)]
+                )
+            ]
+        ),
+    ):
+        with pytest.raises(EnvError) as e:
+            check_spec(spec)
+        assert e.value.kind == "isolation_violation" and "network policy lands" in str(e.value)
+    creds = EnvironmentSpec(credentials=[CredentialRef(name="gh", injection=CredentialInjection.sidecar())])
+    with pytest.raises(EnvError) as e:
+        check_spec(creds)
+    assert e.value.kind == "credential_failed" and "gh" in str(e.value)
