@@ -1,7 +1,7 @@
-"""The ``airlock`` command. The only module that imports typer and rich.
+"""The ``airlock`` command. Only this module and ``airlock._cli`` import typer and rich.
 
-Structure: one typer app with a sub-app per noun (``images``) and top-level verbs (``gc``);
-later commands (``run``, ``agents``, ``doctor``) register the same way.
+Structure: one typer app with a sub-app per noun (``images``, ``agents``) and top-level verbs
+(``run``, ``doctor``, ``gc``); the verbs' work lives in ``airlock._cli``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from airlock._cli._common import EXIT_CODES_HELP, console, err_console, load, load_agent
 from airlock.errors import AirlockError
 from layer0 import Layer0Error
 
@@ -25,14 +25,97 @@ app = typer.Typer(
 )
 images_app = typer.Typer(help="Build and inspect sandbox images.", no_args_is_help=True)
 app.add_typer(images_app, name="images")
+agents_app = typer.Typer(help="List and inspect the configured agents.", no_args_is_help=True)
+app.add_typer(agents_app, name="agents")
 
-console = Console(log_path=False)
-err_console = Console(stderr=True)
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Configuration file or directory (default: $AIRLOCK_CONFIG, ./airlock.yaml, ./airlock.d/).",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")]
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}")
     return typer.Exit(code)
+
+
+@app.command(
+    "run",
+    help="Run AGENT once on MESSAGE in a fresh sandbox, with live progress, then print the answer "
+    "and a summary.\n\n" + EXIT_CODES_HELP,
+)
+def run(
+    agent: Annotated[str, typer.Argument(help="The agent's name (see: airlock agents ls).")],
+    message: Annotated[str, typer.Argument(help="The user message for the turn.")],
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    session: Annotated[str | None, typer.Option("--session", help="Session id for the turn.")] = None,
+    max_turns: Annotated[
+        int | None, typer.Option("--max-turns", min=1, help="Override the agent's max_turns.")
+    ] = None,
+    max_cost: Annotated[
+        str | None, typer.Option("--max-cost", help="Override the agent's max_cost (USD, e.g. 0.50).")
+    ] = None,
+    timeout: Annotated[
+        str | None,
+        typer.Option("--timeout", help="Override the agent's max_duration (90s, 5m, 1h30m, or ms)."),
+    ] = None,
+) -> None:
+    """Run one job (see the command help for the exit codes)."""
+    from airlock._cli._common import EXIT_CANCELLED
+    from airlock._cli._run import RunOptions, run_agent
+
+    try:
+        _, agent_config = load_agent(config, agent)
+        opts = RunOptions(
+            message=message,
+            session=session,
+            max_turns=max_turns,
+            max_cost=max_cost,
+            timeout=timeout,
+            as_json=as_json,
+        )
+        run_agent(agent_config, opts)
+    except KeyboardInterrupt:  # before or after the job's event loop (the job handles its own)
+        err_console.print("[yellow]cancelled[/]")
+        raise typer.Exit(EXIT_CANCELLED) from None
+
+
+@agents_app.command("ls")
+def agents_ls(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """List the agents: backend, provider/model, tools, network, credentials, resources."""
+    from airlock._cli._agents import agents_ls as list_agents
+
+    list_agents(load(config), as_json=as_json)
+
+
+@agents_app.command("show")
+def agents_show(
+    agent: Annotated[str, typer.Argument(help="The agent's name.")],
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show an agent's effective sandbox policy: spec, isolation, egress, credentials, limits."""
+    from airlock._cli._agents import agents_show as show_agent
+
+    _, agent_config = load_agent(config, agent)
+    show_agent(agent_config, as_json=as_json)
+
+
+@app.command("doctor")
+def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Check this machine: Docker engine, runner image, gvisor/kata runtimes, local model, config.
+
+    Exit code 0 when no check is an error (warnings are fine), 1 otherwise.
+    """
+    from airlock._cli._doctor import doctor as run_doctor
+
+    raise typer.Exit(run_doctor(config, as_json=as_json))
 
 
 @images_app.command("build")

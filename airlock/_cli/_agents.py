@@ -1,0 +1,198 @@
+"""``airlock agents ls`` and ``airlock agents show``: what each agent is and may do."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from airlock.config import AgentConfig, AirlockConfig
+from layer0 import EnvironmentSpec, NetworkAction, TurnConfig
+
+from ._common import console, report_error
+
+
+def format_ms(ms: int | None) -> str:
+    """``90s``, ``5m``, ``1h30m``, ``250ms`` (``-`` for None)."""
+    if ms is None:
+        return "-"
+    if ms < 1000 or ms % 1000:
+        return f"{ms}ms" if ms < 1000 else f"{ms / 1000:g}s"
+    seconds = ms // 1000
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{v}{u}" for v, u in ((hours, "h"), (minutes, "m"), (secs, "s")) if v]
+    return "".join(parts) or "0s"
+
+
+def provider_summary(agent: AgentConfig) -> str:
+    """``kind/model`` plus ``@ base_url`` when one is set."""
+    p = agent.spec.provider
+    text = f"{p.kind}/{p.model or '-'}"
+    return f"{text} @ {p.base_url}" if p.base_url else text
+
+
+def network_summary(env: EnvironmentSpec) -> str:
+    """``none``, ``allow all``, or the allowed ``host:port`` destinations."""
+    if env.network is None:
+        return "none"
+    allowed = [
+        f"{r.destination}:{r.port}" if r.port is not None else r.destination
+        for r in env.network.rules
+        if r.action == NetworkAction.ALLOW
+    ]
+    if env.network.default == NetworkAction.ALLOW:
+        return "allow all" + (f" (explicitly: {', '.join(allowed)})" if allowed else "")
+    return ", ".join(allowed) if allowed else "none"
+
+
+def credentials_summary(env: EnvironmentSpec) -> list[str]:
+    """``name (sidecar)`` / ``name (env_var X)`` / ``name (file /p)`` per credential."""
+    out = []
+    for c in env.credentials:
+        how = c.injection.kind
+        detail = c.injection.var_name or c.injection.path
+        out.append(f"{c.name} ({how} {detail})" if detail else f"{c.name} ({how})")
+    return out
+
+
+def resources_summary(env: EnvironmentSpec) -> str:
+    """``cpu 1, memory 512Mi`` (``defaults`` when none is set)."""
+    r = env.resources
+    if r is None:
+        return "defaults"
+    parts = [
+        f"{k} {v}" for k, v in (("cpu", r.cpu), ("memory", r.memory), ("disk", r.disk), ("gpu", r.gpu)) if v
+    ]
+    return ", ".join(parts) or "defaults"
+
+
+def isolation_summary(env: EnvironmentSpec) -> str:
+    """The isolation boundaries by type (``container`` when unset)."""
+    return ", ".join(b.type for b in env.isolation) or "container (default)"
+
+
+def limits_dict(defaults: TurnConfig) -> dict[str, Any]:
+    """max_turns / max_cost / max_duration as JSON values."""
+    return {
+        "max_turns": defaults.max_turns,
+        "max_cost": str(defaults.max_cost) if defaults.max_cost is not None else None,
+        "max_duration": format_ms(defaults.max_duration) if defaults.max_duration is not None else None,
+    }
+
+
+def agent_summary(agent: AgentConfig) -> dict[str, Any]:
+    """One agent as a JSON object (what ``agents ls --json`` lists)."""
+    env = agent.environment
+    p = agent.spec.provider
+    return {
+        "name": agent.name,
+        "backend": agent.backend,
+        "provider": {"kind": p.kind, "model": p.model, "base_url": p.base_url},
+        "tools": list(agent.spec.tools),
+        "isolation": [b.type for b in env.isolation],
+        "network": network_summary(env),
+        "credentials": credentials_summary(env),
+        "resources": env.resources.model_dump(mode="json") if env.resources else None,
+        "limits": limits_dict(agent.defaults),
+        "uses_local_model": agent.uses_local_model,
+        "source": f"{agent.source}:{agent.line}",
+    }
+
+
+def agents_ls(cfg: AirlockConfig, *, as_json: bool) -> None:
+    """Print every agent: a table, or a JSON list."""
+    agents = sorted(cfg.agents.values(), key=lambda a: a.name)
+    if as_json:
+        print(json.dumps([agent_summary(a) for a in agents], indent=2))
+        return
+    if not agents:
+        console.print("no agents defined in " + ", ".join(str(f) for f in cfg.files))
+        return
+    table = Table(title=f"agents in {', '.join(str(f) for f in cfg.files)}", title_justify="left")
+    for column in ("name", "backend", "provider/model", "tools", "network", "credentials", "resources"):
+        table.add_column(column, overflow="fold")
+    for a in agents:
+        env = a.environment
+        table.add_row(
+            escape(a.name),
+            a.backend,
+            escape(provider_summary(a)),
+            escape(", ".join(a.spec.tools) or "-"),
+            escape(network_summary(env)),
+            escape(", ".join(credentials_summary(env)) or "-"),
+            escape(resources_summary(env)),
+        )
+    console.print(table)
+
+
+def agents_show(agent: AgentConfig, *, as_json: bool) -> None:
+    """Print the effective sandbox policy of one agent."""
+    try:
+        plan = agent.plan()
+    except Exception as e:  # PolicyError (a ConfigError) → exit 2; anything else mapped too
+        report_error(e)
+    if as_json:
+        data = {
+            **agent_summary(agent),
+            "spec": agent.spec.model_dump(mode="json"),
+            "environment": agent.environment.model_dump(mode="json"),
+            "plan": {
+                "egress_default": str(plan.egress.default),
+                "egress": plan.egress_rows(),
+                "credentials": plan.credential_rows(),
+            },
+        }
+        print(json.dumps(data, indent=2))
+        return
+    spec = agent.spec
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column(overflow="fold")
+    rows = [
+        ("agent", agent.name),
+        ("defined at", f"{agent.source}:{agent.line}"),
+        ("backend", agent.backend),
+        ("isolation", isolation_summary(agent.environment)),
+        ("provider", provider_summary(agent)),
+        ("system", spec.system or "-"),
+        ("tools", ", ".join(spec.tools) or "-"),
+        ("context", f"{spec.context.strategy} (max {spec.context.max_tokens} tokens)"),
+        ("hooks", ", ".join(h.name for h in spec.hooks) or "-"),
+        ("resources", resources_summary(agent.environment)),
+        (
+            "limits",
+            ", ".join(f"{k} {v}" for k, v in limits_dict(agent.defaults).items() if v is not None) or "-",
+        ),
+    ]
+    if spec.tool_options:
+        rows.insert(7, ("tool options", json.dumps(spec.tool_options, sort_keys=True)))
+    if agent.uses_local_model:
+        rows.append(("local model", "`local-model` is resolved at run time to the server airlock starts"))
+    for key, value in rows:
+        head.add_row(key, escape(str(value)))
+    console.print(head)
+    console.print()
+    egress = Table(
+        title=f"egress (default {plan.egress.default}; private, loopback, link-local and metadata "
+        "addresses only via an explicit CIDR rule)",
+        title_justify="left",
+    )
+    egress_rows = plan.egress_rows()
+    for column in egress_rows[0] if egress_rows else ("#", "action", "destination", "port"):
+        egress.add_column(column, overflow="fold")
+    for row in egress_rows:
+        egress.add_row(*(escape(v) for v in row.values()))
+    console.print(egress)
+    cred_rows = plan.credential_rows()
+    if not cred_rows:
+        console.print("credentials: none")
+        return
+    creds = Table(title="credentials (by secret name; values never shown)", title_justify="left")
+    for column in cred_rows[0]:
+        creds.add_column(column, overflow="fold")
+    for row in cred_rows:
+        creds.add_row(*(escape(v) for v in row.values()))
+    console.print(creds)

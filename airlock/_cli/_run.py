@@ -1,0 +1,484 @@
+"""``airlock run``: one job, no server — live progress, the answer, a summary, an exit code.
+
+The job runs as an asyncio task. SIGINT/SIGTERM cancel that task; the environment tears the
+sandbox down on cancellation (shielded), and only then does the command exit with 130.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.status import Status
+from rich.table import Table
+
+from airlock.config import AgentConfig, parse_duration
+from airlock.errors import SpecError
+from airlock.turn import AgentSpec
+from layer0 import SessionId, TurnConfig, TurnInput, TurnOutput
+
+from ._agents import format_ms
+from ._common import (
+    EXIT_CANCELLED,
+    EXIT_ENV,
+    EXIT_USAGE,
+    console,
+    describe_reason,
+    err_console,
+    exit_code_for_error,
+    exit_code_for_reason,
+    fail,
+    hint_for,
+    report_error,
+)
+
+if TYPE_CHECKING:
+    from airlock.controller import DockerEnvironment, LocalProcessEnvironment
+
+_OUTPUT_PREVIEW = 160
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``airlock run`` was asked for, besides the agent."""
+
+    message: str
+    session: str | None = None
+    max_turns: int | None = None
+    max_cost: str | None = None
+    timeout: str | None = None
+    as_json: bool = False
+
+
+def turn_config(opts: RunOptions) -> TurnConfig | None:
+    """The per-turn overrides from the flags (None when no flag is given).
+
+    Exits with 2 on an unparsable ``--max-cost`` or ``--timeout``.
+    """
+    cost: Decimal | None = None
+    if opts.max_cost is not None:
+        try:
+            cost = Decimal(opts.max_cost.lstrip("$"))
+        except InvalidOperation:
+            fail(f"--max-cost {opts.max_cost!r} is not a number (USD, e.g. 0.50)", EXIT_USAGE)
+        if not cost.is_finite() or cost < 0:
+            fail(f"--max-cost must be a non-negative amount, not {opts.max_cost!r}", EXIT_USAGE)
+    duration: int | None = None
+    if opts.timeout is not None:
+        try:
+            duration = parse_duration(int(opts.timeout) if opts.timeout.isdigit() else opts.timeout)
+        except ValueError as e:
+            fail(f"--timeout {opts.timeout!r}: {e}", EXIT_USAGE)
+    if opts.max_turns is None and cost is None and duration is None:
+        return None
+    return TurnConfig(max_turns=opts.max_turns, max_cost=cost, max_duration=duration)
+
+
+def inline_script(spec: AgentSpec) -> AgentSpec:
+    """A scripted provider's script file read here, on the controller, and put into the spec.
+
+    The runner rebuilds the turn inside the sandbox, where host paths do not exist.
+
+    Raises:
+        SpecError: the script file is missing or invalid.
+    """
+    p = spec.provider
+    if p.kind != "scripted" or not isinstance(p.script, str) or p.script.lstrip().startswith(("[", "{")):
+        return spec
+    from airlock.providers import load_script
+
+    script = load_script(Path(p.script)).model_dump(mode="json")
+    return spec.model_copy(update={"provider": p.model_copy(update={"script": script})})
+
+
+def make_environment(backend: str) -> DockerEnvironment | LocalProcessEnvironment:
+    """The Environment for an agent's ``backend`` (docker or process).
+
+    Raises:
+        EnvError: ``other`` for a backend this command cannot run.
+    """
+    from layer0 import EnvError
+
+    if backend == "docker":
+        from airlock.controller import DockerEnvironment
+
+        return DockerEnvironment()
+    if backend == "process":
+        from airlock.controller import LocalProcessEnvironment
+
+        return LocalProcessEnvironment()
+    raise EnvError.other(
+        f"backend {backend!r} cannot be run by `airlock run` (it runs docker and process agents); "
+        "change the agent's backend"
+    )
+
+
+def _money(value: Decimal | None) -> str:
+    return "?" if value is None else f"${value.normalize():f}" if value else "$0"
+
+
+def _preview(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = " ".join(text.split())
+    return text if len(text) <= _OUTPUT_PREVIEW else text[: _OUTPUT_PREVIEW - 1] + "…"
+
+
+class RunView:
+    """Live progress of one job on a console (or nothing, with ``console=None``)."""
+
+    def __init__(self, out: Console | None, agent: AgentConfig) -> None:
+        self.out = out
+        self.agent = agent
+        self._status: Status | None = None
+        self._began = time.monotonic()
+        self._ready_at: float | None = None
+        self.total_cost = Decimal(0)
+        self.egress = Counter[str]()
+
+    # -- display primitives -----------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        """Print one progress line (markup allowed)."""
+        if self.out is not None:
+            self.out.print(text, highlight=False, soft_wrap=True)
+
+    def status(self, text: str) -> None:
+        """Show ``text`` on the spinner line (transient)."""
+        if self.out is None:
+            return
+        if self._status is None:
+            self._status = self.out.status(text, spinner="dots")
+            self._status.start()
+        else:
+            self._status.update(text)
+
+    def stop(self) -> None:
+        """Remove the spinner."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    # -- phases ---------------------------------------------------------------------------------
+
+    def provisioning(self) -> None:
+        """Before the environment runs the turn."""
+        self._began = time.monotonic()
+        p = self.agent.spec.provider
+        self.line(
+            f"[bold]{escape(self.agent.name)}[/]: provisioning a {self.agent.backend} sandbox "
+            f"([dim]{escape(p.kind)}/{escape(p.model or '-')}[/])"
+        )
+        self.status("provisioning the sandbox…")
+
+    def cancelling(self) -> None:
+        """After the first Ctrl-C."""
+        self.status("cancelling: removing the sandbox…")
+        self.line("[yellow]cancelling[/] (removing the sandbox first; a second Ctrl-C does not skip that)")
+
+    async def sink(self, event: object) -> None:
+        """The environment's event sink: turn events and proxy events, by ``type``."""
+        kind = getattr(event, "type", None)
+        handler = getattr(self, f"_on_{kind}", None) if isinstance(kind, str) else None
+        if handler is not None:
+            handler(event)
+
+    # -- turn events ------------------------------------------------------------------------------
+
+    def _on_started(self, _event: Any) -> None:
+        self._ready_at = time.monotonic()
+        self.line(f"[green]✓[/] sandbox ready in {self._ready_at - self._began:.1f}s")
+        self.status("turn started")
+
+    def _on_inference_started(self, event: Any) -> None:
+        model = f" ({escape(event.model)})" if event.model else ""
+        self.status(f"model call {event.iteration}{model}… cost so far {_money(self.total_cost)}")
+
+    def _on_inference_finished(self, event: Any) -> None:
+        self.total_cost = event.total_cost
+        self.line(
+            f"[cyan]model[/] call {event.iteration}: {event.tokens_in} in / {event.tokens_out} out tokens, "
+            f"{_money(event.cost)} ({event.duration_ms} ms, {escape(event.stop_reason)}); "
+            f"so far {event.total_tokens_in} in / {event.total_tokens_out} out, {_money(event.total_cost)}"
+        )
+        self.status(f"cost so far {_money(self.total_cost)}")
+
+    def _on_tool_started(self, event: Any) -> None:
+        self.line(f"[magenta]tool[/] {escape(event.name)} [dim]{escape(_preview(event.input))}[/]")
+        self.status(f"tool {escape(event.name)} running…")
+
+    def _on_tool_finished(self, event: Any) -> None:
+        mark = "[green]✓[/]" if event.success else "[red]✗[/]"
+        tail = "" if event.success else f": [dim]{escape(_preview(event.output))}[/]"
+        self.line(f"  {mark} {escape(event.name)} {event.duration_ms} ms{tail}")
+        self.status(f"cost so far {_money(self.total_cost)}")
+
+    def _on_log(self, event: Any) -> None:
+        self.line(f"[dim]log {escape(event.level)}: {escape(event.message)}[/]")
+
+    def _on_paused(self, event: Any) -> None:
+        self.line(f"[yellow]paused[/] after iteration {event.iteration}")
+
+    # -- proxy events (EgressEvent, CredentialProxyEvent) ----------------------------------------
+
+    def _on_egress(self, event: Any) -> None:
+        where = f"{event.host}:{event.port}"
+        if event.phase != "decision":
+            self.line(
+                f"[dim]egress closed {escape(where)} ↑{event.bytes_up or 0} B ↓{event.bytes_down or 0} B "
+                f"({event.duration_ms or 0} ms)[/]"
+            )
+            return
+        verdict = "[green]allowed[/]" if event.allowed else "[red]denied[/]"
+        self.egress["allowed" if event.allowed else "denied"] += 1
+        self.line(f"[blue]egress[/] {verdict} {escape(where)} [dim]{escape(event.rule)}[/]")
+
+    def _on_credential_proxy(self, event: Any) -> None:
+        colour = "green" if 200 <= event.status < 400 else "red"
+        self.line(
+            f"[blue]credential[/] {escape(event.credential)}: {escape(event.method)} "
+            f"{escape(event.upstream)}{escape(event.path)} → [{colour}]{event.status}[/] "
+            f"({event.duration_ms} ms)"
+        )
+
+
+class _SetupProgress:
+    """Rich progress bars for the local model's one-time set-up (ProgressEvent callback)."""
+
+    def __init__(self, out: Console | None) -> None:
+        self.progress = (
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[amount]}"),
+                TimeElapsedColumn(),
+                console=out,
+                transient=False,
+            )
+            if out is not None
+            else None
+        )
+        self.tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> _SetupProgress:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def __call__(self, event: Any) -> None:
+        if self.progress is None:
+            return
+        if event.unit == "bytes":
+            done = f"{event.completed / 1e6:.0f}"
+            amount = f"{done}/{event.total / 1e6:.0f} MB" if event.total else f"{done} MB"
+        else:
+            amount = f"{event.completed}/{event.total}" if event.total else str(event.completed)
+        description = event.phase.replace("_", " ") + (f" {event.message}" if event.message else "")
+        task = self.tasks.get(event.phase)
+        if task is None:
+            task = self.progress.add_task(description, total=event.total, amount=amount)
+            self.tasks[event.phase] = task
+        self.progress.update(
+            task, completed=event.completed, total=event.total, description=description, amount=amount
+        )
+
+
+async def _with_local_model(
+    agent: AgentConfig, view: RunView, stack: contextlib.AsyncExitStack
+) -> AgentConfig:
+    """Start (or reuse) the managed local model server; point the agent at it."""
+    from airlock.localmodel import LocalModelServer
+
+    server = LocalModelServer()
+    if await server.running() is None:
+        view.line("local model: checking the model and its runtime (one-time set-up may download)")
+        view.stop()
+        with _SetupProgress(view.out) as progress:
+            await server.ensure_ready(progress)
+    view.status("starting the local model server…")
+    info = await server.start()
+
+    async def stop() -> None:
+        if server.started_here:
+            await server.stop()
+
+    stack.push_async_callback(stop)
+    how = "started" if server.started_here else "reusing"
+    view.line(f"local model: {how} {escape(info.model_id)} at {escape(info.base_url)}")
+    return agent.with_local_model(info.base_url)
+
+
+async def _job(
+    agent: AgentConfig, opts: RunOptions, config: TurnConfig | None, view: RunView, workspace: Path
+) -> TurnOutput:
+    from airlock.turn import NeuronTurn
+
+    async with contextlib.AsyncExitStack() as stack:
+        if agent.uses_local_model:
+            agent = await _with_local_model(agent, view, stack)
+        turn = NeuronTurn.from_spec(agent.spec, workspace=workspace)
+        env = make_environment(agent.backend)
+        turn_input = TurnInput.new(
+            opts.message, session=SessionId(opts.session) if opts.session else None, config=config
+        )
+        view.provisioning()
+        return await env.run(turn, turn_input, agent.environment, events=view.sink)
+
+
+@dataclass
+class _Outcome:
+    output: TurnOutput | None = None
+    error: BaseException | None = None
+    cancelled: bool = False
+
+
+async def _supervise(job: Callable[[], Awaitable[TurnOutput]], view: RunView) -> _Outcome:
+    """Run ``job`` as a task; SIGINT/SIGTERM cancel it and we wait for its teardown."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(job())
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            view.cancelling()
+            task.cancel()
+
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal)
+            installed.append(sig)
+    try:
+        await asyncio.wait([task])
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        view.stop()
+    if task.cancelled() or signals:
+        if not task.cancelled():
+            with contextlib.suppress(BaseException):
+                task.exception()
+        return _Outcome(cancelled=True)
+    error = task.exception()
+    if error is not None:
+        return _Outcome(error=error)
+    return _Outcome(output=task.result())
+
+
+def summary_of(agent: AgentConfig, output: TurnOutput, code: int, wall_s: float) -> dict[str, Any]:
+    """The small summary printed after the answer (and included in ``--json``)."""
+    m = output.metadata
+    tools = Counter(t.name for t in m.tools_called)
+    return {
+        "agent": agent.name,
+        "backend": agent.backend,
+        "exit_reason": describe_reason(output.exit_reason),
+        "exit_code": code,
+        "turns": m.turns_used,
+        "tokens_in": m.tokens_in,
+        "tokens_out": m.tokens_out,
+        "cost": str(m.cost),
+        "tools_called": dict(tools),
+        "tool_failures": sum(1 for t in m.tools_called if not t.success),
+        "duration_ms": m.duration,
+        "wall_ms": int(wall_s * 1000),
+    }
+
+
+def _print_result(output: TurnOutput, summary: dict[str, Any]) -> None:
+    answer = output.message.joined_text().strip()
+    console.rule("answer", style="dim")
+    console.print(escape(answer) if answer else "[dim](no text in the answer)[/]", highlight=False)
+    console.rule(style="dim")
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    reason = summary["exit_reason"]
+    colour = "green" if summary["exit_code"] == 0 else "yellow"
+    tools = ", ".join(f"{name} x{n}" for name, n in summary["tools_called"].items()) or "none"
+    if summary["tool_failures"]:
+        tools += f" ({summary['tool_failures']} failed)"
+    rows = [
+        ("exit reason", f"[{colour}]{escape(reason)}[/]"),
+        ("turns", str(summary["turns"])),
+        ("tokens in / out", f"{summary['tokens_in']} / {summary['tokens_out']}"),
+        ("cost", _money(output.metadata.cost)),
+        ("tools called", escape(tools)),
+        ("duration", f"{format_ms(summary['duration_ms'])} (wall {summary['wall_ms'] / 1000:.1f}s)"),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print(table)
+
+
+def _json_error(error: BaseException, code: int) -> None:
+    kind = getattr(error, "kind", None)
+    body = {"error": {"type": type(error).__name__, "kind": kind, "message": str(error)}, "exit_code": code}
+    hint = hint_for(error)
+    if hint:
+        body["error"]["hint"] = hint  # type: ignore[index]
+    print(json.dumps(body))
+
+
+def run_agent(agent: AgentConfig, opts: RunOptions) -> None:
+    """Run one job for ``agent`` and exit with the documented code."""
+    config = turn_config(opts)
+    try:
+        agent = agent.model_copy(update={"spec": inline_script(agent.spec)})
+    except SpecError as e:
+        if opts.as_json:
+            _json_error(e, exit_code_for_error(e))
+        report_error(e)
+    progress_console: Console | None = console
+    if opts.as_json:
+        progress_console = err_console if sys.stderr.isatty() else None
+    view = RunView(progress_console, agent)
+    workspace = Path(tempfile.mkdtemp(prefix="airlock-run-"))
+    began = time.monotonic()
+    try:
+        outcome = asyncio.run(_supervise(lambda: _job(agent, opts, config, view, workspace), view))
+    except KeyboardInterrupt:
+        outcome = _Outcome(cancelled=True)
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+    wall = time.monotonic() - began
+    if outcome.cancelled:
+        if opts.as_json:
+            print(json.dumps({"cancelled": True, "exit_code": EXIT_CANCELLED}))
+        err_console.print("[yellow]cancelled[/]: the sandbox was removed")
+        raise typer.Exit(EXIT_CANCELLED)
+    if outcome.error is not None:
+        if opts.as_json:
+            _json_error(outcome.error, exit_code_for_error(outcome.error))
+        report_error(outcome.error)
+    output = outcome.output
+    if output is None:  # pragma: no cover - a finished task has a result or an error
+        fail("the job ended without an output", EXIT_ENV)
+    code = exit_code_for_reason(output.exit_reason)
+    summary = summary_of(agent, output, code, wall)
+    if opts.as_json:
+        print(json.dumps({"output": json.loads(output.model_dump_json()), "summary": summary}))
+    else:
+        _print_result(output, summary)
+    raise typer.Exit(code)
