@@ -118,6 +118,10 @@ def make_environment(backend: str) -> DockerEnvironment | LocalProcessEnvironmen
     if backend == "docker":
         from airlock.controller import DockerEnvironment
 
+        # Hook for credentials: once DockerEnvironment's public signature takes a secret
+        # resolver, pass ``ConfigSecretResolver(config.secrets)`` (and the agent's sidecar
+        # routes) here. Until then nothing is passed, and the environment refuses a spec with
+        # credentials it cannot inject (EnvError → exit 3) instead of running without them.
         return DockerEnvironment()
     if backend == "process":
         from airlock.controller import LocalProcessEnvironment

@@ -1,0 +1,230 @@
+"""``airlock run`` end to end with a real local runner process (no Docker), and the exit codes.
+
+The configuration compiles ``backend: process`` with a deny-all network policy, which
+LocalProcessEnvironment (rightly) refuses: it cannot keep a process off the network. So that
+these tests exercise the command and not that refusal, the environment is a
+LocalProcessEnvironment that is handed the spec without its network part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clihelp import CALC_SCRIPT
+from typer.testing import CliRunner
+
+from airlock._cli import _run
+from airlock.cli import app
+from airlock.controller import LocalProcessEnvironment
+from layer0 import EnvError, EnvironmentSpec, ExitReason, Turn, TurnError, TurnInput, TurnOutput
+
+CONFIG = """
+version: 1
+agents:
+  calc:
+    provider: {kind: scripted, script: calc.yaml}
+    system: Use the calculator.
+    tools: [calculator]
+    backend: process
+    defaults: {max_turns: 6, max_duration: 30s}
+  broken-script:
+    provider: {kind: scripted, script: bad.yaml}
+    backend: process
+  inproc:
+    provider: {kind: scripted, script: calc.yaml}
+    backend: local
+"""
+
+
+class _NoNetworkProcessEnvironment(LocalProcessEnvironment):
+    async def run(
+        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: Any = None
+    ) -> TurnOutput:
+        return await super().run(turn, input, spec.model_copy(update={"network": None}), events=events)
+
+
+class _FailingEnvironment:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    async def run(
+        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: Any = None
+    ) -> TurnOutput:
+        raise self.error
+
+
+class _ReturningEnvironment:
+    def __init__(self, reason: ExitReason) -> None:
+        self.reason = reason
+
+    async def run(
+        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: Any = None
+    ) -> TurnOutput:
+        return TurnOutput.new("partial", self.reason)
+
+
+@pytest.fixture(autouse=True)
+def process_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = _run.make_environment
+
+    def make(backend: str) -> Any:
+        return _NoNetworkProcessEnvironment() if backend == "process" else real(backend)
+
+    monkeypatch.setattr(_run, "make_environment", make)
+
+
+@pytest.fixture
+def config(write_config) -> Path:  # type: ignore[no-untyped-def]
+    return write_config(CONFIG, calc__yaml=CALC_SCRIPT, bad__yaml="responses: []\n")  # type: ignore[no-any-return]
+
+
+def test_run_prints_progress_answer_and_summary(runner: CliRunner, config: Path) -> None:
+    result = runner.invoke(app, ["run", "calc", "What is 17 * 23?", "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "provisioning a process sandbox" in out
+    assert "sandbox ready" in out
+    assert "model call 1: 40 in / 12 out tokens, $0.0001" in out
+    assert "tool calculator" in out and '"17 * 23"' in out
+    assert "✓ calculator" in out
+    assert "17 x 23 = 391." in out
+    assert "complete" in out
+    assert "100 / 20" in out  # tokens in / out
+    assert "$0.0003" in out
+    assert "calculator x1" in out
+
+
+def test_run_json_is_one_object_with_the_wire_output(runner: CliRunner, config: Path) -> None:
+    result = runner.invoke(app, ["run", "calc", "What is 17 * 23?", "-c", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)  # nothing but the object on stdout
+    assert data["output"]["message"] == "17 x 23 = 391."
+    assert data["output"]["exit_reason"] == "complete"
+    assert data["output"]["metadata"]["cost"] == "0.0003"
+    assert data["output"]["metadata"]["tools_called"][0]["name"] == "calculator"
+    summary = data["summary"]
+    assert summary["exit_code"] == 0
+    assert summary["tools_called"] == {"calculator": 1}
+    assert (summary["turns"], summary["tokens_in"], summary["tokens_out"]) == (2, 100, 20)
+
+
+def test_turn_that_does_not_complete_exits_1(runner: CliRunner, config: Path) -> None:
+    result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config), "--max-turns", "1", "--json"])
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.stdout)
+    assert data["output"]["exit_reason"] == "max_turns"
+    assert data["summary"]["exit_code"] == 1
+
+
+def test_budget_override_exits_1(runner: CliRunner, config: Path) -> None:
+    result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config), "--max-cost", "0.00005"])
+    assert result.exit_code == 1, result.output
+    assert "budget_exhausted" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [("--max-cost", "lots", "is not a number"), ("--timeout", "soon", "--timeout"), ("--max-turns", "0", "")],
+)
+def test_bad_flags_exit_2(runner: CliRunner, config: Path, flag: str, value: str, message: str) -> None:
+    result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config), flag, value])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (EnvError.provision_failed("sandbox image x is missing; build it with: airlock images build"), 3),
+        (EnvError.isolation_violation("gvisor isolation needs runsc"), 3),
+        (EnvError.credential_failed("secret 'k' is not set"), 3),
+        (EnvError.resource_exceeded("memory"), 3),
+        (EnvError.from_turn_error(TurnError.model("overloaded")), 4),
+        (TurnError.non_retryable("bad"), 4),
+    ],
+)
+def test_environment_errors_map_to_exit_codes(
+    runner: CliRunner, config: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException, code: int
+) -> None:
+    monkeypatch.setattr(_run, "make_environment", lambda backend: _FailingEnvironment(error))
+    result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config)])
+    assert result.exit_code == code, result.output
+    assert str(error) in result.stderr
+    result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config), "--json"])
+    assert result.exit_code == code
+    body = json.loads(result.stdout)
+    assert body["exit_code"] == code and body["error"]["message"] == str(error)
+
+
+@pytest.mark.parametrize(
+    ("reason", "code"),
+    [
+        (ExitReason.complete(), 0),
+        (ExitReason.max_turns(), 1),
+        (ExitReason.budget_exhausted(), 1),
+        (ExitReason.timeout(), 1),
+        (ExitReason.circuit_breaker(), 1),
+        (ExitReason.safety_stop("refused"), 1),
+        (ExitReason.observer_halt("hook"), 1),
+        (ExitReason.custom("cancelled"), 1),
+        (ExitReason.error(), 4),
+    ],
+)
+def test_exit_reasons_map_to_exit_codes(
+    runner: CliRunner, config: Path, monkeypatch: pytest.MonkeyPatch, reason: ExitReason, code: int
+) -> None:
+    monkeypatch.setattr(_run, "make_environment", lambda backend: _ReturningEnvironment(reason))
+    result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config), "--json"])
+    assert result.exit_code == code, result.output
+    assert json.loads(result.stdout)["summary"]["exit_code"] == code
+
+
+def test_cancelled_job_exits_130_after_its_teardown(
+    runner: CliRunner, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torn_down: list[bool] = []
+
+    class Slow:
+        async def run(
+            self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: Any = None
+        ) -> TurnOutput:
+            try:
+                await asyncio.sleep(60)
+            finally:
+                await asyncio.sleep(0.05)  # teardown takes a moment; the command waits for it
+                torn_down.append(True)
+            raise AssertionError("not cancelled")
+
+    async def cancel_soon(job: Any, view: Any) -> Any:
+        task = asyncio.ensure_future(real_supervise(job, view))
+        await asyncio.sleep(0.2)
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C delivers
+        return await task
+
+    real_supervise = _run._supervise
+    monkeypatch.setattr(_run, "make_environment", lambda backend: Slow())
+    monkeypatch.setattr(_run, "_supervise", cancel_soon)
+    result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config)])
+    assert result.exit_code == 130, result.output
+    assert torn_down == [True]
+    assert "cancelled" in result.stderr
+
+
+def test_invalid_script_exits_2(runner: CliRunner, config: Path) -> None:
+    result = runner.invoke(app, ["run", "broken-script", "hi", "-c", str(config)])
+    assert result.exit_code == 2, result.output
+    assert "bad.yaml" in result.stderr
+
+
+def test_unsupported_backend_is_a_clear_error(runner: CliRunner, config: Path) -> None:
+    result = runner.invoke(app, ["run", "inproc", "hi", "-c", str(config), "--json"])
+    assert result.exit_code == 3, result.output
+    assert "backend 'local' cannot be run by `airlock run`" in result.stderr
+    assert json.loads(result.stdout)["exit_code"] == 3
