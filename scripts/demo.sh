@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The airlock demo, idempotent: set up the venv, build the runner image (a no-op when it is
+# current), then run the `demo` agent of examples/airlock.yaml on one question in a fresh
+# sandbox. Extra arguments go to `airlock run` (e.g. --json, --max-turns 3, --timeout 2m).
+#
+#   scripts/demo.sh
+#   scripts/demo.sh --json
+#   AIRLOCK_DEMO_AGENT=demo-scripted scripts/demo.sh    # the scripted, model-free variant
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+scripts/setup.sh
+.venv/bin/airlock images build
+exec .venv/bin/airlock run --config examples/airlock.yaml "${AIRLOCK_DEMO_AGENT:-demo}" \
+  "What is 17 * 23? Use the calculator." "$@"
