@@ -45,15 +45,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import secrets
 import shutil
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from layer0 import (
     EnvError,
@@ -65,6 +68,14 @@ from layer0 import (
 )
 
 from ._dockerapi import docker_client, docker_errors
+from ._egress import (
+    EGRESS_NETWORK,
+    EgressWiring,
+    ensure_egress_network,
+    network_gateway,
+    resolve_credentials,
+    sidecar_agent,
+)
 from ._images import require_image, runner_image_tag
 from ._labels import LABEL_SANDBOX, owner_labels
 from ._reaper import ReapReport, default_state_dir, owner_file, reap_orphans, write_owner_file
@@ -80,6 +91,8 @@ from ._sandbox_config import (
     resolve_limits,
 )
 from ._turnspec import EventSink, agent_spec_of, hard_timeout_s, timeout_output
+from .policy import SidecarRoute
+from .secrets import SecretResolver, redact
 
 if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
@@ -108,6 +121,12 @@ class DockerEnvironment:
         events: default sink for the turn's events (``run(..., events=)`` overrides).
         sweep: remove orphaned sandboxes (owner process gone) before the first run.
         client: a ``docker.DockerClient`` (default: from the environment).
+        secrets: resolves credential names to values (env_var, file and sidecar
+            credentials); without one, a spec with credentials is refused.
+        sidecar_routes: upstream + header per sidecar credential name, over the built-in
+            conventions (``anthropic-api-key``, ``openai-api-key``); ``run`` may override.
+        egress_networks: Docker networks the egress proxy uses to reach allowed destinations
+            (default: the shared ``airlock-egress`` bridge, created on first use).
     """
 
     def __init__(
@@ -122,6 +141,9 @@ class DockerEnvironment:
         events: EventSink | None = None,
         sweep: bool = True,
         client: Any = None,
+        secrets: SecretResolver | None = None,
+        sidecar_routes: Mapping[str, SidecarRoute] | None = None,
+        egress_networks: Sequence[str] | None = None,
     ) -> None:
         self.image = image or runner_image_tag()
         self.state_dir = (state_dir or default_state_dir()).absolute()
@@ -133,42 +155,96 @@ class DockerEnvironment:
         self._sweep = sweep
         self._client = client
         self._runtimes: frozenset[str] | None = None
+        self.secrets = secrets
+        self.sidecar_routes = dict(sidecar_routes or {})
+        self.egress_networks = tuple(egress_networks) if egress_networks is not None else None
+        self._egress_ready = False
         self._ready = asyncio.Lock()
         #: What the startup sweep removed (None until it ran).
         self.swept: ReapReport | None = None
 
     async def run(
-        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: EventSink | None = None
+        self,
+        turn: Turn,
+        input: TurnInput,
+        spec: EnvironmentSpec,
+        *,
+        events: EventSink | None = None,
+        sidecar_routes: Mapping[str, SidecarRoute] | None = None,
     ) -> TurnOutput:
         """Run ``turn`` (a NeuronTurn built from an AgentSpec, or a RemoteTurn) in a sandbox.
 
+        ``events`` receives the turn's events and, when the sandbox has egress, every
+        egress-proxy decision (:class:`~airlock.proxy.EgressEvent`) and credential-proxy
+        request (:class:`~airlock.proxy.CredentialProxyEvent`).
+
         Raises:
             EnvError: ``other`` if the turn is not describable as an AgentSpec;
-                ``isolation_violation`` for isolation/network the engine or this environment
-                cannot provide; ``credential_failed`` for credentials; ``resource_exceeded``
-                for bad limits, missing GPU runtime, or an OOM kill; ``provision_failed``
-                for a missing image, an unreachable engine or a runner that never became
-                ready; ``turn_error`` for the turn's own failure (chained).
+                ``isolation_violation`` for isolation the engine cannot provide or an
+                invalid network/credential policy; ``credential_failed`` for a secret that
+                cannot be resolved; ``resource_exceeded`` for bad limits, missing GPU
+                runtime, or an OOM kill; ``provision_failed`` for a missing image, an
+                unreachable engine, or a runner or proxy that never became ready;
+                ``turn_error`` for the turn's own failure (chained).
         """
         agent = agent_spec_of(turn)
-        check_spec(spec)
+        plan = check_spec(spec, {**self.sidecar_routes, **(sidecar_routes or {})})
         client, runtimes = await self._prepare()
         boundary = resolve_boundary(spec, runtimes)
         limits = resolve_limits(spec, self.defaults)
         image = boundary.image or self.image
         await asyncio.to_thread(require_image, client, image)
+        credentials = await resolve_credentials(plan, self.secrets)
+        sink = events if events is not None else self.events
+        if sink is not None and credentials.values:
+            sink = _redacting(sink, credentials.secrets)
         sandbox = _Sandbox(client, self.state_dir)
+        wiring = EgressWiring(
+            client=client,
+            sandbox_id=sandbox.id,
+            state_dir=self.state_dir,
+            labels=owner_labels(sandbox.id),
+            user=sandbox.user,
+            root=sandbox.root,
+            image=self.image,
+            plan=plan,
+            credentials=credentials,
+            egress_networks=await self._egress_networks(client) if plan.needs_egress_proxy else (),
+            events=sink,
+        )
+        sandbox.wiring = wiring
         try:
             await sandbox.provision(image=image, limits=limits, runtimes=runtimes, boundary=boundary)
+            agent = sidecar_agent(agent, plan, wiring.ports)
             await sandbox.wait_serving(self.start_timeout, agent)
-            return await sandbox.execute(
-                input,
-                events if events is not None else self.events,
-                hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace),
-                limits,
+            output = await sandbox.execute(
+                input, sink, hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace), limits
             )
         finally:
             await sandbox.teardown_shielded()
+        if credentials.values:
+            output = _redacted_output(output, credentials.secrets)
+        return output
+
+    async def egress_gateway(self) -> str | None:
+        """The host's address on the (first) egress network: where a service on this host
+        (e.g. the local model server) is reachable from the egress proxy."""
+        client, _ = await self._prepare()
+        names = await self._egress_networks(client)
+
+        def gateway() -> str | None:
+            return network_gateway(client.networks.get(names[0]))
+
+        return await _call(gateway)
+
+    async def _egress_networks(self, client: Any) -> tuple[str, ...]:
+        if self.egress_networks is not None:
+            return self.egress_networks
+        async with self._ready:
+            if not self._egress_ready:
+                await _call(ensure_egress_network, client, EGRESS_NETWORK)
+                self._egress_ready = True
+        return (EGRESS_NETWORK,)
 
     async def _prepare(self) -> tuple[Any, frozenset[str]]:
         async with self._ready:
@@ -209,7 +285,10 @@ class _Sandbox:
         root = os.geteuid() == 0
         # Root hands the directory to uid 65534; otherwise the sandbox runs as our own uid.
         self.user = (65534, 65534) if root else (os.getuid(), os.getgid())
+        self.root = root
         self._root = root
+        #: The network side (internal network, proxy, credentials); set by the environment.
+        self.wiring: EgressWiring | None = None
         self._inflight: asyncio.Future[Any] | None = None
         self.remote: RemoteTurn | None = None
         self._torn_down = False
@@ -220,6 +299,21 @@ class _Sandbox:
         self, *, image: str, limits: Limits, runtimes: frozenset[str], boundary: Boundary
     ) -> None:
         labels = owner_labels(self.id)
+        self.started_at = time.time()
+        # Shielded: if we are cancelled mid-create, teardown waits for it and removes it.
+        self._inflight = asyncio.ensure_future(self._provision(image, limits, runtimes, boundary, labels))
+        await asyncio.shield(self._inflight)
+
+    async def _provision(
+        self, image: str, limits: Limits, runtimes: frozenset[str], boundary: Boundary, labels: dict[str, str]
+    ) -> None:
+        wiring = self.wiring
+        await asyncio.to_thread(write_owner_file, self.state_dir, self.id, labels)
+        if wiring is not None:
+            await _call(wiring.write_files)
+            if wiring.needs_network:
+                await _call(wiring.create_network)
+                await wiring.serve_events()
         config = container_config(
             image=image,
             sandbox_id=self.id,
@@ -229,15 +323,18 @@ class _Sandbox:
             runtimes=runtimes,
             user=self.user,
             boundary=boundary,
+            extra=wiring.sandbox_settings() if wiring is not None else None,
         )
-        self.started_at = time.time()
-        # Shielded: if we are cancelled mid-create, teardown waits for it and removes it.
-        self._inflight = asyncio.ensure_future(asyncio.to_thread(self._create_and_start, labels, config))
-        await asyncio.shield(self._inflight)
+        steps = [asyncio.to_thread(self._create_and_start, config)]
+        if wiring is not None and wiring.needs_network:
+            steps.append(asyncio.to_thread(wiring.create_proxy))
+        results = await asyncio.gather(*steps, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
 
-    def _create_and_start(self, labels: dict[str, str], config: dict[str, Any]) -> None:
+    def _create_and_start(self, config: dict[str, Any]) -> None:
         errors = docker_errors()
-        write_owner_file(self.state_dir, self.id, labels)
         self.dir.mkdir(mode=0o700)
         token_path = self.dir / TOKEN_NAME
         fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
@@ -279,6 +376,8 @@ class _Sandbox:
             await self.remote.wait_until_serving(max(0.1, deadline - time.monotonic()))
         except RunnerCallError as e:
             await self._fail_start(f"runner not SERVING ({e})")
+        if self.wiring is not None and self.wiring.needs_network:
+            await self.wiring.wait_ready(max(0.1, deadline - time.monotonic()))
 
     def _socket_ready(self) -> bool:
         try:
@@ -422,6 +521,8 @@ class _Sandbox:
         if self.remote is not None:
             await self.remote.close()
         await asyncio.to_thread(self._remove_all)
+        if self.wiring is not None:
+            await self.wiring.close_events()
 
     def _remove_all(self) -> None:
         errors = docker_errors()
@@ -441,6 +542,8 @@ class _Sandbox:
                 pass
             except errors.DockerException as e:
                 problems.append(f"container {c.id[:12]}: {e}")
+        if self.wiring is not None:
+            problems += self.wiring.remove()
         try:
             if self.dir.is_dir() and not self.dir.is_symlink():
                 shutil.rmtree(self.dir)
@@ -451,3 +554,33 @@ class _Sandbox:
             _log.warning("teardown of sandbox %s incomplete: %s", self.id, "; ".join(problems))
             return
         owner_file(self.state_dir, self.id).unlink(missing_ok=True)
+
+
+def _secret_forms(secrets: tuple[str, ...]) -> list[str]:
+    """Each secret as is and as it appears inside a JSON string."""
+    return [*secrets, *(json.dumps(v)[1:-1] for v in secrets)]
+
+
+def _redacted_output(output: TurnOutput, secrets: tuple[str, ...]) -> TurnOutput:
+    """``output`` with every secret value (raw or JSON-escaped) replaced by ``[REDACTED]``.
+
+    env_var and file credentials are readable inside the sandbox by design; whatever the
+    agent prints of them is still kept out of what the environment returns."""
+    text = output.model_dump_json(by_alias=True)
+    cleaned = redact(text, _secret_forms(secrets))
+    return output if cleaned == text else TurnOutput.model_validate_json(cleaned)
+
+
+def _redacting(sink: EventSink, secrets: tuple[str, ...]) -> EventSink:
+    """``sink`` receiving events with every secret value replaced by ``[REDACTED]``."""
+    forms = _secret_forms(secrets)
+
+    async def redacted(event: Any) -> None:
+        if isinstance(event, BaseModel):
+            text = event.model_dump_json()
+            cleaned = redact(text, forms)
+            if cleaned != text:
+                event = type(event).model_validate_json(cleaned)
+        await sink(event)
+
+    return redacted

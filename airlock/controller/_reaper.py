@@ -128,11 +128,12 @@ def _reap_dirs(state_dir: Path, orphaned: Any, report: ReapReport) -> None:
             labels = {}
         if not isinstance(labels, dict) or not orphaned(labels):
             continue
-        directory = state_dir / sandbox_id
         try:
-            if directory.is_dir() and not directory.is_symlink():
-                shutil.rmtree(directory)
-                report.directories.append(str(directory))
+            # The control dir, and the proxy's and file credentials' dirs beside it.
+            for directory in (state_dir / sandbox_id, *state_dir.glob(f"{sandbox_id}.*/")):
+                if directory.is_dir() and not directory.is_symlink():
+                    shutil.rmtree(directory)
+                    report.directories.append(str(directory))
             path.unlink(missing_ok=True)
         except OSError as e:
-            report.errors.append(f"{directory}: {e}")
+            report.errors.append(f"{state_dir / sandbox_id}: {e}")

@@ -1,14 +1,14 @@
 """EnvironmentSpec → Docker container settings, as pure functions (tested without Docker).
 
-:func:`check_spec` refuses what this environment cannot enforce yet (network allow rules,
-credentials: the next issue) and what it can never provide (wasm, unknown custom
-boundaries, a runtime the engine lacks) — it never falls back to a weaker boundary.
+:func:`check_spec` compiles the network/credential policy (refusing unsafe or contradictory
+rules) and :func:`resolve_boundary` refuses what can never be provided (wasm, unknown custom
+boundaries, a runtime the engine lacks) — never falling back to a weaker boundary.
 :func:`container_config` renders the hardened ``containers.create`` keyword arguments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +19,13 @@ from layer0 import (
     EnvironmentSpec,
     GvisorIsolation,
     MicroVmIsolation,
-    NetworkAction,
     NetworkPolicyIsolation,
     ProcessIsolation,
     WasmIsolation,
 )
 
 from ._resources import parse_cpu, parse_disk, parse_gpu, parse_memory, tmpfs_size
+from .policy import PolicyError, SandboxPlan, SidecarRoute, compile_plan
 
 #: Inside the sandbox: the control directory (the only host path), the runner's socket and
 #: token file, the workspace.
@@ -120,35 +120,19 @@ def _first(names: tuple[str, ...], available: set[str]) -> str | None:
     return next((n for n in names if n in available), None)
 
 
-def check_spec(spec: EnvironmentSpec) -> None:
-    """Refuse network access and credentials (not enforced until network policy lands).
-
-    A ``spec.network`` that denies by default with only deny rules is accepted: that is
-    the sandbox's own behaviour (no network at all).
+def check_spec(
+    spec: EnvironmentSpec, sidecar_routes: Mapping[str, SidecarRoute] | None = None
+) -> SandboxPlan:
+    """Compile the spec's network and credential parts into the plan the sandbox enforces.
 
     Raises:
-        EnvError: ``isolation_violation`` for any allowed egress, ``credential_failed`` for
-            any credential.
+        EnvError: ``isolation_violation`` listing every invalid, unsafe or contradictory
+            rule or credential (:func:`~.policy.compile_plan`).
     """
-    allows: list[str] = []
-    if spec.network is not None:
-        if spec.network.default == NetworkAction.ALLOW:
-            allows.append("default: allow")
-        allows += [r.destination for r in spec.network.rules if r.action == NetworkAction.ALLOW]
-    for b in spec.isolation:
-        if isinstance(b, NetworkPolicyIsolation):
-            allows += [r.destination for r in b.rules if r.action == NetworkAction.ALLOW]
-    if allows:
-        raise EnvError.isolation_violation(
-            f"the spec allows network access ({', '.join(allows)}), which DockerEnvironment does not "
-            "support until network policy lands: sandboxes have no network at all"
-        )
-    if spec.credentials:
-        names = ", ".join(c.name for c in spec.credentials)
-        raise EnvError.credential_failed(
-            f"credentials ({names}) are not supported until credential injection lands; "
-            "DockerEnvironment refuses rather than run without them"
-        )
+    try:
+        return compile_plan(spec, sidecar_routes=sidecar_routes)
+    except PolicyError as e:
+        raise EnvError.isolation_violation(f"the sandbox's network/credential policy is invalid: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -206,6 +190,7 @@ def container_config(
     limits: Limits,
     runtimes: Collection[str],
     user: tuple[int, int] = (65534, 65534),
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``DockerClient.containers.create``: the hardened sandbox.
 
@@ -213,6 +198,10 @@ def container_config(
     capabilities dropped, no-new-privileges, the engine's default seccomp profile (never
     unconfined), pid/memory(+swap)/CPU limits, never privileged, an init as PID 1, and one
     bind mount: ``control_dir`` at /run/airlock.
+
+    ``extra`` (from :meth:`~._egress.EgressWiring.sandbox_settings`) adds environment
+    variables, read-only credential file mounts, and ``network``/``dns`` (the internal
+    network instead of none); it can never override the hardening.
 
     Raises:
         EnvError: ``resource_exceeded`` when GPUs are asked for and the engine has no GPU
@@ -249,6 +238,14 @@ def container_config(
         "environment": {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
         "log_config": {"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}},
     }
+    if extra:
+        config["environment"].update(extra.get("environment") or {})
+        config["volumes"].update(extra.get("volumes") or {})
+        if extra.get("network"):
+            del config["network_mode"]
+            config["network"] = extra["network"]
+            config["dns"] = list(extra.get("dns") or [])
+            config["dns_opt"] = list(extra.get("dns_opt") or [])
     if limits.gpus is not None:
         if not any(r in runtimes for r in GPU_RUNTIMES):
             raise EnvError.resource_exceeded(

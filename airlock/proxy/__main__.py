@@ -6,6 +6,10 @@
     python -m airlock.proxy credentials --listen HOST:PORT --upstream URL --header NAME
         [--value-prefix 'Bearer '] [--credential NAME] (--secret-file F | --secret-env VAR)
         [--ca-file F] [--events SINK ...]
+    python -m airlock.proxy bundle --config BUNDLE.json
+
+``BUNDLE.json`` is a ``BundleConfig`` (``airlock/proxy/bundle.py``): the egress proxy and a
+sandbox's credential proxies in one process, as the Docker backend runs them.
 
 ``PLAN.json`` is an ``EgressPlan`` as JSON (``SandboxPlan.egress.model_dump_json()``).
 ``SINK`` is ``stdout`` (default), ``file:/path`` or ``unix:/path``; repeat for several.
@@ -29,6 +33,7 @@ from pydantic import ValidationError
 from airlock.controller.policy import EgressPlan, SidecarRoute
 
 from ._events import EventSink, LineSink, MultiSink
+from .bundle import BundleConfig, ProxyBundle
 from .credentials import CredentialProxy
 from .egress import EgressProxy
 
@@ -56,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--secret-file", type=Path, help="file holding the secret")
     src.add_argument("--secret-env", help="environment variable holding the secret")
     cr.add_argument("--ca-file", type=Path, help="CA bundle for an https upstream (default: system)")
+    bu = sub.add_parser("bundle", help="egress + credential proxies of one sandbox (BundleConfig JSON)")
+    bu.add_argument("--config", type=Path, required=True, help="BundleConfig JSON")
     for p in (eg, cr):
         p.add_argument(
             "--events", action="append", default=[], metavar="SINK", help="stdout | file:P | unix:P"
@@ -80,7 +87,40 @@ def _read_secret(args: argparse.Namespace) -> str:
     return str(value)
 
 
+async def _serve_bundle(args: argparse.Namespace) -> None:
+    try:
+        config = BundleConfig.model_validate_json(await asyncio.to_thread(args.config.read_bytes))
+    except (OSError, ValidationError) as e:
+        raise SystemExit(f"airlock-proxy: invalid bundle config {args.config}: {e}") from e
+    try:
+        secrets = await asyncio.to_thread(ProxyBundle.read_secrets, config)
+    except ValueError as e:
+        raise SystemExit(f"airlock-proxy: {e}") from e
+    sink = MultiSink(LineSink(t, secrets=secrets) for t in config.events)
+    bundle = ProxyBundle(config, sink)
+    bound = await bundle.start(secrets)
+    for what, host, port in bound:
+        print(f"airlock-proxy {what} listening on {host}:{port}", file=sys.stderr, flush=True)
+    print("airlock-proxy bundle ready", file=sys.stderr, flush=True)
+    try:
+        await _until_signalled()
+    finally:
+        await bundle.aclose()
+        await sink.aclose()
+
+
+async def _until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
 async def _serve(args: argparse.Namespace) -> None:
+    if args.kind == "bundle":
+        await _serve_bundle(args)
+        return
     secrets: tuple[str, ...] = ()
     proxy: EgressProxy | CredentialProxy
     sink: EventSink
@@ -102,12 +142,8 @@ async def _serve(args: argparse.Namespace) -> None:
         proxy = CredentialProxy(route, secrets[0], sink, credential=args.credential, ssl_context=ctx)
     host, port = await proxy.start(*args.listen)
     print(f"airlock-proxy {args.kind} listening on {host}:{port}", file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        await _until_signalled()
     finally:
         await proxy.aclose()
         await sink.aclose()

@@ -27,9 +27,11 @@ from types import TracebackType
 from typing import Self
 from urllib.parse import urlsplit
 
-from airlock.controller.policy import SidecarRoute
+from airlock.controller._egress_decision import decide, precheck
+from airlock.controller.policy import EgressPlan, SidecarRoute
 from airlock.controller.secrets import redact
 
+from ._clients import ClientFilter
 from ._events import CredentialProxyEvent, EventSink
 from ._http import (
     HttpError,
@@ -43,6 +45,7 @@ from ._http import (
     request_framing,
     serialise,
 )
+from .egress import system_resolver
 
 __all__ = ["CredentialProxy"]
 
@@ -64,6 +67,8 @@ class CredentialProxy:
         ssl_context: ssl.SSLContext | None = None,
         connect_timeout: float = 10.0,
         head_timeout: float = 60.0,
+        clients: ClientFilter | None = None,
+        plan: EgressPlan | None = None,
     ) -> None:
         """Args:
         route: Upstream URL and header.
@@ -71,6 +76,9 @@ class CredentialProxy:
         sink: Where per-request events go.
         credential: The credential's name, for events.
         ssl_context: TLS settings for an https upstream (default: system trust store).
+        clients: Which peers may connect (default: any); others are closed unread.
+        plan: When given, the upstream's resolved addresses are checked against this egress
+            plan (no DNS-rebinding detour for the secret) and only a checked address is dialled.
         """
         if not secret or "\r" in secret or "\n" in secret:
             raise ValueError("the secret must be non-empty and contain no line breaks")
@@ -81,6 +89,8 @@ class CredentialProxy:
         self._ssl = ssl_context
         self._connect_timeout = connect_timeout
         self._head_timeout = head_timeout
+        self._clients = clients or ClientFilter()
+        self._plan = plan
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.address: tuple[str, int] = ("", 0)
@@ -126,6 +136,10 @@ class CredentialProxy:
         assert task is not None
         self._tasks.add(task)
         peer = writer.get_extra_info("peername")
+        if not self._clients.admits(peer):
+            self._tasks.discard(task)
+            await close_writer(writer)
+            return
         client = f"{peer[0]}:{peer[1]}" if peer else "?"
         started = time.monotonic()
         method, path, status, reason, up, down = "", "", 0, "", 0, 0
@@ -188,18 +202,42 @@ class CredentialProxy:
                     )
                 )
 
+    async def _checked_addresses(self) -> list[str]:
+        """Where to dial: the upstream host itself, or (with a plan) only addresses it allows."""
+        route = self.route
+        if self._plan is None:
+            return [route.host]
+        early = precheck(self._plan, route.host, route.port)
+        if early is None:
+            try:
+                ips = await asyncio.wait_for(system_resolver(route.host, route.port), self._connect_timeout)
+            except (OSError, TimeoutError) as e:
+                raise HttpError(502, f"cannot resolve upstream {route.host} ({type(e).__name__})") from e
+            early = decide(self._plan, route.host, route.port, ips)
+        if not early.allowed:
+            raise HttpError(403, f"airlock egress denied the upstream: {early.reason} [rule: {early.rule}]")
+        return list(early.ips) or [route.host]
+
     async def _open_upstream(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         route = self.route
         tls: ssl.SSLContext | None = None
         if route.scheme == "https":
             tls = self._ssl or ssl.create_default_context()
+        targets = await self._checked_addresses()
         try:
-            return await asyncio.wait_for(
-                asyncio.open_connection(
-                    route.host, route.port, ssl=tls, server_hostname=route.host if tls else None
-                ),
-                self._connect_timeout,
-            )
+            last: OSError | None = None
+            for target in targets:
+                try:
+                    return await asyncio.wait_for(
+                        asyncio.open_connection(
+                            target, route.port, ssl=tls, server_hostname=route.host if tls else None
+                        ),
+                        self._connect_timeout,
+                    )
+                except OSError as e:  # ssl.SSLError is an OSError too
+                    last = e
+            assert last is not None
+            raise last
         except TimeoutError as e:
             raise HttpError(504, f"upstream {route.host}:{route.port} timed out") from e
         except (OSError, ssl.SSLError) as e:

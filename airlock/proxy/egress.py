@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 from airlock.controller._egress_decision import Decision, decide, normalise_host, parse_ip, precheck
 from airlock.controller.policy import EgressPlan
 
+from ._clients import ClientFilter
 from ._events import EgressEvent, EventSink
 from ._http import (
     Head,
@@ -107,6 +108,7 @@ class EgressProxy:
         connector: Connector = _open,
         connect_timeout: float = 10.0,
         head_timeout: float = 30.0,
+        clients: ClientFilter | None = None,
     ) -> None:
         self.plan = plan
         self._sink = sink
@@ -114,6 +116,7 @@ class EgressProxy:
         self._connect = connector
         self._connect_timeout = connect_timeout
         self._head_timeout = head_timeout
+        self._clients = clients or ClientFilter()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.address: tuple[str, int] = ("", 0)
@@ -154,6 +157,10 @@ class EgressProxy:
         assert task is not None
         self._tasks.add(task)
         peer = writer.get_extra_info("peername")
+        if not self._clients.admits(peer):
+            self._tasks.discard(task)
+            await close_writer(writer)
+            return
         conn = _Conn(client=f"{peer[0]}:{peer[1]}" if peer else "?", started=time.monotonic())
         try:
             raw = await asyncio.wait_for(read_head(reader), self._head_timeout)

@@ -149,9 +149,14 @@ class FakeAnthropicServer(FakeHTTPServer):
     """
 
     def __init__(
-        self, handler: Handler | None = None, *, require_api_key: str | None = None, validate: bool = True
+        self,
+        handler: Handler | None = None,
+        *,
+        require_api_key: str | None = None,
+        validate: bool = True,
+        host: str = "127.0.0.1",
     ) -> None:
-        super().__init__(handler)
+        super().__init__(handler, host=host)
         self.require_api_key = require_api_key
         self.validate = validate
 

@@ -55,13 +55,15 @@ Handler = Callable[[RecordedRequest], FakeResponse | Awaitable[FakeResponse]]
 
 
 class FakeHTTPServer:
-    """An HTTP/1.1 server bound to 127.0.0.1 on an ephemeral port; an async context manager.
+    """An HTTP/1.1 server bound to 127.0.0.1 (or ``host``) on an ephemeral port; an async context manager.
 
     Responses come first from :meth:`enqueue`'d ones (FIFO), then from :attr:`handler`,
     then from :meth:`default_response` (subclasses: a protocol-shaped error).
     """
 
-    def __init__(self, handler: Handler | None = None) -> None:
+    def __init__(self, handler: Handler | None = None, *, host: str = "127.0.0.1") -> None:
+        #: The address to bind (tests may bind a Docker network's gateway address they created).
+        self.host = host
         #: Used when the queue is empty.
         self.handler = handler
         #: Every request received, in order.
@@ -76,8 +78,8 @@ class FakeHTTPServer:
     # -- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Bind 127.0.0.1:0 and start serving."""
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        """Bind ``host`` on an ephemeral port and start serving."""
+        self._server = await asyncio.start_server(self._serve, self.host, 0)
 
     async def close(self) -> None:
         """Stop accepting, drop open connections, wait for handlers to finish."""
@@ -111,8 +113,8 @@ class FakeHTTPServer:
 
     @property
     def origin(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://<host>:<port>``."""
+        return f"http://{self.host}:{self.port}"
 
     # -- programming -----------------------------------------------------------------
 

@@ -1,0 +1,476 @@
+"""The Docker rendering of a :class:`~.policy.SandboxPlan`: networks, proxy container, credentials.
+
+Topology of a sandbox whose plan allows some egress (or uses a sidecar credential)::
+
+    sandbox ──(internal network, no gateway)── proxy container ──(egress network)── destinations
+                                                 egress proxy :3128
+                                                 credential proxies :8081…
+
+* The sandbox joins only a per-sandbox **internal** network created with
+  ``internal=True`` and ``com.docker.network.bridge.inhibit_ipv4``: no route out, and no
+  address of the host on that bridge either (a plain internal network still lets a
+  container reach the host's services through the gateway IP; measured). Its DNS forwards
+  to nothing (``dns=127.0.0.1``): names outside the internal network do not resolve.
+* The **proxy container** (the runner image, running ``python -m airlock.proxy bundle``)
+  joins the internal network under the alias ``airlock-proxy`` and the egress network(s).
+  It admits only peers from the internal network's subnet. It is hardened like the sandbox
+  (non-root, read-only, no capabilities, no-new-privileges, pid and memory limits).
+* The sandbox gets ``HTTP_PROXY``/``HTTPS_PROXY`` pointing at the egress proxy and
+  ``NO_PROXY=airlock-proxy`` (credential proxies are reached directly); traffic that ignores
+  the proxy has no route.
+* **Sidecar credentials**: the secret is written to a 0400 file in the proxy's own directory
+  (mounted read-only into the proxy container only) and read once by the bundle; the
+  runner's provider ``base_url`` is pointed at the credential proxy. The sandbox's env,
+  files and ``docker inspect`` never hold the value.
+* **env_var / file credentials** enter the sandbox: env in its environment, files as
+  read-only bind mounts of 0400 files owned by the sandbox user (under the state directory:
+  keep it on a tmpfs such as ``/run``), removed at teardown.
+* Every proxy decision is a JSON line on a Unix socket in the proxy directory, read by the
+  controller and handed to the run's event sink as :class:`~airlock.proxy.EgressEvent` /
+  :class:`~airlock.proxy.CredentialProxyEvent`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from layer0 import EnvError
+
+from ._dockerapi import docker_errors
+from .policy import CredentialPlacement, SandboxPlan
+from .secrets import SecretResolver, redact, resolve_secret
+
+if TYPE_CHECKING:
+    from airlock.turn import AgentSpec
+
+    from ._turnspec import EventSink
+
+__all__ = [
+    "EGRESS_NETWORK",
+    "PROXY_ALIAS",
+    "EgressWiring",
+    "ResolvedCredentials",
+    "ensure_egress_network",
+    "resolve_credentials",
+    "sidecar_agent",
+]
+
+_log = logging.getLogger("airlock.controller.egress")
+
+#: The shared egress network (a normal bridge, containers isolated from each other).
+EGRESS_NETWORK = "airlock-egress"
+#: The proxy container's name on the sandbox's internal network.
+PROXY_ALIAS = "airlock-proxy"
+PROXY_DIR = "/run/airlock-proxy"
+EGRESS_PORT = 3128
+CREDENTIAL_PORT_BASE = 8081
+_READY_LINE = "airlock-proxy bundle ready"
+_LABEL_EGRESS = "airlock.egress"
+#: Where each provider kind sends requests when its ``base_url`` is unset.
+PROVIDER_DEFAULT_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai_compat": "https://api.openai.com/v1",
+}
+
+
+@dataclass
+class ResolvedCredentials:
+    """Secret values by credential name (kept in memory; redacted from everything we emit)."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every value, for redaction."""
+        return tuple(self.values.values())
+
+
+async def resolve_credentials(plan: SandboxPlan, resolver: SecretResolver | None) -> ResolvedCredentials:
+    """Look up every credential of ``plan``.
+
+    Raises:
+        EnvError: ``credential_failed`` when a secret is missing or no resolver is configured.
+    """
+    out = ResolvedCredentials()
+    if not plan.credentials:
+        return out
+    if resolver is None:
+        names = ", ".join(c.name for c in plan.credentials)
+        raise EnvError.credential_failed(
+            f"the spec asks for credentials ({names}) but this environment has no secret resolver "
+            "(DockerEnvironment(secrets=...))"
+        )
+    for c in plan.credentials:
+        out.values[c.name] = await resolve_secret(resolver, c.name)
+    return out
+
+
+def sidecar_agent(agent: AgentSpec, plan: SandboxPlan, ports: dict[str, int]) -> AgentSpec:
+    """``agent`` with its provider pointed at the credential proxy that carries its key.
+
+    A sidecar route applies when the provider's base URL (or its kind's default) is the
+    route's upstream or lies below it; the path below is kept (``…/v1``). The provider's
+    ``api_key_env`` is cleared: the proxy strips whatever key the runner sends.
+    """
+    provider = agent.provider
+    base = (provider.base_url or PROVIDER_DEFAULT_URLS.get(provider.kind, "")).rstrip("/")
+    for c in plan.sidecars:
+        assert c.route is not None
+        upstream = c.route.upstream.rstrip("/")
+        if base and (base == upstream or base.startswith(upstream + "/")):
+            url = f"http://{PROXY_ALIAS}:{ports[c.name]}{base[len(upstream) :]}"
+            new = provider.model_copy(update={"base_url": url, "api_key_env": None})
+            return agent.model_copy(update={"provider": new})
+    return agent
+
+
+def ensure_egress_network(client: Any, name: str = EGRESS_NETWORK) -> Any:
+    """The shared egress network, created on first use (blocking)."""
+    errors = docker_errors()
+    found = client.networks.list(names=[name])
+    exact = [n for n in found if n.name == name]
+    if exact:
+        return exact[0]
+    try:
+        return client.networks.create(
+            name,
+            driver="bridge",
+            check_duplicate=True,
+            labels={_LABEL_EGRESS: "1"},
+            options={"com.docker.network.bridge.enable_icc": "false"},
+        )
+    except errors.APIError:  # created meanwhile by someone else
+        exact = [n for n in client.networks.list(names=[name]) if n.name == name]
+        if exact:
+            return exact[0]
+        raise
+
+
+def network_gateway(network: Any) -> str | None:
+    """The host's address on ``network`` (None when it has none)."""
+    network.reload()
+    for cfg in (network.attrs.get("IPAM") or {}).get("Config") or []:
+        if cfg.get("Gateway"):
+            return str(cfg["Gateway"])
+    return None
+
+
+class EgressWiring:
+    """The network side of one sandbox: internal network, proxy container, credentials.
+
+    Blocking methods (``create``, ``remove``) run in a thread; ``serve_events``,
+    ``wait_ready`` and ``close_events`` are async.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: Any,
+        sandbox_id: str,
+        state_dir: Path,
+        labels: dict[str, str],
+        user: tuple[int, int],
+        root: bool,
+        image: str,
+        plan: SandboxPlan,
+        credentials: ResolvedCredentials,
+        egress_networks: Sequence[str],
+        events: EventSink | None,
+    ) -> None:
+        self.client = client
+        self.sandbox_id = sandbox_id
+        self.labels = labels
+        self.user = user
+        self._root = root
+        self.image = image
+        self.plan = plan
+        self.credentials = credentials
+        self.egress_networks = tuple(egress_networks)
+        self.events = events
+        self.proxy_dir = state_dir / f"{sandbox_id}.proxy"
+        self.files_dir = state_dir / f"{sandbox_id}.files"
+        self.network: Any = None
+        self.proxy: Any = None
+        self.subnet = ""
+        self.ports: dict[str, int] = {c.name: CREDENTIAL_PORT_BASE + i for i, c in enumerate(plan.sidecars)}
+        self._events_server: asyncio.Server | None = None
+        self._event_tasks: set[asyncio.Task[None]] = set()
+        self.events_seen = 0
+
+    @property
+    def needs_network(self) -> bool:
+        """Whether the sandbox needs the internal network and the proxy."""
+        return self.plan.needs_egress_proxy or bool(self.plan.sidecars)
+
+    # -- sandbox side ---------------------------------------------------------------------
+
+    def sandbox_settings(self) -> dict[str, Any]:
+        """Extra ``containers.create`` settings for the sandbox (env, mounts, network)."""
+        env: dict[str, str] = {}
+        volumes: dict[str, dict[str, str]] = {}
+        for i, c in enumerate(self.plan.credentials):
+            if c.kind == "env_var":
+                assert c.var_name is not None
+                env[c.var_name] = self.credentials.values[c.name]
+            elif c.kind == "file":
+                assert c.path is not None
+                volumes[str(self.files_dir / f"{i}")] = {"bind": c.path, "mode": "ro"}
+        settings: dict[str, Any] = {"environment": env, "volumes": volumes}
+        if self.needs_network:
+            proxy = f"http://{PROXY_ALIAS}:{EGRESS_PORT}"
+            env.update(
+                {
+                    "HTTP_PROXY": proxy,
+                    "HTTPS_PROXY": proxy,
+                    "http_proxy": proxy,
+                    "https_proxy": proxy,
+                    "NO_PROXY": PROXY_ALIAS,
+                    "no_proxy": PROXY_ALIAS,
+                }
+            )
+            settings["network"] = self.network.name
+            # Docker's embedded DNS still answers names on the internal network (the proxy's
+            # alias); anything else is forwarded to nothing and fails within ~2 s, not 20 s.
+            settings["dns"] = ["127.0.0.1"]
+            settings["dns_opt"] = ["timeout:1", "attempts:1"]
+        return settings
+
+    # -- provisioning (blocking) ----------------------------------------------------------
+
+    def write_files(self) -> None:
+        """Write file credentials (0400, sandbox user) and the proxy's directory."""
+        files = [(i, c) for i, c in enumerate(self.plan.credentials) if c.kind == "file"]
+        if files:
+            self.files_dir.mkdir(mode=0o755)
+            for i, c in files:
+                self._write_secret(self.files_dir / f"{i}", self.credentials.values[c.name], self.user)
+        if self.needs_network:
+            self.proxy_dir.mkdir(mode=0o755)
+            proxy_user = (65534, 65534) if self._root else self.user
+            for c in self.plan.sidecars:
+                self._write_secret(self._secret_path(c), self.credentials.values[c.name], proxy_user)
+
+    def _secret_path(self, c: CredentialPlacement) -> Path:
+        return self.proxy_dir / f"secret-{self.ports[c.name]}"
+
+    def _write_secret(self, path: Path, value: str, owner: tuple[int, int]) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(value)
+        if self._root:
+            os.chown(path, *owner)
+
+    def create_network(self) -> None:
+        """The internal network (no route out, no host address on it)."""
+        self.network = self.client.networks.create(
+            f"airlock-{self.sandbox_id}",
+            driver="bridge",
+            internal=True,
+            check_duplicate=True,
+            labels=dict(self.labels),
+            options={"com.docker.network.bridge.inhibit_ipv4": "true"},
+        )
+        self.network.reload()
+        configs = (self.network.attrs.get("IPAM") or {}).get("Config") or []
+        subnets = [str(c["Subnet"]) for c in configs if c.get("Subnet")]
+        if not subnets:
+            raise EnvError.provision_failed(f"internal network of {self.sandbox_id} has no subnet")
+        self.subnet = subnets[0]
+
+    def bundle_config_json(self) -> str:
+        """The proxy bundle's configuration (no secret values: only their file paths)."""
+        from airlock.proxy.bundle import BundleConfig, CredentialListener
+
+        listeners = []
+        for c in self.plan.sidecars:
+            assert c.route is not None
+            listeners.append(
+                CredentialListener(
+                    credential=c.name,
+                    route=c.route,
+                    port=self.ports[c.name],
+                    secret_file=f"{PROXY_DIR}/{self._secret_path(c).name}",
+                )
+            )
+        config = BundleConfig(
+            egress_port=EGRESS_PORT,
+            plan=self.plan.egress,
+            credentials=tuple(listeners),
+            clients=(self.subnet,),
+            events=(f"unix:{PROXY_DIR}/events.sock",),
+        )
+        return config.model_dump_json()
+
+    def create_proxy(self, limits_pids: int = 64, memory: int = 256 * 2**20) -> None:
+        """Create (not start) the proxy container on the internal and egress networks."""
+        errors = docker_errors()
+        config_path = self.proxy_dir / "config.json"
+        config_path.write_text(self.bundle_config_json(), encoding="utf-8")
+        os.chmod(config_path, 0o444)
+        networking = self.client.api.create_networking_config(
+            {self.network.name: self.client.api.create_endpoint_config(aliases=[PROXY_ALIAS])}
+        )
+        uid, gid = (65534, 65534) if self._root else self.user
+        host_config = self.client.api.create_host_config(
+            binds={str(self.proxy_dir): {"bind": PROXY_DIR, "mode": "ro"}},
+            network_mode=self.network.name,
+            read_only=True,
+            privileged=False,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"],
+            pids_limit=limits_pids,
+            mem_limit=memory,
+            memswap_limit=memory,
+            init=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,noexec,size=16m"},
+            log_config={"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}},
+        )
+        try:
+            created = self.client.api.create_container(
+                image=self.image,
+                entrypoint=["/opt/venv/bin/python", "-m", "airlock.proxy"],
+                command=["bundle", "--config", f"{PROXY_DIR}/config.json"],
+                name=f"airlock-{self.sandbox_id}-proxy",
+                hostname="airlock-proxy",
+                user=f"{uid}:{gid}",
+                labels={**self.labels, "airlock.role": "proxy"},
+                environment={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
+                host_config=host_config,
+                networking_config=networking,
+            )
+            self.proxy = self.client.containers.get(created["Id"])
+            for name in self.egress_networks:
+                self.client.api.connect_container_to_network(self.proxy.id, name)
+            self.proxy.start()
+        except errors.NotFound as e:
+            raise EnvError.provision_failed(
+                f"cannot start the egress proxy of {self.sandbox_id}: {e.explanation or e} "
+                "(is the egress network there? is the image built: airlock images build?)"
+            ) from e
+        except errors.DockerException as e:
+            raise EnvError.provision_failed(f"cannot start the egress proxy of {self.sandbox_id}: {e}") from e
+
+    def proxy_status(self) -> tuple[str, str]:
+        """``(status, logs)`` of the proxy container."""
+        errors = docker_errors()
+        try:
+            info = self.client.api.inspect_container(self.proxy.id)
+            logs = bytes(self.proxy.logs(tail=30)).decode(errors="replace")
+        except errors.DockerException as e:
+            return "unknown", str(e)
+        return str((info.get("State") or {}).get("Status", "")), logs
+
+    def remove(self) -> list[str]:
+        """Remove the proxy container, the internal network and the directories; return problems."""
+        errors = docker_errors()
+        problems: list[str] = []
+        if self.proxy is not None:
+            try:
+                # A graceful stop first: the bundle flushes its last events (closed tunnels).
+                with contextlib.suppress(errors.DockerException):
+                    self.client.api.stop(self.proxy.id, timeout=2)
+                self.client.api.remove_container(self.proxy.id, force=True)
+            except errors.NotFound:
+                pass
+            except errors.DockerException as e:
+                problems.append(f"proxy container: {e}")
+        else:  # create may have happened without us learning the id
+            with contextlib.suppress(errors.DockerException):
+                for c in self.client.containers.list(
+                    all=True, filters={"name": f"airlock-{self.sandbox_id}-proxy"}
+                ):
+                    c.remove(force=True)
+        if self.network is not None:
+            for attempt in range(20):
+                try:
+                    self.network.remove()
+                    break
+                except errors.NotFound:
+                    break
+                except errors.APIError as e:  # endpoints still detaching
+                    if attempt == 19:
+                        problems.append(f"network {self.network.name}: {e}")
+                    time.sleep(0.05)
+        for d in (self.proxy_dir, self.files_dir):
+            try:
+                if d.is_dir() and not d.is_symlink():
+                    shutil.rmtree(d)
+            except OSError as e:
+                problems.append(f"{d}: {e}")
+        return problems
+
+    # -- async side -----------------------------------------------------------------------
+
+    async def serve_events(self) -> None:
+        """Listen on the proxy directory's event socket (before the proxy starts)."""
+        path = self.proxy_dir / "events.sock"
+        self._events_server = await asyncio.start_unix_server(self._on_events, path=str(path))
+        os.chmod(path, 0o666)
+
+    async def _on_events(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from airlock.proxy import PROXY_EVENT
+
+        task = asyncio.current_task()
+        assert task is not None
+        self._event_tasks.add(task)
+        try:
+            while line := await reader.readline():
+                text = redact(line.decode("utf-8", errors="replace"), self.credentials.secrets)
+                try:
+                    event = PROXY_EVENT.validate_json(text)
+                except ValueError:
+                    _log.warning("sandbox %s: malformed proxy event dropped", self.sandbox_id)
+                    continue
+                self.events_seen += 1
+                _log.debug("sandbox %s egress: %s", self.sandbox_id, text.strip())
+                if self.events is not None:
+                    try:
+                        await self.events(event)
+                    except Exception:
+                        _log.exception("event sink failed on a proxy event")
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+            self._event_tasks.discard(task)
+
+    async def wait_ready(self, timeout: float) -> None:  # noqa: ASYNC109
+        """Wait until the bundle reports ready.
+
+        Raises:
+            EnvError: ``provision_failed`` with the proxy's last log lines.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            status, logs = await asyncio.to_thread(self.proxy_status)
+            if _READY_LINE in logs:
+                return
+            if status in ("exited", "dead") or time.monotonic() > deadline:
+                exited = status in ("exited", "dead")
+                why = f"exited ({status})" if exited else f"not ready after {timeout:.0f}s"
+                logs = redact(logs, self.credentials.secrets)
+                raise EnvError.provision_failed(
+                    f"egress proxy of sandbox {self.sandbox_id} {why}; last log lines:\n"
+                    f"{logs.strip() or '(no output)'}"
+                )
+            await asyncio.sleep(0.02)
+
+    async def close_events(self, grace: float = 0.5) -> None:
+        """Stop listening; let readers drain what the proxy already sent."""
+        if self._events_server is not None:
+            self._events_server.close()
+            if self._event_tasks:
+                await asyncio.wait(list(self._event_tasks), timeout=grace)
+            for t in list(self._event_tasks):
+                t.cancel()
+            await asyncio.gather(*self._event_tasks, return_exceptions=True)
+            self._events_server = None
