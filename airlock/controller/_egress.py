@@ -383,7 +383,7 @@ class EgressWiring:
                 pass
             except errors.DockerException as e:
                 problems.append(f"proxy container: {e}")
-        else:  # create may have happened without us learning the id
+        elif self.needs_network:  # create may have happened without us learning the id
             with contextlib.suppress(errors.DockerException):
                 for c in self.client.containers.list(
                     all=True, filters={"name": f"airlock-{self.sandbox_id}-proxy"}
@@ -400,6 +400,11 @@ class EgressWiring:
                     if attempt == 19:
                         problems.append(f"network {self.network.name}: {e}")
                     time.sleep(0.05)
+        return problems + self.remove_dirs()
+
+    def remove_dirs(self) -> list[str]:
+        """Remove the proxy's and the file credentials' directories; return problems."""
+        problems = []
         for d in (self.proxy_dir, self.files_dir):
             try:
                 if d.is_dir() and not d.is_symlink():

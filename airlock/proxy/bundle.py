@@ -34,7 +34,7 @@ class CredentialListener(BaseModel):
     #: The credential's name (for events).
     credential: str
     route: SidecarRoute
-    port: int = Field(gt=0, lt=65536)
+    port: int = Field(ge=0, lt=65536)
     #: Path (inside the proxy container) of the file holding the secret.
     secret_file: str
 
@@ -47,7 +47,7 @@ class BundleConfig(BaseModel):
     #: Address to listen on (all of the container's interfaces; see ``clients``).
     host: str = "0.0.0.0"
     #: The egress proxy's port (None: no egress proxy, credential proxies only).
-    egress_port: int | None = Field(default=3128, gt=0, lt=65536)
+    egress_port: int | None = Field(default=3128, ge=0, lt=65536)
     plan: EgressPlan = Field(default_factory=EgressPlan)
     credentials: tuple[CredentialListener, ...] = ()
     #: CIDRs of the peers allowed to connect (the sandbox's network); empty: any.

@@ -163,33 +163,68 @@ def test_process_inside_container_is_fine() -> None:
     assert resolve_boundary(spec, RUNC).runtime == "runc"
 
 
-def test_network_and_credentials_refused_until_supported() -> None:
-    check_spec(EnvironmentSpec())
-    check_spec(EnvironmentSpec(network=NetworkPolicy(default=NetworkAction.DENY, rules=[])))
+def test_check_spec_compiles_the_policy() -> None:
+    assert not check_spec(EnvironmentSpec()).needs_egress_proxy
     deny_only = NetworkPolicy(
         default=NetworkAction.DENY, rules=[NetworkRule(destination="evil.example", action=NetworkAction.DENY)]
     )
-    check_spec(EnvironmentSpec(network=deny_only))
-    for spec in (
-        EnvironmentSpec(network=NetworkPolicy(default=NetworkAction.ALLOW, rules=[])),
-        EnvironmentSpec(
-            network=NetworkPolicy(
-                default=NetworkAction.DENY,
-                rules=[NetworkRule(destination="api.example.com", port=443, action=NetworkAction.ALLOW)],
-            )
+    assert not check_spec(EnvironmentSpec(network=deny_only)).needs_egress_proxy
+    allowed = EnvironmentSpec(
+        network=NetworkPolicy(
+            default=NetworkAction.DENY,
+            rules=[NetworkRule(destination="api.example.com", port=443, action=NetworkAction.ALLOW)],
         ),
-        EnvironmentSpec(
-            isolation=[
-                NetworkPolicyIsolation(
-                    rules=[NetworkRule(destination="10.0.0.0/8", action=NetworkAction.ALLOW)]
-                )
-            ]
+        credentials=[CredentialRef(name="gh", injection=CredentialInjection.env_var("GH_TOKEN"))],
+    )
+    plan = check_spec(allowed)
+    assert plan.needs_egress_proxy and [c.var_name for c in plan.credentials] == ["GH_TOKEN"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        (  # a wildcard straddling private ranges
+            EnvironmentSpec(
+                isolation=[
+                    NetworkPolicyIsolation(
+                        rules=[NetworkRule(destination="8.0.0.0/6", action=NetworkAction.ALLOW)]
+                    )
+                ]
+            ),
+            "8.0.0.0/6",
         ),
-    ):
-        with pytest.raises(EnvError) as e:
-            check_spec(spec)
-        assert e.value.kind == "isolation_violation" and "network policy lands" in str(e.value)
-    creds = EnvironmentSpec(credentials=[CredentialRef(name="gh", injection=CredentialInjection.sidecar())])
+        (  # allow-all egress with a credential
+            EnvironmentSpec(
+                network=NetworkPolicy(default=NetworkAction.ALLOW, rules=[]),
+                credentials=[CredentialRef(name="gh", injection=CredentialInjection.env_var("GH_TOKEN"))],
+            ),
+            "allow",
+        ),
+        (  # a sidecar credential with no known route
+            EnvironmentSpec(credentials=[CredentialRef(name="gh", injection=CredentialInjection.sidecar())]),
+            "gh",
+        ),
+    ],
+)
+def test_unsafe_or_incomplete_policy_is_isolation_violation(spec: EnvironmentSpec, needle: str) -> None:
     with pytest.raises(EnvError) as e:
-        check_spec(creds)
-    assert e.value.kind == "credential_failed" and "gh" in str(e.value)
+        check_spec(spec)
+    assert e.value.kind == "isolation_violation" and needle in str(e.value)
+
+
+def test_extra_settings_never_weaken_the_hardening() -> None:
+    extra = {
+        "environment": {"HTTP_PROXY": "http://airlock-proxy:3128", "API_TOKEN": "t"},
+        "volumes": {"/state/sb-1.files/0": {"bind": "/run/secrets/k", "mode": "ro"}},
+        "network": "airlock-sb-1",
+        "dns": ["127.0.0.1"],
+        "dns_opt": ["timeout:1", "attempts:1"],
+    }
+    plain, wired = build(EnvironmentSpec()), build(EnvironmentSpec(), extra=extra)
+    assert plain["network_mode"] == "none" and "network" not in plain
+    assert "network_mode" not in wired and wired["network"] == "airlock-sb-1"
+    assert wired["dns"] == ["127.0.0.1"] and wired["dns_opt"] == ["timeout:1", "attempts:1"]
+    assert wired["environment"]["HTTP_PROXY"] == "http://airlock-proxy:3128"
+    assert wired["volumes"]["/state/sb-1.files/0"] == {"bind": "/run/secrets/k", "mode": "ro"}
+    for key in ("read_only", "privileged", "cap_drop", "security_opt", "pids_limit", "user", "init"):
+        assert wired[key] == plain[key]
