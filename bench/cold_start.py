@@ -8,6 +8,8 @@ Prints, in one run, p50/p95 of:
   token, hardened container, runner start, socket lock, health);
 - **airlock one-turn job**: ``DockerEnvironment.run`` of a scripted one-turn agent, end to end
   (provision, ready, Execute over gRPC, OOM check, teardown);
+- **the same job with an allow rule**: adds the per-sandbox internal network and the egress
+  proxy container (started in parallel with the sandbox);
 - **teardown**: force-remove of the floor container / airlock's full teardown;
 
 and the ratio of each airlock number to the floor (target: ready <= 1.5x).
@@ -32,7 +34,7 @@ from airlock.controller._dockerapi import docker_client
 from airlock.controller._images import require_image
 from airlock.controller._sandbox_config import SandboxDefaults, resolve_boundary, resolve_limits
 from airlock.turn import AgentSpec, NeuronTurn, ProviderSpec
-from layer0 import EnvironmentSpec, ExitReason, TurnInput
+from layer0 import EnvironmentSpec, ExitReason, NetworkAction, NetworkPolicy, NetworkRule, TurnInput
 
 AGENT = AgentSpec(
     name="bench",
@@ -83,9 +85,18 @@ async def sandbox_once(
     return ready, time.perf_counter() - t1
 
 
-async def job_once(env: DockerEnvironment) -> float:
+#: An allow rule that is never used: the sandbox gets its internal network and egress proxy.
+EGRESS_SPEC = EnvironmentSpec(
+    network=NetworkPolicy(
+        default=NetworkAction.DENY,
+        rules=[NetworkRule(destination="model.airlock.test", port=443, action=NetworkAction.ALLOW)],
+    )
+)
+
+
+async def job_once(env: DockerEnvironment, spec: EnvironmentSpec | None = None) -> float:
     t0 = time.perf_counter()
-    out = await env.run(NeuronTurn.from_spec(AGENT), TurnInput.new("hi"), EnvironmentSpec())
+    out = await env.run(NeuronTurn.from_spec(AGENT), TurnInput.new("hi"), spec or EnvironmentSpec())
     assert out.exit_reason == ExitReason.complete()
     return time.perf_counter() - t0
 
@@ -105,8 +116,9 @@ async def main() -> None:
     await asyncio.to_thread(floor_once, client, image)
     await sandbox_once(client, state_dir, image, runtimes)
     await job_once(env)
+    await job_once(env, EGRESS_SPEC)
 
-    floor, floor_td, ready, ready_td, job = [], [], [], [], []
+    floor, floor_td, ready, ready_td, job, egress_job = [], [], [], [], [], []
     for _ in range(args.n):  # interleaved so drift affects all alike
         r, td = await asyncio.to_thread(floor_once, client, image)
         floor.append(r)
@@ -115,12 +127,14 @@ async def main() -> None:
         ready.append(r)
         ready_td.append(td)
         job.append(await job_once(env))
+        egress_job.append(await job_once(env, EGRESS_SPEC))
 
     base = statistics.median(floor)
     rows: list[tuple[str, list[float], Callable[[float], str]]] = [
         ("floor: docker-py create+start+exec", floor, lambda m: "1.00x"),
         ("airlock sandbox ready (health SERVING)", ready, lambda m: f"{m / base:.2f}x"),
         ("airlock one-turn job (scripted, e2e)", job, lambda m: f"{m / base:.2f}x"),
+        ("  same, with egress proxy + internal net", egress_job, lambda m: f"{m / base:.2f}x"),
         ("teardown: floor (remove force)", floor_td, lambda m: ""),
         ("teardown: airlock (container + dir)", ready_td, lambda m: ""),
     ]
