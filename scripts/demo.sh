@@ -2,6 +2,9 @@
 # The airlock demo, idempotent: set up the venv, build the runner image (a no-op when it is
 # current), then run the `demo` agent of examples/airlock.yaml on one question in a fresh
 # sandbox. Extra arguments go to `airlock run` (e.g. --json, --max-turns 3, --timeout 2m).
+# The `demo` agent uses the offline local model: `airlock run` starts its server on the
+# egress gateway (reusing one already there), sends its key through the credential proxy,
+# and stops the server afterwards if it started it.
 #
 #   scripts/demo.sh
 #   scripts/demo.sh --json

@@ -11,11 +11,12 @@ import contextlib
 import json
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -50,8 +51,13 @@ from ._common import (
 
 if TYPE_CHECKING:
     from airlock.controller import DockerEnvironment, LocalProcessEnvironment
+    from airlock.controller.policy import SidecarRoute
+    from airlock.controller.secrets import SecretResolver
 
 _OUTPUT_PREVIEW = 160
+#: The name of the local model server's API key: a sidecar credential of the agent, so the
+#: key is added by the credential proxy and never enters the sandbox.
+LOCAL_MODEL_CREDENTIAL = "local-model-key"
 
 
 @dataclass(frozen=True)
@@ -107,8 +113,17 @@ def inline_script(spec: AgentSpec) -> AgentSpec:
     return spec.model_copy(update={"provider": p.model_copy(update={"script": script})})
 
 
-def make_environment(backend: str) -> DockerEnvironment | LocalProcessEnvironment:
+def make_environment(
+    backend: str,
+    *,
+    secrets: SecretResolver | None = None,
+    sidecar_routes: Mapping[str, SidecarRoute] | None = None,
+) -> DockerEnvironment | LocalProcessEnvironment:
     """The Environment for an agent's ``backend`` (docker or process).
+
+    ``secrets`` resolves the agent's credentials and ``sidecar_routes`` are its configured
+    sidecar routes (docker only: the process backend injects no credentials and refuses a
+    spec that names some).
 
     Raises:
         EnvError: ``other`` for a backend this command cannot run.
@@ -118,11 +133,7 @@ def make_environment(backend: str) -> DockerEnvironment | LocalProcessEnvironmen
     if backend == "docker":
         from airlock.controller import DockerEnvironment
 
-        # Hook for credentials: once DockerEnvironment's public signature takes a secret
-        # resolver, pass ``ConfigSecretResolver(config.secrets)`` (and the agent's sidecar
-        # routes) here. Until then nothing is passed, and the environment refuses a spec with
-        # credentials it cannot inject (EnvError → exit 3) instead of running without them.
-        return DockerEnvironment()
+        return DockerEnvironment(secrets=secrets, sidecar_routes=sidecar_routes)
     if backend == "process":
         from airlock.controller import LocalProcessEnvironment
 
@@ -131,6 +142,26 @@ def make_environment(backend: str) -> DockerEnvironment | LocalProcessEnvironmen
         f"backend {backend!r} cannot be run by `airlock run` (it runs docker and process agents); "
         "change the agent's backend"
     )
+
+
+class LocalModelKey:
+    """A SecretResolver holding the local model server's API key under one name.
+
+    Created before the server starts (the environment needs its resolver first) and given
+    the key once the server is up; the key never leaves the controller.
+    """
+
+    def __init__(self, name: str = LOCAL_MODEL_CREDENTIAL) -> None:
+        self.name = name
+        self.key: str | None = None
+
+    async def get(self, name: str) -> str | None:
+        """The server's key for :attr:`name` (None before the server started, or another name)."""
+        return self.key if name == self.name else None
+
+    def describe(self, name: str) -> str:
+        """Where the key comes from."""
+        return "the local model server's state" if name == self.name else f"not the local model key ({name})"
 
 
 def _money(value: Decimal | None) -> str:
@@ -154,6 +185,12 @@ class RunView:
         self._ready_at: float | None = None
         self.total_cost = Decimal(0)
         self.egress = Counter[str]()
+        #: host:port of every egress decision, in order of first appearance, with its verdict.
+        self.destinations: dict[str, bool] = {}
+        #: Credential-proxy requests (credential, method, upstream, path, status), in order.
+        self.credential_requests: list[dict[str, Any]] = []
+        #: The local model server used (model_id, base_url, pid, started), if any.
+        self.local_model: dict[str, Any] | None = None
 
     # -- display primitives -----------------------------------------------------------------
 
@@ -250,9 +287,19 @@ class RunView:
             return
         verdict = "[green]allowed[/]" if event.allowed else "[red]denied[/]"
         self.egress["allowed" if event.allowed else "denied"] += 1
+        self.destinations[where] = self.destinations.get(where, False) or bool(event.allowed)
         self.line(f"[blue]egress[/] {verdict} {escape(where)} [dim]{escape(event.rule)}[/]")
 
     def _on_credential_proxy(self, event: Any) -> None:
+        self.credential_requests.append(
+            {
+                "credential": event.credential,
+                "method": event.method,
+                "upstream": event.upstream,
+                "path": event.path,
+                "status": event.status,
+            }
+        )
         colour = "green" if 200 <= event.status < 400 else "red"
         self.line(
             f"[blue]credential[/] {escape(event.credential)}: {escape(event.method)} "
@@ -306,45 +353,121 @@ class _SetupProgress:
         )
 
 
-async def _with_local_model(
-    agent: AgentConfig, view: RunView, stack: contextlib.AsyncExitStack
-) -> AgentConfig:
-    """Start (or reuse) the managed local model server; point the agent at it."""
-    from airlock.localmodel import LocalModelServer
+async def _free_port(host: str, port: int) -> bool:
+    """Whether ``host:port`` can be bound now (a quick probe in a thread)."""
 
-    server = LocalModelServer()
-    if await server.running() is None:
+    def probe() -> bool:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                return False
+        return True
+
+    return await asyncio.to_thread(probe)
+
+
+async def _local_model_host(env: object) -> str:
+    """Where the local model server listens: the egress gateway for a Docker sandbox (the
+    host's address the egress proxy reaches), else loopback.
+
+    Raises:
+        EnvError: ``provision_failed`` when the egress network has no gateway address.
+    """
+    from airlock.controller import DockerEnvironment
+    from airlock.localmodel import DEFAULT_HOST
+    from layer0 import EnvError
+
+    if not isinstance(env, DockerEnvironment):
+        return DEFAULT_HOST
+    gateway = await env.egress_gateway()
+    if not gateway:
+        raise EnvError.provision_failed(
+            "the egress network has no gateway address; the local model server cannot be reached "
+            "from the sandbox"
+        )
+    return gateway
+
+
+async def _with_local_model(
+    agent: AgentConfig,
+    env: object,
+    key: LocalModelKey,
+    view: RunView,
+    stack: contextlib.AsyncExitStack,
+) -> AgentConfig:
+    """Start (or reuse) the managed local model server; point the agent at it.
+
+    For a Docker sandbox the server listens on the egress gateway, and its API key reaches
+    it only through the credential proxy (a sidecar credential the agent gains here); a
+    server of ours already on that address is reused (and left running), one on another
+    address (e.g. loopback) is not. The server is stopped when the job ends if this
+    command started it.
+    """
+    from airlock.controller import DockerEnvironment
+    from airlock.localmodel import DEFAULT_PORT, LocalModelServer
+
+    host = await _local_model_host(env)
+    server = LocalModelServer(host=host)
+    running = await server.running()
+    if running is None:
         view.line("local model: checking the model and its runtime (one-time set-up may download)")
         view.stop()
         with _SetupProgress(view.out) as progress:
             await server.ensure_ready(progress)
+    port: int | None = None
+    if running is None and not await _free_port(host, DEFAULT_PORT):
+        port = 0  # something else holds the default port there: let the server pick one
     view.status("starting the local model server…")
-    info = await server.start()
 
     async def stop() -> None:
         if server.started_here:
             await server.stop()
 
     stack.push_async_callback(stop)
+    info = await server.start(port=port)
     how = "started" if server.started_here else "reusing"
     view.line(f"local model: {how} {escape(info.model_id)} at {escape(info.base_url)}")
+    view.local_model = {
+        "model_id": info.model_id,
+        "base_url": info.base_url,
+        "pid": info.pid,
+        "started": server.started_here,
+    }
+    if isinstance(env, DockerEnvironment) and info.api_key:
+        key.key = info.api_key
+        return agent.with_local_model(info.base_url, credential=key.name)
     return agent.with_local_model(info.base_url)
 
 
 async def _job(
     agent: AgentConfig, opts: RunOptions, config: TurnConfig | None, view: RunView, workspace: Path
 ) -> TurnOutput:
+    from airlock.config import ConfigSecretResolver
+    from airlock.controller import DockerEnvironment
+    from airlock.controller.secrets import ChainResolver
     from airlock.turn import NeuronTurn
 
     async with contextlib.AsyncExitStack() as stack:
+        local_key = LocalModelKey()
+        env = make_environment(
+            agent.backend,
+            secrets=ChainResolver(local_key, ConfigSecretResolver(agent.secrets)),
+            sidecar_routes=agent.sidecar_routes,
+        )
         if agent.uses_local_model:
-            agent = await _with_local_model(agent, view, stack)
+            agent = await _with_local_model(agent, env, local_key, view, stack)
         turn = NeuronTurn.from_spec(agent.spec, workspace=workspace)
-        env = make_environment(agent.backend)
         turn_input = TurnInput.new(
             opts.message, session=SessionId(opts.session) if opts.session else None, config=config
         )
         view.provisioning()
+        if isinstance(env, DockerEnvironment):
+            return await env.run(
+                turn, turn_input, agent.environment, events=view.sink, sidecar_routes=agent.sidecar_routes
+            )
         return await env.run(turn, turn_input, agent.environment, events=view.sink)
 
 
@@ -390,10 +513,27 @@ async def _supervise(job: Callable[[], Awaitable[TurnOutput]], view: RunView) ->
     return _Outcome(output=task.result())
 
 
-def summary_of(agent: AgentConfig, output: TurnOutput, code: int, wall_s: float) -> dict[str, Any]:
-    """The small summary printed after the answer (and included in ``--json``)."""
+def summary_of(
+    agent: AgentConfig, output: TurnOutput, code: int, wall_s: float, view: RunView | None = None
+) -> dict[str, Any]:
+    """The small summary printed after the answer (and included in ``--json``).
+
+    With ``view``, also what the sandbox's proxies reported (``network``: egress decisions by
+    destination, credential-proxy requests by credential and upstream) and the local model
+    server used (``local_model``).
+    """
     m = output.metadata
     tools = Counter(t.name for t in m.tools_called)
+    extra: dict[str, Any] = {}
+    if view is not None:
+        extra["network"] = {
+            "egress_allowed": view.egress["allowed"],
+            "egress_denied": view.egress["denied"],
+            "destinations": dict(view.destinations),
+            "credential_proxy": list(view.credential_requests),
+        }
+        if view.local_model is not None:
+            extra["local_model"] = dict(view.local_model)
     return {
         "agent": agent.name,
         "backend": agent.backend,
@@ -407,6 +547,7 @@ def summary_of(agent: AgentConfig, output: TurnOutput, code: int, wall_s: float)
         "tool_failures": sum(1 for t in m.tools_called if not t.success),
         "duration_ms": m.duration,
         "wall_ms": int(wall_s * 1000),
+        **extra,
     }
 
 
@@ -480,7 +621,7 @@ def run_agent(agent: AgentConfig, opts: RunOptions) -> None:
     if output is None:  # pragma: no cover - a finished task has a result or an error
         fail("the job ended without an output", EXIT_ENV)
     code = exit_code_for_reason(output.exit_reason)
-    summary = summary_of(agent, output, code, wall)
+    summary = summary_of(agent, output, code, wall, view)
     if opts.as_json:
         print(json.dumps({"output": json.loads(output.model_dump_json()), "summary": summary}))
     else:

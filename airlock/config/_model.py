@@ -11,7 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from airlock.controller.policy import SandboxPlan, SidecarRoute, compile_plan
 from airlock.errors import ConfigError
 from airlock.turn import AgentSpec
-from layer0 import EnvironmentSpec, NetworkPolicy, NetworkRule, TurnConfig
+from layer0 import (
+    CredentialInjection,
+    CredentialRef,
+    EnvironmentSpec,
+    NetworkPolicy,
+    NetworkRule,
+    TurnConfig,
+)
 
 from ._schema import LOCAL_MODEL, Backend, SecretSource
 
@@ -52,7 +59,14 @@ class AgentConfig(BaseModel):
         """
         return compile_plan(self.environment, sidecar_routes=self.sidecar_routes)
 
-    def with_local_model(self, base_url: str) -> AgentConfig:
+    def with_local_model(
+        self,
+        base_url: str,
+        *,
+        credential: str | None = None,
+        header: str = "authorization",
+        value_prefix: str = "Bearer ",
+    ) -> AgentConfig:
         """This agent with the ``local-model`` placeholder resolved to a running server.
 
         ``provider.base_url: local-model`` becomes ``base_url``; each network rule whose
@@ -60,8 +74,15 @@ class AgentConfig(BaseModel):
         CIDR, so a private or bridge address is granted explicitly) with the rule's port, or
         else the URL's port.
 
+        With ``credential`` (the server's API key, by name) the key reaches the server only
+        through the credential proxy: the environment gains a sidecar credential of that name,
+        and :attr:`sidecar_routes` a route to the server's origin (``scheme://host[:port]``)
+        sending ``header: value_prefix + key``. ``base_url`` lies below that origin, so the
+        environment points the provider at the proxy; the sandbox never holds the key.
+
         Raises:
-            ConfigError: ``base_url`` is not an http(s) URL with a host.
+            ConfigError: ``base_url`` is not an http(s) URL with a host, or ``credential``
+                is already used by the agent for something else.
         """
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -87,7 +108,21 @@ class AgentConfig(BaseModel):
             ]
             network = NetworkPolicy(default=environment.network.default, rules=rules)
             environment = environment.model_copy(update={"network": network})
-        return self.model_copy(update={"spec": spec, "environment": environment})
+        routes = self.sidecar_routes
+        if credential is not None:
+            if any(c.name == credential for c in environment.credentials) or credential in routes:
+                raise ConfigError(
+                    f"agent {self.name!r}: credential {credential!r} is reserved for the local model's key"
+                )
+            # The origin exactly as base_url spells it, so base_url lies below the upstream.
+            netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+            route = SidecarRoute(
+                upstream=f"{parts.scheme}://{netloc}", header=header, value_prefix=value_prefix
+            )
+            ref = CredentialRef(name=credential, injection=CredentialInjection.sidecar())
+            environment = environment.model_copy(update={"credentials": [*environment.credentials, ref]})
+            routes = {**routes, credential: route}
+        return self.model_copy(update={"spec": spec, "environment": environment, "sidecar_routes": routes})
 
 
 class AirlockConfig(BaseModel):

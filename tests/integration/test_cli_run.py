@@ -170,28 +170,22 @@ def test_run_as_a_real_process(
     assert list(state_dir.iterdir()) == []
 
 
-def _example_script_loads() -> bool:
-    from airlock.errors import SpecError
-    from airlock.providers import load_script
-
-    try:
-        load_script(ROOT / "examples" / "scripts" / "calculator.yaml")
-    except SpecError:
-        return False
-    return True
-
-
 def test_run_the_example_configuration(cli_env: dict[str, str], docker_client: Any, state_dir: Path) -> None:
     result = CliRunner().invoke(app, ["run", "--config", str(EXAMPLE), "demo-scripted", QUESTION])
-    if not _example_script_loads():
-        # Reported: examples/scripts/calculator.yaml is written as `responses:`, the scripted
-        # provider reads `steps:` (each with a `response:`). The command must say so, exit 2.
-        assert result.exit_code == 2, result.output
-        assert "calculator.yaml" in result.stderr
-        pytest.xfail("examples/scripts/calculator.yaml does not match the scripted provider's format")
     assert result.exit_code == 0, result.output
-    assert "391" in result.stdout
+    assert "17 x 23 = 391." in result.stdout
+    assert "complete" in result.stdout
     assert "calculator x1" in result.stdout
+    assert "✓ calculator" in result.stdout
+    assert_clean(docker_client, state_dir)
+    result = CliRunner().invoke(app, ["run", "-c", str(EXAMPLE), "demo-scripted", QUESTION, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["output"]["message"] == "17 x 23 = 391."
+    assert data["summary"]["exit_reason"] == "complete"
+    assert data["summary"]["tools_called"] == {"calculator": 1}
+    assert data["summary"]["network"]["credential_proxy"] == []  # no network at all
+    assert "local_model" not in data["summary"]
     assert_clean(docker_client, state_dir)
 
 

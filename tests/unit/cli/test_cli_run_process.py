@@ -71,8 +71,8 @@ class _ReturningEnvironment:
 def process_env(monkeypatch: pytest.MonkeyPatch) -> None:
     real = _run.make_environment
 
-    def make(backend: str) -> Any:
-        return _NoNetworkProcessEnvironment() if backend == "process" else real(backend)
+    def make(backend: str, **kwargs: Any) -> Any:
+        return _NoNetworkProcessEnvironment() if backend == "process" else real(backend, **kwargs)
 
     monkeypatch.setattr(_run, "make_environment", make)
 
@@ -150,7 +150,7 @@ def test_bad_flags_exit_2(runner: CliRunner, config: Path, flag: str, value: str
 def test_environment_errors_map_to_exit_codes(
     runner: CliRunner, config: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException, code: int
 ) -> None:
-    monkeypatch.setattr(_run, "make_environment", lambda backend: _FailingEnvironment(error))
+    monkeypatch.setattr(_run, "make_environment", lambda backend, **_: _FailingEnvironment(error))
     result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config)])
     assert result.exit_code == code, result.output
     assert str(error) in result.stderr
@@ -177,7 +177,7 @@ def test_environment_errors_map_to_exit_codes(
 def test_exit_reasons_map_to_exit_codes(
     runner: CliRunner, config: Path, monkeypatch: pytest.MonkeyPatch, reason: ExitReason, code: int
 ) -> None:
-    monkeypatch.setattr(_run, "make_environment", lambda backend: _ReturningEnvironment(reason))
+    monkeypatch.setattr(_run, "make_environment", lambda backend, **_: _ReturningEnvironment(reason))
     result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config), "--json"])
     assert result.exit_code == code, result.output
     assert json.loads(result.stdout)["summary"]["exit_code"] == code
@@ -209,7 +209,7 @@ def test_cancelled_job_exits_130_after_its_teardown(
         return await task
 
     real_supervise = _run._supervise
-    monkeypatch.setattr(_run, "make_environment", lambda backend: Slow())
+    monkeypatch.setattr(_run, "make_environment", lambda backend, **_: Slow())
     monkeypatch.setattr(_run, "_supervise", cancel_soon)
     result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config)])
     assert result.exit_code == 130, result.output

@@ -121,3 +121,14 @@ def test_local_model_placeholder_is_resolved_for_the_cli(config: AirlockConfig) 
 def test_unknown_agent_lists_defined_ones(config: AirlockConfig) -> None:
     with pytest.raises(ConfigError, match=r"unknown agent 'nope'; defined agents: budgeted, coder, demo"):
         config.agent("nope")
+
+
+def test_the_scripted_demo_script_is_in_the_scripted_providers_format(config: AirlockConfig) -> None:
+    from airlock.providers import load_script
+
+    script = load_script(EXAMPLES / "scripts" / "calculator.yaml")
+    assert [s.response.stop_reason.value for s in script.steps] == ["tool_use", "end_turn"]
+    first, last = (s.response.model_dump(mode="json") for s in script.steps)
+    assert first["content"][0]["name"] == "calculator"
+    assert first["content"][0]["input"] == {"expression": "17 * 23"}
+    assert last["content"][0]["text"] == "17 x 23 = 391."

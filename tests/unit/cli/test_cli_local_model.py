@@ -1,0 +1,236 @@
+"""``airlock run`` with the ``local-model`` placeholder, wired without Docker or a model.
+
+A DockerEnvironment whose gateway and ``run`` are stand-ins, and a stand-in
+LocalModelServer, show the wiring: the server listens on the egress gateway, its key is a
+sidecar credential resolved on the controller (never in the spec the sandbox gets), the
+provider URL is rewritten to the credential proxy, and the server is stopped afterwards
+only when this command started it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from clihelp import EXAMPLE
+from typer.testing import CliRunner
+
+import airlock.localmodel
+from airlock._cli import _run
+from airlock.cli import app
+from airlock.controller import DockerEnvironment
+from airlock.controller._egress import sidecar_agent
+from airlock.controller._turnspec import agent_spec_of
+from airlock.controller.policy import SidecarRoute, compile_plan
+from airlock.localmodel import ServerInfo
+from airlock.proxy import CredentialProxyEvent
+from layer0 import EnvironmentSpec, ExitReason, Turn, TurnInput, TurnOutput
+
+GATEWAY = "172.31.0.1"
+KEY = "sk-local-test-key-0123456789"
+QUESTION = "What is 17 * 23? Use the calculator."
+
+
+class FakeServer:
+    """Stands in for LocalModelServer (records what the command asked of it)."""
+
+    instances: list[FakeServer] = []
+    reuse = False
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 8765, **_: Any) -> None:
+        self.host, self.port = host, port
+        self.started_here = False
+        self.ready = self.stopped = False
+        self.start_port: int | None = -1
+        FakeServer.instances.append(self)
+
+    def _info(self, port: int) -> ServerInfo:
+        return ServerInfo(
+            pid=4242,
+            host=self.host,
+            port=port,
+            model_id="qwen-test",
+            model_sha256="0" * 64,
+            api_key=KEY,
+            log_path="/dev/null",
+            started_at=0.0,
+        )
+
+    async def running(self) -> ServerInfo | None:
+        return self._info(self.port) if FakeServer.reuse else None
+
+    async def ensure_ready(self, progress: Any = None) -> None:
+        self.ready = True
+
+    async def start(self, host: str | None = None, port: int | None = None) -> ServerInfo:
+        self.start_port = port
+        self.started_here = not FakeServer.reuse
+        return self._info(self.port if port is None else 40001)
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+class FakeDocker(DockerEnvironment):
+    """A DockerEnvironment that never talks to an engine."""
+
+    seen: dict[str, Any] = {}
+
+    async def egress_gateway(self) -> str | None:
+        return GATEWAY
+
+    async def run(  # type: ignore[override]
+        self,
+        turn: Turn,
+        input: TurnInput,
+        spec: EnvironmentSpec,
+        *,
+        events: Any = None,
+        sidecar_routes: dict[str, SidecarRoute] | None = None,
+    ) -> TurnOutput:
+        routes = {**self.sidecar_routes, **(sidecar_routes or {})}
+        plan = compile_plan(spec, sidecar_routes=routes)
+        agent = agent_spec_of(turn)
+        assert self.secrets is not None
+        FakeDocker.seen = {
+            "spec": spec,
+            "routes": routes,
+            "agent": agent,
+            "in_sandbox": sidecar_agent(agent, plan, {c.name: 9100 for c in plan.sidecars}),
+            "key": await self.secrets.get("local-model-key"),
+            "other": await self.secrets.get("anthropic-api-key"),
+        }
+        for route in routes.values():
+            await events(
+                CredentialProxyEvent(
+                    client="10.200.0.2:41000",
+                    credential="local-model-key",
+                    method="POST",
+                    path="/v1/chat/completions",
+                    upstream=route.upstream,
+                    status=200,
+                )
+            )
+        return TurnOutput.new("391", ExitReason.complete())
+
+
+@pytest.fixture(autouse=True)
+def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    FakeServer.instances = []
+    FakeServer.reuse = False
+    FakeDocker.seen = {}
+    monkeypatch.setattr(airlock.localmodel, "LocalModelServer", FakeServer)
+    monkeypatch.setattr(
+        _run, "make_environment", lambda backend, **kw: FakeDocker(sweep=False, client=object(), **kw)
+    )
+
+    async def free(host: str, port: int) -> bool:
+        return True
+
+    monkeypatch.setattr(_run, "_free_port", free)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-for-the-demo")
+
+
+def run_demo(runner: CliRunner) -> dict[str, Any]:
+    result = runner.invoke(app, ["run", "--config", str(EXAMPLE), "demo", QUESTION, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_the_server_listens_on_the_egress_gateway_and_is_stopped(runner: CliRunner) -> None:
+    data = run_demo(runner)
+    (server,) = FakeServer.instances
+    assert server.host == GATEWAY
+    assert server.ready and server.started_here and server.stopped
+    assert server.start_port is None  # the default port
+    assert data["summary"]["local_model"] == {
+        "model_id": "qwen-test",
+        "base_url": f"http://{GATEWAY}:8765/v1",
+        "pid": 4242,
+        "started": True,
+    }
+
+
+def test_the_key_is_a_sidecar_credential_and_never_in_the_spec(runner: CliRunner) -> None:
+    data = run_demo(runner)
+    seen = FakeDocker.seen
+    spec: EnvironmentSpec = seen["spec"]
+    assert [(c.name, c.injection.kind) for c in spec.credentials] == [("local-model-key", "sidecar")]
+    assert seen["routes"]["local-model-key"] == SidecarRoute(
+        upstream=f"http://{GATEWAY}:8765", header="authorization", value_prefix="Bearer "
+    )
+    assert seen["key"] == KEY  # resolved on the controller, for the credential proxy
+    assert seen["other"] is None  # the demo declares no other secret… and the chain still works
+    assert spec.network is not None
+    assert [(r.destination, r.port) for r in spec.network.rules] == [(f"{GATEWAY}/32", 8765)]
+    assert seen["agent"].provider.base_url == f"http://{GATEWAY}:8765/v1"
+    in_sandbox = seen["in_sandbox"].provider
+    assert in_sandbox.base_url.endswith(":9100/v1") and GATEWAY not in in_sandbox.base_url
+    assert in_sandbox.api_key_env is None
+    assert KEY not in json.dumps(data)
+    network = data["summary"]["network"]
+    assert network["credential_proxy"] == [
+        {
+            "credential": "local-model-key",
+            "method": "POST",
+            "upstream": f"http://{GATEWAY}:8765",
+            "path": "/v1/chat/completions",
+            "status": 200,
+        }
+    ]
+
+
+def test_a_running_server_on_the_gateway_is_reused_and_left_running(runner: CliRunner) -> None:
+    FakeServer.reuse = True
+    data = run_demo(runner)
+    (server,) = FakeServer.instances
+    assert not server.ready  # no set-up check for a running server
+    assert not server.stopped
+    assert data["summary"]["local_model"]["started"] is False
+
+
+def test_a_busy_default_port_lets_the_server_pick_one(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def busy(host: str, port: int) -> bool:
+        return False
+
+    monkeypatch.setattr(_run, "_free_port", busy)
+    data = run_demo(runner)
+    (server,) = FakeServer.instances
+    assert server.start_port == 0
+    assert data["summary"]["local_model"]["base_url"] == f"http://{GATEWAY}:40001/v1"
+    assert FakeDocker.seen["routes"]["local-model-key"].upstream == f"http://{GATEWAY}:40001"
+
+
+def test_the_configured_secrets_resolve_through_the_chain(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: dict[str, Any] = {}
+
+    def make(backend: str, **kw: Any) -> Any:
+        made.update(kw)
+        return FakeDocker(sweep=False, client=object(), **kw)
+
+    monkeypatch.setattr(_run, "make_environment", make)
+    result = runner.invoke(app, ["run", "--config", str(EXAMPLE), "coder", "hi", "--json"])
+    # The coder agent needs Anthropic; the fake environment answers without calling it.
+    assert result.exit_code == 0, result.output
+    assert FakeDocker.seen["other"] == "sk-ant-not-for-the-demo"
+    assert FakeDocker.seen["key"] is None  # no local model: nothing under that name
+    assert set(made) == {"secrets", "sidecar_routes"}
+    assert FakeServer.instances == []
+
+
+async def test_free_port_probe(unused_tcp_port: int) -> None:
+    assert await _run._free_port("127.0.0.1", unused_tcp_port)
+
+
+def test_make_environment_passes_secrets_and_routes() -> None:
+    route = SidecarRoute(upstream="https://api.example.com", header="x-api-key")
+    resolver = _run.LocalModelKey()
+    env = _run.make_environment("docker", secrets=resolver, sidecar_routes={"k": route})
+    assert isinstance(env, DockerEnvironment)
+    assert env.secrets is resolver
+    assert env.sidecar_routes == {"k": route}
