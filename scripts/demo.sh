@@ -14,5 +14,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 scripts/setup.sh
 .venv/bin/airlock images build
-exec .venv/bin/airlock run --config examples/airlock.yaml "${AIRLOCK_DEMO_AGENT:-demo}" \
+# With an Anthropic key the same agent runs on Claude Haiku (key injected by the credential proxy).
+default_agent=demo
+if [ -n "${ANTHROPIC_API_KEY:-}" ]; then default_agent=demo-claude; fi
+exec .venv/bin/airlock run --config examples/airlock.yaml "${AIRLOCK_DEMO_AGENT:-$default_agent}" \
   "What is 17 * 23? Use the calculator." "$@"

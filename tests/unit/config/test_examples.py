@@ -25,7 +25,14 @@ def rules(agent: AgentConfig) -> list[tuple[str, int | None, str]]:
 
 
 def test_example_defines_the_documented_agents(config: AirlockConfig) -> None:
-    assert sorted(config.agents) == ["budgeted", "coder", "demo", "demo-scripted", "researcher"]
+    assert sorted(config.agents) == [
+        "budgeted",
+        "coder",
+        "demo",
+        "demo-claude",
+        "demo-scripted",
+        "researcher",
+    ]
     assert config.files == (EXAMPLES / "airlock.yaml",)
     assert config.agent("coder").line == 23
     assert config.agent("demo").source == EXAMPLES / "airlock.yaml"
@@ -132,3 +139,13 @@ def test_the_scripted_demo_script_is_in_the_scripted_providers_format(config: Ai
     assert first["content"][0]["name"] == "calculator"
     assert first["content"][0]["input"] == {"expression": "17 * 23"}
     assert last["content"][0]["text"] == "17 x 23 = 391."
+
+
+def test_demo_claude_gets_its_key_only_through_the_sidecar(config: AirlockConfig) -> None:
+    agent = config.agent("demo-claude")
+    plan = agent.plan()
+    (cred,) = plan.credentials
+    assert cred.kind == "sidecar" and not cred.enters_sandbox
+    assert cred.route is not None and cred.route.upstream == "https://api.anthropic.com"
+    assert [(r.destination, r.port) for r in plan.egress.rules] == [("api.anthropic.com", 443)]
+    assert agent.spec.tools == ["calculator"] and agent.spec.provider.kind == "anthropic"
