@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -95,7 +96,20 @@ class SqliteStore:
             raise StateError.other(f"SqliteStore({self._path}) is closed")
 
         def work() -> T:
-            return op(self._connect())
+            # SQLite answers "database is locked" at once, without its busy handler, in a few
+            # cases (two connections switching to WAL or creating the schema together, WAL
+            # recovery): retry those with backoff within the busy timeout.
+            deadline = time.monotonic() + self._busy_timeout_s
+            delay = 0.005
+            while True:
+                try:
+                    return op(self._connect())
+                except sqlite3.OperationalError as e:
+                    transient = "locked" in str(e) or "busy" in str(e)
+                    if not transient or time.monotonic() > deadline:
+                        raise
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.2)
 
         loop = asyncio.get_running_loop()
         try:
