@@ -286,7 +286,6 @@ class _Sandbox:
         # Root hands the directory to uid 65534; otherwise the sandbox runs as our own uid.
         self.user = (65534, 65534) if root else (os.getuid(), os.getgid())
         self.root = root
-        self._root = root
         #: The network side (internal network, proxy, credentials); set by the environment.
         self.wiring: EgressWiring | None = None
         self._inflight: asyncio.Future[Any] | None = None
@@ -340,7 +339,7 @@ class _Sandbox:
         fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
         with os.fdopen(fd, "w") as f:
             f.write(self.token)
-        if self._root:
+        if self.root:
             os.chown(token_path, *self.user)
             os.chown(self.dir, *self.user)
         try:
@@ -394,7 +393,7 @@ class _Sandbox:
         """Take the control directory back: the sandbox can no longer change its entries."""
         with contextlib.suppress(FileNotFoundError):
             (self.dir / TOKEN_NAME).unlink()  # normally the runner already deleted it
-        if self._root:
+        if self.root:
             os.chown(self.dir, 0, 0)
         os.chmod(self.dir, 0o700)
         self.locked = True
