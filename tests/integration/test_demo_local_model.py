@@ -21,6 +21,7 @@ import pytest
 
 from airlock.controller._labels import LABEL_OWNER
 from airlock.localmodel import CachePaths
+from airlock.localmodel._manager import _pid_alive
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -32,16 +33,6 @@ QUESTION = "What is 17 * 23? Use the calculator."
 def _airlock() -> list[str]:
     script = Path(sys.executable).with_name("airlock")
     return [str(script)] if script.exists() else [sys.executable, "-m", "airlock"]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _egress_gateway(client: Any) -> str:

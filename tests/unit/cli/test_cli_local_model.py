@@ -228,7 +228,7 @@ async def test_free_port_probe(unused_tcp_port: int) -> None:
 
 
 def test_make_environment_passes_secrets_and_routes() -> None:
-    route = SidecarRoute(upstream="https://api.example.com", header="x-api-key")
+    route = SidecarRoute(upstream="https://api.upstream.test", header="x-api-key")
     resolver = _run.LocalModelKey()
     env = _run.make_environment("docker", secrets=resolver, sidecar_routes={"k": route})
     assert isinstance(env, DockerEnvironment)
