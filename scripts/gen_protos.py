@@ -51,7 +51,7 @@ def _rewrite(text: str) -> str:
     # The module name handed to the descriptor builder (sets __module__ of message classes).
     text = re.sub(r"'airlock\.(\w+)\.(\w+)\.(\w+_pb2)'", r"'airlock._proto.\1.\2.\3'", text)
     # Type references in the .pyi stubs.
-    text = re.sub(r"\bairlock\.runner\.v1\.runner_pb2\b", "airlock._proto.runner.v1.runner_pb2", text)
+    text = re.sub(r"\bairlock\.(runner|controller)\.v1\.(\w+_pb2)\b", r"airlock._proto.\1.v1.\2", text)
     return text
 
 

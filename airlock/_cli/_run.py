@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -30,8 +30,12 @@ from rich.status import Status
 from rich.table import Table
 
 from airlock.config import AgentConfig, parse_duration
+from airlock.controller.jobs._execute import (
+    LocalModelKey,
+    inline_script,
+    make_environment,
+)
 from airlock.errors import SpecError
-from airlock.turn import AgentSpec
 from layer0 import SessionId, TurnConfig, TurnInput, TurnOutput
 
 from ._agents import format_ms
@@ -50,14 +54,9 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
-    from airlock.controller import DockerEnvironment, LocalProcessEnvironment
-    from airlock.controller.policy import SidecarRoute
-    from airlock.controller.secrets import SecretResolver
+    pass
 
 _OUTPUT_PREVIEW = 160
-#: The name of the local model server's API key: a sidecar credential of the agent, so the
-#: key is added by the credential proxy and never enters the sandbox.
-LOCAL_MODEL_CREDENTIAL = "local-model-key"
 
 
 @dataclass(frozen=True)
@@ -94,74 +93,6 @@ def turn_config(opts: RunOptions) -> TurnConfig | None:
     if opts.max_turns is None and cost is None and duration is None:
         return None
     return TurnConfig(max_turns=opts.max_turns, max_cost=cost, max_duration=duration)
-
-
-def inline_script(spec: AgentSpec) -> AgentSpec:
-    """A scripted provider's script file read here, on the controller, and put into the spec.
-
-    The runner rebuilds the turn inside the sandbox, where host paths do not exist.
-
-    Raises:
-        SpecError: the script file is missing or invalid.
-    """
-    p = spec.provider
-    if p.kind != "scripted" or not isinstance(p.script, str) or p.script.lstrip().startswith(("[", "{")):
-        return spec
-    from airlock.providers import load_script
-
-    script = load_script(Path(p.script)).model_dump(mode="json")
-    return spec.model_copy(update={"provider": p.model_copy(update={"script": script})})
-
-
-def make_environment(
-    backend: str,
-    *,
-    secrets: SecretResolver | None = None,
-    sidecar_routes: Mapping[str, SidecarRoute] | None = None,
-) -> DockerEnvironment | LocalProcessEnvironment:
-    """The Environment for an agent's ``backend`` (docker or process).
-
-    ``secrets`` resolves the agent's credentials and ``sidecar_routes`` are its configured
-    sidecar routes (docker only: the process backend injects no credentials and refuses a
-    spec that names some).
-
-    Raises:
-        EnvError: ``other`` for a backend this command cannot run.
-    """
-    from layer0 import EnvError
-
-    if backend == "docker":
-        from airlock.controller import DockerEnvironment
-
-        return DockerEnvironment(secrets=secrets, sidecar_routes=sidecar_routes)
-    if backend == "process":
-        from airlock.controller import LocalProcessEnvironment
-
-        return LocalProcessEnvironment()
-    raise EnvError.other(
-        f"backend {backend!r} cannot be run by `airlock run` (it runs docker and process agents); "
-        "change the agent's backend"
-    )
-
-
-class LocalModelKey:
-    """A SecretResolver holding the local model server's API key under one name.
-
-    Created before the server starts (the environment needs its resolver first) and given
-    the key once the server is up; the key never leaves the controller.
-    """
-
-    def __init__(self, name: str = LOCAL_MODEL_CREDENTIAL) -> None:
-        self.name = name
-        self.key: str | None = None
-
-    async def get(self, name: str) -> str | None:
-        """The server's key for :attr:`name` (None before the server started, or another name)."""
-        return self.key if name == self.name else None
-
-    def describe(self, name: str) -> str:
-        """Where the key comes from."""
-        return "the local model server's state" if name == self.name else f"not the local model key ({name})"
 
 
 def _money(value: Decimal | None) -> str:

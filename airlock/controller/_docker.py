@@ -52,7 +52,7 @@ import secrets
 import shutil
 import stat
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -61,6 +61,7 @@ from pydantic import BaseModel
 from layer0 import (
     EnvError,
     EnvironmentSpec,
+    Scope,
     Turn,
     TurnError,
     TurnInput,
@@ -171,8 +172,13 @@ class DockerEnvironment:
         *,
         events: EventSink | None = None,
         sidecar_routes: Mapping[str, SidecarRoute] | None = None,
+        state: Iterable[tuple[Scope, str, Any]] | None = None,
     ) -> TurnOutput:
         """Run ``turn`` (a NeuronTurn built from an AgentSpec, or a RemoteTurn) in a sandbox.
+
+        ``state`` is a read-only snapshot ``(scope, key, value)`` the turn reads through its
+        StateReader (e.g. the session's history); it is sent with the request, so the
+        sandbox needs no path back to any store.
 
         ``events`` receives the turn's events and, when the sandbox has egress, every
         egress-proxy decision (:class:`~airlock.proxy.EgressEvent`) and credential-proxy
@@ -216,7 +222,7 @@ class DockerEnvironment:
         try:
             await sandbox.provision(image=image, limits=limits, runtimes=runtimes, boundary=boundary)
             agent = sidecar_agent(agent, plan, wiring.ports)
-            await sandbox.wait_serving(self.start_timeout, agent)
+            await sandbox.wait_serving(self.start_timeout, agent, state)
             output = await sandbox.execute(
                 input, sink, hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace), limits
             )
@@ -356,7 +362,12 @@ class _Sandbox:
         except errors.DockerException as e:
             raise EnvError.provision_failed(f"cannot start the sandbox container: {e}") from e
 
-    async def wait_serving(self, timeout: float, agent: AgentSpec) -> None:  # noqa: ASYNC109
+    async def wait_serving(
+        self,
+        timeout: float,  # noqa: ASYNC109
+        agent: AgentSpec,
+        state: Iterable[tuple[Scope, str, Any]] | None = None,
+    ) -> None:
         """Wait for the socket, lock the directory, then wait for health SERVING."""
         from airlock.runner import RemoteTurn, RunnerCallError
 
@@ -370,7 +381,7 @@ class _Sandbox:
                 await self._fail_if_exited()
             await asyncio.sleep(_POLL_S)
         await asyncio.to_thread(self._lock)
-        self.remote = RemoteTurn(f"unix:{self.socket}", self.token, agent)
+        self.remote = RemoteTurn(f"unix:{self.socket}", self.token, agent, state=state)
         try:
             await self.remote.wait_until_serving(max(0.1, deadline - time.monotonic()))
         except RunnerCallError as e:

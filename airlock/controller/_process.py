@@ -24,12 +24,21 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import airlock
-from layer0 import EnvError, EnvironmentSpec, ProcessIsolation, Turn, TurnError, TurnInput, TurnOutput
+from layer0 import (
+    EnvError,
+    EnvironmentSpec,
+    ProcessIsolation,
+    Scope,
+    Turn,
+    TurnError,
+    TurnInput,
+    TurnOutput,
+)
 
 from ._turnspec import EventSink, agent_spec_of, hard_timeout_s, timeout_output
 
@@ -72,9 +81,17 @@ class LocalProcessEnvironment:
         self.events = events
 
     async def run(
-        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: EventSink | None = None
+        self,
+        turn: Turn,
+        input: TurnInput,
+        spec: EnvironmentSpec,
+        *,
+        events: EventSink | None = None,
+        state: Iterable[tuple[Scope, str, Any]] | None = None,
     ) -> TurnOutput:
         """Run ``turn`` (describable as an AgentSpec) in a local runner process.
+
+        ``state`` is a read-only snapshot (e.g. the session's history) sent with the request.
 
         Raises:
             EnvError: ``other`` for a turn without an AgentSpec; ``isolation_violation`` /
@@ -86,7 +103,7 @@ class LocalProcessEnvironment:
         _refuse_unenforceable(spec)
         proc = _RunnerProcess(self.python)
         try:
-            await proc.start(agent, self.start_timeout)
+            await proc.start(agent, self.start_timeout, state)
             return await proc.execute(
                 input,
                 events if events is not None else self.events,
@@ -135,7 +152,12 @@ class _RunnerProcess:
         self.base: Path | None = None
         self.remote: object = None
 
-    async def start(self, agent: AgentSpec, timeout: float) -> None:  # noqa: ASYNC109
+    async def start(
+        self,
+        agent: AgentSpec,
+        timeout: float,  # noqa: ASYNC109
+        state: Iterable[tuple[Scope, str, Any]] | None = None,
+    ) -> None:
         from airlock.runner import RemoteTurn, RunnerCallError
 
         control, workspace, log = await asyncio.to_thread(self._prepare_dirs)
@@ -161,7 +183,7 @@ class _RunnerProcess:
                 cwd=workspace,
                 start_new_session=True,
             )
-        remote = RemoteTurn(f"unix:{control / 'runner.sock'}", self.token, agent)
+        remote = RemoteTurn(f"unix:{control / 'runner.sock'}", self.token, agent, state=state)
         self.remote = remote
         deadline = time.monotonic() + timeout
         while True:

@@ -52,6 +52,10 @@ from layer0 import (
 
 #: A handler for one ``CustomEffect.effect_type``; may return a JSON result for the report.
 CustomHandler = Callable[[CustomEffect], Awaitable[JsonValue]]
+#: Told of each outcome as soon as its effect is applied: ``(outcome, depth, source)``.
+OutcomeListener = Callable[["EffectOutcome", int, AgentId | None], Awaitable[None]]
+#: Receives each ``Log`` effect with the agent that declared it (besides Python logging).
+LogListener = Callable[[Log, AgentId | None], Awaitable[None]]
 
 OutcomeStatus = Literal["ok", "error", "skipped", "unhandled", "limit_reached"]
 
@@ -134,6 +138,9 @@ class EffectExecutor:
         max_follow_ups: dispatches allowed per ``apply`` call, across all levels.
         stop_on_error: after a failed effect, mark the rest of that output ``skipped``.
         logger: where ``Log`` effects and executor diagnostics go.
+        on_outcome: awaited with each outcome as soon as its effect is applied (a follow-up's
+            outcomes come before the outcome of the delegate that caused them).
+        on_log: awaited with each ``Log`` effect (e.g. to append it to a job's log).
     """
 
     def __init__(
@@ -146,6 +153,8 @@ class EffectExecutor:
         stop_on_error: bool = False,
         custom_handlers: dict[str, CustomHandler] | None = None,
         logger: logging.Logger | None = None,
+        on_outcome: OutcomeListener | None = None,
+        on_log: LogListener | None = None,
     ) -> None:
         if max_depth < 0 or max_follow_ups < 0:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
@@ -156,6 +165,8 @@ class EffectExecutor:
         self._stop_on_error = stop_on_error
         self._handlers: dict[str, CustomHandler] = dict(custom_handlers or {})
         self._log = logger or logging.getLogger("airlock.effects")
+        self._on_outcome = on_outcome
+        self._on_log = on_log
 
     def register_custom(self, effect_type: str, handler: CustomHandler) -> None:
         """Handle ``CustomEffect``s whose ``effect_type`` is ``effect_type``."""
@@ -207,6 +218,8 @@ class EffectExecutor:
                     "effect %d (%s) from %s: %s", index, effect.type, source or "turn", outcome.status
                 )
             outcomes.append(outcome)
+            if self._on_outcome is not None:
+                await self._on_outcome(outcome, depth, source)
         return EffectReport(depth=depth, outcomes=outcomes)
 
     async def _one(
@@ -251,6 +264,8 @@ class EffectExecutor:
                 )
                 return await self._follow_up(index, "handoff", agent, child_input, depth, budget)
             case Log(level=level, message=message, data=data):
+                if self._on_log is not None:
+                    await self._on_log(effect, source)
                 self._log.log(
                     LOG_LEVELS[level],
                     "[%s] %s",

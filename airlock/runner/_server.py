@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -21,6 +20,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
+from airlock._grpcauth import BearerAuth
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.errors import RunnerError, SpecError
@@ -81,42 +81,6 @@ class RunnerConfig:
 
 # ---------------------------------------------------------------------------------------------
 # Auth
-
-
-class _BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Requires ``authorization: Bearer <token>`` on every RPC except health checks."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if details.method.startswith("/grpc.health.v1.Health/") or handler is None:
-            return handler
-        presented = ""
-        for key, value in details.invocation_metadata or ():
-            if key == "authorization":
-                presented = value if isinstance(value, str) else value.decode("latin-1")
-        if hmac.compare_digest(presented.encode(), self._expected):
-            return handler
-        reason = "missing" if not presented else "wrong"
-        _log.warning("rejected RPC: %s bearer token", reason, extra={"method": details.method})
-        message = f"{reason} bearer token: send 'authorization: Bearer <token>' metadata"
-
-        async def deny_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-
-        async def deny_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-            yield  # pragma: no cover - abort raises
-
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(deny_stream)
-        return grpc.unary_unary_rpc_method_handler(deny_unary)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,7 +377,7 @@ class RunnerServer:
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        self._server = grpc.aio.server(interceptors=[_BearerAuth(config.token)], options=options)
+        self._server = grpc.aio.server(interceptors=[BearerAuth(config.token)], options=options)
         pb_grpc.add_RunnerServicer_to_server(self._service, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self.address: str | None = None

@@ -1,0 +1,52 @@
+"""BearerAuth: the gRPC server interceptor both airlock services use (runner, controller)."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+_log = logging.getLogger("airlock.auth")
+
+
+class BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Requires ``authorization: Bearer <token>`` on every RPC except health checks.
+
+    The token is compared in constant time and never logged; a refusal is
+    ``UNAUTHENTICATED`` saying whether the token was missing or wrong.
+    """
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if details.method.startswith("/grpc.health.v1.Health/") or handler is None:
+            return handler
+        presented = ""
+        for key, value in details.invocation_metadata or ():
+            if key == "authorization":
+                presented = value if isinstance(value, str) else value.decode("latin-1")
+        if hmac.compare_digest(presented.encode(), self._expected):
+            return handler
+        reason = "missing" if not presented else "wrong"
+        _log.warning("rejected RPC: %s bearer token", reason, extra={"method": details.method})
+        message = f"{reason} bearer token: send 'authorization: Bearer <token>' metadata"
+
+        async def deny_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+        async def deny_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+            yield  # pragma: no cover - abort raises
+
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(deny_stream)
+        return grpc.unary_unary_rpc_method_handler(deny_unary)

@@ -1,0 +1,57 @@
+"""airlock.controller.jobs: the controller service — durable jobs, scheduling, effects, gRPC.
+
+::
+
+    async with Controller(config, ControllerOptions(address="127.0.0.1:0")) as controller:
+        async with ControllerClient(controller.address, controller.token) as client:
+            job = await client.submit("demo-scripted", "What is 17 * 23?")
+            job = await client.wait(job.id)
+
+``Controller`` assembles the parts: :class:`SqliteJobStore` (the durable record),
+:class:`JobService` (fair queue, bounded workers, max_duration, cancellation, effect
+orchestration, session history), :class:`AgentRunner` (an agent's turn in its own sandbox)
+and :class:`ControllerServer` (the ``airlock.controller.v1.Controller`` gRPC service with
+bearer-token auth). :class:`ControllerClient` is its client.
+"""
+
+from __future__ import annotations
+
+from ._app import Controller, ControllerOptions
+from ._client import ControllerClient, ControllerError, resolve_token
+from ._execute import AgentRunner, LocalModelKey, inline_script, make_environment
+from ._grpc import DEFAULT_ADDRESS, ControllerServer, ControllerServerError, load_or_create_token
+from ._model import Job, JobError, JobEvent, JobFilter, JobState
+from ._paths import default_data_dir
+from ._queue import FairQueue, QueuedJob
+from ._service import JobNotFound, JobOrchestrator, JobService, ServiceSettings
+from ._store import JobStoreError, SqliteJobStore
+
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "AgentRunner",
+    "Controller",
+    "ControllerClient",
+    "ControllerError",
+    "ControllerOptions",
+    "ControllerServer",
+    "ControllerServerError",
+    "FairQueue",
+    "Job",
+    "JobError",
+    "JobEvent",
+    "JobFilter",
+    "JobNotFound",
+    "JobOrchestrator",
+    "JobService",
+    "JobState",
+    "JobStoreError",
+    "LocalModelKey",
+    "QueuedJob",
+    "ServiceSettings",
+    "SqliteJobStore",
+    "default_data_dir",
+    "inline_script",
+    "load_or_create_token",
+    "make_environment",
+    "resolve_token",
+]

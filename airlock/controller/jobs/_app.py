@@ -1,0 +1,102 @@
+"""Controller: the job store, state store, runner, scheduler and gRPC server, assembled."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+from ._execute import AgentRunner
+from ._grpc import DEFAULT_ADDRESS, ControllerServer, load_or_create_token
+from ._paths import default_data_dir
+from ._service import JobService, ServiceSettings
+from ._store import SqliteJobStore
+
+if TYPE_CHECKING:
+    from airlock.config import AirlockConfig
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    """Where the controller keeps its data, where it listens, and how it schedules.
+
+    Attributes:
+        data_dir: ``jobs.db`` (the job store), ``state.db`` (memory and session histories)
+            and ``token`` (the bearer token) live here.
+        address: ``host:port`` (``:0`` picks a port) or ``unix:/path``.
+        token: the bearer token; None: read ``data_dir/token``, generating it if absent.
+        settings: concurrency and limits.
+        sandbox_dir: sandboxes' control directories (default: DockerEnvironment's).
+        image: the runner image (default: the current build).
+    """
+
+    data_dir: Path | None = None
+    address: str = DEFAULT_ADDRESS
+    token: str | None = None
+    settings: ServiceSettings = field(default_factory=ServiceSettings)
+    sandbox_dir: Path | None = None
+    image: str | None = None
+
+
+class Controller:
+    """``airlock serve`` as an object: ``async with Controller(config, options) as c: ...``.
+
+    On entry the stores open, jobs of a previous controller are recovered (running ones
+    interrupted and their sandboxes reaped, queued ones queued again), the workers start and
+    the server listens. On exit the server stops, running jobs are cancelled (sandboxes
+    removed) and marked interrupted, and the stores close.
+    """
+
+    def __init__(self, config: AirlockConfig, options: ControllerOptions | None = None) -> None:
+        self.config = config
+        self.options = options or ControllerOptions()
+        self.data_dir = (self.options.data_dir or default_data_dir()).absolute()
+        self.token_created = False
+        #: The bearer token clients must send (known after entry; never logged).
+        self.token = ""
+        self.service: JobService | None = None
+        self.server: ControllerServer | None = None
+        self._stack = contextlib.AsyncExitStack()
+
+    @property
+    def address(self) -> str:
+        """Where the server listens (after entry)."""
+        assert self.server is not None and self.server.address is not None, "not started"
+        return self.server.address
+
+    @property
+    def token_file(self) -> Path:
+        """The token file in the data directory."""
+        return self.data_dir / "token"
+
+    async def __aenter__(self) -> Self:
+        from airlock.state import SqliteStore
+
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            token = self.options.token
+            if token is None:
+                token, self.token_created = load_or_create_token(self.token_file)
+            self.token = token
+            store = await self._stack.enter_async_context(SqliteJobStore(self.data_dir / "jobs.db"))
+            state = await self._stack.enter_async_context(SqliteStore(self.data_dir / "state.db"))
+            runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
+            self.service = await self._stack.enter_async_context(
+                JobService(store, runner, state, self.options.settings)
+            )
+            self.server = await self._stack.enter_async_context(
+                ControllerServer(self.service, token, self.options.address)
+            )
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def wait_for_termination(self) -> None:
+        """Serve until the server stops."""
+        assert self.server is not None, "not started"
+        await self.server.wait_for_termination()

@@ -1,0 +1,178 @@
+"""ControllerClient: the async client of ``airlock serve`` (what the CLI verbs use)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Self
+
+import grpc
+
+from airlock._proto.controller.v1 import controller_pb2 as cpb
+from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
+from airlock.errors import AirlockError
+from airlock.runner import _convert as cv
+from layer0 import TurnInput
+
+from . import _convert as jc
+from ._grpc import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
+from ._model import Job, JobEvent, JobFilter
+
+#: Environment variables the client reads when not given an address or token.
+ADDRESS_ENV = "AIRLOCK_CONTROLLER"
+TOKEN_ENV = "AIRLOCK_TOKEN"
+
+
+class ControllerError(AirlockError):
+    """A controller RPC failed; ``code`` is the gRPC status code's name (``NOT_FOUND``, …)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @classmethod
+    def from_rpc(cls, error: grpc.aio.AioRpcError, address: str) -> ControllerError:
+        """The error for a failed call (the message says what to do for the common ones)."""
+        code = error.code()
+        details = error.details() or code.name
+        if code == grpc.StatusCode.UNAVAILABLE:
+            details = f"no controller at {address} ({details}); start one with `airlock serve`"
+        elif code == grpc.StatusCode.UNAUTHENTICATED:
+            details = f"{details} (set {TOKEN_ENV}, or --token, to the token `airlock serve` printed)"
+        return cls(code.name, details)
+
+
+def default_token_file() -> Path:
+    """Where ``airlock serve`` keeps its token by default."""
+    from ._paths import default_data_dir
+
+    return default_data_dir() / "token"
+
+
+def resolve_token(token: str | None = None, token_file: Path | None = None) -> str:
+    """The token to send: ``token``, else $AIRLOCK_TOKEN, else the token file.
+
+    Raises:
+        ControllerError: ``UNAUTHENTICATED`` when none is found.
+    """
+    if token:
+        return token
+    if os.environ.get(TOKEN_ENV):
+        return os.environ[TOKEN_ENV]
+    path = token_file or default_token_file()
+    try:
+        found = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        found = ""
+    if not found:
+        raise ControllerError(
+            "UNAUTHENTICATED",
+            f"no controller token: pass --token, set {TOKEN_ENV}, or run on the controller's machine "
+            f"(it keeps the token in {path})",
+        )
+    return found
+
+
+class ControllerClient:
+    """Talks to a controller. Use as an async context manager.
+
+    Args:
+        address: ``host:port`` or ``unix:/path`` (default: $AIRLOCK_CONTROLLER, else
+            ``127.0.0.1:7878``).
+        token: the bearer token (never shown in ``repr``).
+    """
+
+    def __init__(self, address: str | None = None, token: str = "") -> None:
+        self.address = address or os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ]
+        self._channel = grpc.aio.insecure_channel(self.address, options=options)
+        self._stub: Any = cpb_grpc.ControllerStub(self._channel)
+
+    def __repr__(self) -> str:
+        return f"ControllerClient(address={self.address!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the channel."""
+        await self._channel.close()
+
+    async def _call(self, method: str, request: Any, timeout: float | None = 30.0) -> Any:  # noqa: ASYNC109
+        try:
+            return await getattr(self._stub, method)(request, metadata=self._metadata, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise ControllerError.from_rpc(e, self.address) from None
+
+    async def submit(
+        self,
+        agent: str,
+        input: TurnInput | str,
+        *,
+        queue: str | None = None,
+        max_duration_ms: int | None = None,
+        workflow: str | None = None,
+    ) -> Job:
+        """Submit a job; it comes back QUEUED (a plain string is a user message)."""
+        turn_input = TurnInput.new(input) if isinstance(input, str) else input
+        request = cpb.SubmitJobRequest(
+            agent=agent, input=cv.input_to_proto(turn_input), queue=queue or "", workflow=workflow or ""
+        )
+        if max_duration_ms is not None:
+            request.max_duration.CopyFrom(jc.duration_to_proto(max_duration_ms))
+        return jc.job_from_proto(await self._call("SubmitJob", request))
+
+    async def get(self, job_id: str) -> Job:
+        """The job (``ControllerError`` NOT_FOUND if unknown)."""
+        return jc.job_from_proto(await self._call("GetJob", cpb.GetJobRequest(id=job_id)))
+
+    async def cancel(self, job_id: str, reason: str = "") -> Job:
+        """Cancel the job; returns it once its sandbox is gone."""
+        return jc.job_from_proto(
+            await self._call("CancelJob", cpb.CancelJobRequest(id=job_id, reason=reason), None)
+        )
+
+    async def find(self, where: JobFilter | None = None) -> list[Job]:
+        """Jobs, most recent first."""
+        response = await self._call("ListJobs", jc.filter_to_proto(where or JobFilter()))
+        return [jc.job_from_proto(j) for j in response.jobs]
+
+    async def logs(self, job_id: str, after_seq: int = 0) -> list[JobEvent]:
+        """The job's log lines (its ``log`` events)."""
+        response = await self._call("GetJobLogs", cpb.GetJobLogsRequest(id=job_id, after_seq=after_seq))
+        return [jc.event_from_proto(e) for e in response.lines]
+
+    async def agents(self) -> list[dict[str, str | None]]:
+        """The agents the controller runs: name, backend, provider, model."""
+        response = await self._call("ListAgents", cpb.ListAgentsRequest())
+        return [
+            {"name": a.name, "backend": a.backend, "provider": a.provider, "model": a.model or None}
+            for a in response.agents
+        ]
+
+    async def watch(self, job_id: str, after_seq: int = 0) -> AsyncIterator[JobEvent]:
+        """The job's events after ``after_seq``, live, until it is terminal."""
+        call = self._stub.WatchJob(
+            cpb.WatchJobRequest(id=job_id, after_seq=after_seq), metadata=self._metadata
+        )
+        try:
+            async for message in call:
+                yield jc.event_from_proto(message)
+        except grpc.aio.AioRpcError as e:
+            raise ControllerError.from_rpc(e, self.address) from None
+        finally:
+            call.cancel()
+
+    async def wait(self, job_id: str) -> Job:
+        """Follow the job until it is terminal; the final job."""
+        async for _ in self.watch(job_id):
+            pass
+        return await self.get(job_id)

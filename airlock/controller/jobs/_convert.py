@@ -1,0 +1,173 @@
+"""Jobs and job events to and from the controller's protobuf messages (only this module
+touches ``airlock._proto.controller``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from airlock._proto.controller.v1 import controller_pb2 as cpb
+from airlock.runner import _convert as cv
+
+from ._model import Job, JobError, JobEvent, JobFilter, JobState
+
+_STATE_TO_PB = {
+    JobState.QUEUED: cpb.JOB_STATE_QUEUED,
+    JobState.PROVISIONING: cpb.JOB_STATE_PROVISIONING,
+    JobState.RUNNING: cpb.JOB_STATE_RUNNING,
+    JobState.APPLYING_EFFECTS: cpb.JOB_STATE_APPLYING_EFFECTS,
+    JobState.SUCCEEDED: cpb.JOB_STATE_SUCCEEDED,
+    JobState.FAILED: cpb.JOB_STATE_FAILED,
+    JobState.CANCELLED: cpb.JOB_STATE_CANCELLED,
+    JobState.TIMED_OUT: cpb.JOB_STATE_TIMED_OUT,
+    JobState.INTERRUPTED: cpb.JOB_STATE_INTERRUPTED,
+}
+_STATE_FROM_PB = {v: k for k, v in _STATE_TO_PB.items()}
+
+
+def state_to_proto(state: JobState) -> cpb.JobState.ValueType:
+    """The wire enum of a state."""
+    return _STATE_TO_PB[state]
+
+
+def state_from_proto(value: int) -> JobState:
+    """A state from the wire enum.
+
+    Raises:
+        ValueError: an unknown or unspecified value.
+    """
+    try:
+        return _STATE_FROM_PB[value]  # type: ignore[index]
+    except KeyError:
+        raise ValueError(f"unknown job state {value}") from None
+
+
+def _ts(value: datetime) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(value.astimezone(UTC).replace(tzinfo=None))
+    return ts
+
+
+def _dt(value: Timestamp) -> datetime:
+    return value.ToDatetime().replace(tzinfo=UTC)
+
+
+def duration_to_proto(ms: int) -> Duration:
+    """Milliseconds as a Duration."""
+    return cv.duration_to_proto(ms)
+
+
+def duration_from_proto(value: Duration) -> int:
+    """A Duration as whole milliseconds."""
+    return cv.duration_from_proto(value)
+
+
+def job_to_proto(job: Job) -> cpb.Job:
+    """A job on the wire."""
+    message = cpb.Job(
+        id=job.id,
+        agent=job.agent,
+        state=state_to_proto(job.state),
+        input=cv.input_to_proto(job.input),
+        queue=job.queue,
+        parent_id=job.parent_id or "",
+        origin=job.origin,
+        workflow=job.workflow,
+        created_at=_ts(job.created_at),
+        children=job.children,
+    )
+    if job.output is not None:
+        message.output.CopyFrom(cv.output_to_proto(job.output))
+    if job.error is not None:
+        message.error.CopyFrom(cpb.JobError(kind=job.error.kind, message=job.error.message))
+    if job.started_at is not None:
+        message.started_at.CopyFrom(_ts(job.started_at))
+    if job.finished_at is not None:
+        message.finished_at.CopyFrom(_ts(job.finished_at))
+    if job.max_duration_ms is not None:
+        message.max_duration.CopyFrom(duration_to_proto(job.max_duration_ms))
+    if job.effects is not None:
+        message.effects.CopyFrom(cv.json_to_proto(job.effects))
+    return message
+
+
+def job_from_proto(message: cpb.Job) -> Job:
+    """A job from the wire.
+
+    Raises:
+        MalformedMessage: the input or output does not decode.
+    """
+    return Job(
+        id=message.id,
+        agent=message.agent,
+        state=state_from_proto(message.state),
+        input=cv.input_from_proto(message.input),
+        output=cv.output_from_proto(message.output) if message.HasField("output") else None,
+        error=JobError(kind=message.error.kind, message=message.error.message)
+        if message.HasField("error")
+        else None,
+        queue=message.queue,
+        parent_id=message.parent_id or None,
+        origin=message.origin,
+        workflow=message.workflow,
+        created_at=_dt(message.created_at),
+        started_at=_dt(message.started_at) if message.HasField("started_at") else None,
+        finished_at=_dt(message.finished_at) if message.HasField("finished_at") else None,
+        max_duration_ms=duration_from_proto(message.max_duration)
+        if message.HasField("max_duration")
+        else None,
+        children=list(message.children),
+        effects=cv.json_from_proto(message.effects, present=message.HasField("effects")),
+    )
+
+
+def event_to_proto(event: JobEvent) -> cpb.JobEvent:
+    """A job event on the wire."""
+    return cpb.JobEvent(
+        job_id=event.job_id,
+        seq=event.seq,
+        time=_ts(event.time),
+        kind=event.kind,
+        data=cv.json_to_proto(event.data),
+    )
+
+
+def event_from_proto(message: cpb.JobEvent) -> JobEvent:
+    """A job event from the wire."""
+    return JobEvent(
+        job_id=message.job_id,
+        seq=message.seq,
+        time=_dt(message.time),
+        kind=message.kind,
+        data=cv.json_from_proto(message.data, present=message.HasField("data")),
+    )
+
+
+def filter_from_proto(message: cpb.ListJobsRequest) -> JobFilter:
+    """A ListJobs request as a filter (limit 0 → 50, capped at 1000).
+
+    Raises:
+        ValueError: an unknown state.
+    """
+    return JobFilter(
+        states=frozenset(state_from_proto(s) for s in message.states),
+        agent=message.agent or None,
+        session=message.session or None,
+        parent_id=message.parent_id or None,
+        limit=min(message.limit or 50, 1000),
+        before_id=message.before_id or None,
+    )
+
+
+def filter_to_proto(where: JobFilter) -> cpb.ListJobsRequest:
+    """A filter as a ListJobs request."""
+    return cpb.ListJobsRequest(
+        states=[state_to_proto(s) for s in sorted(where.states)],
+        agent=where.agent or "",
+        session=where.session or "",
+        parent_id=where.parent_id or "",
+        limit=where.limit,
+        before_id=where.before_id or "",
+    )

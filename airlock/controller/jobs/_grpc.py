@@ -1,0 +1,226 @@
+"""The controller's gRPC face: the Controller service, health, bearer-token auth, and the
+token file."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import NoReturn
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from airlock._grpcauth import BearerAuth
+from airlock._proto.controller.v1 import controller_pb2 as cpb
+from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
+from airlock.errors import AirlockError, ConfigError
+from airlock.runner import _convert as cv
+
+from . import _convert as jc
+from ._service import JobNotFound, JobService
+
+_log = logging.getLogger("airlock.controller")
+
+#: The fully qualified service name (health checks report it).
+SERVICE_NAME = "airlock.controller.v1.Controller"
+#: Largest request or response (a TurnInput with images, a long output).
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+#: Where ``airlock serve`` listens unless told otherwise (loopback only).
+DEFAULT_ADDRESS = "127.0.0.1:7878"
+
+
+class ControllerServerError(AirlockError):
+    """The controller server cannot start (address in use, unreadable token file, …)."""
+
+
+def load_or_create_token(path: Path) -> tuple[str, bool]:
+    """The bearer token in ``path``, creating it (mode 0600) if absent; ``(token, created)``.
+
+    Raises:
+        ControllerServerError: the file exists but is empty or unreadable, or cannot be written.
+    """
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        token = ""
+        created = True
+    except OSError as e:
+        raise ControllerServerError(f"cannot read the token file {path}: {e}") from e
+    else:
+        if not token:
+            raise ControllerServerError(f"the token file {path} is empty; delete it to generate a new token")
+        return token, False
+    token = secrets.token_urlsafe(32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(token + "\n")
+    except FileExistsError:
+        return load_or_create_token(path)
+    except OSError as e:
+        raise ControllerServerError(f"cannot write the token file {path}: {e}") from e
+    return token, created
+
+
+async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+    await context.abort(code, message)
+    raise AssertionError("unreachable: abort raises")  # pragma: no cover
+
+
+class _Servicer(cpb_grpc.ControllerServicer):
+    """Maps Controller RPCs onto a JobService; errors become status codes."""
+
+    def __init__(self, service: JobService) -> None:
+        self.service = service
+
+    async def SubmitJob(self, request: cpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        if not request.agent:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "agent is required")
+        if not request.HasField("input"):
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input (a TurnInput) is required")
+        try:
+            turn_input = cv.input_from_proto(request.input)
+        except AirlockError as e:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"input: {e}")
+        if not turn_input.message.as_blocks():
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input message is empty")
+        max_ms = jc.duration_from_proto(request.max_duration) if request.HasField("max_duration") else None
+        try:
+            job = await self.service.submit(
+                request.agent,
+                turn_input,
+                queue=request.queue or None,
+                max_duration_ms=max_ms,
+                workflow=request.workflow or None,
+            )
+        except ConfigError as e:
+            code = (
+                grpc.StatusCode.NOT_FOUND if "unknown agent" in str(e) else grpc.StatusCode.INVALID_ARGUMENT
+            )
+            return await _abort(context, code, str(e))
+        return jc.job_to_proto(job)
+
+    async def GetJob(self, request: cpb.GetJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        try:
+            return jc.job_to_proto(await self.service.get(request.id))
+        except JobNotFound as e:
+            return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+
+    async def WatchJob(
+        self, request: cpb.WatchJobRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[cpb.JobEvent]:
+        try:
+            async for event in self.service.watch(request.id, request.after_seq):
+                yield jc.event_to_proto(event)
+        except JobNotFound as e:
+            await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+
+    async def CancelJob(self, request: cpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        try:
+            return jc.job_to_proto(await self.service.cancel(request.id, request.reason))
+        except JobNotFound as e:
+            return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+
+    async def ListJobs(
+        self, request: cpb.ListJobsRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListJobsResponse:
+        try:
+            where = jc.filter_from_proto(request)
+        except ValueError as e:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        jobs = await self.service.find(where)
+        return cpb.ListJobsResponse(jobs=[jc.job_to_proto(j) for j in jobs])
+
+    async def GetJobLogs(
+        self, request: cpb.GetJobLogsRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.GetJobLogsResponse:
+        try:
+            lines = await self.service.logs(request.id, request.after_seq)
+        except JobNotFound as e:
+            return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        return cpb.GetJobLogsResponse(lines=[jc.event_to_proto(e) for e in lines])
+
+    async def ListAgents(
+        self, request: cpb.ListAgentsRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListAgentsResponse:
+        agents = []
+        for name, agent in sorted(self.service.runner.config.agents.items()):
+            info = cpb.AgentInfo(name=name, backend=agent.backend, provider=agent.spec.provider.kind)
+            if agent.spec.provider.model:
+                info.model = agent.spec.provider.model
+            agents.append(info)
+        return cpb.ListAgentsResponse(agents=agents)
+
+
+class ControllerServer:
+    """A grpc.aio server with the Controller service, health and bearer-token auth.
+
+    Use as an async context manager; :attr:`address` is where it listens once started
+    (``host:0`` picks a free port).
+
+    Args:
+        service: the started JobService it serves.
+        token: the bearer token every Controller RPC must present.
+        address: ``host:port`` or ``unix:/path``.
+    """
+
+    def __init__(self, service: JobService, token: str, address: str = DEFAULT_ADDRESS) -> None:
+        if not token:
+            raise ControllerServerError("the controller refuses to start without a token")
+        self.service = service
+        self.listen = address
+        self.address: str | None = None
+        self._health = HealthServicer()
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+        self._server = grpc.aio.server(interceptors=[BearerAuth(token)], options=options)
+        cpb_grpc.add_ControllerServicer_to_server(_Servicer(service), self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+
+    def __repr__(self) -> str:  # never show the token
+        return f"ControllerServer(address={self.address or self.listen!r})"
+
+    async def start(self) -> str:
+        """Listen and serve; the address actually bound.
+
+        Raises:
+            ControllerServerError: the address cannot be bound.
+        """
+        try:
+            port = self._server.add_insecure_port(self.listen)
+        except (OSError, RuntimeError) as e:
+            raise ControllerServerError(f"cannot listen on {self.listen}: {e}") from e
+        if not self.listen.startswith("unix:") and port == 0:
+            raise ControllerServerError(f"cannot listen on {self.listen} (in use?)")
+        await self._server.start()
+        self.address = (
+            self.listen if self.listen.startswith("unix:") else f"{self.listen.rsplit(':', 1)[0]}:{port}"
+        )
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        return self.address
+
+    async def stop(self, grace: float = 2.0) -> None:
+        """NOT_SERVING, then close the server (open watch streams end)."""
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self._server.stop(grace)
+
+    async def wait_for_termination(self) -> None:
+        """Wait until the server stops."""
+        await self._server.wait_for_termination()
+
+    async def __aenter__(self) -> ControllerServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,597 @@
+"""JobService: the controller's scheduler — durable queue, bounded workers, effects.
+
+A submitted job is written to the store before ``submit`` returns. ``concurrency`` workers
+take queued jobs from a :class:`FairQueue`; each job runs as its own task so it can be
+cancelled (by a user, or by its ``max_duration``) without disturbing its worker, and the
+cancellation tears its sandbox down before the job is marked. After the turn, its effects
+go through the layer0 effect executor: memory writes to the StateStore, delegates and
+handoffs to child jobs (each in a sandbox of its own agent, with that agent's policy),
+signals to the store, log effects to the job's log. A session's conversation history is
+read from the StateStore and sent with the next turn of that session as a read-only
+snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, JsonValue
+
+from airlock.controller.effects import EffectExecutor, EffectOutcome
+from airlock.errors import AirlockError, ConfigError
+from airlock.turn import HISTORY_KEY
+from layer0 import (
+    AgentId,
+    Layer0Error,
+    Log,
+    OrchError,
+    QueryPayload,
+    Scope,
+    SignalPayload,
+    StateStore,
+    TurnInput,
+    TurnOutput,
+    WorkflowId,
+)
+
+from ._execute import AgentRunner
+from ._model import Job, JobError, JobEvent, JobFilter, JobOrigin, JobState
+from ._queue import FairQueue, QueuedJob
+from ._store import SqliteJobStore
+
+_log = logging.getLogger("airlock.jobs")
+
+#: Extra time a job gets beyond its agent's ``max_duration`` by default (sandbox start,
+#: effects), when the submitter gives no ``max_duration``.
+DEFAULT_SLACK_MS = 60_000
+
+
+class JobNotFound(AirlockError):
+    """No job has this id."""
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """How the controller schedules and bounds jobs.
+
+    Attributes:
+        concurrency: jobs running at once (each holds one sandbox, children aside).
+        default_max_duration_ms: a job's limit when neither the submitter nor its agent sets
+            one.
+        max_depth: levels of delegate/handoff children under a submitted job.
+        max_follow_ups: children one submitted job may start in all (delegation loops stop).
+    """
+
+    concurrency: int = 4
+    default_max_duration_ms: int = 3_600_000
+    max_depth: int = 4
+    max_follow_ups: int = 16
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.max_depth < 0 or self.max_follow_ups < 0:
+            raise ConfigError("max_depth and max_follow_ups must not be negative")
+
+
+def _event_data(event: Any) -> tuple[str, JsonValue]:
+    """A turn or proxy event as ``(kind, data)`` for the job's record."""
+    data: JsonValue = event.model_dump(mode="json") if isinstance(event, BaseModel) else {"repr": repr(event)}
+    kind = getattr(event, "type", None)
+    if kind in ("egress", "credential_proxy"):
+        return kind, data
+    if kind == "log" and isinstance(data, dict):
+        return "log", {"level": data.get("level"), "message": data.get("message"), "source": "turn"}
+    return "turn", data
+
+
+def _error_of(e: BaseException) -> JobError:
+    kind = getattr(e, "kind", None)
+    return JobError(kind=kind if isinstance(kind, str) else "controller", message=str(e) or type(e).__name__)
+
+
+class JobService:
+    """Accepts, schedules, runs and records jobs. Use as an async context manager.
+
+    Args:
+        store: the durable job record.
+        runner: runs agents' turns in sandboxes.
+        state: where memory effects and session histories live.
+        settings: concurrency and limits.
+    """
+
+    def __init__(
+        self,
+        store: SqliteJobStore,
+        runner: AgentRunner,
+        state: StateStore,
+        settings: ServiceSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.state = state
+        self.settings = settings or ServiceSettings()
+        self._queue = FairQueue()
+        self._wake = asyncio.Condition()
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+        #: Why a job's task is being cancelled (CANCELLED or INTERRUPTED), and the detail.
+        self._why: dict[str, JobState] = {}
+        self._reasons: dict[str, str] = {}
+        self._busy_sessions: Counter[str] = Counter()
+        self._watchers: dict[str, set[asyncio.Event]] = {}
+        self._workers: list[asyncio.Task[None]] = []
+        self._running_now = 0
+        #: The most jobs seen running at once (for tests and the bench).
+        self.peak_running = 0
+        #: Jobs marked interrupted at start (their controller was gone).
+        self.recovered: list[Job] = []
+
+    # -- life --------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> JobService:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Recover from a previous controller, then start the workers.
+
+        Jobs the previous controller held are marked interrupted and their sandboxes
+        reaped (their owner process is gone); queued jobs are queued again, in order.
+        """
+        self.recovered = await self.store.recover("the controller stopped while the job ran")
+        if self.recovered:
+            report = await self.runner.reap()
+            removed = (
+                f"{len(report.containers)} container(s), {len(report.networks)} network(s)"
+                if report
+                else "none"
+            )
+            for job in self.recovered:
+                await self._emit(
+                    job.id,
+                    "log",
+                    {
+                        "level": "warn",
+                        "message": f"interrupted: the controller stopped while this job ran; "
+                        f"orphaned sandboxes reaped at restart ({removed})",
+                        "source": "controller",
+                    },
+                )
+        for job in await self.store.queued():
+            self._queue.push(QueuedJob(job.id, job.queue, job.session))
+        self._workers = [
+            asyncio.create_task(self._worker(), name=f"airlock-worker-{i}")
+            for i in range(self.settings.concurrency)
+        ]
+
+    async def stop(self) -> None:
+        """Stop: running jobs are cancelled (sandboxes removed) and marked interrupted;
+        queued jobs stay queued for the next start."""
+        for worker in self._workers:
+            worker.cancel()
+        for job_id, task in list(self._tasks.items()):
+            self._why.setdefault(job_id, JobState.INTERRUPTED)
+            task.cancel()
+        pending = [*self._workers, *self._tasks.values()]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        self._workers = []
+        await self.runner.aclose()
+
+    # -- the API -----------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        agent: str,
+        input: TurnInput,
+        *,
+        queue: str | None = None,
+        max_duration_ms: int | None = None,
+        workflow: str | None = None,
+    ) -> Job:
+        """Record a job for ``agent`` (durably) and queue it.
+
+        Raises:
+            ConfigError: unknown agent (the message lists the configured ones), or a
+                non-positive ``max_duration_ms``.
+        """
+        config = self.runner.agent(agent)
+        if max_duration_ms is not None and max_duration_ms <= 0:
+            raise ConfigError(f"max_duration must be positive, got {max_duration_ms} ms")
+        if max_duration_ms is None:
+            agent_limit = config.defaults.max_duration
+            max_duration_ms = (
+                agent_limit + DEFAULT_SLACK_MS
+                if agent_limit is not None
+                else self.settings.default_max_duration_ms
+            )
+        job, event = await self.store.create(
+            agent=agent, input=input, queue=queue, workflow=workflow, max_duration_ms=max_duration_ms
+        )
+        self._notify(event)
+        async with self._wake:
+            self._queue.push(QueuedJob(job.id, job.queue, job.session))
+            self._wake.notify()
+        return job
+
+    async def get(self, job_id: str) -> Job:
+        """The job.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        job = await self.store.get(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r}")
+        return job
+
+    async def find(self, where: JobFilter | None = None) -> list[Job]:
+        """Jobs matching ``where``, most recent first."""
+        return await self.store.find(where)
+
+    async def logs(self, job_id: str, after_seq: int = 0) -> list[JobEvent]:
+        """The job's ``log`` events."""
+        await self.get(job_id)
+        return await self.store.events(job_id, after_seq=after_seq, kind="log")
+
+    async def watch(self, job_id: str, after_seq: int = 0) -> AsyncIterator[JobEvent]:
+        """The job's events after ``after_seq``, then live ones, until it is terminal."""
+        job = await self.get(job_id)
+        seq = after_seq
+        wake = asyncio.Event()
+        self._watchers.setdefault(job_id, set()).add(wake)
+        try:
+            while True:
+                wake.clear()
+                events = await self.store.events(job_id, after_seq=seq)
+                for event in events:
+                    seq = event.seq
+                    yield event
+                    if event.terminal:
+                        return
+                if not events:
+                    job = await self.get(job_id)
+                    if job.state.terminal:
+                        return
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), 5.0)
+        finally:
+            watchers = self._watchers.get(job_id)
+            if watchers is not None:
+                watchers.discard(wake)
+                if not watchers:
+                    del self._watchers[job_id]
+
+    async def cancel(self, job_id: str, reason: str = "") -> Job:
+        """Cancel a queued or running job; its sandbox is removed before this returns.
+
+        A terminal job is returned unchanged.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        job = await self.get(job_id)
+        if job.state.terminal:
+            return job
+        detail = f"cancelled: {reason}" if reason else "cancelled by a user"
+        async with self._wake:
+            queued = self._queue.remove(job_id)
+        if queued or (job.state is JobState.QUEUED and job_id not in self._tasks):
+            changed = await self.store.transition(
+                job_id,
+                JobState.CANCELLED,
+                detail=detail,
+                error=JobError(kind="cancelled", message=detail),
+                only_from=[JobState.QUEUED],
+            )
+            if changed is not None:
+                self._notify(changed[1])
+                return changed[0]
+        task = self._tasks.get(job_id)
+        if task is not None:
+            self._why.setdefault(job_id, JobState.CANCELLED)
+            self._reasons[job_id] = detail
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(asyncio.wait([task]))
+        return await self.get(job_id)
+
+    @property
+    def queued_count(self) -> int:
+        """Jobs waiting for a worker."""
+        return len(self._queue)
+
+    @property
+    def running_count(self) -> int:
+        """Jobs holding a worker now."""
+        return self._running_now
+
+    # -- events --------------------------------------------------------------------------------
+
+    def _notify(self, event: JobEvent) -> None:
+        for wake in self._watchers.get(event.job_id, ()):
+            wake.set()
+
+    async def _emit(self, job_id: str, kind: str, data: JsonValue) -> JobEvent:
+        event = await self.store.append(job_id, kind, data)
+        self._notify(event)
+        return event
+
+    async def _transition(self, job_id: str, state: JobState, **kwargs: Any) -> Job | None:
+        changed = await self.store.transition(job_id, state, **kwargs)
+        if changed is None:
+            return None
+        self._notify(changed[1])
+        return changed[0]
+
+    # -- workers -------------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while True:
+            async with self._wake:
+                while (item := self._queue.pop(self._busy_sessions)) is None:
+                    await self._wake.wait()
+                if item.session is not None:
+                    self._busy_sessions[item.session] += 1
+            self._running_now += 1
+            self.peak_running = max(self.peak_running, self._running_now)
+            try:
+                task = asyncio.create_task(self._run_submitted(item.id), name=f"airlock-job-{item.id}")
+                self._tasks[item.id] = task
+                await asyncio.wait([task])
+            finally:
+                self._tasks.pop(item.id, None)
+                self._running_now -= 1
+                async with self._wake:
+                    if item.session is not None:
+                        self._busy_sessions[item.session] -= 1
+                        if self._busy_sessions[item.session] <= 0:
+                            del self._busy_sessions[item.session]
+                    self._wake.notify_all()
+
+    async def _run_submitted(self, job_id: str) -> None:
+        job = await self._transition(job_id, JobState.PROVISIONING, only_from=[JobState.QUEUED])
+        if job is None:
+            return  # cancelled while it waited
+        await self._run(job, apply_effects=True)
+
+    async def _run(self, job: Job, *, apply_effects: bool) -> TurnOutput | None:
+        """Run ``job`` (already PROVISIONING) to a terminal state; its output if it has one.
+
+        Submitted jobs apply their turn's effects here; a child's effects are applied by its
+        parent's executor as a follow-up (bounded by depth and count).
+        """
+        limit_s = job.max_duration_ms / 1000 if job.max_duration_ms else None
+        current = asyncio.current_task()
+        try:
+            async with asyncio.timeout(limit_s):
+                output = await self._turn(job)
+                if apply_effects:
+                    await self._transition(job.id, JobState.APPLYING_EFFECTS, output=output)
+                    report = await self._apply_effects(job, output)
+                    await self._transition(
+                        job.id,
+                        JobState.SUCCEEDED,
+                        detail=f"exit reason {output.exit_reason.kind}",
+                        effects=report,
+                    )
+                else:
+                    await self._transition(
+                        job.id,
+                        JobState.SUCCEEDED,
+                        output=output,
+                        detail=f"exit reason {output.exit_reason.kind}",
+                    )
+                return output
+        except TimeoutError:
+            if current is not None and current.cancelling():
+                raise  # pragma: no cover - an outer cancel arrived at the same time
+            message = f"ran past its max_duration of {limit_s:g}s; cancelled and its sandbox removed"
+            await self._finish_shielded(job.id, JobState.TIMED_OUT, JobError(kind="timeout", message=message))
+            return None
+        except asyncio.CancelledError:
+            why = self._why.pop(job.id, JobState.INTERRUPTED if apply_effects else JobState.CANCELLED)
+            if why is JobState.INTERRUPTED:
+                message = "the controller stopped while the job ran; its sandbox was removed"
+            else:
+                message = self._reasons.pop(job.id, "cancelled") + "; its sandbox was removed"
+            kind = "interrupted" if why is JobState.INTERRUPTED else "cancelled"
+            await self._finish_shielded(job.id, why, JobError(kind=kind, message=message))
+            raise
+        except (Layer0Error, AirlockError) as e:
+            await self._transition(job.id, JobState.FAILED, error=_error_of(e), detail=str(e))
+            return None
+        except Exception as e:
+            _log.exception("job %s failed unexpectedly", job.id)
+            await self._transition(
+                job.id, JobState.FAILED, error=_error_of(e), detail=f"{type(e).__name__}: {e}"
+            )
+            return None
+
+    async def _finish_shielded(self, job_id: str, state: JobState, error: JobError) -> None:
+        active = [JobState.QUEUED, JobState.PROVISIONING, JobState.RUNNING, JobState.APPLYING_EFFECTS]
+        done = asyncio.ensure_future(
+            self._transition(job_id, state, error=error, detail=error.message, only_from=active)
+        )
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await done
+            raise
+
+    async def _turn(self, job: Job) -> TurnOutput:
+        agent = self.runner.agent(job.agent)
+        state = None
+        if job.input.session is not None:
+            history = await self.state.read(Scope.session(job.input.session), HISTORY_KEY)
+            if history is not None:
+                state = [(Scope.session(job.input.session), HISTORY_KEY, history)]
+        running = False
+
+        async def sink(event: Any) -> None:
+            nonlocal running
+            kind, data = _event_data(event)
+            if not running and getattr(event, "type", None) == "started":
+                running = True
+                await self._transition(job.id, JobState.RUNNING, detail="the turn started in its sandbox")
+            await self._emit(job.id, kind, data)
+
+        return await self.runner.run(agent, job.input, events=sink, state=state)
+
+    # -- effects ---------------------------------------------------------------------------------
+
+    async def _apply_effects(self, job: Job, output: TurnOutput) -> JsonValue:
+        orchestrator = JobOrchestrator(self, job)
+
+        async def on_outcome(outcome: EffectOutcome, depth: int, source: AgentId | None) -> None:
+            data = outcome.model_dump(mode="json", exclude={"child_output", "follow_up", "result"})
+            data["depth"] = depth
+            data["source"] = str(source) if source is not None else job.agent
+            await self._emit(job.id, "effect", data)
+
+        async def on_log(effect: Log, source: AgentId | None) -> None:
+            await self._emit(
+                job.id,
+                "log",
+                {
+                    "level": effect.level.value,
+                    "message": effect.message,
+                    "source": str(source) if source is not None else job.agent,
+                    "data": effect.data,
+                },
+            )
+
+        executor = EffectExecutor(
+            self.state,
+            orchestrator,
+            max_depth=self.settings.max_depth,
+            max_follow_ups=self.settings.max_follow_ups,
+            on_outcome=on_outcome,
+            on_log=on_log,
+        )
+        report = await executor.apply(output, source=AgentId(job.agent), session=job.input.session)
+        return report.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
+
+    async def run_child(self, parent: Job, agent: AgentId, input: TurnInput, origin: JobOrigin) -> TurnOutput:
+        """Run a delegate/handoff child of ``parent`` as its own job; its output.
+
+        Raises:
+            OrchError: ``agent_not_found`` for an agent the configuration lacks;
+                ``dispatch_failed`` when the child did not produce an output.
+        """
+        try:
+            config = self.runner.agent(str(agent))
+        except ConfigError as e:
+            raise OrchError.agent_not_found(str(e)) from e
+        limit = config.defaults.max_duration
+        child, event = await self.store.create(
+            agent=str(agent),
+            input=input,
+            queue=parent.queue,
+            parent_id=parent.id,
+            origin=origin,
+            workflow=parent.workflow,
+            max_duration_ms=limit + DEFAULT_SLACK_MS if limit is not None else parent.max_duration_ms,
+        )
+        self._notify(event)
+        await self._emit(
+            parent.id, "child", {"phase": "started", "job": child.id, "agent": str(agent), "origin": origin}
+        )
+        child = await self._transition(child.id, JobState.PROVISIONING) or child
+        task = asyncio.create_task(self._run(child, apply_effects=False), name=f"airlock-job-{child.id}")
+        self._tasks[child.id] = task
+        try:
+            try:
+                output = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                outer = asyncio.current_task()
+                if outer is not None and outer.cancelling():
+                    self._why.setdefault(child.id, self._why.get(parent.id, JobState.CANCELLED))
+                    task.cancel()
+                    await asyncio.wait([task])
+                    raise
+                output = None  # the child alone was cancelled
+        finally:
+            self._tasks.pop(child.id, None)
+        final = await self.get(child.id)
+        await self._emit(
+            parent.id,
+            "child",
+            {
+                "phase": "finished",
+                "job": child.id,
+                "agent": str(agent),
+                "origin": origin,
+                "state": final.state.value,
+            },
+        )
+        if output is None:
+            why = final.error.message if final.error else final.state.value
+            raise OrchError.dispatch_failed(
+                f"child job {child.id} ({agent}) ended {final.state.value}: {why}"
+            )
+        return output
+
+
+class JobOrchestrator:
+    """The layer0 Orchestrator the effect executor uses for one submitted job.
+
+    ``dispatch`` runs the agent as a child job of the submitted one (its own sandbox and
+    policy, its own record, under the parent); ``signal`` records the signal durably under
+    its workflow and on the job's record; ``query`` answers from those records.
+    """
+
+    def __init__(self, service: JobService, job: Job) -> None:
+        self._service = service
+        self._job = job
+
+    async def dispatch(self, agent: AgentId, input: TurnInput) -> TurnOutput:
+        """Run ``agent`` on ``input`` as a child job; its output (``OrchError`` on failure)."""
+        origin: JobOrigin = (
+            "handoff"
+            if isinstance(input.metadata, dict) and "handoff_state" in input.metadata
+            else "delegate"
+        )
+        return await self._service.run_child(self._job, agent, input, origin)
+
+    async def dispatch_many(self, tasks: list[tuple[AgentId, TurnInput]]) -> list[TurnOutput | OrchError]:
+        """Run children concurrently; failures in their places."""
+
+        async def one(agent: AgentId, input: TurnInput) -> TurnOutput | OrchError:
+            try:
+                return await self.dispatch(agent, input)
+            except OrchError as e:
+                return e
+
+        return list(await asyncio.gather(*(one(a, i) for a, i in tasks)))
+
+    async def signal(self, target: WorkflowId, signal: SignalPayload) -> None:
+        """Record ``signal`` for ``target`` (durably) and on this job's record."""
+        count = await self._service.store.record_signal(
+            str(target), signal.signal_type, signal.data, self._job.id
+        )
+        await self._service._emit(
+            self._job.id,
+            "signal",
+            {"target": str(target), "signal_type": signal.signal_type, "data": signal.data, "count": count},
+        )
+
+    async def query(self, target: WorkflowId, query: QueryPayload) -> Any:
+        """``signals``: the signals recorded for ``target``; ``signal_count``: how many."""
+        signals = await self._service.store.signals(str(target))
+        if query.query_type == "signals":
+            return signals
+        if query.query_type == "signal_count":
+            return len(signals)
+        raise OrchError.other(
+            f"unknown query_type {query.query_type!r}; this orchestrator answers: signals, signal_count"
+        )

@@ -1,0 +1,458 @@
+"""SqliteJobStore: the durable job record (SQLite in WAL mode, one writer thread).
+
+Every change of a job and the event that reports it are written in one transaction, so a
+crash never leaves a state without its event or an event without its state. Calls run on a
+dedicated thread (sqlite3 blocks); the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from pydantic import JsonValue
+
+from airlock.errors import AirlockError
+from layer0 import TurnInput, TurnOutput
+
+from ._model import ACTIVE_STATES, Job, JobError, JobEvent, JobFilter, JobOrigin, JobState, utcnow
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    agent TEXT NOT NULL,
+    state TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    parent_id TEXT,
+    origin TEXT NOT NULL,
+    workflow TEXT NOT NULL,
+    session TEXT,
+    input TEXT NOT NULL,
+    output TEXT,
+    error TEXT,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    max_duration_ms INTEGER,
+    children TEXT NOT NULL DEFAULT '[]',
+    effects TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
+CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
+CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent_id, n);
+CREATE TABLE IF NOT EXISTS events (
+    job_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    time REAL NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE IF NOT EXISTS signals (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow TEXT NOT NULL,
+    signal_type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    source_job TEXT,
+    time REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS signals_workflow ON signals(workflow, n);
+"""
+
+_COLUMNS = (
+    "id, agent, state, queue, parent_id, origin, workflow, session, input, output, error, "
+    "created_at, started_at, finished_at, max_duration_ms, children, effects"
+)
+
+
+class JobStoreError(AirlockError):
+    """The job store cannot be read or written (the message names the database file)."""
+
+
+def new_job_id() -> str:
+    """A fresh job id: ``j`` + 11 hex digits of milliseconds + 6 random hex digits (sortable)."""
+    return f"j{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
+
+
+def _ts(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def _dt(value: float | None) -> datetime | None:
+    return datetime.fromtimestamp(value, UTC) if value is not None else None
+
+
+def _dump(value: JsonValue) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _job(row: sqlite3.Row) -> Job:
+    created = _dt(row["created_at"])
+    assert created is not None
+    return Job(
+        id=row["id"],
+        agent=row["agent"],
+        state=JobState(row["state"]),
+        input=TurnInput.model_validate_json(row["input"]),
+        output=TurnOutput.model_validate_json(row["output"]) if row["output"] else None,
+        error=JobError.model_validate_json(row["error"]) if row["error"] else None,
+        queue=row["queue"],
+        parent_id=row["parent_id"],
+        origin=row["origin"],
+        workflow=row["workflow"],
+        created_at=created,
+        started_at=_dt(row["started_at"]),
+        finished_at=_dt(row["finished_at"]),
+        max_duration_ms=row["max_duration_ms"],
+        children=json.loads(row["children"]),
+        effects=json.loads(row["effects"]) if row["effects"] else None,
+    )
+
+
+def _event(row: sqlite3.Row) -> JobEvent:
+    when = _dt(row["time"])
+    assert when is not None
+    return JobEvent(
+        job_id=row["job_id"], seq=row["seq"], time=when, kind=row["kind"], data=json.loads(row["data"])
+    )
+
+
+class SqliteJobStore:
+    """Jobs, their events and recorded signals in one SQLite file (WAL, synchronous=NORMAL).
+
+    Use as an async context manager, or call :meth:`aclose`.
+
+    Args:
+        path: the database file (created with its directory, mode 0600).
+        busy_timeout_s: how long a write waits for another connection's lock.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0) -> None:
+        self._path = Path(path)
+        self._busy_timeout_s = busy_timeout_s
+        self._conn: sqlite3.Connection | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="airlock-jobstore")
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    async def __aenter__(self) -> Self:
+        await self._run(lambda _: None)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close_conn)
+        self._executor.shutdown(wait=True)
+
+    def _close_conn(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            fresh = not self._path.exists()
+            conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None)
+            try:
+                if fresh:
+                    os.chmod(self._path, 0o600)
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise JobStoreError(f"job store {self._path} is closed")
+
+        def work() -> T:
+            conn = self._connect()
+            deadline = time.monotonic() + self._busy_timeout_s
+            delay = 0.005
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = op(conn)
+                    except BaseException:
+                        conn.execute("ROLLBACK")
+                        raise
+                    conn.execute("COMMIT")
+                    return result
+                except sqlite3.OperationalError as e:
+                    transient = "locked" in str(e) or "busy" in str(e)
+                    if not transient or time.monotonic() > deadline:
+                        raise
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, work)
+        except (sqlite3.Error, OSError) as e:
+            raise JobStoreError(f"job store {self._path}: {type(e).__name__}: {e}") from e
+
+    # -- writing -------------------------------------------------------------------------
+
+    @staticmethod
+    def _append(
+        conn: sqlite3.Connection, job_id: str, kind: str, data: JsonValue, when: datetime
+    ) -> JobEvent:
+        row = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ?", (job_id,)
+        ).fetchone()
+        seq = int(row[0])
+        conn.execute(
+            "INSERT INTO events (job_id, seq, time, kind, data) VALUES (?, ?, ?, ?, ?)",
+            (job_id, seq, when.timestamp(), kind, _dump(data)),
+        )
+        return JobEvent(job_id=job_id, seq=seq, time=when, kind=kind, data=data)
+
+    async def create(
+        self,
+        *,
+        agent: str,
+        input: TurnInput,
+        queue: str | None = None,
+        parent_id: str | None = None,
+        origin: JobOrigin = "submit",
+        workflow: str | None = None,
+        max_duration_ms: int | None = None,
+        state: JobState = JobState.QUEUED,
+    ) -> tuple[Job, JobEvent]:
+        """Record a new job (and its first ``state`` event) durably; return both."""
+        job_id = new_job_id()
+        now = utcnow()
+        job = Job(
+            id=job_id,
+            agent=agent,
+            state=state,
+            input=input,
+            queue=queue or agent,
+            parent_id=parent_id,
+            origin=origin,
+            workflow=workflow or job_id,
+            created_at=now,
+            max_duration_ms=max_duration_ms,
+        )
+
+        def op(conn: sqlite3.Connection) -> JobEvent:
+            conn.execute(
+                f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * 17)})",
+                (
+                    job.id,
+                    job.agent,
+                    job.state.value,
+                    job.queue,
+                    job.parent_id,
+                    job.origin,
+                    job.workflow,
+                    job.session,
+                    job.input.model_dump_json(),
+                    None,
+                    None,
+                    now.timestamp(),
+                    None,
+                    None,
+                    max_duration_ms,
+                    "[]",
+                    None,
+                ),
+            )
+            if parent_id is not None:
+                row = conn.execute("SELECT children FROM jobs WHERE id = ?", (parent_id,)).fetchone()
+                if row is not None:
+                    children = [*json.loads(row[0]), job_id]
+                    conn.execute("UPDATE jobs SET children = ? WHERE id = ?", (_dump(children), parent_id))
+            return self._append(conn, job_id, "state", {"state": state.value, "detail": None}, now)
+
+        return job, await self._run(op)
+
+    async def transition(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        detail: str | None = None,
+        output: TurnOutput | None = None,
+        error: JobError | None = None,
+        effects: JsonValue = None,
+        only_from: Iterable[JobState] | None = None,
+    ) -> tuple[Job, JobEvent] | None:
+        """Move a job to ``state`` (with its ``state`` event) and return both.
+
+        Entering an active state first sets ``started_at``; entering a terminal one sets
+        ``finished_at``. With ``only_from``, nothing happens (None is returned) unless the
+        job is in one of those states: a cancel and a finishing worker cannot both win.
+
+        Raises:
+            JobStoreError: no such job.
+        """
+        allowed = {s.value for s in only_from} if only_from is not None else None
+
+        def op(conn: sqlite3.Connection) -> tuple[Job, JobEvent] | None:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise JobStoreError(f"no job {job_id}")
+            if allowed is not None and row["state"] not in allowed:
+                return None
+            now = utcnow()
+            sets: dict[str, Any] = {"state": state.value}
+            if state in ACTIVE_STATES and row["started_at"] is None:
+                sets["started_at"] = now.timestamp()
+            if state.terminal:
+                sets["finished_at"] = now.timestamp()
+            if output is not None:
+                sets["output"] = output.model_dump_json()
+            if error is not None:
+                sets["error"] = error.model_dump_json()
+            if effects is not None:
+                sets["effects"] = _dump(effects)
+            assignments = ", ".join(f"{k} = ?" for k in sets)
+            conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
+            data: dict[str, JsonValue] = {"state": state.value, "detail": detail}
+            if error is not None:
+                data["error"] = error.model_dump(mode="json")
+            event = self._append(conn, job_id, "state", data, now)
+            fresh = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            return _job(fresh), event
+
+        return await self._run(op)
+
+    async def append(self, job_id: str, kind: str, data: JsonValue) -> JobEvent:
+        """Append one event to a job's record."""
+        return await self._run(lambda conn: self._append(conn, job_id, kind, data, utcnow()))
+
+    async def record_signal(
+        self, workflow: str, signal_type: str, data: JsonValue, source_job: str | None
+    ) -> int:
+        """Record a signal for ``workflow``; return how many that workflow has received."""
+
+        def op(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "INSERT INTO signals (workflow, signal_type, data, source_job, time) VALUES (?, ?, ?, ?, ?)",
+                (workflow, signal_type, _dump(data), source_job, time.time()),
+            )
+            return int(
+                conn.execute("SELECT COUNT(*) FROM signals WHERE workflow = ?", (workflow,)).fetchone()[0]
+            )
+
+        return await self._run(op)
+
+    async def recover(self, detail: str) -> list[Job]:
+        """Mark every job a worker held (provisioning, running, applying effects) interrupted.
+
+        Called once at start: those jobs' controller is gone. Returns them, interrupted.
+        """
+        active = tuple(s.value for s in ACTIVE_STATES)
+        error = JobError(kind="interrupted", message=detail)
+
+        def op(conn: sqlite3.Connection) -> list[str]:
+            marks = ", ".join("?" * len(active))
+            rows = conn.execute(f"SELECT id FROM jobs WHERE state IN ({marks}) ORDER BY n", active).fetchall()
+            now = utcnow()
+            for (job_id,) in rows:
+                conn.execute(
+                    "UPDATE jobs SET state = ?, finished_at = ?, error = ? WHERE id = ?",
+                    (JobState.INTERRUPTED.value, now.timestamp(), error.model_dump_json(), job_id),
+                )
+                data: dict[str, JsonValue] = {
+                    "state": JobState.INTERRUPTED.value,
+                    "detail": detail,
+                    "error": error.model_dump(mode="json"),
+                }
+                self._append(conn, job_id, "state", data, now)
+            return [r[0] for r in rows]
+
+        ids = await self._run(op)
+        jobs = [await self.get(i) for i in ids]
+        return [j for j in jobs if j is not None]
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def get(self, job_id: str) -> Job | None:
+        """The job, or None."""
+
+        def op(conn: sqlite3.Connection) -> Job | None:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            return _job(row) if row is not None else None
+
+        return await self._run(op)
+
+    async def find(self, where: JobFilter | None = None) -> list[Job]:
+        """Jobs matching ``where``, most recent first."""
+        f = where or JobFilter()
+        clauses: list[str] = []
+        args: list[Any] = []
+        if f.states:
+            clauses.append(f"state IN ({', '.join('?' * len(f.states))})")
+            args.extend(sorted(s.value for s in f.states))
+        for column, value in (("agent", f.agent), ("session", f.session), ("parent_id", f.parent_id)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                args.append(value)
+        if f.before_id is not None:
+            clauses.append("n < (SELECT n FROM jobs WHERE id = ?)")
+            args.append(f.before_id)
+        sql = f"SELECT {_COLUMNS} FROM jobs"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += " ORDER BY n DESC LIMIT ?"
+        args.append(max(1, min(f.limit, 1000)))
+        return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, args).fetchall()])
+
+    async def queued(self) -> list[Job]:
+        """Submitted jobs waiting for a worker, oldest first."""
+        sql = f"SELECT {_COLUMNS} FROM jobs WHERE state = ? AND origin = 'submit' ORDER BY n"
+        return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, (JobState.QUEUED.value,))])
+
+    async def events(self, job_id: str, *, after_seq: int = 0, kind: str | None = None) -> list[JobEvent]:
+        """A job's events after ``after_seq`` (of one ``kind``, if given), in order."""
+        sql = "SELECT job_id, seq, time, kind, data FROM events WHERE job_id = ? AND seq > ?"
+        args: list[Any] = [job_id, after_seq]
+        if kind is not None:
+            sql += " AND kind = ?"
+            args.append(kind)
+        sql += " ORDER BY seq"
+        return await self._run(lambda conn: [_event(r) for r in conn.execute(sql, args).fetchall()])
+
+    async def signals(self, workflow: str) -> list[dict[str, JsonValue]]:
+        """The signals recorded for ``workflow``, oldest first."""
+        sql = "SELECT signal_type, data, source_job, time FROM signals WHERE workflow = ? ORDER BY n"
+
+        def op(conn: sqlite3.Connection) -> list[dict[str, JsonValue]]:
+            return [
+                {"signal_type": r[0], "data": json.loads(r[1]), "source_job": r[2], "time": r[3]}
+                for r in conn.execute(sql, (workflow,)).fetchall()
+            ]
+
+        return await self._run(op)
