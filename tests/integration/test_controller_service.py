@@ -1,0 +1,467 @@
+"""The controller service end to end: real gRPC, real Docker sandboxes, real SQLite.
+
+Every job here runs a scripted agent in a real sandbox; the tests read what happened from
+the job records the service keeps (states, events, outputs) and from the engine itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from conftest import my_containers
+from controller_helpers import (
+    agent,
+    running_controller,
+    text_step,
+    tool_outputs,
+    tool_step,
+    tools_step,
+    write_config,
+)
+
+from airlock.controller._labels import LABEL_OWNER
+from airlock.controller.jobs import ControllerClient, ControllerError, Job, JobEvent, JobFilter, JobState
+from airlock.state import SqliteStore
+from layer0 import Scope
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def sleeper(seconds: int = 60) -> dict[str, Any]:
+    return agent([tool_step("bash", {"command": f"sleep {seconds}"}), text_step("woke")], ["bash"])
+
+
+def quick(text: str = "done", command: str = "true") -> dict[str, Any]:
+    return agent([tool_step("bash", {"command": command}), text_step(text)], ["bash"])
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def no_leaks(docker_client: Any) -> Any:
+    yield
+    leftovers = my_containers(docker_client)
+    for c in leftovers:
+        c.remove(force=True)
+    assert not leftovers, f"containers left behind: {[c.name for c in leftovers]}"
+
+
+async def events_of(client: ControllerClient, job_id: str) -> list[JobEvent]:
+    return [e async for e in client.watch(job_id)]
+
+
+async def wait_state(client: ControllerClient, job_id: str, state: JobState, within: float = 60) -> Job:
+    deadline = time.monotonic() + within
+    while True:
+        job = await client.get(job_id)
+        if job.state is state:
+            return job
+        assert not job.state.terminal, f"job ended {job.state} waiting for {state}: {job.error}"
+        assert time.monotonic() < deadline, f"job still {job.state} waiting for {state}"
+        await asyncio.sleep(0.05)
+
+
+# -- submit, watch, get, list, cancel ------------------------------------------------------------
+
+
+async def test_submit_watch_get_list(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    config = write_config(tmp_path, {"echo": quick("the answer is 391", "echo $((17*23))")})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
+        job = await client.submit("echo", "compute")
+        assert job.state is JobState.QUEUED and job.agent == "echo" and job.queue == "echo"
+        events = await events_of(client, job.id)
+        states = [e.data["state"] for e in events if e.kind == "state"]
+        assert states == ["queued", "provisioning", "running", "applying_effects", "succeeded"]
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert tool_outputs(events) == ["391\n"]
+        done = await client.get(job.id)
+        assert done.state is JobState.SUCCEEDED
+        assert done.output is not None and done.output.message.joined_text() == "the answer is 391"
+        assert done.started_at is not None and done.finished_at is not None
+        assert done.created_at <= done.started_at <= done.finished_at
+        # Watching a finished job replays its record and ends.
+        assert [e.seq for e in await events_of(client, job.id)] == [e.seq for e in events]
+        assert [e.seq for e in await events_of(client, job.id)][-1] == events[-1].seq
+        second = await client.submit("echo", "again", queue="team-b")
+        await client.wait(second.id)
+        listed = await client.find()
+        assert [j.id for j in listed] == [second.id, job.id]
+        assert [
+            j.id for j in await client.find(JobFilter(states=frozenset({JobState.SUCCEEDED}), limit=1))
+        ] == [second.id]
+        assert [j.id for j in await client.find(JobFilter(before_id=second.id))] == [job.id]
+        with pytest.raises(ControllerError) as unknown_agent:
+            await client.submit("nobody", "hi")
+        assert unknown_agent.value.code == "NOT_FOUND" and "echo" in str(unknown_agent.value)
+        with pytest.raises(ControllerError) as unknown_job:
+            await client.get("j-missing")
+        assert unknown_job.value.code == "NOT_FOUND"
+
+
+async def test_cancel_running_and_queued_jobs_remove_their_sandboxes(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, docker_client: Any, no_leaks: None
+) -> None:
+    config = write_config(tmp_path, {"sleeper": sleeper(), "echo": quick()})
+    async with running_controller(config, data_dir, state_dir, runner_image, concurrency=1) as (_, client):
+        running = await client.submit("sleeper", "sleep")
+        queued = await client.submit("echo", "never runs")
+        await wait_state(client, running.id, JobState.RUNNING)
+        assert len(my_containers(docker_client)) == 1
+        cancelled_queued = await client.cancel(queued.id, "changed my mind")
+        assert cancelled_queued.state is JobState.CANCELLED
+        assert cancelled_queued.error is not None and "changed my mind" in cancelled_queued.error.message
+        assert cancelled_queued.started_at is None
+        began = time.monotonic()
+        cancelled = await client.cancel(running.id)
+        assert time.monotonic() - began < 15
+        assert cancelled.state is JobState.CANCELLED and cancelled.error is not None
+        assert cancelled.error.kind == "cancelled" and "sandbox was removed" in cancelled.error.message
+        assert my_containers(docker_client) == []
+        # Cancelling a terminal job changes nothing.
+        again = await client.cancel(running.id)
+        assert again.state is JobState.CANCELLED and again.finished_at == cancelled.finished_at
+
+
+async def test_max_duration_cancels_the_job_and_removes_its_sandbox(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, docker_client: Any, no_leaks: None
+) -> None:
+    config = write_config(tmp_path, {"sleeper": sleeper()})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
+        job = await client.submit("sleeper", "sleep", max_duration_ms=3000)
+        await wait_state(client, job.id, JobState.RUNNING)
+        assert len(my_containers(docker_client)) == 1
+        done = await client.wait(job.id)
+        assert done.state is JobState.TIMED_OUT
+        assert done.error is not None and done.error.kind == "timeout" and "3s" in done.error.message
+        assert done.started_at is not None and done.finished_at is not None
+        assert 2.5 < (done.finished_at - done.created_at).total_seconds() < 15
+        assert my_containers(docker_client) == []
+
+
+# -- auth -------------------------------------------------------------------------------------------
+
+
+async def test_every_rpc_needs_the_token(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    config = write_config(tmp_path, {"echo": quick()})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (controller, _):
+        assert controller.token_created and controller.token_file.stat().st_mode & 0o777 == 0o600
+        assert controller.token_file.read_text().strip() == controller.token
+        for token in ("", "wrong-token", controller.token + "x"):
+            async with ControllerClient(controller.address, token) as bad:
+                for call in (bad.submit("echo", "hi"), bad.find(), bad.get("j1"), bad.agents()):
+                    with pytest.raises(ControllerError) as denied:
+                        await call
+                    assert denied.value.code == "UNAUTHENTICATED"
+                with pytest.raises(ControllerError) as streaming:
+                    [e async for e in bad.watch("j1")]
+                assert streaming.value.code == "UNAUTHENTICATED"
+        assert await controller.service.find() == []  # nothing was submitted
+        # Health needs no token.
+        async with grpc.aio.insecure_channel(controller.address) as channel:
+            health = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="airlock.controller.v1.Controller")
+            )
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+    # A second start keeps the token and does not report it as new.
+    async with running_controller(config, data_dir, state_dir, runner_image) as (again, client):
+        assert not again.token_created and again.token == controller.token
+        assert [a["name"] for a in await client.agents()] == ["echo"]
+
+
+# -- concurrency and fairness -----------------------------------------------------------------------
+
+
+async def test_twenty_queued_jobs_respect_the_concurrency_limit(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    config = write_config(tmp_path, {"nap": quick("rested", "sleep 0.4")})
+    async with running_controller(config, data_dir, state_dir, runner_image, concurrency=3) as (
+        controller,
+        client,
+    ):
+        jobs = [await client.submit("nap", f"job {i}") for i in range(20)]
+        done = await asyncio.gather(*(client.wait(j.id) for j in jobs))
+        assert [j.state for j in done] == [JobState.SUCCEEDED] * 20
+        # The limit, from the records: at no instant were more than 3 jobs between start and finish.
+        marks: list[tuple[float, int]] = []
+        for job in done:
+            assert job.started_at is not None and job.finished_at is not None
+            marks += [(job.started_at.timestamp(), 1), (job.finished_at.timestamp(), -1)]
+        running = peak = 0
+        for _, delta in sorted(marks, key=lambda m: (m[0], m[1])):
+            running += delta
+            peak = max(peak, running)
+        assert peak == 3
+        assert controller.service.peak_running == 3
+
+
+async def test_queues_take_turns(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    config = write_config(tmp_path, {"echo": quick()})
+    async with running_controller(config, data_dir, state_dir, runner_image, concurrency=1) as (_, client):
+        blocker = await client.submit("echo", "first", queue="a")
+        a_jobs = [await client.submit("echo", f"a{i}", queue="a") for i in range(3)]
+        b_jobs = [await client.submit("echo", f"b{i}", queue="b") for i in range(2)]
+        done = await asyncio.gather(*(client.wait(j.id) for j in [blocker, *a_jobs, *b_jobs]))
+        order = [
+            j.input.message.joined_text() for j in sorted(done, key=lambda j: j.started_at or j.created_at)
+        ]
+        # Queue b's jobs do not wait behind all of queue a's.
+        assert order.index("b0") < order.index("a2") and order.index("b1") < order.index("a2") + 2
+        assert order.index("b0") <= 2
+
+
+# -- effects ------------------------------------------------------------------------------------------
+
+
+async def test_effects_are_applied_in_order_and_recorded(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    steps = [
+        tools_step(
+            [
+                ("write_memory", {"key": "a", "value": 1, "scope": "global"}),
+                ("write_memory", {"key": "b", "value": {"x": 2}, "scope": "global"}),
+                ("delete_memory", {"key": "a", "scope": "global"}),
+                ("signal", {"target": "wf-other", "signal_type": "ping", "data": {"n": 1}}),
+            ]
+        ),
+        text_step("stored"),
+    ]
+    config = write_config(tmp_path, {"memo": agent(steps, ["write_memory", "delete_memory", "signal"])})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (controller, client):
+        job = await client.submit("memo", "remember")
+        events = await events_of(client, job.id)
+        done = await client.get(job.id)
+        assert done.state is JobState.SUCCEEDED
+        applied = [
+            (e.data["index"], e.data["effect"], e.data["status"]) for e in events if e.kind == "effect"
+        ]
+        assert applied == [
+            (0, "write_memory", "ok"),
+            (1, "write_memory", "ok"),
+            (2, "delete_memory", "ok"),
+            (3, "signal", "ok"),
+        ]
+        assert isinstance(done.effects, dict) and [o["effect"] for o in done.effects["outcomes"]] == [
+            "write_memory",
+            "write_memory",
+            "delete_memory",
+            "signal",
+        ]
+        signal_events = [e.data for e in events if e.kind == "signal"]
+        assert signal_events == [{"target": "wf-other", "signal_type": "ping", "data": {"n": 1}, "count": 1}]
+        assert (await controller.service.store.signals("wf-other"))[0]["source_job"] == job.id
+    async with SqliteStore(data_dir / "state.db") as state:
+        assert await state.read(Scope.global_(), "a") is None
+        assert await state.read(Scope.global_(), "b") == {"x": 2}
+
+
+async def test_delegate_runs_the_child_in_its_own_sandbox_with_its_own_policy(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    probe = (
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; "
+        "echo proxy=${HTTP_PROXY:-none}"
+    )
+    boss = agent(
+        [
+            tool_step("bash", {"command": probe}, 0),
+            tool_step("delegate", {"agent": "worker", "message": "probe your sandbox"}, 1),
+            text_step("delegated"),
+        ],
+        ["bash", "delegate"],
+        resources={"cpu": "1", "memory": "128Mi"},
+    )
+    worker = agent(
+        [tool_step("bash", {"command": probe}), text_step("worker done")],
+        ["bash"],
+        resources={"cpu": "1", "memory": "200Mi"},
+        network={"allow": [{"destination": "10.213.7.0/24", "port": 80}]},
+    )
+    config = write_config(tmp_path, {"boss": boss, "worker": worker})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
+        job = await client.submit("boss", "go")
+        events = await events_of(client, job.id)
+        done = await client.get(job.id)
+        assert done.state is JobState.SUCCEEDED, done.error
+        assert len(done.children) == 1
+        child = await client.get(done.children[0])
+        assert child.parent_id == job.id and child.origin == "delegate" and child.agent == "worker"
+        assert child.state is JobState.SUCCEEDED and child.output is not None
+        assert child.output.message.joined_text() == "worker done"
+        assert child.input.message.joined_text() == "probe your sandbox"
+        child_events = await events_of(client, child.id)
+        (boss_probe,) = tool_outputs(events)
+        (worker_probe,) = tool_outputs(child_events)
+        boss_mem, boss_pids, boss_proxy = boss_probe.split()
+        worker_mem, worker_pids, worker_proxy = worker_probe.split()
+        assert boss_mem == str(128 * 1024 * 1024) and worker_mem == str(200 * 1024 * 1024)
+        assert worker_pids == boss_pids != "max"  # both pid-limited
+        assert boss_proxy == "proxy=none"  # deny-all: no proxy, no route
+        assert worker_proxy.startswith("proxy=http://airlock-proxy:")  # its allow-list goes through its proxy
+        kinds = [(e.data["phase"], e.data["job"]) for e in events if e.kind == "child"]
+        assert kinds == [("started", child.id), ("finished", child.id)]
+        effect = next(e.data for e in events if e.kind == "effect")
+        assert effect["effect"] == "delegate" and effect["status"] == "ok" and effect["agent"] == "worker"
+        assert [j.id for j in await client.find(JobFilter(parent_id=job.id))] == [child.id]
+
+
+async def test_follow_up_limit_stops_a_delegation_loop(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    looper = agent(
+        [tool_step("delegate", {"agent": "looper", "message": "again"}), text_step("passed it on")],
+        ["delegate"],
+    )
+    config = write_config(tmp_path, {"looper": looper})
+    async with running_controller(config, data_dir, state_dir, runner_image, max_follow_ups=2) as (_, client):
+        job = await client.submit("looper", "start")
+        events = await events_of(client, job.id)
+        done = await client.get(job.id)
+        assert done.state is JobState.SUCCEEDED
+        statuses = [(e.data["depth"], e.data["status"]) for e in events if e.kind == "effect"]
+        # Depth first: the grandchild's delegate hits the limit, then its parent's, then ours.
+        assert statuses == [(2, "limit_reached"), (1, "ok"), (0, "ok")]
+        limited = next(e.data for e in events if e.kind == "effect" and e.data["status"] == "limit_reached")
+        assert "follow-up limit (2 per apply)" in limited["detail"]
+        # Both dispatched children are recorded under the submitted job, in order.
+        children = await client.find(JobFilter(parent_id=job.id))
+        assert [c.id for c in reversed(children)] == done.children and len(done.children) == 2
+        assert all(c.origin == "delegate" and c.state is JobState.SUCCEEDED for c in children)
+        assert len(await client.find()) == 3
+
+
+# -- sessions -----------------------------------------------------------------------------------------
+
+
+async def test_session_history_carries_across_two_jobs(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    # The second agent's only step matches a request of 3 messages: the history (user, assistant)
+    # plus the new user message. Without the history the scripted provider fails the turn.
+    config = write_config(
+        tmp_path,
+        {
+            "intro": agent([text_step("nice to meet you, Ada", messages=1)], []),
+            "recall": agent([text_step("you are Ada", messages=3)], []),
+        },
+    )
+    async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
+        from layer0 import SessionId, TurnInput
+
+        first = await client.wait(
+            (await client.submit("intro", TurnInput.new("I am Ada", session=SessionId("s-1")))).id
+        )
+        assert first.state is JobState.SUCCEEDED
+        second = await client.submit("recall", TurnInput.new("who am I?", session=SessionId("s-1")))
+        second = await client.wait(second.id)
+        assert second.state is JobState.SUCCEEDED, second.error
+        assert second.output is not None and second.output.message.joined_text() == "you are Ada"
+        # Another session has no history: the same agent fails on the 1-message request.
+        other = await client.wait(
+            (await client.submit("recall", TurnInput.new("who?", session=SessionId("s-2")))).id
+        )
+        assert other.state is JobState.FAILED and other.error is not None
+        assert "messages=1" in other.error.message
+        assert [j.id for j in await client.find(JobFilter(session="s-1"))] == [second.id, first.id]
+    async with SqliteStore(data_dir / "state.db") as state:
+        history = await state.read(Scope.session("s-1"), "history")
+    texts = [[p.get("text") for p in m["content"]] for m in history]
+    assert texts == [["I am Ada"], ["nice to meet you, Ada"], ["who am I?"], ["you are Ada"]]
+
+
+# -- restart --------------------------------------------------------------------------------------------
+
+_SERVE = """
+import asyncio, sys
+from pathlib import Path
+from airlock.config import load_config
+from airlock.controller.jobs import Controller, ControllerOptions, ServiceSettings
+
+async def main() -> None:
+    options = ControllerOptions(
+        data_dir=Path(sys.argv[2]), address="127.0.0.1:0", settings=ServiceSettings(concurrency=1),
+        sandbox_dir=Path(sys.argv[3]), image=sys.argv[4],
+    )
+    async with Controller(load_config(Path(sys.argv[1])), options) as controller:
+        print(controller.address, controller.token, flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_queued_ones(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, docker_client: Any, no_leaks: None
+) -> None:
+    config = write_config(tmp_path, {"sleeper": sleeper(), "echo": quick("after restart")})
+    proc = subprocess.Popen(  # noqa: ASYNC220 - killed with SIGKILL below; asyncio's would reap it
+        [sys.executable, "-c", _SERVE, str(config), str(data_dir), str(state_dir), runner_image],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        address, token = (await asyncio.to_thread(proc.stdout.readline)).split()
+        async with ControllerClient(address, token) as client:
+            running = await client.submit("sleeper", "sleep")
+            queued = [await client.submit("echo", f"q{i}") for i in range(2)]
+            await wait_state(client, running.id, JobState.RUNNING)
+            owner = {"label": f"{LABEL_OWNER}={os.uname().nodename}:{proc.pid}"}
+            assert len(docker_client.containers.list(filters=owner)) == 1
+            proc.send_signal(signal.SIGKILL)  # no goodbye: the sandbox is left running
+            await asyncio.to_thread(proc.wait)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    leaked = docker_client.containers.list(all=True, filters=owner)
+    assert len(leaked) == 1
+    async with running_controller(config, data_dir, state_dir, runner_image) as (controller, client):
+        assert [j.id for j in controller.service.recovered] == [running.id]
+        interrupted = await client.get(running.id)
+        assert interrupted.state is JobState.INTERRUPTED
+        assert interrupted.error is not None and interrupted.error.kind == "interrupted"
+        assert docker_client.containers.list(all=True, filters=owner) == []  # reaped at start
+        logs = await client.logs(running.id)
+        assert any("reaped" in line.data["message"] for line in logs)
+        done = [await client.wait(j.id) for j in queued]
+        assert [j.state for j in done] == [JobState.SUCCEEDED, JobState.SUCCEEDED]
+        assert all(j.output is not None and j.output.message.joined_text() == "after restart" for j in done)
+        assert len(await client.find()) == 3  # nothing lost, nothing duplicated
+
+
+async def test_stopping_the_controller_interrupts_running_jobs_and_keeps_queued_ones(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, docker_client: Any, no_leaks: None
+) -> None:
+    config = write_config(tmp_path, {"sleeper": sleeper(), "echo": quick("later")})
+    async with running_controller(config, data_dir, state_dir, runner_image, concurrency=1) as (_, client):
+        running = await client.submit("sleeper", "sleep")
+        queued = await client.submit("echo", "wait for me")
+        await wait_state(client, running.id, JobState.RUNNING)
+    assert my_containers(docker_client) == []
+    async with running_controller(config, data_dir, state_dir, runner_image) as (controller, client):
+        assert controller.service.recovered == []  # marked at stop, not at start
+        stopped = await client.get(running.id)
+        assert stopped.state is JobState.INTERRUPTED and stopped.error is not None
+        assert "controller stopped" in stopped.error.message
+        assert (await client.wait(queued.id)).state is JobState.SUCCEEDED
