@@ -252,3 +252,39 @@ async def test_report_is_json_serializable() -> None:
 async def test_negative_limits_rejected() -> None:
     with pytest.raises(ConfigError):
         EffectExecutor(None, None, max_depth=-1)
+
+
+async def test_listeners_hear_each_outcome_as_applied_and_each_log_effect() -> None:
+    heard: list[tuple[int, str, str, int, str | None]] = []
+    logs: list[tuple[str, str | None]] = []
+    store = InMemoryStore()
+
+    async def on_outcome(outcome, depth, source):  # type: ignore[no-untyped-def]
+        # Applied already when heard: the store shows the write at once.
+        seen = await store.read(S, "k")
+        heard.append((outcome.index, outcome.effect, outcome.status, depth, str(source) if source else None))
+        if outcome.effect == "write_memory":
+            assert seen == 1
+
+    async def on_log(effect, source):  # type: ignore[no-untyped-def]
+        logs.append((effect.message, str(source) if source else None))
+
+    orch = LocalOrchestrator()
+    orch.register("child", Recorder(Log(level=LogLevel.INFO, message="from child")))
+    executor = EffectExecutor(store, orch, on_outcome=on_outcome, on_log=on_log)
+    report = await executor.apply(
+        output(
+            WriteMemory(scope=S, key="k", value=1),
+            Log(level=LogLevel.WARN, message="top"),
+            Delegate(agent=AgentId("child"), input=TurnInput.new("go")),
+        ),
+        source=AgentId("parent"),
+    )
+    assert report.ok
+    assert heard == [
+        (0, "write_memory", "ok", 0, "parent"),
+        (1, "log", "ok", 0, "parent"),
+        (0, "log", "ok", 1, "child"),  # the follow-up's outcome comes before its delegate's
+        (2, "delegate", "ok", 0, "parent"),
+    ]
+    assert logs == [("top", "parent"), ("from child", "child")]
