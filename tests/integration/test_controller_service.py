@@ -311,6 +311,9 @@ async def test_delegate_runs_the_child_in_its_own_sandbox_with_its_own_policy(
         assert child.output.message.joined_text() == "worker done"
         assert child.input.message.joined_text() == "probe your sandbox"
         child_events = await events_of(client, child.id)
+        child_states = [e.data["state"] for e in child_events if e.kind == "state"]
+        assert child_states == ["queued", "provisioning", "running", "applying_effects", "succeeded"]
+        assert isinstance(child.effects, dict) and child.effects["outcomes"] == []
         (boss_probe,) = tool_outputs(events)
         (worker_probe,) = tool_outputs(child_events)
         boss_mem, boss_pids, boss_proxy = boss_probe.split()
@@ -342,12 +345,23 @@ async def test_follow_up_limit_stops_a_delegation_loop(
         statuses = [(e.data["depth"], e.data["status"]) for e in events if e.kind == "effect"]
         # Depth first: the grandchild's delegate hits the limit, then its parent's, then ours.
         assert statuses == [(2, "limit_reached"), (1, "ok"), (0, "ok")]
+        assert [e.data.get("job") for e in events if e.kind == "effect"][2] is None  # its own
         limited = next(e.data for e in events if e.kind == "effect" and e.data["status"] == "limit_reached")
         assert "follow-up limit (2 per apply)" in limited["detail"]
-        # Both dispatched children are recorded under the submitted job, in order.
-        children = await client.find(JobFilter(parent_id=job.id))
-        assert [c.id for c in reversed(children)] == done.children and len(done.children) == 2
-        assert all(c.origin == "delegate" and c.state is JobState.SUCCEEDED for c in children)
+        # Each child is recorded under the job whose effect dispatched it.
+        (child,) = await client.find(JobFilter(parent_id=job.id))
+        (grandchild,) = await client.find(JobFilter(parent_id=child.id))
+        assert done.children == [child.id] and child.children == [grandchild.id]
+        assert grandchild.children == []
+        assert all(c.origin == "delegate" and c.state is JobState.SUCCEEDED for c in (child, grandchild))
+        child_events = await events_of(client, child.id)
+        assert [(e.data["depth"], e.data["status"]) for e in child_events if e.kind == "effect"] == [
+            (1, "ok")
+        ]
+        assert [(e.data["phase"], e.data["job"]) for e in child_events if e.kind == "child"] == [
+            ("started", grandchild.id),
+            ("finished", grandchild.id),
+        ]
         assert len(await client.find()) == 3
 
 

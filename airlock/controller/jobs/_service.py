@@ -384,13 +384,8 @@ class JobService:
                         detail=f"exit reason {output.exit_reason.kind}",
                         effects=report,
                     )
-                else:
-                    await self._transition(
-                        job.id,
-                        JobState.SUCCEEDED,
-                        output=output,
-                        detail=f"exit reason {output.exit_reason.kind}",
-                    )
+                else:  # a child: its parent's executor applies its effects, then ends it
+                    await self._transition(job.id, JobState.APPLYING_EFFECTS, output=output)
                 return output
         except TimeoutError:
             if current is not None and current.cancelling():
@@ -450,17 +445,28 @@ class JobService:
     # -- effects ---------------------------------------------------------------------------------
 
     async def _apply_effects(self, job: Job, output: TurnOutput) -> JsonValue:
+        """Apply the submitted job's effects; each outcome and log effect is recorded on the job
+        that declared it as it happens (and on the submitted job, which sees the whole tree)."""
         orchestrator = JobOrchestrator(self, job)
 
+        async def record(kind: str, data: dict[str, JsonValue]) -> None:
+            owner = orchestrator.current
+            await self._emit(owner.id, kind, data)
+            if owner.id != job.id:
+                await self._emit(job.id, kind, {**data, "job": owner.id})
+
         async def on_outcome(outcome: EffectOutcome, depth: int, source: AgentId | None) -> None:
+            if outcome.effect in ("delegate", "handoff") and outcome.status == "ok":
+                child = orchestrator.follow_up_done()
+                if child is not None:
+                    await self._finish_child(child, outcome)
             data = outcome.model_dump(mode="json", exclude={"child_output", "follow_up", "result"})
             data["depth"] = depth
             data["source"] = str(source) if source is not None else job.agent
-            await self._emit(job.id, "effect", data)
+            await record("effect", data)
 
         async def on_log(effect: Log, source: AgentId | None) -> None:
-            await self._emit(
-                job.id,
+            await record(
                 "log",
                 {
                     "level": effect.level.value,
@@ -478,11 +484,45 @@ class JobService:
             on_outcome=on_outcome,
             on_log=on_log,
         )
-        report = await executor.apply(output, source=AgentId(job.agent), session=job.input.session)
+        try:
+            report = await executor.apply(output, source=AgentId(job.agent), session=job.input.session)
+        finally:
+            # Children whose effects were still being applied end with their parent.
+            for child in reversed(orchestrator.pending()):
+                why = self._why.get(job.id, JobState.CANCELLED)
+                message = f"its parent job {job.id} ended before this job's effects were applied"
+                await self._finish_shielded(child.id, why, JobError(kind=why.value, message=message))
         return report.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
 
-    async def run_child(self, parent: Job, agent: AgentId, input: TurnInput, origin: JobOrigin) -> TurnOutput:
-        """Run a delegate/handoff child of ``parent`` as its own job; its output.
+    async def _finish_child(self, child: Job, outcome: EffectOutcome) -> None:
+        """A child's own effects were applied: it succeeded; tell its parent's record."""
+        report = (
+            outcome.follow_up.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
+            if outcome.follow_up is not None
+            else None
+        )
+        output = outcome.child_output
+        detail = f"exit reason {output.exit_reason.kind}" if output is not None else None
+        final = await self._transition(
+            child.id, JobState.SUCCEEDED, detail=detail, effects=report, only_from=[JobState.APPLYING_EFFECTS]
+        )
+        if child.parent_id is not None:
+            await self._emit(
+                child.parent_id,
+                "child",
+                {
+                    "phase": "finished",
+                    "job": child.id,
+                    "agent": child.agent,
+                    "origin": child.origin,
+                    "state": (final or child).state.value,
+                },
+            )
+
+    async def run_child(
+        self, parent: Job, agent: AgentId, input: TurnInput, origin: JobOrigin
+    ) -> tuple[Job, TurnOutput]:
+        """Run a delegate/handoff child of ``parent`` as its own job; the job and its output.
 
         Raises:
             OrchError: ``agent_not_found`` for an agent the configuration lacks;
@@ -523,23 +563,14 @@ class JobService:
         finally:
             self._tasks.pop(child.id, None)
         final = await self.get(child.id)
-        await self._emit(
-            parent.id,
-            "child",
-            {
-                "phase": "finished",
-                "job": child.id,
-                "agent": str(agent),
-                "origin": origin,
-                "state": final.state.value,
-            },
-        )
         if output is None:
+            finished = {"phase": "finished", "job": child.id, "agent": str(agent), "origin": origin}
+            await self._emit(parent.id, "child", {**finished, "state": final.state.value})
             why = final.error.message if final.error else final.state.value
             raise OrchError.dispatch_failed(
                 f"child job {child.id} ({agent}) ended {final.state.value}: {why}"
             )
-        return output
+        return final, output
 
 
 class JobOrchestrator:
@@ -553,15 +584,35 @@ class JobOrchestrator:
     def __init__(self, service: JobService, job: Job) -> None:
         self._service = service
         self._job = job
+        #: Children whose own effects are being applied (the executor goes depth first, one
+        #: effect at a time): a dispatch now comes from the last of them.
+        self._applying: list[Job] = []
 
     async def dispatch(self, agent: AgentId, input: TurnInput) -> TurnOutput:
-        """Run ``agent`` on ``input`` as a child job; its output (``OrchError`` on failure)."""
+        """Run ``agent`` on ``input`` as a child job of the job whose effect asked for it;
+        its output (``OrchError`` on failure)."""
         origin: JobOrigin = (
             "handoff"
             if isinstance(input.metadata, dict) and "handoff_state" in input.metadata
             else "delegate"
         )
-        return await self._service.run_child(self._job, agent, input, origin)
+        parent = self.current
+        child, output = await self._service.run_child(parent, agent, input, origin)
+        self._applying.append(child)
+        return output
+
+    @property
+    def current(self) -> Job:
+        """The job whose effects are being applied now."""
+        return self._applying[-1] if self._applying else self._job
+
+    def follow_up_done(self) -> Job | None:
+        """The executor finished applying the last dispatched child's effects; that child."""
+        return self._applying.pop() if self._applying else None
+
+    def pending(self) -> list[Job]:
+        """Dispatched children whose effects were not (yet) all applied, outermost first."""
+        return list(self._applying)
 
     async def dispatch_many(self, tasks: list[tuple[AgentId, TurnInput]]) -> list[TurnOutput | OrchError]:
         """Run children concurrently; failures in their places."""
