@@ -74,7 +74,8 @@ def make_environment(
 
         return LocalProcessEnvironment()
     raise EnvError.other(
-        f"backend {backend!r} cannot be run here (docker and process agents can); change the agent's backend"
+        f"backend {backend!r} cannot be run by `airlock run` or `airlock serve` (they run docker "
+        "and process agents); change the agent's backend"
     )
 
 
