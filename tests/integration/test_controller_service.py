@@ -479,3 +479,34 @@ async def test_stopping_the_controller_interrupts_running_jobs_and_keeps_queued_
         assert stopped.state is JobState.INTERRUPTED and stopped.error is not None
         assert "controller stopped" in stopped.error.message
         assert (await client.wait(queued.id)).state is JobState.SUCCEEDED
+
+
+async def test_handoff_continues_with_the_next_agent_and_the_passed_state(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    front = agent(
+        [
+            tool_step("handoff", {"agent": "back", "state": {"ticket": 7, "topic": "billing"}}),
+            text_step("handed"),
+        ],
+        ["handoff"],
+    )
+    back = agent([text_step("billing desk here")], [])
+    config = write_config(tmp_path, {"front": front, "back": back})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
+        from layer0 import SessionId, TurnInput
+
+        job = await client.wait(
+            (
+                await client.submit(
+                    "front", TurnInput.new("help", session=SessionId("conv-9")), workflow="wf-9"
+                )
+            ).id
+        )
+        assert job.state is JobState.SUCCEEDED and job.workflow == "wf-9"
+        (child,) = await client.find(JobFilter(parent_id=job.id))
+        assert child.origin == "handoff" and child.agent == "back" and child.state is JobState.SUCCEEDED
+        assert child.input.metadata["handoff_state"] == {"ticket": 7, "topic": "billing"}
+        assert child.input.metadata["handoff_from"] == "front"
+        assert child.input.session == SessionId("conv-9") and child.workflow == "wf-9"
+        assert child.output is not None and child.output.message.joined_text() == "billing desk here"
