@@ -510,3 +510,37 @@ async def test_handoff_continues_with_the_next_agent_and_the_passed_state(
         assert child.input.metadata["handoff_from"] == "front"
         assert child.input.session == SessionId("conv-9") and child.workflow == "wf-9"
         assert child.output is not None and child.output.message.joined_text() == "billing desk here"
+
+
+async def test_bad_submissions_are_refused_and_unavailable_isolation_fails_the_job(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, docker_client: Any, no_leaks: None
+) -> None:
+    from airlock._proto.controller.v1 import controller_pb2 as cpb
+    from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
+
+    runtimes = docker_client.info().get("Runtimes") or {}
+    assert "runsc" not in runtimes, "this test needs an engine without gVisor"
+    config = write_config(tmp_path, {"echo": quick(), "boxed": {**quick(), "isolation": ["gvisor"]}})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (controller, client):
+        metadata = (("authorization", f"Bearer {controller.token}"),)
+        async with grpc.aio.insecure_channel(controller.address) as channel:
+            stub = cpb_grpc.ControllerStub(channel)
+            for request, expected in (
+                (cpb.SubmitJobRequest(agent="echo"), "input (a TurnInput) is required"),
+                (cpb.SubmitJobRequest(input=cpb.SubmitJobRequest().input), "agent is required"),
+            ):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await stub.SubmitJob(request, metadata=metadata)
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert expected in (refused.value.details() or "")
+        with pytest.raises(ControllerError) as empty:
+            await client.submit("echo", "")
+        assert empty.value.code == "INVALID_ARGUMENT"
+        with pytest.raises(ControllerError) as negative:
+            await client.submit("echo", "hi", max_duration_ms=-5)
+        assert negative.value.code == "INVALID_ARGUMENT"
+        assert await client.find() == []  # nothing refused was recorded
+        job = await client.wait((await client.submit("boxed", "hi")).id)
+        assert job.state is JobState.FAILED and job.error is not None
+        assert job.error.kind == "isolation_violation" and "gvisor" in job.error.message.lower()
+        assert my_containers(docker_client) == []  # never downgraded to a plain container
