@@ -1,12 +1,14 @@
 """The ``airlock`` command. Only this module and ``airlock._cli`` import typer and rich.
 
-Structure: one typer app with a sub-app per noun (``images``, ``agents``) and top-level verbs
-(``run``, ``doctor``, ``gc``); the verbs' work lives in ``airlock._cli``.
+Structure: one typer app with a sub-app per noun (``images``, ``agents``, ``jobs``) and
+top-level verbs (``run``, ``serve``, ``submit``, ``doctor``, ``gc``); the verbs' work lives in
+``airlock._cli``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +29,10 @@ images_app = typer.Typer(help="Build and inspect sandbox images.", no_args_is_he
 app.add_typer(images_app, name="images")
 agents_app = typer.Typer(help="List and inspect the configured agents.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
+jobs_app = typer.Typer(
+    help="List, inspect, follow and cancel the jobs of a controller (airlock serve).", no_args_is_help=True
+)
+app.add_typer(jobs_app, name="jobs")
 
 ConfigOption = Annotated[
     Path | None,
@@ -37,6 +43,51 @@ ConfigOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="The controller: host:port or unix:/path (default: $AIRLOCK_CONTROLLER, else 127.0.0.1:7878).",
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        help="The controller's bearer token (default: $AIRLOCK_TOKEN, else the token file in the "
+        "default data dir, $AIRLOCK_DATA_DIR or ~/.local/state/airlock/controller).",
+        show_default=False,
+    ),
+]
+#: How ``submit --wait`` and ``jobs watch`` exit (here, not in ``_cli._jobs``: building the
+#: app must not import the gRPC client).
+JOB_EXIT_CODES_HELP = (
+    "Exit codes: a job that finished its turn exits as `airlock run` does: 0 complete; 1 ended "
+    "without completing (max_turns, budget, safety_stop, …); 4 the turn ended in error. A job that "
+    "timed out (its --timeout / max_duration) exits 1; a failed job 3 when its sandbox could not be "
+    "provided (provisioning, isolation, credentials, resources), else 4; an interrupted job (the "
+    "controller stopped while it ran) 3; a cancelled job (airlock jobs cancel) 130. Ctrl-C while "
+    "watching only stops watching (the job keeps running; cancel it with airlock jobs cancel ID) "
+    "and exits 130. Controller errors: 2 unknown job or agent, invalid argument, missing or wrong "
+    "token; 3 no controller at the address."
+)
+
+
+class StateChoice(StrEnum):
+    """``--state`` values: airlock.controller.jobs.JobState's (a copy, for the same reason)."""
+
+    QUEUED = "queued"
+    PROVISIONING = "provisioning"
+    RUNNING = "running"
+    APPLYING_EFFECTS = "applying_effects"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    INTERRUPTED = "interrupted"
+
+
+JobIdArgument = Annotated[str, typer.Argument(help="The job's id (see: airlock jobs ls).")]
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -84,6 +135,198 @@ def run(
     except KeyboardInterrupt:  # before or after the job's event loop (the job handles its own)
         err_console.print("[yellow]cancelled[/]")
         raise typer.Exit(EXIT_CANCELLED) from None
+
+
+@app.command(
+    "serve",
+    help="Run the controller service in the foreground: a durable job queue (SQLite in the data "
+    "dir), bounded workers each running a job in its agent's own sandbox, and an authenticated "
+    "gRPC API for airlock submit / airlock jobs. On first start it generates a bearer token, "
+    "saves it (mode 0600) in DATA_DIR/token and prints it once. Ctrl-C or SIGTERM stops it "
+    "gracefully: running jobs are interrupted and their sandboxes removed; queued jobs stay "
+    "queued for the next start. Exit codes: 0 stopped; 2 configuration error; 3 cannot start "
+    "(address in use, unreadable data dir or token file).",
+)
+def serve(
+    config: ConfigOption = None,
+    address: Annotated[
+        str,
+        typer.Option("--address", help="Where to listen: host:port (port 0 picks one) or unix:/path."),
+    ] = "127.0.0.1:7878",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Jobs, state and the token (default: $AIRLOCK_DATA_DIR, else "
+            "$XDG_STATE_HOME/airlock/controller or ~/.local/state/airlock/controller).",
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Jobs running at once (one sandbox each).")
+    ] = 4,
+    max_follow_ups: Annotated[
+        int,
+        typer.Option(
+            "--max-follow-ups", min=0, help="Delegate/handoff child jobs one submitted job may start."
+        ),
+    ] = 16,
+    max_depth: Annotated[
+        int, typer.Option("--max-depth", min=0, help="Levels of child jobs under a submitted job.")
+    ] = 4,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON document (address, data dir, agents, …) once listening."),
+    ] = False,
+) -> None:
+    """Run the controller service (see the command help)."""
+    from airlock._cli._serve import ServeOptions
+    from airlock._cli._serve import serve as run_serve
+
+    opts = ServeOptions(
+        address=address,
+        data_dir=data_dir,
+        concurrency=concurrency,
+        max_follow_ups=max_follow_ups,
+        max_depth=max_depth,
+        as_json=as_json,
+    )
+    run_serve(load(config), opts)
+
+
+@app.command(
+    "submit",
+    help="Submit a job for AGENT with MESSAGE to the controller (airlock serve) and print its id. "
+    "With --wait, follow it with live progress, then print the answer and a summary.\n\n"
+    + JOB_EXIT_CODES_HELP,
+)
+def submit(
+    agent: Annotated[str, typer.Argument(help="The agent's name (as configured on the controller).")],
+    message: Annotated[str, typer.Argument(help="The user message for the turn.")],
+    session: Annotated[
+        str | None,
+        typer.Option("--session", help="Session id: the turn sees the session's history; one job at a time."),
+    ] = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", help="Fair-queue key (default: the agent's name).")
+    ] = None,
+    timeout: Annotated[
+        str | None,
+        typer.Option(
+            "--timeout",
+            help="Limit on the job's whole life (90s, 5m, 1h30m, or ms); default: the agent's "
+            "max_duration plus a minute.",
+        ),
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option("--wait", help="Follow the job until it ends (Ctrl-C stops watching, not the job)."),
+    ] = False,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Submit a job (see the command help for the exit codes)."""
+    from airlock._cli._jobs import SubmitOptions, Target
+    from airlock._cli._jobs import submit as submit_job
+
+    opts = SubmitOptions(
+        agent=agent,
+        message=message,
+        session=session,
+        queue=queue,
+        timeout=timeout,
+        wait=wait,
+        as_json=as_json,
+    )
+    submit_job(Target(address, token), opts)
+
+
+@jobs_app.command("ls")
+def jobs_ls(
+    state: Annotated[
+        list[StateChoice] | None,
+        typer.Option("--state", help="Only jobs in this state (repeatable).", case_sensitive=False),
+    ] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's jobs.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Only this session's jobs.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="At most this many jobs.")] = 50,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List jobs, most recent first: id, agent, state, origin, created, duration, exit reason."""
+    from airlock._cli._jobs import Target
+    from airlock._cli._jobs import jobs_ls as list_jobs
+
+    list_jobs(
+        Target(address, token),
+        states=[s.value for s in state or []],
+        agent=agent,
+        session=session,
+        limit=limit,
+        as_json=as_json,
+    )
+
+
+@jobs_app.command("show")
+def jobs_show(
+    job_id: JobIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a job: every field, its children, its error, its effects and its answer."""
+    from airlock._cli._jobs import Target
+    from airlock._cli._jobs import jobs_show as show_job
+
+    show_job(Target(address, token), job_id, as_json)
+
+
+@jobs_app.command(
+    "watch",
+    help="Follow a job with live progress (a finished one is replayed), then "
+    "print its answer and a summary.\n\n" + JOB_EXIT_CODES_HELP,
+)
+def jobs_watch(
+    job_id: JobIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Follow a job (see the command help for the exit codes)."""
+    from airlock._cli._jobs import Target
+    from airlock._cli._jobs import jobs_watch as watch_job
+
+    watch_job(Target(address, token), job_id, as_json)
+
+
+@jobs_app.command("logs")
+def jobs_logs(
+    job_id: JobIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a job's log lines: time, level, source (controller, turn, agent), message."""
+    from airlock._cli._jobs import Target
+    from airlock._cli._jobs import jobs_logs as job_logs
+
+    job_logs(Target(address, token), job_id, as_json)
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(
+    job_id: JobIdArgument,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why (recorded on the job).")] = None,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel a queued or running job; its sandbox is removed before this returns."""
+    from airlock._cli._jobs import Target
+    from airlock._cli._jobs import jobs_cancel as cancel_job
+
+    cancel_job(Target(address, token), job_id, reason, as_json)
 
 
 @agents_app.command("ls")

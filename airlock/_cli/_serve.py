@@ -1,0 +1,167 @@
+"""``airlock serve``: the controller service in the foreground until SIGINT/SIGTERM.
+
+On start it prints where it listens, its data directory and its agents, and — only when it
+has just generated the bearer token — the token, once. SIGINT/SIGTERM stop it gracefully:
+the server stops accepting calls, running jobs are interrupted and their sandboxes removed,
+queued jobs stay queued for the next start, and the command exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markup import escape
+
+from airlock.errors import AirlockError
+from layer0 import Layer0Error
+
+from ._common import EXIT_CANCELLED, EXIT_OK, console, err_console, exit_code_for_error, report_error
+
+if TYPE_CHECKING:
+    from airlock.config import AirlockConfig
+    from airlock.controller.jobs import Controller
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What ``airlock serve`` was asked for, besides the configuration."""
+
+    address: str
+    data_dir: Path | None = None
+    concurrency: int = 4
+    max_follow_ups: int = 16
+    max_depth: int = 4
+    as_json: bool = False
+
+
+def _configure_logging() -> None:
+    """The controller's own log (``airlock.*``, INFO and up) on stderr, once."""
+    logger = logging.getLogger("airlock")
+    if any(getattr(h, "_airlock_serve", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler._airlock_serve = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+
+
+def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) -> None:
+    """Print what a client needs: the address, the data dir, the agents, the token (once)."""
+    service = controller.service
+    recovered = [job.id for job in service.recovered] if service is not None else []
+    agents = sorted(config.agents)
+    if opts.as_json:
+        body: dict[str, Any] = {
+            "address": controller.address,
+            "data_dir": str(controller.data_dir),
+            "token_file": str(controller.token_file),
+            "token_created": controller.token_created,
+            "agents": agents,
+            "settings": {
+                "concurrency": opts.concurrency,
+                "max_follow_ups": opts.max_follow_ups,
+                "max_depth": opts.max_depth,
+            },
+            "recovered": recovered,
+        }
+        if controller.token_created:
+            body["token"] = controller.token
+        print(json.dumps(body), flush=True)
+        return
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False, soft_wrap=True)
+
+    say(f"[bold]airlock controller[/]: data dir {escape(str(controller.data_dir))}")
+    names = ", ".join(agents) if agents else "none"
+    say(f"  {len(agents)} agent(s): {escape(names)}")
+    say(
+        f"  concurrency {opts.concurrency}, max depth {opts.max_depth}, "
+        f"max follow-ups {opts.max_follow_ups} per submitted job"
+    )
+    if recovered:
+        say(
+            f"[yellow]recovered[/]: {len(recovered)} job(s) were running when the previous controller "
+            f"stopped; they are marked interrupted and their sandboxes were reaped: {', '.join(recovered)}"
+        )
+    if controller.token_created:
+        say(f"token: {controller.token}")
+        say(
+            f"  [yellow]generated now and saved (mode 0600) in {escape(str(controller.token_file))}; "
+            "it will not be printed again.[/] Clients on this machine read that file; elsewhere set "
+            "AIRLOCK_TOKEN or pass --token."
+        )
+    else:
+        say(f"  token: in {escape(str(controller.token_file))} (not printed)")
+    say(f"listening on {controller.address}")
+    say("[dim]Ctrl-C stops it: running jobs are interrupted and their sandboxes removed[/]")
+    sys.stdout.flush()
+
+
+async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
+    from airlock.controller.jobs import Controller, ControllerOptions, ServiceSettings
+
+    settings = ServiceSettings(
+        concurrency=opts.concurrency, max_depth=opts.max_depth, max_follow_ups=opts.max_follow_ups
+    )
+    options = ControllerOptions(data_dir=opts.data_dir, address=opts.address, settings=settings)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            stop.set()
+        else:
+            err_console.print("[yellow]still stopping[/] (removing the running jobs' sandboxes first)")
+
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal)
+            installed.append(sig)
+    try:
+        async with Controller(config, options) as controller:
+            _started(controller, config, opts)
+            # Not controller.wait_for_termination(): cancelling that wait cancels grpc.aio's
+            # shutdown future, and the server's stop() then raises CancelledError.
+            await stop.wait()
+            running = controller.service.running_count if controller.service is not None else 0
+            queued = controller.service.queued_count if controller.service is not None else 0
+            what = f"interrupting {running} running job(s) and removing their sandboxes" if running else ""
+            keep = f"{queued} queued job(s) stay queued for the next start" if queued else ""
+            detail = "; ".join(p for p in (what, keep) if p)
+            err_console.print(f"[yellow]stopping[/]{': ' + detail if detail else ''}", highlight=False)
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    err_console.print("stopped")
+
+
+def serve(config: AirlockConfig, opts: ServeOptions) -> None:
+    """Run the controller until SIGINT/SIGTERM; exit 0 after a graceful stop."""
+    _configure_logging()
+    try:
+        asyncio.run(_serve(config, opts))
+    except KeyboardInterrupt:  # before the handlers were installed (or after they were removed)
+        err_console.print("[yellow]interrupted[/]")
+        raise typer.Exit(EXIT_CANCELLED) from None
+    except (AirlockError, Layer0Error) as e:
+        if opts.as_json:
+            error = {"type": type(e).__name__, "message": str(e)}
+            print(json.dumps({"error": error, "exit_code": exit_code_for_error(e)}))
+        report_error(e)
+    raise typer.Exit(EXIT_OK)
