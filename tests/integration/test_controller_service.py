@@ -544,3 +544,24 @@ async def test_bad_submissions_are_refused_and_unavailable_isolation_fails_the_j
         assert job.state is JobState.FAILED and job.error is not None
         assert job.error.kind == "isolation_violation" and "gvisor" in job.error.message.lower()
         assert my_containers(docker_client) == []  # never downgraded to a plain container
+
+
+async def test_a_signal_reaches_the_running_jobs_of_its_workflow(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    signaller = agent(
+        [tool_step("signal", {"target": "wf-x", "signal_type": "wake", "data": [1, 2]}), text_step("sent")],
+        ["signal"],
+    )
+    config = write_config(tmp_path, {"sleeper": sleeper(), "signaller": signaller})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
+        target = await client.submit("sleeper", "wait", workflow="wf-x")
+        await wait_state(client, target.id, JobState.RUNNING)
+        sender = await client.wait((await client.submit("signaller", "ping wf-x")).id)
+        assert sender.state is JobState.SUCCEEDED
+        await client.cancel(target.id)
+        received = [e.data for e in await events_of(client, target.id) if e.kind == "signal"]
+        assert received == [
+            {"target": "wf-x", "signal_type": "wake", "data": [1, 2], "count": 1, "from_job": sender.id}
+        ]
+        assert [j.id for j in await client.find(JobFilter(workflow="wf-x"))] == [target.id]

@@ -156,6 +156,7 @@ def filter_from_proto(message: cpb.ListJobsRequest) -> JobFilter:
         agent=message.agent or None,
         session=message.session or None,
         parent_id=message.parent_id or None,
+        workflow=message.workflow or None,
         limit=min(message.limit or 50, 1000),
         before_id=message.before_id or None,
     )
@@ -168,6 +169,7 @@ def filter_to_proto(where: JobFilter) -> cpb.ListJobsRequest:
         agent=where.agent or "",
         session=where.session or "",
         parent_id=where.parent_id or "",
+        workflow=where.workflow or "",
         limit=where.limit,
         before_id=where.before_id or "",
     )

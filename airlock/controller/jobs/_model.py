@@ -125,6 +125,7 @@ class JobFilter(BaseModel):
     agent: str | None = None
     session: str | None = None
     parent_id: str | None = None
+    workflow: str | None = None
     limit: int = 50
     #: Only jobs created before this job (paging).
     before_id: str | None = None

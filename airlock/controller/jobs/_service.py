@@ -626,15 +626,23 @@ class JobOrchestrator:
         return list(await asyncio.gather(*(one(a, i) for a, i in tasks)))
 
     async def signal(self, target: WorkflowId, signal: SignalPayload) -> None:
-        """Record ``signal`` for ``target`` (durably) and on this job's record."""
-        count = await self._service.store.record_signal(
-            str(target), signal.signal_type, signal.data, self._job.id
+        """Record ``signal`` for ``target`` durably, on this job's record, and on the record of
+        every job of that workflow that is not finished (they see it in their watch stream)."""
+        service = self._service
+        count = await service.store.record_signal(
+            str(target), signal.signal_type, signal.data, self.current.id
         )
-        await self._service._emit(
-            self._job.id,
-            "signal",
-            {"target": str(target), "signal_type": signal.signal_type, "data": signal.data, "count": count},
-        )
+        data: dict[str, JsonValue] = {
+            "target": str(target),
+            "signal_type": signal.signal_type,
+            "data": signal.data,
+            "count": count,
+        }
+        await service._emit(self._job.id, "signal", data)
+        receivers = await service.store.find(JobFilter(workflow=str(target), limit=100))
+        for job in receivers:
+            if job.id != self._job.id and not job.state.terminal:
+                await service._emit(job.id, "signal", {**data, "from_job": self.current.id})
 
     async def query(self, target: WorkflowId, query: QueryPayload) -> Any:
         """``signals``: the signals recorded for ``target``; ``signal_count``: how many."""

@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
 CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
 CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent_id, n);
+CREATE INDEX IF NOT EXISTS jobs_workflow ON jobs(workflow, n);
 CREATE TABLE IF NOT EXISTS events (
     job_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -416,7 +417,12 @@ class SqliteJobStore:
         if f.states:
             clauses.append(f"state IN ({', '.join('?' * len(f.states))})")
             args.extend(sorted(s.value for s in f.states))
-        for column, value in (("agent", f.agent), ("session", f.session), ("parent_id", f.parent_id)):
+        for column, value in (
+            ("agent", f.agent),
+            ("session", f.session),
+            ("parent_id", f.parent_id),
+            ("workflow", f.workflow),
+        ):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 args.append(value)

@@ -368,6 +368,7 @@ class ListJobsRequest(_message.Message):
     PARENT_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     BEFORE_ID_FIELD_NUMBER: _builtins.int
+    WORKFLOW_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     session: _builtins.str
     parent_id: _builtins.str
@@ -375,6 +376,7 @@ class ListJobsRequest(_message.Message):
     """Most recent first; at most this many (0: 50, capped at 1000)."""
     before_id: _builtins.str
     """Only jobs created before this job (paging: pass the last id of the previous page)."""
+    workflow: _builtins.str
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[Global___JobState.ValueType]:
         """Any of these states (empty: all)."""
@@ -388,10 +390,11 @@ class ListJobsRequest(_message.Message):
         parent_id: _builtins.str = ...,
         limit: _builtins.int = ...,
         before_id: _builtins.str = ...,
+        workflow: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "before_id", b"before_id", "limit", b"limit", "parent_id", b"parent_id", "session", b"session", "states", b"states"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "before_id", b"before_id", "limit", b"limit", "parent_id", b"parent_id", "session", b"session", "states", b"states", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
