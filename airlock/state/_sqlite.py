@@ -33,21 +33,20 @@ _Keys = list[str]
 _Results = list[SearchResult]
 
 
-class SqliteStore:
-    """A ``layer0.StateStore`` in one SQLite file; survives process restarts.
+class SqliteThread:
+    """One SQLite connection owned by one dedicated thread, as an async context manager.
 
-    All database work runs on one dedicated thread that owns the connection, so the
-    event loop never blocks and operations of one store are serialized. The file is
-    in WAL mode with a busy timeout, so several stores (or processes) on the same
-    file can write concurrently. Every write is its own committed transaction.
-
-    Use as ``async with SqliteStore(path) as store:`` or call ``aclose()``.
+    The base of airlock's SQLite files (this store, the controller's job store): the
+    event loop never blocks on the disk, and a file's operations are serialized. A
+    subclass opens the connection in ``_connect`` (called on the thread).
     """
+
+    _thread_name = "airlock-sqlite"
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0) -> None:
         self._path = Path(path)
         self._busy_timeout_s = busy_timeout_s
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="airlock-sqlite")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._thread_name)
         self._conn: sqlite3.Connection | None = None
         self._closed = False
 
@@ -57,7 +56,8 @@ class SqliteStore:
         return self._path
 
     async def __aenter__(self) -> Self:
-        await self._run(lambda conn: None)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._connect)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -76,6 +76,25 @@ class SqliteStore:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def _connect(self) -> sqlite3.Connection:
+        raise NotImplementedError
+
+
+class SqliteStore(SqliteThread):
+    """A ``layer0.StateStore`` in one SQLite file; survives process restarts.
+
+    All database work runs on one dedicated thread that owns the connection, so the
+    event loop never blocks and operations of one store are serialized. The file is
+    in WAL mode with a busy timeout, so several stores (or processes) on the same
+    file can write concurrently. Every write is its own committed transaction.
+
+    Use as ``async with SqliteStore(path) as store:`` or call ``aclose()``.
+    """
+
+    async def __aenter__(self) -> Self:
+        await self._run(lambda conn: None)  # with the retry of a transient "database is locked"
+        return self
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:

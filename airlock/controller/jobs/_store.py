@@ -14,14 +14,13 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from pydantic import JsonValue
 
 from airlock.errors import AirlockError
+from airlock.state._sqlite import SqliteThread
 from layer0 import TurnInput, TurnOutput
 
 from ._model import ACTIVE_STATES, Job, JobError, JobEvent, JobFilter, JobOrigin, JobState, utcnow
@@ -130,7 +129,7 @@ def _event(row: sqlite3.Row) -> JobEvent:
     )
 
 
-class SqliteJobStore:
+class SqliteJobStore(SqliteThread):
     """Jobs, their events and recorded signals in one SQLite file (WAL, synchronous=NORMAL).
 
     Use as an async context manager, or call :meth:`aclose`.
@@ -140,38 +139,11 @@ class SqliteJobStore:
         busy_timeout_s: how long a write waits for another connection's lock.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0) -> None:
-        self._path = Path(path)
-        self._busy_timeout_s = busy_timeout_s
-        self._conn: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="airlock-jobstore")
-        self._closed = False
-
-    @property
-    def path(self) -> Path:
-        """The database file."""
-        return self._path
+    _thread_name = "airlock-jobstore"
 
     async def __aenter__(self) -> Self:
         await self._run(lambda _: None)
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._close_conn)
-        self._executor.shutdown(wait=True)
-
-    def _close_conn(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
