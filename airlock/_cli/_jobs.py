@@ -365,8 +365,16 @@ async def _agent_of(client: ControllerClient, name: str) -> RemoteAgent:
 
 
 async def _follow(client: ControllerClient, view: JobView) -> Job:
-    """Show the job's events until it is terminal; the final job."""
+    """Show the job's events until it is terminal; the final job.
+
+    The watch stream ends at the terminal ``state`` event; log lines recorded after it (the
+    controller's note on a job it interrupted at restart) are fetched once more.
+    """
+    seq = 0
     async for event in client.watch(view.job.id):
+        seq = event.seq
+        await view.job_event(event)
+    for event in await client.logs(view.job.id, after_seq=seq):
         await view.job_event(event)
     return await client.get(view.job.id)
 
