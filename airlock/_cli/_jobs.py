@@ -371,9 +371,20 @@ async def _follow(client: ControllerClient, view: JobView) -> Job:
     controller's note on a job it interrupted at restart) are fetched once more.
     """
     seq = 0
-    async for event in client.watch(view.job.id):
-        seq = event.seq
-        await view.job_event(event)
+    job_id = view.job.id
+    try:
+        async for event in client.watch(job_id):
+            seq = event.seq
+            await view.job_event(event)
+    except ControllerError as e:
+        if e.code not in ("UNAVAILABLE", "CANCELLED"):
+            raise
+        raise ControllerError(
+            e.code,
+            f"lost the controller at {client.address} while watching job {job_id} (it stopped or "
+            f"became unreachable; a stopped controller interrupts its running jobs); once it is "
+            f"back: airlock jobs show {job_id}",
+        ) from None
     for event in await client.logs(view.job.id, after_seq=seq):
         await view.job_event(event)
     return await client.get(view.job.id)

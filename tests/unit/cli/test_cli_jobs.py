@@ -459,6 +459,26 @@ def test_jobs_logs_after_a_restart_interrupted_a_job(
         assert invoke_json(runner, "jobs", "logs", ok) == {"job": ok, "lines": []}
 
 
+def test_watch_reports_a_controller_that_stops(
+    runner: CliRunner, config: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    background = BackgroundController(config, data_dir).__enter__()
+    try:
+        monkeypatch.setenv("AIRLOCK_CONTROLLER", background.address)
+        job_id = invoke_json(runner, "submit", "slow", "sleep")["job"]["id"]
+        wait_for_state(runner, job_id, JobState.RUNNING)
+        stopper = threading.Timer(1.0, background.__exit__, (None, None, None))
+        stopper.start()
+        result = invoke(runner, "jobs", "watch", job_id)
+        stopper.join()
+    finally:
+        if background.thread.is_alive() and not background.loop.is_closed():
+            background.__exit__(None, None, None)
+    assert result.exit_code == EXIT_ENV, result.output
+    assert "tool bash" in result.stdout
+    assert f"lost the controller at {background.address} while watching job {job_id}" in result.stderr
+
+
 # -- help ------------------------------------------------------------------------------------------
 
 
