@@ -457,7 +457,10 @@ async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_qu
         assert interrupted.error is not None and interrupted.error.kind == "interrupted"
         assert docker_client.containers.list(all=True, filters=owner) == []  # reaped at start
         logs = await client.logs(running.id)
-        assert any("reaped" in line.data["message"] for line in logs)
+        assert any("reaped at restart (1 container(s)" in line.data["message"] for line in logs)
+        # A watcher sees that line too: it comes before the terminal event.
+        watched = await events_of(client, running.id)
+        assert watched[-2].kind == "log" and "reaped" in watched[-2].data["message"] and watched[-1].terminal
         done = [await client.wait(j.id) for j in queued]
         assert [j.state for j in done] == [JobState.SUCCEEDED, JobState.SUCCEEDED]
         assert all(j.output is not None and j.output.message.joined_text() == "after restart" for j in done)

@@ -3,6 +3,7 @@ token file."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -215,8 +216,8 @@ class ControllerServer:
         await self._server.stop(grace)
 
     async def wait_for_termination(self) -> None:
-        """Wait until the server stops."""
-        await self._server.wait_for_termination()
+        """Wait until the server stops (cancelling the wait leaves the server intact)."""
+        await asyncio.shield(self._server.wait_for_termination())
 
     async def __aenter__(self) -> ControllerServer:
         await self.start()

@@ -147,25 +147,16 @@ class JobService:
         Jobs the previous controller held are marked interrupted and their sandboxes
         reaped (their owner process is gone); queued jobs are queued again, in order.
         """
-        self.recovered = await self.store.recover("the controller stopped while the job ran")
-        if self.recovered:
+        detail = "the controller stopped while the job ran"
+        if await self.store.held():
             report = await self.runner.reap()
             removed = (
                 f"{len(report.containers)} container(s), {len(report.networks)} network(s)"
-                if report
-                else "none"
+                if report is not None
+                else "none: no Docker engine"
             )
-            for job in self.recovered:
-                await self._emit(
-                    job.id,
-                    "log",
-                    {
-                        "level": "warn",
-                        "message": f"interrupted: the controller stopped while this job ran; "
-                        f"orphaned sandboxes reaped at restart ({removed})",
-                        "source": "controller",
-                    },
-                )
+            log = f"interrupted: {detail}; orphaned sandboxes reaped at restart ({removed})"
+            self.recovered = await self.store.recover(detail, log)
         for job in await self.store.queued():
             self._queue.push(QueuedJob(job.id, job.queue, job.session))
         self._workers = [

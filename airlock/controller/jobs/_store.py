@@ -341,19 +341,42 @@ class SqliteJobStore(SqliteThread):
 
         return await self._run(op)
 
-    async def recover(self, detail: str) -> list[Job]:
-        """Mark every job a worker held (provisioning, running, applying effects) interrupted.
+    async def held(self) -> list[Job]:
+        """Jobs a worker holds (provisioning, running, applying effects, or a child not yet
+        started), oldest first: at start, the ones :meth:`recover` will interrupt."""
+        active = tuple(s.value for s in ACTIVE_STATES)
+        marks = ", ".join("?" * len(active))
+        sql = (
+            f"SELECT {_COLUMNS} FROM jobs WHERE state IN ({marks}) "
+            "OR (state = ? AND origin != 'submit') ORDER BY n"
+        )
+        return await self._run(
+            lambda conn: [_job(r) for r in conn.execute(sql, (*active, JobState.QUEUED.value)).fetchall()]
+        )
 
-        Called once at start: those jobs' controller is gone. Returns them, interrupted.
+    async def recover(self, detail: str, log: str | None = None) -> list[Job]:
+        """Mark every job a worker held (see :meth:`held`) interrupted.
+
+        Called once at start: those jobs' controller is gone. With ``log``, a ``log`` event
+        (source ``controller``) is written before the terminal ``state`` event, in the same
+        transaction. Returns the jobs, interrupted.
         """
         active = tuple(s.value for s in ACTIVE_STATES)
         error = JobError(kind="interrupted", message=detail)
 
         def op(conn: sqlite3.Connection) -> list[str]:
             marks = ", ".join("?" * len(active))
-            rows = conn.execute(f"SELECT id FROM jobs WHERE state IN ({marks}) ORDER BY n", active).fetchall()
+            rows = conn.execute(
+                f"SELECT id FROM jobs WHERE state IN ({marks}) "
+                "OR (state = ? AND origin != 'submit') ORDER BY n",
+                (*active, JobState.QUEUED.value),
+            ).fetchall()
             now = utcnow()
             for (job_id,) in rows:
+                if log is not None:
+                    self._append(
+                        conn, job_id, "log", {"level": "warn", "message": log, "source": "controller"}, now
+                    )
                 conn.execute(
                     "UPDATE jobs SET state = ?, finished_at = ?, error = ? WHERE id = ?",
                     (JobState.INTERRUPTED.value, now.timestamp(), error.model_dump_json(), job_id),

@@ -64,14 +64,23 @@ async def test_records_survive_reopening_and_recover_marks_active_jobs(tmp_path:
         await store.transition(done.id, JobState.SUCCEEDED, output=_output("x"))
         child, _ = await store.create(agent="b", input=_input("c"), parent_id=running.id, origin="delegate")
     async with SqliteJobStore(path) as store:
-        recovered = await store.recover("controller gone")
-        assert {j.id for j in recovered} == {running.id}
+        assert [j.id for j in await store.held()] == [running.id, child.id]
+        recovered = await store.recover("controller gone", "reaped 1 container")
+        # A child created but never started is interrupted too (children never queue).
+        assert [j.id for j in recovered] == [running.id, child.id]
+        *_, log, last = await store.events(running.id)
+        assert log.kind == "log" and log.data == {
+            "level": "warn",
+            "message": "reaped 1 container",
+            "source": "controller",
+        }
+        assert last.terminal and last.seq == log.seq + 1
         again = await store.get(running.id)
         assert again is not None and again.state is JobState.INTERRUPTED
         assert again.error == JobError(kind="interrupted", message="controller gone")
         assert again.children == [child.id]
         assert [j.id for j in await store.queued()] == [queued.id]  # children never queue
-        assert (await store.events(running.id))[-1].data["state"] == "interrupted"
+        assert await store.held() == []
 
 
 async def test_find_filters_and_pages(tmp_path: Path) -> None:
