@@ -457,7 +457,8 @@ async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_qu
         assert interrupted.error is not None and interrupted.error.kind == "interrupted"
         assert docker_client.containers.list(all=True, filters=owner) == []  # reaped at start
         logs = await client.logs(running.id)
-        assert any("reaped at restart (1 container(s)" in line.data["message"] for line in logs)
+        # (Another airlock process's sweep may have removed it first: the count is not asserted.)
+        assert any("orphaned sandboxes reaped at restart (" in line.data["message"] for line in logs), logs
         # A watcher sees that line too: it comes before the terminal event.
         watched = await events_of(client, running.id)
         assert watched[-2].kind == "log" and "reaped" in watched[-2].data["message"] and watched[-1].terminal
