@@ -81,7 +81,11 @@ class Controller:
             self.token = token
             store = await self._stack.enter_async_context(SqliteJobStore(self.data_dir / "jobs.db"))
             state = await self._stack.enter_async_context(SqliteStore(self.data_dir / "state.db"))
-            runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
+            workspace = self.data_dir / "workspace"
+            workspace.mkdir(exist_ok=True, mode=0o700)
+            runner = AgentRunner(
+                self.config, state_dir=self.options.sandbox_dir, image=self.options.image, workspace=workspace
+            )
             self.service = await self._stack.enter_async_context(
                 JobService(store, runner, state, self.options.settings)
             )

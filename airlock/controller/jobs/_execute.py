@@ -110,10 +110,17 @@ class AgentRunner:
         config: the loaded configuration.
         state_dir: sandboxes' control directories (default: the DockerEnvironment's).
         image: the runner image (default: the current build's tag).
+        workspace: the host-side workspace turns are built with (sandboxed turns use their
+            own; default: a temporary directory removed by :meth:`aclose`).
     """
 
     def __init__(
-        self, config: AirlockConfig, *, state_dir: Path | None = None, image: str | None = None
+        self,
+        config: AirlockConfig,
+        *,
+        state_dir: Path | None = None,
+        image: str | None = None,
+        workspace: Path | None = None,
     ) -> None:
         self.config = config
         self.state_dir = state_dir
@@ -122,7 +129,10 @@ class AgentRunner:
         self._keys: dict[str, LocalModelKey] = {}
         self._local_model: LocalModelServer | None = None
         self._local_lock = asyncio.Lock()
-        self._workspace = Path(tempfile.mkdtemp(prefix="airlock-jobs-"))
+        self._own_workspace = workspace is None
+        self._workspace = (
+            workspace if workspace is not None else Path(tempfile.mkdtemp(prefix="airlock-jobs-"))
+        )
 
     def agent(self, name: str) -> AgentConfig:
         """The configured agent ``name``.
@@ -231,6 +241,7 @@ class AgentRunner:
         if server is not None and server.started_here:
             with contextlib.suppress(Exception):
                 await server.stop()
-        import shutil
+        if self._own_workspace:
+            import shutil
 
-        await asyncio.to_thread(shutil.rmtree, self._workspace, True)
+            await asyncio.to_thread(shutil.rmtree, self._workspace, True)

@@ -155,7 +155,10 @@ class JobService:
                 if report is not None
                 else "none: no Docker engine"
             )
-            log = f"interrupted: {detail}; orphaned sandboxes reaped at restart ({removed})"
+            log = (
+                "interrupted: the controller stopped while this job ran; "
+                f"orphaned sandboxes reaped at restart ({removed})"
+            )
             self.recovered = await self.store.recover(detail, log)
         for job in await self.store.queued():
             self._queue.push(QueuedJob(job.id, job.queue, job.session))
