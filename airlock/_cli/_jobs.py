@@ -600,7 +600,7 @@ def jobs_ls(
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 1))
     for column in ("id", "agent", "state", "origin", "created", "duration", "exit reason"):
         # Narrow terminals wrap the free-text columns; ids, states and times stay whole.
-        whole = column in ("id", "state", "created", "duration")
+        whole = column in ("id", "agent", "state", "created", "duration")
         table.add_column(column, no_wrap=whole, overflow="fold", min_width=None if whole else 6)
     for job in jobs:
         table.add_row(

@@ -14,6 +14,7 @@ import json
 import logging
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,6 +118,11 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
     )
     options = ControllerOptions(data_dir=opts.data_dir, address=opts.address, settings=settings)
     loop = asyncio.get_running_loop()
+    # Each running job makes blocking Docker calls on the default thread pool (min(32, cores+4)
+    # threads): give every worker a few so that concurrency is not capped by the pool.
+    loop.set_default_executor(
+        ThreadPoolExecutor(max_workers=max(32, 4 * opts.concurrency), thread_name_prefix="airlock-serve")
+    )
     stop = asyncio.Event()
     signals = 0
 
