@@ -80,6 +80,25 @@ class SqliteThread:
     def _connect(self) -> sqlite3.Connection:
         raise NotImplementedError
 
+    def _retrying(self, op: Callable[[], T]) -> T:
+        """``op()`` (on the thread), retried while SQLite reports a transient lock.
+
+        SQLite answers "database is locked" at once, without its busy handler, in a few
+        cases (two connections switching to WAL or creating the schema together, WAL
+        recovery): retry those with backoff within the busy timeout.
+        """
+        deadline = time.monotonic() + self._busy_timeout_s
+        delay = 0.005
+        while True:
+            try:
+                return op()
+            except sqlite3.OperationalError as e:
+                transient = "locked" in str(e) or "busy" in str(e)
+                if not transient or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+
 
 class SqliteStore(SqliteThread):
     """A ``layer0.StateStore`` in one SQLite file; survives process restarts.
@@ -115,20 +134,7 @@ class SqliteStore(SqliteThread):
             raise StateError.other(f"SqliteStore({self._path}) is closed")
 
         def work() -> T:
-            # SQLite answers "database is locked" at once, without its busy handler, in a few
-            # cases (two connections switching to WAL or creating the schema together, WAL
-            # recovery): retry those with backoff within the busy timeout.
-            deadline = time.monotonic() + self._busy_timeout_s
-            delay = 0.005
-            while True:
-                try:
-                    return op(self._connect())
-                except sqlite3.OperationalError as e:
-                    transient = "locked" in str(e) or "busy" in str(e)
-                    if not transient or time.monotonic() > deadline:
-                        raise
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.2)
+            return self._retrying(lambda: op(self._connect()))
 
         loop = asyncio.get_running_loop()
         try:

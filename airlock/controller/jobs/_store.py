@@ -167,26 +167,19 @@ class SqliteJobStore(SqliteThread):
         if self._closed:
             raise JobStoreError(f"job store {self._path} is closed")
 
-        def work() -> T:
+        def transaction() -> T:
             conn = self._connect()
-            deadline = time.monotonic() + self._busy_timeout_s
-            delay = 0.005
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        result = op(conn)
-                    except BaseException:
-                        conn.execute("ROLLBACK")
-                        raise
-                    conn.execute("COMMIT")
-                    return result
-                except sqlite3.OperationalError as e:
-                    transient = "locked" in str(e) or "busy" in str(e)
-                    if not transient or time.monotonic() > deadline:
-                        raise
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.2)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = op(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        def work() -> T:
+            return self._retrying(transaction)
 
         loop = asyncio.get_running_loop()
         try:
