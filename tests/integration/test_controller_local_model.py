@@ -6,6 +6,7 @@ the mechanics are asserted, never the arithmetic."""
 from __future__ import annotations
 
 from pathlib import Path
+
 import pytest
 from controller_helpers import running_controller
 
