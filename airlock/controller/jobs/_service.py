@@ -41,11 +41,14 @@ from layer0 import (
 )
 
 from ._execute import AgentRunner
-from ._model import Job, JobError, JobEvent, JobFilter, JobOrigin, JobState
+from ._model import ACTIVE_STATES, Job, JobError, JobEvent, JobFilter, JobOrigin, JobState
 from ._queue import FairQueue, QueuedJob
 from ._store import SqliteJobStore
 
 _log = logging.getLogger("airlock.jobs")
+
+#: Why a running job was interrupted when the controller stops.
+_STOPPED = "the controller stopped while the job ran"
 
 #: Extra time a job gets beyond its agent's ``max_duration`` by default (sandbox start,
 #: effects), when the submitter gives no ``max_duration``.
@@ -120,9 +123,8 @@ class JobService:
         self._queue = FairQueue()
         self._wake = asyncio.Condition()
         self._tasks: dict[str, asyncio.Task[Any]] = {}
-        #: Why a job's task is being cancelled (CANCELLED or INTERRUPTED), and the detail.
-        self._why: dict[str, JobState] = {}
-        self._reasons: dict[str, str] = {}
+        #: Why a job's task is being cancelled: CANCELLED (with the user's detail) or INTERRUPTED.
+        self._stopping: dict[str, tuple[JobState, str]] = {}
         self._busy_sessions: Counter[str] = Counter()
         self._watchers: dict[str, set[asyncio.Event]] = {}
         self._workers: list[asyncio.Task[None]] = []
@@ -147,7 +149,6 @@ class JobService:
         Jobs the previous controller held are marked interrupted and their sandboxes
         reaped (their owner process is gone); queued jobs are queued again, in order.
         """
-        detail = "the controller stopped while the job ran"
         if await self.store.held():
             report = await self.runner.reap()
             removed = (
@@ -159,7 +160,7 @@ class JobService:
                 "interrupted: the controller stopped while this job ran; "
                 f"orphaned sandboxes reaped at restart ({removed})"
             )
-            self.recovered = await self.store.recover(detail, log)
+            self.recovered = await self.store.recover(_STOPPED, log)
         for job in await self.store.queued():
             self._queue.push(QueuedJob(job.id, job.queue, job.session))
         self._workers = [
@@ -173,7 +174,7 @@ class JobService:
         for worker in self._workers:
             worker.cancel()
         for job_id, task in list(self._tasks.items()):
-            self._why.setdefault(job_id, JobState.INTERRUPTED)
+            self._stopping.setdefault(job_id, (JobState.INTERRUPTED, _STOPPED))
             task.cancel()
         pending = [*self._workers, *self._tasks.values()]
         if pending:
@@ -280,20 +281,18 @@ class JobService:
         async with self._wake:
             queued = self._queue.remove(job_id)
         if queued or (job.state is JobState.QUEUED and job_id not in self._tasks):
-            changed = await self.store.transition(
+            cancelled = await self._transition(
                 job_id,
                 JobState.CANCELLED,
                 detail=detail,
                 error=JobError(kind="cancelled", message=detail),
                 only_from=[JobState.QUEUED],
             )
-            if changed is not None:
-                self._notify(changed[1])
-                return changed[0]
+            if cancelled is not None:
+                return cancelled
         task = self._tasks.get(job_id)
         if task is not None:
-            self._why.setdefault(job_id, JobState.CANCELLED)
-            self._reasons[job_id] = detail
+            self._stopping.setdefault(job_id, (JobState.CANCELLED, detail))
             task.cancel()
             with contextlib.suppress(BaseException):
                 await asyncio.shield(asyncio.wait([task]))
@@ -369,8 +368,9 @@ class JobService:
         try:
             async with asyncio.timeout(limit_s):
                 output = await self._turn(job)
+                await self._transition(job.id, JobState.APPLYING_EFFECTS, output=output)
+                # A child's effects are applied by its parent's executor, which then ends it.
                 if apply_effects:
-                    await self._transition(job.id, JobState.APPLYING_EFFECTS, output=output)
                     report = await self._apply_effects(job, output)
                     await self._transition(
                         job.id,
@@ -378,8 +378,6 @@ class JobService:
                         detail=f"exit reason {output.exit_reason.kind}",
                         effects=report,
                     )
-                else:  # a child: its parent's executor applies its effects, then ends it
-                    await self._transition(job.id, JobState.APPLYING_EFFECTS, output=output)
                 return output
         except TimeoutError:
             if current is not None and current.cancelling():
@@ -388,13 +386,10 @@ class JobService:
             await self._finish_shielded(job.id, JobState.TIMED_OUT, JobError(kind="timeout", message=message))
             return None
         except asyncio.CancelledError:
-            why = self._why.pop(job.id, JobState.INTERRUPTED if apply_effects else JobState.CANCELLED)
-            if why is JobState.INTERRUPTED:
-                message = "the controller stopped while the job ran; its sandbox was removed"
-            else:
-                message = self._reasons.pop(job.id, "cancelled") + "; its sandbox was removed"
-            kind = "interrupted" if why is JobState.INTERRUPTED else "cancelled"
-            await self._finish_shielded(job.id, why, JobError(kind=kind, message=message))
+            default = (JobState.INTERRUPTED, _STOPPED) if apply_effects else (JobState.CANCELLED, "cancelled")
+            why, detail = self._stopping.pop(job.id, default)
+            message = f"{detail}; its sandbox was removed"
+            await self._finish_shielded(job.id, why, JobError(kind=why.value, message=message))
             raise
         except (Layer0Error, AirlockError) as e:
             await self._transition(job.id, JobState.FAILED, error=_error_of(e), detail=str(e))
@@ -407,7 +402,7 @@ class JobService:
             return None
 
     async def _finish_shielded(self, job_id: str, state: JobState, error: JobError) -> None:
-        active = [JobState.QUEUED, JobState.PROVISIONING, JobState.RUNNING, JobState.APPLYING_EFFECTS]
+        active = [JobState.QUEUED, *ACTIVE_STATES]
         done = asyncio.ensure_future(
             self._transition(job_id, state, error=error, detail=error.message, only_from=active)
         )
@@ -483,7 +478,7 @@ class JobService:
         finally:
             # Children whose effects were still being applied end with their parent.
             for child in reversed(orchestrator.pending()):
-                why = self._why.get(job.id, JobState.CANCELLED)
+                why, _ = self._stopping.get(job.id, (JobState.CANCELLED, ""))
                 message = f"its parent job {job.id} ended before this job's effects were applied"
                 await self._finish_shielded(child.id, why, JobError(kind=why.value, message=message))
         return report.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
@@ -549,7 +544,9 @@ class JobService:
             except asyncio.CancelledError:
                 outer = asyncio.current_task()
                 if outer is not None and outer.cancelling():
-                    self._why.setdefault(child.id, self._why.get(parent.id, JobState.CANCELLED))
+                    parent_state, _ = self._stopping.get(parent.id, (JobState.CANCELLED, ""))
+                    stopped = f"its parent job {parent.id} was stopped"
+                    self._stopping.setdefault(child.id, (parent_state, stopped))
                     task.cancel()
                     await asyncio.wait([task])
                     raise
