@@ -6,6 +6,7 @@ import asyncio
 import os
 import sqlite3
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,7 +34,7 @@ _Keys = list[str]
 _Results = list[SearchResult]
 
 
-class SqliteThread:
+class SqliteThread(ABC):
     """One SQLite connection owned by one dedicated thread, as an async context manager.
 
     The base of airlock's SQLite files (this store, the controller's job store): the
@@ -77,8 +78,9 @@ class SqliteThread:
             self._conn.close()
             self._conn = None
 
+    @abstractmethod
     def _connect(self) -> sqlite3.Connection:
-        raise NotImplementedError
+        """Open (once) and return the connection; runs on the thread."""
 
     def _retrying(self, op: Callable[[], T]) -> T:
         """``op()`` (on the thread), retried while SQLite reports a transient lock.
