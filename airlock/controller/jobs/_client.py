@@ -18,6 +18,7 @@ from layer0 import TurnInput
 from . import _convert as jc
 from ._grpc import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
 from ._model import Job, JobEvent, JobFilter
+from ._paths import default_data_dir
 
 #: Environment variables the client reads when not given an address or token.
 ADDRESS_ENV = "AIRLOCK_CONTROLLER"
@@ -45,8 +46,6 @@ class ControllerError(AirlockError):
 
 def default_token_file() -> Path:
     """Where ``airlock serve`` keeps its token by default."""
-    from ._paths import default_data_dir
-
     return default_data_dir() / "token"
 
 
@@ -127,7 +126,7 @@ class ControllerClient:
             agent=agent, input=cv.input_to_proto(turn_input), queue=queue or "", workflow=workflow or ""
         )
         if max_duration_ms is not None:
-            request.max_duration.CopyFrom(jc.duration_to_proto(max_duration_ms))
+            request.max_duration.CopyFrom(cv.duration_to_proto(max_duration_ms))
         return jc.job_from_proto(await self._call("SubmitJob", request))
 
     async def get(self, job_id: str) -> Job:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from airlock._proto.controller.v1 import controller_pb2 as cpb
@@ -54,16 +53,6 @@ def _dt(value: Timestamp) -> datetime:
     return value.ToDatetime().replace(tzinfo=UTC)
 
 
-def duration_to_proto(ms: int) -> Duration:
-    """Milliseconds as a Duration."""
-    return cv.duration_to_proto(ms)
-
-
-def duration_from_proto(value: Duration) -> int:
-    """A Duration as whole milliseconds."""
-    return cv.duration_from_proto(value)
-
-
 def job_to_proto(job: Job) -> cpb.Job:
     """A job on the wire."""
     message = cpb.Job(
@@ -87,7 +76,7 @@ def job_to_proto(job: Job) -> cpb.Job:
     if job.finished_at is not None:
         message.finished_at.CopyFrom(_ts(job.finished_at))
     if job.max_duration_ms is not None:
-        message.max_duration.CopyFrom(duration_to_proto(job.max_duration_ms))
+        message.max_duration.CopyFrom(cv.duration_to_proto(job.max_duration_ms))
     if job.effects is not None:
         message.effects.CopyFrom(cv.json_to_proto(job.effects))
     return message
@@ -115,7 +104,7 @@ def job_from_proto(message: cpb.Job) -> Job:
         created_at=_dt(message.created_at),
         started_at=_dt(message.started_at) if message.HasField("started_at") else None,
         finished_at=_dt(message.finished_at) if message.HasField("finished_at") else None,
-        max_duration_ms=duration_from_proto(message.max_duration)
+        max_duration_ms=cv.duration_from_proto(message.max_duration)
         if message.HasField("max_duration")
         else None,
         children=list(message.children),

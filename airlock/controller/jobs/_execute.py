@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -242,6 +243,4 @@ class AgentRunner:
             with contextlib.suppress(Exception):
                 await server.stop()
         if self._own_workspace:
-            import shutil
-
             await asyncio.to_thread(shutil.rmtree, self._workspace, True)

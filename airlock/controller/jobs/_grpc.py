@@ -90,7 +90,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
             return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"input: {e}")
         if not turn_input.message.as_blocks():
             return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input message is empty")
-        max_ms = jc.duration_from_proto(request.max_duration) if request.HasField("max_duration") else None
+        max_ms = cv.duration_from_proto(request.max_duration) if request.HasField("max_duration") else None
         try:
             job = await self.service.submit(
                 request.agent,

@@ -71,6 +71,10 @@ CREATE TABLE IF NOT EXISTS signals (
 CREATE INDEX IF NOT EXISTS signals_workflow ON signals(workflow, n);
 """
 
+#: Jobs a worker holds: active, or a child created but not started (children never queue).
+_HELD = f"state IN ({', '.join('?' * len(ACTIVE_STATES))}) OR (state = ? AND origin != 'submit')"
+_HELD_ARGS = (*sorted(s.value for s in ACTIVE_STATES), JobState.QUEUED.value)
+
 _COLUMNS = (
     "id, agent, state, queue, parent_id, origin, workflow, session, input, output, error, "
     "created_at, started_at, finished_at, max_duration_ms, children, effects"
@@ -337,15 +341,8 @@ class SqliteJobStore(SqliteThread):
     async def held(self) -> list[Job]:
         """Jobs a worker holds (provisioning, running, applying effects, or a child not yet
         started), oldest first: at start, the ones :meth:`recover` will interrupt."""
-        active = tuple(s.value for s in ACTIVE_STATES)
-        marks = ", ".join("?" * len(active))
-        sql = (
-            f"SELECT {_COLUMNS} FROM jobs WHERE state IN ({marks}) "
-            "OR (state = ? AND origin != 'submit') ORDER BY n"
-        )
-        return await self._run(
-            lambda conn: [_job(r) for r in conn.execute(sql, (*active, JobState.QUEUED.value)).fetchall()]
-        )
+        sql = f"SELECT {_COLUMNS} FROM jobs WHERE {_HELD} ORDER BY n"
+        return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, _HELD_ARGS).fetchall()])
 
     async def recover(self, detail: str, log: str | None = None) -> list[Job]:
         """Mark every job a worker held (see :meth:`held`) interrupted.
@@ -354,16 +351,11 @@ class SqliteJobStore(SqliteThread):
         (source ``controller``) is written before the terminal ``state`` event, in the same
         transaction. Returns the jobs, interrupted.
         """
-        active = tuple(s.value for s in ACTIVE_STATES)
         error = JobError(kind="interrupted", message=detail)
+        select = f"SELECT {_COLUMNS} FROM jobs WHERE id = ?"
 
-        def op(conn: sqlite3.Connection) -> list[str]:
-            marks = ", ".join("?" * len(active))
-            rows = conn.execute(
-                f"SELECT id FROM jobs WHERE state IN ({marks}) "
-                "OR (state = ? AND origin != 'submit') ORDER BY n",
-                (*active, JobState.QUEUED.value),
-            ).fetchall()
+        def op(conn: sqlite3.Connection) -> list[Job]:
+            rows = conn.execute(f"SELECT id FROM jobs WHERE {_HELD} ORDER BY n", _HELD_ARGS).fetchall()
             now = utcnow()
             for (job_id,) in rows:
                 if log is not None:
@@ -380,11 +372,9 @@ class SqliteJobStore(SqliteThread):
                     "error": error.model_dump(mode="json"),
                 }
                 self._append(conn, job_id, "state", data, now)
-            return [r[0] for r in rows]
+            return [_job(conn.execute(select, (job_id,)).fetchone()) for (job_id,) in rows]
 
-        ids = await self._run(op)
-        jobs = [await self.get(i) for i in ids]
-        return [j for j in jobs if j is not None]
+        return await self._run(op)
 
     # -- reading ---------------------------------------------------------------------------
 
