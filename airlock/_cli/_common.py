@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -123,3 +127,20 @@ def load_agent(config: Path | None, name: str) -> tuple[AirlockConfig, AgentConf
         return cfg, cfg.agent(name)
     except ConfigError as e:
         report_error(e)
+
+
+@contextlib.contextmanager
+def on_stop_signals(handler: Callable[[], None]) -> Iterator[None]:
+    """Call ``handler`` on SIGINT/SIGTERM while inside (on the running loop), instead of
+    raising KeyboardInterrupt; the previous handling is restored on exit."""
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, handler)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)

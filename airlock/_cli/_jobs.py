@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -46,6 +45,7 @@ from ._common import (
     exit_code_for_error,
     exit_code_for_reason,
     fail,
+    on_stop_signals,
     report_error,
 )
 from ._run import RunView, _print_result, summary_of
@@ -392,7 +392,6 @@ async def _follow(client: ControllerClient, view: JobView) -> Job:
 
 async def _follow_until_signal(client: ControllerClient, view: JobView) -> Job | None:
     """:func:`_follow`, stopped (None) by SIGINT/SIGTERM; the job itself is left alone."""
-    loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(_follow(client, view))
     stopped = False
 
@@ -401,16 +400,10 @@ async def _follow_until_signal(client: ControllerClient, view: JobView) -> Job |
         stopped = True
         task.cancel()
 
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, on_signal)
-            installed.append(sig)
     try:
-        await asyncio.wait([task])
+        with on_stop_signals(on_signal):
+            await asyncio.wait([task])
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         view.stop()
     if stopped or task.cancelled():
         if not task.cancelled():

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import signal
 import socket
 import sys
 import tempfile
@@ -50,6 +49,7 @@ from ._common import (
     exit_code_for_reason,
     fail,
     hint_for,
+    on_stop_signals,
     report_error,
 )
 
@@ -411,7 +411,6 @@ class _Outcome:
 
 async def _supervise(job: Callable[[], Awaitable[TurnOutput]], view: RunView) -> _Outcome:
     """Run ``job`` as a task; SIGINT/SIGTERM cancel it and we wait for its teardown."""
-    loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(job())
     signals = 0
 
@@ -422,16 +421,10 @@ async def _supervise(job: Callable[[], Awaitable[TurnOutput]], view: RunView) ->
             view.cancelling()
             task.cancel()
 
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, on_signal)
-            installed.append(sig)
     try:
-        await asyncio.wait([task])
+        with on_stop_signals(on_signal):
+            await asyncio.wait([task])
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         view.stop()
     if task.cancelled() or signals:
         if not task.cancelled():

@@ -9,10 +9,8 @@ queued jobs stay queued for the next start, and the command exits 0.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +23,15 @@ from rich.markup import escape
 from airlock.errors import AirlockError
 from layer0 import Layer0Error
 
-from ._common import EXIT_CANCELLED, EXIT_OK, console, err_console, exit_code_for_error, report_error
+from ._common import (
+    EXIT_CANCELLED,
+    EXIT_OK,
+    console,
+    err_console,
+    exit_code_for_error,
+    on_stop_signals,
+    report_error,
+)
 
 if TYPE_CHECKING:
     from airlock.config import AirlockConfig
@@ -134,12 +140,7 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
         else:
             err_console.print("[yellow]still stopping[/] (removing the running jobs' sandboxes first)")
 
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, on_signal)
-            installed.append(sig)
-    try:
+    with on_stop_signals(on_signal):
         async with Controller(config, options) as controller:
             _started(controller, config, opts)
             # Not controller.wait_for_termination(): cancelling that wait cancels grpc.aio's
@@ -151,9 +152,6 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
             keep = f"{queued} queued job(s) stay queued for the next start" if queued else ""
             detail = "; ".join(p for p in (what, keep) if p)
             err_console.print(f"[yellow]stopping[/]{': ' + detail if detail else ''}", highlight=False)
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
     err_console.print("stopped")
 
 
