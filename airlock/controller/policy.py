@@ -13,17 +13,21 @@ Network meaning (enforced by the egress proxy with ``decide`` in ``_egress_decis
   rules add to ``spec.network.rules``; the default comes from ``spec.network`` only.
 - A rule's ``destination`` is an exact domain (``api.example.com``), a wildcard
   ``*.example.com`` (any name strictly below ``example.com``, not the apex itself), ``*``
-  (any name), or an IP / CIDR (``203.0.113.7``, ``10.0.0.0/8``, ``fd00::/8``). Domains are
-  matched against the requested name, CIDRs against every resolved IP. ``port`` (optional)
-  restricts the rule to one TCP port.
+  (any name), or an IP / CIDR (``203.0.113.7``, ``10.0.0.0/8``, ``fd00::/8``). Domain rules
+  match the requested name; CIDR rules match every IP a name allowed by a domain rule
+  resolved to, and IP-literal requests. A CIDR rule never admits a name by itself: a name
+  no domain rule allows is refused without being resolved (no DNS exfiltration), so reach a
+  service by its IP, or add a domain rule for its name. ``port`` (optional) restricts the
+  rule to one TCP port.
 - **Deny rules win** over allow rules regardless of order; an allow rule entirely covered by
   a deny rule is rejected as contradictory.
 - **Special addresses** (private, CGNAT, loopback, link-local and the 169.254.169.254
   metadata address, multicast, unspecified, reserved; IPv6 ULA, link-local, ...) are never
   granted by a domain rule, a wildcard or the default: only a CIDR rule lying *inside* the
   special range grants them (``10.0.0.0/8``, ``169.254.169.254/32``). ``0.0.0.0/0`` and
-  ``::/0`` mean "every public address"; any other CIDR that straddles a special range
-  (``8.0.0.0/6`` covers ``10.0.0.0/8``) is rejected: split it or name the range.
+  ``::/0`` mean "every public address" (requested by IP; add ``*`` for names); any other
+  CIDR that straddles a special range (``8.0.0.0/6`` covers ``10.0.0.0/8``) is rejected:
+  split it or name the range.
 - With any credential, allow-all egress is rejected: ``default: allow``, ``*`` or a ``/0``
   allow rule would let a compromised agent send the credential (or the sidecar's access)
   anywhere.
@@ -194,6 +198,12 @@ class EgressPlan(_Plan):
     def allows_anything(self) -> bool:
         """False when nothing at all may leave (the backend then needs no egress proxy)."""
         return self.default == "allow" or any(r.action == "allow" for r in self.rules)
+
+    @property
+    def resolves_names(self) -> bool:
+        """Whether the egress proxy ever needs DNS: only a name rule or an allow default can
+        admit a name (a CIDR rule admits IP literals only)."""
+        return self.default == "allow" or any(r.action == "allow" and r.kind != "cidr" for r in self.rules)
 
     def allows_name(self, host: str, port: int) -> bool:
         """Whether a *name* rule (or, for an IP literal, a CIDR rule) allows ``host:port``.

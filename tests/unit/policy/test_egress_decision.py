@@ -32,7 +32,7 @@ def test_default_deny_denies_everything() -> None:
     d = decide(EgressPlan(), "example.com", 443, [PUBLIC])
     assert not d.allowed
     assert d.rule == "default deny"
-    assert "no rule allows" in d.reason
+    assert "no name rule allows" in d.reason
 
 
 def test_exact_domain_allows_only_that_name() -> None:
@@ -59,11 +59,14 @@ def test_port_rule_is_honoured() -> None:
     assert not d.allowed and d.rule == "default deny"
 
 
-def test_cidr_rule_matches_resolved_ip_of_any_name() -> None:
+def test_cidr_rule_admits_ip_literals_never_names() -> None:
     p = plan(("93.184.216.0/24", 443, "allow"))
-    assert decide(p, "anything.test", 443, [PUBLIC]).allowed
     assert decide(p, PUBLIC, 443, []).allowed
-    assert not decide(p, "anything.test", 443, ["93.184.217.1"]).allowed
+    d = decide(p, "anything.test", 443, [PUBLIC])  # even when it resolves into the CIDR
+    assert not d.allowed and "no name rule allows it" in d.reason
+    both = plan(("93.184.216.0/24", 443, "allow"), ("*.example.com", 443, "allow"))
+    assert decide(both, "a.example.com", 443, [PUBLIC]).allowed
+    assert decide(both, "a.example.com", 443, ["93.184.217.1"]).allowed  # by the name rule
 
 
 def test_deny_wins_regardless_of_order() -> None:
@@ -114,7 +117,7 @@ def test_explicit_cidr_grants_special_address() -> None:
 
 
 def test_slash_zero_means_public_only() -> None:
-    p = plan(("0.0.0.0/0", None, "allow"), ("::/0", None, "allow"))
+    p = plan(("0.0.0.0/0", None, "allow"), ("::/0", None, "allow"), ("*", None, "allow"))
     assert decide(p, "x.test", 443, [PUBLIC]).allowed
     assert decide(p, "x.test", 443, ["2606:4700::1111"]).allowed
     assert not decide(p, "x.test", 443, ["10.0.0.1"]).allowed
@@ -242,7 +245,20 @@ def test_precheck_denies_without_resolving_only_when_no_rule_could_allow() -> No
     assert bad is not None and bad.rule.startswith("deny bad.example.com")
     lit = precheck(p, "10.0.0.1", 443)
     assert lit is not None and not lit.allowed
-    cidr = plan(("10.0.0.0/8", 5432, "allow"))
-    assert precheck(cidr, "db.internal", 5432) is None  # a name may resolve into the CIDR
-    assert precheck(cidr, "db.internal", 22) is not None
     assert precheck(plan(default="allow"), "anything.test", 1) is None
+
+
+@pytest.mark.parametrize("port", [443, 11434])
+def test_precheck_never_resolves_a_name_because_a_cidr_rule_matches_its_port(port: int) -> None:
+    """DNS exfiltration: a CIDR rule with a matching port (the demo's model endpoint rule)
+    must not make the proxy resolve ``<data>.attacker.test``."""
+    from airlock.controller._egress_decision import precheck
+
+    for rules in ([("172.17.0.1/32", port, "allow")], [("10.0.0.0/8", None, "allow")]):
+        d = precheck(plan(*rules), "c2VjcmV0.attacker.test", port)
+        assert d is not None and not d.allowed
+        assert (
+            d.reason.endswith("(default deny; not resolved)")
+            and "CIDR rule admits IP literals only" in d.reason
+        )
+        assert precheck(plan(*rules), "172.17.0.1", port) is not None  # literal: decided, no lookup
