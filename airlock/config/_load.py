@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from airlock.controller.effect_policy import EffectPolicy
 from airlock.controller.policy import PolicyError, SidecarRoute, compile_plan
 from airlock.tools import available_tools
 from airlock.turn import EFFECT_TOOLS, AgentSpec
@@ -168,6 +169,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         agent = _compile_agent(doc, name, raw, DefaultsConfig(**defaults), secrets, issues)
         if agent is not None:
             agents[name] = agent
+            issues += _check_effect_targets(doc, agent, agent_where)
     if not issues and not agents:
         origin = docs[0].file if len(docs) == 1 else docs[0].file.parent
         issues.append(ConfigIssue(origin, 0, 0, "agents", "no agents defined"))
@@ -236,6 +238,9 @@ def _compile_agent(
     except PolicyError as e:
         issues += [_policy_issue(doc, prefix, sandbox, p) for p in e.problems]
         return None
+    issues += _check_effect_tools(doc, prefix, spec, sandbox.effects)
+    if len(issues) > before:
+        return None
     used = {c.name for c in environment.credentials}
     return AgentConfig(
         name=name,
@@ -244,10 +249,58 @@ def _compile_agent(
         backend=sandbox.backend,  # validated against BACKENDS
         defaults=defaults,
         sidecar_routes=routes,
+        effects=sandbox.effects,
         secrets={k: v for k, v in secrets.items() if k in used},
         source=doc.file,
         line=doc.locate(prefix)[1].line,
     )
+
+
+#: Effect tools and the ``effects:`` grant without which every call of them is refused.
+_TOOL_GRANTS = {
+    "delegate": "delegate",
+    "handoff": "handoff",
+    "signal": "signal",
+    "write_memory": "memory",
+    "delete_memory": "memory",
+}
+
+
+def _check_effect_tools(
+    doc: LocatedDocument, prefix: KeyPath, spec: AgentSpec, policy: EffectPolicy
+) -> list[ConfigIssue]:
+    """An effect tool offered with nothing granted to it would only ever be refused: an error."""
+    issues: list[ConfigIssue] = []
+    for i, tool in enumerate(spec.tools):
+        grant = _TOOL_GRANTS.get(tool)
+        if grant is not None and not getattr(policy, grant):
+            what = "scope" if grant == "memory" else ("workflow" if grant == "signal" else "agent")
+            issues.append(
+                doc.issue(
+                    (*prefix, "tools", i),
+                    f"tool {tool!r} is offered but effects.{grant} grants no {what}, so every call "
+                    f"would be refused; list what it may use under effects.{grant}, or remove the tool",
+                )
+            )
+    return issues
+
+
+def _check_effect_targets(
+    doc: LocatedDocument, agent: AgentConfig, defined: dict[str, str]
+) -> list[ConfigIssue]:
+    """Every agent named in ``effects.delegate`` / ``effects.handoff`` must be defined."""
+    issues: list[ConfigIssue] = []
+    known = ", ".join(sorted(defined))
+    for key in ("delegate", "handoff"):
+        for i, target in enumerate(getattr(agent.effects, key)):
+            if target not in defined:
+                issues.append(
+                    doc.issue(
+                        ("agents", agent.name, "effects", key, i),
+                        f"unknown agent {target!r}; defined agents: {known}",
+                    )
+                )
+    return issues
 
 
 def _anchor_script(

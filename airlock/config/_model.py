@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from airlock.controller.effect_policy import EffectPolicy
 from airlock.controller.policy import SandboxPlan, SidecarRoute, compile_plan
 from airlock.errors import ConfigError
 from airlock.turn import AgentSpec
@@ -38,6 +39,8 @@ class AgentConfig(BaseModel):
     defaults: TurnConfig
     #: Routes for sidecar credentials written in the configuration (by secret name).
     sidecar_routes: dict[str, SidecarRoute] = Field(default_factory=dict)
+    #: The effects its turns may declare; the controller refuses any other.
+    effects: EffectPolicy = Field(default_factory=EffectPolicy)
     #: Sources of the secrets this agent's credentials name (a subset of ``secrets:``).
     secrets: dict[str, SecretSource] = Field(default_factory=dict)
     #: The file and 1-based line the agent is defined at.

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from airlock.controller.effect_policy import EffectPolicy
 from airlock.controller.policy import SidecarRoute
 from layer0._wire import U32_MAX, Money
 
@@ -209,6 +210,8 @@ class SandboxConfig(_Config):
     credentials: list[CredentialConfig] = Field(default_factory=list)
     resources: ResourcesConfig | None = None
     defaults: DefaultsConfig = Field(default_factory=DefaultsConfig)
+    #: The effects the agent's turns may declare (checked by the controller before applying).
+    effects: EffectPolicy = Field(default_factory=EffectPolicy)
 
     @field_validator("backend")
     @classmethod

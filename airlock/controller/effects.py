@@ -13,6 +13,10 @@ caller runs them through an ``EffectExecutor``:
 - ``CustomEffect`` → a handler registered for its ``effect_type``, else logged as
   unhandled.
 
+Every effect first passes the executor's ``gate`` (when one is given), with the agent
+that declared it: a child's follow-up effects are checked as that child's. An effect the
+gate refuses is not applied; its outcome says ``refused`` and why.
+
 Follow-ups are bounded twice, so self-delegation cannot loop forever: by depth
 (``max_depth`` levels of dispatched children) and by count (``max_follow_ups``
 dispatches per ``apply``). A delegate or handoff beyond either bound is not
@@ -29,6 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
+from airlock.controller.effect_policy import EffectContext
 from airlock.errors import ConfigError
 from layer0 import (
     AgentId,
@@ -56,8 +61,10 @@ CustomHandler = Callable[[CustomEffect], Awaitable[JsonValue]]
 OutcomeListener = Callable[["EffectOutcome", int, AgentId | None], Awaitable[None]]
 #: Receives each ``Log`` effect with the agent that declared it (besides Python logging).
 LogListener = Callable[[Log, AgentId | None], Awaitable[None]]
+#: Decides, before an effect is applied, whether it may be: the reason it is refused, or None.
+EffectGate = Callable[[Effect, EffectContext], str | None]
 
-OutcomeStatus = Literal["ok", "error", "skipped", "unhandled", "limit_reached"]
+OutcomeStatus = Literal["ok", "error", "skipped", "unhandled", "limit_reached", "refused"]
 
 LOG_LEVELS: dict[LogLevel, int] = {
     LogLevel.TRACE: logging.DEBUG,
@@ -79,7 +86,8 @@ class EffectOutcome(BaseModel):
     effect: str
     #: ``ok``; ``error`` (see ``detail``); ``skipped`` (an earlier effect failed and
     #: ``stop_on_error`` is set); ``unhandled`` (custom effect without a handler);
-    #: ``limit_reached`` (a follow-up beyond the depth or count limit, not dispatched).
+    #: ``limit_reached`` (a follow-up beyond the depth or count limit, not dispatched);
+    #: ``refused`` (the gate refused it, see ``detail``; not applied).
     status: OutcomeStatus
     detail: str | None = None
     #: The agent dispatched by a delegate or handoff.
@@ -118,6 +126,11 @@ class EffectReport(BaseModel):
         """True when some follow-up was not dispatched because of a limit."""
         return any(o.status == "limit_reached" for o in self.walk())
 
+    @property
+    def refused(self) -> list[EffectOutcome]:
+        """The outcomes of effects the gate refused, follow-ups included."""
+        return [o for o in self.walk() if o.status == "refused"]
+
 
 EffectOutcome.model_rebuild()
 
@@ -138,6 +151,8 @@ class EffectExecutor:
         max_follow_ups: dispatches allowed per ``apply`` call, across all levels.
         stop_on_error: after a failed effect, mark the rest of that output ``skipped``.
         logger: where ``Log`` effects and executor diagnostics go.
+        gate: called with each effect (follow-ups' included) and where it comes from before
+            it is applied; a reason it returns refuses the effect.
         on_outcome: awaited with each outcome as soon as its effect is applied (a follow-up's
             outcomes come before the outcome of the delegate that caused them).
         on_log: awaited with each ``Log`` effect (e.g. to append it to a job's log).
@@ -155,6 +170,7 @@ class EffectExecutor:
         logger: logging.Logger | None = None,
         on_outcome: OutcomeListener | None = None,
         on_log: LogListener | None = None,
+        gate: EffectGate | None = None,
     ) -> None:
         if max_depth < 0 or max_follow_ups < 0:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
@@ -167,6 +183,7 @@ class EffectExecutor:
         self._log = logger or logging.getLogger("airlock.effects")
         self._on_outcome = on_outcome
         self._on_log = on_log
+        self._gate = gate
 
     def register_custom(self, effect_type: str, handler: CustomHandler) -> None:
         """Handle ``CustomEffect``s whose ``effect_type`` is ``effect_type``."""
@@ -203,12 +220,23 @@ class EffectExecutor:
                 )
                 continue
             try:
-                outcome = await self._one(index, effect, source, session, depth, budget)
+                context = EffectContext(source, session, index, len(output.effects), depth)
+                refusal = self._gate(effect, context) if self._gate is not None else None
+                if refusal is not None:
+                    outcome = EffectOutcome(
+                        index=index,
+                        effect=effect.type,
+                        status="refused",
+                        detail=refusal,
+                        agent=effect.agent if isinstance(effect, (Delegate, Handoff)) else None,
+                    )
+                else:
+                    outcome = await self._one(index, effect, source, session, depth, budget)
             except Exception as e:  # a store/orchestrator/handler failure is reported, not raised
                 outcome = EffectOutcome(
                     index=index, effect=effect.type, status="error", detail=f"{type(e).__name__}: {e}"
                 )
-            if outcome.status in ("error", "limit_reached"):
+            if outcome.status in ("error", "limit_reached", "refused"):
                 failed = True
                 self._log.warning(
                     "effect %d (%s) from %s: %s", index, effect.type, source or "turn", outcome.detail

@@ -6,7 +6,9 @@ cancelled (by a user, or by its ``max_duration``) without disturbing its worker,
 cancellation tears its sandbox down before the job is marked. After the turn, its effects
 go through the layer0 effect executor: memory writes to the StateStore, delegates and
 handoffs to child jobs (each in a sandbox of its own agent, with that agent's policy),
-signals to the store, log effects to the job's log. A session's conversation history is
+signals to the store, log effects to the job's log. The sandbox is untrusted, so each
+effect is first checked against the declaring agent's ``effects:`` policy; a refused one is
+recorded with status ``refused`` and not applied (the job still succeeds). A session's conversation history is
 read from the StateStore and sent with the next turn of that session as a read-only
 snapshot.
 """
@@ -23,11 +25,13 @@ from typing import Any
 
 from pydantic import BaseModel, JsonValue
 
-from airlock.controller.effects import EffectExecutor, EffectOutcome
+from airlock.controller.effect_policy import EffectContext, check_effect
+from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectReport
 from airlock.errors import AirlockError, ConfigError
 from airlock.turn import HISTORY_KEY
 from layer0 import (
     AgentId,
+    Effect,
     Layer0Error,
     Log,
     OrchError,
@@ -92,6 +96,11 @@ def _event_data(event: Any) -> tuple[str, JsonValue]:
     if kind == "log" and isinstance(data, dict):
         return "log", {"level": data.get("level"), "message": data.get("message"), "source": "turn"}
     return "turn", data
+
+
+def _report_json(report: EffectReport) -> JsonValue:
+    """An effect report as the job records it (children's outputs are on their own jobs)."""
+    return report.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
 
 
 def _error_of(e: BaseException) -> JobError:
@@ -372,11 +381,13 @@ class JobService:
                 # A child's effects are applied by its parent's executor, which then ends it.
                 if apply_effects:
                     report = await self._apply_effects(job, output)
+                    refused = len(report.refused)
                     await self._transition(
                         job.id,
                         JobState.SUCCEEDED,
-                        detail=f"exit reason {output.exit_reason.kind}",
-                        effects=report,
+                        detail=f"exit reason {output.exit_reason.kind}"
+                        + (f"; {refused} effect(s) refused" if refused else ""),
+                        effects=_report_json(report),
                     )
                 return output
         except TimeoutError:
@@ -433,9 +444,20 @@ class JobService:
 
     # -- effects ---------------------------------------------------------------------------------
 
-    async def _apply_effects(self, job: Job, output: TurnOutput) -> JsonValue:
-        """Apply the submitted job's effects; each outcome and log effect is recorded on the job
-        that declared it as it happens (and on the submitted job, which sees the whole tree)."""
+    def _gate(self, effect: Effect, context: EffectContext) -> str | None:
+        """Why the declaring agent's policy refuses ``effect``; None when it allows it."""
+        if context.agent is None:
+            return "the agent that declared this effect is not known"
+        try:
+            policy = self.runner.agent(str(context.agent)).effects
+        except ConfigError:
+            return f"agent {str(context.agent)!r} is not configured"
+        return check_effect(policy, effect, context)
+
+    async def _apply_effects(self, job: Job, output: TurnOutput) -> EffectReport:
+        """Apply the submitted job's effects, each checked against its declaring agent's policy;
+        each outcome and log effect is recorded on the job that declared it as it happens (and
+        on the submitted job, which sees the whole tree)."""
         orchestrator = JobOrchestrator(self, job)
 
         async def record(kind: str, data: dict[str, JsonValue]) -> None:
@@ -472,6 +494,7 @@ class JobService:
             max_follow_ups=self.settings.max_follow_ups,
             on_outcome=on_outcome,
             on_log=on_log,
+            gate=self._gate,
         )
         try:
             report = await executor.apply(output, source=AgentId(job.agent), session=job.input.session)
@@ -481,15 +504,11 @@ class JobService:
                 why, _ = self._stopping.get(job.id, (JobState.CANCELLED, ""))
                 message = f"its parent job {job.id} ended before this job's effects were applied"
                 await self._finish_shielded(child.id, why, JobError(kind=why.value, message=message))
-        return report.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
+        return report
 
     async def _finish_child(self, child: Job, outcome: EffectOutcome) -> None:
         """A child's own effects were applied: it succeeded; tell its parent's record."""
-        report = (
-            outcome.follow_up.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
-            if outcome.follow_up is not None
-            else None
-        )
+        report = _report_json(outcome.follow_up) if outcome.follow_up is not None else None
         output = outcome.child_output
         detail = f"exit reason {output.exit_reason.kind}" if output is not None else None
         final = await self._transition(

@@ -25,7 +25,7 @@ def test_unknown_key_lists_valid_keys(write: Write, one_issue: One) -> None:
     path = write(AGENT + "    netwrok:\n      allow: []\n")
     assert one_issue(path) == (
         f"{path}:4:5: agents.coder.netwrok: unknown key 'netwrok'; valid keys: backend, context, "
-        "credentials, defaults, hooks, isolation, limits, network, provider, resources, system, "
+        "credentials, defaults, effects, hooks, isolation, limits, network, provider, resources, system, "
         "tool_options, tools"
     )
 
