@@ -115,7 +115,9 @@ def check_effect(policy: EffectPolicy, effect: Effect, context: EffectContext) -
             if str(agent) not in policy.delegate:
                 return _not_granted(who, "delegate to", agent, policy.delegate, "effects.delegate")
             if child_input.session is not None and child_input.session != context.session:
-                return f"a delegate's input may not name session {child_input.session!r} (not this job's)"
+                return (
+                    f"a delegate's input may not name session {str(child_input.session)!r} (not this job's)"
+                )
             if isinstance(child_input.metadata, dict):
                 reserved = [k for k in CONTROLLER_METADATA if k in child_input.metadata]
                 if reserved:
@@ -151,9 +153,9 @@ def _memory(policy: EffectPolicy, scope: Scope, key: str, context: EffectContext
     if scope.kind != "session":
         return f"{who} may not write {scope.kind!r} memory (only session and global scopes can be granted)"
     if context.session is None:
-        return f"session {scope.session_id!r} is not this job's (the job has no session)"
+        return f"session {str(scope.session_id)!r} is not this job's (the job has no session)"
     if scope.session_id != context.session:
-        return f"session {scope.session_id!r} is not this job's session ({context.session!r})"
+        return f"session {str(scope.session_id)!r} is not this job's session ({str(context.session)!r})"
     if key == HISTORY_KEY or "session" in policy.memory:
         return None  # the history is how a session keeps its conversation: always its own
     return f"{who} may not write session memory (not granted in effects.memory)"

@@ -7,6 +7,7 @@ import logging
 import pytest
 from pydantic import JsonValue
 
+from airlock.controller.effect_policy import EffectContext, EffectPolicy, check_effect
 from airlock.controller.effects import EffectExecutor, EffectReport
 from airlock.controller.orchestrator import LocalOrchestrator
 from airlock.errors import ConfigError
@@ -22,6 +23,7 @@ from layer0 import (
     Handoff,
     Log,
     LogLevel,
+    OrchError,
     QueryPayload,
     Scope,
     SessionId,
@@ -288,3 +290,151 @@ async def test_listeners_hear_each_outcome_as_applied_and_each_log_effect() -> N
         (2, "delegate", "ok", 0, "parent"),
     ]
     assert logs == [("top", "parent"), ("from child", "child")]
+
+
+# -- the gate -------------------------------------------------------------------------------------
+
+
+async def test_a_refused_effect_is_not_applied_and_order_is_kept() -> None:
+    store = InMemoryStore()
+    orch = LocalOrchestrator()
+    child = Recorder()
+    orch.register("child", child)
+    seen: list[tuple[str, int, int, AgentId | None, SessionId | None]] = []
+
+    def gate(effect: Effect, context: EffectContext) -> str | None:
+        seen.append((effect.type, context.index, context.count, context.agent, context.session))
+        return "not this one" if effect.type in ("delegate", "signal") or context.index == 0 else None
+
+    logged: list[Log] = []
+
+    async def on_log(effect: Log, source: AgentId | None) -> None:
+        logged.append(effect)
+
+    ex = EffectExecutor(store, orch, gate=gate, on_log=on_log)
+    wf = WorkflowId("wf")
+    report = await ex.apply(
+        output(
+            WriteMemory(scope=S, key="first", value=1),
+            Delegate(agent=AgentId("child"), input=TurnInput.new("x")),
+            WriteMemory(scope=S, key="second", value=2),
+            Signal(target=wf, payload=SignalPayload(signal_type="s", data=None)),
+            Log(level=LogLevel.INFO, message="kept"),
+        ),
+        source=AgentId("boss"),
+        session=SessionId("s1"),
+    )
+    assert [(o.index, o.effect, o.status) for o in report.outcomes] == [
+        (0, "write_memory", "refused"),
+        (1, "delegate", "refused"),
+        (2, "write_memory", "ok"),
+        (3, "signal", "refused"),
+        (4, "log", "ok"),
+    ]
+    assert all(o.detail == "not this one" for o in report.outcomes if o.status == "refused")
+    assert report.outcomes[1].agent == AgentId("child") and report.outcomes[1].follow_up is None
+    assert not report.ok and len(report.refused) == 3
+    assert child.inputs == []  # never dispatched
+    assert await store.read(S, "first") is None and await store.read(S, "second") == 2
+    with pytest.raises(OrchError, match="workflow not found"):  # no signal ever reached it
+        await orch.query(wf, QueryPayload(query_type="signal_count", params=None))
+    assert [e.message for e in logged] == ["kept"]
+    assert seen == [
+        (kind, i, 5, AgentId("boss"), SessionId("s1"))
+        for i, kind in enumerate(["write_memory", "delegate", "write_memory", "signal", "log"])
+    ]
+
+
+async def test_a_refused_log_or_custom_effect_reaches_no_listener_or_handler() -> None:
+    handled: list[CustomEffect] = []
+    logged: list[Log] = []
+
+    async def handler(effect: CustomEffect) -> JsonValue:
+        handled.append(effect)
+        return None
+
+    async def on_log(effect: Log, source: AgentId | None) -> None:
+        logged.append(effect)
+
+    ex = EffectExecutor(
+        None, None, custom_handlers={"notify": handler}, on_log=on_log, gate=lambda e, c: "refused"
+    )
+    report = await ex.apply(
+        output(Log(level=LogLevel.ERROR, message="x"), CustomEffect(effect_type="notify", data=None))
+    )
+    assert [o.status for o in report.outcomes] == ["refused", "refused"]
+    assert handled == [] and logged == []
+
+
+async def test_follow_up_effects_are_checked_against_the_child_agents_policy() -> None:
+    store = InMemoryStore()
+    orch = LocalOrchestrator()
+    orch.register(
+        "worker",
+        Recorder(
+            WriteMemory(scope=Scope.global_(), key="by-worker", value=1),
+            Delegate(agent=AgentId("admin"), input=TurnInput.new("escalate")),
+        ),
+    )
+    admin = Recorder()
+    orch.register("admin", admin)
+    policies = {
+        "boss": EffectPolicy(delegate=("worker", "admin"), memory=("global",)),
+        "worker": EffectPolicy(),  # may neither write global memory nor delegate
+    }
+    contexts: list[EffectContext] = []
+
+    def gate(effect: Effect, context: EffectContext) -> str | None:
+        contexts.append(context)
+        assert context.agent is not None
+        return check_effect(policies[str(context.agent)], effect, context)
+
+    ex = EffectExecutor(store, orch, gate=gate)
+    report = await ex.apply(
+        output(
+            Delegate(agent=AgentId("worker"), input=TurnInput.new("work")),
+            WriteMemory(scope=Scope.global_(), key="by-boss", value=1),
+        ),
+        source=AgentId("boss"),
+    )
+    delegated, wrote = report.outcomes
+    assert (delegated.status, wrote.status) == ("ok", "ok")
+    assert delegated.follow_up is not None
+    follow_up = delegated.follow_up.outcomes
+    assert [(o.effect, o.status) for o in follow_up] == [("write_memory", "refused"), ("delegate", "refused")]
+    assert "agent worker may not write global memory" in (follow_up[0].detail or "")
+    assert "agent worker may not delegate to 'admin'" in (follow_up[1].detail or "")
+    assert admin.inputs == []
+    assert await store.read(Scope.global_(), "by-worker") is None
+    assert await store.read(Scope.global_(), "by-boss") == 1
+    assert [(str(c.agent), c.depth, c.count) for c in contexts] == [
+        ("boss", 0, 2),
+        ("worker", 1, 2),
+        ("worker", 1, 2),
+        ("boss", 0, 2),
+    ]
+
+
+async def test_a_gate_that_raises_applies_nothing() -> None:
+    store = InMemoryStore()
+
+    def gate(effect: Effect, context: EffectContext) -> str | None:
+        raise RuntimeError("policy lookup failed")
+
+    report = await EffectExecutor(store, None, gate=gate).apply(
+        output(WriteMemory(scope=S, key="k", value=1))
+    )
+    assert report.outcomes[0].status == "error" and "policy lookup failed" in (
+        report.outcomes[0].detail or ""
+    )
+    assert await store.read(S, "k") is None
+
+
+async def test_stop_on_error_skips_what_follows_a_refused_effect() -> None:
+    store = InMemoryStore()
+    ex = EffectExecutor(store, None, stop_on_error=True, gate=lambda e, c: "no" if c.index == 0 else None)
+    report = await ex.apply(
+        output(WriteMemory(scope=S, key="a", value=1), WriteMemory(scope=S, key="b", value=2))
+    )
+    assert [o.status for o in report.outcomes] == ["refused", "skipped"]
+    assert await store.read(S, "b") is None
