@@ -10,7 +10,8 @@ Event lines (``model_dump_json``; ``type`` tells them apart)::
 ``phase`` is ``decision`` (emitted when the proxy decides; a denial has only this one) or
 ``closed`` (an allowed connection ended; carries ``bytes_up``/``bytes_down`` and
 ``duration_ms``). The credential proxy emits ``type: "credential_proxy"`` lines, one per
-request, with the status code and byte counts. No event ever holds a secret: every line
+request, with the status code, byte counts and ``redacted`` (how many reflections of the
+secret were masked in the response). No event ever holds a secret: every line
 passes through ``redact`` with the proxy's secrets before it is written.
 
 Sinks: ``stdout`` (or ``-``), ``file:/path`` (appended), ``unix:/path`` (a stream socket
@@ -84,6 +85,8 @@ class CredentialProxyEvent(_Event):
     bytes_up: int = 0
     bytes_down: int = 0
     duration_ms: int = 0
+    #: How many reflections of the secret were masked in the response (head and body).
+    redacted: int = 0
 
 
 ProxyEvent = Annotated[EgressEvent | CredentialProxyEvent, Field(discriminator="type")]

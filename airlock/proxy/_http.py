@@ -1,31 +1,48 @@
-"""Just enough HTTP/1.1 for the proxies: head parsing, hop-by-hop filtering, body framing.
+"""HTTP/1.1 for the proxies on ``h11``: one request per connection, bodies streamed frame by frame.
 
-Bodies are never buffered: they are copied frame by frame (Content-Length, chunked, or
-until EOF) and flushed as they arrive, so server-sent events stream through. Requests
-carrying both Content-Length and Transfer-Encoding, or an unknown transfer coding, are
-refused (request smuggling). Each proxied connection carries one request (``Connection:
-close`` both ways): bytes after the request's body are never forwarded.
+Each side of an exchange is a :class:`Channel` (a socket plus an ``h11`` state machine). A
+request head is read from the sandbox, checked, rewritten and sent upstream; its body is
+copied event by event while the response (interim 1xx heads included) is relayed back, each
+piece flushed as it arrives, so server-sent events stream through. ``h11`` re-frames both
+bodies (Content-Length kept, otherwise chunked or close-delimited), and ``Connection: close``
+goes both ways: bytes after the request's body are never forwarded.
+
+``h11`` is lenient where request smuggling lives, so every head is also checked on its raw
+bytes (:func:`check_raw_head`): bare LF line endings, obs-fold, Content-Length together with
+Transfer-Encoding and a repeated or list-valued Content-Length are refused. ``h11`` itself
+refuses unknown transfer codings (501), invalid Content-Length and HTTP/1.1 without Host.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+import h11
 
 MAX_HEAD = 64 * 1024
 _CHUNK = 64 * 1024
-_TOKEN = re.compile(rb"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-#: Headers that concern one connection only and are never forwarded (RFC 9110 7.6.1).
+#: Headers that concern one connection only and are never forwarded (RFC 9110 7.6.1), plus
+#: the framing headers ``h11`` sets itself.
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
-     "trailer", "upgrade"}
+     "trailer", "upgrade", "transfer-encoding", "content-length"}
 )  # fmt: skip
+_REASONS = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+            431: "Request Header Fields Too Large", 501: "Not Implemented", 502: "Bad Gateway",
+            504: "Gateway Timeout"}  # fmt: skip
+_BARE_LF = re.compile(rb"(?<!\r)\n")
+_OBS_FOLD = re.compile(rb"\r\n[ \t]")
+
+Headers = list[tuple[bytes, bytes]]
+Head = h11.Request | h11.InformationalResponse | h11.Response
 
 
 class HttpError(Exception):
-    """A malformed or unsupported message; ``status`` is the response to send."""
+    """A malformed, refused or failed exchange; ``status`` is the response to send."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -33,249 +50,266 @@ class HttpError(Exception):
         self.message = message
 
 
-@dataclass
-class Head:
-    """A request or response head. ``headers`` keeps order and case as received."""
+class BodyFilter(Protocol):
+    """Rewrites a streamed body: ``feed`` each piece as it arrives, ``flush`` at its end."""
 
-    start: tuple[str, str, str]
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    size: int = 0
+    def feed(self, data: bytes) -> bytes:
+        """What to send now for ``data``."""
+        ...
 
-    def get(self, name: str) -> str | None:
-        """The first value of header ``name`` (case-insensitive)."""
-        name = name.lower()
-        return next((v for k, v in self.headers if k.lower() == name), None)
-
-    def get_all(self, name: str) -> list[str]:
-        """Every value of header ``name``."""
-        name = name.lower()
-        return [v for k, v in self.headers if k.lower() == name]
+    def flush(self) -> bytes:
+        """What is left to send at the end of the body."""
+        ...
 
 
-#: (kind, length): ``none`` (no body), ``length`` (Content-Length), ``chunked``, ``eof`` (until close).
-Framing = tuple[Literal["none", "length", "chunked", "eof"], int]
+class ResponseRewriter(Protocol):
+    """Rewrites each response head the proxy relays (and gives a filter for the final body)."""
+
+    def rewrite(
+        self, status: int, headers: Headers, reason: bytes
+    ) -> tuple[Headers, bytes, BodyFilter | None]:
+        """The head to send instead, and the body's filter (None: unchanged).
+
+        Raises:
+            HttpError: the response must not be relayed.
+        """
+        ...
 
 
-async def read_head(reader: asyncio.StreamReader) -> bytes | None:
-    """The raw head up to and including the blank line; None on a clean EOF before any byte.
+def check_raw_head(raw: bytes, status: int) -> None:
+    """Refuse what ``h11`` accepts but the proxies must not (request smuggling vectors).
 
     Raises:
-        HttpError: 431 when the head exceeds 64 KiB, 400 when the peer closes mid-head.
+        HttpError: ``status`` for bare LF, obs-fold, Content-Length with Transfer-Encoding,
+            or a repeated or list-valued Content-Length.
     """
-    try:
-        return await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as e:
-        if not e.partial:
+    if _BARE_LF.search(raw):
+        raise HttpError(status, "bare LF line endings are not accepted")
+    if _OBS_FOLD.search(raw):
+        raise HttpError(status, "obsolete header line folding is not accepted")
+    fields = [line.partition(b":") for line in raw.split(b"\r\n")[1:] if line]
+    lengths = [value for name, _, value in fields if name.strip().lower() == b"content-length"]
+    if lengths and any(name.strip().lower() == b"transfer-encoding" for name, _, _ in fields):
+        raise HttpError(status, "both Content-Length and Transfer-Encoding")
+    if len(lengths) > 1 or any(b"," in v for v in lengths):
+        raise HttpError(status, "repeated Content-Length")
+
+
+class Channel:
+    """One side of an exchange: a socket and the ``h11`` connection framing it."""
+
+    def __init__(
+        self,
+        role: type[h11.CLIENT] | type[h11.SERVER],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.conn = h11.Connection(role, max_incomplete_event_size=MAX_HEAD)
+        self.reader = reader
+        self.writer = writer
+        #: Bytes written to this side so far.
+        self.sent = 0
+        #: Status sent for a head when this side's peer sends a malformed one.
+        self._bad = 400 if role is h11.SERVER else 502
+        self._who = "request" if role is h11.SERVER else "upstream response"
+        self._raw = bytearray()
+
+    def request_line(self) -> tuple[str, str] | None:
+        """(method, target) of the last head read, even a refused one, for events only."""
+        line = bytes(self._raw).split(b"\n", 1)[0].rstrip(b"\r")
+        parts = line.decode("latin-1").split(" ")
+        if len(parts) != 3 or not parts[0].isalpha() or not parts[2].startswith("HTTP/"):
             return None
-        raise HttpError(400, "connection closed in the middle of the request head") from e
-    except asyncio.LimitOverrunError as e:
-        raise HttpError(431, "request head too large") from e
+        return parts[0], parts[1]
 
+    @property
+    def can_respond(self) -> bool:
+        """Whether no response head has gone out yet (an error response still fits)."""
+        return self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE)
 
-def parse_head(raw: bytes) -> Head:
-    """Split a raw head into its start line (three parts) and headers.
+    async def _receive(self) -> bytes:
+        data = await self.reader.read(_CHUNK)
+        self.conn.receive_data(data)
+        return data
 
-    Raises:
-        HttpError: 400 on anything malformed (bad start line, obs-fold, bad header names).
-    """
-    try:
-        text = raw.decode("latin-1")
-    except UnicodeDecodeError as e:  # pragma: no cover - latin-1 decodes every byte
-        raise HttpError(400, "undecodable head") from e
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 3 and not (len(parts) == 2 and parts[0].startswith("HTTP/")):
-        raise HttpError(400, "malformed start line")
-    start = (parts[0], parts[1], parts[2] if len(parts) == 3 else "")
-    headers: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        if line[0] in " \t":
-            raise HttpError(400, "obsolete header line folding is not accepted")
-        name, sep, value = line.partition(":")
-        if not sep or not _TOKEN.match(name.encode("latin-1")):
-            raise HttpError(400, f"malformed header line {line[:40]!r}")
-        headers.append((name, value.strip()))
-    return Head(start=start, headers=headers, size=len(raw))
+    async def next_event(self) -> h11.Event | type[h11.PAUSED]:
+        """The next body event (``Data``, ``EndOfMessage``…), reading as needed.
 
-
-def request_framing(head: Head) -> Framing:
-    """How a request's body is delimited.
-
-    Raises:
-        HttpError: on conflicting or unsupported framing.
-    """
-    return _framing(head, default="none")
-
-
-def response_framing(head: Head, request_method: str) -> Framing:
-    """How a response's body is delimited (HEAD, 1xx, 204 and 304 have none)."""
-    status = int(head.start[1])
-    if request_method == "HEAD" or status < 200 or status in (204, 304):
-        return ("none", 0)
-    return _framing(head, default="eof")
-
-
-def _framing(head: Head, default: Literal["none", "eof"]) -> Framing:
-    te = [v.strip().lower() for value in head.get_all("transfer-encoding") for v in value.split(",")]
-    lengths = {v.strip() for v in head.get_all("content-length")}
-    if te:
-        if lengths:
-            raise HttpError(400, "both Content-Length and Transfer-Encoding")
-        if te != ["chunked"]:
-            raise HttpError(501, f"unsupported transfer coding {', '.join(te)}")
-        return ("chunked", 0)
-    if lengths:
-        if len(lengths) != 1 or not next(iter(lengths)).isdigit():
-            raise HttpError(400, "invalid Content-Length")
-        return ("length", int(next(iter(lengths))))
-    return (default, 0)
-
-
-def connection_tokens(head: Head) -> set[str]:
-    """Header names listed in ``Connection`` (also hop-by-hop)."""
-    return {t.strip().lower() for v in head.get_all("connection") for t in v.split(",") if t.strip()}
-
-
-def forwardable(head: Head, drop: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, str]]:
-    """The head's headers without hop-by-hop ones, ``Connection``-listed ones and ``drop``."""
-    skip = HOP_BY_HOP | connection_tokens(head) | {d.lower() for d in drop}
-    return [(k, v) for k, v in head.headers if k.lower() not in skip]
-
-
-def serialise(start: str, headers: list[tuple[str, str]]) -> bytes:
-    """A head as bytes (start line, headers, blank line)."""
-    for k, v in headers:
-        if "\r" in v or "\n" in v or "\r" in k or "\n" in k:
-            raise HttpError(400, "header contains a line break")
-    lines = [start, *(f"{k}: {v}" for k, v in headers), "", ""]
-    return "\r\n".join(lines).encode("latin-1")
-
-
-async def copy_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, framing: Framing) -> int:
-    """Copy one body from ``reader`` to ``writer`` frame by frame, flushing each piece.
-
-    Returns:
-        The number of bytes written.
-
-    Raises:
-        HttpError: 400/502 on malformed chunked framing or a premature EOF.
-    """
-    kind, length = framing
-    if kind == "none":
-        return 0
-    if kind == "length":
-        return await _copy_exact(reader, writer, length)
-    if kind == "eof":
-        total = 0
-        while chunk := await reader.read(_CHUNK):
-            writer.write(chunk)
-            await writer.drain()
-            total += len(chunk)
-        return total
-    return await _copy_chunked(reader, writer)
-
-
-async def _copy_exact(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, length: int) -> int:
-    remaining = length
-    while remaining:
-        chunk = await reader.read(min(_CHUNK, remaining))
-        if not chunk:
-            raise HttpError(400, f"body ended {remaining} bytes early")
-        writer.write(chunk)
-        await writer.drain()
-        remaining -= len(chunk)
-    return length
-
-
-async def _read_line(reader: asyncio.StreamReader) -> bytes:
-    try:
-        line = await reader.readuntil(b"\r\n")
-    except asyncio.IncompleteReadError as e:
-        raise HttpError(400, "chunked body ended early") from e
-    except asyncio.LimitOverrunError as e:
-        raise HttpError(400, "chunk line too long") from e
-    return line
-
-
-async def _copy_chunked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
-    total = 0
-    while True:
-        line = await _read_line(reader)
-        size_text = line.split(b";", 1)[0].strip()
+        Raises:
+            HttpError: the peer broke the framing (400 from the sandbox, 502 from upstream).
+        """
         try:
-            size = int(size_text, 16)
-        except ValueError as e:
-            raise HttpError(400, "invalid chunk size") from e
-        if size < 0:
-            raise HttpError(400, "invalid chunk size")
-        writer.write(line)
-        total += len(line)
-        if size == 0:
-            while True:  # trailers, then the final blank line
-                trailer = await _read_line(reader)
-                writer.write(trailer)
-                total += len(trailer)
-                if trailer == b"\r\n":
-                    await writer.drain()
-                    return total
-        total += await _copy_exact(reader, writer, size)
-        crlf = await _read_line(reader)
-        if crlf != b"\r\n":
-            raise HttpError(400, "chunk not terminated by CRLF")
-        writer.write(crlf)
-        await writer.drain()
-        total += 2
+            while True:
+                event = self.conn.next_event()
+                if event is h11.NEED_DATA:
+                    await self._receive()
+                    continue
+                return event  # type: ignore[return-value]  # h11's Union does not narrow
+        except h11.RemoteProtocolError as e:
+            raise HttpError(self._bad, f"malformed {self._who}: {e}") from e
+
+    async def read_head(self) -> Head | None:
+        """The next head, checked by :func:`check_raw_head`; None on a clean EOF before any byte.
+
+        Raises:
+            HttpError: 400/431/501 for a bad request head, 502 for a bad response head.
+        """
+        raw = self._raw = bytearray(self.conn.trailing_data[0])
+        too_large = HttpError(431 if self._bad == 400 else 502, f"{self._who} head too large")
+        try:
+            while (event := self.conn.next_event()) is h11.NEED_DATA:
+                if len(raw) > MAX_HEAD:
+                    raise too_large
+                raw += await self._receive()
+        except h11.RemoteProtocolError as e:
+            if len(raw) > MAX_HEAD:
+                raise too_large from e
+            status = self._bad if self._bad == 502 else e.error_status_hint
+            raise HttpError(status, f"malformed {self._who}: {e}") from e
+        if isinstance(event, h11.ConnectionClosed) and not raw:
+            return None
+        if not isinstance(event, h11.Request | h11.InformationalResponse | h11.Response):
+            raise HttpError(self._bad, f"malformed {self._who}: no head")
+        head = bytes(raw[: len(raw) - len(self.conn.trailing_data[0])])
+        if len(head) > MAX_HEAD:
+            raise HttpError(431 if self._bad == 400 else 502, f"{self._who} head too large")
+        check_raw_head(head, self._bad)
+        return event
+
+    async def send(self, *events: h11.Event) -> None:
+        """Frame ``events`` and write them, then flush."""
+        for event in events:
+            data = self.conn.send(event)
+            if data:
+                self.writer.write(data)
+                self.sent += len(data)
+        await self.writer.drain()
+
+    async def send_error(self, status: int, message: str) -> None:
+        """A one-line ``text/plain`` response that closes the connection (if one still fits)."""
+        if not self.can_respond:
+            return
+        body = (message.replace("\r", " ").replace("\n", " ") + "\n").encode("utf-8")
+        response = h11.Response(
+            status_code=status,
+            reason=_REASONS.get(status, "Error"),
+            headers=[
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(body))),
+                ("Connection", "close"),
+            ],
+        )
+        with contextlib.suppress(h11.LocalProtocolError, OSError):
+            await self.send(response, h11.Data(data=body), h11.EndOfMessage())
 
 
-async def relay_response(
-    method: str, up_reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> tuple[int, int]:
-    """Stream an upstream response (interim 1xx heads included) to ``writer``.
+def forwardable(head: Head, drop: Iterable[str] = ()) -> Headers:
+    """``head``'s headers (original case) without hop-by-hop, ``Connection``-listed and ``drop`` ones."""
+    listed = {t.strip().lower() for k, v in head.headers if k == b"connection" for t in v.split(b",")}
+    skip = {s.encode("latin-1") for s in HOP_BY_HOP | {d.lower() for d in drop}} | listed
+    return [(k, v) for k, v in head.headers.raw_items() if k.lower() not in skip]
 
-    Hop-by-hop headers are removed and ``Connection: close`` added to the final head.
 
-    Returns:
-        (final status, bytes written).
+def body_framing(request: h11.Request) -> Headers:
+    """The framing header to send upstream for ``request``'s body (none, length or chunked)."""
+    for name, _ in request.headers:
+        if name == b"transfer-encoding":
+            return [(b"Transfer-Encoding", b"chunked")]
+    for name, value in request.headers:
+        if name == b"content-length":
+            return [(b"Content-Length", value)]
+    return []
+
+
+def outgoing_request(
+    method: bytes, target: bytes, host: bytes, headers: Sequence[tuple[bytes, bytes]]
+) -> h11.Request:
+    """A request for upstream: ``Host`` first, ``Connection: close`` last.
 
     Raises:
-        HttpError: 502 when the upstream sends no or a malformed response.
+        HttpError: 400 when the rewritten head is not valid HTTP.
     """
-    total = 0
+    try:
+        return h11.Request(
+            method=method, target=target, headers=[(b"Host", host), *headers, (b"Connection", b"close")]
+        )
+    except h11.LocalProtocolError as e:
+        raise HttpError(400, f"cannot forward this request: {e}") from e
+
+
+async def exchange(
+    client: Channel, upstream: Channel, request: h11.Request, rewriter: ResponseRewriter | None = None
+) -> int:
+    """Send ``request`` upstream, stream the client's body after it and relay the response.
+
+    Returns:
+        The final response status.
+
+    Raises:
+        HttpError: either side broke HTTP, or ``rewriter`` refused the response.
+    """
+    await upstream.send(request)
+    upload = asyncio.create_task(_upload(client, upstream))
+    relay = asyncio.create_task(_relay(upstream, client, rewriter))
+    try:
+        done, _ = await asyncio.wait({upload, relay}, return_when=asyncio.FIRST_COMPLETED)
+        if relay not in done and upload.exception() is not None:
+            await upload  # the client's body was malformed: raise its error
+        return await relay
+    finally:
+        for task in (upload, relay):
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(upload, relay, return_exceptions=True)
+
+
+async def _upload(client: Channel, upstream: Channel) -> None:
     while True:
-        raw = await read_head(up_reader)
-        if raw is None:
-            raise HttpError(502, "upstream closed without a response")
-        head = parse_head(raw)
-        if not head.start[0].startswith("HTTP/1.") or not head.start[1].isdigit():
-            raise HttpError(502, "upstream sent a malformed status line")
-        status = int(head.start[1])
-        framing = response_framing(head, method)
-        extra = [] if status < 200 else [("Connection", "close")]
-        out = serialise(f"HTTP/1.1 {status} {head.start[2]}".rstrip(), [*forwardable(head), *extra])
-        writer.write(out)
-        await writer.drain()
-        total += len(out)
-        if status >= 200 or status == 101:
-            return status, total + await copy_body(up_reader, writer, framing)
+        event = await client.next_event()
+        if isinstance(event, h11.Data):
+            await upstream.send(h11.Data(data=event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            await upstream.send(h11.EndOfMessage(headers=list(event.headers.raw_items())))
+            return
+        else:
+            raise HttpError(400, "request body ended early")
 
 
-def error_response(status: int, message: str) -> bytes:
-    """A small ``text/plain`` response that closes the connection."""
-    reasons = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-               431: "Request Header Fields Too Large", 501: "Not Implemented", 502: "Bad Gateway",
-               504: "Gateway Timeout"}  # fmt: skip
-    body = (message.replace("\r", " ").replace("\n", " ") + "\n").encode("utf-8")
-    head = serialise(
-        f"HTTP/1.1 {status} {reasons.get(status, 'Error')}",
-        [
-            ("Content-Type", "text/plain; charset=utf-8"),
-            ("Content-Length", str(len(body))),
-            ("Connection", "close"),
-        ],
-    )
-    return head + body
+def _relayed(head: h11.InformationalResponse | h11.Response) -> Headers:
+    """Response headers to relay: ``Content-Length`` kept (``h11`` enforces it), framing redone."""
+    length = [(k, v) for k, v in head.headers.raw_items() if k.lower() == b"content-length"]
+    has_te = any(k == b"transfer-encoding" for k, _ in head.headers)
+    return forwardable(head) + ([] if has_te else length[:1])
+
+
+async def _relay(upstream: Channel, client: Channel, rewriter: ResponseRewriter | None) -> int:
+    try:
+        while True:
+            head = await upstream.read_head()
+            if not isinstance(head, h11.InformationalResponse | h11.Response):
+                raise HttpError(502, "upstream closed without a response")
+            headers, reason, body = _relayed(head), head.reason, None
+            if rewriter is not None:
+                headers, reason, body = rewriter.rewrite(head.status_code, headers, reason)
+            if isinstance(head, h11.InformationalResponse):
+                await client.send(
+                    h11.InformationalResponse(status_code=head.status_code, headers=headers, reason=reason)
+                )
+                continue
+            headers = [*headers, (b"Connection", b"close")]
+            await client.send(h11.Response(status_code=head.status_code, headers=headers, reason=reason))
+            break
+        while isinstance(event := await upstream.next_event(), h11.Data):
+            data = body.feed(event.data) if body is not None else event.data
+            if data:
+                await client.send(h11.Data(data=data))
+        if not isinstance(event, h11.EndOfMessage):
+            raise HttpError(502, "upstream response ended early")
+        tail = body.flush() if body is not None else b""
+        await client.send(*([h11.Data(data=tail)] if tail else []), h11.EndOfMessage())
+        return head.status_code
+    except h11.LocalProtocolError as e:
+        raise HttpError(502, f"cannot relay the upstream response: {e}") from e
 
 
 async def close_writer(writer: asyncio.StreamWriter) -> None:

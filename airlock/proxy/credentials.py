@@ -13,6 +13,12 @@ variable at start, never from argv). It is never logged: events carry method, pa
 query), status and byte counts, and every event line and error text passes through
 ``redact``. Responses, including server-sent event streams, are streamed as they arrive.
 
+Nothing the upstream reflects carries the secret back: every response head and body is
+masked (:mod:`._shield`): the secret raw, as the header value sent, JSON-escaped or
+percent-encoded, replaced by a mask of the same length, across chunk boundaries. The
+request asks for ``Accept-Encoding: identity``; a gzip/deflate body is decoded to be
+checked, any other coding is refused (502). Each event's ``redacted`` counts the masks.
+
 The upstream is fixed by the controller from a validated plan (its host was allowed at
 configuration time); the sandbox cannot choose it: the request's own ``Host`` is replaced.
 """
@@ -20,12 +26,13 @@ configuration time); the sandbox cannot choose it: the request's own ``Host`` is
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 import time
 from types import TracebackType
 from typing import Self
 from urllib.parse import urlsplit
+
+import h11
 
 from airlock.controller._egress_decision import decide, precheck
 from airlock.controller.policy import EgressPlan, SidecarRoute
@@ -33,18 +40,9 @@ from airlock.controller.secrets import redact
 
 from ._clients import ClientFilter
 from ._events import CredentialProxyEvent, EventSink
-from ._http import (
-    HttpError,
-    close_writer,
-    copy_body,
-    error_response,
-    forwardable,
-    parse_head,
-    read_head,
-    relay_response,
-    request_framing,
-    serialise,
-)
+from ._http import Channel, HttpError, body_framing, close_writer, exchange, forwardable, outgoing_request
+from ._redact import SecretPatterns
+from ._shield import ResponseShield
 from .egress import system_resolver
 
 __all__ = ["CredentialProxy"]
@@ -84,6 +82,7 @@ class CredentialProxy:
             raise ValueError("the secret must be non-empty and contain no line breaks")
         self.route = route
         self._secret = secret
+        self._value = (route.value_prefix + secret).encode("utf-8")
         self._sink = sink
         self._credential = credential
         self._ssl = ssl_context
@@ -96,7 +95,8 @@ class CredentialProxy:
         self.address: tuple[str, int] = ("", 0)
         base = urlsplit(route.upstream)
         self._base_path = base.path.rstrip("/")
-        self._authority = base.netloc
+        self._authority = base.netloc.encode("ascii")
+        self._patterns = SecretPatterns(secret, route.value_prefix)
 
     def __repr__(self) -> str:
         route = self.route
@@ -140,56 +140,55 @@ class CredentialProxy:
             self._tasks.discard(task)
             await close_writer(writer)
             return
-        client = f"{peer[0]}:{peer[1]}" if peer else "?"
+        client_id = f"{peer[0]}:{peer[1]}" if peer else "?"
         started = time.monotonic()
+        client = Channel(h11.SERVER, reader, writer)
+        shield = ResponseShield(self._patterns)
         method, path, status, reason, up, down = "", "", 0, "", 0, 0
         try:
-            raw = await asyncio.wait_for(read_head(reader), self._head_timeout)
-            if raw is None:
+            head = await asyncio.wait_for(client.read_head(), self._head_timeout)
+            if not isinstance(head, h11.Request):
                 return
-            head = parse_head(raw)
-            method, target, version = head.start
+            method, target = head.method.decode("ascii"), head.target.decode("ascii")
             path = target.split("?", 1)[0]
-            if not target.startswith("/") or not version.startswith("HTTP/1."):
+            if not target.startswith("/"):
                 raise HttpError(400, "send an origin-form HTTP/1.x request (this is not a forward proxy)")
-            framing = request_framing(head)
-            drop = {"host", *self.route.stripped_headers}
-            value = self.route.value_prefix + self._secret
-            headers = [("Host", self._authority), *forwardable(head, drop), (self.route.header, value)]
-            up_head = serialise(
-                f"{method} {self._base_path}{target} HTTP/1.1", [*headers, ("Connection", "close")]
+            drop = {"host", "accept-encoding", *self.route.stripped_headers}
+            request = outgoing_request(
+                head.method,
+                self._base_path.encode("ascii") + head.target,
+                self._authority,
+                [
+                    *forwardable(head, drop),
+                    *body_framing(head),
+                    (b"Accept-Encoding", b"identity"),
+                    (self.route.header.encode("ascii"), self._value),
+                ],
             )
             up_reader, up_writer = await self._open_upstream()
+            upstream = Channel(h11.CLIENT, up_reader, up_writer)
             try:
-                up_writer.write(up_head)
-                await up_writer.drain()
-                sent = asyncio.create_task(copy_body(reader, up_writer, framing))
-                try:
-                    status, down = await relay_response(method, up_reader, writer)
-                    up = await sent if sent.done() else 0
-                finally:
-                    if not sent.done():
-                        sent.cancel()
-                        with contextlib.suppress(asyncio.CancelledError, HttpError, OSError):
-                            await sent
+                status = await exchange(client, upstream, request, shield)
             finally:
+                up = upstream.sent
                 await close_writer(up_writer)
         except HttpError as e:
             status, reason = e.status, redact(e.message, [self._secret])
-            with contextlib.suppress(OSError):
-                writer.write(error_response(e.status, f"airlock credential proxy: {reason}"))
-                await writer.drain()
+            if not method and (line := client.request_line()):
+                method, path = line[0], line[1].split("?", 1)[0]
+            await client.send_error(e.status, f"airlock credential proxy: {reason}")
         except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
             reason = redact(f"{type(e).__name__}", [self._secret])
         except asyncio.CancelledError:
             reason = "proxy shutting down"  # aclose() cut the connection; the event still goes out
         finally:
+            down = client.sent
             await close_writer(writer)
             self._tasks.discard(task)
             if method:
                 self._sink.emit(
                     CredentialProxyEvent(
-                        client=client,
+                        client=client_id,
                         credential=self._credential,
                         method=method,
                         path=redact(path, [self._secret]),
@@ -199,6 +198,7 @@ class CredentialProxy:
                         bytes_up=up,
                         bytes_down=down,
                         duration_ms=int((time.monotonic() - started) * 1000),
+                        redacted=shield.found,
                     )
                 )
 

@@ -40,24 +40,14 @@ from types import TracebackType
 from typing import Literal, Self
 from urllib.parse import urlsplit
 
+import h11
+
 from airlock.controller._egress_decision import Decision, decide, normalise_host, parse_ip, precheck
 from airlock.controller.policy import EgressPlan
 
 from ._clients import ClientFilter
 from ._events import EgressEvent, EventSink
-from ._http import (
-    Head,
-    HttpError,
-    close_writer,
-    copy_body,
-    error_response,
-    forwardable,
-    parse_head,
-    read_head,
-    relay_response,
-    request_framing,
-    serialise,
-)
+from ._http import Channel, HttpError, body_framing, close_writer, exchange, forwardable, outgoing_request
 from ._tls import MAX_CLIENT_HELLO, parse_client_hello
 
 __all__ = ["Connector", "EgressProxy", "Resolver", "system_resolver"]
@@ -162,20 +152,18 @@ class EgressProxy:
             await close_writer(writer)
             return
         conn = _Conn(client=f"{peer[0]}:{peer[1]}" if peer else "?", started=time.monotonic())
+        channel = Channel(h11.SERVER, reader, writer)
         try:
-            raw = await asyncio.wait_for(read_head(reader), self._head_timeout)
-            if raw is None:
+            head = await asyncio.wait_for(channel.read_head(), self._head_timeout)
+            if not isinstance(head, h11.Request):
                 return
-            head = parse_head(raw)
-            conn.method = head.start[0].upper()
+            conn.method = head.method.decode("ascii").upper()
             if conn.method == "CONNECT":
-                await self._connect_tunnel(conn, head, reader, writer)
+                await self._connect_tunnel(conn, head, channel)
             else:
-                await self._forward_http(conn, head, reader, writer)
+                await self._forward_http(conn, head, channel)
         except HttpError as e:
-            with contextlib.suppress(OSError):
-                writer.write(error_response(e.status, e.message))
-                await writer.drain()
+            await channel.send_error(e.status, e.message)
         except (TimeoutError, OSError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -213,12 +201,10 @@ class EgressProxy:
             return Decision(False, "resolution failed", f"cannot resolve {conn.host}: {type(e).__name__}")
         return decide(self.plan, conn.host, conn.port, list(ips))
 
-    async def _deny(self, conn: _Conn, d: Decision, writer: asyncio.StreamWriter, status: int = 403) -> None:
+    async def _deny(self, conn: _Conn, d: Decision, channel: Channel) -> None:
         self._emit(conn, "decision", d)
-        if d.rule == "resolution failed":
-            status = 502
-        writer.write(error_response(status, f"airlock egress denied: {d.reason} [rule: {d.rule}]"))
-        await writer.drain()
+        status = 502 if d.rule == "resolution failed" else 403
+        await channel.send_error(status, f"airlock egress denied: {d.reason} [rule: {d.rule}]")
 
     async def _open_upstream(
         self, conn: _Conn, d: Decision
@@ -236,22 +222,23 @@ class EgressProxy:
             504 if isinstance(last, TimeoutError) else 502, f"cannot connect to {conn.host}:{conn.port}"
         )
 
-    async def _connect_tunnel(
-        self, conn: _Conn, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        target = head.start[1]
+    async def _connect_tunnel(self, conn: _Conn, head: h11.Request, channel: Channel) -> None:
+        target = head.target.decode("ascii")
+        if body_framing(head) or not isinstance(await channel.next_event(), h11.EndOfMessage):
+            raise HttpError(400, "a CONNECT request carries no body")
         hostpart, sep, port_text = target.rpartition(":")
         if not sep or not port_text.isdigit() or not hostpart:
             raise HttpError(400, f"CONNECT target must be host:port, got {target[:100]!r}")
         conn.host, conn.port = normalise_host(hostpart), int(port_text)
         d = await self._decide(conn)
         if not d.allowed:
-            await self._deny(conn, d, writer)
+            await self._deny(conn, d, channel)
             return
         conn.ip = d.ips[0] if d.ips else None
-        writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-        await writer.drain()
-        hello, sni_ok, why = await self._read_hello(conn, reader)
+        await channel.send(h11.Response(status_code=200, headers=[], reason=b"Connection Established"))
+        early, _ = channel.conn.trailing_data  # the first tunnel bytes, read with the head
+        reader, writer = channel.reader, channel.writer
+        hello, sni_ok, why = await self._read_hello(conn, reader, early)
         if not sni_ok:
             self._emit(conn, "decision", Decision(False, d.rule, why, d.ips))
             return
@@ -264,9 +251,10 @@ class EgressProxy:
         finally:
             self._emit_closed(conn, d, counts[0], counts[1])
 
-    async def _read_hello(self, conn: _Conn, reader: asyncio.StreamReader) -> tuple[bytes, bool, str]:
-        """Read the ClientHello; (bytes read, tunnel allowed, reason if not)."""
-        data = b""
+    async def _read_hello(
+        self, conn: _Conn, reader: asyncio.StreamReader, data: bytes
+    ) -> tuple[bytes, bool, str]:
+        """Read the ClientHello after ``data``; (bytes read, tunnel allowed, reason if not)."""
         literal = parse_ip(conn.host) is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._head_timeout
@@ -297,13 +285,8 @@ class EgressProxy:
         ms = int((time.monotonic() - conn.started) * 1000)
         self._emit(conn, "closed", d, bytes_up=up, bytes_down=down, duration_ms=ms)
 
-    async def _forward_http(
-        self, conn: _Conn, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        method, target, version = head.start
-        if not version.startswith("HTTP/1."):
-            raise HttpError(400, "only HTTP/1.x is proxied")
-        url = urlsplit(target)
+    async def _forward_http(self, conn: _Conn, head: h11.Request, channel: Channel) -> None:
+        url = urlsplit(head.target.decode("ascii"))
         if url.scheme == "https":
             raise HttpError(400, "https:// URLs must use CONNECT")
         if url.scheme != "http" or not url.hostname:
@@ -315,37 +298,23 @@ class EgressProxy:
         except ValueError as e:
             raise HttpError(400, "invalid port") from e
         conn.host, conn.port = normalise_host(url.hostname), port
-        framing = request_framing(head)
+        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        authority = url.netloc.rsplit("@", 1)[-1]
+        headers = [*forwardable(head, {"host"}), *body_framing(head)]
+        request = outgoing_request(head.method, path.encode("ascii"), authority.encode("ascii"), headers)
         d = await self._decide(conn)
         if not d.allowed:
-            await self._deny(conn, d, writer)
+            await self._deny(conn, d, channel)
             return
         conn.ip = d.ips[0]
         self._emit(conn, "decision", d)
         up_reader, up_writer = await self._open_upstream(conn, d)
-        up = down = 0
+        upstream = Channel(h11.CLIENT, up_reader, up_writer)
         try:
-            authority = url.netloc.rsplit("@", 1)[-1]
-            path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-            headers = forwardable(head, {"host"})
-            up_head = serialise(
-                f"{method} {path} HTTP/1.1", [("Host", authority), *headers, ("Connection", "close")]
-            )
-            up_writer.write(up_head)
-            await up_writer.drain()
-            up = len(up_head)
-            sent = asyncio.create_task(copy_body(reader, up_writer, framing))
-            try:
-                _, down = await relay_response(method, up_reader, writer)
-                up += await sent if sent.done() else 0
-            finally:
-                if not sent.done():
-                    sent.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, HttpError, OSError):
-                        await sent
+            await exchange(channel, upstream, request)
         finally:
             await close_writer(up_writer)
-            self._emit_closed(conn, d, up, down)
+            self._emit_closed(conn, d, upstream.sent, channel.sent)
 
 
 async def _pipe(

@@ -255,7 +255,8 @@ async def test_connect_to_allowed_ip_literal_without_sni(cert: Cert, tls_server:
     sink = MemorySink()
     async with EgressProxy(plan(("127.0.0.1", tls_server.port, "allow")), sink) as proxy:
         reader, writer = await asyncio.open_connection(*proxy.address)
-        writer.write(f"CONNECT 127.0.0.1:{tls_server.port} HTTP/1.1\r\n\r\n".encode())
+        target = f"127.0.0.1:{tls_server.port}"
+        writer.write(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
         assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
         # Python sends no SNI for an IP address; the certificate's IP SAN is verified.
         await asyncio.wait_for(writer.start_tls(cert.client_context(), server_hostname="127.0.0.1"), 10)

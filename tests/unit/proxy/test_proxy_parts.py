@@ -1,4 +1,4 @@
-"""Proxy building blocks: ClientHello parsing (real ClientHellos from ``ssl``), HTTP framing, sinks."""
+"""Proxy building blocks: ClientHello parsing (real ClientHellos from ``ssl``), raw head checks, sinks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from airlock.proxy import PROXY_EVENT, EgressEvent, LineSink
-from airlock.proxy._http import HttpError, copy_body, parse_head, request_framing, response_framing
+from airlock.proxy._http import HttpError, check_raw_head
 from airlock.proxy._tls import parse_client_hello
 
 
@@ -54,58 +54,26 @@ def test_no_sni_not_tls_and_malformed() -> None:
     assert parse_client_hello(b"").status == "need_more"
 
 
-def test_framing_rules() -> None:
-    head = parse_head(b"POST http://a/ HTTP/1.1\r\nContent-Length: 5\r\n\r\n")
-    assert request_framing(head) == ("length", 5)
-    assert request_framing(parse_head(b"GET / HTTP/1.1\r\n\r\n")) == ("none", 0)
-    assert request_framing(parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")) == (
-        "chunked",
-        0,
-    )
-    with pytest.raises(HttpError) as e:
-        request_framing(parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"))
-    assert e.value.status == 501
-    with pytest.raises(HttpError):
-        request_framing(parse_head(b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"))
-    with pytest.raises(HttpError):
-        request_framing(parse_head(b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n"))
-    resp = parse_head(b"HTTP/1.1 200 OK\r\n\r\n")
-    assert response_framing(resp, "GET") == ("eof", 0)
-    assert response_framing(resp, "HEAD") == ("none", 0)
-    assert response_framing(parse_head(b"HTTP/1.1 204 No Content\r\n\r\n"), "GET") == ("none", 0)
-    with pytest.raises(HttpError):
-        parse_head(b"GET / HTTP/1.1\r\nbad header\r\n\r\n")
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b"GET / HTTP/1.1\nHost: a\n\n", "bare LF"),
+        (b"GET / HTTP/1.1\r\nHost: a\nX: 1\r\n\r\n", "bare LF"),
+        (b"GET / HTTP/1.1\r\nHost: a\r\n folded: x\r\n\r\n", "folding"),
+        (b"POST / HTTP/1.1\r\nContent-Length: 3\r\ntransfer-encoding: chunked\r\n\r\n", "both"),
+        (b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", "repeated"),
+        (b"POST / HTTP/1.1\r\ncontent-length: 5, 5\r\n\r\n", "repeated"),
+    ],
+)
+def test_raw_head_refusals(raw: bytes, why: str) -> None:
+    with pytest.raises(HttpError, match=why) as e:
+        check_raw_head(raw, 400)
+    assert e.value.status == 400
 
 
-async def test_copy_chunked_stops_at_the_end_of_the_body() -> None:
-    reader = asyncio.StreamReader()
-    reader.feed_data(b"3;ext=1\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\nNEXT REQUEST")
-    reader.feed_eof()
-    sink = _Collect()
-    n = await copy_body(reader, sink, ("chunked", 0))  # type: ignore[arg-type]
-    assert bytes(sink.data) == b"3;ext=1\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n" and n == len(sink.data)
-    assert await reader.read() == b"NEXT REQUEST"
-    bad = asyncio.StreamReader()
-    bad.feed_data(b"zz\r\n")
-    bad.feed_eof()
-    with pytest.raises(HttpError):
-        await copy_body(bad, _Collect(), ("chunked", 0))  # type: ignore[arg-type]
-    short = asyncio.StreamReader()
-    short.feed_data(b"ab")
-    short.feed_eof()
-    with pytest.raises(HttpError):
-        await copy_body(short, _Collect(), ("length", 5))  # type: ignore[arg-type]
-
-
-class _Collect:
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def write(self, b: bytes) -> None:
-        self.data += b
-
-    async def drain(self) -> None:
-        pass
+def test_raw_head_accepts_ordinary_heads() -> None:
+    check_raw_head(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nX: a, b\r\n\r\n", 400)
+    check_raw_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 502)
 
 
 def _event(host: str) -> EgressEvent:
