@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from airlock.config import AgentConfig, AirlockConfig
+from airlock.controller.effect_policy import EffectPolicy
 from layer0 import EnvironmentSpec, NetworkAction, TurnConfig
 
 from ._common import console, report_error
@@ -83,6 +84,23 @@ def limits_dict(defaults: TurnConfig) -> dict[str, Any]:
     }
 
 
+def effects_rows(policy: EffectPolicy) -> list[tuple[str, str]]:
+    """The effect policy as ``(grant, value)`` rows: what the controller lets the agent declare."""
+
+    def listed(values: tuple[str, ...]) -> str:
+        return ", ".join(values) or "none"
+
+    memory = ", ".join("its own session" if scope == "session" else "global" for scope in policy.memory)
+    return [
+        ("delegate to", listed(policy.delegate)),
+        ("hand off to", listed(policy.handoff)),
+        ("memory", (memory or "none") + " (its session's history always)"),
+        ("signal", listed(policy.signal)),
+        ("custom effects", listed(policy.custom)),
+        ("limits", f"{policy.max_effects} effects per turn, {policy.max_value_bytes} bytes per value"),
+    ]
+
+
 def agent_summary(agent: AgentConfig) -> dict[str, Any]:
     """One agent as a JSON object (what ``agents ls --json`` lists)."""
     env = agent.environment
@@ -139,6 +157,7 @@ def agents_show(agent: AgentConfig, *, as_json: bool) -> None:
             **agent_summary(agent),
             "spec": agent.spec.model_dump(mode="json"),
             "environment": agent.environment.model_dump(mode="json"),
+            "effects": agent.effects.summary(),
             "plan": {
                 "egress_default": str(plan.egress.default),
                 "egress": plan.egress_rows(),
@@ -186,6 +205,15 @@ def agents_show(agent: AgentConfig, *, as_json: bool) -> None:
     for row in egress_rows:
         egress.add_row(*(escape(v) for v in row.values()))
     console.print(egress)
+    effects = Table(
+        title="effects (what the controller applies from its turns; anything else is refused)",
+        title_justify="left",
+    )
+    effects.add_column("grant")
+    effects.add_column("value", overflow="fold")
+    for grant, value in effects_rows(agent.effects):
+        effects.add_row(grant, escape(value))
+    console.print(effects)
     cred_rows = plan.credential_rows()
     if not cred_rows:
         console.print("credentials: none")

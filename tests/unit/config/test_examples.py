@@ -149,3 +149,20 @@ def test_demo_claude_gets_its_key_only_through_the_sidecar(config: AirlockConfig
     assert cred.route is not None and cred.route.upstream == "https://api.anthropic.com"
     assert [(r.destination, r.port) for r in plan.egress.rules] == [("api.anthropic.com", 443)]
     assert agent.spec.tools == ["calculator"] and agent.spec.provider.kind == "anthropic"
+
+
+def test_example_effect_policies(config: AirlockConfig) -> None:
+    coder = config.agent("coder").effects
+    assert (coder.delegate, coder.handoff, coder.memory, coder.signal) == (
+        ("researcher",),
+        (),
+        ("session",),
+        (),
+    )
+    assert (coder.max_effects, coder.max_value_bytes) == (32, 262144)
+    # Every other agent keeps the default: nothing but its own session.
+    assert all(
+        a.effects.delegate == () and a.effects.memory == ("session",)
+        for a in config.agents.values()
+        if a.name != "coder"
+    )
