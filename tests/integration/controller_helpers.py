@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -9,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from airlock.config import load_config
-from airlock.controller.jobs import Controller, ControllerClient, ControllerOptions, ServiceSettings
+from airlock.controller.jobs import (
+    AgentRunner,
+    Controller,
+    ControllerClient,
+    ControllerOptions,
+    JobService,
+    ServiceSettings,
+    SqliteJobStore,
+)
+from airlock.state import SqliteStore
 
 
 def tool_step(name: str, input: dict[str, Any], i: int = 0, **match: Any) -> dict[str, Any]:
@@ -90,6 +100,22 @@ async def running_controller(
             yield controller, client
         finally:
             await client.close()
+
+
+@contextlib.asynccontextmanager
+async def running_service(
+    config: Path, data_dir: Path, sandbox_dir: Path, image: str, runner: type[AgentRunner] = AgentRunner
+) -> AsyncIterator[JobService]:
+    """A JobService (no gRPC server) over SQLite stores in ``data_dir``, running turns with
+    ``runner`` (an AgentRunner subclass, e.g. one that tampers with what a sandbox returns)."""
+    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+    async with (
+        SqliteJobStore(data_dir / "jobs.db") as store,
+        SqliteStore(data_dir / "state.db") as state,
+    ):
+        turns = runner(load_config(config), state_dir=sandbox_dir, image=image, workspace=data_dir)
+        async with JobService(store, turns, state) as service:
+            yield service
 
 
 def tool_outputs(events: list[Any], name: str = "bash") -> list[str]:

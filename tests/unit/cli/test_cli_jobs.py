@@ -52,6 +52,7 @@ agents:
   boss:
     provider: {kind: scripted, script: boss.yaml}
     tools: [delegate]
+    effects: {delegate: [calc]}
     backend: process
     defaults: {max_turns: 4, max_duration: 30s}
   broken:
