@@ -9,6 +9,7 @@ import asyncio
 
 import anthropic
 import httpx
+import pytest
 from proxy_servers import SSE_EVENTS, Cert, RecordingServer
 
 from airlock.controller.policy import SidecarRoute
@@ -139,9 +140,55 @@ async def test_absolute_form_is_refused(http_server: RecordingServer) -> None:
     assert http_server.connections == 0
 
 
-def test_secret_validation() -> None:
-    import pytest
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (
+            b"POST /x HTTP/1.1\r\nHost: p\r\nContent-Length: 3\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            b"400",
+        ),
+        (b"POST /x HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked, identity\r\n\r\n", b"501"),
+        (b"POST /x HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab", b"400"),
+        (b"POST /x HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc", b"400"),
+        (b"POST /x HTTP/1.1\r\nHost: p\r\nContent-Length: -1\r\n\r\n", b"400"),
+        (b"GET /x HTTP/1.1\r\nHost: p\r\nX-A: 1\r\n folded\r\n\r\n", b"400"),
+        (b"GET /x HTTP/1.1\nHost: p\n\n", b"400"),
+        (b"GET /x HTTP/1.1\r\nHost: p\r\nX: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
+        (b"GET * HTTP/1.1\r\nHost: p\r\n\r\n", b"400"),
+    ],
+)
+async def test_smuggling_and_malformed_requests_are_refused(
+    http_server: RecordingServer, raw: bytes, status: bytes
+) -> None:
+    async with CredentialProxy(route(http_server), SECRET, MemorySink()) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        writer.write(raw)
+        data = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+    assert data.startswith(b"HTTP/1.1 " + status), data[:80]
+    assert http_server.connections == 0  # nothing reached the upstream
 
+
+async def test_chunked_upload_and_head_and_pipelined_bytes(http_server: RecordingServer) -> None:
+    async with CredentialProxy(route(http_server), SECRET, MemorySink()) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        writer.write(
+            b"POST /up HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+            b"GET /smuggled HTTP/1.1\r\nHost: p\r\n\r\n"  # never forwarded
+        )
+        data = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        async with httpx.AsyncClient(trust_env=False) as c:
+            head = await c.head(f"{base(proxy)}/h")
+    assert data.startswith(b"HTTP/1.1 200") and b"Connection: close" in data
+    up, h = http_server.requests
+    assert (up.path, up.body) == ("/up", b"abcde")
+    assert h.method == "HEAD" and head.status_code == 200 and head.content == b""
+
+
+def test_secret_validation() -> None:
     for bad in ("", "a\nb"):
         with pytest.raises(ValueError, match="secret"):
             CredentialProxy(

@@ -300,6 +300,36 @@ async def test_chunked_request_body_is_streamed_and_bounded(http_server: Recordi
         (b"GET http://u:p@allowed.test/ HTTP/1.1\r\n\r\n", b"400"),
         (b"GET http://allowed.test/ HTTP/1.1\r\n folded: x\r\n\r\n", b"400"),
         (b"GET http://allowed.test/ HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
+        # Request smuggling and what h11 would accept but the proxy refuses:
+        (b"GET http://allowed.test/ HTTP/1.1\nHost: allowed.test\n\n", b"400"),  # bare LF
+        (b"GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\nX: 1\r\n\r\n", b"400"),
+        (
+            b"POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 2\r\n"
+            b"Content-Length: 2\r\n\r\nab",
+            b"400",
+        ),
+        (
+            b"POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 2, 2\r\n\r\nab",
+            b"400",
+        ),
+        (
+            b"POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 2\r\n"
+            b"Content-Length: 3\r\n\r\nabc",
+            b"400",
+        ),
+        (b"POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: +2\r\n\r\nab", b"400"),
+        (
+            b"POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n"
+            b"Transfer-Encoding: gzip, chunked\r\n\r\n",
+            b"501",
+        ),
+        (
+            b"POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            b"501",
+        ),
+        (b"GET http://allowed.test/ HTTP/1.1\r\n\r\n", b"400"),  # HTTP/1.1 without Host (RFC 9112 3.2)
+        (b"CONNECT allowed.test:443 HTTP/1.1\r\n\r\n", b"400"),
     ],
 )
 async def test_malformed_requests_get_clear_errors(raw: bytes, status: bytes) -> None:
