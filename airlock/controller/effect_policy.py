@@ -116,7 +116,7 @@ def check_effect(policy: EffectPolicy, effect: Effect, context: EffectContext) -
                 return _not_granted(who, "delegate to", agent, policy.delegate, "effects.delegate")
             if child_input.session is not None and child_input.session != context.session:
                 return (
-                    f"a delegate's input may not name session {str(child_input.session)!r} (not this job's)"
+                    f"a delegate's input may not name session {_quote(child_input.session)} (not this job's)"
                 )
             if isinstance(child_input.metadata, dict):
                 reserved = [k for k in CONTROLLER_METADATA if k in child_input.metadata]
@@ -153,9 +153,9 @@ def _memory(policy: EffectPolicy, scope: Scope, key: str, context: EffectContext
     if scope.kind != "session":
         return f"{who} may not write {scope.kind!r} memory (only session and global scopes can be granted)"
     if context.session is None:
-        return f"session {str(scope.session_id)!r} is not this job's (the job has no session)"
+        return f"session {_quote(scope.session_id)} is not this job's (the job has no session)"
     if scope.session_id != context.session:
-        return f"session {str(scope.session_id)!r} is not this job's session ({str(context.session)!r})"
+        return f"session {_quote(scope.session_id)} is not this job's session ({_quote(context.session)})"
     if key == HISTORY_KEY or "session" in policy.memory:
         return None  # the history is how a session keeps its conversation: always its own
     return f"{who} may not write session memory (not granted in effects.memory)"
@@ -170,4 +170,10 @@ def _size(policy: EffectPolicy, what: str, value: JsonValue | object) -> str | N
 
 def _not_granted(who: str, verb: str, target: object, granted: tuple[str, ...], key: str) -> str:
     listed = ", ".join(granted) or "none"
-    return f"{who} may not {verb} {str(target)!r} (granted in {key}: {listed})"
+    return f"{who} may not {verb} {_quote(target)} (granted in {key}: {listed})"
+
+
+def _quote(value: object, limit: int = 128) -> str:
+    """``value`` quoted for a reason, cut to ``limit`` characters (a sandbox chose it)."""
+    text = str(value)
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"… ({len(text)} characters)"

@@ -238,3 +238,8 @@ def test_the_policy_forbids_unknown_keys_and_bad_limits() -> None:
             EffectPolicy.model_validate({"max_effects": bad})
     with pytest.raises(ValidationError):
         EffectPolicy.model_validate({"delegate": [""]})
+
+
+def test_names_a_sandbox_chose_are_cut_short_in_reasons() -> None:
+    reason = check_effect(DEFAULT, delegate("a" * 10_000), OWN)
+    assert reason is not None and len(reason) < 300 and "(10000 characters)" in reason
