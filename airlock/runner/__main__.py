@@ -3,7 +3,10 @@
 The runner refuses to start without a token (``--token-file`` or ``AIRLOCK_RUNNER_TOKEN``,
 which is then removed from the environment so tool subprocesses never inherit it). Logs are
 JSON lines on stdout; the ``serving`` line carries ``startup_ms``, the time from process
-start to SERVING. SIGTERM/SIGINT: stop accepting, let the running turn finish (or cancel
+start to SERVING. Before reading the token it confines itself (``_confine``: non-dumpable,
+a seccomp filter denying ptrace-like calls to it and every tool process) and becomes a child
+subreaper that kills tool processes orphaned by a killed bash supervisor; it refuses to start
+(exit 2) when it cannot. SIGTERM/SIGINT: stop accepting, let the running turn finish (or cancel
 it) within ``--grace-seconds``, exit 0.
 """
 
@@ -135,6 +138,23 @@ async def _serve(args: argparse.Namespace, token: str) -> int:
     return 0
 
 
+def confine_self() -> None:
+    """Protect the runner from its own tool processes; see ``_confine`` and ``airlock.tools._orphans``.
+
+    Raises:
+        StartupError: a protection cannot be applied (never silently skipped).
+    """
+    from ._confine import ConfinementError, confine
+
+    try:
+        confine()
+        from airlock.tools._orphans import adopt_orphans
+
+        adopt_orphans()
+    except (ConfinementError, OSError) as e:
+        raise StartupError(f"cannot protect the runner from its tool processes: {e}") from e
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``airlock-runner``; exits 0 after a graceful stop, 2 on a start-up error."""
     args = _parser().parse_args(argv)
@@ -142,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
 
     formatter = configure()
     try:
+        confine_self()  # first: before the token is in memory and before any thread starts
         token = read_token(args.token_file, args.token_file_delete)
         formatter.add_secret(token)
         code = asyncio.run(_serve(args, token))

@@ -1,4 +1,4 @@
-"""``bash``: run a shell command in the workspace, in its own process group, with a timeout."""
+"""``bash``: run a shell command in the workspace under a per-call supervisor, with a timeout."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field, JsonValue
@@ -14,12 +16,19 @@ from airlock.errors import ToolError
 from airlock.turn import ToolContext
 
 from ._base import SandboxTool, ToolInput, ToolOptions
+from ._orphans import reap_orphans, spawn
 from ._workspace import Workspace
 
 #: Environment variables a command never inherits (the runner's own secrets).
 _HIDDEN_ENV = ("AIRLOCK_RUNNER_TOKEN",)
-#: How long to keep reading output after the command ended and its group was killed.
+#: How long to keep reading output after the supervisor ended. Its tree is dead by then, so
+#: the pipes are at EOF at once; the bound only matters if the supervisor itself was killed
+#: and nothing adopted its orphans (tools embedded outside the runner).
 _DRAIN_S = 2.0
+#: After SIGTERM, how long the supervisor gets to kill the tree before it is SIGKILLed.
+_STOP_S = 5.0
+#: The supervisor script, run by path with ``-I -S`` (stdlib only: fast start).
+_SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
 
 
 class BashInput(ToolInput):
@@ -69,20 +78,52 @@ async def _drain(fd: int, sink: _CappedSink) -> None:
         transport.close()
 
 
-def _kill_group(pgid: int) -> None:
-    """SIGKILL every process of the group (the command and everything it started)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+def _read_status(fd: int) -> str:
+    """The supervisor's status line from ``fd`` (closed here); "" when it wrote none."""
+    try:
+        os.set_blocking(fd, False)  # its only writer has exited: never blocks anyway
+        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+    except BlockingIOError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the supervisor (it kills the command's tree), SIGKILL it if it lingers."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), _STOP_S)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+async def _finish(proc: asyncio.subprocess.Process, readers: asyncio.Future[tuple[None, None]]) -> None:
+    """Stop the supervisor if still running, sweep orphans, collect the output."""
+    try:
+        if proc.returncode is None:
+            await _stop(proc)
+    finally:
+        await reap_orphans(proc.pid)
+    try:
+        await asyncio.wait_for(asyncio.shield(readers), _DRAIN_S)
+    except TimeoutError:
+        readers.cancel()
 
 
 class BashTool(SandboxTool[BashInput, BashOptions]):
     """Runs ``bash -c COMMAND`` in the workspace.
 
-    The command gets its own session and process group. On timeout (or cancellation) the
-    whole group is killed with SIGKILL; when the command ends, processes it left behind in
-    its group are killed too, so nothing outlives the call. stdout and stderr are captured
-    separately, each capped (``[truncated N bytes]`` marks a cut). The result reports the
-    real exit code (negative: killed by that signal).
+    Each call runs under its own supervisor process (``_supervisor.py``), a child subreaper
+    that starts bash in a new session and, when bash ends, kills every process left in the
+    tree, including ones that called ``setsid`` or double-forked; on timeout or cancellation
+    the supervisor is told to do the same at once. So nothing outlives the call. If the
+    command kills its supervisor, the runner (a subreaper too) adopts and kills the rest.
+    stdout and stderr are captured separately, each capped (``[truncated N bytes]`` marks a
+    cut). The result reports the real exit code (negative: killed by that signal).
     """
 
     name = "bash"
@@ -101,29 +142,33 @@ class BashTool(SandboxTool[BashInput, BashOptions]):
         """Run the command; see the class docstring."""
         timeout = min(input.timeout_s or self.options.timeout_s, self.options.timeout_s)
         env = {k: v for k, v in os.environ.items() if k not in _HIDDEN_ENV}
-        # Our own pipes, not asyncio's PIPE: Process.wait() on asyncio pipes also waits for
-        # every holder of the pipe (a background child) to close it; we need the exit itself.
+        # Our own pipes, not asyncio's PIPE: the output is read to EOF separately from the
+        # wait, and the status pipe tells bash's exit apart from the supervisor's.
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        status_r, status_w = os.pipe()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                "/bin/bash",
-                "-c",
+            proc = await spawn(
+                sys.executable,
+                "-I",
+                "-S",
+                _SUPERVISOR,
+                str(status_w),
                 input.command,
                 cwd=self.workspace.root,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
-                start_new_session=True,
+                pass_fds=(status_w,),
             )
         except OSError as e:
-            os.close(out_r)
-            os.close(err_r)
+            for fd in (out_r, err_r, status_r):
+                os.close(fd)
             raise ToolError.execution_failed(f"cannot start bash: {e}") from e
         finally:
-            os.close(out_w)
-            os.close(err_w)
+            for fd in (out_w, err_w, status_w):
+                os.close(fd)
         limit = self.options.max_output_bytes
         stdout, stderr = _CappedSink(limit), _CappedSink(limit)
         readers = asyncio.gather(_drain(out_r, stdout), _drain(err_r, stderr))
@@ -134,22 +179,24 @@ class BashTool(SandboxTool[BashInput, BashOptions]):
             except TimeoutError:
                 timed_out = True
         finally:
-            # Also on cancellation: the command and its children never outlive the call.
-            _kill_group(proc.pid)
-            if proc.returncode is None:
-                await asyncio.shield(proc.wait())
-            try:
-                await asyncio.wait_for(asyncio.shield(readers), _DRAIN_S)
-            except TimeoutError:
-                # A process escaped the group (setsid) and still holds the pipes.
-                readers.cancel()
-        code = proc.returncode
+            # Also on cancellation: the command and everything it started never outlive the call.
+            await asyncio.shield(_finish(proc, readers))
+            status = _read_status(status_r)
+        output = f"stdout:\n{stdout.text()}\nstderr:\n{stderr.text()}"
         if timed_out:
             raise ToolError.execution_failed(
-                f"command timed out after {timeout:g}s; its process group was killed\n"
-                f"stdout:\n{stdout.text()}\nstderr:\n{stderr.text()}"
+                f"command timed out after {timeout:g}s; all its processes were killed\n{output}"
             )
+        kind, _, detail = status.partition(" ")
+        if kind == "error":
+            raise ToolError.execution_failed(f"cannot start bash: {detail}")
+        if kind != "exit":
+            raise ToolError.execution_failed(
+                "the command's supervisor was killed or stopped before bash ended (by the command "
+                f"itself?); all its processes were killed\n{output}"
+            )
+        code = int(detail)
         result: dict[str, JsonValue] = {"exit_code": code, "stdout": stdout.text(), "stderr": stderr.text()}
-        if code is not None and code < 0:
+        if code < 0:
             result["signal"] = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
         return result

@@ -1,0 +1,134 @@
+"""Tool processes in a real sandbox: they can neither ptrace nor read the runner, and
+background processes (even ones that called setsid) do not outlive their bash call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import bash_agent
+
+from airlock.controller import DockerEnvironment
+from airlock.turn import NeuronTurn, ToolFinished
+from layer0 import EnvironmentSpec, ExitReason, TurnInput
+
+pytestmark = pytest.mark.docker
+
+#: Runs inside the sandbox: finds the runner (``python -m airlock.runner``) through /proc and
+#: tries every way a same-uid process has to read or steer it. Prints one JSON object.
+PROBE = r"""/opt/venv/bin/python - <<'EOF'
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+runner = None
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:3] == [b"-m", b"airlock.runner"]:
+            runner = int(entry)
+result = {"runner": runner}
+if libc.ptrace(16, runner, None, None) == 0:  # PTRACE_ATTACH
+    result["attach"] = "attached"
+    os.waitpid(runner, 0x40000000)  # __WALL: the attach stop
+    libc.ptrace(17, runner, None, None)  # PTRACE_DETACH: let it run on
+else:
+    result["attach"] = errno.errorcode[ctypes.get_errno()]
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(8)
+local, remote = iovec(ctypes.addressof(buf), 8), iovec(0x400000, 8)
+vp, ul = ctypes.c_void_p, ctypes.c_ulong
+libc.process_vm_readv.argtypes = [ctypes.c_int, vp, ul, vp, ul, ul]
+n = libc.process_vm_readv(runner, ctypes.addressof(local), 1, ctypes.addressof(remote), 1, 0)
+result["process_vm_readv"] = errno.errorcode[ctypes.get_errno()] if n < 0 else "read"
+for name in ("environ", "mem"):
+    try:
+        with open(f"/proc/{runner}/{name}", "rb") as f:
+            f.read(1)
+        result[name] = "opened"
+    except OSError as e:
+        result[name] = errno.errorcode[e.errno]
+print(json.dumps(result))
+EOF"""
+
+#: ``setsid`` (the image has no util-linux): runs its arguments in a new session.
+DETACH = (
+    "detach() { /opt/venv/bin/python -c "
+    "'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \"$@\"; }; "
+)
+
+#: Writes ``sleepers.py`` to the workspace: it prints the pid of every process whose argv is
+#: exactly ``sleep 300`` (there is no ps in the image).
+WRITE_LISTER = r"""cat > sleepers.py <<'EOF'
+import os
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[:2] == [b"sleep", b"300"]:
+                    print(entry)
+        except OSError:
+            pass
+EOF
+"""
+SLEEPERS = "/opt/venv/bin/python sleepers.py"
+
+#: Three sleepers that leave the command's session (directly, with output closed, and after
+#: a double fork); the command ends once all three run.
+START_SLEEPERS = (
+    WRITE_LISTER
+    + DETACH
+    + "detach sleep 300 & detach sleep 300 >/dev/null 2>&1 & (detach sh -c 'sleep 300 &' &)\n"
+    + f"for i in $(seq 200); do [ $({SLEEPERS} | wc -l) -ge 3 ] && break; sleep 0.05; done\n"
+    + f"echo running: $({SLEEPERS} | wc -l)"
+)
+
+
+def turn_of(spec: Any, tmp_path: Path) -> NeuronTurn:
+    workspace = tmp_path / "host-workspace"
+    workspace.mkdir(exist_ok=True)
+    return NeuronTurn.from_spec(spec, workspace=workspace)
+
+
+async def run_tools(env: DockerEnvironment, tmp_path: Path, *commands: str) -> list[dict[str, Any]]:
+    """Run one turn whose agent runs ``commands`` with bash; the parsed tool results."""
+    events: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        events.append(event)
+
+    out = await env.run(
+        turn_of(bash_agent(*commands), tmp_path), TurnInput.new("go"), EnvironmentSpec(), events=sink
+    )
+    assert out.exit_reason == ExitReason.complete()
+    return [json.loads(e.output) for e in events if isinstance(e, ToolFinished)]
+
+
+async def test_a_tool_cannot_ptrace_or_read_the_runner(env: DockerEnvironment, tmp_path: Path) -> None:
+    (probe,) = await run_tools(env, tmp_path, PROBE)
+    assert probe["exit_code"] == 0, probe
+    found = json.loads(probe["stdout"])
+    assert isinstance(found["runner"], int), found
+    assert found["attach"] == "EPERM"
+    assert found["process_vm_readv"] == "EPERM"
+    assert found["environ"] == "EACCES"
+    assert found["mem"] == "EACCES"
+
+
+async def test_a_setsid_background_process_does_not_outlive_its_call(
+    env: DockerEnvironment, tmp_path: Path
+) -> None:
+    started, listed = await run_tools(
+        env,
+        tmp_path,
+        START_SLEEPERS,
+        f"{SLEEPERS}; echo listed",
+    )
+    assert started["exit_code"] == 0 and started["stdout"] == "running: 3\n", started
+    assert listed["stdout"] == "listed\n", listed
