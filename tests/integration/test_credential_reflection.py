@@ -1,0 +1,152 @@
+"""A sidecar credential's upstream echoes the injected key: the sandbox still never sees it.
+
+Real path: a Docker sandbox, its proxy container (the credential proxy of a sidecar
+credential), and an upstream this test starts on the host's address on the egress network.
+The upstream reflects the request head it receives (with the ``Authorization: Bearer <key>``
+the proxy injected) in its reason phrase, a response header and the body, raw and
+JSON-escaped. Inside the sandbox, a bash tool calls the credential proxy and prints what it
+received hex-encoded, so that the controller's own redaction of tool output cannot hide a
+leak from this test: the bytes are decoded here and searched for the key in every form.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from agents import bash_agent
+from conftest import assert_clean, my_containers
+
+from airlock.controller import DockerEnvironment
+from airlock.controller._egress import CREDENTIAL_PORT_BASE, PROXY_ALIAS
+from airlock.controller.policy import SidecarRoute
+from airlock.controller.secrets import EnvSecretResolver
+from airlock.proxy import CredentialProxyEvent
+from airlock.turn import NeuronTurn, ToolFinished
+from layer0 import (
+    Content,
+    CredentialInjection,
+    CredentialRef,
+    EnvironmentSpec,
+    NetworkAction,
+    NetworkPolicy,
+    NetworkRule,
+    TriggerType,
+    TurnInput,
+)
+
+pytestmark = pytest.mark.docker
+
+# Runs inside the sandbox: one request to the credential proxy, the raw reply as hex.
+CALL = (
+    "python - <<'EOF'\n"
+    "import socket\n"
+    "s = socket.create_connection(('{host}', {port}), timeout=20)\n"
+    "s.sendall(b'GET /echo HTTP/1.1\\r\\nHost: sidecar\\r\\nAuthorization: Bearer placeholder\\r\\n\\r\\n')\n"
+    "data = b''\n"
+    "while chunk := s.recv(65536):\n"
+    "    data += chunk\n"
+    "print('reply', data.hex())\n"
+    "EOF"
+)
+
+
+class Echo:
+    """An HTTP upstream that reflects each request head it receives."""
+
+    def __init__(self) -> None:
+        self.heads: list[bytes] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        self.heads.append(head)
+        value = next((ln.split(b":", 1)[1].strip() for ln in head.split(b"\r\n") if b":" in ln and
+                      ln.lower().startswith(b"authorization:")), b"")  # fmt: skip
+        body = head + json.dumps({"headers": head.decode()}).replace("/", "\\/").encode()
+        writer.write(
+            b"HTTP/1.1 200 OK " + value + b"\r\nX-Echo: " + value
+            + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        )  # fmt: skip
+        await writer.drain()
+        writer.close()
+
+
+@pytest.fixture
+async def echo_env(
+    runner_image: str, state_dir: Path, docker_client: Any
+) -> AsyncIterator[tuple[DockerEnvironment, dict[str, str], Echo, str, int]]:
+    values: dict[str, str] = {}
+    env = DockerEnvironment(
+        image=runner_image, state_dir=state_dir, sweep=False, secrets=EnvSecretResolver(values)
+    )
+    gateway = await env.egress_gateway()
+    assert gateway is not None
+    echo = Echo()
+    server = await asyncio.start_server(echo.handle, gateway, 0)
+    try:
+        yield env, values, echo, gateway, server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+        leftovers = my_containers(docker_client)
+        for c in leftovers:
+            c.remove(force=True)
+        assert not leftovers, f"containers left behind: {[c.name for c in leftovers]}"
+
+
+def forms(value: str) -> list[bytes]:
+    escaped = json.dumps(value)[1:-1]
+    return [f.encode() for f in {value, escaped, escaped.replace("/", "\\/"), quote(value, safe="")}]
+
+
+async def test_an_echoing_upstream_does_not_hand_the_key_to_the_sandbox(
+    echo_env: Any, docker_client: Any, tmp_path: Path, state_dir: Path
+) -> None:
+    env, values, echo, gateway, port = echo_env
+    secret = "sk-echo/" + secrets.token_hex(16)  # a "/" so that the JSON-escaped forms differ
+    values["ECHO_KEY"] = secret
+    spec = EnvironmentSpec(
+        network=NetworkPolicy(
+            default=NetworkAction.DENY,
+            rules=[NetworkRule(destination=f"{gateway}/32", port=port, action=NetworkAction.ALLOW)],
+        ),
+        credentials=[CredentialRef(name="echo-key", injection=CredentialInjection.sidecar())],
+    )
+    route = SidecarRoute(upstream=f"http://{gateway}:{port}", header="authorization", value_prefix="Bearer ")
+    events: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        events.append(event)
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    agent = bash_agent(CALL.format(host=PROXY_ALIAS, port=CREDENTIAL_PORT_BASE))
+    output = await env.run(
+        NeuronTurn.from_spec(agent, workspace=workspace),
+        TurnInput(message=Content.text("go"), trigger=TriggerType.user()),
+        spec,
+        events=sink,
+        sidecar_routes={"echo-key": route},
+    )
+    assert output.exit_reason.kind == "complete", output
+    (finished,) = [e for e in events if isinstance(e, ToolFinished)]
+    stdout = json.loads(finished.output)["stdout"]
+    received = bytes.fromhex(stdout.split("reply ", 1)[1].split()[0])
+    # The upstream got the key, injected by the credential proxy, and echoed it.
+    (head,) = echo.heads
+    assert f"authorization: Bearer {secret}".encode() in head
+    # What reached the sandbox carries it in no form: masked in the head and the body.
+    leaked = [f for f in forms(secret) + forms(f"Bearer {secret}") if f in received]
+    assert not leaked, received[:300]
+    mask = b"*" * len(f"Bearer {secret}")
+    assert received.startswith(b"HTTP/1.1 200 OK " + mask) and b"X-Echo: " + mask in received
+    (call,) = [e for e in events if isinstance(e, CredentialProxyEvent)]
+    assert call.status == 200 and call.redacted >= 4
+    assert secret not in output.model_dump_json() + "".join(repr(e) for e in events)
+    assert_clean(docker_client, state_dir)
