@@ -6,7 +6,7 @@ exactly such an IP (Squid's ACLs match names or re-resolve; mitmproxy would need
 for the same), (2) the CONNECT host compared with the TLS SNI without terminating TLS (no CA
 in the sandbox), (3) one structured event per decision in airlock's format, sent where the
 controller reads it, and (4) nothing to install: it ships in the same offline runner image
-(the airlock package, stdlib asyncio) and starts in milliseconds. The whole policy is the
+(the airlock package, asyncio and h11) and starts in milliseconds. The whole policy is the
 pure ``decide`` function, shared with the Kubernetes backend and unit-tested without traffic.
 
 What it does per client connection (one request per connection, ``Connection: close``):
