@@ -58,7 +58,7 @@ class SecretPatterns:
             start = data.find(pattern)
             while start != -1:
                 end = start + len(pattern)
-                if not all(masked[start:end]):
+                if 0 in masked[start:end]:
                     found += 1
                     masked[start:end] = b"\x01" * len(pattern)
                 start = data.find(pattern, start + 1)
@@ -66,7 +66,7 @@ class SecretPatterns:
 
     def apply(self, data: bytes, masked: bytes | bytearray) -> bytes:
         """``data`` with every marked byte replaced by the mask byte."""
-        if not any(masked):
+        if 1 not in masked:  # the usual case, decided in C
             return data
         return bytes(self.mask_byte if m else b for b, m in zip(data, masked, strict=True))
 
