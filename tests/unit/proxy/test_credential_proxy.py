@@ -194,3 +194,32 @@ def test_secret_validation() -> None:
             CredentialProxy(
                 SidecarRoute(upstream="http://127.0.0.1:1", header="x-api-key"), bad, MemorySink()
             )
+
+
+async def test_interim_response_then_body_then_final_response() -> None:
+    got: list[bytes] = []
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        got.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 100 Continue\r\nX-Hop: 1\r\n\r\n")
+        await writer.drain()
+        got.append(await reader.readexactly(5))
+        writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\nKeep-Alive: 5\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    r_ = SidecarRoute(upstream=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", header="x-api-key")
+    async with CredentialProxy(r_, SECRET, MemorySink()) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        writer.write(b"POST /x HTTP/1.1\r\nHost: p\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        writer.write(b"hello")  # sent only once the interim response arrived
+        final = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+    server.close()
+    await server.wait_closed()
+    assert interim.startswith(b"HTTP/1.1 100 Continue\r\n") and b"X-Hop: 1" in interim
+    assert final.startswith(b"HTTP/1.1 201 Created\r\n") and final.endswith(b"\r\n\r\nok")
+    assert b"Keep-Alive" not in final and b"Connection: close" in final  # hop-by-hop replaced
+    assert b"expect: 100-continue" in got[0].lower() and got[1] == b"hello"
