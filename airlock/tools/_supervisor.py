@@ -20,10 +20,14 @@ the caller then has to kill what is left (its own subreaper role covers that).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
+
+TYPE_CHECKING = False  # as typing's, without importing typing (start-up time)
+if TYPE_CHECKING:
+    import signal
+else:  # the C module: ``signal`` imports enum, a third of the start-up time
+    import _signal as signal
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -66,11 +70,15 @@ def kill_children() -> None:
     me = os.getpid()
     while children := children_of(me):
         for pid in children:
-            with contextlib.suppress(ProcessLookupError):
+            try:  # noqa: SIM105 - contextlib costs milliseconds of start-up
                 os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for pid in children:
-            with contextlib.suppress(ChildProcessError):
+            try:  # noqa: SIM105
                 os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
 
 def _wait_for(bash: int) -> str:
@@ -114,8 +122,10 @@ def supervise(command: str) -> str:
         return _wait_for(bash)
     finally:
         # The common case in one call: the command's own process group.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:  # noqa: SIM105
             os.killpg(bash, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         kill_children()
 
 
