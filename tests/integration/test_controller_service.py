@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 import pytest
@@ -728,3 +728,25 @@ async def test_a_forged_turn_output_is_checked_effect_by_effect(
         assert [e for e in events if e.kind == "log" and e.data.get("source") == "probe"] == []
         assert await service.state.read(Scope.session("victim"), "history") == victim
         assert await service.state.read(Scope.session("s-own"), "history") is not None
+
+
+class _SlowBringUpRunner(AgentRunner):
+    """Shared bring-up that takes longer than the job's limit (a first local-model compile)."""
+
+    prepared: ClassVar[list[str]] = []
+
+    async def prepare(self, agent: AgentConfig) -> None:
+        await asyncio.sleep(12)
+        self.prepared.append(agent.name)
+
+
+async def test_shared_bring_up_is_not_counted_in_the_jobs_max_duration(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    config = write_config(tmp_path, {"probe": quick("looked")})
+    async with running_service(config, data_dir, state_dir, runner_image, _SlowBringUpRunner) as service:
+        job = await service.submit("probe", TurnInput.new("look"), max_duration_ms=10_000)
+        _ = [e async for e in service.watch(job.id)]
+        done = await service.get(job.id)
+        assert done.state is JobState.SUCCEEDED, done.error
+        assert _SlowBringUpRunner.prepared == ["probe"]

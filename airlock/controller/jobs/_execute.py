@@ -164,7 +164,18 @@ class AgentRunner:
             self._envs[agent.name] = env
         return env
 
-    async def _with_local_model(self, agent: AgentConfig, env: object) -> AgentConfig:
+    async def prepare(self, agent: AgentConfig) -> None:
+        """Bring up what ``agent``'s jobs share before any of them runs: the managed local
+        model (a download and a wheel compile the first time on a machine: minutes). Callers
+        run this outside a job's ``max_duration``, which is the agent's own time.
+
+        Raises:
+            EnvError: the local model could not be prepared or started.
+        """
+        if agent.uses_local_model:
+            await self._local_model_server(self._environment(agent))
+
+    async def _local_model_server(self, env: object) -> LocalModelServer:
         from airlock.controller import DockerEnvironment
         from airlock.localmodel import DEFAULT_HOST, LocalModelServer
 
@@ -185,7 +196,12 @@ class AgentRunner:
                     await server.ensure_ready()
                 await server.start()
                 self._local_model = server
-            info = self._local_model.info
+            return self._local_model
+
+    async def _with_local_model(self, agent: AgentConfig, env: object) -> AgentConfig:
+        from airlock.controller import DockerEnvironment
+
+        info = (await self._local_model_server(env)).info
         if info is None:  # pragma: no cover - start() sets it
             raise EnvError.provision_failed("the local model server did not report its address")
         if isinstance(env, DockerEnvironment) and info.api_key:

@@ -375,6 +375,8 @@ class JobService:
         limit_s = job.max_duration_ms / 1000 if job.max_duration_ms else None
         current = asyncio.current_task()
         try:
+            # Shared bring-up (the local model's first download/compile) is not the job's time.
+            await self.runner.prepare(self.runner.agent(job.agent))
             async with asyncio.timeout(limit_s):
                 output = await self._turn(job)
                 await self._transition(job.id, JobState.APPLYING_EFFECTS, output=output)
