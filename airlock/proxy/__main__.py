@@ -99,22 +99,25 @@ async def _serve_bundle(args: argparse.Namespace) -> None:
     sink = MultiSink(LineSink(t, secrets=secrets) for t in config.events)
     bundle = ProxyBundle(config, sink)
     bound = await bundle.start(secrets)
+    stop = _stop_on_signals()
     for what, host, port in bound:
         print(f"airlock-proxy {what} listening on {host}:{port}", file=sys.stderr, flush=True)
     print("airlock-proxy bundle ready", file=sys.stderr, flush=True)
     try:
-        await _until_signalled()
+        await stop.wait()
     finally:
         await bundle.aclose()
         await sink.aclose()
 
 
-async def _until_signalled() -> None:
+def _stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM/SIGINT; installed before the "listening" line is printed, so
+    a supervisor that signals as soon as it reads that line gets a graceful stop."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -141,9 +144,10 @@ async def _serve(args: argparse.Namespace) -> None:
         sink = MultiSink(LineSink(t, secrets=secrets) for t in args.events or ["stdout"])
         proxy = CredentialProxy(route, secrets[0], sink, credential=args.credential, ssl_context=ctx)
     host, port = await proxy.start(*args.listen)
+    stop = _stop_on_signals()
     print(f"airlock-proxy {args.kind} listening on {host}:{port}", file=sys.stderr, flush=True)
     try:
-        await _until_signalled()
+        await stop.wait()
     finally:
         await proxy.aclose()
         await sink.aclose()
