@@ -161,6 +161,10 @@ class BashTool(SandboxTool[BashInput, BashOptions]):
                 stdout=out_w,
                 stderr=err_w,
                 pass_fds=(status_w,),
+                # Its own group: a kill aimed at the runner's group (the process backend's
+                # SIGKILL) must not take the supervisor before it kills the tree; it gets
+                # SIGTERM when the runner dies instead (PR_SET_PDEATHSIG).
+                start_new_session=True,
             )
         except OSError as e:
             for fd in (out_r, err_r, status_r):

@@ -6,7 +6,8 @@ tree that loses its parent, including ones that called ``setsid`` or double-fork
 re-parented to the supervisor instead of init. It starts ``bash -c COMMAND`` in a new
 session, reaps children until bash ends, then SIGKILLs all of its children and reaps
 them, again and again, until it has none left. SIGTERM (the caller's timeout or
-cancellation) ends the wait early and kills the tree the same way.
+cancellation, or the death of the runner that started it) ends the wait early and kills
+the tree the same way.
 
 Last, it writes one status line to ``STATUS_FD`` and exits 0:
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 else:  # the C module: ``signal`` imports enum, a third of the start-up time
     import _signal as signal
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -51,17 +53,27 @@ def children_of(pid: int) -> list[int]:
 
 
 def set_child_subreaper() -> None:
-    """``prctl(PR_SET_CHILD_SUBREAPER, 1)`` on this process.
+    """``prctl(PR_SET_CHILD_SUBREAPER, 1)`` on this process, and SIGTERM to it when its
+    parent (the runner) dies (``PR_SET_PDEATHSIG``): a runner killed outright (a timed-out
+    process-backend runner gets SIGKILL) still leaves no tree behind, because SIGTERM makes
+    the supervisor kill it.
 
     Raises:
         OSError: the kernel refused.
     """
     import ctypes  # only here: the import costs a few milliseconds
 
+    parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"PR_SET_CHILD_SUBREAPER: {os.strerror(err)}")
+    for option, value, name in (
+        (PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER"),
+        (PR_SET_PDEATHSIG, signal.SIGTERM, "PR_SET_PDEATHSIG"),
+    ):
+        if libc.prctl(option, value, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{name}: {os.strerror(err)}")
+    if os.getppid() != parent:  # the parent died before the death signal was armed
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def kill_children() -> None:

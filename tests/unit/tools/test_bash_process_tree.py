@@ -175,3 +175,31 @@ async def test_in_the_runner_setsid_processes_do_not_outlive_the_call(tmp_path: 
     assert result["exit_code"] == 0
     left = [int(p) for p in pids.read_text().split()]
     assert left and all(_gone(pid) for pid in left), left
+
+
+async def test_a_runner_killed_mid_call_leaves_no_tree(tmp_path: Path) -> None:
+    """The process backend SIGKILLs its runner's group on cancel; the command's own session is
+    not in it. Each supervisor gets SIGTERM when its runner dies and kills its tree."""
+    pids = tmp_path / "pids"
+    command = WAIT_FOR.replace("pids", str(pids)) + (
+        f"setsid sh -c 'echo $$ >> {pids}; exec sleep 300' &\nwait_for 1; echo $$ >> {pids}; sleep 300"
+    )
+    task = asyncio.create_task(_run_in_runner(tmp_path, command))
+    await asyncio.to_thread(_wait_for_lines, pids, 2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    left = [int(p) for p in pids.read_text().split()]
+    await asyncio.to_thread(_wait_until_gone, left, 10)
+    assert all(_gone(pid) for pid in left), left
+
+
+def _wait_for_lines(path: Path, n: int) -> None:
+    while not path.exists() or len(path.read_text().split()) < n:
+        time.sleep(0.05)
+
+
+def _wait_until_gone(pids: list[int], within: float) -> None:
+    deadline = time.monotonic() + within
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
