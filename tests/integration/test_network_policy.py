@@ -24,7 +24,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -205,12 +205,19 @@ def spec_allowing(*rules: tuple[str, int | None], **kw: Any) -> EnvironmentSpec:
 
 
 async def run(
-    env: DockerEnvironment, agent: AgentSpec, spec: EnvironmentSpec, tmp_path: Path, **kw: Any
+    env: DockerEnvironment,
+    agent: AgentSpec,
+    spec: EnvironmentSpec,
+    tmp_path: Path,
+    watch: Callable[[Any], Awaitable[None]] | None = None,
+    **kw: Any,
 ) -> tuple[Any, list[Any]]:
     events: list[Any] = []
 
     async def sink(event: Any) -> None:
         events.append(event)
+        if watch is not None:
+            await watch(event)
 
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
@@ -308,11 +315,48 @@ async def test_private_metadata_and_rebinding_refused_unless_named(
     assert "private" in by_host["rebind.test"].reason  # allowed name, denied resolved address
     assert by_host["169.254.169.254"].ip is None and not by_host["169.254.169.254"].allowed
 
-    # Naming the private range explicitly (a CIDR rule) grants it.
-    agent = bash_agent(fetch("http://srv-private:8080/named"))
+    # Naming the private range explicitly (a CIDR rule) grants its addresses, requested by IP.
+    agent = bash_agent(fetch(f"http://{nets.ips['srv-private']}:8080/named"))
     spec = spec_allowing((nets.private_subnet, 8080))
     output, events = await run(env, agent, spec, tmp_path)
     assert "-> srv-private:8080:/named" in stdout_of(events)[0]
+
+
+async def test_a_cidr_rule_never_gets_a_name_resolved(
+    penv: Any, docker_client: Any, nets: Net, tmp_path: Path
+) -> None:
+    """DNS exfiltration: with a CIDR rule whose port matches, ``CONNECT <data>.<name>:<port>``
+    used to make the proxy resolve the name (the data leaving in the query) before any
+    decision. ``srv-private`` is the name here: Docker's DNS on the test's own network B
+    answers it, so nothing is sent anywhere else, and the decision shows whether the proxy
+    looked it up (an ``ip`` on the event) or refused it unresolved. The proxy container of a
+    plan without name rules has no DNS at all."""
+    env, _ = penv
+    agent = bash_agent(
+        CONNECT_SNI.format(host="srv-private", port=8080, sni="srv-private"),
+        fetch("http://srv-private:8080/by-name", f"http://{nets.ips['srv-private']}:8080/by-ip"),
+    )
+    proxy_dns: list[Any] = []
+
+    async def look(event: Any) -> None:
+        if isinstance(event, EgressEvent) and not proxy_dns:
+            (proxy,) = await asyncio.to_thread(
+                docker_client.containers.list,
+                filters={"label": ["airlock.role=proxy", f"airlock.owner={OWNER}"]},
+            )
+            proxy_dns.append(proxy.attrs["HostConfig"]["Dns"])
+
+    output, events = await run(env, agent, spec_allowing((nets.private_subnet, 8080)), tmp_path, look)
+    assert proxy_dns == [["127.0.0.1"]]
+    tunnel, fetched = stdout_of(events)
+    assert output.exit_reason.kind == "complete"
+    assert "proxy: HTTP/1.1 403" in tunnel
+    assert "by-name -> ERR HTTP Error 403" in fetched and "-> srv-private:8080:/by-ip" in fetched
+    by_name = [e for e in egress(events) if e.host == "srv-private"]
+    assert len(by_name) == 2
+    for e in by_name:
+        assert not e.allowed and e.ip is None, e
+        assert e.reason.endswith("(default deny; not resolved)"), e.reason
 
 
 async def test_connect_sni_must_match_the_host(penv: Any, docker_client: Any, tmp_path: Path) -> None:
