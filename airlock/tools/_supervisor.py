@@ -53,27 +53,35 @@ def children_of(pid: int) -> list[int]:
 
 
 def set_child_subreaper() -> None:
-    """``prctl(PR_SET_CHILD_SUBREAPER, 1)`` on this process, and SIGTERM to it when its
-    parent (the runner) dies (``PR_SET_PDEATHSIG``): a runner killed outright (a timed-out
-    process-backend runner gets SIGKILL) still leaves no tree behind, because SIGTERM makes
-    the supervisor kill it.
+    """``prctl(PR_SET_CHILD_SUBREAPER, 1)`` on this process.
 
     Raises:
         OSError: the kernel refused.
     """
-    import ctypes  # only here: the import costs a few milliseconds
+    _prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER")
 
+
+def stop_with_parent() -> None:
+    """SIGTERM to this process when its parent (the runner) dies (``PR_SET_PDEATHSIG``): a
+    runner killed outright (the process backend SIGKILLs a timed-out runner's group) still
+    leaves no tree behind, because SIGTERM makes the supervisor kill it.
+
+    Raises:
+        OSError: the kernel refused.
+    """
     parent = os.getppid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    for option, value, name in (
-        (PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER"),
-        (PR_SET_PDEATHSIG, signal.SIGTERM, "PR_SET_PDEATHSIG"),
-    ):
-        if libc.prctl(option, value, 0, 0, 0) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"{name}: {os.strerror(err)}")
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM, "PR_SET_PDEATHSIG")
     if os.getppid() != parent:  # the parent died before the death signal was armed
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _prctl(option: int, value: int, name: str) -> None:
+    import ctypes  # only here: the import costs a few milliseconds
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
 
 
 def kill_children() -> None:
@@ -119,6 +127,7 @@ def supervise(command: str) -> str:
     bash: int | None = None
     try:
         set_child_subreaper()
+        stop_with_parent()
         bash = os.posix_spawn(
             "/bin/bash",
             ["bash", "-c", command],
