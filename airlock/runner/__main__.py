@@ -139,7 +139,7 @@ async def _serve(args: argparse.Namespace, token: str) -> int:
 
 
 def confine_self() -> None:
-    """Protect the runner from its own tool processes; see ``_confine`` and ``airlock.tools._orphans``.
+    """Protect the runner from its own tool processes; see ``_confine`` and ``airlock.tools.adopt_orphans``.
 
     Raises:
         StartupError: a protection cannot be applied (never silently skipped).
@@ -148,7 +148,7 @@ def confine_self() -> None:
 
     try:
         confine()
-        from airlock.tools._orphans import adopt_orphans
+        from airlock.tools import adopt_orphans
 
         adopt_orphans()
     except (ConfinementError, OSError) as e:

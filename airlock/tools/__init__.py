@@ -32,6 +32,7 @@ from ._files import (
     WriteFileTool,
 )
 from ._http import HttpRequestInput, HttpRequestOptions, HttpRequestTool
+from ._orphans import adopt_orphans
 from ._workspace import Workspace
 
 _WORKSPACE_TOOLS: dict[str, Any] = {
@@ -108,6 +109,7 @@ __all__ = [
     "WriteFileInput",
     "WriteFileOptions",
     "WriteFileTool",
+    "adopt_orphans",
     "available_tools",
     "build_tools",
     "evaluate",
