@@ -256,13 +256,14 @@ def _compile_agent(
     )
 
 
-#: Effect tools and the ``effects:`` grant without which every call of them is refused.
+#: Effect tools, the ``effects:`` grant without which every call of them is refused, and
+#: what that grant lists.
 _TOOL_GRANTS = {
-    "delegate": "delegate",
-    "handoff": "handoff",
-    "signal": "signal",
-    "write_memory": "memory",
-    "delete_memory": "memory",
+    "delegate": ("delegate", "agent"),
+    "handoff": ("handoff", "agent"),
+    "signal": ("signal", "workflow"),
+    "write_memory": ("memory", "scope"),
+    "delete_memory": ("memory", "scope"),
 }
 
 
@@ -272,9 +273,10 @@ def _check_effect_tools(
     """An effect tool offered with nothing granted to it would only ever be refused: an error."""
     issues: list[ConfigIssue] = []
     for i, tool in enumerate(spec.tools):
-        grant = _TOOL_GRANTS.get(tool)
-        if grant is not None and not getattr(policy, grant):
-            what = "scope" if grant == "memory" else ("workflow" if grant == "signal" else "agent")
+        if tool not in _TOOL_GRANTS:
+            continue
+        grant, what = _TOOL_GRANTS[tool]
+        if not getattr(policy, grant):
             issues.append(
                 doc.issue(
                     (*prefix, "tools", i),
