@@ -371,7 +371,7 @@ def images_build(
     ] = None,
 ) -> None:
     """Build the runner image offline (Debian packages + wheels; no registry). Needs root."""
-    from airlock.controller import build_runner_image
+    from .images import build_runner_image
 
     try:
         with console.status("building the runner image", spinner="dots") as status:
@@ -412,8 +412,8 @@ def gc(
     ] = None,
 ) -> None:
     """Remove orphaned sandboxes: containers, networks and control dirs whose owner is gone."""
-    from airlock.controller import reap_orphans
-    from airlock.controller._dockerapi import docker_client
+    from airlock.images._dockerapi import docker_client
+    from airlock.sandbox.docker import reap_orphans
 
     try:
         client = docker_client()

@@ -28,12 +28,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airlock.controller import DockerEnvironment, runner_image_tag
-from airlock.controller._docker import _Sandbox
-from airlock.controller._dockerapi import docker_client
-from airlock.controller._images import require_image
-from airlock.controller._sandbox_config import SandboxDefaults, resolve_boundary, resolve_limits
-from airlock.turn import AgentSpec, NeuronTurn, ProviderSpec
+from airlock.build import build_turn
+from airlock.images import runner_image_tag
+from airlock.images._builder import require_image
+from airlock.images._dockerapi import docker_client
+from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.docker._config import SandboxDefaults, resolve_boundary, resolve_limits
+from airlock.sandbox.docker._environment import _Sandbox
+from airlock.spec import AgentSpec, ProviderSpec
 from layer0 import EnvironmentSpec, ExitReason, NetworkAction, NetworkPolicy, NetworkRule, TurnInput
 
 AGENT = AgentSpec(
@@ -96,7 +98,7 @@ EGRESS_SPEC = EnvironmentSpec(
 
 async def job_once(env: DockerEnvironment, spec: EnvironmentSpec | None = None) -> float:
     t0 = time.perf_counter()
-    out = await env.run(NeuronTurn.from_spec(AGENT), TurnInput.new("hi"), spec or EnvironmentSpec())
+    out = await env.run(build_turn(AGENT), TurnInput.new("hi"), spec or EnvironmentSpec())
     assert out.exit_reason == ExitReason.complete()
     return time.perf_counter() - t0
 

@@ -42,12 +42,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airlock.build import build_turn
 from airlock.config import AgentConfig, AirlockConfig, load_config
-from airlock.controller import DockerEnvironment, runner_image_tag
-from airlock.controller._dockerapi import docker_client
-from airlock.controller._images import require_image
-from airlock.controller._labels import LABEL_OWNER, current_owner
-from airlock.controller.jobs import (
+from airlock.controller import (
     Controller,
     ControllerClient,
     ControllerOptions,
@@ -55,7 +52,11 @@ from airlock.controller.jobs import (
     ServiceSettings,
     inline_script,
 )
-from airlock.turn import NeuronTurn
+from airlock.images import runner_image_tag
+from airlock.images._builder import require_image
+from airlock.images._dockerapi import docker_client
+from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.docker._labels import LABEL_OWNER, current_owner
 from layer0 import ExitReason, TurnInput
 
 AGENT = "bench-scripted"
@@ -170,7 +171,7 @@ async def raw_docker(client: Any, image: str, concurrency: int, jobs: int) -> Re
 
 async def direct_once(env: DockerEnvironment, agent: AgentConfig, workspace: Path) -> None:
     """One turn as AgentRunner.run builds it, without the controller."""
-    turn = NeuronTurn.from_spec(inline_script(agent.spec), workspace=workspace)
+    turn = build_turn(inline_script(agent.spec), workspace=workspace)
     out = await env.run(turn, TurnInput.new(PROMPT), agent.environment, sidecar_routes=agent.sidecar_routes)
     if out.exit_reason != ExitReason.complete():
         raise RuntimeError(f"turn ended {out.exit_reason.kind}")

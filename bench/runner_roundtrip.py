@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from airlock.runner import RemoteTurn
-from airlock.turn import AgentSpec, ProviderSpec
+from airlock.spec import AgentSpec, ProviderSpec
 from layer0 import TurnInput
 
 

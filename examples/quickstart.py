@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from airlock.turn import AgentSpec, NeuronTurn
+from airlock.build import build_turn
+from airlock.spec import AgentSpec
 from layer0 import Content, TriggerType, TurnInput
 
 spec = AgentSpec.model_validate(
@@ -47,7 +48,7 @@ spec = AgentSpec.model_validate(
 
 
 async def main() -> None:
-    out = await NeuronTurn.from_spec(spec).execute(
+    out = await build_turn(spec).execute(
         TurnInput(message=Content.text("What is 17 * 23?"), trigger=TriggerType.user())
     )
     m = out.metadata

@@ -37,7 +37,7 @@ README = """\
 Python code generated from `protos/` by `scripts/gen_protos.py` (grpcio-tools + mypy-protobuf).
 Edit the `.proto` files and run `python scripts/gen_protos.py` instead.
 
-This package is private: only `airlock/runner/_convert.py`, `airlock/controller/jobs/_convert.py`
+This package is private: only `airlock/runner/_convert.py`, `airlock/controller/_convert.py`
 and the two gRPC servers/clients touch its types, and proto types never appear in a public
 signature. ruff and mypy skip it; a test regenerates it and fails on
 any difference.

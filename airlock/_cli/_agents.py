@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from airlock.config import AgentConfig, AirlockConfig
-from airlock.controller.effect_policy import EffectPolicy
+from airlock.policy.effects import EffectPolicy
 from layer0 import EnvironmentSpec, NetworkAction, TurnConfig
 
 from ._common import console, report_error

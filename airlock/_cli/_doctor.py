@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ class Check:
 
 def check_docker() -> tuple[list[Check], Any]:
     """The engine answers (and its version); returns the client for the next checks, or None."""
-    from airlock.controller._dockerapi import docker_client
+    from airlock.images import docker_client
 
     try:
         client = docker_client(timeout=10)
@@ -54,23 +53,9 @@ def check_docker() -> tuple[list[Check], Any]:
     ], client
 
 
-def _current_digest() -> str | None:
-    """The source digest an image built from this checkout would carry (None: not a checkout)."""
-    from airlock.controller import _images, _wheels
-
-    try:
-        src = _wheels.find_source_tree(None)
-        digest = _wheels.source_digest(src)
-    except Exception:
-        return None
-    return hashlib.sha256(f"{_images.RECIPE_VERSION}:{digest}".encode()).hexdigest()[:16]
-
-
 def check_image(client: Any) -> Check:
     """The runner image exists (and was built from these sources)."""
-    from airlock.controller import runner_image_tag
-    from airlock.controller._dockerapi import docker_errors
-    from airlock.controller._images import LABEL_DIGEST
+    from airlock.images import LABEL_DIGEST, checkout_digest, docker_errors, runner_image_tag
 
     tag = runner_image_tag()
     errors = docker_errors()
@@ -83,7 +68,7 @@ def check_image(client: Any) -> Check:
     size = (image.attrs.get("Size") or 0) / 1e6
     found = f"runner image {tag} present ({image.id[:19]}, {size:.0f} MB)"
     label = (image.attrs.get("Config") or {}).get("Labels") or {}
-    current = _current_digest()
+    current = checkout_digest()
     if current is not None and label.get(LABEL_DIGEST) not in (None, current):
         return Check(
             "image",
@@ -96,7 +81,7 @@ def check_image(client: Any) -> Check:
 
 def check_runtimes(client: Any) -> list[Check]:
     """gVisor (runsc) and Kata runtimes, from ``docker info``; absent is a warning."""
-    from airlock.controller._sandbox_config import GVISOR_RUNTIMES, KATA_RUNTIMES
+    from airlock.sandbox.docker._config import GVISOR_RUNTIMES, KATA_RUNTIMES
 
     try:
         info = client.info()

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from airlock.controller.jobs import ControllerClient, ControllerError, Job, JobEvent, JobFilter, JobState
+from airlock.controller import ControllerClient, ControllerError, Job, JobEvent, JobFilter, JobState
 from airlock.errors import AirlockError
 from layer0 import Layer0Error
 
@@ -117,7 +117,7 @@ def _other_failure(error: AirlockError | Layer0Error, as_json: bool) -> NoReturn
 
 def _with_client(target: Target, as_json: bool, work: Callable[[ControllerClient], Awaitable[T]]) -> T:
     """``work(client)`` in a fresh event loop; controller errors exit with their code."""
-    from airlock.controller.jobs import resolve_token
+    from airlock.controller import resolve_token
 
     try:
         token = resolve_token(target.token)

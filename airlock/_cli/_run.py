@@ -28,12 +28,9 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.status import Status
 from rich.table import Table
 
+from airlock.build import build_turn
 from airlock.config import AgentConfig, parse_duration
-from airlock.controller.jobs._execute import (
-    LocalModelKey,
-    inline_script,
-    make_environment,
-)
+from airlock.controller._execute import LocalModelKey, inline_script, make_environment
 from airlock.errors import SpecError
 from layer0 import SessionId, TurnConfig, TurnInput, TurnOutput
 
@@ -307,8 +304,8 @@ async def _local_model_host(env: object) -> str:
     Raises:
         EnvError: ``provision_failed`` when the egress network has no gateway address.
     """
-    from airlock.controller import DockerEnvironment
     from airlock.localmodel import DEFAULT_HOST
+    from airlock.sandbox.docker import DockerEnvironment
     from layer0 import EnvError
 
     if not isinstance(env, DockerEnvironment):
@@ -337,8 +334,8 @@ async def _with_local_model(
     address (e.g. loopback) is not. The server is stopped when the job ends if this
     command started it.
     """
-    from airlock.controller import DockerEnvironment
     from airlock.localmodel import DEFAULT_PORT, LocalModelServer
+    from airlock.sandbox.docker import DockerEnvironment
 
     host = await _local_model_host(env)
     server = LocalModelServer(host=host)
@@ -377,9 +374,8 @@ async def _job(
     agent: AgentConfig, opts: RunOptions, config: TurnConfig | None, view: RunView, workspace: Path
 ) -> TurnOutput:
     from airlock.config import ConfigSecretResolver
-    from airlock.controller import DockerEnvironment
-    from airlock.controller.secrets import ChainResolver
-    from airlock.turn import NeuronTurn
+    from airlock.policy.secrets import ChainResolver
+    from airlock.sandbox.docker import DockerEnvironment
 
     async with contextlib.AsyncExitStack() as stack:
         local_key = LocalModelKey()
@@ -390,7 +386,7 @@ async def _job(
         )
         if agent.uses_local_model:
             agent = await _with_local_model(agent, env, local_key, view, stack)
-        turn = NeuronTurn.from_spec(agent.spec, workspace=workspace)
+        turn = build_turn(agent.spec, workspace=workspace)
         turn_input = TurnInput.new(
             opts.message, session=SessionId(opts.session) if opts.session else None, config=config
         )

@@ -35,7 +35,7 @@ from ._common import (
 
 if TYPE_CHECKING:
     from airlock.config import AirlockConfig
-    from airlock.controller.jobs import Controller
+    from airlock.controller import Controller
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
 
 
 async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
-    from airlock.controller.jobs import Controller, ControllerOptions, ServiceSettings
+    from airlock.controller import Controller, ControllerOptions, ServiceSettings
 
     settings = ServiceSettings(
         concurrency=opts.concurrency, max_depth=opts.max_depth, max_follow_ups=opts.max_follow_ups

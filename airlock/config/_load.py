@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from airlock.controller.effect_policy import EffectPolicy
-from airlock.controller.policy import PolicyError, SidecarRoute, compile_plan
+from airlock.policy.effects import EffectPolicy
+from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
+from airlock.spec import EFFECT_TOOLS, AgentSpec
 from airlock.tools import available_tools
-from airlock.turn import EFFECT_TOOLS, AgentSpec
 from layer0 import (
     ContainerIsolation,
     CredentialInjection,

@@ -8,10 +8,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from airlock.controller.effect_policy import EffectPolicy
-from airlock.controller.policy import SandboxPlan, SidecarRoute, compile_plan
 from airlock.errors import ConfigError
-from airlock.turn import AgentSpec
+from airlock.policy.effects import EffectPolicy
+from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
+from airlock.spec import AgentSpec
 from layer0 import (
     CredentialInjection,
     CredentialRef,

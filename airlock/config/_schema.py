@@ -18,8 +18,8 @@ from pydantic import (
     model_validator,
 )
 
-from airlock.controller.effect_policy import EffectPolicy
-from airlock.controller.policy import SidecarRoute
+from airlock.policy.effects import EffectPolicy
+from airlock.policy.plan import SidecarRoute
 from layer0._wire import U32_MAX, Money
 
 from ._values import check_env_name, normalise_destination, parse_duration, parse_quantity

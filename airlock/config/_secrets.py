@@ -15,7 +15,7 @@ from ._schema import SecretSource
 class ConfigSecretResolver:
     """Resolves secret names through the configuration's ``secrets:`` sources.
 
-    Implements ``airlock.controller.secrets.SecretResolver``; a name the configuration
+    Implements ``airlock.policy.SecretResolver``; a name the configuration
     does not declare resolves to None, so it chains with other resolvers.
     """
 

@@ -1,54 +1,66 @@
-"""airlock.controller: environments (local process, Docker), images, policy, orchestration.
+"""airlock.controller: the controller service — durable jobs, scheduling, effects, gRPC.
 
-Importing this package is cheap: the Docker SDK and the gRPC client are only imported when
-a Docker or process environment is used. Submodules ``local``, ``orchestrator``,
-``effects``, ``policy`` and ``secrets`` are imported directly.
+::
+
+    async with Controller(config, ControllerOptions(address="127.0.0.1:0")) as controller:
+        async with ControllerClient(controller.address, controller.token) as client:
+            job = await client.submit("demo-scripted", "What is 17 * 23?")
+            job = await client.wait(job.id)
+
+``Controller`` assembles the parts: :class:`SqliteJobStore` (the durable record),
+:class:`JobService` (fair queue, bounded workers, max_duration, cancellation, effect
+orchestration, session history), :class:`AgentRunner` (an agent's turn in its own sandbox)
+and :class:`ControllerServer` (the ``airlock.controller.v1.Controller`` gRPC service with
+bearer-token auth). :class:`ControllerClient` is its client.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._docker import DockerEnvironment
-    from ._images import ImageBuildReport, build_runner_image, runner_image_tag
-    from ._process import LocalProcessEnvironment
-    from ._reaper import ReapReport, default_state_dir, reap_orphans
-    from ._resources import parse_cpu, parse_memory
+from ._app import Controller, ControllerOptions
+from ._client import ControllerClient, ControllerError, resolve_token
+from ._execute import AgentRunner, LocalModelKey, inline_script, make_environment
+from ._grpc import (
+    DEFAULT_ADDRESS,
+    ControllerServer,
+    ControllerServerError,
+    load_or_create_token,
+)
+from ._model import Job, JobError, JobEvent, JobFilter, JobState
+from ._paths import default_data_dir
+from ._queue import FairQueue, QueuedJob
+from ._service import JobNotFound, JobOrchestrator, JobService, ServiceSettings
+from ._store import JobStoreError, SqliteJobStore
+from .effects import EffectExecutor, EffectOutcome, EffectReport
 
 __all__ = [
-    "DockerEnvironment",
-    "ImageBuildReport",
-    "LocalProcessEnvironment",
-    "ReapReport",
-    "build_runner_image",
-    "default_state_dir",
-    "parse_cpu",
-    "parse_memory",
-    "reap_orphans",
-    "runner_image_tag",
+    "DEFAULT_ADDRESS",
+    "AgentRunner",
+    "Controller",
+    "ControllerClient",
+    "ControllerError",
+    "ControllerOptions",
+    "ControllerServer",
+    "ControllerServerError",
+    "EffectExecutor",
+    "EffectOutcome",
+    "EffectReport",
+    "FairQueue",
+    "Job",
+    "JobError",
+    "JobEvent",
+    "JobFilter",
+    "JobNotFound",
+    "JobOrchestrator",
+    "JobService",
+    "JobState",
+    "JobStoreError",
+    "LocalModelKey",
+    "QueuedJob",
+    "ServiceSettings",
+    "SqliteJobStore",
+    "default_data_dir",
+    "inline_script",
+    "load_or_create_token",
+    "make_environment",
+    "resolve_token",
 ]
-
-_LAZY = {
-    "DockerEnvironment": "._docker",
-    "ImageBuildReport": "._images",
-    "build_runner_image": "._images",
-    "runner_image_tag": "._images",
-    "LocalProcessEnvironment": "._process",
-    "ReapReport": "._reaper",
-    "default_state_dir": "._reaper",
-    "reap_orphans": "._reaper",
-    "parse_cpu": "._resources",
-    "parse_memory": "._resources",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'airlock.controller' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value

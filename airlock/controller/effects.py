@@ -33,8 +33,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
-from airlock.controller.effect_policy import EffectContext
 from airlock.errors import ConfigError
+from airlock.policy.effects import EffectContext
 from layer0 import (
     AgentId,
     Content,

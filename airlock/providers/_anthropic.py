@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from airlock.spec import ProviderSpec
 from airlock.turn import (
     ImagePart,
     ProviderMessage,
     ProviderRequest,
     ProviderResponse,
-    ProviderSpec,
     Role,
     StopReason,
     TextPart,

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from airlock.errors import SpecError
-from airlock.turn import PROVIDER_KINDS, Provider, ProviderSpec
+from airlock.spec import PROVIDER_KINDS, ProviderSpec
+from airlock.turn import Provider
 
 
 def create_provider(spec: ProviderSpec) -> Provider:

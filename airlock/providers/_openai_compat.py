@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from airlock.errors import SpecError
+from airlock.spec import ProviderSpec
 from airlock.turn import (
     ContentPart,
     ProviderMessage,
     ProviderRequest,
     ProviderResponse,
-    ProviderSpec,
     Role,
     StopReason,
     TextPart,

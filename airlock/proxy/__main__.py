@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from airlock.controller.policy import EgressPlan, SidecarRoute
+from airlock.policy.plan import EgressPlan, SidecarRoute
 
 from ._events import EventSink, LineSink, MultiSink
 from .bundle import BundleConfig, ProxyBundle

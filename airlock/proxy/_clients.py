@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
-from airlock.controller._egress_decision import IPNetwork
+from airlock.policy.decision import IPNetwork
 
 __all__ = ["ClientFilter"]
 

@@ -32,7 +32,7 @@ from typing import Annotated, Literal, Protocol, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from airlock.controller.secrets import redact
+from airlock.policy.secrets import redact
 
 _QUEUE_LIMIT = 10_000
 

@@ -16,7 +16,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from airlock.controller.policy import EgressPlan, SidecarRoute
+from airlock.policy.plan import EgressPlan, SidecarRoute
 
 from ._clients import ClientFilter
 from ._events import EventSink

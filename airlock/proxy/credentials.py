@@ -2,7 +2,7 @@
 
 It runs outside the sandbox (its own container on the sandbox's internal network), listens
 on an address the sandbox can reach, and forwards every request to one upstream (a
-:class:`~airlock.controller.policy.SidecarRoute`, e.g. ``https://api.anthropic.com``). It
+:class:`~airlock.policy.SidecarRoute`, e.g. ``https://api.anthropic.com``). It
 removes every credential-bearing header the sandbox sent (``authorization``, ``x-api-key``,
 ``api-key``, ``proxy-authorization`` and the route's header), then sets the route's header
 to the secret (``x-api-key: <secret>`` or ``authorization: Bearer <secret>``). The runner's
@@ -34,9 +34,9 @@ from urllib.parse import urlsplit
 
 import h11
 
-from airlock.controller._egress_decision import decide, precheck
-from airlock.controller.policy import EgressPlan, SidecarRoute
-from airlock.controller.secrets import redact
+from airlock.policy.decision import decide, precheck
+from airlock.policy.plan import EgressPlan, SidecarRoute
+from airlock.policy.secrets import redact
 
 from ._clients import ClientFilter
 from ._events import CredentialProxyEvent, EventSink

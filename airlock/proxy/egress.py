@@ -42,8 +42,8 @@ from urllib.parse import urlsplit
 
 import h11
 
-from airlock.controller._egress_decision import Decision, decide, normalise_host, parse_ip, precheck
-from airlock.controller.policy import EgressPlan
+from airlock.policy.decision import Decision, decide, normalise_host, parse_ip, precheck
+from airlock.policy.plan import EgressPlan
 
 from ._clients import ClientFilter
 from ._events import EgressEvent, EventSink

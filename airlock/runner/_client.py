@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.errors import RunnerError
+from airlock.spec import AgentSpec
 from airlock.turn import (
-    AgentSpec,
     EventSink,
     InferenceFinished,
     InferenceStarted,

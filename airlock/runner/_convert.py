@@ -26,8 +26,8 @@ from pydantic import JsonValue, ValidationError
 
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.errors import RunnerError, SpecError
+from airlock.spec import AgentSpec
 from airlock.turn import (
-    AgentSpec,
     InferenceFinished,
     InferenceStarted,
     ToolFinished,

@@ -23,9 +23,11 @@ from grpc_health.v1._async import HealthServicer
 from airlock._grpcauth import BearerAuth
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
+from airlock.build import build_turn
 from airlock.errors import RunnerError, SpecError
+from airlock.spec import AgentSpec
 from airlock.state import InMemoryStore
-from airlock.turn import AgentSpec, TurnEvent
+from airlock.turn import TurnEvent
 from layer0 import TurnError, TurnInput, TurnOutput, read_only
 
 from . import _convert as cv
@@ -279,10 +281,9 @@ class _RunnerService(pb_grpc.RunnerServicer):
             store = InMemoryStore()
             for scope, key, value in cv.state_from_proto(request.state):
                 await store.write(scope, key, value)
-            from airlock.turn import NeuronTurn  # lazy: keeps start-up to SERVING short
 
             provider = self.config.provider_factory(spec) if self.config.provider_factory else None
-            turn = NeuronTurn.from_spec(
+            turn = build_turn(
                 spec, state=read_only(store), workspace=self.config.workspace, provider=provider
             )
         except (SpecError, cv.MalformedMessage) as e:

@@ -13,16 +13,22 @@ from ._anthropic_server import (
     text_block,
     tool_use_block,
 )
+from ._echo import EchoTurn
 from ._fake_http import FakeHTTPServer, FakeResponse, RecordedRequest
 from ._fake_provider import FakeProvider, text_response, tool_response, usage_of
+from ._local_environment import LocalEnvironment
 from ._openai_server import FakeOpenAIServer, chat_completion, openai_error, tool_call
+from ._orchestrator import LocalOrchestrator
 
 __all__ = [
+    "EchoTurn",
     "FakeAnthropicServer",
     "FakeHTTPServer",
     "FakeOpenAIServer",
     "FakeProvider",
     "FakeResponse",
+    "LocalEnvironment",
+    "LocalOrchestrator",
     "RecordedRequest",
     "anthropic_error",
     "anthropic_message",

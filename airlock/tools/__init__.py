@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from airlock.errors import SpecError
-from airlock.turn import EFFECT_TOOLS, ToolDyn
+from airlock.spec import EFFECT_TOOLS, SANDBOX_TOOLS
+from airlock.turn import ToolDyn
 
 from ._base import SandboxTool, ToolInput, ToolOptions
 from ._bash import BashInput, BashOptions, BashTool
@@ -47,7 +48,7 @@ _PLAIN_TOOLS: dict[str, Any] = {"http_request": HttpRequestTool, "calculator": C
 
 def available_tools() -> list[str]:
     """Names of the tools an AgentSpec may enable (effect tools are listed by the turn)."""
-    return ["bash", "read_file", "write_file", "list_files", "edit_file", "http_request", "calculator"]
+    return list(SANDBOX_TOOLS)
 
 
 def build_tools(

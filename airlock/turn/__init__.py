@@ -8,7 +8,6 @@ from ._context import (
     Summarization,
     estimate_tokens,
 )
-from ._echo import EchoTurn
 from ._effect_tools import EFFECT_BACKFILL, EFFECT_TOOL_SCHEMAS
 from ._events import (
     EventSink,
@@ -24,11 +23,10 @@ from ._events import (
 from ._function_tool import FunctionTool, tool
 from ._hooks import BudgetHook, HookDecision, HookRegistry
 from ._logging_hook import LoggingHook
-from ._neuron import HOOK_NAMES, NeuronTurn, build_context, build_hook
+from ._neuron import NeuronTurn
 from ._provider import Provider
 from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
-from ._session import DEFAULT_MAX_TURNS, HISTORY_KEY, ResolvedConfig, TurnSession, TurnSessionError
-from ._spec import EFFECT_TOOLS, PROVIDER_KINDS, AgentSpec, ContextSpec, HookSpec, LoopLimits, ProviderSpec
+from ._session import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSession, TurnSessionError
 from ._state import SessionState, StepResult, ToolExecution
 from ._tool import ToolContext, ToolDyn
 from ._types import (
@@ -51,35 +49,25 @@ from ._types import (
 __all__ = [
     "DEFAULT_MAX_TURNS",
     "EFFECT_BACKFILL",
-    "EFFECT_TOOLS",
     "EFFECT_TOOL_SCHEMAS",
-    "HISTORY_KEY",
-    "HOOK_NAMES",
-    "PROVIDER_KINDS",
-    "AgentSpec",
     "BudgetHook",
     "Composite",
     "ContentPart",
-    "ContextSpec",
     "ContextStrategy",
-    "EchoTurn",
     "EventSink",
     "FunctionTool",
     "HookDecision",
     "HookRegistry",
-    "HookSpec",
     "ImagePart",
     "InferenceFinished",
     "InferenceStarted",
     "LoggingHook",
-    "LoopLimits",
     "NeuronTurn",
     "NoCompaction",
     "Provider",
     "ProviderMessage",
     "ProviderRequest",
     "ProviderResponse",
-    "ProviderSpec",
     "ResolvedConfig",
     "Role",
     "SessionState",
@@ -108,8 +96,6 @@ __all__ = [
     "TurnSessionError",
     "TurnStarted",
     "block_to_part",
-    "build_context",
-    "build_hook",
     "estimate_tokens",
     "part_to_block",
     "tool",

@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from decimal import Decimal, InvalidOperation
-from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from airlock.errors import SpecError
+from airlock.spec import EFFECT_TOOLS, AgentSpec, LoopLimits
 from layer0 import Hook, StateReader, TurnConfig, TurnInput, TurnOutput
 
-from ._context import Composite, ContextStrategy, NoCompaction, SlidingWindow, Summarization
+from ._context import ContextStrategy, NoCompaction
 from ._effect_tools import EFFECT_TOOL_SCHEMAS
 from ._events import EventSink
-from ._hooks import BudgetHook, HookRegistry
+from ._hooks import HookRegistry
 from ._provider import Provider
 from ._registry import ToolRegistry
 from ._session import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSession, TurnSessionError
-from ._spec import EFFECT_TOOLS, AgentSpec, ContextSpec, HookSpec, LoopLimits
 from ._state import SessionState
 from ._tool import ToolDyn
-
-#: Hook names an AgentSpec may enable.
-HOOK_NAMES = ("budget", "logging")
 
 
 def _merge(defaults: TurnConfig, override: TurnConfig | None) -> TurnConfig:
@@ -156,103 +150,3 @@ class NeuronTurn:
             max_duration_ms=cfg.max_duration,
             extra={"metadata": input.metadata} if input.metadata is not None else {},
         )
-
-    # -- building from a spec -------------------------------------------------------------
-
-    @classmethod
-    def from_spec(
-        cls,
-        spec: AgentSpec,
-        *,
-        state: StateReader | None = None,
-        workspace: Path | None = None,
-        provider: Provider | None = None,
-        events: EventSink | None = None,
-    ) -> NeuronTurn:
-        """Build the turn an AgentSpec describes.
-
-        Args:
-            spec: the blueprint.
-            state: read-only state for the session history.
-            workspace: the directory workspace tools (bash, files) are confined to.
-            provider: use this provider instead of building one from ``spec.provider``.
-            events: default event sink.
-
-        Raises:
-            SpecError: an unknown tool or hook (the message lists the valid ones), invalid
-                tool or hook options, or a provider the spec cannot build.
-        """
-        from airlock.tools import build_tools  # lazy: the tools package imports this one
-
-        if provider is None:
-            from airlock.providers import create_provider
-
-            provider = create_provider(spec.provider)
-        tools = build_tools(list(spec.tools), dict(spec.tool_options), workspace)
-        return cls(
-            provider,
-            tools=tools,
-            system=spec.system,
-            model=spec.provider.model,
-            max_tokens=spec.provider.max_tokens,
-            temperature=spec.provider.temperature,
-            context=build_context(spec.context, provider),
-            context_limit=spec.context.max_tokens,
-            hooks=[build_hook(h) for h in spec.hooks],
-            state=state,
-            defaults=spec.defaults,
-            effect_tools=[t for t in spec.tools if t in EFFECT_TOOLS],
-            limits=spec.limits,
-            name=spec.name,
-            events=events,
-            spec=spec,
-        )
-
-
-def build_context(spec: ContextSpec, provider: Provider) -> ContextStrategy:
-    """The context strategy a ContextSpec names (``composite``: sliding window, then summarization)."""
-    if spec.strategy == "sliding_window":
-        return SlidingWindow(keep_last=spec.keep_last, max_tokens=spec.max_tokens)
-    if spec.strategy == "summarization":
-        return Summarization(provider, keep_last=spec.keep_last, max_tokens=spec.max_tokens)
-    if spec.strategy == "composite":
-        return Composite(
-            [
-                Summarization(provider, keep_last=spec.keep_last, max_tokens=spec.max_tokens),
-                SlidingWindow(keep_last=spec.keep_last, max_tokens=spec.max_tokens),
-            ],
-            limit=spec.max_tokens,
-        )
-    return NoCompaction()
-
-
-def build_hook(spec: HookSpec) -> Hook:
-    """The hook a HookSpec names: ``budget`` (options ``max_cost``, ``warn_at``) or ``logging`` (``level``).
-
-    Raises:
-        SpecError: an unknown hook name (the message lists the valid ones) or invalid options.
-    """
-    options: dict[str, Any] = dict(spec.options)
-    if spec.name == "budget":
-        unknown = set(options) - {"max_cost", "warn_at"}
-        if unknown or "max_cost" not in options:
-            raise SpecError("hook 'budget' takes options max_cost (required) and warn_at")
-        try:
-            max_cost = Decimal(str(options["max_cost"]))
-            warn_at = Decimal(str(options["warn_at"])) if options.get("warn_at") is not None else None
-            return BudgetHook(max_cost, warn_at=warn_at if "warn_at" in options else Decimal("0.8"))
-        except (InvalidOperation, ValueError) as e:
-            raise SpecError(f"hook 'budget': invalid options {options}: {e}") from e
-    if spec.name == "logging":
-        import logging
-
-        from ._logging_hook import LoggingHook  # lazy: written alongside this module
-
-        unknown = set(options) - {"level"}
-        if unknown:
-            raise SpecError("hook 'logging' takes only the option level")
-        level = logging.getLevelName(str(options.get("level", "INFO")).upper())
-        if not isinstance(level, int):
-            raise SpecError(f"hook 'logging': unknown level {options.get('level')!r}")
-        return LoggingHook(level=level)
-    raise SpecError(f"unknown hook {spec.name!r}; valid hooks: {', '.join(HOOK_NAMES)}")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
 from airlock.errors import AirlockError
+from airlock.spec import HISTORY_KEY
 from layer0 import (
     Content,
     ExitReason,
@@ -66,8 +67,6 @@ log = logging.getLogger(__name__)
 
 #: Model calls allowed when neither TurnConfig nor the agent's defaults set ``max_turns``.
 DEFAULT_MAX_TURNS = 25
-#: Memory key of a session's conversation history.
-HISTORY_KEY = "history"
 
 _HISTORY = TypeAdapter(list[ProviderMessage])
 

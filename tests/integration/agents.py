@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airlock.turn import AgentSpec, ProviderSpec
+from airlock.spec import AgentSpec, ProviderSpec
 
 
 def bash_agent(*commands: str, name: str = "sandbox-probe", final: str = "done", **spec: Any) -> AgentSpec:

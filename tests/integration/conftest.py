@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from airlock.controller import DockerEnvironment, build_runner_image
-from airlock.controller._labels import LABEL_OWNER
+from airlock.images import build_runner_image
+from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.docker._labels import LABEL_OWNER
 
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 

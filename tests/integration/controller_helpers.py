@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from airlock.config import load_config
-from airlock.controller.jobs import (
+from airlock.controller import (
     AgentRunner,
     Controller,
     ControllerClient,

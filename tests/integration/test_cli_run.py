@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from airlock._cli._common import EXIT_CANCELLED
 from airlock.cli import app
-from airlock.controller._labels import LABEL_OWNER, LABEL_SANDBOX
+from airlock.sandbox.docker._labels import LABEL_OWNER, LABEL_SANDBOX
 
 pytestmark = pytest.mark.docker
 

@@ -26,7 +26,7 @@ from typing import IO, Any
 import pytest
 
 from airlock._cli._common import EXIT_CANCELLED, EXIT_USAGE
-from airlock.controller._labels import LABEL_OWNER
+from airlock.sandbox.docker._labels import LABEL_OWNER
 
 pytestmark = pytest.mark.docker
 

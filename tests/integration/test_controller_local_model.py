@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from controller_helpers import running_controller
 
-from airlock.controller.jobs import JobState
+from airlock.controller import JobState
 from airlock.localmodel._manager import _pid_alive
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -30,8 +30,7 @@ from controller_helpers import (
 )
 
 from airlock.config import AgentConfig
-from airlock.controller._labels import LABEL_OWNER
-from airlock.controller.jobs import (
+from airlock.controller import (
     AgentRunner,
     ControllerClient,
     ControllerError,
@@ -40,6 +39,7 @@ from airlock.controller.jobs import (
     JobFilter,
     JobState,
 )
+from airlock.sandbox.docker._labels import LABEL_OWNER
 from airlock.state import SqliteStore
 from layer0 import (
     AgentId,
@@ -444,7 +444,7 @@ _SERVE = """
 import asyncio, sys
 from pathlib import Path
 from airlock.config import load_config
-from airlock.controller.jobs import Controller, ControllerOptions, ServiceSettings
+from airlock.controller import Controller, ControllerOptions, ServiceSettings
 
 async def main() -> None:
     options = ControllerOptions(

@@ -23,12 +23,13 @@ import pytest
 from agents import bash_agent
 from conftest import assert_clean, my_containers
 
-from airlock.controller import DockerEnvironment
-from airlock.controller._egress import CREDENTIAL_PORT_BASE, PROXY_ALIAS
-from airlock.controller.policy import SidecarRoute
-from airlock.controller.secrets import EnvSecretResolver
+from airlock.build import build_turn
+from airlock.policy.plan import SidecarRoute
+from airlock.policy.secrets import EnvSecretResolver
 from airlock.proxy import CredentialProxyEvent
-from airlock.turn import NeuronTurn, ToolFinished
+from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.docker._egress import CREDENTIAL_PORT_BASE, PROXY_ALIAS
+from airlock.turn import ToolFinished
 from layer0 import (
     Content,
     CredentialInjection,
@@ -128,7 +129,7 @@ async def test_an_echoing_upstream_does_not_hand_the_key_to_the_sandbox(
     workspace.mkdir()
     agent = bash_agent(CALL.format(host=PROXY_ALIAS, port=CREDENTIAL_PORT_BASE))
     output = await env.run(
-        NeuronTurn.from_spec(agent, workspace=workspace),
+        build_turn(agent, workspace=workspace),
         TurnInput(message=Content.text("go"), trigger=TriggerType.user()),
         spec,
         events=sink,

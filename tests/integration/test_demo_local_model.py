@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from airlock.controller._labels import LABEL_OWNER
 from airlock.localmodel import CachePaths
 from airlock.localmodel._manager import _pid_alive
+from airlock.sandbox.docker._labels import LABEL_OWNER
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -13,7 +13,8 @@ import pytest
 from agents import bash_agent
 from conftest import assert_clean
 
-from airlock.controller import DockerEnvironment
+from airlock.build import build_turn
+from airlock.sandbox.docker import DockerEnvironment
 from airlock.turn import NeuronTurn, ToolFinished, ToolStarted
 from layer0 import (
     EnvError,
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.docker
 def turn_of(spec: Any, tmp_path: Path) -> NeuronTurn:
     workspace = tmp_path / "host-workspace"
     workspace.mkdir(exist_ok=True)
-    return NeuronTurn.from_spec(spec, workspace=workspace)
+    return build_turn(spec, workspace=workspace)
 
 
 def without_durations(output: TurnOutput) -> dict[str, Any]:

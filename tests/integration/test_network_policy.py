@@ -32,11 +32,13 @@ import pytest
 from agents import bash_agent
 from conftest import OWNER, assert_clean, my_containers
 
-from airlock.controller import DockerEnvironment
-from airlock.controller.secrets import EnvSecretResolver
+from airlock.build import build_turn
+from airlock.policy.secrets import EnvSecretResolver
 from airlock.proxy import CredentialProxyEvent, EgressEvent
+from airlock.sandbox.docker import DockerEnvironment
+from airlock.spec import AgentSpec, ProviderSpec
 from airlock.testing._anthropic_server import FakeAnthropicServer, text_block, tool_use_block
-from airlock.turn import AgentSpec, NeuronTurn, ProviderSpec, ToolFinished, ToolStarted
+from airlock.turn import ToolFinished, ToolStarted
 from layer0 import (
     Content,
     CredentialInjection,
@@ -221,7 +223,7 @@ async def run(
 
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
-    turn = NeuronTurn.from_spec(agent, workspace=workspace)
+    turn = build_turn(agent, workspace=workspace)
     output = await env.run(
         turn, TurnInput(message=Content.text("go"), trigger=TriggerType.user()), spec, events=sink, **kw
     )
@@ -437,7 +439,7 @@ async def test_unsafe_policy_is_refused_before_provisioning(
 async def test_sidecar_secret_never_enters_the_sandbox(
     penv: Any, docker_client: Any, tmp_path: Path, state_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from airlock.controller.policy import SidecarRoute
+    from airlock.policy.plan import SidecarRoute
 
     env, values = penv
     secret = "sk-ant-test-" + secrets.token_hex(20)
@@ -475,7 +477,7 @@ async def test_sidecar_secret_never_enters_the_sandbox(
         workspace = tmp_path / "ws"
         workspace.mkdir()
         output = await env.run(
-            NeuronTurn.from_spec(agent, workspace=workspace),
+            build_turn(agent, workspace=workspace),
             TurnInput(message=Content.text("check"), trigger=TriggerType.user()),
             spec,
             events=sink,

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from airlock.controller import DockerEnvironment, reap_orphans
-from airlock.controller._labels import Owner, owner_labels
-from airlock.controller._reaper import write_owner_file
+from airlock.build import build_turn
+from airlock.sandbox.docker import DockerEnvironment, reap_orphans
+from airlock.sandbox.docker._labels import Owner, owner_labels
+from airlock.sandbox.docker._reaper import write_owner_file
 
 pytestmark = pytest.mark.docker
 
@@ -79,7 +80,6 @@ def test_airlock_gc_command(runner_image: str, docker_client: Any, state_dir: Pa
 async def test_startup_sweep(runner_image: str, docker_client: Any, state_dir: Path, tmp_path: Path) -> None:
     from agents import bash_agent
 
-    from airlock.turn import NeuronTurn
     from layer0 import EnvironmentSpec, TurnInput
 
     sid = "sb-3333" + os.urandom(4).hex()
@@ -87,7 +87,7 @@ async def test_startup_sweep(runner_image: str, docker_client: Any, state_dir: P
     env = DockerEnvironment(image=runner_image, state_dir=state_dir)
     try:
         await env.run(
-            NeuronTurn.from_spec(bash_agent("true"), workspace=tmp_path),
+            build_turn(bash_agent("true"), workspace=tmp_path),
             TurnInput.new("x"),
             EnvironmentSpec(),
         )

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from agents import bash_agent
 
-from airlock.controller import DockerEnvironment
+from airlock.build import build_turn
+from airlock.sandbox.docker import DockerEnvironment
 from airlock.turn import NeuronTurn, ToolFinished
 from layer0 import EnvironmentSpec, ExitReason, TurnInput
 
@@ -93,7 +94,7 @@ START_SLEEPERS = (
 def turn_of(spec: Any, tmp_path: Path) -> NeuronTurn:
     workspace = tmp_path / "host-workspace"
     workspace.mkdir(exist_ok=True)
-    return NeuronTurn.from_spec(spec, workspace=workspace)
+    return build_turn(spec, workspace=workspace)
 
 
 async def run_tools(env: DockerEnvironment, tmp_path: Path, *commands: str) -> list[dict[str, Any]]:

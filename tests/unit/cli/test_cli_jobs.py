@@ -24,8 +24,7 @@ from typer.testing import CliRunner
 from airlock._cli._common import EXIT_CANCELLED, EXIT_ENV, EXIT_INCOMPLETE, EXIT_TURN, EXIT_USAGE
 from airlock.cli import StateChoice, app
 from airlock.config import load_config
-from airlock.controller import LocalProcessEnvironment
-from airlock.controller.jobs import (
+from airlock.controller import (
     Controller,
     ControllerOptions,
     JobState,
@@ -33,6 +32,7 @@ from airlock.controller.jobs import (
     SqliteJobStore,
     _execute,
 )
+from airlock.sandbox.process import LocalProcessEnvironment
 from layer0 import EnvironmentSpec, Turn, TurnInput, TurnOutput
 
 CONFIG = """

@@ -19,12 +19,13 @@ from typer.testing import CliRunner
 import airlock.localmodel
 from airlock._cli import _run
 from airlock.cli import app
-from airlock.controller import DockerEnvironment
-from airlock.controller._egress import sidecar_agent
-from airlock.controller._turnspec import agent_spec_of
-from airlock.controller.policy import SidecarRoute, compile_plan
 from airlock.localmodel import ServerInfo
+from airlock.policy import sidecar_agent
+from airlock.policy.plan import SidecarRoute, compile_plan
 from airlock.proxy import CredentialProxyEvent
+from airlock.sandbox._turn import agent_spec_of
+from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.docker._egress import proxy_urls
 from layer0 import EnvironmentSpec, ExitReason, Turn, TurnInput, TurnOutput
 
 GATEWAY = "172.31.0.1"
@@ -97,7 +98,7 @@ class FakeDocker(DockerEnvironment):
             "spec": spec,
             "routes": routes,
             "agent": agent,
-            "in_sandbox": sidecar_agent(agent, plan, {c.name: 9100 for c in plan.sidecars}),
+            "in_sandbox": sidecar_agent(agent, plan, proxy_urls({c.name: 9100 for c in plan.sidecars})),
             "key": await self.secrets.get("local-model-key"),
             "other": await self.secrets.get("anthropic-api-key"),
         }

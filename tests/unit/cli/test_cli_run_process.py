@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from airlock._cli import _run
 from airlock.cli import app
-from airlock.controller import LocalProcessEnvironment
+from airlock.sandbox.process import LocalProcessEnvironment
 from layer0 import EnvError, EnvironmentSpec, ExitReason, Turn, TurnError, TurnInput, TurnOutput
 
 CONFIG = """

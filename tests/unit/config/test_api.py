@@ -9,7 +9,7 @@ import pytest
 
 import airlock.config
 from airlock.config import ConfigSecretResolver, SecretSource, load_config
-from airlock.controller.secrets import ChainResolver, SecretResolver, resolve_secret
+from airlock.policy.secrets import ChainResolver, SecretResolver, resolve_secret
 from layer0 import ContainerIsolation, EnvError, GvisorIsolation, ProcessIsolation
 
 Write = Callable[..., Path]

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from airlock.config import ConfigIssue, load_config
-from airlock.controller.effect_policy import EffectPolicy
+from airlock.policy.effects import EffectPolicy
 
 Write = Callable[..., Path]
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from airlock.config import AgentConfig, AirlockConfig, load_config
-from airlock.controller._egress import sidecar_agent
-from airlock.controller.policy import SidecarRoute
 from airlock.errors import ConfigError
+from airlock.policy import sidecar_agent
+from airlock.policy.plan import SidecarRoute
+from airlock.sandbox.docker._egress import proxy_urls
 from layer0 import CredentialInjection, CredentialRef
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -52,7 +53,7 @@ def test_the_key_becomes_a_sidecar_credential_routed_to_the_server(demo: AgentCo
 
 def test_the_provider_is_pointed_at_the_credential_proxy(demo: AgentConfig) -> None:
     resolved = demo.with_local_model(URL, credential="local-model-key")
-    agent = sidecar_agent(resolved.spec, resolved.plan(), {"local-model-key": 9100})
+    agent = sidecar_agent(resolved.spec, resolved.plan(), proxy_urls({"local-model-key": 9100}))
     assert agent.provider.base_url is not None
     assert agent.provider.base_url.endswith(":9100/v1")
     assert "172.21.0.1" not in agent.provider.base_url
@@ -72,7 +73,7 @@ def test_a_url_without_a_port_keeps_its_default_port(demo: AgentConfig) -> None:
     assert resolved.sidecar_routes["local-model-key"].upstream == "http://10.0.0.5"
     plan = resolved.plan()  # the route's port (80) is allowed by the rewritten rule
     assert plan.sidecars[0].name == "local-model-key"
-    agent = sidecar_agent(resolved.spec, plan, {"local-model-key": 9100})
+    agent = sidecar_agent(resolved.spec, plan, proxy_urls({"local-model-key": 9100}))
     assert agent.provider.base_url is not None and agent.provider.base_url.endswith(":9100/v1")
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from airlock.controller.effects import EffectExecutor
-from airlock.controller.local import LocalEnvironment
-from airlock.controller.orchestrator import LocalOrchestrator
 from airlock.state import FsStore, InMemoryStore, SqliteStore
-from airlock.turn._echo import EchoTurn
+from airlock.testing import EchoTurn
+from airlock.testing._local_environment import LocalEnvironment
+from airlock.testing._orchestrator import LocalOrchestrator
 from airlock.turn._logging_hook import LoggingHook
 from layer0 import (
     AgentId,

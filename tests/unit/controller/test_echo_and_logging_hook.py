@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from airlock.turn._echo import EchoTurn
+from airlock.testing import EchoTurn
 from airlock.turn._logging_hook import LoggingHook
 from layer0 import (
     Content,

@@ -7,12 +7,12 @@ import logging
 import pytest
 from pydantic import JsonValue
 
-from airlock.controller.effect_policy import EffectContext, EffectPolicy, check_effect
 from airlock.controller.effects import EffectExecutor, EffectReport
-from airlock.controller.orchestrator import LocalOrchestrator
 from airlock.errors import ConfigError
+from airlock.policy.effects import EffectContext, EffectPolicy, check_effect
 from airlock.state import InMemoryStore
-from airlock.turn._echo import EchoTurn
+from airlock.testing import EchoTurn
+from airlock.testing._orchestrator import LocalOrchestrator
 from layer0 import (
     AgentId,
     Content,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from airlock.controller.effect_policy import (
+from airlock.policy.effects import (
     MAX_KEY_CHARS,
     EffectContext,
     EffectPolicy,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airlock.controller.local import LocalEnvironment
-from airlock.turn._echo import EchoTurn
+from airlock.testing import EchoTurn
+from airlock.testing._local_environment import LocalEnvironment
 from layer0 import (
     ContainerIsolation,
     CredentialInjection,

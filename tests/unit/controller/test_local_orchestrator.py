@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from airlock.controller.local import LocalEnvironment
-from airlock.controller.orchestrator import LocalOrchestrator
 from airlock.errors import ConfigError
-from airlock.turn._echo import EchoTurn
+from airlock.testing import EchoTurn
+from airlock.testing._local_environment import LocalEnvironment
+from airlock.testing._orchestrator import LocalOrchestrator
 from layer0 import (
     AgentId,
     EnvironmentSpec,

@@ -8,19 +8,18 @@ from typing import Any
 
 import pytest
 
-from airlock.controller._egress import (
+from airlock.policy import ResolvedCredentials, resolve_credentials, sidecar_agent
+from airlock.policy.plan import SidecarRoute, compile_plan
+from airlock.policy.secrets import EnvSecretResolver
+from airlock.proxy._clients import ClientFilter
+from airlock.proxy.bundle import BundleConfig
+from airlock.sandbox.docker._egress import (
     CREDENTIAL_PORT_BASE,
     PROXY_ALIAS,
     EgressWiring,
-    ResolvedCredentials,
-    resolve_credentials,
-    sidecar_agent,
+    proxy_urls,
 )
-from airlock.controller.policy import SidecarRoute, compile_plan
-from airlock.controller.secrets import EnvSecretResolver
-from airlock.proxy._clients import ClientFilter
-from airlock.proxy.bundle import BundleConfig
-from airlock.turn import AgentSpec, ProviderSpec
+from airlock.spec import AgentSpec, ProviderSpec
 from layer0 import (
     CredentialInjection,
     CredentialRef,
@@ -78,7 +77,7 @@ def wiring(
 def test_sidecar_points_the_default_anthropic_url_at_the_credential_proxy() -> None:
     plan = compile_plan(spec(ANTHROPIC))
     rewritten = sidecar_agent(
-        agent("anthropic", api_key_env="ANTHROPIC_API_KEY"), plan, {"anthropic-api-key": 8081}
+        agent("anthropic", api_key_env="ANTHROPIC_API_KEY"), plan, proxy_urls({"anthropic-api-key": 8081})
     )
     assert rewritten.provider.base_url == f"http://{PROXY_ALIAS}:8081"
     assert rewritten.provider.api_key_env is None  # the proxy strips whatever key is sent
@@ -91,17 +90,18 @@ def test_sidecar_keeps_the_path_below_the_upstream() -> None:
         rules=(NetworkRule(destination="10.1.2.3/32", port=8765, action=NetworkAction.ALLOW),),
     )
     plan = compile_plan(s, sidecar_routes={"local-key": route})
-    rewritten = sidecar_agent(agent("openai_compat", "http://10.1.2.3:8765/v1"), plan, {"local-key": 8081})
+    local = agent("openai_compat", "http://10.1.2.3:8765/v1")
+    rewritten = sidecar_agent(local, plan, proxy_urls({"local-key": 8081}))
     assert rewritten.provider.base_url == f"http://{PROXY_ALIAS}:8081/v1"
 
 
 def test_sidecar_leaves_other_providers_alone() -> None:
     plan = compile_plan(spec(ANTHROPIC))
     other = agent("openai_compat", "http://10.9.9.9:8000/v1")
-    assert sidecar_agent(other, plan, {"anthropic-api-key": 8081}) == other
+    assert sidecar_agent(other, plan, proxy_urls({"anthropic-api-key": 8081})) == other
     # A prefix that is not a path boundary does not count.
     tricky = agent("anthropic", "https://api.anthropic.com.evil.test")
-    assert sidecar_agent(tricky, plan, {"anthropic-api-key": 8081}) == tricky
+    assert sidecar_agent(tricky, plan, proxy_urls({"anthropic-api-key": 8081})) == tricky
 
 
 def test_sandbox_settings_per_injection(tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from airlock.controller import DockerEnvironment, LocalProcessEnvironment
-from airlock.controller._turnspec import agent_spec_of, hard_timeout_s
-from airlock.turn import AgentSpec, ProviderSpec
+from airlock.sandbox._turn import agent_spec_of, hard_timeout_s
+from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.process import LocalProcessEnvironment
+from airlock.spec import AgentSpec, ProviderSpec
 from layer0 import (
     ContainerIsolation,
     EnvError,
@@ -61,9 +62,9 @@ def test_hard_timeout() -> None:
     assert hard_timeout_s(with_defaults, plain, None, 1) == 11
 
 
-def test_importing_controller_does_not_import_docker_or_cli_libraries() -> None:
+def test_importing_the_backends_does_not_import_docker_or_cli_libraries() -> None:
     code = (
-        "import sys, airlock.controller as c; c.DockerEnvironment; c.LocalProcessEnvironment; "
+        "import sys, airlock.controller, airlock.sandbox.docker, airlock.sandbox.process; "
         "bad = [m for m in ('docker', 'typer', 'rich', 'anthropic', 'openai') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller._images import _changes, runner_image_tag
-from airlock.controller._rootfs import glibc_version, parse_print_uris, python_version
-from airlock.controller._wheels import WheelTarget, find_source_tree, runner_requirements, source_digest
 from airlock.errors import ImageError
+from airlock.images._builder import _changes, runner_image_tag
+from airlock.images._rootfs import glibc_version, parse_print_uris, python_version
+from airlock.images._wheels import WheelTarget, find_source_tree, runner_requirements, source_digest
 
 URIS = "\n".join(
     [

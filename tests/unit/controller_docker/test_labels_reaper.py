@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airlock.controller._labels import (
+from airlock.sandbox.docker._labels import (
     LABEL_CREATED_AT,
     LABEL_OWNER,
     LABEL_OWNER_START,
@@ -20,7 +20,7 @@ from airlock.controller._labels import (
     owner_labels,
     process_start,
 )
-from airlock.controller._reaper import ReapReport, _reap_dirs, write_owner_file
+from airlock.sandbox.docker._reaper import ReapReport, _reap_dirs, write_owner_file
 
 
 def dead_pid() -> int:

@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airlock.controller import LocalProcessEnvironment
-from airlock.turn import AgentSpec, NeuronTurn, ProviderSpec, ToolFinished
+from airlock.build import build_turn
+from airlock.sandbox.process import LocalProcessEnvironment
+from airlock.spec import AgentSpec, ProviderSpec
+from airlock.turn import ToolFinished
 from layer0 import EnvironmentSpec, ExitReason, ProcessIsolation, TurnInput
 
 
@@ -35,11 +37,11 @@ async def test_runs_in_a_subprocess_with_a_private_workspace(tmp_path: Path) -> 
         events.append(e)
 
     spec = agent("pwd; echo $$; env | grep -c AIRLOCK_RUNNER_TOKEN")
-    turn = NeuronTurn.from_spec(spec, workspace=tmp_path)
+    turn = build_turn(spec, workspace=tmp_path)
     out = await LocalProcessEnvironment().run(
         turn, TurnInput.new("go"), EnvironmentSpec(isolation=[ProcessIsolation()]), events=sink
     )
-    local = await NeuronTurn.from_spec(spec, workspace=tmp_path).execute(TurnInput.new("go"))
+    local = await build_turn(spec, workspace=tmp_path).execute(TurnInput.new("go"))
     assert out.exit_reason == ExitReason.complete() and out.message == local.message
     result = json.loads(next(e for e in events if isinstance(e, ToolFinished)).output)
     cwd, pid, tokens = result["stdout"].split()
@@ -52,7 +54,7 @@ async def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
     env = LocalProcessEnvironment(turn_timeout=2)
     began = time.monotonic()
     out = await env.run(
-        NeuronTurn.from_spec(agent("sleep 60"), workspace=tmp_path), TurnInput.new("go"), EnvironmentSpec()
+        build_turn(agent("sleep 60"), workspace=tmp_path), TurnInput.new("go"), EnvironmentSpec()
     )
     assert out.exit_reason == ExitReason.timeout()
     assert time.monotonic() - began < 8
@@ -67,7 +69,7 @@ async def test_cancel_stops_the_runner(tmp_path: Path) -> None:
     env = LocalProcessEnvironment()
     task = asyncio.create_task(
         env.run(
-            NeuronTurn.from_spec(agent("sleep 60"), workspace=tmp_path),
+            build_turn(agent("sleep 60"), workspace=tmp_path),
             TurnInput.new("go"),
             EnvironmentSpec(),
         )

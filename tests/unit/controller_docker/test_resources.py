@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airlock.controller._resources import (
+from airlock.policy.resources import (
     parse_bytes,
     parse_cpu,
     parse_disk,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airlock.controller._sandbox_config import (
+from airlock.sandbox.docker._config import (
     Boundary,
     SandboxDefaults,
     check_spec,

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airlock.controller.jobs import FairQueue, QueuedJob
+from airlock.controller import FairQueue, QueuedJob
 
 
 def _drain(queue: FairQueue, busy: frozenset[str] = frozenset()) -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller.jobs import (
+from airlock.controller import (
     ControllerServerError,
     Job,
     JobError,
@@ -17,7 +17,7 @@ from airlock.controller.jobs import (
     JobState,
     load_or_create_token,
 )
-from airlock.controller.jobs import _convert as jc
+from airlock.controller import _convert as jc
 from layer0 import Content, ExitReason, SessionId, TurnInput, TurnMetadata, TurnOutput
 
 

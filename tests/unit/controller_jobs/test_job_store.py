@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller.jobs import JobError, JobFilter, JobState, JobStoreError, SqliteJobStore
+from airlock.controller import JobError, JobFilter, JobState, JobStoreError, SqliteJobStore
 from layer0 import Content, ExitReason, SessionId, TurnInput, TurnMetadata, TurnOutput
 
 

@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from airlock.controller.policy import EgressPlan, compile_plan
+from airlock.policy.plan import EgressPlan, compile_plan
 from airlock.proxy import EgressEvent, EgressProxy, MemorySink
 from layer0 import EnvironmentSpec
 

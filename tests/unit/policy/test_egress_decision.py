@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airlock.controller._egress_decision import SPECIAL_RANGES, decide, parse_ip, special_range
-from airlock.controller.policy import EgressPlan, EgressRule, compile_plan
+from airlock.policy.decision import SPECIAL_RANGES, decide, parse_ip, special_range
+from airlock.policy.plan import EgressPlan, EgressRule, compile_plan
 from layer0 import EnvironmentSpec
 
 
@@ -234,7 +234,7 @@ def _kind(dest: str) -> str:
 
 
 def test_precheck_denies_without_resolving_only_when_no_rule_could_allow() -> None:
-    from airlock.controller._egress_decision import precheck
+    from airlock.policy.decision import precheck
 
     p = plan(("api.example.com", 443, "allow"), ("bad.example.com", None, "deny"))
     d = precheck(p, "other.test", 443)
@@ -252,7 +252,7 @@ def test_precheck_denies_without_resolving_only_when_no_rule_could_allow() -> No
 def test_precheck_never_resolves_a_name_because_a_cidr_rule_matches_its_port(port: int) -> None:
     """DNS exfiltration: a CIDR rule with a matching port (the demo's model endpoint rule)
     must not make the proxy resolve ``<data>.attacker.test``."""
-    from airlock.controller._egress_decision import precheck
+    from airlock.policy.decision import precheck
 
     for rules in ([("172.17.0.1/32", port, "allow")], [("10.0.0.0/8", None, "allow")]):
         d = precheck(plan(*rules), "c2VjcmV0.attacker.test", port)

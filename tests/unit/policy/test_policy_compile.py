@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from airlock.controller.policy import (
+from airlock.errors import ConfigError
+from airlock.policy.plan import (
     SIDECAR_CONVENTIONS,
     EgressPlan,
     PolicyError,
@@ -14,7 +15,6 @@ from airlock.controller.policy import (
     SidecarRoute,
     compile_plan,
 )
-from airlock.errors import ConfigError
 from layer0 import EnvironmentSpec
 
 ANTHROPIC_ALLOW = {"destination": "api.anthropic.com", "port": 443, "action": "allow"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller.secrets import (
+from airlock.policy.secrets import (
     REDACTED,
     ChainResolver,
     EnvSecretResolver,

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from airlock.providers import AnthropicProvider, OpenAICompatProvider, create_provider
+from airlock.spec import ProviderSpec
 from airlock.testing._anthropic_server import FakeAnthropicServer
 from airlock.testing._openai_server import FakeOpenAIServer
-from airlock.turn import ProviderSpec
 
 
 @pytest.fixture

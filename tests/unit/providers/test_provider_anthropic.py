@@ -12,6 +12,7 @@ from provider_helpers import CALC, ECHO, request, tool_round_trip, user
 
 from airlock.errors import SpecError
 from airlock.providers import PLACEHOLDER_API_KEY, AnthropicProvider, create_provider
+from airlock.spec import ProviderSpec
 from airlock.testing._anthropic_server import (
     FakeAnthropicServer,
     anthropic_message,
@@ -23,7 +24,6 @@ from airlock.testing._fake_http import FakeResponse
 from airlock.turn import (
     ImagePart,
     ProviderMessage,
-    ProviderSpec,
     Role,
     StopReason,
     TextPart,

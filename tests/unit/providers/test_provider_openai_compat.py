@@ -10,12 +10,12 @@ from provider_helpers import CALC, ECHO, request, tool_round_trip, user
 
 from airlock.errors import SpecError
 from airlock.providers import PLACEHOLDER_API_KEY, OpenAICompatProvider, create_provider
+from airlock.spec import ProviderSpec
 from airlock.testing._fake_http import FakeResponse
 from airlock.testing._openai_server import FakeOpenAIServer, chat_completion, tool_call
 from airlock.turn import (
     ImagePart,
     ProviderMessage,
-    ProviderSpec,
     Role,
     StopReason,
     TextPart,

@@ -18,8 +18,9 @@ from airlock.providers import (
     create_provider,
     load_script,
 )
+from airlock.spec import ProviderSpec
 from airlock.testing._anthropic_server import FakeAnthropicServer, text_block, tool_use_block
-from airlock.turn import ProviderSpec, StopReason, TextPart, TokenUsage, ToolUsePart
+from airlock.turn import StopReason, TextPart, TokenUsage, ToolUsePart
 from layer0 import TurnError
 
 YAML_SCRIPT = """\

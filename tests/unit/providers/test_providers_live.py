@@ -8,7 +8,8 @@ import pytest
 from provider_helpers import CALC, request, user
 
 from airlock.providers import create_provider
-from airlock.turn import ProviderSpec, StopReason
+from airlock.spec import ProviderSpec
+from airlock.turn import StopReason
 
 pytestmark = pytest.mark.live
 

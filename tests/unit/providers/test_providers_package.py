@@ -10,7 +10,8 @@ import pytest
 import airlock.providers
 from airlock.errors import SpecError
 from airlock.providers import create_provider
-from airlock.turn import Provider, ProviderSpec
+from airlock.spec import ProviderSpec
+from airlock.turn import Provider
 
 
 def test_import_does_not_load_sdks() -> None:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from proxy_servers import SSE_EVENTS, Cert, RecordingServer
 
-from airlock.controller.policy import SidecarRoute
+from airlock.policy.plan import SidecarRoute
 from airlock.proxy import CredentialProxy, CredentialProxyEvent, MemorySink
 
 SECRET = "sk-ant-api03-SECRET-value-0123456789"

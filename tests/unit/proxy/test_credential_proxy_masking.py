@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airlock.controller.policy import SidecarRoute
+from airlock.policy.plan import SidecarRoute
 from airlock.proxy import CredentialProxy, CredentialProxyEvent, MemorySink
 from airlock.proxy._redact import SecretPatterns, StreamRedactor
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from proxy_servers import Cert, RecordingServer
 
-from airlock.controller.policy import EgressPlan, compile_plan
+from airlock.policy.plan import EgressPlan, compile_plan
 from airlock.proxy import EgressEvent, EgressProxy, MemorySink
 from layer0 import EnvironmentSpec
 

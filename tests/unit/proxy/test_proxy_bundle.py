@@ -11,7 +11,7 @@ import httpx
 import pytest
 from proxy_servers import RecordingServer
 
-from airlock.controller.policy import EgressPlan, EgressRule, SidecarRoute
+from airlock.policy.plan import EgressPlan, EgressRule, SidecarRoute
 from airlock.proxy import PROXY_EVENT, CredentialProxyEvent, EgressEvent, MemorySink
 from airlock.proxy.bundle import BundleConfig, CredentialListener, ProxyBundle
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 from proxy_servers import RecordingServer
 
-from airlock.controller.policy import EgressPlan, EgressRule
+from airlock.policy.plan import EgressPlan, EgressRule
 from airlock.proxy import PROXY_EVENT, CredentialProxyEvent, EgressEvent
 
 SECRET = "sk-ant-api03-CLI-SECRET-9876543210"

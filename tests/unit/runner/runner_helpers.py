@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airlock.turn import AgentSpec, ProviderSpec
+from airlock.spec import AgentSpec, ProviderSpec
 
 
 def text_step(text: str, tokens: tuple[int, int] = (10, 5), cost: str | None = "0.0010") -> dict[str, Any]:

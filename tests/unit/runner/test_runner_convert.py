@@ -12,14 +12,10 @@ from hypothesis import strategies as st
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.errors import SpecError
 from airlock.runner import _convert as cv
+from airlock.spec import AgentSpec, ContextSpec, HookSpec, LoopLimits, ProviderSpec
 from airlock.turn import (
-    AgentSpec,
-    ContextSpec,
-    HookSpec,
     InferenceFinished,
     InferenceStarted,
-    LoopLimits,
-    ProviderSpec,
     ToolFinished,
     ToolStarted,
     TurnLog,

@@ -13,6 +13,7 @@ from runner_helpers import scripted_spec, text_step, tool_step
 
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
+from airlock.build import build_turn
 from airlock.runner import (
     SERVICE_NAME,
     RemoteTurn,
@@ -26,7 +27,6 @@ from airlock.state import InMemoryStore
 from airlock.turn import (
     InferenceFinished,
     InferenceStarted,
-    NeuronTurn,
     ToolFinished,
     ToolStarted,
     TurnEvent,
@@ -68,7 +68,7 @@ async def _in_process(
     async def sink(event: TurnEvent) -> None:
         events.append(event)
 
-    turn = NeuronTurn.from_spec(spec, state=read_only(store), workspace=workspace, events=sink)
+    turn = build_turn(spec, state=read_only(store), workspace=workspace, events=sink)
     output = await turn.execute(input)
     return output, events
 

@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
-from airlock.controller import LocalProcessEnvironment
+from airlock.build import build_turn
 from airlock.errors import ToolError
+from airlock.sandbox.process import LocalProcessEnvironment
+from airlock.spec import AgentSpec, ProviderSpec
 from airlock.tools import build_tools
-from airlock.turn import AgentSpec, ProviderSpec, ToolContext, ToolFinished
+from airlock.turn import ToolContext, ToolFinished
 from layer0 import EnvironmentSpec, ExitReason, TurnInput
 
 CTX = ToolContext(tool_use_id="t1")
@@ -142,10 +144,8 @@ async def _run_in_runner(workspace: Path, *commands: str) -> list[dict[str, Any]
     async def sink(event: Any) -> None:
         events.append(event)
 
-    from airlock.turn import NeuronTurn
-
     out = await LocalProcessEnvironment().run(
-        NeuronTurn.from_spec(_agent(*commands), workspace=workspace),
+        build_turn(_agent(*commands), workspace=workspace),
         TurnInput.new("go"),
         EnvironmentSpec(),
         events=sink,

@@ -7,8 +7,9 @@ from pydantic import JsonValue
 from turn_helpers import Recorder, result_parts
 
 from airlock.errors import SpecError
+from airlock.spec import EFFECT_TOOLS
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
-from airlock.turn import EFFECT_TOOLS, NeuronTurn, ToolResultPart, tool
+from airlock.turn import NeuronTurn, ToolResultPart, tool
 from layer0 import (
     AgentId,
     Delegate,

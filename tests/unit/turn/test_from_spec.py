@@ -8,20 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from airlock.build import build_hook, build_turn
 from airlock.errors import SpecError
 from airlock.providers import ScriptedProvider
+from airlock.spec import AgentSpec, HookSpec
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
 from airlock.turn import (
-    AgentSpec,
     BudgetHook,
     Composite,
-    HookSpec,
     LoggingHook,
-    NeuronTurn,
     NoCompaction,
     SlidingWindow,
     Summarization,
-    build_hook,
 )
 from layer0 import Content, ExitReason, Scope, SessionId, TurnError, TurnInput, WriteMemory
 
@@ -64,7 +62,7 @@ limits: {stuck_threshold: 3}
 
 async def test_agent_from_yaml_runs_on_the_scripted_provider() -> None:
     spec = AgentSpec.from_yaml(SPEC_YAML)
-    turn = NeuronTurn.from_spec(spec)
+    turn = build_turn(spec)
     assert turn.spec is spec and turn.name == "calc-agent"
     assert isinstance(turn.provider, ScriptedProvider)
     assert isinstance(turn.context, SlidingWindow) and turn.context.keep_last == 8
@@ -113,7 +111,7 @@ async def test_injected_provider_and_workspace_tools(tmp_path: Path) -> None:
     provider = FakeProvider(
         [tool_response(("r1", "read_file", {"path": "note.txt"})), text_response("read it")]
     )
-    turn = NeuronTurn.from_spec(spec(tools=["read_file"]), workspace=tmp_path, provider=provider)
+    turn = build_turn(spec(tools=["read_file"]), workspace=tmp_path, provider=provider)
     out = await turn.execute(TurnInput.new("read the note"))
     assert out.exit_reason == ExitReason.complete()
     result = provider.requests[1].messages[2].content[0]
@@ -122,7 +120,7 @@ async def test_injected_provider_and_workspace_tools(tmp_path: Path) -> None:
 
 def test_workspace_tools_need_a_workspace() -> None:
     with pytest.raises(SpecError, match="workspace"):
-        NeuronTurn.from_spec(spec(tools=["bash"]), provider=FakeProvider())
+        build_turn(spec(tools=["bash"]), provider=FakeProvider())
 
 
 @pytest.mark.parametrize(
@@ -135,7 +133,7 @@ def test_workspace_tools_need_a_workspace() -> None:
     ],
 )
 def test_context_strategy_from_spec(strategy: str, kind: type) -> None:
-    turn = NeuronTurn.from_spec(spec(context={"strategy": strategy}), provider=FakeProvider())
+    turn = build_turn(spec(context={"strategy": strategy}), provider=FakeProvider())
     assert isinstance(turn.context, kind)
 
 
@@ -161,7 +159,7 @@ async def test_budget_hook_from_spec_halts() -> None:
         [tool_response(("t", "calculator", {"expression": "1+1"}), cost=Decimal("0.6")), text_response("2")]
     )
     s = spec(tools=["calculator"], hooks=[{"name": "budget", "options": {"max_cost": "0.5"}}])
-    out = await NeuronTurn.from_spec(s, provider=provider).execute(TurnInput.new("x"))
+    out = await build_turn(s, provider=provider).execute(TurnInput.new("x"))
     assert out.exit_reason.kind == "observer_halt" and provider.calls == 1
 
 
@@ -169,6 +167,6 @@ async def test_scripted_signature_mismatch_fails_loudly() -> None:
     bad = AgentSpec.from_yaml(
         SPEC_YAML.replace("tools: [calculator, write_memory], messages: 1", "messages: 7")
     )
-    turn = NeuronTurn.from_spec(bad)
+    turn = build_turn(bad)
     with pytest.raises(TurnError, match="step"):
         await turn.execute(TurnInput.new("x"))

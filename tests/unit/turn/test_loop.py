@@ -8,10 +8,10 @@ from decimal import Decimal
 import pytest
 from turn_helpers import Recorder, add, echo, result_parts
 
+from airlock.spec import LoopLimits
 from airlock.state import InMemoryStore
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
 from airlock.turn import (
-    LoopLimits,
     NeuronTurn,
     ProviderMessage,
     ProviderRequest,

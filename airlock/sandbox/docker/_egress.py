@@ -40,32 +40,25 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airlock.images import docker_errors
+from airlock.policy import CredentialPlacement, ResolvedCredentials, SandboxPlan, redact
 from layer0 import EnvError
 
-from ._dockerapi import docker_errors
-from .policy import CredentialPlacement, SandboxPlan
-from .secrets import SecretResolver, redact, resolve_secret
-
 if TYPE_CHECKING:
-    from airlock.turn import AgentSpec
-
-    from ._turnspec import EventSink
+    from airlock.sandbox._turn import EventSink
 
 __all__ = [
     "EGRESS_NETWORK",
     "PROXY_ALIAS",
     "EgressWiring",
-    "ResolvedCredentials",
     "ensure_egress_network",
-    "resolve_credentials",
-    "sidecar_agent",
+    "proxy_urls",
 ]
 
-_log = logging.getLogger("airlock.controller.egress")
+_log = logging.getLogger("airlock.sandbox.docker.egress")
 
 #: The shared egress network (a normal bridge, containers isolated from each other).
 EGRESS_NETWORK = "airlock-egress"
@@ -76,62 +69,11 @@ EGRESS_PORT = 3128
 CREDENTIAL_PORT_BASE = 8081
 _READY_LINE = "airlock-proxy bundle ready"
 _LABEL_EGRESS = "airlock.egress"
-#: Where each provider kind sends requests when its ``base_url`` is unset.
-PROVIDER_DEFAULT_URLS = {
-    "anthropic": "https://api.anthropic.com",
-    "openai_compat": "https://api.openai.com/v1",
-}
 
 
-@dataclass
-class ResolvedCredentials:
-    """Secret values by credential name (kept in memory; redacted from everything we emit)."""
-
-    values: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        """Every value, for redaction."""
-        return tuple(self.values.values())
-
-
-async def resolve_credentials(plan: SandboxPlan, resolver: SecretResolver | None) -> ResolvedCredentials:
-    """Look up every credential of ``plan``.
-
-    Raises:
-        EnvError: ``credential_failed`` when a secret is missing or no resolver is configured.
-    """
-    out = ResolvedCredentials()
-    if not plan.credentials:
-        return out
-    if resolver is None:
-        names = ", ".join(c.name for c in plan.credentials)
-        raise EnvError.credential_failed(
-            f"the spec asks for credentials ({names}) but this environment has no secret resolver "
-            "(DockerEnvironment(secrets=...))"
-        )
-    for c in plan.credentials:
-        out.values[c.name] = await resolve_secret(resolver, c.name)
-    return out
-
-
-def sidecar_agent(agent: AgentSpec, plan: SandboxPlan, ports: dict[str, int]) -> AgentSpec:
-    """``agent`` with its provider pointed at the credential proxy that carries its key.
-
-    A sidecar route applies when the provider's base URL (or its kind's default) is the
-    route's upstream or lies below it; the path below is kept (``…/v1``). The provider's
-    ``api_key_env`` is cleared: the proxy strips whatever key the runner sends.
-    """
-    provider = agent.provider
-    base = (provider.base_url or PROVIDER_DEFAULT_URLS.get(provider.kind, "")).rstrip("/")
-    for c in plan.sidecars:
-        assert c.route is not None
-        upstream = c.route.upstream.rstrip("/")
-        if base and (base == upstream or base.startswith(upstream + "/")):
-            url = f"http://{PROXY_ALIAS}:{ports[c.name]}{base[len(upstream) :]}"
-            new = provider.model_copy(update={"base_url": url, "api_key_env": None})
-            return agent.model_copy(update={"provider": new})
-    return agent
+def proxy_urls(ports: dict[str, int]) -> dict[str, str]:
+    """Each sidecar credential's proxy URL as the sandbox reaches it (by the proxy's alias)."""
+    return {name: f"http://{PROXY_ALIAS}:{port}" for name, port in ports.items()}
 
 
 def ensure_egress_network(client: Any, name: str = EGRESS_NETWORK) -> Any:

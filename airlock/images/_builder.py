@@ -68,6 +68,19 @@ def image_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "airlock" / "images"
 
 
+def checkout_digest() -> str | None:
+    """The source digest an image built from this checkout would carry (None: not a checkout)."""
+    try:
+        return _image_digest(_wheels.find_source_tree(None))
+    except Exception:
+        return None
+
+
+def _image_digest(src: Path) -> str:
+    """The digest label of an image built from the source tree ``src`` by this recipe."""
+    return hashlib.sha256(f"{RECIPE_VERSION}:{_wheels.source_digest(src)}".encode()).hexdigest()[:16]
+
+
 @dataclass
 class ImageBuildReport:
     """What a build did.
@@ -118,7 +131,7 @@ async def build_runner_image(
     tag = tag or runner_image_tag()
     say = on_step or (lambda _msg: None)
     src = _wheels.find_source_tree(source)
-    digest = hashlib.sha256(f"{RECIPE_VERSION}:{_wheels.source_digest(src)}".encode()).hexdigest()[:16]
+    digest = _image_digest(src)
     client = await _client()
     existing = await asyncio.to_thread(_get_image, client, tag)
     if existing is not None and not force and existing["Config"]["Labels"].get(LABEL_DIGEST) == digest:

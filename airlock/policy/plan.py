@@ -7,7 +7,7 @@ with :meth:`SandboxPlan.render_text` or the row data of :meth:`SandboxPlan.egres
 :meth:`SandboxPlan.credential_rows`. Everything unsafe or contradictory is rejected here,
 at configuration time, with every problem listed in one :class:`PolicyError`.
 
-Network meaning (enforced by the egress proxy with ``decide`` in ``_egress_decision``):
+Network meaning (enforced by the egress proxy with ``decide`` in :mod:`airlock.policy.decision`):
 
 - **Default deny.** No ``spec.network`` means deny all egress. ``network_policy`` isolation
   rules add to ``spec.network.rules``; the default comes from ``spec.network`` only.
@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from airlock.errors import ConfigError
 from layer0 import EnvironmentSpec, NetworkPolicyIsolation, NetworkRule
 
-from ._egress_decision import (
+from .decision import (
     SPECIAL_RANGES,
     IPAddress,
     IPNetwork,

@@ -58,6 +58,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from airlock.images import docker_client, docker_errors, require_image, runner_image_tag
+from airlock.policy import SecretResolver, SidecarRoute, redact, resolve_credentials, sidecar_agent
+from airlock.sandbox._turn import EventSink, agent_spec_of, hard_timeout_s, timeout_output
 from layer0 import (
     EnvError,
     EnvironmentSpec,
@@ -68,19 +71,7 @@ from layer0 import (
     TurnOutput,
 )
 
-from ._dockerapi import docker_client, docker_errors
-from ._egress import (
-    EGRESS_NETWORK,
-    EgressWiring,
-    ensure_egress_network,
-    network_gateway,
-    resolve_credentials,
-    sidecar_agent,
-)
-from ._images import require_image, runner_image_tag
-from ._labels import LABEL_SANDBOX, owner_labels
-from ._reaper import ReapReport, default_state_dir, owner_file, reap_orphans, write_owner_file
-from ._sandbox_config import (
+from ._config import (
     SOCKET_NAME,
     TOKEN_NAME,
     Boundary,
@@ -91,17 +82,23 @@ from ._sandbox_config import (
     resolve_boundary,
     resolve_limits,
 )
-from ._turnspec import EventSink, agent_spec_of, hard_timeout_s, timeout_output
-from .policy import SidecarRoute
-from .secrets import SecretResolver, redact
+from ._egress import (
+    EGRESS_NETWORK,
+    EgressWiring,
+    ensure_egress_network,
+    network_gateway,
+    proxy_urls,
+)
+from ._labels import LABEL_SANDBOX, owner_labels
+from ._reaper import ReapReport, default_state_dir, owner_file, reap_orphans, write_owner_file
 
 if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
-    from airlock.turn import AgentSpec
+    from airlock.spec import AgentSpec
 
 __all__ = ["DockerEnvironment"]
 
-_log = logging.getLogger("airlock.controller.docker")
+_log = logging.getLogger("airlock.sandbox.docker")
 _T = TypeVar("_T")
 _POLL_S = 0.01
 _LOG_TAIL = 30
@@ -221,7 +218,7 @@ class DockerEnvironment:
         sandbox.wiring = wiring
         try:
             await sandbox.provision(image=image, limits=limits, runtimes=runtimes, boundary=boundary)
-            agent = sidecar_agent(agent, plan, wiring.ports)
+            agent = sidecar_agent(agent, plan, proxy_urls(wiring.ports))
             await sandbox.wait_serving(self.start_timeout, agent, state)
             output = await sandbox.execute(
                 input, sink, hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace), limits

@@ -12,16 +12,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airlock.turn import AgentSpec
+from airlock.build import build_turn
+from airlock.spec import AgentSpec
 from layer0 import EnvError, Scope, TurnInput, TurnOutput
 
 if TYPE_CHECKING:
     from airlock.config import AgentConfig, AirlockConfig
-    from airlock.controller import DockerEnvironment, LocalProcessEnvironment
-    from airlock.controller._turnspec import EventSink
-    from airlock.controller.policy import SidecarRoute
-    from airlock.controller.secrets import SecretResolver
     from airlock.localmodel import LocalModelServer
+    from airlock.policy.plan import SidecarRoute
+    from airlock.policy.secrets import SecretResolver
+    from airlock.sandbox._turn import EventSink
+    from airlock.sandbox.docker import DockerEnvironment
+    from airlock.sandbox.process import LocalProcessEnvironment
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -67,11 +69,11 @@ def make_environment(
         EnvError: ``other`` for a backend this controller cannot run.
     """
     if backend == "docker":
-        from airlock.controller import DockerEnvironment
+        from airlock.sandbox.docker import DockerEnvironment
 
         return DockerEnvironment(secrets=secrets, sidecar_routes=sidecar_routes, **options)
     if backend == "process":
-        from airlock.controller import LocalProcessEnvironment
+        from airlock.sandbox.process import LocalProcessEnvironment
 
         return LocalProcessEnvironment()
     raise EnvError.other(
@@ -147,7 +149,7 @@ class AgentRunner:
         env = self._envs.get(agent.name)
         if env is None:
             from airlock.config import ConfigSecretResolver
-            from airlock.controller.secrets import ChainResolver
+            from airlock.policy.secrets import ChainResolver
 
             key = self._keys.setdefault(agent.name, LocalModelKey())
             options: dict[str, Any] = {"sweep": False}
@@ -176,8 +178,8 @@ class AgentRunner:
             await self._local_model_server(self._environment(agent))
 
     async def _local_model_server(self, env: object) -> LocalModelServer:
-        from airlock.controller import DockerEnvironment
         from airlock.localmodel import DEFAULT_HOST, LocalModelServer
+        from airlock.sandbox.docker import DockerEnvironment
 
         async with self._local_lock:
             if self._local_model is None:
@@ -199,7 +201,7 @@ class AgentRunner:
             return self._local_model
 
     async def _with_local_model(self, agent: AgentConfig, env: object) -> AgentConfig:
-        from airlock.controller import DockerEnvironment
+        from airlock.sandbox.docker import DockerEnvironment
 
         info = (await self._local_model_server(env)).info
         if info is None:  # pragma: no cover - start() sets it
@@ -223,13 +225,12 @@ class AgentRunner:
             EnvError: the sandbox could not be provisioned, or its turn failed.
             SpecError: the agent's scripted provider names an unreadable script.
         """
-        from airlock.controller import DockerEnvironment
-        from airlock.turn import NeuronTurn
+        from airlock.sandbox.docker import DockerEnvironment
 
         env = self._environment(agent)
         if agent.uses_local_model:
             agent = await self._with_local_model(agent, env)
-        turn = NeuronTurn.from_spec(inline_script(agent.spec), workspace=self._workspace)
+        turn = build_turn(inline_script(agent.spec), workspace=self._workspace)
         if isinstance(env, DockerEnvironment):
             return await env.run(
                 turn,
@@ -243,8 +244,8 @@ class AgentRunner:
 
     async def reap(self) -> Any:
         """Remove sandboxes whose controller process is gone; the ReapReport (None without Docker)."""
-        from airlock.controller import reap_orphans
-        from airlock.controller._dockerapi import docker_client
+        from airlock.images._dockerapi import docker_client
+        from airlock.sandbox.docker import reap_orphans
 
         try:
             client = await asyncio.to_thread(docker_client)

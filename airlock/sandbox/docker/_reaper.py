@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._dockerapi import docker_errors
+from airlock.images import docker_errors
+
 from ._labels import LABEL_OWNER, LABEL_OWNER_START, LABEL_SANDBOX, Owner, owner_is_gone
 
 SANDBOX_ID = re.compile(r"^sb-[0-9a-f]{12,32}$")

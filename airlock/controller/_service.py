@@ -25,10 +25,10 @@ from typing import Any
 
 from pydantic import BaseModel, JsonValue
 
-from airlock.controller.effect_policy import EffectContext, check_effect
 from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectReport
 from airlock.errors import AirlockError, ConfigError
-from airlock.turn import HISTORY_KEY
+from airlock.policy.effects import EffectContext, check_effect
+from airlock.spec import HISTORY_KEY
 from layer0 import (
     AgentId,
     Effect,

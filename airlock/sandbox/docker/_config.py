@@ -12,6 +12,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airlock.policy.plan import PolicyError, SandboxPlan, SidecarRoute, compile_plan
+from airlock.policy.resources import parse_cpu, parse_disk, parse_gpu, parse_memory, tmpfs_size
 from layer0 import (
     ContainerIsolation,
     CustomIsolation,
@@ -23,9 +25,6 @@ from layer0 import (
     ProcessIsolation,
     WasmIsolation,
 )
-
-from ._resources import parse_cpu, parse_disk, parse_gpu, parse_memory, tmpfs_size
-from .policy import PolicyError, SandboxPlan, SidecarRoute, compile_plan
 
 #: Inside the sandbox: the control directory (the only host path), the runner's socket and
 #: token file, the workspace.

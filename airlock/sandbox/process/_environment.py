@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import airlock
+from airlock.sandbox._turn import EventSink, agent_spec_of, hard_timeout_s, timeout_output
 from layer0 import (
     EnvError,
     EnvironmentSpec,
@@ -40,10 +41,8 @@ from layer0 import (
     TurnOutput,
 )
 
-from ._turnspec import EventSink, agent_spec_of, hard_timeout_s, timeout_output
-
 if TYPE_CHECKING:
-    from airlock.turn import AgentSpec
+    from airlock.spec import AgentSpec
 
 __all__ = ["LocalProcessEnvironment"]
 

@@ -8,25 +8,25 @@ from typing import TYPE_CHECKING, Any
 from layer0 import EnvError, ExitReason, Turn, TurnInput, TurnMetadata, TurnOutput
 
 if TYPE_CHECKING:
-    from airlock.turn import AgentSpec
+    from airlock.spec import AgentSpec
 
 #: Receives each event of the turn as it happens (``airlock.turn.EventSink``).
 EventSink = Callable[[Any], Awaitable[None]]
 
 
 def agent_spec_of(turn: Turn) -> AgentSpec:
-    """The AgentSpec a turn was built from (``NeuronTurn.from_spec``) or runs (``RemoteTurn``).
+    """The AgentSpec a turn was built from (``airlock.build.build_turn``) or runs (``RemoteTurn``).
 
     Raises:
         EnvError: ``other`` when the turn carries none — its code cannot cross into a sandbox.
     """
-    from airlock.turn import AgentSpec
+    from airlock.spec import AgentSpec
 
     spec = getattr(turn, "spec", None)
     if not isinstance(spec, AgentSpec):
         raise EnvError.other(
             f"{type(turn).__name__} cannot run in a sandbox: the runner rebuilds the turn from its "
-            "AgentSpec, and this turn has none (build it with NeuronTurn.from_spec(spec), or use a "
+            "AgentSpec, and this turn has none (build it with build_turn(spec), or use a "
             "RemoteTurn)"
         )
     return spec

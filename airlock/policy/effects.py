@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, Strict, StringConstraints
 
-from airlock.turn import HISTORY_KEY
+from airlock.spec import HISTORY_KEY
 from layer0 import (
     AgentId,
     CustomEffect,

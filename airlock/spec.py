@@ -1,7 +1,9 @@
-"""AgentSpec: the declarative, serializable blueprint a NeuronTurn is built from.
+"""AgentSpec and friends: the declarative, serializable blueprint of an agent.
 
-It crosses the wire to the runner, so it is plain data: validated, with unknown
-keys rejected (a typo in a YAML file fails loudly).
+It crosses the wire to the runner, so it is plain data: validated, with unknown keys
+rejected (a typo in a YAML file fails loudly). It names tools, a provider, hooks and a
+context strategy; :mod:`airlock.build` turns it into a running ``NeuronTurn``. This module
+imports nothing of airlock but its errors, so every layer may describe an agent.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 from layer0 import TurnConfig
 
 PROVIDER_KINDS = ("anthropic", "openai_compat", "scripted")
+#: Tools the turn itself implements: calling one declares an effect (never run in the sandbox).
 EFFECT_TOOLS = ("write_memory", "delete_memory", "delegate", "handoff", "signal")
+#: Tools that run inside the sandbox (their implementations: ``airlock.tools``).
+SANDBOX_TOOLS = ("bash", "read_file", "write_file", "list_files", "edit_file", "http_request", "calculator")
+#: Every tool name an AgentSpec may list.
+TOOL_NAMES = SANDBOX_TOOLS + EFFECT_TOOLS
+#: The session-scope state key holding a session's conversation history.
+HISTORY_KEY = "history"
 
 
 class _Spec(BaseModel):
@@ -99,9 +108,7 @@ class AgentSpec(_Spec):
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, value: list[str]) -> list[str]:
-        from airlock.tools import available_tools  # lazy: tools import turn types
-
-        valid = sorted(set(available_tools()) | set(EFFECT_TOOLS))
+        valid = sorted(TOOL_NAMES)
         unknown = [t for t in value if t not in valid]
         if unknown:
             raise ValueError(f"unknown tool(s) {', '.join(unknown)}; valid tools: {', '.join(valid)}")

@@ -1,0 +1,67 @@
+"""airlock.policy: what a sandbox may do, as data every backend and proxy shares.
+
+Backend-neutral and cheap to import (pydantic and the standard library):
+
+* :mod:`.plan` — :func:`compile_plan` turns an ``EnvironmentSpec``'s network and
+  credential parts into a :class:`SandboxPlan` (egress rules, sidecar routes, placements).
+* :mod:`.decision` — the egress decision (:func:`decide`, :func:`precheck`) the proxies
+  enforce.
+* :mod:`.secrets` — secret resolvers and :func:`redact`.
+* :mod:`.credentials` — resolving a plan's credentials and pointing an agent at its sidecar.
+* :mod:`.effects` — the effect policy a sandbox's declared effects are checked against.
+* :mod:`.resources` — Kubernetes-style quantities (``512Mi``, ``500m``).
+"""
+
+from .credentials import PROVIDER_DEFAULT_URLS, ResolvedCredentials, resolve_credentials, sidecar_agent
+from .decision import Decision, decide, precheck
+from .effects import EffectContext, EffectPolicy, check_effect
+from .plan import (
+    SIDECAR_CONVENTIONS,
+    CredentialPlacement,
+    EgressPlan,
+    EgressRule,
+    PolicyError,
+    SandboxPlan,
+    SidecarRoute,
+    compile_plan,
+)
+from .resources import parse_cpu, parse_memory
+from .secrets import (
+    REDACTED,
+    ChainResolver,
+    EnvSecretResolver,
+    FileSecretResolver,
+    SecretResolver,
+    redact,
+    resolve_secret,
+)
+
+__all__ = [
+    "PROVIDER_DEFAULT_URLS",
+    "REDACTED",
+    "SIDECAR_CONVENTIONS",
+    "ChainResolver",
+    "CredentialPlacement",
+    "Decision",
+    "EffectContext",
+    "EffectPolicy",
+    "EgressPlan",
+    "EgressRule",
+    "EnvSecretResolver",
+    "FileSecretResolver",
+    "PolicyError",
+    "ResolvedCredentials",
+    "SandboxPlan",
+    "SecretResolver",
+    "SidecarRoute",
+    "check_effect",
+    "compile_plan",
+    "decide",
+    "parse_cpu",
+    "parse_memory",
+    "precheck",
+    "redact",
+    "resolve_credentials",
+    "resolve_secret",
+    "sidecar_agent",
+]

@@ -1,0 +1,76 @@
+"""Credentials of a compiled plan: resolving their values, and pointing an agent at its sidecar.
+
+Backend-neutral: a backend decides where its credential proxies listen and hands their URLs
+to :func:`sidecar_agent`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from airlock.spec import AgentSpec
+from layer0 import EnvError
+
+from .plan import SandboxPlan
+from .secrets import SecretResolver, resolve_secret
+
+__all__ = ["PROVIDER_DEFAULT_URLS", "ResolvedCredentials", "resolve_credentials", "sidecar_agent"]
+
+#: Where each provider kind sends requests when its ``base_url`` is unset.
+PROVIDER_DEFAULT_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "openai_compat": "https://api.openai.com/v1",
+}
+
+
+@dataclass
+class ResolvedCredentials:
+    """Secret values by credential name (kept in memory; redacted from everything we emit)."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every value, for redaction."""
+        return tuple(self.values.values())
+
+
+async def resolve_credentials(plan: SandboxPlan, resolver: SecretResolver | None) -> ResolvedCredentials:
+    """Look up every credential of ``plan``.
+
+    Raises:
+        EnvError: ``credential_failed`` when a secret is missing or no resolver is configured.
+    """
+    out = ResolvedCredentials()
+    if not plan.credentials:
+        return out
+    if resolver is None:
+        names = ", ".join(c.name for c in plan.credentials)
+        raise EnvError.credential_failed(
+            f"the spec asks for credentials ({names}) but this environment has no secret resolver "
+            "(DockerEnvironment(secrets=...))"
+        )
+    for c in plan.credentials:
+        out.values[c.name] = await resolve_secret(resolver, c.name)
+    return out
+
+
+def sidecar_agent(agent: AgentSpec, plan: SandboxPlan, proxy_urls: Mapping[str, str]) -> AgentSpec:
+    """``agent`` with its provider pointed at the credential proxy that carries its key.
+
+    A sidecar route applies when the provider's base URL (or its kind's default) is the
+    route's upstream or lies below it; ``proxy_urls`` maps each sidecar credential's name to
+    the URL of its proxy as the sandbox reaches it. The path below is kept (``…/v1``). The provider's
+    ``api_key_env`` is cleared: the proxy strips whatever key the runner sends.
+    """
+    provider = agent.provider
+    base = (provider.base_url or PROVIDER_DEFAULT_URLS.get(provider.kind, "")).rstrip("/")
+    for c in plan.sidecars:
+        assert c.route is not None
+        upstream = c.route.upstream.rstrip("/")
+        if base and (base == upstream or base.startswith(upstream + "/")):
+            url = f"{proxy_urls[c.name].rstrip('/')}{base[len(upstream) :]}"
+            new = provider.model_copy(update={"base_url": url, "api_key_env": None})
+            return agent.model_copy(update={"provider": new})
+    return agent

@@ -1,0 +1,1 @@
+"""airlock.sandbox: where a turn runs — the Sandbox port, the backend registry, the backends."""
