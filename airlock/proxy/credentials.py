@@ -28,8 +28,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from types import TracebackType
-from typing import Self
 from urllib.parse import urlsplit
 
 import h11
@@ -42,13 +40,14 @@ from ._clients import ClientFilter
 from ._events import CredentialProxyEvent, EventSink
 from ._http import Channel, HttpError, body_framing, close_writer, exchange, forwardable, outgoing_request
 from ._redact import SecretPatterns
+from ._server import ProxyServer
 from ._shield import ResponseShield
 from .egress import system_resolver
 
 __all__ = ["CredentialProxy"]
 
 
-class CredentialProxy:
+class CredentialProxy(ProxyServer):
     """Forwards requests to ``route.upstream`` with the secret injected.
 
     Use as an async context manager (or ``start``/``aclose``); ``address`` is the bound
@@ -80,6 +79,7 @@ class CredentialProxy:
         """
         if not secret or "\r" in secret or "\n" in secret:
             raise ValueError("the secret must be non-empty and contain no line breaks")
+        super().__init__(clients)
         self.route = route
         self._secret = secret
         self._value = (route.value_prefix + secret).encode("utf-8")
@@ -88,11 +88,7 @@ class CredentialProxy:
         self._ssl = ssl_context
         self._connect_timeout = connect_timeout
         self._head_timeout = head_timeout
-        self._clients = clients or ClientFilter()
         self._plan = plan
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.address: tuple[str, int] = ("", 0)
         base = urlsplit(route.upstream)
         self._base_path = base.path.rstrip("/")
         self._authority = base.netloc.encode("ascii")
@@ -102,45 +98,9 @@ class CredentialProxy:
         route = self.route
         return f"CredentialProxy(upstream={route.upstream!r}, header={route.header!r}, secret=<redacted>)"
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
-        """Listen on ``host:port`` (0: any free port) and return the bound address."""
-        self._server = await asyncio.start_server(self._on_client, host, port, limit=64 * 1024)
-        sockname = self._server.sockets[0].getsockname()
-        self.address = (str(sockname[0]), int(sockname[1]))
-        return self.address
-
-    async def aclose(self, grace: float = 1.0) -> None:
-        """Stop listening; give open connections ``grace`` seconds to end, then cut them."""
-        if self._server is not None:
-            self._server.close()
-            if self._tasks:
-                await asyncio.wait(list(self._tasks), timeout=grace)
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-            await self._server.wait_closed()
-            self._server = None
-
-    async def __aenter__(self) -> Self:
-        if self._server is None:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str
     ) -> None:
-        await self.aclose()
-
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        peer = writer.get_extra_info("peername")
-        if not self._clients.admits(peer):
-            self._tasks.discard(task)
-            await close_writer(writer)
-            return
-        client_id = f"{peer[0]}:{peer[1]}" if peer else "?"
         started = time.monotonic()
         client = Channel(h11.SERVER, reader, writer)
         shield = ResponseShield(self._patterns)
@@ -183,8 +143,6 @@ class CredentialProxy:
             reason = "proxy shutting down"  # aclose() cut the connection; the event still goes out
         finally:
             down = client.sent
-            await close_writer(writer)
-            self._tasks.discard(task)
             if method:
                 self._sink.emit(
                     CredentialProxyEvent(

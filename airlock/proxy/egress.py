@@ -36,8 +36,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Literal, Self
+from typing import Literal
 from urllib.parse import urlsplit
 
 import h11
@@ -48,6 +47,7 @@ from airlock.policy.plan import EgressPlan
 from ._clients import ClientFilter
 from ._events import EgressEvent, EventSink
 from ._http import Channel, HttpError, body_framing, close_writer, exchange, forwardable, outgoing_request
+from ._server import ProxyServer
 from ._tls import MAX_CLIENT_HELLO, parse_client_hello
 
 __all__ = ["Connector", "EgressProxy", "Resolver", "system_resolver"]
@@ -82,7 +82,7 @@ class _Conn:
     sni: str | None = None
 
 
-class EgressProxy:
+class EgressProxy(ProxyServer):
     """An HTTP/CONNECT proxy that lets through only what an :class:`EgressPlan` allows.
 
     Use as an async context manager (or ``start``/``aclose``); ``address`` is the bound
@@ -100,58 +100,18 @@ class EgressProxy:
         head_timeout: float = 30.0,
         clients: ClientFilter | None = None,
     ) -> None:
+        super().__init__(clients)
         self.plan = plan
         self._sink = sink
         self._resolve = resolver
         self._connect = connector
         self._connect_timeout = connect_timeout
         self._head_timeout = head_timeout
-        self._clients = clients or ClientFilter()
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.address: tuple[str, int] = ("", 0)
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
-        """Listen on ``host:port`` (0: any free port) and return the bound address."""
-        self._server = await asyncio.start_server(self._on_client, host, port, limit=64 * 1024)
-        sockname = self._server.sockets[0].getsockname()
-        self.address = (str(sockname[0]), int(sockname[1]))
-        return self.address
-
-    async def aclose(self, grace: float = 1.0) -> None:
-        """Stop listening; give open connections ``grace`` seconds to end, then cut them."""
-        if self._server is not None:
-            self._server.close()
-            if self._tasks:
-                await asyncio.wait(list(self._tasks), timeout=grace)
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-            await self._server.wait_closed()
-            self._server = None
-
-    async def __aenter__(self) -> Self:
-        if self._server is None:
-            await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
     # --- connection handling ------------------------------------------------------------
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        peer = writer.get_extra_info("peername")
-        if not self._clients.admits(peer):
-            self._tasks.discard(task)
-            await close_writer(writer)
-            return
-        conn = _Conn(client=f"{peer[0]}:{peer[1]}" if peer else "?", started=time.monotonic())
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client: str) -> None:
+        conn = _Conn(client=client, started=time.monotonic())
         channel = Channel(h11.SERVER, reader, writer)
         try:
             head = await asyncio.wait_for(channel.read_head(), self._head_timeout)
@@ -168,9 +128,6 @@ class EgressProxy:
             pass
         except asyncio.CancelledError:
             pass  # aclose() cut the connection; its events are already emitted
-        finally:
-            await close_writer(writer)
-            self._tasks.discard(task)
 
     def _emit(
         self, conn: _Conn, phase: Literal["decision", "closed"], d: Decision, **extra: int | None
