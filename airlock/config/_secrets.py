@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
-from layer0 import EnvError
+from airlock.policy.secrets import read_secret_file
 
 from ._schema import SecretSource
 
@@ -41,16 +39,7 @@ class ConfigSecretResolver:
             environ = os.environ if self._environ is None else self._environ
             return environ.get(source.env) or None
         assert source.file is not None
-        path = Path(source.file)
-        try:
-            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as e:
-            raise EnvError.credential_failed(
-                f"secret {name!r}: cannot read {path}: {type(e).__name__}"
-            ) from e
-        return text.rstrip("\r\n") or None
+        return await read_secret_file(name, source.file)
 
     def describe(self, name: str) -> str:
         """Where ``name`` is looked up (``env $VAR`` / ``file PATH``), never its value."""

@@ -7,7 +7,7 @@ provisioning time by a :class:`SecretResolver`:
   from ``ANTHROPIC_API_KEY`` (upper case, every non-alphanumeric character becomes ``_``,
   optional prefix), or from an explicit name mapping.
 - :class:`FileSecretResolver`: a directory holding one file per secret, named exactly like
-  the credential (trailing newline stripped).
+  the credential, read by :func:`read_secret_file` (trailing newline stripped).
 - :class:`ChainResolver`: the first resolver that knows the name wins.
 
 :func:`resolve_secret` raises ``layer0.EnvError.credential_failed`` naming the secret and
@@ -33,6 +33,7 @@ __all__ = [
     "FileSecretResolver",
     "SecretResolver",
     "env_var_for",
+    "read_secret_file",
     "redact",
     "resolve_secret",
 ]
@@ -94,6 +95,25 @@ class EnvSecretResolver:
         return f"env ${self._var(name)}"
 
 
+async def read_secret_file(name: str, path: str | os.PathLike[str]) -> str | None:
+    """Secret ``name``'s value from the file ``path``, without its trailing newline.
+
+    None when the file does not exist or holds nothing but a newline.
+
+    Raises:
+        EnvError: ``credential_failed`` when the file exists but cannot be read as UTF-8 text
+            (naming the secret and the file, never a value).
+    """
+    path = Path(path)
+    try:
+        text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise EnvError.credential_failed(f"secret {name!r}: cannot read {path}: {type(e).__name__}") from e
+    return text.rstrip("\r\n") or None
+
+
 class FileSecretResolver:
     """Secrets from a directory: one file per secret, named like the credential."""
 
@@ -104,16 +124,7 @@ class FileSecretResolver:
         """The file's content without its trailing newline, or None if there is no such file."""
         if not _SAFE_NAME.match(name):
             return None  # never a path outside the directory
-        path = self._dir / name
-        try:
-            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as e:
-            raise EnvError.credential_failed(
-                f"secret {name!r}: cannot read {path}: {type(e).__name__}"
-            ) from e
-        return text.rstrip("\r\n") or None
+        return await read_secret_file(name, self._dir / name)
 
     def describe(self, name: str) -> str:
         """``file DIR/NAME``."""

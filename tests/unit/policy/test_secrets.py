@@ -13,6 +13,7 @@ from airlock.policy.secrets import (
     FileSecretResolver,
     SecretResolver,
     env_var_for,
+    read_secret_file,
     redact,
     resolve_secret,
 )
@@ -55,6 +56,22 @@ async def test_file_resolver(tmp_path: Path) -> None:
     with pytest.raises(EnvError) as info:
         await r.get("adir")
     assert info.value.kind == "credential_failed"
+
+
+async def test_read_secret_file_trims_the_newline_and_names_the_file_on_error(tmp_path: Path) -> None:
+    secret = tmp_path / "key"
+    secret.write_text(VALUE + "\r\n")
+    assert await read_secret_file("key", secret) == VALUE
+    assert await read_secret_file("key", str(secret)) == VALUE
+    assert await read_secret_file("gone", tmp_path / "gone") is None
+    secret.write_text("\n")
+    assert await read_secret_file("key", secret) is None
+    secret.write_bytes(b"\xff" + VALUE.encode())
+    with pytest.raises(EnvError) as info:
+        await read_secret_file("key", secret)
+    assert info.value.kind == "credential_failed"
+    assert "'key'" in str(info.value) and str(secret) in str(info.value)
+    assert VALUE not in str(info.value)
 
 
 async def test_chain_and_resolve_secret_error_names_the_secret_not_a_value(tmp_path: Path) -> None:
