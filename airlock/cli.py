@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -18,6 +18,9 @@ from rich.table import Table
 from airlock._cli._common import EXIT_CODES_HELP, console, err_console, load, load_agent
 from airlock.errors import AirlockError
 from layer0 import Layer0Error
+
+if TYPE_CHECKING:
+    from airlock.sandbox import Reaped
 
 app = typer.Typer(
     name="airlock",
@@ -105,7 +108,14 @@ def run(
     message: Annotated[str, typer.Argument(help="The user message for the turn.")],
     config: ConfigOption = None,
     as_json: JsonOption = False,
-    session: Annotated[str | None, typer.Option("--session", help="Session id for the turn.")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help="Session id: the turn sees the session's earlier conversation, kept in the data "
+            "dir's state store (as with airlock serve).",
+        ),
+    ] = None,
     max_turns: Annotated[
         int | None, typer.Option("--max-turns", min=1, help="Override the agent's max_turns.")
     ] = None,
@@ -116,13 +126,21 @@ def run(
         str | None,
         typer.Option("--timeout", help="Override the agent's max_duration (90s, 5m, 1h30m, or ms)."),
     ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            help="Where session histories and memory live (default: $AIRLOCK_DATA_DIR, else "
+            "$XDG_STATE_HOME/airlock/controller or ~/.local/state/airlock/controller).",
+        ),
+    ] = None,
 ) -> None:
     """Run one job (see the command help for the exit codes)."""
     from airlock._cli._common import EXIT_CANCELLED
     from airlock._cli._run import RunOptions, run_agent
 
     try:
-        _, agent_config = load_agent(config, agent)
+        airlock_config, agent_config = load_agent(config, agent)
         opts = RunOptions(
             message=message,
             session=session,
@@ -130,8 +148,9 @@ def run(
             max_cost=max_cost,
             timeout=timeout,
             as_json=as_json,
+            data_dir=data_dir,
         )
-        run_agent(agent_config, opts)
+        run_agent(airlock_config, agent_config, opts)
     except KeyboardInterrupt:  # before or after the job's event loop (the job handles its own)
         err_console.print("[yellow]cancelled[/]")
         raise typer.Exit(EXIT_CANCELLED) from None
@@ -412,26 +431,26 @@ def gc(
     ] = None,
 ) -> None:
     """Remove orphaned sandboxes: containers, networks and control dirs whose owner is gone."""
-    from airlock.images._dockerapi import docker_client
-    from airlock.sandbox.docker import reap_orphans
+    from airlock.sandbox import backends
 
-    try:
-        client = docker_client()
-    except Layer0Error as e:
-        raise _fail(str(e)) from e
-    report = reap_orphans(client, state_dir, include_live=all_)
-    for kind, items in (
-        ("container", report.containers),
-        ("network", report.networks),
-        ("directory", report.directories),
-    ):
-        for item in items:
+    async def sweep() -> list[tuple[str, Reaped | None]]:
+        return [(b.name, await b.reap(state_dir, include_live=all_)) for b in backends() if b.reap]
+
+    removed, failed = 0, False
+    for name, report in asyncio.run(sweep()):
+        if report is None:
+            err_console.print(f"[red]error:[/] {name}: its engine is unreachable; nothing swept")
+            failed = True
+            continue
+        for kind, item in report.items():
             console.print(f"removed {kind} {item}")
-    if not report.removed:
+        removed += report.removed
+        for problem in report.errors:
+            err_console.print(f"[yellow]warning:[/] {problem}")
+        failed = failed or bool(report.errors)
+    if not removed:
         console.print("nothing to remove")
-    for problem in report.errors:
-        err_console.print(f"[yellow]warning:[/] {problem}")
-    if report.errors:
+    if failed:
         raise typer.Exit(1)
 
 

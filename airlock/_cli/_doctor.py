@@ -4,117 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from rich.markup import escape
+
+from airlock.sandbox import DoctorCheck as Check
 
 from ._common import EXIT_INCOMPLETE, EXIT_OK, console
 
 Status = Literal["ok", "warning", "error"]
-
-
-@dataclass(frozen=True)
-class Check:
-    """The result of one check."""
-
-    #: Short name (``docker``, ``image``, ``gvisor``, …).
-    name: str
-    status: Status
-    #: What was found.
-    message: str
-    #: What to do about it (empty when ok).
-    hint: str = ""
-
-
-def check_docker() -> tuple[list[Check], Any]:
-    """The engine answers (and its version); returns the client for the next checks, or None."""
-    from airlock.images import docker_client
-
-    try:
-        client = docker_client(timeout=10)
-        version = client.version()
-    except Exception as e:
-        return [
-            Check(
-                "docker",
-                "error",
-                f"Docker engine unreachable: {e}",
-                "start Docker (dockerd) or set DOCKER_HOST; the docker backend needs it",
-            )
-        ], None
-    return [
-        Check(
-            "docker",
-            "ok",
-            f"Docker engine {version.get('Version', '?')} reachable (API {version.get('ApiVersion', '?')})",
-        )
-    ], client
-
-
-def check_image(client: Any) -> Check:
-    """The runner image exists (and was built from these sources)."""
-    from airlock.images import LABEL_DIGEST, checkout_digest, docker_errors, runner_image_tag
-
-    tag = runner_image_tag()
-    errors = docker_errors()
-    try:
-        image = client.images.get(tag)
-    except errors.ImageNotFound:
-        return Check("image", "error", f"runner image {tag} is missing", "run: airlock images build")
-    except errors.DockerException as e:
-        return Check("image", "error", f"cannot inspect {tag}: {e}", "check the Docker engine")
-    size = (image.attrs.get("Size") or 0) / 1e6
-    found = f"runner image {tag} present ({image.id[:19]}, {size:.0f} MB)"
-    label = (image.attrs.get("Config") or {}).get("Labels") or {}
-    current = checkout_digest()
-    if current is not None and label.get(LABEL_DIGEST) not in (None, current):
-        return Check(
-            "image",
-            "warning",
-            found + ", but built from other sources than this checkout",
-            "run: airlock images build",
-        )
-    return Check("image", "ok", found)
-
-
-def check_runtimes(client: Any) -> list[Check]:
-    """gVisor (runsc) and Kata runtimes, from ``docker info``; absent is a warning."""
-    from airlock.sandbox.docker._config import GVISOR_RUNTIMES, KATA_RUNTIMES
-
-    try:
-        info = client.info()
-    except Exception as e:
-        return [Check("runtimes", "error", f"docker info failed: {e}", "check the Docker engine")]
-    runtimes = set((info.get("Runtimes") or {}).keys())
-    out = []
-    gvisor = [r for r in GVISOR_RUNTIMES if r in runtimes]
-    if gvisor:
-        out.append(Check("gvisor", "ok", f"gvisor isolation available (runtime {gvisor[0]})"))
-    else:
-        out.append(
-            Check(
-                "gvisor",
-                "warning",
-                "gvisor isolation unavailable: install runsc",
-                "install gVisor and register runsc in /etc/docker/daemon.json (agents asking for "
-                "gvisor are refused, never downgraded)",
-            )
-        )
-    kata = [r for r in KATA_RUNTIMES if r in runtimes]
-    if kata:
-        out.append(Check("kata", "ok", f"micro_vm isolation available (runtime {kata[0]})"))
-    else:
-        out.append(
-            Check(
-                "kata",
-                "warning",
-                "micro_vm isolation unavailable: install Kata Containers",
-                "install kata-runtime and register it with Docker (agents asking for micro_vm are refused)",
-            )
-        )
-    return out
 
 
 def check_local_model() -> list[Check]:
@@ -206,13 +106,17 @@ def check_config(path: Path | None) -> Check:
     return Check("config", "ok", f"{where} is valid ({len(cfg.agents)} agent(s): {names})")
 
 
+async def _backend_checks() -> list[Check]:
+    from airlock.sandbox import backends
+
+    found = await asyncio.gather(*(b.doctor() for b in backends()))
+    return [check for checks in found for check in checks]
+
+
 def run_checks(config: Path | None) -> list[Check]:
-    """Every check, in order (nothing is downloaded or started)."""
-    checks, client = check_docker()
-    if client is not None:
-        checks.append(check_image(client))
-        checks += check_runtimes(client)
-        client.close()
+    """Every check, in order: each sandbox backend's, the local model's, the configuration's
+    (nothing is downloaded or started)."""
+    checks = asyncio.run(_backend_checks())
     checks += check_local_model()
     checks.append(check_config(config))
     return checks

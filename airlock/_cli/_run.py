@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -28,11 +27,10 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.status import Status
 from rich.table import Table
 
-from airlock.build import build_turn
-from airlock.config import AgentConfig, parse_duration
-from airlock.controller._execute import LocalModelKey, inline_script, make_environment
+from airlock.config import AgentConfig, AirlockConfig, parse_duration
+from airlock.controller import inline_script
 from airlock.errors import SpecError
-from layer0 import SessionId, TurnConfig, TurnInput, TurnOutput
+from layer0 import EnvError, SessionId, TurnConfig, TurnInput, TurnOutput
 
 from ._agents import format_ms
 from ._common import (
@@ -51,7 +49,7 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from airlock.controller import AgentRunner
 
 _OUTPUT_PREVIEW = 160
 
@@ -66,6 +64,8 @@ class RunOptions:
     max_cost: str | None = None
     timeout: str | None = None
     as_json: bool = False
+    #: Where the state store (session histories, memory) lives (None: the default data dir).
+    data_dir: Path | None = None
 
 
 def turn_config(opts: RunOptions) -> TurnConfig | None:
@@ -119,6 +119,8 @@ class RunView:
         self.credential_requests: list[dict[str, Any]] = []
         #: The local model server used (model_id, base_url, pid, started), if any.
         self.local_model: dict[str, Any] | None = None
+        #: The report of the effects applied after the turn (JSON), if any.
+        self.effects: Any = None
 
     # -- display primitives -----------------------------------------------------------------
 
@@ -281,81 +283,53 @@ class _SetupProgress:
         )
 
 
-async def _free_port(host: str, port: int) -> bool:
-    """Whether ``host:port`` can be bound now (a quick probe in a thread)."""
+async def _job(
+    config: AirlockConfig, agent: AgentConfig, opts: RunOptions, turn_config: TurnConfig | None, view: RunView
+) -> TurnOutput:
+    """The job, run by the controller's own service in this process: the same backend choice,
+    local-model bring-up, state snapshot and effect application as ``airlock serve``, with
+    the session history and memory in the state store of the data directory."""
+    from airlock.controller import AgentRunner, JobService, JobState, SqliteJobStore, default_data_dir
+    from airlock.state import SqliteStore
 
-    def probe() -> bool:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((host, port))
-            except OSError:
-                return False
-        return True
-
-    return await asyncio.to_thread(probe)
-
-
-async def _local_model_host(env: object) -> str:
-    """Where the local model server listens: the egress gateway for a Docker sandbox (the
-    host's address the egress proxy reaches), else loopback.
-
-    Raises:
-        EnvError: ``provision_failed`` when the egress network has no gateway address.
-    """
-    from airlock.localmodel import DEFAULT_HOST
-    from airlock.sandbox.docker import DockerEnvironment
-    from layer0 import EnvError
-
-    if not isinstance(env, DockerEnvironment):
-        return DEFAULT_HOST
-    gateway = await env.egress_gateway()
-    if not gateway:
-        raise EnvError.provision_failed(
-            "the egress network has no gateway address; the local model server cannot be reached "
-            "from the sandbox"
-        )
-    return gateway
+    data_dir = (opts.data_dir or default_data_dir()).absolute()
+    await asyncio.to_thread(data_dir.mkdir, mode=0o700, parents=True, exist_ok=True)
+    records = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="airlock-run-"))
+    setup = _SetupProgress(view.out)
+    runner = AgentRunner(config, progress=setup, observe=view.sink)
+    try:
+        async with (
+            SqliteJobStore(records / "jobs.db") as store,
+            SqliteStore(data_dir / "state.db") as state,
+            JobService(store, runner, state) as service,
+        ):
+            if agent.uses_local_model:
+                view.line("local model: checking the model and its runtime (one-time set-up may download)")
+                view.stop()
+                with setup:
+                    await runner.prepare(agent)
+                _show_local_model(view, runner)
+            turn_input = TurnInput.new(
+                opts.message, session=SessionId(opts.session) if opts.session else None, config=turn_config
+            )
+            view.provisioning()
+            job = await service.wait((await service.submit(agent.name, turn_input)).id)
+            if job.state is JobState.FAILED and job.id in service.failures:
+                raise service.failures[job.id]
+            if job.output is None:
+                message = job.error.message if job.error is not None else f"the job ended {job.state.value}"
+                raise EnvError.other(message)
+            view.effects = job.effects
+            return job.output
+    finally:
+        await asyncio.to_thread(shutil.rmtree, records, True)
 
 
-async def _with_local_model(
-    agent: AgentConfig,
-    env: object,
-    key: LocalModelKey,
-    view: RunView,
-    stack: contextlib.AsyncExitStack,
-) -> AgentConfig:
-    """Start (or reuse) the managed local model server; point the agent at it.
-
-    For a Docker sandbox the server listens on the egress gateway, and its API key reaches
-    it only through the credential proxy (a sidecar credential the agent gains here); a
-    server of ours already on that address is reused (and left running), one on another
-    address (e.g. loopback) is not. The server is stopped when the job ends if this
-    command started it.
-    """
-    from airlock.localmodel import DEFAULT_PORT, LocalModelServer
-    from airlock.sandbox.docker import DockerEnvironment
-
-    host = await _local_model_host(env)
-    server = LocalModelServer(host=host)
-    running = await server.running()
-    if running is None:
-        view.line("local model: checking the model and its runtime (one-time set-up may download)")
-        view.stop()
-        with _SetupProgress(view.out) as progress:
-            await server.ensure_ready(progress)
-    port: int | None = None
-    if running is None and not await _free_port(host, DEFAULT_PORT):
-        port = 0  # something else holds the default port there: let the server pick one
-    view.status("starting the local model server…")
-
-    async def stop() -> None:
-        if server.started_here:
-            await server.stop()
-
-    stack.push_async_callback(stop)
-    info = await server.start(port=port)
+def _show_local_model(view: RunView, runner: AgentRunner) -> None:
+    server = runner.local_model
+    if server is None or server.info is None:
+        return
+    info = server.info
     how = "started" if server.started_here else "reusing"
     view.line(f"local model: {how} {escape(info.model_id)} at {escape(info.base_url)}")
     view.local_model = {
@@ -364,38 +338,6 @@ async def _with_local_model(
         "pid": info.pid,
         "started": server.started_here,
     }
-    if isinstance(env, DockerEnvironment) and info.api_key:
-        key.key = info.api_key
-        return agent.with_local_model(info.base_url, credential=key.name)
-    return agent.with_local_model(info.base_url)
-
-
-async def _job(
-    agent: AgentConfig, opts: RunOptions, config: TurnConfig | None, view: RunView, workspace: Path
-) -> TurnOutput:
-    from airlock.config import ConfigSecretResolver
-    from airlock.policy.secrets import ChainResolver
-    from airlock.sandbox.docker import DockerEnvironment
-
-    async with contextlib.AsyncExitStack() as stack:
-        local_key = LocalModelKey()
-        env = make_environment(
-            agent.backend,
-            secrets=ChainResolver(local_key, ConfigSecretResolver(agent.secrets)),
-            sidecar_routes=agent.sidecar_routes,
-        )
-        if agent.uses_local_model:
-            agent = await _with_local_model(agent, env, local_key, view, stack)
-        turn = build_turn(agent.spec, workspace=workspace)
-        turn_input = TurnInput.new(
-            opts.message, session=SessionId(opts.session) if opts.session else None, config=config
-        )
-        view.provisioning()
-        if isinstance(env, DockerEnvironment):
-            return await env.run(
-                turn, turn_input, agent.environment, events=view.sink, sidecar_routes=agent.sidecar_routes
-            )
-        return await env.run(turn, turn_input, agent.environment, events=view.sink)
 
 
 @dataclass
@@ -454,6 +396,8 @@ def summary_of(
         }
         if view.local_model is not None:
             extra["local_model"] = dict(view.local_model)
+        if view.effects is not None:
+            extra["effects"] = view.effects
     return {
         "agent": agent.name,
         "backend": agent.backend,
@@ -506,9 +450,9 @@ def _json_error(error: BaseException, code: int) -> None:
     print(json.dumps(body))
 
 
-def run_agent(agent: AgentConfig, opts: RunOptions) -> None:
-    """Run one job for ``agent`` and exit with the documented code."""
-    config = turn_config(opts)
+def run_agent(config: AirlockConfig, agent: AgentConfig, opts: RunOptions) -> None:
+    """Run one job for ``agent`` of ``config`` and exit with the documented code."""
+    turn = turn_config(opts)
     try:
         agent = agent.model_copy(update={"spec": inline_script(agent.spec)})
     except SpecError as e:
@@ -519,14 +463,11 @@ def run_agent(agent: AgentConfig, opts: RunOptions) -> None:
     if opts.as_json:
         progress_console = err_console if sys.stderr.isatty() else None
     view = RunView(progress_console, agent)
-    workspace = Path(tempfile.mkdtemp(prefix="airlock-run-"))
     began = time.monotonic()
     try:
-        outcome = asyncio.run(_supervise(lambda: _job(agent, opts, config, view, workspace), view))
+        outcome = asyncio.run(_supervise(lambda: _job(config, agent, opts, turn, view), view))
     except KeyboardInterrupt:
         outcome = _Outcome(cancelled=True)
-    finally:
-        shutil.rmtree(workspace, ignore_errors=True)
     wall = time.monotonic() - began
     if outcome.cancelled:
         if opts.as_json:

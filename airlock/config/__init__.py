@@ -9,13 +9,12 @@ from ._discover import CONFIG_ENV, config_files, find_config, load_config
 from ._errors import ConfigIssue, InvalidConfigError
 from ._load import compile_documents
 from ._model import AgentConfig, AirlockConfig
-from ._schema import BACKENDS, LOCAL_MODEL, Backend, SecretSource
+from ._schema import LOCAL_MODEL, Backend, SecretSource
 from ._secrets import ConfigSecretResolver
 from ._values import parse_duration, parse_quantity
 from ._yaml import LocatedDocument, load_yaml
 
 __all__ = [
-    "BACKENDS",
     "CONFIG_ENV",
     "LOCAL_MODEL",
     "AgentConfig",

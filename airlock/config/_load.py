@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
+from airlock.sandbox import backend as sandbox_backend
 from airlock.spec import EFFECT_TOOLS, AgentSpec
 from airlock.tools import available_tools
 from layer0 import (
@@ -57,17 +58,8 @@ from ._yaml import KeyPath, LocatedDocument, format_path
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _POLICY_SOURCE = re.compile(r"spec\.(network\.rules|credentials)\[(\d+)\]")
-#: Isolation each backend can provide (anything else is refused, never downgraded).
-_BACKEND_ISOLATION: dict[str, frozenset[str]] = {
-    "docker": frozenset({"container", "gvisor", "micro_vm"}),
-    "process": frozenset({"process"}),
-    "local": frozenset(),
-}
-_DEFAULT_ISOLATION: dict[str, list[IsolationBoundary]] = {
-    "docker": [ContainerIsolation()],
-    "process": [ProcessIsolation()],
-    "local": [],
-}
+#: What each sandbox key asks of a backend: the capability that enforces it.
+_ENFORCED_BY = {"network": "network_policy", "credentials": "credentials", "resources": "resource_limits"}
 _VALUE_PREFIXES = ("Value error, ", "Assertion failed, ")
 _LITERAL_SECRET_MESSAGE = (
     "literal secret values are not allowed in configuration; name the secret "
@@ -246,7 +238,7 @@ def _compile_agent(
         name=name,
         spec=spec,
         environment=environment,
-        backend=sandbox.backend,  # validated against BACKENDS
+        backend=sandbox.backend,  # validated against the sandbox backend registry
         defaults=defaults,
         sidecar_routes=routes,
         effects=sandbox.effects,
@@ -341,44 +333,46 @@ def _environment(
     secrets: dict[str, SecretSource],
     issues: list[ConfigIssue],
 ) -> tuple[EnvironmentSpec | None, dict[str, SidecarRoute]]:
-    backend = sandbox.backend
+    backend = sandbox_backend(sandbox.backend)
     ok = True
-    if backend == "local":
-        for key in ("isolation", "network", "credentials", "resources"):
-            if key in sandbox.model_fields_set and getattr(sandbox, key):
-                issues.append(
-                    doc.issue(
-                        (*prefix, key),
-                        f"backend 'local' runs the agent in-process and cannot "
-                        f"enforce `{key}`; use backend docker",
-                    )
+    for key, capability in _ENFORCED_BY.items():
+        if getattr(backend.capabilities, capability) or key not in sandbox.model_fields_set:
+            continue
+        if getattr(sandbox, key):
+            issues.append(
+                doc.issue(
+                    (*prefix, key),
+                    f"backend {backend.name!r} cannot enforce `{key}` ({backend.summary}); "
+                    "use backend docker",
                 )
-                ok = False
+            )
+            ok = False
     if sandbox.isolation is not None:
-        supported = _BACKEND_ISOLATION[backend]
+        supported = backend.isolations
         for i, boundary in enumerate(sandbox.isolation):
             if boundary.type not in supported:
                 can = ", ".join(sorted(supported)) or "none"
                 issues.append(
                     doc.issue(
                         (*prefix, "isolation", i),
-                        f"backend {backend!r} cannot provide {boundary.type!r} isolation "
+                        f"backend {backend.name!r} cannot provide {boundary.type!r} isolation "
                         f"(it provides: {can}); isolation is never downgraded",
                     )
                 )
                 ok = False
-        if backend == "docker" and not any(b.type != "process" for b in sandbox.isolation):
+        if not any(b.type in supported for b in sandbox.isolation):
+            boundaries = ", ".join(sorted(supported))
             issues.append(
                 doc.issue(
                     (*prefix, "isolation"),
-                    "backend 'docker' needs a container boundary (container, gvisor or micro_vm)",
+                    f"backend {backend.name!r} needs an isolation boundary ({boundaries})",
                 )
             )
             ok = False
     isolation = (
         [_isolation(b) for b in sandbox.isolation]
         if sandbox.isolation is not None
-        else list(_DEFAULT_ISOLATION[backend])
+        else list(backend.default_isolation)
     )
 
     credentials: list[CredentialRef] = []
@@ -428,7 +422,7 @@ def _environment(
         credentials.append(CredentialRef(name=cred.secret, injection=injection))
 
     network: NetworkPolicy | None = None
-    if backend != "local":
+    if backend.capabilities.network_policy:
         net = sandbox.network
         rules = (
             []
@@ -469,7 +463,8 @@ def _check_local_model(
             )
         )
     allowed = sandbox.network.allow if sandbox.network else []
-    if sandbox.backend == "docker" and not any(r.destination == LOCAL_MODEL for r in allowed):
+    enforced = sandbox_backend(sandbox.backend).capabilities.network_policy
+    if enforced and not any(r.destination == LOCAL_MODEL for r in allowed):
         issues.append(
             doc.issue(
                 path,

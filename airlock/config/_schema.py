@@ -20,6 +20,7 @@ from pydantic import (
 
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SidecarRoute
+from airlock.sandbox import backend_names
 from layer0._wire import U32_MAX, Money
 
 from ._values import check_env_name, normalise_destination, parse_duration, parse_quantity
@@ -29,9 +30,8 @@ from ._values import check_env_name, normalise_destination, parse_duration, pars
 #: (:meth:`airlock.config.AgentConfig.with_local_model`).
 LOCAL_MODEL = "local-model"
 
-#: Backends that exist now, and the one announced for later.
-Backend = Literal["docker", "process", "local"]
-BACKENDS: tuple[str, ...] = ("docker", "process", "local")
+#: A sandbox backend's name (one of :func:`airlock.sandbox.backend_names`).
+Backend = str
 
 #: Keys that would hold a literal secret value; they are rejected with a pointer to ``secrets:``.
 LITERAL_SECRET_KEYS = frozenset(
@@ -216,12 +216,13 @@ class SandboxConfig(_Config):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        if value == "kubernetes":
+        names = backend_names()
+        if value == "kubernetes" and value not in names:
             raise ValueError(
-                "backend 'kubernetes' is not available yet; use docker (or process/local for development)"
+                "backend 'kubernetes' is not available yet; use docker (or process for development)"
             )
-        if value not in BACKENDS:
-            raise ValueError(f"unknown backend {value!r}; valid backends: {', '.join(BACKENDS)}")
+        if value not in names:
+            raise ValueError(f"unknown backend {value!r}; valid backends: {', '.join(names)}")
         return value
 
 

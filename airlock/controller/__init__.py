@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ._app import Controller, ControllerOptions
 from ._client import ControllerClient, ControllerError, resolve_token
-from ._execute import AgentRunner, LocalModelKey, inline_script, make_environment
+from ._execute import AgentRunner, LocalModelKey, inline_script
 from ._grpc import (
     DEFAULT_ADDRESS,
     ControllerServer,
@@ -61,6 +61,5 @@ __all__ = [
     "default_data_dir",
     "inline_script",
     "load_or_create_token",
-    "make_environment",
     "resolve_token",
 ]

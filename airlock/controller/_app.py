@@ -27,7 +27,7 @@ class ControllerOptions:
         address: ``host:port`` (``:0`` picks a port) or ``unix:/path``.
         token: the bearer token; None: read ``data_dir/token``, generating it if absent.
         settings: concurrency and limits.
-        sandbox_dir: sandboxes' control directories (default: DockerEnvironment's).
+        sandbox_dir: sandboxes' control directories (default: the backend's).
         image: the runner image (default: the current build).
     """
 
@@ -81,11 +81,7 @@ class Controller:
             self.token = token
             store = await self._stack.enter_async_context(SqliteJobStore(self.data_dir / "jobs.db"))
             state = await self._stack.enter_async_context(SqliteStore(self.data_dir / "state.db"))
-            workspace = self.data_dir / "workspace"
-            workspace.mkdir(exist_ok=True, mode=0o700)
-            runner = AgentRunner(
-                self.config, state_dir=self.options.sandbox_dir, image=self.options.image, workspace=workspace
-            )
+            runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
             self.service = await self._stack.enter_async_context(
                 JobService(store, runner, state, self.options.settings)
             )

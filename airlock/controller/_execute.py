@@ -1,4 +1,4 @@
-"""AgentRunner: one configured agent's turn in its own environment (the controller's and
+"""AgentRunner: one configured agent's turn in its own sandbox (the controller's and
 ``airlock run``'s shared path from an AgentConfig to a TurnOutput)."""
 
 from __future__ import annotations
@@ -6,33 +6,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
-import tempfile
-from collections.abc import Iterable, Mapping
+import socket
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airlock.build import build_turn
+from airlock.config import ConfigSecretResolver
+from airlock.policy import ChainResolver
+from airlock.sandbox import EventSink, Sandbox, SandboxEvent, SandboxRequest, backend, backends
 from airlock.spec import AgentSpec
 from layer0 import EnvError, Scope, TurnInput, TurnOutput
 
 if TYPE_CHECKING:
     from airlock.config import AgentConfig, AirlockConfig
-    from airlock.localmodel import LocalModelServer
-    from airlock.policy.plan import SidecarRoute
-    from airlock.policy.secrets import SecretResolver
-    from airlock.sandbox._turn import EventSink
-    from airlock.sandbox.docker import DockerEnvironment
-    from airlock.sandbox.process import LocalProcessEnvironment
+    from airlock.localmodel import LocalModelServer, ProgressCallback
 
 _log = logging.getLogger("airlock.jobs")
 
 #: The name of the local model server's API key: a sidecar credential of the agent, so the
 #: key is added by the credential proxy and never enters the sandbox.
 LOCAL_MODEL_CREDENTIAL = "local-model-key"
-
-#: A read-only state snapshot handed to a turn: ``(scope, key, value)``.
-StateSnapshot = Iterable[tuple[Scope, str, Any]]
 
 
 def inline_script(spec: AgentSpec) -> AgentSpec:
@@ -50,36 +43,6 @@ def inline_script(spec: AgentSpec) -> AgentSpec:
 
     script = load_script(Path(p.script)).model_dump(mode="json")
     return spec.model_copy(update={"provider": p.model_copy(update={"script": script})})
-
-
-def make_environment(
-    backend: str,
-    *,
-    secrets: SecretResolver | None = None,
-    sidecar_routes: Mapping[str, SidecarRoute] | None = None,
-    **options: Any,
-) -> DockerEnvironment | LocalProcessEnvironment:
-    """The Environment for an agent's ``backend`` (docker or process).
-
-    ``secrets`` resolves the agent's credentials and ``sidecar_routes`` are its configured
-    sidecar routes (docker only: the process backend injects no credentials and refuses a
-    spec that names some). ``options`` go to DockerEnvironment (e.g. ``sweep``, ``state_dir``).
-
-    Raises:
-        EnvError: ``other`` for a backend this controller cannot run.
-    """
-    if backend == "docker":
-        from airlock.sandbox.docker import DockerEnvironment
-
-        return DockerEnvironment(secrets=secrets, sidecar_routes=sidecar_routes, **options)
-    if backend == "process":
-        from airlock.sandbox.process import LocalProcessEnvironment
-
-        return LocalProcessEnvironment()
-    raise EnvError.other(
-        f"backend {backend!r} cannot be run by `airlock run` or `airlock serve` (they run docker "
-        "and process agents); change the agent's backend"
-    )
 
 
 class LocalModelKey:
@@ -105,16 +68,22 @@ class LocalModelKey:
 class AgentRunner:
     """Runs turns of a configuration's agents, each in a fresh sandbox with its own policy.
 
-    One environment per agent is kept (its Docker client and runtime probe are reused); the
-    managed local model server is started on first use by an agent that names ``local-model``
-    and stopped by :meth:`aclose` if this runner started it.
+    The one path from an AgentConfig to a TurnOutput, shared by ``airlock serve`` and
+    ``airlock run``: the agent's backend from the registry, the managed local model brought up
+    where that backend's sandboxes reach it, the scripted provider's script inlined, the state
+    snapshot and the sink handed over in one :class:`~airlock.sandbox.SandboxRequest`.
+
+    One sandbox backend instance per agent is kept (its engine client and runtime probe are
+    reused); the managed local model server is started on first use by an agent that names
+    ``local-model`` and stopped by :meth:`aclose` if this runner started it.
 
     Args:
         config: the loaded configuration.
-        state_dir: sandboxes' control directories (default: the DockerEnvironment's).
+        state_dir: sandboxes' control directories (default: the backend's).
         image: the runner image (default: the current build's tag).
-        workspace: the host-side workspace turns are built with (sandboxed turns use their
-            own; default: a temporary directory removed by :meth:`aclose`).
+        progress: receives the local model's one-time set-up progress (download, build).
+        observe: also receives every sandbox event of every turn this runner runs (e.g. a
+            live view), before the job's own sink.
     """
 
     def __init__(
@@ -123,19 +92,18 @@ class AgentRunner:
         *,
         state_dir: Path | None = None,
         image: str | None = None,
-        workspace: Path | None = None,
+        progress: ProgressCallback | None = None,
+        observe: EventSink | None = None,
     ) -> None:
         self.config = config
         self.state_dir = state_dir
         self.image = image
-        self._envs: dict[str, DockerEnvironment | LocalProcessEnvironment] = {}
+        self.progress = progress
+        self.observe = observe
+        self._sandboxes: dict[str, Sandbox] = {}
         self._keys: dict[str, LocalModelKey] = {}
         self._local_model: LocalModelServer | None = None
         self._local_lock = asyncio.Lock()
-        self._own_workspace = workspace is None
-        self._workspace = (
-            workspace if workspace is not None else Path(tempfile.mkdtemp(prefix="airlock-jobs-"))
-        )
 
     def agent(self, name: str) -> AgentConfig:
         """The configured agent ``name``.
@@ -145,26 +113,22 @@ class AgentRunner:
         """
         return self.config.agent(name)
 
-    def _environment(self, agent: AgentConfig) -> DockerEnvironment | LocalProcessEnvironment:
-        env = self._envs.get(agent.name)
-        if env is None:
-            from airlock.config import ConfigSecretResolver
-            from airlock.policy.secrets import ChainResolver
+    @property
+    def local_model(self) -> LocalModelServer | None:
+        """The managed local model server in use (None until an agent needed it)."""
+        return self._local_model
 
+    def _sandbox(self, agent: AgentConfig) -> Sandbox:
+        sandbox = self._sandboxes.get(agent.name)
+        if sandbox is None:
             key = self._keys.setdefault(agent.name, LocalModelKey())
-            options: dict[str, Any] = {"sweep": False}
-            if self.state_dir is not None:
-                options["state_dir"] = self.state_dir
-            if self.image is not None:
-                options["image"] = self.image
-            env = make_environment(
-                agent.backend,
+            sandbox = backend(agent.backend).create(
                 secrets=ChainResolver(key, ConfigSecretResolver(agent.secrets)),
-                sidecar_routes=agent.sidecar_routes,
-                **options,
+                state_dir=self.state_dir,
+                image=self.image,
             )
-            self._envs[agent.name] = env
-        return env
+            self._sandboxes[agent.name] = sandbox
+        return sandbox
 
     async def prepare(self, agent: AgentConfig) -> None:
         """Bring up what ``agent``'s jobs share before any of them runs: the managed local
@@ -175,38 +139,35 @@ class AgentRunner:
             EnvError: the local model could not be prepared or started.
         """
         if agent.uses_local_model:
-            await self._local_model_server(self._environment(agent))
+            await self._local_model_server(self._sandbox(agent))
 
-    async def _local_model_server(self, env: object) -> LocalModelServer:
-        from airlock.localmodel import DEFAULT_HOST, LocalModelServer
-        from airlock.sandbox.docker import DockerEnvironment
+    async def _local_model_server(self, sandbox: Sandbox) -> LocalModelServer:
+        """Start (or reuse) the managed local model where ``sandbox``'s sandboxes reach it.
+
+        A server of ours already listening there is reused (and left running); when something
+        else holds the default port there, the server picks a free one.
+        """
+        from airlock.localmodel import DEFAULT_PORT, LocalModelServer  # ~0.3 s: only when used
 
         async with self._local_lock:
             if self._local_model is None:
-                host = DEFAULT_HOST
-                if isinstance(env, DockerEnvironment):
-                    gateway = await env.egress_gateway()
-                    if not gateway:
-                        raise EnvError.provision_failed(
-                            "the egress network has no gateway address; the local model server "
-                            "cannot be reached from the sandbox"
-                        )
-                    host = gateway
+                host = await sandbox.host_address()
                 server = LocalModelServer(host=host)
-                if await server.running() is None:
+                running = await server.running()
+                if running is None:
                     _log.info("local model: preparing the model and its runtime (may download once)")
-                    await server.ensure_ready()
-                await server.start()
+                    await server.ensure_ready(self.progress)
+                port = None if running is not None or await _bindable(host, DEFAULT_PORT) else 0
+                await server.start(port=port)
                 self._local_model = server
             return self._local_model
 
-    async def _with_local_model(self, agent: AgentConfig, env: object) -> AgentConfig:
-        from airlock.sandbox.docker import DockerEnvironment
-
-        info = (await self._local_model_server(env)).info
+    async def _with_local_model(self, agent: AgentConfig) -> AgentConfig:
+        info = (await self._local_model_server(self._sandbox(agent))).info
         if info is None:  # pragma: no cover - start() sets it
             raise EnvError.provision_failed("the local model server did not report its address")
-        if isinstance(env, DockerEnvironment) and info.api_key:
+        through_proxy = backend(agent.backend).capabilities.model_endpoint == "egress_proxy"
+        if through_proxy and info.api_key:
             self._keys[agent.name].key = info.api_key
             return agent.with_local_model(info.base_url, credential=LOCAL_MODEL_CREDENTIAL)
         return agent.with_local_model(info.base_url)
@@ -217,7 +178,7 @@ class AgentRunner:
         input: TurnInput,
         *,
         events: EventSink | None = None,
-        state: StateSnapshot | None = None,
+        state: Iterable[tuple[Scope, str, Any]] = (),
     ) -> TurnOutput:
         """One turn of ``agent`` in a fresh sandbox; ``state`` is its read-only snapshot.
 
@@ -225,33 +186,27 @@ class AgentRunner:
             EnvError: the sandbox could not be provisioned, or its turn failed.
             SpecError: the agent's scripted provider names an unreadable script.
         """
-        from airlock.sandbox.docker import DockerEnvironment
-
-        env = self._environment(agent)
+        sandbox = self._sandbox(agent)
         if agent.uses_local_model:
-            agent = await self._with_local_model(agent, env)
-        turn = build_turn(inline_script(agent.spec), workspace=self._workspace)
-        if isinstance(env, DockerEnvironment):
-            return await env.run(
-                turn,
-                input,
-                agent.environment,
-                events=events,
-                sidecar_routes=agent.sidecar_routes,
-                state=state,
-            )
-        return await env.run(turn, input, agent.environment, events=events, state=state)
+            agent = await self._with_local_model(agent)
+        request = SandboxRequest.compile(
+            inline_script(agent.spec),
+            input,
+            agent.environment,
+            sidecar_routes=agent.sidecar_routes,
+            state=state,
+            events=_both(self.observe, events),
+        )
+        return await sandbox.run(request)
 
-    async def reap(self) -> Any:
-        """Remove sandboxes whose controller process is gone; the ReapReport (None without Docker)."""
-        from airlock.images._dockerapi import docker_client
-        from airlock.sandbox.docker import reap_orphans
-
-        try:
-            client = await asyncio.to_thread(docker_client)
-        except EnvError:
-            return None
-        return await asyncio.to_thread(reap_orphans, client, self.state_dir)
+    async def reap(self) -> list[str]:
+        """Remove sandboxes whose controller process is gone, on every backend that leaves
+        some behind: one line per backend on what was removed."""
+        lines = []
+        for b in backends():
+            report = await b.reap(self.state_dir) if b.reap is not None else None
+            lines.append(f"{b.name}: {report.summary() if report is not None else 'engine unreachable'}")
+        return lines
 
     async def aclose(self) -> None:
         """Stop the local model server if this runner started it."""
@@ -259,5 +214,32 @@ class AgentRunner:
         if server is not None and server.started_here:
             with contextlib.suppress(Exception):
                 await server.stop()
-        if self._own_workspace:
-            await asyncio.to_thread(shutil.rmtree, self._workspace, True)
+
+
+def _both(first: EventSink | None, second: EventSink | None) -> EventSink | None:
+    """A sink handing each event to ``first`` and then ``second`` (either may be None)."""
+    if first is None or second is None:
+        return first or second
+    observe, sink = first, second
+
+    async def both(event: SandboxEvent) -> None:
+        await observe(event)
+        await sink(event)
+
+    return both
+
+
+async def _bindable(host: str, port: int) -> bool:
+    """Whether ``host:port`` can be bound now (a quick probe in a thread)."""
+
+    def probe() -> bool:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                return False
+        return True
+
+    return await asyncio.to_thread(probe)

@@ -1,1 +1,38 @@
-"""airlock.sandbox: where a turn runs — the Sandbox port, the backend registry, the backends."""
+"""airlock.sandbox: where a turn runs — the Sandbox port, the backend registry, the backends.
+
+::
+
+    sandbox = backend("docker").create(secrets=resolver)
+    request = SandboxRequest.compile(agent, TurnInput.new("hi"), environment, state=snapshot)
+    output = await sandbox.run(request)
+
+Each backend (:mod:`.docker`, :mod:`.process`) implements :class:`Sandbox` and declares a
+:class:`Backend` (what it provides, its doctor checks, its factory); :func:`backend` looks one
+up by name. :class:`SandboxEnvironment` adapts any backend to ``layer0.Environment``.
+"""
+
+from ._backend import Backend, Capabilities, DoctorCheck, Reaped, Reaper
+from ._environment import SandboxEnvironment, state_snapshot
+from ._events import SANDBOX_EVENT, EventSink, SandboxEvent
+from ._port import Sandbox, SandboxRequest, StateEntry, compile_sandbox_plan
+from ._registry import backend, backend_names, backends
+
+__all__ = [
+    "SANDBOX_EVENT",
+    "Backend",
+    "Capabilities",
+    "DoctorCheck",
+    "EventSink",
+    "Reaped",
+    "Reaper",
+    "Sandbox",
+    "SandboxEnvironment",
+    "SandboxEvent",
+    "SandboxRequest",
+    "StateEntry",
+    "backend",
+    "backend_names",
+    "backends",
+    "compile_sandbox_plan",
+    "state_snapshot",
+]

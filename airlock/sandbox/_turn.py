@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from layer0 import EnvError, ExitReason, Turn, TurnInput, TurnMetadata, TurnOutput
 
 if TYPE_CHECKING:
     from airlock.spec import AgentSpec
-
-#: Receives each event of the turn as it happens (``airlock.turn.EventSink``).
-EventSink = Callable[[Any], Awaitable[None]]
 
 
 def agent_spec_of(turn: Turn) -> AgentSpec:

@@ -1,8 +1,8 @@
 """EnvironmentSpec → Docker container settings, as pure functions (tested without Docker).
 
-:func:`check_spec` compiles the network/credential policy (refusing unsafe or contradictory
-rules) and :func:`resolve_boundary` refuses what can never be provided (wasm, unknown custom
-boundaries, a runtime the engine lacks) — never falling back to a weaker boundary.
+The policy arrives compiled (``SandboxRequest.plan``). :func:`resolve_boundary` refuses what
+can never be provided (wasm, unknown custom boundaries, a runtime the engine lacks) — never
+falling back to a weaker boundary.
 :func:`container_config` renders the hardened ``containers.create`` keyword arguments.
 """
 
@@ -12,7 +12,6 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airlock.policy.plan import PolicyError, SandboxPlan, SidecarRoute, compile_plan
 from airlock.policy.resources import parse_cpu, parse_disk, parse_gpu, parse_memory, tmpfs_size
 from layer0 import (
     ContainerIsolation,
@@ -78,7 +77,7 @@ def resolve_boundary(spec: EnvironmentSpec, runtimes: Collection[str]) -> Bounda
                     )
                 strongest = b.type
             case ProcessIsolation() | NetworkPolicyIsolation():
-                pass  # a process boundary is implied by a container; rules are checked in check_spec
+                pass  # implied by a container; rules arrive compiled in the request's plan
             case WasmIsolation():
                 raise EnvError.isolation_violation(
                     "wasm isolation is not provided by DockerEnvironment (no WebAssembly runtime)"
@@ -117,21 +116,6 @@ def resolve_boundary(spec: EnvironmentSpec, runtimes: Collection[str]) -> Bounda
 
 def _first(names: tuple[str, ...], available: set[str]) -> str | None:
     return next((n for n in names if n in available), None)
-
-
-def check_spec(
-    spec: EnvironmentSpec, sidecar_routes: Mapping[str, SidecarRoute] | None = None
-) -> SandboxPlan:
-    """Compile the spec's network and credential parts into the plan the sandbox enforces.
-
-    Raises:
-        EnvError: ``isolation_violation`` listing every invalid, unsafe or contradictory
-            rule or credential (:func:`~.policy.compile_plan`).
-    """
-    try:
-        return compile_plan(spec, sidecar_routes=sidecar_routes)
-    except PolicyError as e:
-        raise EnvError.isolation_violation(f"the sandbox's network/credential policy is invalid: {e}") from e
 
 
 @dataclass(frozen=True)

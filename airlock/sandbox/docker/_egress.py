@@ -48,7 +48,7 @@ from airlock.policy import CredentialPlacement, ResolvedCredentials, SandboxPlan
 from layer0 import EnvError
 
 if TYPE_CHECKING:
-    from airlock.sandbox._turn import EventSink
+    from airlock.sandbox._events import EventSink
 
 __all__ = [
     "EGRESS_NETWORK",

@@ -60,12 +60,13 @@ from pydantic import BaseModel
 
 from airlock.images import docker_client, docker_errors, require_image, runner_image_tag
 from airlock.policy import SecretResolver, SidecarRoute, redact, resolve_credentials, sidecar_agent
-from airlock.sandbox._turn import EventSink, agent_spec_of, hard_timeout_s, timeout_output
+from airlock.sandbox._environment import SandboxEnvironment
+from airlock.sandbox._events import EventSink
+from airlock.sandbox._port import SandboxRequest
+from airlock.sandbox._turn import hard_timeout_s, timeout_output
 from layer0 import (
     EnvError,
-    EnvironmentSpec,
     Scope,
-    Turn,
     TurnError,
     TurnInput,
     TurnOutput,
@@ -77,7 +78,6 @@ from ._config import (
     Boundary,
     Limits,
     SandboxDefaults,
-    check_spec,
     container_config,
     resolve_boundary,
     resolve_limits,
@@ -104,8 +104,8 @@ _POLL_S = 0.01
 _LOG_TAIL = 30
 
 
-class DockerEnvironment:
-    """A ``layer0.Environment`` running each turn in a fresh hardened container.
+class DockerSandbox:
+    """The Docker backend: each turn in a fresh hardened container (a :class:`~airlock.sandbox.Sandbox`).
 
     Args:
         image: the runner image (default ``airlock-runner:<version>``, built by
@@ -116,13 +116,10 @@ class DockerEnvironment:
         turn_timeout: hard cap on a turn's wall-clock seconds (None: only max_duration).
         timeout_grace: extra seconds past ``max_duration`` before the container is killed.
         defaults: limits for what ``spec.resources`` leaves unset.
-        events: default sink for the turn's events (``run(..., events=)`` overrides).
         sweep: remove orphaned sandboxes (owner process gone) before the first run.
         client: a ``docker.DockerClient`` (default: from the environment).
         secrets: resolves credential names to values (env_var, file and sidecar
             credentials); without one, a spec with credentials is refused.
-        sidecar_routes: upstream + header per sidecar credential name, over the built-in
-            conventions (``anthropic-api-key``, ``openai-api-key``); ``run`` may override.
         egress_networks: Docker networks the egress proxy uses to reach allowed destinations
             (default: the shared ``airlock-egress`` bridge, created on first use).
     """
@@ -136,11 +133,9 @@ class DockerEnvironment:
         turn_timeout: float | None = None,
         timeout_grace: float = 5.0,
         defaults: SandboxDefaults | None = None,
-        events: EventSink | None = None,
         sweep: bool = True,
         client: Any = None,
         secrets: SecretResolver | None = None,
-        sidecar_routes: Mapping[str, SidecarRoute] | None = None,
         egress_networks: Sequence[str] | None = None,
     ) -> None:
         self.image = image or runner_image_tag()
@@ -149,56 +144,39 @@ class DockerEnvironment:
         self.turn_timeout = turn_timeout
         self.timeout_grace = timeout_grace
         self.defaults = defaults or SandboxDefaults()
-        self.events = events
         self._sweep = sweep
         self._client = client
         self._runtimes: frozenset[str] | None = None
         self.secrets = secrets
-        self.sidecar_routes = dict(sidecar_routes or {})
         self.egress_networks = tuple(egress_networks) if egress_networks is not None else None
         self._egress_ready = False
         self._ready = asyncio.Lock()
         #: What the startup sweep removed (None until it ran).
         self.swept: ReapReport | None = None
 
-    async def run(
-        self,
-        turn: Turn,
-        input: TurnInput,
-        spec: EnvironmentSpec,
-        *,
-        events: EventSink | None = None,
-        sidecar_routes: Mapping[str, SidecarRoute] | None = None,
-        state: Iterable[tuple[Scope, str, Any]] | None = None,
-    ) -> TurnOutput:
-        """Run ``turn`` (a NeuronTurn built from an AgentSpec, or a RemoteTurn) in a sandbox.
+    async def run(self, request: SandboxRequest) -> TurnOutput:
+        """Run ``request``'s turn in a fresh container, removed before this returns.
 
-        ``state`` is a read-only snapshot ``(scope, key, value)`` the turn reads through its
-        StateReader (e.g. the session's history); it is sent with the request, so the
-        sandbox needs no path back to any store.
-
-        ``events`` receives the turn's events and, when the sandbox has egress, every
-        egress-proxy decision (:class:`~airlock.proxy.EgressEvent`) and credential-proxy
-        request (:class:`~airlock.proxy.CredentialProxyEvent`).
+        The state snapshot travels with the turn's request, so the sandbox needs no path
+        back to any store. ``request.events`` receives the turn's events and, when the
+        sandbox has egress, every egress-proxy decision (:class:`~airlock.proxy.EgressEvent`)
+        and credential-proxy request (:class:`~airlock.proxy.CredentialProxyEvent`).
 
         Raises:
-            EnvError: ``other`` if the turn is not describable as an AgentSpec;
-                ``isolation_violation`` for isolation the engine cannot provide or an
-                invalid network/credential policy; ``credential_failed`` for a secret that
-                cannot be resolved; ``resource_exceeded`` for bad limits, missing GPU
-                runtime, or an OOM kill; ``provision_failed`` for a missing image, an
-                unreachable engine, or a runner or proxy that never became ready;
-                ``turn_error`` for the turn's own failure (chained).
+            EnvError: ``isolation_violation`` for isolation the engine cannot provide;
+                ``credential_failed`` for a secret that cannot be resolved;
+                ``resource_exceeded`` for bad limits, missing GPU runtime, or an OOM kill;
+                ``provision_failed`` for a missing image, an unreachable engine, or a runner
+                or proxy that never became ready; ``turn_error`` for the turn's own failure.
         """
-        agent = agent_spec_of(turn)
-        plan = check_spec(spec, {**self.sidecar_routes, **(sidecar_routes or {})})
+        agent, spec, plan = request.agent, request.environment, request.plan
         client, runtimes = await self._prepare()
         boundary = resolve_boundary(spec, runtimes)
         limits = resolve_limits(spec, self.defaults)
         image = boundary.image or self.image
         await asyncio.to_thread(require_image, client, image)
         credentials = await resolve_credentials(plan, self.secrets)
-        sink = events if events is not None else self.events
+        sink = request.events
         if sink is not None and credentials.values:
             sink = _redacting(sink, credentials.secrets)
         sandbox = _Sandbox(client, self.state_dir)
@@ -219,26 +197,35 @@ class DockerEnvironment:
         try:
             await sandbox.provision(image=image, limits=limits, runtimes=runtimes, boundary=boundary)
             agent = sidecar_agent(agent, plan, proxy_urls(wiring.ports))
-            await sandbox.wait_serving(self.start_timeout, agent, state)
-            output = await sandbox.execute(
-                input, sink, hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace), limits
-            )
+            await sandbox.wait_serving(self.start_timeout, agent, request.state)
+            deadline = hard_timeout_s(agent, request.input, self.turn_timeout, self.timeout_grace)
+            output = await sandbox.execute(request.input, sink, deadline, limits)
         finally:
             await sandbox.teardown_shielded()
         if credentials.values:
             output = _redacted_output(output, credentials.secrets)
         return output
 
-    async def egress_gateway(self) -> str | None:
+    async def host_address(self) -> str:
         """The host's address on the (first) egress network: where a service on this host
-        (e.g. the local model server) is reachable from the egress proxy."""
+        (e.g. the local model server) is reachable from the egress proxy.
+
+        Raises:
+            EnvError: ``provision_failed`` when the egress network has no gateway address.
+        """
         client, _ = await self._prepare()
         names = await self._egress_networks(client)
 
         def gateway() -> str | None:
             return network_gateway(client.networks.get(names[0]))
 
-        return await _call(gateway)
+        address = await _call(gateway)
+        if not address:
+            raise EnvError.provision_failed(
+                f"the egress network {names[0]} has no gateway address; a service on this host "
+                "cannot be reached from the sandbox"
+            )
+        return address
 
     async def _egress_networks(self, client: Any) -> tuple[str, ...]:
         if self.egress_networks is not None:
@@ -591,3 +578,25 @@ def _redacting(sink: EventSink, secrets: tuple[str, ...]) -> EventSink:
         await sink(event)
 
     return redacted
+
+
+class DockerEnvironment(SandboxEnvironment):
+    """:class:`DockerSandbox` as a ``layer0.Environment`` (``run(turn, input, spec)``).
+
+    Args:
+        sidecar_routes: upstream + header per sidecar credential name, over the built-in
+            conventions (``anthropic-api-key``, ``openai-api-key``); ``run`` may add more.
+        events: default sink for the turn's events (``run(..., events=)`` overrides).
+        options: :class:`DockerSandbox`'s arguments.
+    """
+
+    sandbox: DockerSandbox
+
+    def __init__(
+        self,
+        *,
+        sidecar_routes: Mapping[str, SidecarRoute] | None = None,
+        events: EventSink | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(DockerSandbox(**options), sidecar_routes=sidecar_routes, events=events)

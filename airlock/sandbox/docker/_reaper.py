@@ -65,6 +65,18 @@ class ReapReport:
         """How many objects were removed."""
         return len(self.containers) + len(self.networks) + len(self.directories)
 
+    def items(self) -> list[tuple[str, str]]:
+        """``(kind, name)`` of each removed object."""
+        return [
+            *(("container", c) for c in self.containers),
+            *(("network", n) for n in self.networks),
+            *(("directory", d) for d in self.directories),
+        ]
+
+    def summary(self) -> str:
+        """How many containers and networks were removed."""
+        return f"{len(self.containers)} container(s), {len(self.networks)} network(s)"
+
 
 def reap_orphans(client: Any, state_dir: Path | None = None, *, include_live: bool = False) -> ReapReport:
     """Remove containers, networks and control directories whose owner is gone (blocking).

@@ -1,5 +1,42 @@
 """The process backend: the runner as a local subprocess — the weakest boundary."""
 
-from ._environment import LocalProcessEnvironment
+from __future__ import annotations
 
-__all__ = ["LocalProcessEnvironment"]
+import sys
+from pathlib import Path
+
+from airlock.policy import SecretResolver
+from layer0 import ProcessIsolation
+
+from .._backend import Backend, Capabilities, DoctorCheck
+from ._environment import LocalProcessEnvironment, ProcessSandbox
+
+__all__ = ["BACKEND", "LocalProcessEnvironment", "ProcessSandbox"]
+
+
+async def _doctor() -> list[DoctorCheck]:
+    return [
+        DoctorCheck(
+            "process",
+            "ok",
+            f"process backend available (runner under {sys.executable}; no isolation beyond a process)",
+        )
+    ]
+
+
+def _create(*, secrets: SecretResolver | None, state_dir: Path | None, image: str | None) -> ProcessSandbox:
+    """A process sandbox: it has no control directory of its own to place, and no image."""
+    return ProcessSandbox(secrets=secrets)
+
+
+BACKEND = Backend(
+    name="process",
+    summary="the runner as a local process of your user: no network, resource or credential isolation",
+    isolations=frozenset({"process"}),
+    default_isolation=(ProcessIsolation(),),
+    capabilities=Capabilities(
+        network_policy=False, resource_limits=False, credentials=False, model_endpoint="loopback"
+    ),
+    factory=_create,
+    doctor=_doctor,
+)

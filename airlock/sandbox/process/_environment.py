@@ -29,13 +29,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import airlock
-from airlock.sandbox._turn import EventSink, agent_spec_of, hard_timeout_s, timeout_output
+from airlock.policy import SecretResolver
+from airlock.sandbox._environment import SandboxEnvironment
+from airlock.sandbox._events import EventSink
+from airlock.sandbox._port import SandboxRequest
+from airlock.sandbox._turn import hard_timeout_s, timeout_output
 from layer0 import (
     EnvError,
     EnvironmentSpec,
     ProcessIsolation,
     Scope,
-    Turn,
     TurnError,
     TurnInput,
     TurnOutput,
@@ -47,21 +50,23 @@ if TYPE_CHECKING:
 __all__ = ["LocalProcessEnvironment"]
 
 _LOG_TAIL = 4000
+_LOOPBACK = "127.0.0.1"
 #: So the child imports this very airlock (a checkout need not be installed).
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(airlock.__file__)))
 #: Environment variables the runner process inherits (nothing else: no API keys, no tokens).
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
-class LocalProcessEnvironment:
-    """A ``layer0.Environment`` that runs each turn in a fresh local runner process.
+class ProcessSandbox:
+    """The process backend: each turn in a fresh local runner process (a :class:`~airlock.sandbox.Sandbox`).
 
     Args:
         python: the interpreter that runs ``-m airlock.runner`` (default: this one).
         start_timeout: seconds from spawn to health SERVING.
         turn_timeout: hard cap on a turn's wall-clock seconds (None: only max_duration).
         timeout_grace: extra seconds past ``max_duration`` before the process is killed.
-        events: default sink for the turn's events.
+        secrets: accepted for the registry's uniform factory; this backend injects no
+            credentials (a spec naming some is refused), so it is never asked.
     """
 
     def __init__(
@@ -71,45 +76,49 @@ class LocalProcessEnvironment:
         start_timeout: float = 30.0,
         turn_timeout: float | None = None,
         timeout_grace: float = 5.0,
-        events: EventSink | None = None,
+        secrets: SecretResolver | None = None,
     ) -> None:
         self.python = python or sys.executable
         self.start_timeout = start_timeout
         self.turn_timeout = turn_timeout
         self.timeout_grace = timeout_grace
-        self.events = events
 
-    async def run(
-        self,
-        turn: Turn,
-        input: TurnInput,
-        spec: EnvironmentSpec,
-        *,
-        events: EventSink | None = None,
-        state: Iterable[tuple[Scope, str, Any]] | None = None,
-    ) -> TurnOutput:
-        """Run ``turn`` (describable as an AgentSpec) in a local runner process.
-
-        ``state`` is a read-only snapshot (e.g. the session's history) sent with the request.
+    async def run(self, request: SandboxRequest) -> TurnOutput:
+        """Run ``request``'s turn in a local runner process, killed (with its process group)
+        before this returns; the state snapshot is sent with the turn's request.
 
         Raises:
-            EnvError: ``other`` for a turn without an AgentSpec; ``isolation_violation`` /
-                ``credential_failed`` / ``resource_exceeded`` for a spec this environment
-                cannot enforce; ``provision_failed`` when the runner does not start;
-                ``turn_error`` for the turn's own failure (chained).
+            EnvError: ``isolation_violation`` / ``credential_failed`` / ``resource_exceeded``
+                for a spec this backend cannot enforce; ``provision_failed`` when the runner
+                does not start; ``turn_error`` for the turn's own failure (chained).
         """
-        agent = agent_spec_of(turn)
-        _refuse_unenforceable(spec)
+        agent, input = request.agent, request.input
+        _refuse_unenforceable(request.environment)
         proc = _RunnerProcess(self.python)
         try:
-            await proc.start(agent, self.start_timeout, state)
-            return await proc.execute(
-                input,
-                events if events is not None else self.events,
-                hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace),
-            )
+            await proc.start(agent, self.start_timeout, request.state)
+            deadline = hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace)
+            return await proc.execute(input, request.events, deadline)
         finally:
             await _shielded(proc.stop())
+
+    async def host_address(self) -> str:
+        """Loopback: the runner is a process of this host."""
+        return _LOOPBACK
+
+
+class LocalProcessEnvironment(SandboxEnvironment):
+    """:class:`ProcessSandbox` as a ``layer0.Environment`` (``run(turn, input, spec)``).
+
+    Args:
+        events: default sink for the turn's events (``run(..., events=)`` overrides).
+        options: :class:`ProcessSandbox`'s arguments.
+    """
+
+    sandbox: ProcessSandbox
+
+    def __init__(self, *, events: EventSink | None = None, **options: Any) -> None:
+        super().__init__(ProcessSandbox(**options), events=events)
 
 
 def _refuse_unenforceable(spec: EnvironmentSpec) -> None:

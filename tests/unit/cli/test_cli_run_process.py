@@ -1,14 +1,13 @@
 """``airlock run`` end to end with a real local runner process (no Docker), and the exit codes.
 
-The configuration compiles ``backend: process`` with a deny-all network policy, which
-LocalProcessEnvironment (rightly) refuses: it cannot keep a process off the network. So that
-these tests exercise the command and not that refusal, the environment is a
-LocalProcessEnvironment that is handed the spec without its network part.
+The exit-code tests swap the agent's sandbox for one that fails or returns a given exit
+reason; everything else (the controller's service, the state store, the runner) is real.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,9 @@ from typer.testing import CliRunner
 
 from airlock._cli import _run
 from airlock.cli import app
-from airlock.sandbox.process import LocalProcessEnvironment
-from layer0 import EnvError, EnvironmentSpec, ExitReason, Turn, TurnError, TurnInput, TurnOutput
+from airlock.controller import _execute
+from airlock.sandbox import Sandbox, SandboxRequest, process
+from layer0 import EnvError, ExitReason, TurnError, TurnOutput
 
 CONFIG = """
 version: 1
@@ -34,52 +34,83 @@ agents:
   broken-script:
     provider: {kind: scripted, script: bad.yaml}
     backend: process
-  inproc:
-    provider: {kind: scripted, script: calc.yaml}
-    backend: local
+  intro:
+    provider: {kind: scripted, script: intro.yaml}
+    backend: process
+  recall:
+    provider: {kind: scripted, script: recall.yaml}
+    backend: process
 """
 
 
-class _NoNetworkProcessEnvironment(LocalProcessEnvironment):
-    async def run(
-        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: Any = None
-    ) -> TurnOutput:
-        return await super().run(turn, input, spec.model_copy(update={"network": None}), events=events)
-
-
-class _FailingEnvironment:
+class _FailingSandbox:
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
-    async def run(
-        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: Any = None
-    ) -> TurnOutput:
+    async def run(self, request: SandboxRequest) -> TurnOutput:
         raise self.error
 
+    async def host_address(self) -> str:
+        return "127.0.0.1"
 
-class _ReturningEnvironment:
+
+class _ReturningSandbox(_FailingSandbox):
     def __init__(self, reason: ExitReason) -> None:
         self.reason = reason
 
-    async def run(
-        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: Any = None
-    ) -> TurnOutput:
+    async def run(self, request: SandboxRequest) -> TurnOutput:
         return TurnOutput.new("partial", self.reason)
 
 
+def use_sandbox(monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox) -> None:
+    """Every agent's backend builds ``sandbox`` (the registry entry, with another factory)."""
+    fake = dataclasses.replace(process.BACKEND, factory=lambda **_: sandbox)
+    monkeypatch.setattr(_execute, "backend", lambda name: fake)
+
+
 @pytest.fixture(autouse=True)
-def process_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = _run.make_environment
-
-    def make(backend: str, **kwargs: Any) -> Any:
-        return _NoNetworkProcessEnvironment() if backend == "process" else real(backend, **kwargs)
-
-    monkeypatch.setattr(_run, "make_environment", make)
+def private_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """``airlock run`` keeps session histories in the data dir: a private one per test."""
+    data = tmp_path / "data"
+    monkeypatch.setenv("AIRLOCK_DATA_DIR", str(data))
+    return data
 
 
 @pytest.fixture
 def config(write_config) -> Path:  # type: ignore[no-untyped-def]
-    return write_config(CONFIG, calc__yaml=CALC_SCRIPT, bad__yaml="responses: []\n")  # type: ignore[no-any-return]
+    return write_config(  # type: ignore[no-any-return]
+        CONFIG,
+        calc__yaml=CALC_SCRIPT,
+        bad__yaml="responses: []\n",
+        intro__yaml=_answer(messages=1, text="Nice to meet you, Ada."),
+        recall__yaml=_answer(messages=3, text="You are Ada."),
+    )
+
+
+def _answer(*, messages: int, text: str) -> str:
+    """A script whose one step answers ``text`` to a request of exactly ``messages`` messages."""
+    return (
+        f"steps:\n  - match: {{messages: {messages}}}\n"
+        f"    response: {{content: [{{type: text, text: {json.dumps(text)}}}], stop_reason: end_turn}}\n"
+    )
+
+
+def test_run_with_a_session_sees_the_previous_runs_conversation(
+    runner: CliRunner, config: Path, private_data_dir: Path
+) -> None:
+    first = runner.invoke(app, ["run", "intro", "My name is Ada.", "-c", str(config), "--session", "s1"])
+    assert first.exit_code == 0, first.output
+    # recall's only step wants 3 messages: the first run's user + assistant, and the new one.
+    second = runner.invoke(
+        app, ["run", "recall", "Who am I?", "-c", str(config), "--session", "s1", "--json"]
+    )
+    assert second.exit_code == 0, second.output
+    assert json.loads(second.stdout)["output"]["message"] == "You are Ada."
+    assert (private_data_dir / "state.db").is_file()
+    # Another session has no history: the same agent fails on its 1-message request.
+    other = runner.invoke(app, ["run", "recall", "Who am I?", "-c", str(config), "--session", "s2"])
+    assert other.exit_code == 4, other.output
+    assert "messages=1" in other.stderr  # type: ignore[no-any-return]
 
 
 def test_run_prints_progress_answer_and_summary(runner: CliRunner, config: Path) -> None:
@@ -150,7 +181,7 @@ def test_bad_flags_exit_2(runner: CliRunner, config: Path, flag: str, value: str
 def test_environment_errors_map_to_exit_codes(
     runner: CliRunner, config: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException, code: int
 ) -> None:
-    monkeypatch.setattr(_run, "make_environment", lambda backend, **_: _FailingEnvironment(error))
+    use_sandbox(monkeypatch, _FailingSandbox(error))
     result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config)])
     assert result.exit_code == code, result.output
     assert str(error) in result.stderr
@@ -177,7 +208,7 @@ def test_environment_errors_map_to_exit_codes(
 def test_exit_reasons_map_to_exit_codes(
     runner: CliRunner, config: Path, monkeypatch: pytest.MonkeyPatch, reason: ExitReason, code: int
 ) -> None:
-    monkeypatch.setattr(_run, "make_environment", lambda backend, **_: _ReturningEnvironment(reason))
+    use_sandbox(monkeypatch, _ReturningSandbox(reason))
     result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config), "--json"])
     assert result.exit_code == code, result.output
     assert json.loads(result.stdout)["summary"]["exit_code"] == code
@@ -188,10 +219,8 @@ def test_cancelled_job_exits_130_after_its_teardown(
 ) -> None:
     torn_down: list[bool] = []
 
-    class Slow:
-        async def run(
-            self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, *, events: Any = None
-        ) -> TurnOutput:
+    class Slow(_FailingSandbox):
+        async def run(self, request: SandboxRequest) -> TurnOutput:
             try:
                 await asyncio.sleep(60)
             finally:
@@ -209,7 +238,7 @@ def test_cancelled_job_exits_130_after_its_teardown(
         return await task
 
     real_supervise = _run._supervise
-    monkeypatch.setattr(_run, "make_environment", lambda backend, **_: Slow())
+    use_sandbox(monkeypatch, Slow(AssertionError()))
     monkeypatch.setattr(_run, "_supervise", cancel_soon)
     result = runner.invoke(app, ["run", "calc", "hi", "-c", str(config)])
     assert result.exit_code == 130, result.output
@@ -223,8 +252,10 @@ def test_invalid_script_exits_2(runner: CliRunner, config: Path) -> None:
     assert "bad.yaml" in result.stderr
 
 
-def test_unsupported_backend_is_a_clear_error(runner: CliRunner, config: Path) -> None:
-    result = runner.invoke(app, ["run", "inproc", "hi", "-c", str(config), "--json"])
-    assert result.exit_code == 3, result.output
-    assert "backend 'local' cannot be run by `airlock run`" in result.stderr
-    assert json.loads(result.stdout)["exit_code"] == 3
+def test_an_unknown_backend_is_a_config_error(runner: CliRunner, write_config) -> None:  # type: ignore[no-untyped-def]
+    path = write_config(
+        "version: 1\nagents:\n  a: {provider: {kind: scripted, script: []}, backend: local}\n"
+    )
+    result = runner.invoke(app, ["run", "a", "hi", "-c", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "unknown backend 'local'; valid backends: docker, process" in result.stderr

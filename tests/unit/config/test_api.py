@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import airlock.config
-from airlock.config import ConfigSecretResolver, SecretSource, load_config
+from airlock.config import ConfigSecretResolver, InvalidConfigError, SecretSource, load_config
 from airlock.policy.secrets import ChainResolver, SecretResolver, resolve_secret
 from layer0 import ContainerIsolation, EnvError, GvisorIsolation, ProcessIsolation
 
@@ -32,7 +32,6 @@ def test_backends_get_their_own_isolation_defaults(write: Write) -> None:
             provider: {kind: scripted, script: []}
             isolation: [{type: container, image: airlock-runner:dev}, gvisor]
           p: {provider: {kind: scripted, script: []}, backend: process}
-          l: {provider: {kind: scripted, script: []}, backend: local}
         """
     )
     config = load_config(path)
@@ -42,9 +41,15 @@ def test_backends_get_their_own_isolation_defaults(write: Write) -> None:
         GvisorIsolation(),
     ]
     assert config.agent("p").environment.isolation == [ProcessIsolation()]
-    assert config.agent("p").environment.network is not None  # deny-all, for the backend to enforce
-    local = config.agent("l").environment
-    assert (local.isolation, local.network, local.credentials, local.resources) == ([], None, [], None)
+    process = config.agent("p").environment  # the process backend enforces no network policy
+    assert (process.network, process.credentials, process.resources) == (None, [], None)
+
+
+def test_an_unknown_backend_lists_the_registered_ones(write: Write) -> None:
+    path = write("agents:\n  l: {provider: {kind: scripted, script: []}, backend: local}\n")
+    with pytest.raises(InvalidConfigError) as info:
+        load_config(path)
+    assert "unknown backend 'local'; valid backends: docker, process" in str(info.value)
 
 
 def test_credential_injections_compile_to_layer0(write: Write) -> None:

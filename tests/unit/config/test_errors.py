@@ -160,7 +160,7 @@ def test_kubernetes_backend_is_not_available_yet(write: Write, one_issue: One) -
     path = write(AGENT + "    backend: kubernetes\n")
     assert one_issue(path) == (
         f"{path}:4:5: agents.coder.backend: backend 'kubernetes' is not available yet; "
-        "use docker (or process/local for development)"
+        "use docker (or process for development)"
     )
 
 
@@ -172,11 +172,11 @@ def test_isolation_is_never_downgraded_by_the_backend(write: Write, one_issue: O
     )
 
 
-def test_local_backend_refuses_sandbox_settings(write: Write, one_issue: One) -> None:
-    path = write(AGENT + "    backend: local\n    resources: {memory: 1Gi}\n")
+def test_a_backend_refuses_settings_it_cannot_enforce(write: Write, one_issue: One) -> None:
+    path = write(AGENT + "    backend: process\n    resources: {memory: 1Gi}\n")
     assert one_issue(path) == (
-        f"{path}:5:5: agents.coder.resources: backend 'local' runs the agent in-process and cannot "
-        "enforce `resources`; use backend docker"
+        f"{path}:5:5: agents.coder.resources: backend 'process' cannot enforce `resources` (the runner "
+        "as a local process of your user: no network, resource or credential isolation); use backend docker"
     )
 
 

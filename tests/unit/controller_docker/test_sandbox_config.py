@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from airlock.sandbox import compile_sandbox_plan
 from airlock.sandbox.docker._config import (
     Boundary,
     SandboxDefaults,
-    check_spec,
     container_config,
     resolve_boundary,
     resolve_limits,
@@ -164,11 +164,11 @@ def test_process_inside_container_is_fine() -> None:
 
 
 def test_check_spec_compiles_the_policy() -> None:
-    assert not check_spec(EnvironmentSpec()).needs_egress_proxy
+    assert not compile_sandbox_plan(EnvironmentSpec()).needs_egress_proxy
     deny_only = NetworkPolicy(
         default=NetworkAction.DENY, rules=[NetworkRule(destination="evil.example", action=NetworkAction.DENY)]
     )
-    assert not check_spec(EnvironmentSpec(network=deny_only)).needs_egress_proxy
+    assert not compile_sandbox_plan(EnvironmentSpec(network=deny_only)).needs_egress_proxy
     allowed = EnvironmentSpec(
         network=NetworkPolicy(
             default=NetworkAction.DENY,
@@ -176,7 +176,7 @@ def test_check_spec_compiles_the_policy() -> None:
         ),
         credentials=[CredentialRef(name="gh", injection=CredentialInjection.env_var("GH_TOKEN"))],
     )
-    plan = check_spec(allowed)
+    plan = compile_sandbox_plan(allowed)
     assert plan.needs_egress_proxy and [c.var_name for c in plan.credentials] == ["GH_TOKEN"]
 
 
@@ -208,7 +208,7 @@ def test_check_spec_compiles_the_policy() -> None:
 )
 def test_unsafe_or_incomplete_policy_is_isolation_violation(spec: EnvironmentSpec, needle: str) -> None:
     with pytest.raises(EnvError) as e:
-        check_spec(spec)
+        compile_sandbox_plan(spec)
     assert e.value.kind == "isolation_violation" and needle in str(e.value)
 
 

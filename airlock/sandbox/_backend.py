@@ -1,0 +1,107 @@
+"""What a backend declares about itself: capabilities, doctor checks, its factory."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from airlock.policy import SecretResolver
+from layer0 import IsolationBoundary
+
+from ._port import Sandbox
+
+__all__ = ["Backend", "Capabilities", "DoctorCheck", "Reaped", "Reaper"]
+
+
+class Reaped(Protocol):
+    """What a sweep of leftover sandboxes removed, and what it could not."""
+
+    @property
+    def removed(self) -> int:
+        """How many objects were removed."""
+        ...
+
+    @property
+    def errors(self) -> list[str]:
+        """What could not be removed, and why."""
+        ...
+
+    def items(self) -> list[tuple[str, str]]:
+        """``(kind, name)`` of each removed object (``("container", "sb-…")``)."""
+        ...
+
+    def summary(self) -> str:
+        """One line: how many objects of each kind were removed."""
+        ...
+
+
+class Reaper(Protocol):
+    """Removes the sandboxes a dead controller left behind (``include_live``: every one of
+    ours); None when the backend's engine is unreachable."""
+
+    def __call__(
+        self, state_dir: Path | None = None, *, include_live: bool = False
+    ) -> Awaitable[Reaped | None]:
+        """Sweep."""
+        ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend enforces; config refuses an agent asking a backend for more."""
+
+    #: Egress is limited to the spec's network policy (else the sandbox has the host's network).
+    network_policy: bool
+    #: cpu / memory / disk / gpu limits are enforced.
+    resource_limits: bool
+    #: Credentials can be injected (env_var, file and sidecar).
+    credentials: bool
+    #: How a sandbox reaches a model endpoint on this host: through its egress proxy to the
+    #: host's address on the egress network (a sidecar credential carries the key), or on
+    #: loopback (the runner is a process of this host).
+    model_endpoint: Literal["egress_proxy", "loopback"]
+
+
+@dataclass(frozen=True)
+class DoctorCheck:
+    """One finding of ``airlock doctor``."""
+
+    name: str
+    status: Literal["ok", "warning", "error"]
+    message: str
+    #: What to do about it (empty when ok).
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One sandbox backend as the rest of airlock sees it."""
+
+    name: str
+    #: One line for listings (``airlock doctor``, config errors).
+    summary: str
+    #: Isolation boundary types it can provide (``EnvironmentSpec.isolation[].type``).
+    isolations: frozenset[str]
+    #: The boundaries an agent gets when its config names none.
+    default_isolation: tuple[IsolationBoundary, ...]
+    capabilities: Capabilities
+    #: Builds a sandbox: ``factory(secrets=, state_dir=, image=)`` (see :meth:`create`).
+    factory: Callable[..., Sandbox] = field(repr=False)
+    #: This machine's readiness for the backend (engine reachable, image built, runtimes).
+    doctor: Callable[[], Awaitable[list[DoctorCheck]]] = field(repr=False)
+    #: Removes sandboxes a dead controller left behind (None: it leaves none outside a run).
+    reap: Reaper | None = field(default=None, repr=False)
+
+    def create(
+        self,
+        *,
+        secrets: SecretResolver | None = None,
+        state_dir: Path | None = None,
+        image: str | None = None,
+    ) -> Sandbox:
+        """A sandbox of this backend: ``secrets`` resolves the agents' credentials; ``state_dir``
+        (its control directories) and ``image`` (the runner image) apply where the backend
+        has such things (None: its defaults)."""
+        return self.factory(secrets=secrets, state_dir=state_dir, image=image)

@@ -1,0 +1,42 @@
+"""What a sandbox reports while a turn runs: the turn's own events and its proxies' decisions."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from pydantic import Field, TypeAdapter
+
+from airlock.proxy import CredentialProxyEvent, EgressEvent
+from airlock.turn import (
+    InferenceFinished,
+    InferenceStarted,
+    ToolFinished,
+    ToolStarted,
+    TurnLog,
+    TurnPaused,
+    TurnStarted,
+)
+
+__all__ = ["SANDBOX_EVENT", "EventSink", "SandboxEvent"]
+
+#: One event of a sandboxed turn, tagged by ``type``: a turn event (``started``,
+#: ``inference_started``, …) or a proxy event (``egress``, ``credential_proxy``).
+SandboxEvent = Annotated[
+    TurnStarted
+    | InferenceStarted
+    | InferenceFinished
+    | ToolStarted
+    | ToolFinished
+    | TurnLog
+    | TurnPaused
+    | EgressEvent
+    | CredentialProxyEvent,
+    Field(discriminator="type"),
+]
+
+#: Validates and serialises :data:`SandboxEvent` (JSON in, typed event out).
+SANDBOX_EVENT: TypeAdapter[SandboxEvent] = TypeAdapter(SandboxEvent)
+
+#: Receives each event of a sandboxed turn as it happens; it must be quick (awaited inline).
+EventSink = Callable[[SandboxEvent], Awaitable[None]]

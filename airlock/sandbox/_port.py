@@ -1,0 +1,113 @@
+"""The Sandbox port: what every backend implements, and the one request it runs.
+
+A backend (Docker, a local process, Kubernetes) runs one turn per request in a fresh sandbox
+and returns its ``TurnOutput``. The request carries everything the sandbox may know: the
+agent as data (the runner rebuilds the turn inside), the input, the ``EnvironmentSpec`` and
+its compiled :class:`~airlock.policy.SandboxPlan` (sidecar routes included), the read-only
+state snapshot the turn reads, and the sink for its events. Nothing else crosses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from airlock.policy import PolicyError, SandboxPlan, SidecarRoute, compile_plan
+from airlock.spec import AgentSpec
+from layer0 import EnvError, EnvironmentSpec, Scope, TurnInput, TurnOutput
+
+from ._events import EventSink
+
+__all__ = ["Sandbox", "SandboxRequest", "StateEntry", "compile_sandbox_plan"]
+
+
+class StateEntry(NamedTuple):
+    """One value of the read-only state snapshot: ``(scope, key, value)``."""
+
+    scope: Scope
+    key: str
+    value: JsonValue
+
+
+class SandboxRequest(BaseModel):
+    """One turn to run in a fresh sandbox (build it with :meth:`compile`)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    #: The agent as data; the runner inside the sandbox builds the turn from it.
+    agent: AgentSpec
+    input: TurnInput
+    #: What the sandbox must provide (isolation, resources, network, credentials).
+    environment: EnvironmentSpec
+    #: ``environment``'s network and credential parts, compiled (sidecar routes included).
+    plan: SandboxPlan
+    #: The state the turn may read (e.g. its session's history); the sandbox writes none.
+    state: tuple[StateEntry, ...] = ()
+    #: Receives the turn's events and its proxies' decisions as they happen.
+    events: EventSink | None = None
+
+    @classmethod
+    def compile(
+        cls,
+        agent: AgentSpec,
+        input: TurnInput,
+        environment: EnvironmentSpec,
+        *,
+        sidecar_routes: Mapping[str, SidecarRoute] | None = None,
+        state: Iterable[tuple[Scope, str, Any]] = (),
+        events: EventSink | None = None,
+    ) -> Self:
+        """A request whose plan is compiled from ``environment`` and ``sidecar_routes``.
+
+        Raises:
+            EnvError: ``isolation_violation`` listing every invalid, unsafe or contradictory
+                rule or credential of the environment.
+        """
+        return cls(
+            agent=agent,
+            input=input,
+            environment=environment,
+            plan=compile_sandbox_plan(environment, sidecar_routes),
+            state=tuple(StateEntry(*entry) for entry in state),
+            events=events,
+        )
+
+
+def compile_sandbox_plan(
+    environment: EnvironmentSpec, sidecar_routes: Mapping[str, SidecarRoute] | None = None
+) -> SandboxPlan:
+    """:func:`~airlock.policy.compile_plan`, its refusal as the ``EnvError`` a sandbox raises.
+
+    Raises:
+        EnvError: ``isolation_violation`` naming every problem of the policy.
+    """
+    try:
+        return compile_plan(environment, sidecar_routes=sidecar_routes)
+    except PolicyError as e:
+        raise EnvError.isolation_violation(f"the sandbox's network/credential policy is invalid: {e}") from e
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A backend that runs each turn in a fresh sandbox of its own."""
+
+    async def run(self, request: SandboxRequest) -> TurnOutput:
+        """Run ``request``'s turn in a fresh sandbox, removed before this returns.
+
+        Raises:
+            EnvError: ``isolation_violation``, ``credential_failed``, ``resource_exceeded`` for
+                what the backend cannot provide (never downgraded); ``provision_failed`` when
+                the sandbox cannot start; ``turn_error`` for the turn's own failure.
+        """
+        ...
+
+    async def host_address(self) -> str:
+        """Where a service on this host (e.g. the local model server) must listen to be
+        reachable from this backend's sandboxes, through their allowed egress.
+
+        Raises:
+            EnvError: ``provision_failed`` when the backend has no such address.
+        """
+        ...
