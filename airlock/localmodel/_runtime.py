@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import sys
@@ -16,10 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airlock.subprocesses import run_command
+
 from ._errors import RuntimeSetupError
 from ._fetch import file_lock
 from ._paths import CachePaths
-from ._proc import run_streaming
 from ._progress import ProgressCallback, ProgressEvent, _Reporter
 
 LLAMA_CPP_VERSION = "0.3.36"
@@ -115,7 +117,7 @@ async def build_wheel(
             report(ProgressEvent("build_wheel", int(m.group(1)), int(m.group(2)), "steps", "compiling"))
 
     try:
-        result = await run_streaming(argv, on_line=on_line, env=env)
+        result = await run_command(argv, merge_stderr=True, on_line=on_line, env={**os.environ, **env})
     except OSError as e:
         raise RuntimeSetupError(f"cannot run pip to build {spec.requirement}: {e}") from e
     wheel = await asyncio.to_thread(cached_wheel, paths, spec)
@@ -135,7 +137,7 @@ async def _pip_install(
         "--progress-bar", "off", "--find-links", str(paths.wheels_dir), "--only-binary", spec.package,
         *(["--no-index"] if offline else []), *spec.pip_args, spec.requirement,
     ]  # fmt: skip
-    result = await run_streaming(argv)
+    result = await run_command(argv, merge_stderr=True)
     return result.returncode, result.tail
 
 
@@ -164,7 +166,9 @@ async def ensure_runtime(
         if not paths.venv_python.exists():
             report(ProgressEvent("create_venv", 0, 1, "steps", str(paths.venv_dir)))
             try:
-                created = await run_streaming([sys.executable, "-m", "venv", str(paths.venv_dir)])
+                created = await run_command(
+                    [sys.executable, "-m", "venv", str(paths.venv_dir)], merge_stderr=True
+                )
             except OSError as e:
                 raise RuntimeSetupError(f"cannot create the runtime venv: {e}") from e
             if created.returncode != 0:
@@ -185,7 +189,7 @@ async def ensure_runtime(
             f"for name in {list(spec.check_modules)!r}: importlib.import_module(name)\n"
             f"print(md.version({spec.package!r}))"
         )
-        check = await run_streaming([str(paths.venv_python), "-c", probe])
+        check = await run_command([str(paths.venv_python), "-c", probe], merge_stderr=True)
         if check.returncode != 0 or check.tail.strip().splitlines()[-1:] != [spec.version]:
             raise RuntimeSetupError(f"{spec.requirement} does not import in {paths.venv_dir}:\n{check.tail}")
         marker = {"requirement": spec.requirement, "wheel": wheel.name}
