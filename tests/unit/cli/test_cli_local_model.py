@@ -1,6 +1,6 @@
 """``airlock run`` with the ``local-model`` placeholder, wired without Docker or a model.
 
-A DockerEnvironment whose gateway and ``run`` are stand-ins, and a stand-in
+A DockerSandbox whose host address and ``run`` are stand-ins, and a stand-in
 LocalModelServer, show the wiring: the server listens on the egress gateway, its key is a
 sidecar credential resolved on the controller (never in the spec the sandbox gets), the
 provider URL is rewritten to the credential proxy, and the server is stopped afterwards
@@ -9,7 +9,9 @@ only when this command started it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,16 +19,16 @@ from clihelp import EXAMPLE
 from typer.testing import CliRunner
 
 import airlock.localmodel
-from airlock._cli import _run
 from airlock.cli import app
+from airlock.controller import _execute
 from airlock.localmodel import ServerInfo
 from airlock.policy import sidecar_agent
-from airlock.policy.plan import SidecarRoute, compile_plan
+from airlock.policy.plan import SidecarRoute
 from airlock.proxy import CredentialProxyEvent
-from airlock.sandbox._turn import agent_spec_of
-from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox import SandboxRequest, docker
+from airlock.sandbox.docker import DockerSandbox
 from airlock.sandbox.docker._egress import proxy_urls
-from layer0 import EnvironmentSpec, ExitReason, Turn, TurnInput, TurnOutput
+from layer0 import EnvironmentSpec, ExitReason, TurnOutput
 
 GATEWAY = "172.31.0.1"
 KEY = "sk-local-test-key-0123456789"
@@ -44,6 +46,7 @@ class FakeServer:
         self.started_here = False
         self.ready = self.stopped = False
         self.start_port: int | None = -1
+        self.info: ServerInfo | None = None
         FakeServer.instances.append(self)
 
     def _info(self, port: int) -> ServerInfo:
@@ -67,69 +70,70 @@ class FakeServer:
     async def start(self, host: str | None = None, port: int | None = None) -> ServerInfo:
         self.start_port = port
         self.started_here = not FakeServer.reuse
-        return self._info(self.port if port is None else 40001)
+        self.info = self._info(self.port if port is None else 40001)
+        return self.info
 
     async def stop(self) -> None:
         self.stopped = True
 
 
-class FakeDocker(DockerEnvironment):
-    """A DockerEnvironment that never talks to an engine."""
+class FakeDocker(DockerSandbox):
+    """A DockerSandbox that never talks to an engine."""
 
     seen: dict[str, Any] = {}
+    made: dict[str, Any] = {}
 
-    async def egress_gateway(self) -> str | None:
+    async def host_address(self) -> str:
         return GATEWAY
 
-    async def run(  # type: ignore[override]
-        self,
-        turn: Turn,
-        input: TurnInput,
-        spec: EnvironmentSpec,
-        *,
-        events: Any = None,
-        sidecar_routes: dict[str, SidecarRoute] | None = None,
-    ) -> TurnOutput:
-        routes = {**self.sidecar_routes, **(sidecar_routes or {})}
-        plan = compile_plan(spec, sidecar_routes=routes)
-        agent = agent_spec_of(turn)
+    async def run(self, request: SandboxRequest) -> TurnOutput:
+        plan = request.plan
+        names = [c.name for c in plan.sidecars]
         assert self.secrets is not None
+        assert request.events is not None
         FakeDocker.seen = {
-            "spec": spec,
-            "routes": routes,
-            "agent": agent,
-            "in_sandbox": sidecar_agent(agent, plan, proxy_urls({c.name: 9100 for c in plan.sidecars})),
+            "spec": request.environment,
+            "routes": {c.name: c.route for c in plan.sidecars},
+            "agent": request.agent,
+            "in_sandbox": sidecar_agent(request.agent, plan, proxy_urls(dict.fromkeys(names, 9100))),
             "key": await self.secrets.get("local-model-key"),
             "other": await self.secrets.get("anthropic-api-key"),
         }
-        for route in routes.values():
-            await events(
+        for c in plan.sidecars:
+            assert c.route is not None
+            await request.events(
                 CredentialProxyEvent(
                     client="10.200.0.2:41000",
                     credential="local-model-key",
                     method="POST",
                     path="/v1/chat/completions",
-                    upstream=route.upstream,
+                    upstream=c.route.upstream,
                     status=200,
                 )
             )
         return TurnOutput.new("391", ExitReason.complete())
 
 
+def fake_docker(**options: Any) -> FakeDocker:
+    FakeDocker.made = dict(options)
+    return FakeDocker(sweep=False, client=object(), **options)
+
+
 @pytest.fixture(autouse=True)
-def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     FakeServer.instances = []
     FakeServer.reuse = False
     FakeDocker.seen = {}
     monkeypatch.setattr(airlock.localmodel, "LocalModelServer", FakeServer)
-    monkeypatch.setattr(
-        _run, "make_environment", lambda backend, **kw: FakeDocker(sweep=False, client=object(), **kw)
-    )
+    FakeDocker.made = {}
+    fake = dataclasses.replace(docker.BACKEND, factory=fake_docker)
+    monkeypatch.setattr(_execute, "backend", lambda name: fake)
 
     async def free(host: str, port: int) -> bool:
         return True
 
-    monkeypatch.setattr(_run, "_free_port", free)
+    monkeypatch.setattr(_execute, "_bindable", free)
+    monkeypatch.setenv("AIRLOCK_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-for-the-demo")
 
 
@@ -197,7 +201,7 @@ def test_a_busy_default_port_lets_the_server_pick_one(
     async def busy(host: str, port: int) -> bool:
         return False
 
-    monkeypatch.setattr(_run, "_free_port", busy)
+    monkeypatch.setattr(_execute, "_bindable", busy)
     data = run_demo(runner)
     (server,) = FakeServer.instances
     assert server.start_port == 0
@@ -205,33 +209,15 @@ def test_a_busy_default_port_lets_the_server_pick_one(
     assert FakeDocker.seen["routes"]["local-model-key"].upstream == f"http://{GATEWAY}:40001"
 
 
-def test_the_configured_secrets_resolve_through_the_chain(
-    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    made: dict[str, Any] = {}
-
-    def make(backend: str, **kw: Any) -> Any:
-        made.update(kw)
-        return FakeDocker(sweep=False, client=object(), **kw)
-
-    monkeypatch.setattr(_run, "make_environment", make)
+def test_the_configured_secrets_resolve_through_the_chain(runner: CliRunner) -> None:
     result = runner.invoke(app, ["run", "--config", str(EXAMPLE), "coder", "hi", "--json"])
-    # The coder agent needs Anthropic; the fake environment answers without calling it.
+    # The coder agent needs Anthropic; the fake sandbox answers without calling it.
     assert result.exit_code == 0, result.output
     assert FakeDocker.seen["other"] == "sk-ant-not-for-the-demo"
     assert FakeDocker.seen["key"] is None  # no local model: nothing under that name
-    assert set(made) == {"secrets", "sidecar_routes"}
+    assert set(FakeDocker.made) == {"secrets", "state_dir", "image"}
     assert FakeServer.instances == []
 
 
-async def test_free_port_probe(unused_tcp_port: int) -> None:
-    assert await _run._free_port("127.0.0.1", unused_tcp_port)
-
-
-def test_make_environment_passes_secrets_and_routes() -> None:
-    route = SidecarRoute(upstream="https://api.upstream.test", header="x-api-key")
-    resolver = _run.LocalModelKey()
-    env = _run.make_environment("docker", secrets=resolver, sidecar_routes={"k": route})
-    assert isinstance(env, DockerEnvironment)
-    assert env.secrets is resolver
-    assert env.sidecar_routes == {"k": route}
+async def test_bindable_probe(unused_tcp_port: int) -> None:
+    assert await _execute._bindable("127.0.0.1", unused_tcp_port)
