@@ -49,7 +49,7 @@ async def resolve_credentials(plan: SandboxPlan, resolver: SecretResolver | None
         names = ", ".join(c.name for c in plan.credentials)
         raise EnvError.credential_failed(
             f"the spec asks for credentials ({names}) but this environment has no secret resolver "
-            "(DockerEnvironment(secrets=...))"
+            "(give the sandbox backend a SecretResolver: secrets=...)"
         )
     for c in plan.credentials:
         out.values[c.name] = await resolve_secret(resolver, c.name)

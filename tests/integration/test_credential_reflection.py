@@ -86,7 +86,7 @@ async def echo_env(
     env = DockerEnvironment(
         image=runner_image, state_dir=state_dir, sweep=False, secrets=EnvSecretResolver(values)
     )
-    gateway = await env.egress_gateway()
+    gateway = await env.host_address()
     assert gateway is not None
     echo = Echo()
     server = await asyncio.start_server(echo.handle, gateway, 0)

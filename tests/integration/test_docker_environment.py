@@ -74,7 +74,7 @@ async def test_same_output_as_in_process(env: DockerEnvironment, tmp_path: Path,
     results = tool_results(events)
     assert results[0]["stdout"] == "hello from sandbox\n"
     assert results[1]["stdout"].strip() == "3"
-    assert_clean(docker_client, env.state_dir)
+    assert_clean(docker_client, env.sandbox.state_dir)
 
 
 async def test_hardening_observed_from_inside(env: DockerEnvironment, tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ async def test_memory_hog_is_resource_exceeded(
         )
     assert e.value.kind == "resource_exceeded"
     assert "memory" in str(e.value) and "128Mi" in str(e.value)
-    assert_clean(docker_client, env.state_dir)
+    assert_clean(docker_client, env.sandbox.state_dir)
 
 
 FORK_LOOP = r"""python3 - <<'EOF'
@@ -199,7 +199,7 @@ async def test_failure_tears_down(env: DockerEnvironment, tmp_path: Path, docker
     with pytest.raises(EnvError) as e:
         await env.run(turn_of(broken, tmp_path), TurnInput.new("go"), EnvironmentSpec())
     assert e.value.kind == "turn_error"
-    assert_clean(docker_client, env.state_dir)
+    assert_clean(docker_client, env.sandbox.state_dir)
 
 
 async def test_cancel_tears_down(env: DockerEnvironment, tmp_path: Path, docker_client: Any) -> None:
@@ -221,7 +221,7 @@ async def test_cancel_tears_down(env: DockerEnvironment, tmp_path: Path, docker_
     with pytest.raises(asyncio.CancelledError):
         await task
     assert time.monotonic() - began < 5
-    assert_clean(docker_client, env.state_dir)
+    assert_clean(docker_client, env.sandbox.state_dir)
 
 
 async def test_cancel_during_provisioning_leaves_nothing(
@@ -235,7 +235,7 @@ async def test_cancel_during_provisioning_leaves_nothing(
         task.cancel()
         with pytest.raises((asyncio.CancelledError, EnvError)):
             await task
-        assert_clean(docker_client, env.state_dir)
+        assert_clean(docker_client, env.sandbox.state_dir)
 
 
 async def test_missing_image_names_the_build_command(state_dir: Path, tmp_path: Path) -> None:
@@ -270,4 +270,4 @@ async def test_absent_runtime_is_isolation_violation(
         await env.run(turn_of(bash_agent("true"), tmp_path), TurnInput.new("go"), spec)
     assert e.value.kind == "isolation_violation"
     assert ("runsc" if boundary.type == "gvisor" else "Kata") in str(e.value)
-    assert_clean(docker_client, env.state_dir)
+    assert_clean(docker_client, env.sandbox.state_dir)

@@ -91,7 +91,7 @@ async def test_startup_sweep(runner_image: str, docker_client: Any, state_dir: P
             TurnInput.new("x"),
             EnvironmentSpec(),
         )
-        assert env.swept is not None and f"{orphan.name} ({sid})" in env.swept.containers
+        assert env.sandbox.swept is not None and f"{orphan.name} ({sid})" in env.sandbox.swept.containers
     finally:
         with contextlib.suppress(Exception):
             orphan.remove(force=True)
