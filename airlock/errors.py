@@ -1,14 +1,30 @@
 """The airlock exception tree (layer0's errors are separate: ``layer0.Layer0Error``).
 
-::
+Every subclass of :class:`AirlockError`, wherever it is defined (the package in brackets;
+the rest live here)::
 
     AirlockError
-    ├── ConfigError        invalid agent/airlock configuration (file, line, key)
-    ├── SpecError          an AgentSpec names an unknown provider/tool or is inconsistent
-    ├── ToolError          a tool failed (kind: not_found | invalid_input | execution_failed |
-    │                       permission_denied | cancelled | model_retry)
-    ├── RunnerError        the runner or its channel failed (status code + message)
-    └── ImageError         a sandbox image is missing or cannot be built
+    ├── ConfigError              invalid agent/airlock configuration (file, line, key)
+    │   ├── InvalidConfigError   configuration files with every problem found [airlock.config]
+    │   └── PolicyError          a spec's network or credential part is unsafe [airlock.policy]
+    ├── SpecError                an AgentSpec names an unknown provider/tool or is inconsistent
+    ├── ToolError                a tool failed (kind: not_found | invalid_input | execution_failed |
+    │                             permission_denied | cancelled | model_retry)
+    ├── RunnerError              the runner or its channel failed (status code + message)
+    │   ├── RunnerCallError      a runner control call failed (gRPC status name) [airlock.runner]
+    │   └── MalformedMessage     a protobuf message does not carry a valid value [airlock.wire]
+    ├── ImageError               a sandbox image is missing or cannot be built
+    ├── TurnSessionError         a turn session is misused (a step while one runs) [airlock.turn]
+    ├── LocalModelError          the local model cannot be prepared, started or stopped
+    │   │                         [airlock.localmodel]
+    │   ├── ModelFileError       the cached model file is missing, partial or corrupt
+    │   ├── ModelFetchError      downloading or reassembling the model failed
+    │   ├── RuntimeSetupError    the llama-cpp-python wheel or its venv cannot be set up
+    │   └── ServerStartError     the model server exited or timed out before it was healthy
+    ├── ControllerError          a controller RPC failed (gRPC status name) [airlock.controller]
+    ├── ControllerServerError    the controller server cannot start [airlock.controller]
+    ├── JobStoreError            the job store cannot be read or written [airlock.controller]
+    └── JobNotFound              no job has this id [airlock.controller]
 """
 
 from __future__ import annotations
