@@ -21,7 +21,8 @@ def _import_every_module() -> None:
 
 def _all_subclasses(cls: type) -> set[type]:
     found: set[type] = set()
-    for sub in cls.__subclasses__():
+    subclasses: list[type] = cls.__subclasses__()
+    for sub in subclasses:
         found |= {sub, *_all_subclasses(sub)}
     return found
 
