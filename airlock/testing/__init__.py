@@ -2,9 +2,21 @@
 
 Every server here speaks the real protocol on the wire (the official SDKs talk HTTP to them);
 :class:`FakeProvider` is an in-memory ``Provider`` for loop-level tests. For a deterministic
-provider in production use (demos, replays) see the ``scripted`` provider instead.
+provider in production use (demos, replays) see the ``scripted`` provider instead; the
+scripted-agent builders here (:func:`scripted_agent`, :func:`bash_agent`,
+:func:`calculator_agent`, the ``*_step`` functions) write its scripts.
 """
 
+from ._agents import (
+    bash_agent,
+    calculator_agent,
+    calculator_script,
+    script_yaml,
+    scripted_agent,
+    text_step,
+    tool_step,
+    tools_step,
+)
 from ._anthropic_server import (
     FakeAnthropicServer,
     anthropic_error,
@@ -32,13 +44,21 @@ __all__ = [
     "RecordedRequest",
     "anthropic_error",
     "anthropic_message",
+    "bash_agent",
+    "calculator_agent",
+    "calculator_script",
     "chat_completion",
     "openai_error",
     "presented_api_key",
+    "script_yaml",
+    "scripted_agent",
     "text_block",
     "text_response",
+    "text_step",
     "tool_call",
     "tool_response",
+    "tool_step",
     "tool_use_block",
+    "tools_step",
     "usage_of",
 ]
