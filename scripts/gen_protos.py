@@ -10,7 +10,7 @@ Usage::
     python scripts/gen_protos.py            # regenerate airlock/_proto/ in place
     python scripts/gen_protos.py --out DIR  # write the package into DIR instead (CI diff check)
 
-The output is committed; ``tests/unit/runner/test_protos_generated.py`` regenerates into a
+The output is committed; ``tests/unit/runner/test_runner_protos_generated.py`` regenerates into a
 temporary directory and fails on any difference.
 """
 

@@ -1,6 +1,6 @@
 """A minimal Debian root filesystem from packages, with no registry and no debootstrap.
 
-The recipe (measured ≈10 s cold in ``shared/notes/offline-images.md``): apt computes the
+The recipe (about 10 s with a cold package cache): apt computes the
 dependency closure of a few packages against an *empty* dpkg status, the ``.deb`` files are
 downloaded into a cache, and each one is unpacked with ``dpkg-deb --fsys-tarfile | tar -x
 --keep-directory-symlink`` into a merged-``/usr`` skeleton (plain ``dpkg-deb -x`` would

@@ -1,9 +1,8 @@
 """Anthropic model prices as dated data, and the cost of one call from its usage.
 
-Prices are USD per million tokens, as stored on :data:`PRICES_AS_OF` (source:
-``shared/notes/anthropic-api.md``; re-check before a release). All arithmetic is
-``Decimal``. A model missing from the table has no price: :func:`anthropic_cost`
-returns ``None`` and logs a warning, never a guess.
+Prices are USD per million tokens, as published by Anthropic on :data:`PRICES_AS_OF`
+(re-check before a release). All arithmetic is ``Decimal``. A model missing from the table
+has no price: :func:`anthropic_cost` returns ``None`` and logs a warning, never a guess.
 
 The cost of a call uses all four usage counters: uncached input, cache writes (5-minute
 and 1-hour TTL priced separately when the breakdown is reported, otherwise at the
