@@ -12,15 +12,25 @@ import grpc
 _log = logging.getLogger("airlock.auth")
 
 
+def _bearer_token(value: str) -> str | None:
+    """The credentials of an ``authorization`` value whose scheme is Bearer (RFC 7235: the
+    scheme is case-insensitive and one or more spaces follow it); None for another scheme."""
+    scheme, _, credentials = value.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return credentials.lstrip(" ")
+
+
 class BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Requires ``authorization: Bearer <token>`` on every RPC except health checks.
+    """Requires ``authorization: Bearer <token>`` on every RPC except health checks (the
+    scheme matched case-insensitively, ``bearer`` and ``BEARER`` too).
 
     The token is compared in constant time and never logged; a refusal is
     ``UNAUTHENTICATED`` saying whether the token was missing or wrong.
     """
 
     def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     async def intercept_service(
         self,
@@ -34,7 +44,8 @@ class BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         for key, value in details.invocation_metadata or ():
             if key == "authorization":
                 presented = value if isinstance(value, str) else value.decode("latin-1")
-        if hmac.compare_digest(presented.encode(), self._expected):
+        credentials = _bearer_token(presented)
+        if credentials is not None and hmac.compare_digest(credentials.encode(), self._expected):
             return handler
         reason = "missing" if not presented else "wrong"
         _log.warning("rejected RPC: %s bearer token", reason, extra={"method": details.method})
@@ -47,6 +58,10 @@ class BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
             yield  # pragma: no cover - abort raises
 
+        if handler.stream_stream:  # e.g. server reflection
+            return grpc.stream_stream_rpc_method_handler(deny_stream)
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(deny_unary)
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(deny_stream)
         return grpc.unary_unary_rpc_method_handler(deny_unary)

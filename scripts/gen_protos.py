@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Generate the private gRPC package ``airlock/_proto/`` from ``protos/``.
 
-Runs ``grpcio-tools`` (protoc) with the ``mypy-protobuf`` plugins, then rewrites the
-generated imports from the proto package path (``airlock.runner.v1``, which would collide
-with the real ``airlock.runner`` package) to ``airlock._proto.runner.v1``.
+Runs ``grpcio-tools`` (protoc) with the ``mypy-protobuf`` plugins on ``protos/airlock/``, then
+rewrites the generated imports from the proto package path (``airlock.runner.v1``, which would
+collide with the real ``airlock.runner`` package) to ``airlock._proto.runner.v1``.
+
+``protos/grpc/`` (the vendored standard health service) is NOT generated: in Python it is
+served by ``grpcio-health-checking``, whose module already registers those messages, and a
+second copy in the descriptor pool would clash. It is there for clients in other languages.
 
 Usage::
 
@@ -26,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
+#: Only airlock's own protos are generated (see the module docstring for protos/grpc/).
+GENERATED_ROOT = PROTO_ROOT / "airlock"
 DEFAULT_OUT = ROOT / "airlock" / "_proto"
 
 #: The proto package prefix ``airlock.`` is dropped inside ``airlock/_proto/``.
@@ -37,10 +43,9 @@ README = """\
 Python code generated from `protos/` by `scripts/gen_protos.py` (grpcio-tools + mypy-protobuf).
 Edit the `.proto` files and run `python scripts/gen_protos.py` instead.
 
-This package is private: only `airlock/runner/_convert.py`, `airlock/controller/_convert.py`
-and the two gRPC servers/clients touch its types, and proto types never appear in a public
-signature. ruff and mypy skip it; a test regenerates it and fails on
-any difference.
+This package is private: only `airlock/wire/` (the shared layer0 <-> protobuf converters),
+`airlock/controller/_convert.py` (job messages) and the two gRPC servers/clients touch its
+types. ruff and mypy skip it; a test regenerates it and fails on any difference.
 """
 
 
@@ -60,9 +65,9 @@ def generate(out: Path) -> list[Path]:
     """Generate the package into ``out`` (created; existing generated files replaced)."""
     import grpc_tools
 
-    protos = sorted(PROTO_ROOT.rglob("*.proto"))
+    protos = sorted(GENERATED_ROOT.rglob("*.proto"))
     if not protos:
-        raise SystemExit(f"no .proto files under {PROTO_ROOT}")
+        raise SystemExit(f"no .proto files under {GENERATED_ROOT}")
     include = Path(grpc_tools.__file__).parent / "_proto"
     bindir = Path(sys.executable).parent
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,10 +9,10 @@ from typing import Any, Self
 
 import grpc
 
+from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError
-from airlock.runner import _convert as cv
 from layer0 import TurnInput
 
 from . import _convert as jc

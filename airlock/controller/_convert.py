@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
-from airlock.runner import _convert as cv
 
 from ._model import Job, JobError, JobEvent, JobFilter, JobState
 

@@ -1,5 +1,5 @@
-"""The controller's gRPC face: the Controller service, health, bearer-token auth, and the
-token file."""
+"""The controller's gRPC face: the Controller service, health, server reflection, bearer-token
+auth, and the token file. Requests that do not parse or do not validate are INVALID_ARGUMENT."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
+from airlock import wire
 from airlock._grpcauth import BearerAuth
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError, ConfigError
-from airlock.runner import _convert as cv
 
 from . import _convert as jc
 from ._service import JobNotFound, JobService
@@ -85,12 +85,12 @@ class _Servicer(cpb_grpc.ControllerServicer):
         if not request.HasField("input"):
             return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input (a TurnInput) is required")
         try:
-            turn_input = cv.input_from_proto(request.input)
-        except AirlockError as e:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"input: {e}")
+            turn_input = wire.input_from_proto(request.input)
+        except wire.MalformedMessage as e:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e.under("input")))
         if not turn_input.message.as_blocks():
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input message is empty")
-        max_ms = cv.duration_from_proto(request.max_duration) if request.HasField("max_duration") else None
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input.message: empty")
+        max_ms = wire.duration_from_proto(request.max_duration) if request.HasField("max_duration") else None
         try:
             job = await self.service.submit(
                 request.agent,
@@ -182,9 +182,11 @@ class ControllerServer:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ]
-        self._server = grpc.aio.server(interceptors=[BearerAuth(token)], options=options)
+        interceptors = [BearerAuth(token), wire.RejectCorruptRequests()]
+        self._server = grpc.aio.server(interceptors=interceptors, options=options)
         cpb_grpc.add_ControllerServicer_to_server(_Servicer(service), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        wire.add_reflection(self._server, SERVICE_NAME)
 
     def __repr__(self) -> str:  # never show the token
         return f"ControllerServer(address={self.address or self.listen!r})"

@@ -13,6 +13,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import BaseModel, ConfigDict, Field
 
+from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.errors import RunnerError
@@ -29,7 +30,6 @@ from airlock.turn import (
 )
 from layer0 import Scope, TurnError, TurnInput, TurnOutput
 
-from . import _convert as cv
 from ._server import DEFAULT_MAX_MESSAGE_BYTES, REASON_KEY, SERVICE_NAME
 
 
@@ -142,8 +142,8 @@ class RemoteTurn:
         self.address = address
         self.spec = spec
         self._metadata = (("authorization", f"Bearer {token}"),)
-        self._spec_proto = cv.spec_to_proto(spec)
-        self._state_proto = cv.state_to_proto(state or [])
+        self._spec_proto = wire.spec_to_proto(spec)
+        self._state_proto = wire.state_to_proto(state or [])
         self._next_id = execution_id
         self.execution_id: str | None = None
         self._root_certificates = root_certificates
@@ -217,14 +217,14 @@ class RemoteTurn:
         self._next_id = None
         request = pb.ExecuteRequest(
             agent=self._spec_proto,
-            input=cv.input_to_proto(input),
+            input=wire.input_to_proto(input),
             execution_id=self.execution_id,
             state=self._state_proto,
         )
         call = stub.Execute(request, metadata=self._metadata)
         try:
             async for message in call:
-                item = cv.event_from_proto(message)
+                item = wire.event_from_proto(message)
                 if isinstance(item, TurnOutput):
                     yield TurnFinished(output=item)
                     return
@@ -233,7 +233,7 @@ class RemoteTurn:
                 yield item
         except grpc.aio.AioRpcError as e:
             raise _turn_error(e, self.address) from e
-        except cv.MalformedMessage as e:
+        except wire.MalformedMessage as e:
             raise TurnError.other(f"runner at {self.address} sent a malformed event: {e}") from e
         finally:
             call.cancel()

@@ -2,7 +2,8 @@
 
 One :class:`RunnerServer` per sandbox. Every RPC of the ``Runner`` service needs the
 sandbox's bearer token; ``grpc.health.v1.Health`` does not, and reports SERVING only while
-the runner accepts executions.
+the runner accepts executions. Server reflection is served too (behind the token). Requests
+that do not parse or do not validate are INVALID_ARGUMENT, one line per problem.
 """
 
 from __future__ import annotations
@@ -10,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from uuid import uuid4
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
+from pydantic import JsonValue
 
+from airlock import wire
 from airlock._grpcauth import BearerAuth
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
@@ -28,9 +31,8 @@ from airlock.errors import RunnerError, SpecError
 from airlock.spec import AgentSpec
 from airlock.state import InMemoryStore
 from airlock.turn import TurnEvent
-from layer0 import TurnError, TurnInput, TurnOutput, read_only
+from layer0 import Scope, TurnError, TurnInput, TurnOutput, read_only
 
-from . import _convert as cv
 from ._log import logger
 
 if TYPE_CHECKING:
@@ -39,10 +41,12 @@ if TYPE_CHECKING:
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_EVENT_PAYLOAD_BYTES = 16 * 1024
 SERVICE_NAME = "airlock.runner.v1.Runner"
-#: Trailing-metadata key telling the client why an RPC was refused (``busy``, ``too_large``, …).
+#: Trailing-metadata key telling the client why an RPC was refused (``busy``, ``invalid``, …;
+#: every value is listed in protos/airlock/runner/v1/runner.proto).
 REASON_KEY = "airlock-reason"
 
 _log = logger()
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,11 @@ class _Execution:
         self.cancelled = False
 
     async def _sink(self, event: TurnEvent) -> None:
-        message = cv.event_to_proto(event, payload_limit=self.payload_limit)
+        try:
+            message = wire.event_to_proto(event, payload_limit=self.payload_limit)
+        except wire.MalformedMessage as e:  # a value outside the wire's closed sets: not sent
+            _log.warning("event not sent", extra={"execution_id": self.id, "error": str(e)})
+            return
         if message is not None:
             self.events.put_nowait(message)
 
@@ -113,14 +121,14 @@ class _Execution:
         final: pb.TurnEvent
         try:
             output = await self._run()
-            final = cv.output_event(output)
+            final = wire.output_event(output)
         except asyncio.CancelledError:
-            final = cv.output_event(self._cancelled_output())
+            final = wire.output_event(self._cancelled_output())
         except TurnError as e:
-            final = cv.error_event(e.kind, e.message, e.tool_name)
+            final = wire.error_event(e.kind, e.message, e.tool_name)
         except Exception as e:  # the turn must never take the runner down
             _log.exception("execution failed unexpectedly", extra={"execution_id": self.id})
-            final = cv.error_event("other", f"runner: unexpected {type(e).__name__}: {e}")
+            final = wire.error_event("other", f"runner: unexpected {type(e).__name__}: {e}")
         finally:
             self._fail_pending_steps()
         await self.events.put(final)
@@ -156,6 +164,35 @@ class _Execution:
             _, reply = self.commands.get_nowait()
             if reply is not None and not reply.done():
                 reply.set_exception(RunnerError("the execution ended"))
+
+
+def _decode(request: pb.ExecuteRequest) -> tuple[AgentSpec, TurnInput, list[tuple[Scope, str, JsonValue]]]:
+    """The spec, input and state snapshot of an Execute request.
+
+    Raises:
+        MalformedMessage: each problem of the request, located from its root (``agent.…``,
+            ``input.…``, ``state[i].…``).
+    """
+    problems: list[wire.Problem] = []
+
+    def read(field: str, decode: Callable[[Any], _T], message: Any, present: bool = True) -> _T | None:
+        if not present:
+            problems.append(wire.Problem(field, "required"))
+            return None
+        try:
+            return decode(message)
+        except wire.MalformedMessage as e:
+            problems.extend(e.under(field).problems)
+            return None
+
+    spec = read("agent", wire.spec_from_proto, request.agent, request.HasField("agent"))
+    input = read("input", wire.input_from_proto, request.input, request.HasField("input"))
+    state = read("state", wire.state_from_proto, request.state)
+    if input is not None and not input.message.as_blocks():
+        problems.append(wire.Problem("input.message", "empty: send the text or blocks of the turn"))
+    if problems or spec is None or input is None or state is None:
+        raise wire.MalformedMessage(problems=problems)
+    return spec, input, state
 
 
 def _step_response(result: StepResult) -> pb.StepResponse:
@@ -230,9 +267,9 @@ class _RunnerService(pb_grpc.RunnerServicer):
                         extra={
                             "execution_id": execution_id,
                             "result": kind,
-                            "exit_reason": str(cv.exit_reason_from_proto(event.output.exit_reason))
+                            "exit_reason": str(wire.exit_reason_from_proto(event.output.exit_reason))
                             if kind == "output"
-                            else event.error.kind,
+                            else wire.turn_error_from_proto(event.error).kind,
                             "ms": round((time.monotonic() - started) * 1000, 1),
                         },
                     )
@@ -259,7 +296,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
         size = event.ByteSize()
         if size <= self.config.max_message_bytes - 1024:
             return event
-        return cv.error_event(
+        return wire.error_event(
             "non_retryable",
             f"the turn's result is {size} bytes, more than this runner's message limit of "
             f"{self.config.max_message_bytes} bytes (--max-message-bytes)",
@@ -268,27 +305,21 @@ class _RunnerService(pb_grpc.RunnerServicer):
     async def _prepare(
         self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
     ) -> tuple[NeuronTurn, TurnInput]:
-        """Decode and validate the request and build the turn (INVALID_ARGUMENT on bad input)."""
+        """Decode and validate the request and build the turn (INVALID_ARGUMENT on bad input,
+        one line per problem, each led by the request field it is about)."""
         try:
-            if not request.HasField("agent"):
-                raise SpecError("ExecuteRequest.agent is required")
-            if not request.HasField("input"):
-                raise cv.MalformedMessage("ExecuteRequest.input is required")
-            spec = cv.spec_from_proto(request.agent)
-            input = cv.input_from_proto(request.input)
-            if not input.message.as_blocks():
-                raise cv.MalformedMessage("the input message is empty")
+            spec, input, state = _decode(request)
             store = InMemoryStore()
-            for scope, key, value in cv.state_from_proto(request.state):
+            for scope, key, value in state:
                 await store.write(scope, key, value)
-
             provider = self.config.provider_factory(spec) if self.config.provider_factory else None
             turn = build_turn(
                 spec, state=read_only(store), workspace=self.config.workspace, provider=provider
             )
-        except (SpecError, cv.MalformedMessage) as e:
-            _log.info("rejected malformed Execute", extra={"error": str(e)})
-            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, str(e), "invalid")
+        except wire.MalformedMessage as e:
+            await self._invalid(context, e.problems)
+        except SpecError as e:  # the spec decoded, but its tools, hooks or provider do not build
+            await self._invalid(context, [p.under("agent") for p in wire.problems_of(e)])
         except Exception as e:
             _log.exception("cannot build the turn")
             await self._refuse(
@@ -298,6 +329,11 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 "internal",
             )
         return turn, input
+
+    async def _invalid(self, context: grpc.aio.ServicerContext, problems: Sequence[wire.Problem]) -> NoReturn:
+        details = "\n".join(str(p) for p in problems)
+        _log.info("rejected an invalid Execute", extra={"error": details})
+        await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, details, "invalid")
 
     def _find(self, execution_id: str) -> _Execution | None:
         return self.executions.get(execution_id)
@@ -378,9 +414,11 @@ class RunnerServer:
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        self._server = grpc.aio.server(interceptors=[BearerAuth(config.token)], options=options)
+        interceptors = [BearerAuth(config.token), wire.RejectCorruptRequests(((REASON_KEY, "invalid"),))]
+        self._server = grpc.aio.server(interceptors=interceptors, options=options)
         pb_grpc.add_RunnerServicer_to_server(self._service, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        wire.add_reflection(self._server, SERVICE_NAME)
         self.address: str | None = None
 
     async def start(self, listen: str, *, tls: TlsFiles | None = None) -> str:

@@ -11,6 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from runner_helpers import scripted_spec, text_step, tool_step
 
+from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.build import build_turn
@@ -22,7 +23,6 @@ from airlock.runner import (
     RunnerServer,
     TurnFinished,
 )
-from airlock.runner import _convert as cv
 from airlock.state import InMemoryStore
 from airlock.turn import (
     InferenceFinished,
@@ -71,6 +71,11 @@ async def _in_process(
     turn = build_turn(spec, state=read_only(store), workspace=workspace, events=sink)
     output = await turn.execute(input)
     return output, events
+
+
+def _reason(error: grpc.aio.AioRpcError) -> str | None:
+    """The ``airlock-reason`` trailing metadata of a refused call."""
+    return next((str(v) for k, v in error.trailing_metadata() or () if k == "airlock-reason"), None)
 
 
 # --- execute ---------------------------------------------------------------------------------
@@ -284,7 +289,8 @@ async def test_missing_or_wrong_token_is_unauthenticated(address: str, token: st
     channel = grpc.aio.insecure_channel(address)
     stub = pb_grpc.RunnerStub(channel)
     request = pb.ExecuteRequest(
-        agent=cv.spec_to_proto(scripted_spec([text_step("x")])), input=cv.input_to_proto(TurnInput.new("hi"))
+        agent=wire.spec_to_proto(scripted_spec([text_step("x")])),
+        input=wire.input_to_proto(TurnInput.new("hi")),
     )
     for metadata in [(), (("authorization", "Bearer wrong-token-wrong-token"),), (("authorization", token),)]:
         with pytest.raises(grpc.aio.AioRpcError) as e:
@@ -346,15 +352,23 @@ async def test_oversized_output_becomes_a_clear_error(address: str, token: str) 
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda r: r.agent.provider.__setattr__("kind", "nope"), "unknown provider 'nope'"),
-        (lambda r: r.agent.tools.append("rm_rf"), "unknown tool"),
-        (lambda r: r.agent.__setattr__("name", ""), "name"),
-        (lambda r: r.input.message.__setattr__("text", ""), "input message is empty"),
-        (lambda r: r.ClearField("input"), "input is required"),
-        (lambda r: r.ClearField("agent"), "agent is required"),
-        (lambda r: r.input.metadata.__setattr__("text", "{not json"), "invalid JSON"),
-        (lambda r: r.agent.provider.ClearField("script"), "needs a script"),
-        (lambda r: r.agent.tool_options.add(tool="bash", options=cv.json_to_proto({"bogus": 1})), "bogus"),
+        (
+            lambda r: r.agent.provider.__setattr__("kind", 99),
+            "agent.provider.kind: unknown provider kind 99; valid: PROVIDER_KIND_ANTHROPIC, "
+            "PROVIDER_KIND_OPENAI_COMPAT, PROVIDER_KIND_SCRIPTED",
+        ),
+        (lambda r: r.agent.tools.append("rm_rf"), "agent.tools: unknown tool(s) rm_rf; valid tools: bash,"),
+        (lambda r: r.agent.__setattr__("name", ""), "agent.name: String should have at least 1 character"),
+        (lambda r: r.input.message.__setattr__("text", ""), "input.message: empty"),
+        (lambda r: r.ClearField("input"), "input: required"),
+        (lambda r: r.ClearField("agent"), "agent: required"),
+        (lambda r: r.input.metadata.__setattr__("text", "{not json"), "input.metadata: invalid JSON text"),
+        (lambda r: r.state.add(key="k"), "state[0].scope: required"),
+        (lambda r: r.agent.provider.ClearField("script"), "agent: scripted provider needs a script"),
+        (
+            lambda r: r.agent.tool_options.add(tool="bash", options=wire.json_to_proto({"bogus": 1})),
+            "agent: invalid options for tool 'bash': bogus: Extra inputs are not permitted",
+        ),
     ],
 )
 async def test_malformed_requests_are_invalid_argument(
@@ -362,7 +376,7 @@ async def test_malformed_requests_are_invalid_argument(
 ) -> None:
     spec = scripted_spec([text_step("x")], tools=["bash"])
     request = pb.ExecuteRequest(
-        agent=cv.spec_to_proto(spec), input=cv.input_to_proto(TurnInput.new("hi")), execution_id="m"
+        agent=wire.spec_to_proto(spec), input=wire.input_to_proto(TurnInput.new("hi")), execution_id="m"
     )
     mutate(request)
     channel = grpc.aio.insecure_channel(address)
@@ -372,16 +386,96 @@ async def test_malformed_requests_are_invalid_argument(
         async for _ in stub.Execute(request, metadata=md):
             pass
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert expected in str(e.value.details())
+    assert str(e.value.details()).startswith(expected)
+    assert _reason(e.value) == "invalid"
     # The runner stays up and serves the next request.
-    good = pb.ExecuteRequest(agent=cv.spec_to_proto(scripted_spec([text_step("fine")])), input=request.input)
+    good = pb.ExecuteRequest(
+        agent=wire.spec_to_proto(scripted_spec([text_step("fine")])), input=request.input
+    )
     if not request.HasField("input") or not request.input.message.text:
-        good.input.CopyFrom(cv.input_to_proto(TurnInput.new("hi")))
+        good.input.CopyFrom(wire.input_to_proto(TurnInput.new("hi")))
     if request.input.metadata.text == "{not json":
         good.input.metadata.text = "null"
     finals = [m async for m in stub.Execute(good, metadata=md)]
     assert finals[-1].WhichOneof("kind") == "output"
     await channel.close()
+
+
+async def test_every_problem_of_a_request_is_one_line_without_python_details(
+    address: str, token: str
+) -> None:
+    request = pb.ExecuteRequest(
+        agent=wire.spec_to_proto(scripted_spec([text_step("x")])), execution_id="lines"
+    )
+    request.agent.name = ""
+    request.agent.provider.max_tokens = 0
+    request.state.add(key="k", value=pb.Json(text="[1,"), scope=wire.scope_to_proto(Scope.session("s")))
+    md = (("authorization", f"Bearer {token}"),)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = pb_grpc.RunnerStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            async for _ in stub.Execute(request, metadata=md):
+                pass
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        lines = str(e.value.details()).splitlines()
+        assert [line.split(": ")[0] for line in lines] == [
+            "agent.name",
+            "agent.provider.max_tokens",
+            "input",
+            "state[0].value",
+        ]
+        # A script that does not validate: one line per problem, no pydantic URL or class name.
+        bad_script = scripted_spec([text_step("x")])
+        bad = pb.ExecuteRequest(
+            agent=wire.spec_to_proto(bad_script), input=wire.input_to_proto(TurnInput.new("hi"))
+        )
+        bad.agent.provider.script.text = '[{"response": {"content": [], "stop_reason": "bored"}, "extra": 1}]'
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            async for _ in stub.Execute(bad, metadata=md):
+                pass
+        details = str(e.value.details())
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert details.splitlines() == [
+            "agent: invalid inline script: steps[0].response.stop_reason: Input should be 'end_turn', "
+            "'tool_use', 'max_tokens', 'stop_sequence', 'pause_turn', 'refusal', "
+            "'model_context_window_exceeded' or 'content_filter'",
+            "agent: invalid inline script: steps[0].extra: Extra inputs are not permitted",
+        ]
+        assert "pydantic" not in details and "Script" not in details
+
+
+@pytest.mark.parametrize(
+    ("method", "streaming"),
+    [
+        ("/airlock.runner.v1.Runner/Execute", True),
+        ("/airlock.runner.v1.Runner/Cancel", False),
+        ("/airlock.runner.v1.Runner/Step", False),
+    ],
+)
+async def test_corrupt_request_bytes_are_invalid_argument(
+    address: str, token: str, method: str, streaming: bool
+) -> None:
+    md = (("authorization", f"Bearer {token}"),)
+    async with grpc.aio.insecure_channel(address) as channel:
+        for corrupt in (b"\xff\xff\xff", b"\x0a\x05ab"):  # a bad tag; a field cut short
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                if streaming:
+                    async for _ in channel.unary_stream(method)(corrupt, metadata=md):
+                        pass
+                else:
+                    await channel.unary_unary(method)(corrupt, metadata=md)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "does not parse as its protobuf message" in str(e.value.details())
+            assert "DecodeError" not in str(e.value.details()) and "<class" not in str(e.value.details())
+            assert _reason(e.value) == "invalid"
+        # Without the token, the same bytes are UNAUTHENTICATED: auth comes first.
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await channel.unary_unary("/airlock.runner.v1.Runner/Cancel")(b"\xff\xff")
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        # The runner still serves well-formed calls.
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await pb_grpc.RunnerStub(channel).Cancel(pb.CancelRequest(execution_id="x"), metadata=md)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 async def test_a_second_concurrent_execute_is_resource_exhausted(address: str, token: str) -> None:

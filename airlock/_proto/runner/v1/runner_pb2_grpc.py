@@ -26,8 +26,17 @@ if _version_not_supported:
 
 
 class RunnerStub:
-    """The in-sandbox runner. Every RPC needs `authorization: Bearer <token>` metadata, except the
-    standard grpc.health.v1.Health service, which the runner also serves.
+    """The in-sandbox runner. Every RPC needs `authorization: Bearer <token>` metadata (the scheme
+    is case-insensitive), except the standard grpc.health.v1.Health service, which the runner
+    also serves; a missing or wrong token: UNAUTHENTICATED. The runner also serves gRPC server
+    reflection (grpc.reflection.v1alpha), behind the same token.
+
+    A refusal carries trailing metadata `airlock-reason`: `invalid` (INVALID_ARGUMENT: a
+    request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
+    later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
+    `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
+    `internal` (INTERNAL). A request larger than the runner's message limit is
+    RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
 
     def __init__(self, channel):
@@ -64,8 +73,17 @@ class RunnerStub:
 
 
 class RunnerServicer:
-    """The in-sandbox runner. Every RPC needs `authorization: Bearer <token>` metadata, except the
-    standard grpc.health.v1.Health service, which the runner also serves.
+    """The in-sandbox runner. Every RPC needs `authorization: Bearer <token>` metadata (the scheme
+    is case-insensitive), except the standard grpc.health.v1.Health service, which the runner
+    also serves; a missing or wrong token: UNAUTHENTICATED. The runner also serves gRPC server
+    reflection (grpc.reflection.v1alpha), behind the same token.
+
+    A refusal carries trailing metadata `airlock-reason`: `invalid` (INVALID_ARGUMENT: a
+    request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
+    later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
+    `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
+    `internal` (INTERNAL). A request larger than the runner's message limit is
+    RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
 
     def Execute(self, request, context):
@@ -149,8 +167,17 @@ def add_RunnerServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Runner:
-    """The in-sandbox runner. Every RPC needs `authorization: Bearer <token>` metadata, except the
-    standard grpc.health.v1.Health service, which the runner also serves.
+    """The in-sandbox runner. Every RPC needs `authorization: Bearer <token>` metadata (the scheme
+    is case-insensitive), except the standard grpc.health.v1.Health service, which the runner
+    also serves; a missing or wrong token: UNAUTHENTICATED. The runner also serves gRPC server
+    reflection (grpc.reflection.v1alpha), behind the same token.
+
+    A refusal carries trailing metadata `airlock-reason`: `invalid` (INVALID_ARGUMENT: a
+    request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
+    later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
+    `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
+    `internal` (INTERNAL). A request larger than the runner's message limit is
+    RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""layer0 ↔ proto conversions are lossless: property tests over arbitrary values."""
+"""layer0/airlock ↔ proto conversions (airlock.wire) are lossless: property tests over arbitrary
+values; malformed messages are refused with located problems."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
-from airlock.errors import SpecError
-from airlock.runner import _convert as cv
 from airlock.spec import AgentSpec, ContextSpec, HookSpec, LoopLimits, ProviderSpec
 from airlock.turn import (
     InferenceFinished,
@@ -178,29 +178,29 @@ def _same(a: Any, b: Any) -> None:
 @_settings
 @given(inputs)
 def test_turn_input_round_trips(value: TurnInput) -> None:
-    wire = cv.input_to_proto(value).SerializeToString()
-    _same(cv.input_from_proto(pb.TurnInput.FromString(wire)), value)
+    data = wire.input_to_proto(value).SerializeToString()
+    _same(wire.input_from_proto(pb.TurnInput.FromString(data)), value)
 
 
 @_settings
 @given(outputs)
 def test_turn_output_round_trips(value: TurnOutput) -> None:
-    wire = cv.output_to_proto(value).SerializeToString()
-    _same(cv.output_from_proto(pb.TurnOutput.FromString(wire)), value)
+    data = wire.output_to_proto(value).SerializeToString()
+    _same(wire.output_from_proto(pb.TurnOutput.FromString(data)), value)
 
 
 @_settings
 @given(st.lists(st.tuples(scopes, text, json_values), max_size=5))
 def test_state_entries_round_trip(entries: list[tuple[Scope, str, Any]]) -> None:
-    messages = [pb.StateEntry.FromString(m.SerializeToString()) for m in cv.state_to_proto(entries)]
-    back = cv.state_from_proto(messages)
+    messages = [pb.StateEntry.FromString(m.SerializeToString()) for m in wire.state_to_proto(entries)]
+    back = wire.state_from_proto(messages)
     assert back == entries
     assert [repr(v) for *_, v in back] == [repr(v) for *_, v in entries]  # int stays int
 
 
 def test_ints_and_floats_keep_their_type() -> None:
     value = {"i": 1, "f": 1.0, "big": 2**70, "neg0": -0.0, "n": None, "s": "ünï €"}
-    back = cv.json_from_proto(pb.Json.FromString(cv.json_to_proto(value).SerializeToString()))
+    back = wire.json_from_proto(pb.Json.FromString(wire.json_to_proto(value).SerializeToString()))
     assert back == value
     assert isinstance(back, dict)
     assert type(back["i"]) is int and type(back["f"]) is float and back["big"] == 2**70
@@ -211,24 +211,49 @@ def test_decimal_scale_survives() -> None:
     out = TurnOutput.new("x").model_copy(
         update={"metadata": TurnMetadata.empty().model_copy(update={"cost": Decimal("0.012300")})}
     )
-    back = cv.output_from_proto(cv.output_to_proto(out))
+    back = wire.output_from_proto(wire.output_to_proto(out))
     assert str(back.metadata.cost) == "0.012300"
 
 
 def test_nan_is_refused() -> None:
-    with pytest.raises(cv.MalformedMessage):
-        cv.json_to_proto(float("nan"))
-    with pytest.raises(cv.MalformedMessage):
-        cv.json_from_proto(pb.Json(text="NaN"))
+    with pytest.raises(wire.MalformedMessage):
+        wire.json_to_proto(float("nan"))
+    with pytest.raises(wire.MalformedMessage):
+        wire.json_from_proto(pb.Json(text="NaN"))
 
 
 def test_missing_required_fields_are_malformed() -> None:
-    with pytest.raises(cv.MalformedMessage, match="message is required"):
-        cv.input_from_proto(pb.TurnInput(trigger=cv.trigger_to_proto(TriggerType.user())))
-    with pytest.raises(cv.MalformedMessage, match="no variant set"):
-        cv.input_from_proto(pb.TurnInput(message=pb.Content(), trigger=pb.TriggerType()))
-    with pytest.raises(cv.MalformedMessage, match="invalid JSON"):
-        cv.json_from_proto(pb.Json(text="{"))
+    with pytest.raises(wire.MalformedMessage) as e:
+        wire.input_from_proto(pb.TurnInput(trigger=wire.trigger_to_proto(TriggerType.user())))
+    assert str(e.value) == "message: required"
+    with pytest.raises(wire.MalformedMessage) as e:
+        wire.input_from_proto(pb.TurnInput(message=pb.Content(), trigger=pb.TriggerType()))
+    assert str(e.value) == "message: no variant of 'kind' set"
+    with pytest.raises(wire.MalformedMessage, match="invalid JSON"):
+        wire.json_from_proto(pb.Json(text="{"))
+
+
+def test_problems_are_located_deep_in_the_message() -> None:
+    bad_block = pb.ContentBlock(tool_use=pb.ToolUseBlock(id="t", name="n", input=pb.Json(text="{oops")))
+    message = pb.TurnInput(
+        message=pb.Content(
+            blocks=pb.ContentBlocks(blocks=[pb.ContentBlock(text=pb.TextBlock(text="ok")), bad_block])
+        ),
+        trigger=wire.trigger_to_proto(TriggerType.user()),
+    )
+    with pytest.raises(wire.MalformedMessage) as e:
+        wire.input_from_proto(message)
+    assert str(e.value).startswith("message.blocks[1].tool_use.input: invalid JSON text: ")
+    output = wire.output_to_proto(TurnOutput.new("x"))
+    output.effects.add().log.SetInParent()  # level unspecified
+    output.effects.add().delegate.agent = "b"  # input missing
+    with pytest.raises(wire.MalformedMessage) as e:
+        wire.output_from_proto(output)
+    assert str(e.value).startswith("effects[0].log.level: required (got LOG_LEVEL_UNSPECIFIED); valid: ")
+    output.effects[0].log.level = pb.LOG_LEVEL_INFO
+    with pytest.raises(wire.MalformedMessage) as e:
+        wire.output_from_proto(output)
+    assert str(e.value) == "effects[1].delegate.input: required"
 
 
 # --- AgentSpec -------------------------------------------------------------------------------
@@ -236,8 +261,8 @@ def test_missing_required_fields_are_malformed() -> None:
 
 def test_agent_spec_fields_are_all_carried() -> None:
     """Fails when AgentSpec/ProviderSpec grow a field the converter does not carry yet."""
-    assert set(AgentSpec.model_fields) == cv.AGENT_SPEC_FIELDS
-    assert set(ProviderSpec.model_fields) == cv.PROVIDER_SPEC_FIELDS
+    assert set(AgentSpec.model_fields) == wire.AGENT_SPEC_FIELDS
+    assert set(ProviderSpec.model_fields) == wire.PROVIDER_SPEC_FIELDS
 
 
 agent_specs = st.builds(
@@ -279,24 +304,70 @@ agent_specs = st.builds(
 @_settings
 @given(agent_specs)
 def test_agent_spec_round_trips(spec: AgentSpec) -> None:
-    wire = cv.spec_to_proto(spec).SerializeToString()
-    back = cv.spec_from_proto(pb.AgentSpec.FromString(wire))
+    data = wire.spec_to_proto(spec).SerializeToString()
+    back = wire.spec_from_proto(pb.AgentSpec.FromString(data))
     assert back == spec
     assert back.model_dump_json() == spec.model_dump_json()
 
 
 def test_agent_spec_defaults_apply_when_absent() -> None:
-    spec = cv.spec_from_proto(pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind="scripted")))
+    spec = wire.spec_from_proto(
+        pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED))
+    )
     assert spec == AgentSpec(name="a", provider=ProviderSpec(kind="scripted"))
+    with_context = pb.AgentSpec(
+        name="a",
+        provider=pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED),
+        context=pb.ContextSpec(keep_last=3),
+    )
+    assert wire.spec_from_proto(with_context).context == ContextSpec(strategy="none", keep_last=3)
 
 
-def test_invalid_agent_spec_names_the_problem() -> None:
-    with pytest.raises(SpecError, match="unknown provider 'nope'"):
-        cv.spec_from_proto(pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind="nope")))
-    with pytest.raises(SpecError, match="unknown tool"):
-        cv.spec_from_proto(pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind="scripted"), tools=["rm_rf"]))
-    with pytest.raises(SpecError, match="provider is required"):
-        cv.spec_from_proto(pb.AgentSpec(name="a"))
+def _problems(message: pb.AgentSpec) -> list[str]:
+    with pytest.raises(wire.MalformedMessage) as e:
+        wire.spec_from_proto(message)
+    return str(e.value).splitlines()
+
+
+def test_invalid_agent_spec_names_each_problem_on_its_own_line() -> None:
+    scripted = pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED)
+    valid = "valid: PROVIDER_KIND_ANTHROPIC, PROVIDER_KIND_OPENAI_COMPAT, PROVIDER_KIND_SCRIPTED"
+    assert _problems(pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind=99))) == [
+        f"provider.kind: unknown provider kind 99; {valid}"
+    ]
+    assert _problems(pb.AgentSpec(name="a", provider=pb.ProviderSpec())) == [
+        f"provider.kind: required (got PROVIDER_KIND_UNSPECIFIED); {valid}"
+    ]
+    assert _problems(pb.AgentSpec(name="a")) == ["provider: required"]
+    [tools] = _problems(pb.AgentSpec(name="a", provider=scripted, tools=["rm_rf"]))
+    assert tools.startswith("tools: unknown tool(s) rm_rf; valid tools: bash, calculator, ")
+    several = pb.AgentSpec(
+        name="",
+        provider=pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED, max_tokens=0, price_per_mtok_in="lots"),
+        context=pb.ContextSpec(strategy=pb.CONTEXT_STRATEGY_UNSPECIFIED),
+        limits=pb.LoopLimits(stuck_threshold=1),
+    )
+    # Enum problems are reported first (the spec cannot be built without them) ...
+    assert _problems(several) == [
+        "context.strategy: required (got CONTEXT_STRATEGY_UNSPECIFIED); valid: CONTEXT_STRATEGY_NONE, "
+        "CONTEXT_STRATEGY_SLIDING_WINDOW, CONTEXT_STRATEGY_SUMMARIZATION, CONTEXT_STRATEGY_COMPOSITE"
+    ]
+    several.context.strategy = pb.CONTEXT_STRATEGY_COMPOSITE
+    # ... then every validation problem at once, without pydantic's URLs or class names.
+    lines = _problems(several)
+    assert lines == [
+        "name: String should have at least 1 character",
+        "provider.max_tokens: Input should be greater than 0",
+        "provider.price_per_mtok_in: Input should be a valid decimal",
+        "limits.stuck_threshold: Input should be greater than 1",
+    ]
+    twice = pb.AgentSpec(name="a", provider=scripted)
+    twice.tool_options.add(tool="bash", options=wire.json_to_proto({}))
+    twice.tool_options.add(tool="bash", options=pb.Json(text="{"))
+    assert [line.split(":")[0] for line in _problems(twice)] == [
+        "tool_options[1].tool",
+        "tool_options[1].options",
+    ]
 
 
 # --- Events ----------------------------------------------------------------------------------
@@ -335,18 +406,18 @@ def test_events_round_trip() -> None:
         TurnPaused(iteration=2),
     ]
     for event in events:
-        message = cv.event_to_proto(event, payload_limit=1000)
+        message = wire.event_to_proto(event, payload_limit=1000)
         assert message is not None
-        assert cv.event_from_proto(pb.TurnEvent.FromString(message.SerializeToString())) == event
+        assert wire.event_from_proto(pb.TurnEvent.FromString(message.SerializeToString())) == event
 
 
 def test_event_payloads_are_cut_to_the_limit() -> None:
-    started = cv.event_to_proto(
+    started = wire.event_to_proto(
         ToolStarted(tool_use_id="t", name="n", input={"x": "é" * 100}), payload_limit=10
     )
     assert started is not None and started.tool_started.input_truncated
-    assert cv.event_from_proto(started) == ToolStarted(tool_use_id="t", name="n", input='{"x":"éé')
-    finished = cv.event_to_proto(
+    assert wire.event_from_proto(started) == ToolStarted(tool_use_id="t", name="n", input='{"x":"éé')
+    finished = wire.event_to_proto(
         ToolFinished(tool_use_id="t", name="n", duration_ms=1, success=True, output="é" * 100),
         payload_limit=11,
     )
@@ -356,9 +427,21 @@ def test_event_payloads_are_cut_to_the_limit() -> None:
 
 def test_final_events() -> None:
     out = TurnOutput.new("done")
-    assert cv.event_from_proto(cv.output_event(out)) == out
-    err = cv.event_from_proto(cv.error_event("tool", "boom", "bash"))
+    assert wire.event_from_proto(wire.output_event(out)) == out
+    err = wire.event_from_proto(wire.error_event("tool", "boom", "bash"))
     assert isinstance(err, TurnError)
     assert (err.kind, err.message, err.tool_name) == ("tool", "boom", "bash")
-    unknown = cv.event_from_proto(cv.error_event("weird", "x"))
+    unknown = wire.event_from_proto(wire.error_event("weird", "x"))
     assert isinstance(unknown, TurnError) and unknown.kind == "other"
+    newer = wire.event_from_proto(pb.TurnEvent(error=pb.TurnFailed(kind=99, message="from a newer runner")))
+    assert isinstance(newer, TurnError) and newer.kind == "other"
+
+
+def test_events_with_a_value_outside_a_closed_set_are_malformed() -> None:
+    finished = pb.TurnEvent(inference_finished=pb.InferenceFinished(iteration=1))
+    with pytest.raises(wire.MalformedMessage, match=r"^inference_finished.stop_reason: required"):
+        wire.event_from_proto(finished)
+    with pytest.raises(wire.MalformedMessage, match=r"^log.level: unknown log level 42"):
+        wire.event_from_proto(pb.TurnEvent(log=pb.TurnLogEvent(level=42)))
+    with pytest.raises(wire.MalformedMessage, match="unknown log level 'loud'"):
+        wire.event_to_proto(TurnLog(level="loud", message="x"), payload_limit=10)

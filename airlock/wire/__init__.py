@@ -1,0 +1,124 @@
+"""The wire: every layer0/airlock value ↔ its protobuf message, in one place.
+
+The runner's protos (``protos/airlock/runner/v1/runner.proto``) mirror layer0's types as
+real messages, so a client in any language gets typed messages; this package is the one
+converter between them and the Python models, shared by the runner, its client and the
+controller (which keeps only its job messages in ``airlock.controller._convert``). Every
+conversion is lossless; a test round-trips each of layer0's golden vectors through it.
+
+Reading a message that does not carry a valid value raises :class:`MalformedMessage`,
+whose text is one line per problem (``path: what is wrong``), fit for an INVALID_ARGUMENT
+answer to a client in any language. :class:`RejectCorruptRequests` and
+:func:`add_reflection` are the gRPC server plumbing both airlock services share.
+"""
+
+from ._content import (
+    block_from_proto,
+    block_to_proto,
+    content_from_proto,
+    content_to_proto,
+    image_source_from_proto,
+    image_to_proto,
+)
+from ._enums import (
+    CONTEXT_STRATEGY,
+    LOG_LEVEL,
+    PROVIDER_KIND,
+    STOP_REASON,
+    TURN_ERROR_KIND,
+    TURN_ERROR_KINDS,
+    WIRE_ENUMS,
+    WireEnum,
+)
+from ._events import error_event, event_from_proto, event_to_proto, output_event, turn_error_from_proto
+from ._primitives import duration_from_proto, duration_to_proto, json_from_proto, json_text, json_to_proto
+from ._problems import MalformedMessage, Problem, located, problems_of, validation_problems
+from ._server import HEALTH_SERVICE_NAME, RejectCorruptRequests, add_reflection
+from ._spec import AGENT_SPEC_FIELDS, PROVIDER_SPEC_FIELDS, spec_from_proto, spec_to_proto
+from ._tagged import (
+    exit_reason_from_proto,
+    exit_reason_to_proto,
+    scope_from_proto,
+    scope_to_proto,
+    trigger_from_proto,
+    trigger_to_proto,
+)
+from ._turn import (
+    config_from_proto,
+    config_to_proto,
+    effect_from_proto,
+    effect_to_proto,
+    input_from_proto,
+    input_to_proto,
+    metadata_from_proto,
+    metadata_to_proto,
+    output_from_proto,
+    output_to_proto,
+    signal_payload_from_proto,
+    signal_payload_to_proto,
+    state_from_proto,
+    state_to_proto,
+    tool_call_from_proto,
+    tool_call_to_proto,
+)
+
+__all__ = [
+    "AGENT_SPEC_FIELDS",
+    "CONTEXT_STRATEGY",
+    "HEALTH_SERVICE_NAME",
+    "LOG_LEVEL",
+    "PROVIDER_KIND",
+    "PROVIDER_SPEC_FIELDS",
+    "STOP_REASON",
+    "TURN_ERROR_KIND",
+    "TURN_ERROR_KINDS",
+    "WIRE_ENUMS",
+    "MalformedMessage",
+    "Problem",
+    "RejectCorruptRequests",
+    "WireEnum",
+    "add_reflection",
+    "block_from_proto",
+    "block_to_proto",
+    "config_from_proto",
+    "config_to_proto",
+    "content_from_proto",
+    "content_to_proto",
+    "duration_from_proto",
+    "duration_to_proto",
+    "effect_from_proto",
+    "effect_to_proto",
+    "error_event",
+    "event_from_proto",
+    "event_to_proto",
+    "exit_reason_from_proto",
+    "exit_reason_to_proto",
+    "image_source_from_proto",
+    "image_to_proto",
+    "input_from_proto",
+    "input_to_proto",
+    "json_from_proto",
+    "json_text",
+    "json_to_proto",
+    "located",
+    "metadata_from_proto",
+    "metadata_to_proto",
+    "output_event",
+    "output_from_proto",
+    "output_to_proto",
+    "problems_of",
+    "scope_from_proto",
+    "scope_to_proto",
+    "signal_payload_from_proto",
+    "signal_payload_to_proto",
+    "spec_from_proto",
+    "spec_to_proto",
+    "state_from_proto",
+    "state_to_proto",
+    "tool_call_from_proto",
+    "tool_call_to_proto",
+    "trigger_from_proto",
+    "trigger_to_proto",
+    "turn_error_from_proto",
+    "validation_problems",
+]

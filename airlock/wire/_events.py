@@ -1,0 +1,169 @@
+"""Turn events and the final ``output`` / ``error`` events of an Execute stream ↔ proto."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock.turn import (
+    InferenceFinished,
+    InferenceStarted,
+    ToolFinished,
+    ToolStarted,
+    TurnEvent,
+    TurnLog,
+    TurnPaused,
+    TurnStarted,
+)
+from layer0 import TurnError, TurnOutput, decimal_to_str
+
+from ._enums import LOG_LEVEL, STOP_REASON, TURN_ERROR_KIND
+from ._primitives import (
+    decimal_from_text,
+    decoder,
+    duration_from_proto,
+    duration_to_proto,
+    json_field,
+    json_text,
+    json_to_proto,
+    oneof,
+)
+from ._problems import MalformedMessage, located
+from ._turn import output_from_proto, output_to_proto
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut to at most ``limit`` UTF-8 bytes (on a character boundary)."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text, False
+    return data[:limit].decode("utf-8", errors="ignore"), True
+
+
+def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | None:
+    """A turn event → proto; tool input/output longer than ``payload_limit`` bytes is cut.
+
+    Returns None for an event type this wire version does not carry.
+
+    Raises:
+        MalformedMessage: a stop reason or log level outside its closed set.
+    """
+    if isinstance(event, TurnStarted):
+        return pb.TurnEvent(started=pb.TurnStarted())
+    if isinstance(event, InferenceStarted):
+        started = pb.InferenceStarted(iteration=event.iteration)
+        if event.model is not None:
+            started.model = event.model
+        return pb.TurnEvent(inference_started=started)
+    if isinstance(event, InferenceFinished):
+        finished = pb.InferenceFinished(
+            iteration=event.iteration,
+            stop_reason=STOP_REASON.to_proto(event.stop_reason),
+            tokens_in=event.tokens_in,
+            tokens_out=event.tokens_out,
+            total_tokens_in=event.total_tokens_in,
+            total_tokens_out=event.total_tokens_out,
+            total_cost=decimal_to_str(event.total_cost),
+            duration=duration_to_proto(event.duration_ms),
+        )
+        if event.cost is not None:
+            finished.cost = decimal_to_str(event.cost)
+        return pb.TurnEvent(inference_finished=finished)
+    if isinstance(event, ToolStarted):
+        text = json_text(event.input)
+        cut, truncated = _cut(text, payload_limit)
+        payload = json_to_proto(cut) if truncated else pb.Json(text=text)
+        return pb.TurnEvent(
+            tool_started=pb.ToolStarted(
+                tool_use_id=event.tool_use_id, name=event.name, input=payload, input_truncated=truncated
+            )
+        )
+    if isinstance(event, ToolFinished):
+        output, truncated = _cut(event.output, payload_limit)
+        return pb.TurnEvent(
+            tool_finished=pb.ToolFinished(
+                tool_use_id=event.tool_use_id,
+                name=event.name,
+                duration=duration_to_proto(event.duration_ms),
+                success=event.success,
+                output=output,
+                output_truncated=truncated,
+            )
+        )
+    if isinstance(event, TurnLog):
+        return pb.TurnEvent(log=pb.TurnLogEvent(level=LOG_LEVEL.to_proto(event.level), message=event.message))
+    if isinstance(event, TurnPaused):
+        return pb.TurnEvent(paused=pb.TurnPaused(iteration=event.iteration))
+    return None
+
+
+def output_event(output: TurnOutput) -> pb.TurnEvent:
+    """The final ``output`` event."""
+    return pb.TurnEvent(output=output_to_proto(output))
+
+
+def error_event(kind: str, message: str, tool_name: str | None = None) -> pb.TurnEvent:
+    """The final ``error`` event (``kind``: a layer0 TurnError kind; anything else is ``other``)."""
+    try:
+        number = TURN_ERROR_KIND.to_proto(kind)
+    except MalformedMessage:
+        number = TURN_ERROR_KIND.to_proto("other")
+    failed = pb.TurnFailed(kind=number, message=message)
+    if tool_name is not None:
+        failed.tool_name = tool_name
+    return pb.TurnEvent(error=failed)
+
+
+def turn_error_from_proto(message: pb.TurnFailed) -> TurnError:
+    """The TurnError an ``error`` event carries (an unspecified or unknown kind is ``other``)."""
+    try:
+        kind = TURN_ERROR_KIND.from_proto(message.kind)
+    except MalformedMessage:
+        kind = "other"
+    tool_name = message.tool_name if message.HasField("tool_name") else None
+    return TurnError(cast(Any, kind), message.message, tool_name=tool_name)
+
+
+@decoder
+def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnError:
+    """A proto event → a turn event, the final TurnOutput, or the final TurnError."""
+    kind = oneof(message, "kind")
+    with located(kind):
+        if kind == "output":
+            return output_from_proto(message.output)
+        if kind == "error":
+            return turn_error_from_proto(message.error)
+        if kind == "started":
+            return TurnStarted()
+        if kind == "inference_started":
+            s = message.inference_started
+            return InferenceStarted(iteration=s.iteration, model=s.model if s.HasField("model") else None)
+        if kind == "inference_finished":
+            f = message.inference_finished
+            return InferenceFinished(
+                iteration=f.iteration,
+                stop_reason=STOP_REASON.from_proto(f.stop_reason, "stop_reason").value,
+                tokens_in=f.tokens_in,
+                tokens_out=f.tokens_out,
+                cost=decimal_from_text(f.cost, "cost") if f.HasField("cost") else None,
+                total_tokens_in=f.total_tokens_in,
+                total_tokens_out=f.total_tokens_out,
+                total_cost=decimal_from_text(f.total_cost or "0", "total_cost"),
+                duration_ms=duration_from_proto(f.duration),
+            )
+        if kind == "tool_started":
+            t = message.tool_started
+            return ToolStarted(tool_use_id=t.tool_use_id, name=t.name, input=json_field(t, "input"))
+        if kind == "tool_finished":
+            t2 = message.tool_finished
+            return ToolFinished(
+                tool_use_id=t2.tool_use_id,
+                name=t2.name,
+                duration_ms=duration_from_proto(t2.duration),
+                success=t2.success,
+                output=t2.output,
+            )
+        if kind == "log":
+            level = LOG_LEVEL.from_proto(message.log.level, "level")
+            return TurnLog(level=level.value, message=message.log.message)
+        return TurnPaused(iteration=message.paused.iteration)

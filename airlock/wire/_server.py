@@ -1,0 +1,115 @@
+"""gRPC server plumbing both airlock services share: corrupt requests and reflection.
+
+grpc.aio answers a request whose bytes do not parse as its message with ``UNKNOWN`` and a
+Python exception class in the details. :class:`RejectCorruptRequests` makes that
+``INVALID_ARGUMENT`` with a plain sentence, for every unary-request method of the server.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
+
+_log = logging.getLogger("airlock.wire")
+
+#: The standard health service's name (both servers serve it).
+HEALTH_SERVICE_NAME: str = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+
+
+class _Corrupt:
+    """Stands in for a request whose bytes did not parse."""
+
+    def __init__(self, error: DecodeError) -> None:
+        self.error = error
+
+
+def _tolerant(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def read(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as e:
+            return _Corrupt(e)
+
+    return read
+
+
+class RejectCorruptRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Answers a unary request that does not parse as its message with ``INVALID_ARGUMENT``.
+
+    Args:
+        trailing_metadata: sent with the refusal (the runner adds ``airlock-reason: invalid``).
+    """
+
+    def __init__(self, trailing_metadata: Sequence[tuple[str, str]] = ()) -> None:
+        self._trailing = tuple(trailing_metadata)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+            return handler
+        behaviour = handler.unary_stream if handler.response_streaming else handler.unary_unary
+        if not (inspect.iscoroutinefunction(behaviour) or inspect.isasyncgenfunction(behaviour)):
+            return handler
+        method: str = details.method
+        trailing = self._trailing
+
+        async def refuse(request: _Corrupt, context: grpc.aio.ServicerContext) -> None:
+            _log.info("rejected a corrupt request", extra={"method": method, "error": str(request.error)})
+            if trailing:
+                context.set_trailing_metadata(trailing)
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"the request to {method} does not parse as its protobuf message (corrupt bytes, or "
+                "a message of another type)",
+            )
+
+        deserializer = _tolerant(handler.request_deserializer)
+        if not handler.response_streaming:
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                if isinstance(request, _Corrupt):
+                    await refuse(request, context)
+                return await behaviour(request, context)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary, request_deserializer=deserializer, response_serializer=handler.response_serializer
+            )
+        if inspect.isasyncgenfunction(behaviour):
+
+            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                if isinstance(request, _Corrupt):
+                    await refuse(request, context)
+                async for response in behaviour(request, context):
+                    yield response
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream, request_deserializer=deserializer, response_serializer=handler.response_serializer
+            )
+
+        async def writer(request: Any, context: grpc.aio.ServicerContext) -> None:
+            # A streaming method that writes with context.write() (e.g. Health.Watch).
+            if isinstance(request, _Corrupt):
+                await refuse(request, context)
+            await behaviour(request, context)
+
+        return grpc.unary_stream_rpc_method_handler(
+            writer, request_deserializer=deserializer, response_serializer=handler.response_serializer
+        )
+
+
+def add_reflection(server: grpc.aio.Server, service_name: str) -> None:
+    """Serve gRPC server reflection (grpc.reflection.v1alpha) for ``service_name``, the health
+    service and reflection itself."""
+    names = (service_name, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(names, server)

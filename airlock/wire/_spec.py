@@ -1,0 +1,163 @@
+"""airlock AgentSpec ↔ proto."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock.spec import AgentSpec
+from layer0 import decimal_to_str
+
+from ._enums import CONTEXT_STRATEGY, PROVIDER_KIND
+from ._primitives import json_field, json_to_proto
+from ._problems import MalformedMessage, Problem, validation_problems
+from ._turn import config_from_proto, config_to_proto
+
+_T = TypeVar("_T")
+
+#: The AgentSpec/ProviderSpec fields this module carries; a test fails when the models grow.
+AGENT_SPEC_FIELDS = frozenset(
+    ("name", "provider", "system", "tools", "tool_options", "context", "defaults", "hooks", "limits")
+)
+PROVIDER_SPEC_FIELDS = frozenset(
+    (
+        "kind",
+        "model",
+        "base_url",
+        "api_key_env",
+        "script",
+        "max_tokens",
+        "temperature",
+        "timeout_s",
+        "max_retries",
+        "price_per_mtok_in",
+        "price_per_mtok_out",
+    )
+)
+
+
+def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
+    """AgentSpec → proto (every field set explicitly, defaults included)."""
+    p = spec.provider
+    provider = pb.ProviderSpec(
+        kind=PROVIDER_KIND.to_proto(p.kind),
+        script=json_to_proto(p.script),
+        max_tokens=p.max_tokens,
+        timeout_s=p.timeout_s,
+        max_retries=p.max_retries,
+    )
+    for name in ("model", "base_url", "api_key_env", "temperature"):
+        if getattr(p, name) is not None:
+            setattr(provider, name, getattr(p, name))
+    for name in ("price_per_mtok_in", "price_per_mtok_out"):
+        price = getattr(p, name)
+        if price is not None:
+            setattr(provider, name, decimal_to_str(price))
+    return pb.AgentSpec(
+        name=spec.name,
+        provider=provider,
+        system=spec.system,
+        tools=list(spec.tools),
+        context=pb.ContextSpec(
+            strategy=CONTEXT_STRATEGY.to_proto(spec.context.strategy),
+            max_tokens=spec.context.max_tokens,
+            keep_last=spec.context.keep_last,
+        ),
+        defaults=config_to_proto(spec.defaults),
+        tool_options=[
+            pb.ToolOptions(tool=tool, options=json_to_proto(options))
+            for tool, options in spec.tool_options.items()
+        ],
+        hooks=[pb.HookSpec(name=h.name, options=json_to_proto(h.options)) for h in spec.hooks],
+        limits=pb.LoopLimits(
+            circuit_breaker_threshold=spec.limits.circuit_breaker_threshold,
+            stuck_threshold=spec.limits.stuck_threshold,
+        ),
+    )
+
+
+def _present(message: Any, names: Iterable[str]) -> dict[str, Any]:
+    return {name: getattr(message, name) for name in names if message.HasField(name)}
+
+
+class _Problems:
+    """Collects the problems of a message instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.found: list[Problem] = []
+
+    def read(self, path: str, read: Callable[..., _T], *args: Any) -> _T | None:
+        """``read(*args)``, or None with its problems recorded under ``path``."""
+        try:
+            return read(*args)
+        except MalformedMessage as e:
+            self.found.extend(e.under(path).problems)
+            return None
+
+    def add(self, path: str, text: str) -> None:
+        self.found.append(Problem(path, text))
+
+
+def _provider(p: pb.ProviderSpec, problems: _Problems) -> dict[str, Any]:
+    provider: dict[str, Any] = {
+        "kind": problems.read("provider.kind", PROVIDER_KIND.from_proto, p.kind),
+        "script": problems.read("provider", json_field, p, "script"),
+    }
+    provider.update(
+        _present(p, ("model", "base_url", "api_key_env", "max_tokens", "temperature", "timeout_s"))
+    )
+    provider.update(_present(p, ("max_retries", "price_per_mtok_in", "price_per_mtok_out")))
+    return provider
+
+
+def _tool_options(message: pb.AgentSpec, problems: _Problems) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for i, entry in enumerate(message.tool_options):
+        if entry.tool in options:
+            problems.add(f"tool_options[{i}].tool", f"{entry.tool!r} is listed twice")
+        options[entry.tool] = problems.read(f"tool_options[{i}]", json_field, entry, "options")
+    return options
+
+
+def spec_from_proto(message: pb.AgentSpec) -> AgentSpec:
+    """proto → AgentSpec, validated like any AgentSpec.
+
+    Raises:
+        MalformedMessage: every problem found (a missing provider, an unspecified or unknown
+            enum value, invalid JSON, a value that does not validate), each located by its
+            path in the AgentSpec (``provider.kind``, ``context.keep_last``, …).
+    """
+    problems = _Problems()
+    data: dict[str, Any] = {
+        "name": message.name,
+        "system": message.system,
+        "tools": list(message.tools),
+        "tool_options": _tool_options(message, problems),
+        "hooks": [
+            {"name": h.name, "options": problems.read(f"hooks[{i}]", json_field, h, "options") or {}}
+            for i, h in enumerate(message.hooks)
+        ],
+    }
+    if message.HasField("provider"):
+        data["provider"] = _provider(message.provider, problems)
+    else:
+        problems.add("provider", "required")
+    if message.HasField("context"):
+        c = message.context
+        context = _present(c, ("max_tokens", "keep_last"))
+        if c.HasField("strategy"):
+            context["strategy"] = problems.read("context.strategy", CONTEXT_STRATEGY.from_proto, c.strategy)
+        data["context"] = context
+    if message.HasField("defaults"):
+        data["defaults"] = problems.read("defaults", config_from_proto, message.defaults)
+    if message.HasField("limits"):
+        data["limits"] = _present(message.limits, ("circuit_breaker_threshold", "stuck_threshold"))
+    if problems.found:
+        raise MalformedMessage(problems=problems.found)
+    try:
+        return AgentSpec.model_validate(data)
+    except ValidationError as e:
+        raise MalformedMessage(problems=validation_problems(e)) from e
