@@ -21,7 +21,7 @@ from pydantic import (
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SidecarRoute
 from airlock.sandbox import backend_names
-from layer0._wire import U32_MAX, Money
+from layer0 import U32_MAX, Money
 
 from ._values import check_env_name, normalise_destination, parse_duration, parse_quantity
 

@@ -1,7 +1,8 @@
 """State stores implementing ``layer0.StateStore`` (used by the runner and the controller).
 
 - ``InMemoryStore``: a dict; tests and ephemeral runs.
-- ``SqliteStore``: the embedded default that persists (one SQLite file, WAL mode).
+- ``SqliteStore``: the embedded default that persists (one SQLite file, WAL mode), on
+  ``SqliteThread``, the base of every airlock SQLite file (also the controller's job store).
 - ``FsStore``: scopes as directories, one JSON file per key, atomic writes.
 
 All three hold JSON values only (anything else raises ``StateError.serialization``),
@@ -12,6 +13,6 @@ query terms found.
 
 from ._fs import FsStore
 from ._memory import InMemoryStore
-from ._sqlite import SqliteStore
+from ._sqlite import SqliteStore, SqliteThread
 
-__all__ = ["FsStore", "InMemoryStore", "SqliteStore"]
+__all__ = ["FsStore", "InMemoryStore", "SqliteStore", "SqliteThread"]
