@@ -8,26 +8,10 @@ which case they fail: CI must never pass by skipping the real sandbox tests.
 from __future__ import annotations
 
 import os
-import subprocess
-from functools import cache
 
 import pytest
 
-
-@cache
-def docker_available() -> bool:
-    try:
-        return (
-            subprocess.run(
-                ["docker", "info", "--format", "{{.ServerVersion}}"],
-                capture_output=True,
-                timeout=20,
-                check=False,
-            ).returncode
-            == 0
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+from tests.support.containers import docker_available
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,7 @@ import pytest
 
 from airlock.images import build_runner_image
 from airlock.sandbox.docker import DockerEnvironment
-from airlock.sandbox.docker._labels import LABEL_OWNER
-
-OWNER = f"{socket.gethostname()}:{os.getpid()}"
+from tests.support.containers import assert_none_left
 
 
 @pytest.fixture(scope="session")
@@ -38,11 +35,6 @@ def docker_client() -> Any:
     return docker.from_env()
 
 
-def my_containers(client: Any) -> list[Any]:
-    """Containers labelled as owned by this test process."""
-    return list(client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={OWNER}"}))
-
-
 @pytest.fixture
 def state_dir() -> Iterator[Path]:
     # Short: a unix socket path must fit in 108 bytes.
@@ -55,13 +47,4 @@ def state_dir() -> Iterator[Path]:
 @pytest.fixture
 def env(runner_image: str, state_dir: Path, docker_client: Any) -> Iterator[DockerEnvironment]:
     yield DockerEnvironment(image=runner_image, state_dir=state_dir, sweep=False)
-    leftovers = my_containers(docker_client)
-    for c in leftovers:  # clean up, then fail: teardown must have removed them
-        c.remove(force=True)
-    assert not leftovers, f"containers left behind: {[c.name for c in leftovers]}"
-
-
-def assert_clean(client: Any, state_dir: Path) -> None:
-    """No container of this process and nothing in the state directory."""
-    assert my_containers(client) == []
-    assert list(state_dir.iterdir()) == []
+    assert_none_left(docker_client)  # the environment's teardown must have removed them

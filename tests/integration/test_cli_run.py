@@ -20,6 +20,8 @@ from typer.testing import CliRunner
 from airlock._cli._common import EXIT_CANCELLED
 from airlock.cli import app
 from airlock.sandbox.docker._labels import LABEL_OWNER, LABEL_SANDBOX
+from airlock.testing import calculator_script, script_yaml, text_step, tool_step
+from tests.support.containers import assert_clean
 
 pytestmark = pytest.mark.docker
 
@@ -27,33 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "airlock.yaml"
 QUESTION = "What is 17 * 23? Use the calculator."
 
-#: examples/scripts/calculator.yaml's conversation, in the scripted provider's format.
-CALC_SCRIPT = """\
-steps:
-  - response:
-      content:
-        - {type: tool_use, id: call_1, name: calculator, input: {expression: "17 * 23"}}
-      stop_reason: tool_use
-      usage: {input_tokens: 40, output_tokens: 12}
-      cost: "0.0001"
-  - response:
-      content:
-        - {type: text, text: "17 x 23 = 391."}
-      stop_reason: end_turn
-      usage: {input_tokens: 60, output_tokens: 8}
-      cost: "0.0002"
-"""
-
-SLOW_SCRIPT = """\
-steps:
-  - response:
-      content:
-        - {type: tool_use, id: t1, name: bash, input: {command: "sleep 30"}}
-      stop_reason: tool_use
-  - response:
-      content: [{type: text, text: "slept"}]
-      stop_reason: end_turn
-"""
+#: examples/scripts/calculator.yaml's conversation, with usage and costs.
+CALC_SCRIPT = script_yaml(calculator_script())
+SLOW_SCRIPT = script_yaml([tool_step("bash", {"command": "sleep 30"}), text_step("slept")])
 
 CONFIG = """\
 version: 1
@@ -91,16 +69,6 @@ def cli_env(runner_image: str, state_dir: Path, monkeypatch: pytest.MonkeyPatch)
     env = dict(os.environ)
     env["COLUMNS"] = "120"
     return env
-
-
-def assert_clean(client: Any, state_dir: Path) -> None:
-    """No container of this process and nothing left in the state directory.
-
-    (Not imported from conftest: with several test directories on sys.path, ``conftest``
-    may name another directory's module.)
-    """
-    assert _sandboxes_of(client, f"{socket.gethostname()}:{os.getpid()}") == []
-    assert list(state_dir.iterdir()) == []
 
 
 def assert_answered(stdout: str) -> None:

@@ -27,6 +27,7 @@ import pytest
 
 from airlock._cli._common import EXIT_CANCELLED, EXIT_USAGE
 from airlock.sandbox.docker._labels import LABEL_OWNER
+from airlock.testing import calculator_script, script_yaml, text_step, tool_step
 
 pytestmark = pytest.mark.docker
 
@@ -34,32 +35,8 @@ QUESTION = "What is 17 * 23?"
 AIRLOCK = [sys.executable, "-m", "airlock"]
 
 #: examples/scripts/calculator.yaml's conversation, with usage and costs.
-CALC_SCRIPT = """\
-steps:
-  - response:
-      content:
-        - {type: tool_use, id: call_1, name: calculator, input: {expression: "17 * 23"}}
-      stop_reason: tool_use
-      usage: {input_tokens: 40, output_tokens: 12}
-      cost: "0.0001"
-  - response:
-      content:
-        - {type: text, text: "17 x 23 = 391."}
-      stop_reason: end_turn
-      usage: {input_tokens: 60, output_tokens: 8}
-      cost: "0.0002"
-"""
-
-SLOW_SCRIPT = """\
-steps:
-  - response:
-      content:
-        - {type: tool_use, id: t1, name: bash, input: {command: "sleep 60"}}
-      stop_reason: tool_use
-  - response:
-      content: [{type: text, text: "slept"}]
-      stop_reason: end_turn
-"""
+CALC_SCRIPT = script_yaml(calculator_script())
+SLOW_SCRIPT = script_yaml([tool_step("bash", {"command": "sleep 60"}), text_step("slept")])
 
 CONFIG = """\
 version: 1

@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from controller_helpers import running_controller
 
-from airlock.controller import JobState
+from airlock.controller import JobState, SandboxActivity
 from airlock.localmodel._manager import _pid_alive
+from airlock.proxy import CredentialProxyEvent
+from tests.support.controller import running_controller
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -33,9 +34,13 @@ async def test_the_controller_runs_the_demo_agent_on_the_local_model(
         server = controller.service.runner._local_model  # type: ignore[union-attr]
         assert server is not None and server.info is not None
         origin = server.info.base_url.removesuffix("/v1")
-        calls = [e.data for e in events if e.kind == "credential_proxy"]
-        assert calls and all(c["upstream"] == origin and c["status"] == 200 for c in calls)
-        assert all(c["credential"] == "local-model-key" for c in calls)
+        calls = [
+            e.data.event
+            for e in events
+            if isinstance(e.data, SandboxActivity) and isinstance(e.data.event, CredentialProxyEvent)
+        ]
+        assert calls and all(c.upstream == origin and c.status == 200 for c in calls)
+        assert all(c.credential == "local-model-key" for c in calls)
         started_here, pid = server.started_here, server.info.pid
     if started_here:
         assert not _pid_alive(pid)  # stopped with the controller

@@ -17,30 +17,25 @@ from typing import Any, ClassVar
 
 import grpc
 import pytest
-from conftest import my_containers
-from controller_helpers import (
-    agent,
-    running_controller,
-    running_service,
-    text_step,
-    tool_outputs,
-    tool_step,
-    tools_step,
-    write_config,
-)
 
 from airlock.config import AgentConfig
 from airlock.controller import (
     AgentRunner,
+    ChildJobChanged,
     ControllerClient,
     ControllerError,
+    EffectApplied,
     Job,
     JobEvent,
     JobFilter,
     JobState,
+    LogLine,
+    SignalRecorded,
+    StateChanged,
 )
 from airlock.sandbox.docker._labels import LABEL_OWNER
 from airlock.state import SqliteStore
+from airlock.testing import text_step, tool_step, tools_step
 from layer0 import (
     AgentId,
     CustomEffect,
@@ -59,16 +54,24 @@ from layer0 import (
     WorkflowId,
     WriteMemory,
 )
+from tests.support.containers import assert_none_left, my_containers
+from tests.support.controller import (
+    agent_config,
+    running_controller,
+    running_service,
+    tool_outputs,
+    write_config,
+)
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 
 
 def sleeper(seconds: int = 60) -> dict[str, Any]:
-    return agent([tool_step("bash", {"command": f"sleep {seconds}"}), text_step("woke")], ["bash"])
+    return agent_config([tool_step("bash", {"command": f"sleep {seconds}"}), text_step("woke")], ["bash"])
 
 
 def quick(text: str = "done", command: str = "true") -> dict[str, Any]:
-    return agent([tool_step("bash", {"command": command}), text_step(text)], ["bash"])
+    return agent_config([tool_step("bash", {"command": command}), text_step(text)], ["bash"])
 
 
 @pytest.fixture
@@ -79,14 +82,27 @@ def data_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def no_leaks(docker_client: Any) -> Any:
     yield
-    leftovers = my_containers(docker_client)
-    for c in leftovers:
-        c.remove(force=True)
-    assert not leftovers, f"containers left behind: {[c.name for c in leftovers]}"
+    assert_none_left(docker_client)
 
 
 async def events_of(client: ControllerClient, job_id: str) -> list[JobEvent]:
     return [e async for e in client.watch(job_id)]
+
+
+def states_of(events: list[JobEvent]) -> list[StateChanged]:
+    return [e.data for e in events if isinstance(e.data, StateChanged)]
+
+
+def effects_of(events: list[JobEvent]) -> list[EffectApplied]:
+    return [e.data for e in events if isinstance(e.data, EffectApplied)]
+
+
+def children_of(events: list[JobEvent]) -> list[tuple[str, str]]:
+    return [(e.data.phase, e.data.job) for e in events if isinstance(e.data, ChildJobChanged)]
+
+
+def signals_of(events: list[JobEvent]) -> list[SignalRecorded]:
+    return [e.data for e in events if isinstance(e.data, SignalRecorded)]
 
 
 async def wait_state(client: ControllerClient, job_id: str, state: JobState, within: float = 60) -> Job:
@@ -111,7 +127,7 @@ async def test_submit_watch_get_list(
         job = await client.submit("echo", "compute")
         assert job.state is JobState.QUEUED and job.agent == "echo" and job.queue == "echo"
         events = await events_of(client, job.id)
-        states = [e.data["state"] for e in events if e.kind == "state"]
+        states = [s.state for s in states_of(events)]
         assert states == ["queued", "provisioning", "running", "applying_effects", "succeeded"]
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
         assert tool_outputs(events) == ["391\n"]
@@ -274,7 +290,7 @@ async def test_effects_are_applied_in_order_and_recorded(
         ),
         text_step("stored"),
     ]
-    memo = agent(
+    memo = agent_config(
         steps,
         ["write_memory", "delete_memory", "signal"],
         effects={"memory": ["global"], "signal": ["wf-other"]},
@@ -285,9 +301,7 @@ async def test_effects_are_applied_in_order_and_recorded(
         events = await events_of(client, job.id)
         done = await client.get(job.id)
         assert done.state is JobState.SUCCEEDED
-        applied = [
-            (e.data["index"], e.data["effect"], e.data["status"]) for e in events if e.kind == "effect"
-        ]
+        applied = [(e.outcome.index, e.outcome.effect, e.outcome.status) for e in effects_of(events)]
         assert applied == [
             (0, "write_memory", "ok"),
             (1, "write_memory", "ok"),
@@ -300,8 +314,9 @@ async def test_effects_are_applied_in_order_and_recorded(
             "delete_memory",
             "signal",
         ]
-        signal_events = [e.data for e in events if e.kind == "signal"]
-        assert signal_events == [{"target": "wf-other", "signal_type": "ping", "data": {"n": 1}, "count": 1}]
+        assert signals_of(events) == [
+            SignalRecorded(target="wf-other", signal_type="ping", data={"n": 1}, count=1)
+        ]
         assert (await controller.service.store.signals("wf-other"))[0]["source_job"] == job.id
     async with SqliteStore(data_dir / "state.db") as state:
         assert await state.read(Scope.global_(), "a") is None
@@ -315,17 +330,17 @@ async def test_delegate_runs_the_child_in_its_own_sandbox_with_its_own_policy(
         "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; "
         "echo proxy=${HTTP_PROXY:-none}"
     )
-    boss = agent(
+    boss = agent_config(
         [
-            tool_step("bash", {"command": probe}, 0),
-            tool_step("delegate", {"agent": "worker", "message": "probe your sandbox"}, 1),
+            tool_step("bash", {"command": probe}, id="t0"),
+            tool_step("delegate", {"agent": "worker", "message": "probe your sandbox"}, id="t1"),
             text_step("delegated"),
         ],
         ["bash", "delegate"],
         resources={"cpu": "1", "memory": "128Mi"},
         effects={"delegate": ["worker"]},
     )
-    worker = agent(
+    worker = agent_config(
         [tool_step("bash", {"command": probe}), text_step("worker done")],
         ["bash"],
         resources={"cpu": "1", "memory": "200Mi"},
@@ -344,7 +359,7 @@ async def test_delegate_runs_the_child_in_its_own_sandbox_with_its_own_policy(
         assert child.output.message.joined_text() == "worker done"
         assert child.input.message.joined_text() == "probe your sandbox"
         child_events = await events_of(client, child.id)
-        child_states = [e.data["state"] for e in child_events if e.kind == "state"]
+        child_states = [s.state for s in states_of(child_events)]
         assert child_states == ["queued", "provisioning", "running", "applying_effects", "succeeded"]
         assert isinstance(child.effects, dict) and child.effects["outcomes"] == []
         (boss_probe,) = tool_outputs(events)
@@ -355,17 +370,16 @@ async def test_delegate_runs_the_child_in_its_own_sandbox_with_its_own_policy(
         assert worker_pids == boss_pids != "max"  # both pid-limited
         assert boss_proxy == "proxy=none"  # deny-all: no proxy, no route
         assert worker_proxy.startswith("proxy=http://airlock-proxy:")  # its allow-list goes through its proxy
-        kinds = [(e.data["phase"], e.data["job"]) for e in events if e.kind == "child"]
-        assert kinds == [("started", child.id), ("finished", child.id)]
-        effect = next(e.data for e in events if e.kind == "effect")
-        assert effect["effect"] == "delegate" and effect["status"] == "ok" and effect["agent"] == "worker"
+        assert children_of(events) == [("started", child.id), ("finished", child.id)]
+        effect = effects_of(events)[0].outcome
+        assert effect.effect == "delegate" and effect.status == "ok" and str(effect.agent) == "worker"
         assert [j.id for j in await client.find(JobFilter(parent_id=job.id))] == [child.id]
 
 
 async def test_follow_up_limit_stops_a_delegation_loop(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
 ) -> None:
-    looper = agent(
+    looper = agent_config(
         [tool_step("delegate", {"agent": "looper", "message": "again"}), text_step("passed it on")],
         ["delegate"],
         effects={"delegate": ["looper"]},
@@ -376,12 +390,12 @@ async def test_follow_up_limit_stops_a_delegation_loop(
         events = await events_of(client, job.id)
         done = await client.get(job.id)
         assert done.state is JobState.SUCCEEDED
-        statuses = [(e.data["depth"], e.data["status"]) for e in events if e.kind == "effect"]
+        statuses = [(e.depth, e.outcome.status) for e in effects_of(events)]
         # Depth first: the grandchild's delegate hits the limit, then its parent's, then ours.
         assert statuses == [(2, "limit_reached"), (1, "ok"), (0, "ok")]
-        assert [e.data.get("job") for e in events if e.kind == "effect"][2] is None  # its own
-        limited = next(e.data for e in events if e.kind == "effect" and e.data["status"] == "limit_reached")
-        assert "follow-up limit (2 per apply)" in limited["detail"]
+        assert effects_of(events)[2].job is None  # its own
+        limited = next(e.outcome for e in effects_of(events) if e.outcome.status == "limit_reached")
+        assert "follow-up limit (2 per apply)" in (limited.detail or "")
         # Each child is recorded under the job whose effect dispatched it.
         (child,) = await client.find(JobFilter(parent_id=job.id))
         (grandchild,) = await client.find(JobFilter(parent_id=child.id))
@@ -389,13 +403,8 @@ async def test_follow_up_limit_stops_a_delegation_loop(
         assert grandchild.children == []
         assert all(c.origin == "delegate" and c.state is JobState.SUCCEEDED for c in (child, grandchild))
         child_events = await events_of(client, child.id)
-        assert [(e.data["depth"], e.data["status"]) for e in child_events if e.kind == "effect"] == [
-            (1, "ok")
-        ]
-        assert [(e.data["phase"], e.data["job"]) for e in child_events if e.kind == "child"] == [
-            ("started", grandchild.id),
-            ("finished", grandchild.id),
-        ]
+        assert [(e.depth, e.outcome.status) for e in effects_of(child_events)] == [(1, "ok")]
+        assert children_of(child_events) == [("started", grandchild.id), ("finished", grandchild.id)]
         assert len(await client.find()) == 3
 
 
@@ -410,8 +419,8 @@ async def test_session_history_carries_across_two_jobs(
     config = write_config(
         tmp_path,
         {
-            "intro": agent([text_step("nice to meet you, Ada", messages=1)], []),
-            "recall": agent([text_step("you are Ada", messages=3)], []),
+            "intro": agent_config([text_step("nice to meet you, Ada", match={"messages": 1})], []),
+            "recall": agent_config([text_step("you are Ada", match={"messages": 3})], []),
         },
     )
     async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
@@ -492,10 +501,12 @@ async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_qu
         assert docker_client.containers.list(all=True, filters=owner) == []  # reaped at start
         logs = await client.logs(running.id)
         # (Another airlock process's sweep may have removed it first: the count is not asserted.)
-        assert any("orphaned sandboxes reaped at restart (" in line.data["message"] for line in logs), logs
+        messages = [line.data.message for line in logs if isinstance(line.data, LogLine)]
+        assert any("orphaned sandboxes reaped at restart (" in m for m in messages), logs
         # A watcher sees that line too: it comes before the terminal event.
         watched = await events_of(client, running.id)
-        assert watched[-2].kind == "log" and "reaped" in watched[-2].data["message"] and watched[-1].terminal
+        note = watched[-2].data
+        assert isinstance(note, LogLine) and "reaped" in note.message and watched[-1].terminal
         done = [await client.wait(j.id) for j in queued]
         assert [j.state for j in done] == [JobState.SUCCEEDED, JobState.SUCCEEDED]
         assert all(j.output is not None and j.output.message.joined_text() == "after restart" for j in done)
@@ -522,7 +533,7 @@ async def test_stopping_the_controller_interrupts_running_jobs_and_keeps_queued_
 async def test_handoff_continues_with_the_next_agent_and_the_passed_state(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
 ) -> None:
-    front = agent(
+    front = agent_config(
         [
             tool_step("handoff", {"agent": "back", "state": {"ticket": 7, "topic": "billing"}}),
             text_step("handed"),
@@ -530,7 +541,7 @@ async def test_handoff_continues_with_the_next_agent_and_the_passed_state(
         ["handoff"],
         effects={"handoff": ["back"]},
     )
-    back = agent([text_step("billing desk here")], [])
+    back = agent_config([text_step("billing desk here")], [])
     config = write_config(tmp_path, {"front": front, "back": back})
     async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
         from layer0 import SessionId, TurnInput
@@ -588,7 +599,7 @@ async def test_bad_submissions_are_refused_and_unavailable_isolation_fails_the_j
 async def test_a_signal_reaches_the_running_jobs_of_its_workflow(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
 ) -> None:
-    signaller = agent(
+    signaller = agent_config(
         [tool_step("signal", {"target": "wf-x", "signal_type": "wake", "data": [1, 2]}), text_step("sent")],
         ["signal"],
         effects={"signal": ["wf-x"]},
@@ -600,9 +611,9 @@ async def test_a_signal_reaches_the_running_jobs_of_its_workflow(
         sender = await client.wait((await client.submit("signaller", "ping wf-x")).id)
         assert sender.state is JobState.SUCCEEDED
         await client.cancel(target.id)
-        received = [e.data for e in await events_of(client, target.id) if e.kind == "signal"]
+        received = signals_of(await events_of(client, target.id))
         assert received == [
-            {"target": "wf-x", "signal_type": "wake", "data": [1, 2], "count": 1, "from_job": sender.id}
+            SignalRecorded(target="wf-x", signal_type="wake", data=[1, 2], count=1, from_job=sender.id)
         ]
         assert [j.id for j in await client.find(JobFilter(workflow="wf-x"))] == [target.id]
 
@@ -613,27 +624,29 @@ async def test_a_signal_reaches_the_running_jobs_of_its_workflow(
 async def test_a_delegate_to_an_agent_not_granted_is_refused_and_no_child_runs(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
 ) -> None:
-    boss = agent(
+    boss = agent_config(
         [tool_step("delegate", {"agent": "admin", "message": "rm -rf the prod bucket"}), text_step("asked")],
         ["delegate"],
         effects={"delegate": ["helper"]},
     )
-    admin = agent([text_step("done, boss")], [], network={"allow": [{"destination": "10.213.7.0/24"}]})
+    admin = agent_config([text_step("done, boss")], [], network={"allow": [{"destination": "10.213.7.0/24"}]})
     config = write_config(tmp_path, {"boss": boss, "helper": quick(), "admin": admin})
     async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
         job = await client.submit("boss", "go")
         events = await events_of(client, job.id)
         done = await client.get(job.id)
         assert done.state is JobState.SUCCEEDED, done.error
-        (effect,) = [e.data for e in events if e.kind == "effect"]
-        assert effect["effect"] == "delegate" and effect["status"] == "refused"
-        assert effect["agent"] == "admin" and effect["source"] == "boss"
-        assert "may not delegate to 'admin'" in effect["detail"] and "helper" in effect["detail"]
+        (applied,) = effects_of(events)
+        effect = applied.outcome
+        assert effect.effect == "delegate" and effect.status == "refused"
+        assert str(effect.agent) == "admin" and applied.source == "boss"
+        assert effect.detail is not None
+        assert "may not delegate to 'admin'" in effect.detail and "helper" in effect.detail
         assert isinstance(done.effects, dict)
         assert [(o["effect"], o["status"]) for o in done.effects["outcomes"]] == [("delegate", "refused")]
-        final = [e.data for e in events if e.kind == "state"][-1]
-        assert final["state"] == "succeeded" and "1 effect(s) refused" in final["detail"]
-        assert done.children == [] and [e for e in events if e.kind == "child"] == []
+        final = states_of(events)[-1]
+        assert final.state is JobState.SUCCEEDED and "1 effect(s) refused" in (final.detail or "")
+        assert done.children == [] and children_of(events) == []
         assert [j.id for j in await client.find()] == [job.id]  # no child job was ever created
 
 
@@ -650,7 +663,7 @@ async def test_a_memory_write_outside_the_granted_scopes_is_refused_and_the_stor
         ),
         text_step("noted"),
     ]
-    config = write_config(tmp_path, {"memo": agent(steps, ["write_memory", "delete_memory"])})
+    config = write_config(tmp_path, {"memo": agent_config(steps, ["write_memory", "delete_memory"])})
     await asyncio.to_thread(data_dir.mkdir, parents=True)
     async with SqliteStore(data_dir / "state.db") as state:
         await state.write(Scope.global_(), "config", {"safe": True})
@@ -659,7 +672,7 @@ async def test_a_memory_write_outside_the_granted_scopes_is_refused_and_the_stor
         events = await events_of(client, job.id)
         done = await client.get(job.id)
         assert done.state is JobState.SUCCEEDED, done.error
-        outcomes = [(e.data["effect"], e.data["status"]) for e in events if e.kind == "effect"]
+        outcomes = [(e.outcome.effect, e.outcome.status) for e in effects_of(events)]
         # The agent's own session (its note and its history) is granted by default; global is not.
         assert outcomes == [
             ("write_memory", "ok"),
@@ -667,8 +680,8 @@ async def test_a_memory_write_outside_the_granted_scopes_is_refused_and_the_stor
             ("delete_memory", "refused"),
             ("write_memory", "ok"),
         ]
-        details = [e.data["detail"] for e in events if e.kind == "effect" and e.data["status"] == "refused"]
-        assert all("may not write global memory" in d for d in details)
+        details = [e.outcome.detail or "" for e in effects_of(events) if e.outcome.status == "refused"]
+        assert details and all("may not write global memory" in d for d in details)
     async with SqliteStore(data_dir / "state.db") as state:
         assert await state.read(Scope.global_(), "motd") is None
         assert await state.read(Scope.global_(), "config") == {"safe": True}
@@ -698,14 +711,14 @@ async def test_a_forged_turn_output_is_checked_effect_by_effect(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
 ) -> None:
     victim = [{"role": "user", "content": [{"type": "text", "text": "my secret plan"}]}]
-    config = write_config(tmp_path, {"probe": quick("looked"), "admin": agent([text_step("yes")], [])})
+    config = write_config(tmp_path, {"probe": quick("looked"), "admin": agent_config([text_step("yes")], [])})
     async with running_service(config, data_dir, state_dir, runner_image, _ForgingRunner) as service:
         await service.state.write(Scope.session("victim"), "history", victim)
         job = await service.submit("probe", TurnInput.new("look", session=SessionId("s-own")))
         events = [e async for e in service.watch(job.id)]
         done = await service.get(job.id)
         assert done.state is JobState.SUCCEEDED, done.error
-        outcomes = [(e.data["effect"], e.data["status"]) for e in events if e.kind == "effect"]
+        outcomes = [(e.outcome.effect, e.outcome.status) for e in effects_of(events)]
         assert outcomes == [
             ("write_memory", "refused"),
             ("delete_memory", "refused"),
@@ -716,7 +729,7 @@ async def test_a_forged_turn_output_is_checked_effect_by_effect(
             ("log", "refused"),
             ("write_memory", "ok"),  # the turn's own session history, which it may write
         ]
-        details = [e.data.get("detail") or "" for e in events if e.kind == "effect"]
+        details = [e.outcome.detail or "" for e in effects_of(events)]
         assert "session 'victim' is not this job's session ('s-own')" in details[0]
         assert "may not delegate to 'admin' (granted in effects.delegate: none)" in details[2]
         assert (
@@ -725,7 +738,7 @@ async def test_a_forged_turn_output_is_checked_effect_by_effect(
         assert "custom effect 'shell'" in details[5] and "exceeds max_value_bytes" in details[6]
         assert [j.id for j in await service.find()] == [job.id]  # nothing was dispatched
         assert await service.store.signals("wf-prod") == []
-        assert [e for e in events if e.kind == "log" and e.data.get("source") == "probe"] == []
+        assert [e for e in events if isinstance(e.data, LogLine) and e.data.source == "probe"] == []
         assert await service.state.read(Scope.session("victim"), "history") == victim
         assert await service.state.read(Scope.session("s-own"), "history") is not None
 

@@ -2,16 +2,16 @@
 
 Real path: a Docker sandbox, its proxy container (the credential proxy of a sidecar
 credential), and an upstream this test starts on the host's address on the egress network.
-The upstream reflects the request head it receives (with the ``Authorization: Bearer <key>``
-the proxy injected) in its reason phrase, a response header and the body, raw and
-JSON-escaped. Inside the sandbox, a bash tool calls the credential proxy and prints what it
-received hex-encoded, so that the controller's own redaction of tool output cannot hide a
-leak from this test: the bytes are decoded here and searched for the key in every form.
+The upstream (``ReflectingUpstream``, path ``/json``) reflects the request head it receives
+(with the ``Authorization: Bearer <key>`` the proxy injected) in its reason phrase, a
+response header and the body, JSON-escaped and percent-encoded. Inside the sandbox, a bash
+tool calls the credential proxy and prints what it received hex-encoded, so that the
+controller's own redaction of tool output cannot hide a leak from this test: the bytes are
+decoded here and searched for the key in every form.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 from collections.abc import AsyncIterator
@@ -20,8 +20,6 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from agents import bash_agent
-from conftest import assert_clean, my_containers
 
 from airlock.build import build_turn
 from airlock.policy.plan import SidecarRoute
@@ -29,6 +27,7 @@ from airlock.policy.secrets import EnvSecretResolver
 from airlock.proxy import CredentialProxyEvent
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.sandbox.docker._egress import CREDENTIAL_PORT_BASE, PROXY_ALIAS
+from airlock.testing import bash_agent
 from airlock.turn import ToolFinished
 from layer0 import (
     Content,
@@ -41,6 +40,8 @@ from layer0 import (
     TriggerType,
     TurnInput,
 )
+from tests.support.containers import assert_clean, assert_none_left
+from tests.support.echo import ReflectingUpstream, reflecting_upstream
 
 pytestmark = pytest.mark.docker
 
@@ -49,7 +50,7 @@ CALL = (
     "python - <<'EOF'\n"
     "import socket\n"
     "s = socket.create_connection(('{host}', {port}), timeout=20)\n"
-    "s.sendall(b'GET /echo HTTP/1.1\\r\\nHost: sidecar\\r\\nAuthorization: Bearer placeholder\\r\\n\\r\\n')\n"
+    "s.sendall(b'GET /json HTTP/1.1\\r\\nHost: sidecar\\r\\nAuthorization: Bearer placeholder\\r\\n\\r\\n')\n"
     "data = b''\n"
     "while chunk := s.recv(65536):\n"
     "    data += chunk\n"
@@ -58,47 +59,19 @@ CALL = (
 )
 
 
-class Echo:
-    """An HTTP upstream that reflects each request head it receives."""
-
-    def __init__(self) -> None:
-        self.heads: list[bytes] = []
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        self.heads.append(head)
-        value = next((ln.split(b":", 1)[1].strip() for ln in head.split(b"\r\n") if b":" in ln and
-                      ln.lower().startswith(b"authorization:")), b"")  # fmt: skip
-        body = head + json.dumps({"headers": head.decode()}).replace("/", "\\/").encode()
-        writer.write(
-            b"HTTP/1.1 200 OK " + value + b"\r\nX-Echo: " + value
-            + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-        )  # fmt: skip
-        await writer.drain()
-        writer.close()
-
-
 @pytest.fixture
 async def echo_env(
     runner_image: str, state_dir: Path, docker_client: Any
-) -> AsyncIterator[tuple[DockerEnvironment, dict[str, str], Echo, str, int]]:
+) -> AsyncIterator[tuple[DockerEnvironment, dict[str, str], ReflectingUpstream, str]]:
     values: dict[str, str] = {}
     env = DockerEnvironment(
         image=runner_image, state_dir=state_dir, sweep=False, secrets=EnvSecretResolver(values)
     )
     gateway = await env.host_address()
     assert gateway is not None
-    echo = Echo()
-    server = await asyncio.start_server(echo.handle, gateway, 0)
-    try:
-        yield env, values, echo, gateway, server.sockets[0].getsockname()[1]
-    finally:
-        server.close()
-        await server.wait_closed()
-        leftovers = my_containers(docker_client)
-        for c in leftovers:
-            c.remove(force=True)
-        assert not leftovers, f"containers left behind: {[c.name for c in leftovers]}"
+    async with reflecting_upstream(gateway) as echo:
+        yield env, values, echo, gateway
+    assert_none_left(docker_client)
 
 
 def forms(value: str) -> list[bytes]:
@@ -109,7 +82,8 @@ def forms(value: str) -> list[bytes]:
 async def test_an_echoing_upstream_does_not_hand_the_key_to_the_sandbox(
     echo_env: Any, docker_client: Any, tmp_path: Path, state_dir: Path
 ) -> None:
-    env, values, echo, gateway, port = echo_env
+    env, values, echo, gateway = echo_env
+    port = echo.port
     secret = "sk-echo/" + secrets.token_hex(16)  # a "/" so that the JSON-escaped forms differ
     values["ECHO_KEY"] = secret
     spec = EnvironmentSpec(

@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import bash_agent
-from conftest import assert_clean
 
-from airlock.build import build_turn
 from airlock.sandbox.docker import DockerEnvironment
-from airlock.turn import NeuronTurn, ToolFinished, ToolStarted
+from airlock.testing import bash_agent
+from airlock.turn import ToolFinished, ToolStarted
 from layer0 import (
     EnvError,
     EnvironmentSpec,
@@ -27,14 +25,9 @@ from layer0 import (
     TurnInput,
     TurnOutput,
 )
+from tests.support.containers import assert_clean, sandbox_turn
 
 pytestmark = pytest.mark.docker
-
-
-def turn_of(spec: Any, tmp_path: Path) -> NeuronTurn:
-    workspace = tmp_path / "host-workspace"
-    workspace.mkdir(exist_ok=True)
-    return build_turn(spec, workspace=workspace)
 
 
 def without_durations(output: TurnOutput) -> dict[str, Any]:
@@ -53,14 +46,14 @@ async def test_same_output_as_in_process(env: DockerEnvironment, tmp_path: Path,
     spec = bash_agent(
         "echo hello from $(cat /etc/hostname)", "printf 'x%.0s' 1 2 3 > f && wc -c < f", final="all done"
     )
-    turn = turn_of(spec, tmp_path)
+    turn = sandbox_turn(spec, tmp_path)
     events: list[Any] = []
 
     async def sink(event: Any) -> None:
         events.append(event)
 
     inside = await env.run(turn, TurnInput.new("go"), EnvironmentSpec(), events=sink)
-    local = await turn_of(spec, tmp_path).execute(TurnInput.new("go"))
+    local = await sandbox_turn(spec, tmp_path).execute(TurnInput.new("go"))
     assert inside.exit_reason == ExitReason.complete()
     assert inside.message.as_text() == "all done"
     # Same output, except wall-clock durations; the tool *results* differ only by host name.
@@ -92,7 +85,7 @@ async def test_hardening_observed_from_inside(env: DockerEnvironment, tmp_path: 
         events.append(event)
 
     out = await env.run(
-        turn_of(spec, tmp_path),
+        sandbox_turn(spec, tmp_path),
         TurnInput.new("probe"),
         EnvironmentSpec(resources=ResourceLimits(memory="300Mi")),
         events=sink,
@@ -119,7 +112,7 @@ async def test_memory_hog_is_resource_exceeded(
     spec = bash_agent("python3 -c 'x = bytearray(600 * 2**20); print(len(x))'")
     with pytest.raises(EnvError) as e:
         await env.run(
-            turn_of(spec, tmp_path),
+            sandbox_turn(spec, tmp_path),
             TurnInput.new("eat"),
             EnvironmentSpec(resources=ResourceLimits(memory="128Mi")),
         )
@@ -153,7 +146,7 @@ async def test_fork_loop_is_contained(env: DockerEnvironment, tmp_path: Path) ->
     async def sink(event: Any) -> None:
         events.append(event)
 
-    out = await env.run(turn_of(spec, tmp_path), TurnInput.new("fork"), EnvironmentSpec(), events=sink)
+    out = await env.run(sandbox_turn(spec, tmp_path), TurnInput.new("fork"), EnvironmentSpec(), events=sink)
     assert out.exit_reason == ExitReason.complete() and out.message.as_text() == "survived"
     forks, alive = tool_results(events)
     words = forks["stdout"].split()
@@ -168,7 +161,9 @@ async def test_env_timeout_kills_the_sandbox(
 ) -> None:
     env = DockerEnvironment(image=runner_image, state_dir=state_dir, sweep=False, turn_timeout=3)
     began = time.monotonic()
-    out = await env.run(turn_of(bash_agent("sleep 60"), tmp_path), TurnInput.new("wait"), EnvironmentSpec())
+    out = await env.run(
+        sandbox_turn(bash_agent("sleep 60"), tmp_path), TurnInput.new("wait"), EnvironmentSpec()
+    )
     elapsed = time.monotonic() - began
     assert out.exit_reason == ExitReason.timeout()
     assert "killed" in (out.message.as_text() or "")
@@ -182,7 +177,7 @@ async def test_max_duration_times_out(
     env = DockerEnvironment(image=runner_image, state_dir=state_dir, sweep=False, timeout_grace=1)
     began = time.monotonic()
     out = await env.run(
-        turn_of(bash_agent("sleep 60"), tmp_path),
+        sandbox_turn(bash_agent("sleep 60"), tmp_path),
         TurnInput.new("wait", config=TurnConfig(max_duration=1500)),
         EnvironmentSpec(),
     )
@@ -197,7 +192,7 @@ async def test_failure_tears_down(env: DockerEnvironment, tmp_path: Path, docker
         update={"provider": spec.provider.model_copy(update={"script": spec.provider.script[:1]})}  # type: ignore[index]
     )
     with pytest.raises(EnvError) as e:
-        await env.run(turn_of(broken, tmp_path), TurnInput.new("go"), EnvironmentSpec())
+        await env.run(sandbox_turn(broken, tmp_path), TurnInput.new("go"), EnvironmentSpec())
     assert e.value.kind == "turn_error"
     assert_clean(docker_client, env.sandbox.state_dir)
 
@@ -211,7 +206,10 @@ async def test_cancel_tears_down(env: DockerEnvironment, tmp_path: Path, docker_
 
     task = asyncio.create_task(
         env.run(
-            turn_of(bash_agent("sleep 60"), tmp_path), TurnInput.new("go"), EnvironmentSpec(), events=sink
+            sandbox_turn(bash_agent("sleep 60"), tmp_path),
+            TurnInput.new("go"),
+            EnvironmentSpec(),
+            events=sink,
         )
     )
     await asyncio.wait_for(started.wait(), 30)
@@ -229,7 +227,7 @@ async def test_cancel_during_provisioning_leaves_nothing(
 ) -> None:
     for delay in (0.0, 0.05, 0.15, 0.3):
         task = asyncio.create_task(
-            env.run(turn_of(bash_agent("true"), tmp_path), TurnInput.new("go"), EnvironmentSpec())
+            env.run(sandbox_turn(bash_agent("true"), tmp_path), TurnInput.new("go"), EnvironmentSpec())
         )
         await asyncio.sleep(delay)
         task.cancel()
@@ -241,7 +239,7 @@ async def test_cancel_during_provisioning_leaves_nothing(
 async def test_missing_image_names_the_build_command(state_dir: Path, tmp_path: Path) -> None:
     env = DockerEnvironment(image="airlock-runner:0.0.0-missing", state_dir=state_dir, sweep=False)
     with pytest.raises(EnvError) as e:
-        await env.run(turn_of(bash_agent("true"), tmp_path), TurnInput.new("go"), EnvironmentSpec())
+        await env.run(sandbox_turn(bash_agent("true"), tmp_path), TurnInput.new("go"), EnvironmentSpec())
     assert e.value.kind == "provision_failed" and "airlock images build" in str(e.value)
 
 
@@ -250,7 +248,7 @@ async def test_start_timeout_reports_log_lines(
 ) -> None:
     env = DockerEnvironment(image=runner_image, state_dir=state_dir, sweep=False, start_timeout=0.05)
     with pytest.raises(EnvError) as e:
-        await env.run(turn_of(bash_agent("true"), tmp_path), TurnInput.new("go"), EnvironmentSpec())
+        await env.run(sandbox_turn(bash_agent("true"), tmp_path), TurnInput.new("go"), EnvironmentSpec())
     assert e.value.kind == "provision_failed"
     assert "did not become ready" in str(e.value) and "last log lines" in str(e.value)
     assert_clean(docker_client, state_dir)
@@ -263,11 +261,11 @@ async def test_absent_runtime_is_isolation_violation(
     runtimes = set(docker_client.info().get("Runtimes", {}))
     spec = EnvironmentSpec(isolation=[boundary])
     if {"runsc"} & runtimes and boundary.type == "gvisor":  # the engine has it: it must really be used
-        out = await env.run(turn_of(bash_agent("dmesg | head -1"), tmp_path), TurnInput.new("go"), spec)
+        out = await env.run(sandbox_turn(bash_agent("dmesg | head -1"), tmp_path), TurnInput.new("go"), spec)
         assert out.exit_reason == ExitReason.complete()
         return
     with pytest.raises(EnvError) as e:
-        await env.run(turn_of(bash_agent("true"), tmp_path), TurnInput.new("go"), spec)
+        await env.run(sandbox_turn(bash_agent("true"), tmp_path), TurnInput.new("go"), spec)
     assert e.value.kind == "isolation_violation"
     assert ("runsc" if boundary.type == "gvisor" else "Kata") in str(e.value)
     assert_clean(docker_client, env.sandbox.state_dir)

@@ -29,15 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import bash_agent
-from conftest import OWNER, assert_clean, my_containers
 
 from airlock.build import build_turn
 from airlock.policy.secrets import EnvSecretResolver
 from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.spec import AgentSpec, ProviderSpec
-from airlock.testing._anthropic_server import FakeAnthropicServer, text_block, tool_use_block
+from airlock.testing import FakeAnthropicServer, bash_agent, text_block, tool_use_block
 from airlock.turn import ToolFinished, ToolStarted
 from layer0 import (
     Content,
@@ -51,6 +49,7 @@ from layer0 import (
     TriggerType,
     TurnInput,
 )
+from tests.support.containers import OWNER, assert_clean, assert_none_left, my_containers
 
 pytestmark = pytest.mark.docker
 
@@ -189,10 +188,7 @@ def penv(
         secrets=EnvSecretResolver(values),
     )
     yield env, values
-    leftovers = my_containers(docker_client)
-    for c in leftovers:
-        c.remove(force=True)
-    assert not leftovers, f"containers left behind: {[c.name for c in leftovers]}"
+    assert_none_left(docker_client)
     assert docker_client.networks.list(filters={"label": f"airlock.owner={OWNER}"}) == []
 
 

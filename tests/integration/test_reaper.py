@@ -16,6 +16,7 @@ from airlock.build import build_turn
 from airlock.sandbox.docker import DockerEnvironment, reap_orphans
 from airlock.sandbox.docker._labels import Owner, owner_labels
 from airlock.sandbox.docker._reaper import write_owner_file
+from airlock.testing import bash_agent
 
 pytestmark = pytest.mark.docker
 
@@ -78,8 +79,6 @@ def test_airlock_gc_command(runner_image: str, docker_client: Any, state_dir: Pa
 
 
 async def test_startup_sweep(runner_image: str, docker_client: Any, state_dir: Path, tmp_path: Path) -> None:
-    from agents import bash_agent
-
     from layer0 import EnvironmentSpec, TurnInput
 
     sid = "sb-3333" + os.urandom(4).hex()

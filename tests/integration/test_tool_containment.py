@@ -8,55 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import bash_agent
 
-from airlock.build import build_turn
 from airlock.sandbox.docker import DockerEnvironment
-from airlock.turn import NeuronTurn, ToolFinished
+from airlock.testing import bash_agent
+from airlock.turn import ToolFinished
 from layer0 import EnvironmentSpec, ExitReason, TurnInput
+from tests.support.containers import sandbox_turn
+from tests.support.probes import trace_probe_command
 
 pytestmark = pytest.mark.docker
 
-#: Runs inside the sandbox: finds the runner (``python -m airlock.runner``) through /proc and
-#: tries every way a same-uid process has to read or steer it. Prints one JSON object.
-PROBE = r"""/opt/venv/bin/python - <<'EOF'
-import ctypes, errno, json, os
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-runner = None
-for entry in os.listdir("/proc"):
-    if entry.isdigit():
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv[1:3] == [b"-m", b"airlock.runner"]:
-            runner = int(entry)
-result = {"runner": runner}
-if libc.ptrace(16, runner, None, None) == 0:  # PTRACE_ATTACH
-    result["attach"] = "attached"
-    os.waitpid(runner, 0x40000000)  # __WALL: the attach stop
-    libc.ptrace(17, runner, None, None)  # PTRACE_DETACH: let it run on
-else:
-    result["attach"] = errno.errorcode[ctypes.get_errno()]
-class iovec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-buf = ctypes.create_string_buffer(8)
-local, remote = iovec(ctypes.addressof(buf), 8), iovec(0x400000, 8)
-vp, ul = ctypes.c_void_p, ctypes.c_ulong
-libc.process_vm_readv.argtypes = [ctypes.c_int, vp, ul, vp, ul, ul]
-n = libc.process_vm_readv(runner, ctypes.addressof(local), 1, ctypes.addressof(remote), 1, 0)
-result["process_vm_readv"] = errno.errorcode[ctypes.get_errno()] if n < 0 else "read"
-for name in ("environ", "mem"):
-    try:
-        with open(f"/proc/{runner}/{name}", "rb") as f:
-            f.read(1)
-        result[name] = "opened"
-    except OSError as e:
-        result[name] = errno.errorcode[e.errno]
-print(json.dumps(result))
-EOF"""
+#: Runs inside the sandbox: the trace probe aimed at the runner (found through /proc).
+PROBE = trace_probe_command()
 
 #: ``setsid`` (the image has no util-linux): runs its arguments in a new session.
 DETACH = (
@@ -91,12 +54,6 @@ START_SLEEPERS = (
 )
 
 
-def turn_of(spec: Any, tmp_path: Path) -> NeuronTurn:
-    workspace = tmp_path / "host-workspace"
-    workspace.mkdir(exist_ok=True)
-    return build_turn(spec, workspace=workspace)
-
-
 async def run_tools(env: DockerEnvironment, tmp_path: Path, *commands: str) -> list[dict[str, Any]]:
     """Run one turn whose agent runs ``commands`` with bash; the parsed tool results."""
     events: list[Any] = []
@@ -105,7 +62,7 @@ async def run_tools(env: DockerEnvironment, tmp_path: Path, *commands: str) -> l
         events.append(event)
 
     out = await env.run(
-        turn_of(bash_agent(*commands), tmp_path), TurnInput.new("go"), EnvironmentSpec(), events=sink
+        sandbox_turn(bash_agent(*commands), tmp_path), TurnInput.new("go"), EnvironmentSpec(), events=sink
     )
     assert out.exit_reason == ExitReason.complete()
     return [json.loads(e.output) for e in events if isinstance(e, ToolFinished)]
@@ -115,7 +72,7 @@ async def test_a_tool_cannot_ptrace_or_read_the_runner(env: DockerEnvironment, t
     (probe,) = await run_tools(env, tmp_path, PROBE)
     assert probe["exit_code"] == 0, probe
     found = json.loads(probe["stdout"])
-    assert isinstance(found["runner"], int), found
+    assert isinstance(found["target"], int), found
     assert found["attach"] == "EPERM"
     assert found["process_vm_readv"] == "EPERM"
     assert found["environ"] == "EACCES"

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from clihelp import EXAMPLE
 from typer.testing import CliRunner
 
 from airlock.cli import app
+
+from .clihelp import EXAMPLE
 
 
 def test_ls_lists_every_agent_with_its_sandbox(runner: CliRunner) -> None:

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from clihelp import EXAMPLE
 from typer.testing import CliRunner
 
 from airlock.cli import app
+
+from .clihelp import EXAMPLE
 
 
 def test_run_help_documents_the_exit_codes(runner: CliRunner) -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import EXAMPLE
 from typer.testing import CliRunner
 
 import airlock.localmodel
@@ -29,6 +28,8 @@ from airlock.sandbox import SandboxRequest, docker
 from airlock.sandbox.docker import DockerSandbox
 from airlock.sandbox.docker._egress import proxy_urls
 from layer0 import EnvironmentSpec, ExitReason, TurnOutput
+
+from .clihelp import EXAMPLE
 
 GATEWAY = "172.31.0.1"
 KEY = "sk-local-test-key-0123456789"

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import CALC_SCRIPT
 from typer.testing import CliRunner
 
 from airlock._cli import _run
@@ -21,6 +20,8 @@ from airlock.cli import app
 from airlock.controller import _execute
 from airlock.sandbox import Sandbox, SandboxRequest, process
 from layer0 import EnvError, ExitReason, TurnError, TurnOutput
+
+from .clihelp import CALC_SCRIPT
 
 CONFIG = """
 version: 1

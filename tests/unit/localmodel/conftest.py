@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from localmodel_fakes import FakeModel, make_fake_model
 
 from airlock.localmodel import CachePaths
+
+from .localmodel_fakes import FakeModel, make_fake_model
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-from localmodel_fakes import FakeModel
 
 from airlock.localmodel import (
     QWEN_CODER_1_5B,
@@ -20,6 +19,8 @@ from airlock.localmodel import (
     model_path,
     verify_model,
 )
+
+from .localmodel_fakes import FakeModel
 
 
 async def test_missing_model_is_fetched_verified_and_stamped(

@@ -16,7 +16,6 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from localmodel_fakes import FAKE_RUNTIME, FakeModel, free_port
 
 from airlock.localmodel import (
     CachePaths,
@@ -28,6 +27,8 @@ from airlock.localmodel import (
     model_path,
     verify_model,
 )
+
+from .localmodel_fakes import FAKE_RUNTIME, FakeModel, free_port
 
 ADD_TOOL = {
     "type": "function",

@@ -10,7 +10,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from localmodel_fakes import build_wheel
 
 from airlock.localmodel import (
     CachePaths,
@@ -21,6 +20,8 @@ from airlock.localmodel import (
     ensure_runtime,
     runtime_ready,
 )
+
+from .localmodel_fakes import build_wheel
 
 
 @pytest.fixture

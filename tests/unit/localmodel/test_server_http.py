@@ -14,9 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
-from localmodel_fakes import FAKE_RUNTIME
 
 from airlock.localmodel import _server_main as srv
+
+from .localmodel_fakes import FAKE_RUNTIME
 
 
 def fake_llama_module() -> Any:

@@ -8,7 +8,6 @@ import time
 from decimal import Decimal
 
 import pytest
-from provider_helpers import CALC, ECHO, request, tool_round_trip, user
 
 from airlock.errors import SpecError
 from airlock.providers import PLACEHOLDER_API_KEY, AnthropicProvider, create_provider
@@ -32,6 +31,8 @@ from airlock.turn import (
     ToolUsePart,
 )
 from layer0 import TurnError
+
+from .provider_helpers import CALC, ECHO, request, tool_round_trip, user
 
 
 async def test_text_response_and_request_on_the_wire(

@@ -6,7 +6,6 @@ import socket
 from decimal import Decimal
 
 import pytest
-from provider_helpers import CALC, ECHO, request, tool_round_trip, user
 
 from airlock.errors import SpecError
 from airlock.providers import PLACEHOLDER_API_KEY, OpenAICompatProvider, create_provider
@@ -24,6 +23,8 @@ from airlock.turn import (
     ToolUsePart,
 )
 from layer0 import TurnError
+
+from .provider_helpers import CALC, ECHO, request, tool_round_trip, user
 
 
 async def test_text_response_and_request_on_the_wire(

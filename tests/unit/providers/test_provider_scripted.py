@@ -7,7 +7,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from provider_helpers import CALC, ECHO, request, tool_round_trip, user
 
 from airlock.errors import SpecError
 from airlock.providers import (
@@ -22,6 +21,8 @@ from airlock.spec import ProviderSpec
 from airlock.testing._anthropic_server import FakeAnthropicServer, text_block, tool_use_block
 from airlock.turn import StopReason, TextPart, TokenUsage, ToolUsePart
 from layer0 import TurnError
+
+from .provider_helpers import CALC, ECHO, request, tool_round_trip, user
 
 YAML_SCRIPT = """\
 version: 1

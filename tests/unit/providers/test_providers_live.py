@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from provider_helpers import CALC, request, user
 
 from airlock.providers import create_provider
 from airlock.spec import ProviderSpec
 from airlock.turn import StopReason
+
+from .provider_helpers import CALC, request, user
 
 pytestmark = pytest.mark.live
 

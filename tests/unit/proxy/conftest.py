@@ -7,7 +7,8 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from proxy_servers import Cert, RecordingServer, _start
+
+from .proxy_servers import Cert, RecordingServer, _start
 
 
 @pytest.fixture

@@ -10,10 +10,11 @@ import asyncio
 import anthropic
 import httpx
 import pytest
-from proxy_servers import SSE_EVENTS, Cert, RecordingServer
 
 from airlock.policy.plan import SidecarRoute
 from airlock.proxy import CredentialProxy, CredentialProxyEvent, MemorySink
+
+from .proxy_servers import SSE_EVENTS, Cert, RecordingServer
 
 SECRET = "sk-ant-api03-SECRET-value-0123456789"
 

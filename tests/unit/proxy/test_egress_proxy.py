@@ -13,11 +13,12 @@ import ssl
 
 import httpx
 import pytest
-from proxy_servers import Cert, RecordingServer
 
 from airlock.policy.plan import EgressPlan, compile_plan
 from airlock.proxy import EgressEvent, EgressProxy, MemorySink
 from layer0 import EnvironmentSpec
+
+from .proxy_servers import Cert, RecordingServer
 
 PUB_A = "93.184.216.34"  # stand-ins: routed to loopback servers by FakeNet, never contacted
 PUB_B = "93.184.216.35"

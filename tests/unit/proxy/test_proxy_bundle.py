@@ -9,11 +9,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from proxy_servers import RecordingServer
 
 from airlock.policy.plan import EgressPlan, EgressRule, SidecarRoute
 from airlock.proxy import PROXY_EVENT, CredentialProxyEvent, EgressEvent, MemorySink
 from airlock.proxy.bundle import BundleConfig, CredentialListener, ProxyBundle
+
+from .proxy_servers import RecordingServer
 
 SECRET = "sk-ant-api03-BUNDLE-SECRET-0123456789"
 

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 import httpx
-from proxy_servers import RecordingServer
 
 from airlock.policy.plan import EgressPlan, EgressRule
 from airlock.proxy import PROXY_EVENT, CredentialProxyEvent, EgressEvent
+
+from .proxy_servers import RecordingServer
 
 SECRET = "sk-ant-api03-CLI-SECRET-9876543210"
 

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from runner_helpers import scripted_spec, text_step
 
 import airlock.runner as runner_pkg
 from airlock.runner import RemoteTurn, RunnerConfig, RunnerServer, TlsFiles
 from layer0 import Turn, TurnError, TurnInput
+
+from .runner_helpers import scripted_spec, text_step
 
 
 def test_exports_match_all() -> None:

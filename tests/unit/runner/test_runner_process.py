@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runner_helpers import scripted_spec, text_step, tool_step
 
 from airlock.runner import RemoteTurn
 from airlock.runner.__main__ import TOKEN_ENV, StartupError, read_token
 from airlock.turn import ToolFinished, ToolStarted, TurnEvent
 from layer0 import ExitReason, TurnInput
+
+from .runner_helpers import scripted_spec, text_step, tool_step
 
 
 class Runner:

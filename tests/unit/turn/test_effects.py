@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from pydantic import JsonValue
-from turn_helpers import Recorder, result_parts
 
 from airlock.errors import SpecError
 from airlock.spec import EFFECT_TOOLS
@@ -26,6 +25,8 @@ from layer0 import (
     WorkflowId,
     WriteMemory,
 )
+
+from .turn_helpers import Recorder, result_parts
 
 
 @pytest.mark.parametrize(

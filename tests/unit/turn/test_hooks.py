@@ -6,7 +6,6 @@ import logging
 from decimal import Decimal
 
 import pytest
-from turn_helpers import Recorder, ScriptedHook, add, result_parts
 
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
 from airlock.turn import BudgetHook, HookRegistry, NeuronTurn, ToolResultPart, tool
@@ -20,6 +19,8 @@ from layer0 import (
     HookSkipTool,
     TurnInput,
 )
+
+from .turn_helpers import Recorder, ScriptedHook, add, result_parts
 
 P = HookPoint
 

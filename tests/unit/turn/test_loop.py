@@ -6,7 +6,6 @@ import asyncio
 from decimal import Decimal
 
 import pytest
-from turn_helpers import Recorder, add, echo, result_parts
 
 from airlock.spec import LoopLimits
 from airlock.state import InMemoryStore
@@ -38,6 +37,8 @@ from layer0 import (
     TurnInput,
     WriteMemory,
 )
+
+from .turn_helpers import Recorder, add, echo, result_parts
 
 
 def turn_with(*script: object, **kwargs: object) -> tuple[NeuronTurn, FakeProvider]:

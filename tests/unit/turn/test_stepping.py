@@ -7,7 +7,6 @@ import json
 from decimal import Decimal
 
 import pytest
-from turn_helpers import Recorder, add, result_parts
 
 from airlock.state import InMemoryStore
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
@@ -24,6 +23,8 @@ from airlock.turn import (
     tool,
 )
 from layer0 import Content, ExitReason, Scope, SessionId, TurnConfig, TurnInput, TurnOutput, WriteMemory
+
+from .turn_helpers import Recorder, add, result_parts
 
 
 def script() -> list[ProviderResponse]:

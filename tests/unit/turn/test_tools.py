@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, JsonValue
-from turn_helpers import Recorder, add, echo, result_parts
 
 from airlock.errors import SpecError, ToolError
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
@@ -25,6 +24,8 @@ from airlock.turn import (
     tool,
 )
 from layer0 import ExitReason, TurnInput
+
+from .turn_helpers import Recorder, add, echo, result_parts
 
 CTX = ToolContext(tool_use_id="t1")
 

@@ -1,11 +1,11 @@
-"""Scripted agents and an in-process controller for the controller-service tests."""
+"""An in-process controller and the configuration files its tests write."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,55 +15,23 @@ from airlock.controller import (
     Controller,
     ControllerClient,
     ControllerOptions,
+    JobEvent,
     JobService,
+    SandboxActivity,
     ServiceSettings,
     SqliteJobStore,
 )
 from airlock.state import SqliteStore
+from airlock.turn import ToolFinished
 
 
-def tool_step(name: str, input: dict[str, Any], i: int = 0, **match: Any) -> dict[str, Any]:
-    """A scripted model step that calls one tool."""
-    step: dict[str, Any] = {
-        "response": {
-            "content": [{"type": "tool_use", "id": f"t{i}", "name": name, "input": input}],
-            "stop_reason": "tool_use",
-        }
-    }
-    if match:
-        step["match"] = match
-    return step
-
-
-def tools_step(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """A scripted model step that calls several tools at once, in order."""
+def agent_config(steps: Sequence[Mapping[str, Any]], tools: Sequence[str], **sandbox: Any) -> dict[str, Any]:
+    """A configuration file's docker agent on the scripted provider playing ``steps``
+    (1 CPU, 256 MiB, 6 turns, 60 s unless ``sandbox`` says otherwise)."""
     return {
-        "response": {
-            "content": [
-                {"type": "tool_use", "id": f"t{i}", "name": name, "input": input}
-                for i, (name, input) in enumerate(calls)
-            ],
-            "stop_reason": "tool_use",
-        }
-    }
-
-
-def text_step(text: str, **match: Any) -> dict[str, Any]:
-    """A scripted model step that answers ``text``."""
-    step: dict[str, Any] = {
-        "response": {"content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
-    }
-    if match:
-        step["match"] = match
-    return step
-
-
-def agent(steps: list[dict[str, Any]], tools: list[str], **sandbox: Any) -> dict[str, Any]:
-    """A docker agent on the scripted provider."""
-    return {
-        "provider": {"kind": "scripted", "script": steps},
+        "provider": {"kind": "scripted", "script": [dict(s) for s in steps]},
         "system": "test agent",
-        "tools": tools,
+        "tools": list(tools),
         "backend": "docker",
         "resources": sandbox.pop("resources", {"cpu": "1", "memory": "256Mi"}),
         "defaults": sandbox.pop("defaults", {"max_turns": 6, "max_duration": "60s"}),
@@ -118,11 +86,13 @@ async def running_service(
             yield service
 
 
-def tool_outputs(events: list[Any], name: str = "bash") -> list[str]:
+def tool_outputs(events: Sequence[JobEvent], name: str = "bash") -> list[str]:
     """What the finished ``name`` tool calls among a job's events printed (bash: stdout)."""
     outputs = [
-        e.data["output"]
+        e.data.event.output
         for e in events
-        if e.kind == "turn" and e.data.get("type") == "tool_finished" and e.data.get("name") == name
+        if isinstance(e.data, SandboxActivity)
+        and isinstance(e.data.event, ToolFinished)
+        and e.data.event.name == name
     ]
     return [json.loads(o)["stdout"] if name == "bash" else o for o in outputs]

@@ -1,0 +1,62 @@
+"""The Docker engine as the tests see it: is one reachable, which containers are this test
+process's, and the checks that none is left behind."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from airlock.build import build_turn
+from airlock.sandbox.docker._labels import LABEL_OWNER
+from airlock.spec import AgentSpec
+from airlock.turn import NeuronTurn
+
+#: The owner label value of every sandbox object this test process creates.
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+@cache
+def docker_available() -> bool:
+    """Does ``docker info`` answer (asked once per process)?"""
+    try:
+        return (
+            subprocess.run(
+                ["docker", "info", "--format", "{{.ServerVersion}}"],
+                capture_output=True,
+                timeout=20,
+                check=False,
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def my_containers(client: Any) -> list[Any]:
+    """Containers labelled as owned by this test process."""
+    return list(client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={OWNER}"}))
+
+
+def assert_none_left(client: Any) -> None:
+    """Fail if a container of this process remains, after removing it (the next test starts clean)."""
+    leftovers = my_containers(client)
+    for c in leftovers:
+        c.remove(force=True)
+    assert not leftovers, f"containers left behind: {[c.name for c in leftovers]}"
+
+
+def assert_clean(client: Any, state_dir: Path) -> None:
+    """No container of this process and nothing in the state directory."""
+    assert my_containers(client) == []
+    assert list(state_dir.iterdir()) == []
+
+
+def sandbox_turn(spec: AgentSpec, tmp_path: Path) -> NeuronTurn:
+    """The turn of ``spec`` with ``tmp_path/host-workspace`` as its (host) workspace."""
+    workspace = tmp_path / "host-workspace"
+    workspace.mkdir(exist_ok=True)
+    return build_turn(spec, workspace=workspace)
