@@ -16,7 +16,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from airlock import wire
-from airlock._grpcauth import BearerAuth
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError, ConfigError
@@ -182,7 +181,7 @@ class ControllerServer:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ]
-        interceptors = [BearerAuth(token), wire.RejectCorruptRequests()]
+        interceptors = [wire.BearerAuth(token), wire.RejectCorruptRequests()]
         self._server = grpc.aio.server(interceptors=interceptors, options=options)
         cpb_grpc.add_ControllerServicer_to_server(_Servicer(service), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)

@@ -23,7 +23,6 @@ from grpc_health.v1._async import HealthServicer
 from pydantic import JsonValue
 
 from airlock import wire
-from airlock._grpcauth import BearerAuth
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.build import build_turn
@@ -414,7 +413,7 @@ class RunnerServer:
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        interceptors = [BearerAuth(config.token), wire.RejectCorruptRequests(((REASON_KEY, "invalid"),))]
+        interceptors = [wire.BearerAuth(config.token), wire.RejectCorruptRequests(((REASON_KEY, "invalid"),))]
         self._server = grpc.aio.server(interceptors=interceptors, options=options)
         pb_grpc.add_RunnerServicer_to_server(self._service, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)

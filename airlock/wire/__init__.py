@@ -8,10 +8,11 @@ conversion is lossless; a test round-trips each of layer0's golden vectors throu
 
 Reading a message that does not carry a valid value raises :class:`MalformedMessage`,
 whose text is one line per problem (``path: what is wrong``), fit for an INVALID_ARGUMENT
-answer to a client in any language. :class:`RejectCorruptRequests` and
+answer to a client in any language. :class:`BearerAuth`, :class:`RejectCorruptRequests` and
 :func:`add_reflection` are the gRPC server plumbing both airlock services share.
 """
 
+from ._auth import BearerAuth
 from ._content import (
     block_from_proto,
     block_to_proto,
@@ -73,6 +74,7 @@ __all__ = [
     "TURN_ERROR_KIND",
     "TURN_ERROR_KINDS",
     "WIRE_ENUMS",
+    "BearerAuth",
     "MalformedMessage",
     "Problem",
     "RejectCorruptRequests",

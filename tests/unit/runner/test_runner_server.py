@@ -9,7 +9,6 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from runner_helpers import scripted_spec, text_step, tool_step
 
 from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
@@ -34,6 +33,8 @@ from airlock.turn import (
     TurnStarted,
 )
 from layer0 import ExitReason, Scope, TurnError, TurnInput, TurnOutput, WriteMemory, read_only
+
+from .runner_helpers import scripted_spec, text_step, tool_step
 
 CALC_SCRIPT = [
     tool_step("calculator", {"expression": "6*7"}, text="Let me compute."),

@@ -1,4 +1,4 @@
-"""BearerAuth: the gRPC server interceptor both airlock services use (runner, controller)."""
+"""BearerAuth: the token check both airlock gRPC servers run (runner, controller)."""
 
 from __future__ import annotations
 
