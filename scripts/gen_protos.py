@@ -43,9 +43,10 @@ README = """\
 Python code generated from `protos/` by `scripts/gen_protos.py` (grpcio-tools + mypy-protobuf).
 Edit the `.proto` files and run `python scripts/gen_protos.py` instead.
 
-This package is private: only `airlock/wire/` (the shared layer0 <-> protobuf converters),
-`airlock/controller/_convert.py` (job messages) and the two gRPC servers/clients touch its
-types. ruff and mypy skip it; a test regenerates it and fails on any difference.
+This package is private: only `airlock/wire/` (the shared layer0 <-> protobuf converters) and
+the packages serving and calling the two services, `airlock/runner/` and `airlock/controller/`
+(which also converts its job messages), touch its types. ruff and mypy skip it; a test
+regenerates it and fails on any difference.
 """
 
 
