@@ -35,16 +35,10 @@ from airlock.images._dockerapi import docker_client
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.sandbox.docker._config import SandboxDefaults, resolve_boundary, resolve_limits
 from airlock.sandbox.docker._environment import _Sandbox
-from airlock.spec import AgentSpec, ProviderSpec
+from airlock.testing import scripted_agent, text_step
 from layer0 import EnvironmentSpec, ExitReason, NetworkAction, NetworkPolicy, NetworkRule, TurnInput
 
-AGENT = AgentSpec(
-    name="bench",
-    provider=ProviderSpec(
-        kind="scripted",
-        script=[{"response": {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}}],
-    ),
-)
+AGENT = scripted_agent([text_step("ok")], name="bench")
 
 
 def pct(values: list[float], q: float) -> float:

@@ -57,11 +57,11 @@ from airlock.images._builder import require_image
 from airlock.images._dockerapi import docker_client
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.sandbox.docker._labels import LABEL_OWNER, current_owner
+from airlock.testing import calculator_script, script_yaml
 from layer0 import ExitReason, TurnInput
 
 AGENT = "bench-scripted"
 PROMPT = "What is 17 * 23? Use the calculator."
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "scripts" / "calculator.yaml"
 #: The shape of ``demo-scripted`` in examples/airlock.yaml.
 CONFIG = f"""\
 version: 1
@@ -317,7 +317,7 @@ async def main() -> int:
     load_before = loadavg()
     try:
         (tmp / "scripts").mkdir()
-        shutil.copyfile(SCRIPT, tmp / "scripts" / "calculator.yaml")
+        (tmp / "scripts" / "calculator.yaml").write_text(script_yaml(calculator_script()), encoding="utf-8")
         (tmp / "airlock.yaml").write_text(CONFIG, encoding="utf-8")
         config = load_config(tmp / "airlock.yaml")
         agent = config.agent(AGENT)

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 from airlock.runner import RemoteTurn
-from airlock.spec import AgentSpec, ProviderSpec
+from airlock.spec import AgentSpec
+from airlock.testing import scripted_agent, text_step
 from layer0 import TurnInput
 
 
@@ -95,15 +96,7 @@ async def _drain(stream: asyncio.StreamReader) -> None:
 
 
 def _spec() -> AgentSpec:
-    step = {
-        "response": {
-            "content": [{"type": "text", "text": "pong"}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 3, "output_tokens": 1},
-            "cost": "0.000001",
-        }
-    }
-    return AgentSpec(name="bench", provider=ProviderSpec(kind="scripted", script=[step]))
+    return scripted_agent([text_step("pong", usage=(3, 1), cost="0.000001")], name="bench")
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:

@@ -8,42 +8,16 @@ from __future__ import annotations
 import asyncio
 
 from airlock.build import build_turn
-from airlock.spec import AgentSpec
+from airlock.spec import AgentSpec, ProviderSpec
+from airlock.testing import calculator_script
 from layer0 import Content, TriggerType, TurnInput
 
-spec = AgentSpec.model_validate(
-    {
-        "name": "calc",
-        "provider": {
-            "kind": "scripted",
-            "script": [
-                {
-                    "response": {
-                        "content": [
-                            {
-                                "type": "tool_use",
-                                "id": "t1",
-                                "name": "calculator",
-                                "input": {"expression": "17 * 23"},
-                            }
-                        ],
-                        "stop_reason": "tool_use",
-                        "usage": {"input_tokens": 40, "output_tokens": 12},
-                        "cost": "0.0001",
-                    }
-                },
-                {
-                    "response": {
-                        "content": [{"type": "text", "text": "17 * 23 = 391"}],
-                        "stop_reason": "end_turn",
-                        "usage": {"input_tokens": 60, "output_tokens": 8},
-                        "cost": "0.0001",
-                    }
-                },
-            ],
-        },
-        "tools": ["calculator"],
-    }
+#: The scripted provider plays a recorded conversation: the model asks the calculator for
+#: 17 * 23, reads the result, then answers (see airlock.testing.calculator_script).
+spec = AgentSpec(
+    name="calc",
+    provider=ProviderSpec(kind="scripted", script=calculator_script()),
+    tools=["calculator"],
 )
 
 

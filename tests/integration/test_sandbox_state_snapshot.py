@@ -14,8 +14,9 @@ import pytest
 
 from airlock.build import build_turn
 from airlock.sandbox.docker import DockerEnvironment
-from airlock.spec import HISTORY_KEY, AgentSpec, ProviderSpec
+from airlock.spec import HISTORY_KEY, AgentSpec
 from airlock.state import InMemoryStore
+from airlock.testing import scripted_agent, text_step
 from layer0 import EnvError, EnvironmentSpec, Scope, SessionId, TurnInput, WriteMemory
 
 pytestmark = pytest.mark.docker
@@ -37,15 +38,8 @@ HISTORY = [
 
 def recall_agent() -> AgentSpec:
     """Answers only a request carrying the 4 history messages plus the new one (5 in all)."""
-    step = {
-        "match": {"messages": 5},
-        "response": {
-            "content": [{"type": "text", "text": "You are Ada, and you like green tea."}],
-            "stop_reason": "end_turn",
-            "usage": {"input_tokens": 50, "output_tokens": 9},
-        },
-    }
-    return AgentSpec(name="recall", provider=ProviderSpec(kind="scripted", script=[step]))
+    step = text_step("You are Ada, and you like green tea.", usage=(50, 9), match={"messages": 5})
+    return scripted_agent([step], name="recall")
 
 
 async def store_with_history() -> InMemoryStore:

@@ -13,4 +13,4 @@ def test_quickstart_prints_answer_tokens_cost_tools() -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=60, check=True
     )
-    assert done.stdout.strip() == "17 * 23 = 391 | 100 in 20 out | $ 0.0002 | ['calculator']"
+    assert done.stdout.strip() == "17 x 23 = 391. | 100 in 20 out | $ 0.0003 | ['calculator']"

@@ -10,7 +10,7 @@ import pytest
 from airlock.sandbox._turn import agent_spec_of, hard_timeout_s
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.sandbox.process import LocalProcessEnvironment
-from airlock.spec import AgentSpec, ProviderSpec
+from airlock.testing import scripted_agent
 from layer0 import (
     ContainerIsolation,
     EnvError,
@@ -21,7 +21,7 @@ from layer0 import (
     TurnOutput,
 )
 
-SPEC = AgentSpec(name="a", provider=ProviderSpec(kind="scripted", script=[]))
+SPEC = scripted_agent([], name="a")
 
 
 class PlainTurn:

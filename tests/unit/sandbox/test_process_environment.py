@@ -12,22 +12,14 @@ from typing import Any
 
 from airlock.build import build_turn
 from airlock.sandbox.process import LocalProcessEnvironment
-from airlock.spec import AgentSpec, ProviderSpec
+from airlock.spec import AgentSpec
+from airlock.testing import bash_agent
 from airlock.turn import ToolFinished
 from layer0 import EnvironmentSpec, ExitReason, ProcessIsolation, TurnInput
 
 
 def agent(command: str) -> AgentSpec:
-    script = [
-        {
-            "response": {
-                "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": command}}],
-                "stop_reason": "tool_use",
-            }
-        },
-        {"response": {"content": [{"type": "text", "text": "finished"}], "stop_reason": "end_turn"}},
-    ]
-    return AgentSpec(name="p", provider=ProviderSpec(kind="scripted", script=script), tools=["bash"])
+    return bash_agent(command, final="finished")
 
 
 async def test_runs_in_a_subprocess_with_a_private_workspace(tmp_path: Path) -> None:

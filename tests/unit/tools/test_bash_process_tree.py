@@ -19,7 +19,7 @@ import pytest
 from airlock.build import build_turn
 from airlock.errors import ToolError
 from airlock.sandbox.process import LocalProcessEnvironment
-from airlock.spec import AgentSpec, ProviderSpec
+from airlock.testing import bash_agent
 from airlock.tools import build_tools
 from airlock.turn import ToolContext, ToolFinished
 from layer0 import EnvironmentSpec, ExitReason, TurnInput
@@ -115,29 +115,6 @@ async def test_parallel_calls_do_not_disturb_each_other(ws: Path) -> None:
 # --- through the real runner (process backend): the runner adopts and kills orphans -------------
 
 
-def _agent(*commands: str) -> AgentSpec:
-    steps: list[dict[str, Any]] = [
-        {
-            "response": {
-                "content": [{"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {"command": c}}],
-                "stop_reason": "tool_use",
-                "usage": {"input_tokens": 1, "output_tokens": 1},
-            }
-        }
-        for i, c in enumerate(commands)
-    ]
-    steps.append(
-        {
-            "response": {
-                "content": [{"type": "text", "text": "done"}],
-                "stop_reason": "end_turn",
-                "usage": {"input_tokens": 1, "output_tokens": 1},
-            }
-        }
-    )
-    return AgentSpec(name="tree", provider=ProviderSpec(kind="scripted", script=steps), tools=["bash"])
-
-
 async def _run_in_runner(workspace: Path, *commands: str) -> list[dict[str, Any]]:
     events: list[Any] = []
 
@@ -145,7 +122,7 @@ async def _run_in_runner(workspace: Path, *commands: str) -> list[dict[str, Any]
         events.append(event)
 
     out = await LocalProcessEnvironment().run(
-        build_turn(_agent(*commands), workspace=workspace),
+        build_turn(bash_agent(*commands), workspace=workspace),
         TurnInput.new("go"),
         EnvironmentSpec(),
         events=sink,
