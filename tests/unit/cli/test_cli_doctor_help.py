@@ -1,4 +1,5 @@
-"""``airlock doctor`` (against the real engine where marked) and the documented exit codes."""
+"""``airlock doctor`` without an engine (tests/integration/test_cli_doctor.py has the real one)
+and the documented exit codes."""
 
 from __future__ import annotations
 
@@ -33,37 +34,6 @@ def test_top_level_help_lists_the_verbs(runner: CliRunner) -> None:
     assert result.exit_code == 0
     for verb in ("run", "agents", "doctor", "images", "gc"):
         assert verb in result.stdout
-
-
-@pytest.mark.docker
-def test_doctor_with_the_real_engine(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["doctor", "--config", str(EXAMPLE)])
-    lines = result.stdout.splitlines()
-    docker_line = next(line for line in lines if "docker:" in line)
-    assert docker_line.strip().startswith("OK") and "reachable" in docker_line
-    assert any("image:" in line for line in lines)
-    assert any("gvisor" in line for line in lines)
-    assert any("config:" in line and "is valid (6 agent(s)" in line for line in lines)
-    # the model cache is a private empty dir (conftest): a warning, never an error
-    assert any(line.startswith("WARN local model:") for line in lines)
-    assert result.exit_code == (1 if any(line.startswith("FAIL") for line in lines) else 0)
-
-
-@pytest.mark.docker
-def test_doctor_json_with_the_real_engine(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["doctor", "--config", str(EXAMPLE), "--json"])
-    data = json.loads(result.stdout)
-    checks = {c["name"]: c for c in data["checks"]}
-    assert checks["docker"]["status"] == "ok"
-    assert {"docker", "image", "gvisor", "kata", "local model", "model runtime", "config"} <= set(checks)
-    assert checks["local model"]["status"] == "warning"
-    assert checks["gvisor"]["status"] in ("ok", "warning")  # absent runsc is never an error
-    if checks["gvisor"]["status"] == "warning":
-        assert checks["gvisor"]["message"] == "gvisor isolation unavailable: install runsc"
-    if checks["image"]["status"] == "error":
-        assert checks["image"]["hint"] == "run: airlock images build"
-    assert data["ok"] == all(c["status"] != "error" for c in data["checks"])
-    assert result.exit_code == (0 if data["ok"] else 1)
 
 
 def test_doctor_without_an_engine_fails(
