@@ -40,7 +40,8 @@ _STRIP = "airlock/"
 README = """\
 # airlock/_proto — GENERATED, DO NOT EDIT
 
-Python code generated from `protos/` by `scripts/gen_protos.py` (grpcio-tools + mypy-protobuf).
+Python code generated from `protos/airlock/` by `scripts/gen_protos.py` (grpcio-tools +
+mypy-protobuf).
 Edit the `.proto` files and run `python scripts/gen_protos.py` instead.
 
 This package is private: only `airlock/wire/` (the shared layer0 <-> protobuf converters) and
