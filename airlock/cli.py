@@ -8,7 +8,6 @@ top-level verbs (``run``, ``serve``, ``submit``, ``doctor``, ``gc``); the verbs'
 from __future__ import annotations
 
 import asyncio
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,6 +16,7 @@ from rich.table import Table
 
 from airlock._cli._common import EXIT_CODES_HELP, console, err_console, load, load_agent
 from airlock.errors import AirlockError
+from airlock.jobstate import JobState
 from layer0 import Layer0Error
 
 if TYPE_CHECKING:
@@ -74,20 +74,6 @@ JOB_EXIT_CODES_HELP = (
     "and exits 130. Controller errors: 2 unknown job or agent, invalid argument, missing or wrong "
     "token; 3 no controller at the address."
 )
-
-
-class StateChoice(StrEnum):
-    """``--state`` values: airlock.controller.jobs.JobState's (a copy, for the same reason)."""
-
-    QUEUED = "queued"
-    PROVISIONING = "provisioning"
-    RUNNING = "running"
-    APPLYING_EFFECTS = "applying_effects"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed_out"
-    INTERRUPTED = "interrupted"
 
 
 JobIdArgument = Annotated[str, typer.Argument(help="The job's id (see: airlock jobs ls).")]
@@ -263,7 +249,7 @@ def submit(
 @jobs_app.command("ls")
 def jobs_ls(
     state: Annotated[
-        list[StateChoice] | None,
+        list[JobState] | None,
         typer.Option("--state", help="Only jobs in this state (repeatable).", case_sensitive=False),
     ] = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's jobs.")] = None,
@@ -279,7 +265,7 @@ def jobs_ls(
 
     list_jobs(
         Target(address, token),
-        states=[s.value for s in state or []],
+        states=state or [],
         agent=agent,
         session=session,
         limit=limit,

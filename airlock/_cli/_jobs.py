@@ -18,16 +18,27 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, assert_never, cast
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from airlock.controller import ControllerClient, ControllerError, Job, JobEvent, JobFilter, JobState
+from airlock.controller import (
+    ChildJobChanged,
+    ControllerClient,
+    ControllerError,
+    EffectApplied,
+    Job,
+    JobEvent,
+    JobFilter,
+    JobState,
+    LogLine,
+    SandboxActivity,
+    SignalRecorded,
+    StateChanged,
+)
 from airlock.errors import AirlockError
 from layer0 import Layer0Error
 
@@ -233,26 +244,6 @@ class RemoteAgent:
     model: str | None = None
 
 
-def _turn_event(kind: str, data: dict[str, Any]) -> object:
-    """A recorded turn or proxy event as the object RunView expects (costs as Decimal)."""
-    from pydantic import TypeAdapter, ValidationError
-
-    from airlock.proxy import PROXY_EVENT
-    from airlock.turn import TurnEvent
-
-    try:
-        if kind == "turn":
-            return TypeAdapter(TurnEvent).validate_python(data)
-        return PROXY_EVENT.validate_python(data)
-    except ValidationError:
-        fields = dict(data)
-        for key in ("cost", "total_cost"):
-            if isinstance(fields.get(key), str | int | float):
-                with contextlib.suppress(InvalidOperation):
-                    fields[key] = Decimal(str(fields[key]))
-        return SimpleNamespace(**fields)
-
-
 class JobView(RunView):
     """Live progress of one controller job, from its recorded events (replayed, then live)."""
 
@@ -285,35 +276,25 @@ class JobView(RunView):
     async def job_event(self, event: JobEvent) -> None:
         """Show one recorded event of the job."""
         self._event_at = event.time
-        data: dict[str, Any] = event.data if isinstance(event.data, dict) else {}
-        if event.kind == "state":
-            self._on_state(data)
-        elif event.kind in ("turn", "egress", "credential_proxy"):
-            item = _turn_event(event.kind, data)
-            try:
-                await self.sink(item)
-            except (AttributeError, TypeError, ValueError):
-                self.line(f"[dim]{escape(event.kind)} {escape(json.dumps(data, sort_keys=True))}[/]")
-        elif event.kind == "log":
-            level, source = escape(str(data.get("level"))), escape(str(data.get("source") or "?"))
-            self.line(f"[dim]log {level} ({source}): {escape(str(data.get('message')))}[/]")
-        elif event.kind == "effect":
-            self._on_effect(data)
-        elif event.kind == "child":
-            self._on_child(data)
-        elif event.kind == "signal":
-            self.line(
-                f"[cyan]signal[/] {escape(str(data.get('signal_type')))} → {escape(str(data.get('target')))}"
-            )
-        else:
-            self.line(f"[dim]{escape(event.kind)} {escape(json.dumps(event.data, sort_keys=True))}[/]")
+        data = event.data
+        match data:
+            case StateChanged():
+                self._on_state(data)
+            case SandboxActivity():
+                await self.sink(data.event)
+            case LogLine():
+                self._log_line(data)
+            case EffectApplied():
+                self._on_effect(data)
+            case ChildJobChanged():
+                self._on_child(data)
+            case SignalRecorded():
+                self.line(f"[cyan]signal[/] {escape(data.signal_type)} → {escape(data.target)}")
+            case _:
+                assert_never(data)
 
-    def _on_state(self, data: dict[str, Any]) -> None:
-        try:
-            state = JobState(str(data.get("state")))
-        except ValueError:
-            self.line(f"[dim]state {escape(str(data.get('state')))}[/]")
-            return
+    def _on_state(self, data: StateChanged) -> None:
+        state = data.state
         if state is JobState.QUEUED:
             self.line(f"job [bold]{escape(self.job.id)}[/] queued")
             self.status("queued: waiting for a worker…")
@@ -324,32 +305,32 @@ class JobView(RunView):
             self.status("applying effects…")
         elif state.terminal:
             self.stop()
-            error = data.get("error")
-            why = error.get("message") if isinstance(error, dict) else data.get("detail")
+            why = data.error.message if data.error is not None else data.detail
             mark = "[green]✓[/]" if state is JobState.SUCCEEDED else "[red]✗[/]"
-            tail = f": {escape(str(why))}" if why else ""
+            tail = f": {escape(why)}" if why else ""
             self.line(f"{mark} job {escape(self.job.id)} {_state(state)}{tail}")
 
-    def _on_effect(self, data: dict[str, Any]) -> None:
-        status = str(data.get("status"))
-        colour = "green" if status == "ok" else "yellow"
-        parts = [f"[cyan]effect[/] {escape(str(data.get('effect')))} [{colour}]{escape(status)}[/]"]
-        if data.get("agent"):
-            parts.append(f"→ {escape(str(data['agent']))}")
-        if data.get("detail"):
-            parts.append(f"[dim]{escape(str(data['detail']))}[/]")
+    def _log_line(self, data: LogLine) -> None:
+        self.line(f"[dim]log {escape(data.level.value)} ({escape(data.source)}): {escape(data.message)}[/]")
+
+    def _on_effect(self, data: EffectApplied) -> None:
+        outcome = data.outcome
+        colour = "green" if outcome.status == "ok" else "yellow"
+        parts = [f"[cyan]effect[/] {escape(outcome.effect)} [{colour}]{escape(outcome.status)}[/]"]
+        if outcome.agent is not None:
+            parts.append(f"→ {escape(str(outcome.agent))}")
+        if outcome.detail:
+            parts.append(f"[dim]{escape(outcome.detail)}[/]")
         self.line(" ".join(parts))
 
-    def _on_child(self, data: dict[str, Any]) -> None:
-        head = (
-            f"[cyan]child[/] job {escape(str(data.get('job')))} "
-            f"({escape(str(data.get('agent')))}, {escape(str(data.get('origin')))})"
-        )
-        if data.get("phase") == "started":
+    def _on_child(self, data: ChildJobChanged) -> None:
+        head = f"[cyan]child[/] job {escape(data.job)} ({escape(data.agent)}, {escape(data.origin)})"
+        if data.phase == "started":
             self.line(f"{head} started")
-            self.status(f"waiting for child job {escape(str(data.get('job')))}…")
+            self.status(f"waiting for child job {escape(data.job)}…")
         else:
-            self.line(f"{head} finished: {escape(str(data.get('state')))}")
+            state = data.state.value if data.state is not None else "?"
+            self.line(f"{head} finished: {escape(state)}")
 
 
 async def _agent_of(client: ControllerClient, name: str) -> RemoteAgent:
@@ -569,16 +550,14 @@ def jobs_watch(target: Target, job_id: str, as_json: bool) -> None:
 def jobs_ls(
     target: Target,
     *,
-    states: list[str],
+    states: list[JobState],
     agent: str | None,
     session: str | None,
     limit: int,
     as_json: bool,
 ) -> None:
     """List jobs, most recent first."""
-    where = JobFilter(
-        states=frozenset(JobState(s) for s in states), agent=agent, session=session, limit=limit
-    )
+    where = JobFilter(states=frozenset(states), agent=agent, session=session, limit=limit)
 
     async def work(client: ControllerClient) -> list[Job]:
         return await client.find(where)
@@ -697,34 +676,31 @@ def jobs_logs(target: Target, job_id: str, as_json: bool) -> None:
     async def work(client: ControllerClient) -> list[JobEvent]:
         return await client.logs(job_id)
 
-    events = _with_client(target, as_json, work)
-    lines = []
-    for event in events:
-        data: dict[str, Any] = event.data if isinstance(event.data, dict) else {"message": event.data}
-        lines.append(
+    lines = [(e, e.data) for e in _with_client(target, as_json, work) if isinstance(e.data, LogLine)]
+    if as_json:
+        body = [
             {
                 "seq": event.seq,
                 "time": event.time.isoformat(),
-                "level": data.get("level"),
-                "source": data.get("source"),
-                "message": data.get("message"),
-                "data": data.get("data"),
+                "level": line.level.value,
+                "source": line.source,
+                "message": line.message,
+                "data": line.data,
             }
-        )
-    if as_json:
-        print(json.dumps({"job": job_id, "lines": lines}))
+            for event, line in lines
+        ]
+        print(json.dumps({"job": job_id, "lines": body}))
         return
     if not lines:
         console.print(f"[dim]job {escape(job_id)} has no log lines[/]", highlight=False)
         return
-    for line, event in zip(lines, events, strict=True):
+    for event, line in lines:
         when = event.time.astimezone().strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        level = str(line["level"] or "-")
-        colour = {"error": "red", "warn": "yellow", "warning": "yellow"}.get(level.lower(), "dim")
-        extra = f" [dim]{escape(json.dumps(line['data'], sort_keys=True))}[/]" if line["data"] else ""
+        colour = {"error": "red", "warn": "yellow"}.get(line.level.value, "dim")
+        extra = f" [dim]{escape(json.dumps(line.data, sort_keys=True))}[/]" if line.data else ""
         console.print(
-            f"{when} [{colour}]{escape(level.upper()):5}[/] {escape(str(line['source'] or '-'))}: "
-            f"{escape(str(line['message']))}{extra}",
+            f"{when} [{colour}]{escape(line.level.value.upper()):5}[/] {escape(line.source)}: "
+            f"{escape(line.message)}{extra}",
             highlight=False,
             soft_wrap=True,
         )

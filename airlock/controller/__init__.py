@@ -25,7 +25,22 @@ from ._grpc import (
     ControllerServerError,
     load_or_create_token,
 )
-from ._model import Job, JobError, JobEvent, JobFilter, JobState
+from ._model import (
+    JOB_EVENT_DATA,
+    ChildJobChanged,
+    EffectApplied,
+    EventKind,
+    Job,
+    JobError,
+    JobEvent,
+    JobEventData,
+    JobFilter,
+    JobState,
+    LogLine,
+    SandboxActivity,
+    SignalRecorded,
+    StateChanged,
+)
 from ._paths import default_data_dir
 from ._queue import FairQueue, QueuedJob
 from ._service import JobNotFound, JobOrchestrator, JobService, ServiceSettings
@@ -34,20 +49,25 @@ from .effects import EffectExecutor, EffectOutcome, EffectReport
 
 __all__ = [
     "DEFAULT_ADDRESS",
+    "JOB_EVENT_DATA",
     "AgentRunner",
+    "ChildJobChanged",
     "Controller",
     "ControllerClient",
     "ControllerError",
     "ControllerOptions",
     "ControllerServer",
     "ControllerServerError",
+    "EffectApplied",
     "EffectExecutor",
     "EffectOutcome",
     "EffectReport",
+    "EventKind",
     "FairQueue",
     "Job",
     "JobError",
     "JobEvent",
+    "JobEventData",
     "JobFilter",
     "JobNotFound",
     "JobOrchestrator",
@@ -55,9 +75,13 @@ __all__ = [
     "JobState",
     "JobStoreError",
     "LocalModelKey",
+    "LogLine",
     "QueuedJob",
+    "SandboxActivity",
     "ServiceSettings",
+    "SignalRecorded",
     "SqliteJobStore",
+    "StateChanged",
     "default_data_dir",
     "inline_script",
     "load_or_create_token",

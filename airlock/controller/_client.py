@@ -16,6 +16,7 @@ from airlock.errors import AirlockError
 from layer0 import TurnInput
 
 from . import _convert as jc
+from . import _event_wire as ew
 from ._grpc import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
 from ._model import Job, JobEvent, JobFilter
 from ._paths import default_data_dir
@@ -147,7 +148,7 @@ class ControllerClient:
     async def logs(self, job_id: str, after_seq: int = 0) -> list[JobEvent]:
         """The job's log lines (its ``log`` events)."""
         response = await self._call("GetJobLogs", cpb.GetJobLogsRequest(id=job_id, after_seq=after_seq))
-        return [jc.event_from_proto(e) for e in response.lines]
+        return [ew.event_from_proto(e) for e in response.lines]
 
     async def agents(self) -> list[dict[str, str | None]]:
         """The agents the controller runs: name, backend, provider, model."""
@@ -164,7 +165,7 @@ class ControllerClient:
         )
         try:
             async for message in call:
-                yield jc.event_from_proto(message)
+                yield ew.event_from_proto(message)
         except grpc.aio.AioRpcError as e:
             raise ControllerError.from_rpc(e, self.address) from None
         finally:

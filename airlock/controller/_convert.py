@@ -1,5 +1,5 @@
-"""Jobs and job events to and from the controller's protobuf messages (only this module
-touches ``airlock._proto.controller``)."""
+"""Jobs, states and filters to and from the controller's protobuf messages (job events:
+``_event_wire``; only these two modules touch ``airlock._proto.controller``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 
-from ._model import Job, JobError, JobEvent, JobFilter, JobState
+from ._model import Job, JobError, JobFilter, JobState
 
 _STATE_TO_PB = {
     JobState.QUEUED: cpb.JOB_STATE_QUEUED,
@@ -43,13 +43,15 @@ def state_from_proto(value: int) -> JobState:
         raise ValueError(f"unknown job state {value}") from None
 
 
-def _ts(value: datetime) -> Timestamp:
+def timestamp_to_proto(value: datetime) -> Timestamp:
+    """An aware datetime as a Timestamp (UTC, to the microsecond)."""
     ts = Timestamp()
     ts.FromDatetime(value.astimezone(UTC).replace(tzinfo=None))
     return ts
 
 
-def _dt(value: Timestamp) -> datetime:
+def timestamp_from_proto(value: Timestamp) -> datetime:
+    """A Timestamp as an aware UTC datetime."""
     return value.ToDatetime().replace(tzinfo=UTC)
 
 
@@ -64,7 +66,7 @@ def job_to_proto(job: Job) -> cpb.Job:
         parent_id=job.parent_id or "",
         origin=job.origin,
         workflow=job.workflow,
-        created_at=_ts(job.created_at),
+        created_at=timestamp_to_proto(job.created_at),
         children=job.children,
     )
     if job.output is not None:
@@ -72,9 +74,9 @@ def job_to_proto(job: Job) -> cpb.Job:
     if job.error is not None:
         message.error.CopyFrom(cpb.JobError(kind=job.error.kind, message=job.error.message))
     if job.started_at is not None:
-        message.started_at.CopyFrom(_ts(job.started_at))
+        message.started_at.CopyFrom(timestamp_to_proto(job.started_at))
     if job.finished_at is not None:
-        message.finished_at.CopyFrom(_ts(job.finished_at))
+        message.finished_at.CopyFrom(timestamp_to_proto(job.finished_at))
     if job.max_duration_ms is not None:
         message.max_duration.CopyFrom(cv.duration_to_proto(job.max_duration_ms))
     if job.effects is not None:
@@ -101,36 +103,14 @@ def job_from_proto(message: cpb.Job) -> Job:
         parent_id=message.parent_id or None,
         origin=message.origin,
         workflow=message.workflow,
-        created_at=_dt(message.created_at),
-        started_at=_dt(message.started_at) if message.HasField("started_at") else None,
-        finished_at=_dt(message.finished_at) if message.HasField("finished_at") else None,
+        created_at=timestamp_from_proto(message.created_at),
+        started_at=timestamp_from_proto(message.started_at) if message.HasField("started_at") else None,
+        finished_at=timestamp_from_proto(message.finished_at) if message.HasField("finished_at") else None,
         max_duration_ms=cv.duration_from_proto(message.max_duration)
         if message.HasField("max_duration")
         else None,
         children=list(message.children),
         effects=cv.json_from_proto(message.effects, present=message.HasField("effects")),
-    )
-
-
-def event_to_proto(event: JobEvent) -> cpb.JobEvent:
-    """A job event on the wire."""
-    return cpb.JobEvent(
-        job_id=event.job_id,
-        seq=event.seq,
-        time=_ts(event.time),
-        kind=event.kind,
-        data=cv.json_to_proto(event.data),
-    )
-
-
-def event_from_proto(message: cpb.JobEvent) -> JobEvent:
-    """A job event from the wire."""
-    return JobEvent(
-        job_id=message.job_id,
-        seq=message.seq,
-        time=_dt(message.time),
-        kind=message.kind,
-        data=cv.json_from_proto(message.data, present=message.HasField("data")),
     )
 
 

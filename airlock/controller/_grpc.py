@@ -21,6 +21,7 @@ from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError, ConfigError
 
 from . import _convert as jc
+from . import _event_wire as ew
 from ._service import JobNotFound, JobService
 
 _log = logging.getLogger("airlock.controller")
@@ -116,9 +117,13 @@ class _Servicer(cpb_grpc.ControllerServicer):
     ) -> AsyncIterator[cpb.JobEvent]:
         try:
             async for event in self.service.watch(request.id, request.after_seq):
-                yield jc.event_to_proto(event)
+                yield ew.event_to_proto(event)
         except JobNotFound as e:
             await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        except wire.MalformedMessage as e:
+            await _abort(
+                context, grpc.StatusCode.INTERNAL, f"an event of job {request.id} cannot be sent: {e}"
+            )
 
     async def CancelJob(self, request: cpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
         try:
@@ -143,7 +148,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
             lines = await self.service.logs(request.id, request.after_seq)
         except JobNotFound as e:
             return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
-        return cpb.GetJobLogsResponse(lines=[jc.event_to_proto(e) for e in lines])
+        return cpb.GetJobLogsResponse(lines=[ew.event_to_proto(e) for e in lines])
 
     async def ListAgents(
         self, request: cpb.ListAgentsRequest, context: grpc.aio.ServicerContext

@@ -1,50 +1,59 @@
-"""The job record, its states and its events (pydantic; the store and the wire map to these)."""
+"""The job record, its states and its events (pydantic; the store and the wire map to these).
+
+A job's events are one discriminated union, :data:`JobEventData`, tagged by ``kind``:
+
+- ``state``: the job moved from one state to another (:class:`StateChanged`);
+- ``sandbox``: something its sandbox reported — a turn event or a proxy decision
+  (:class:`SandboxActivity`, holding an ``airlock.sandbox`` SandboxEvent, itself tagged by
+  ``type``); a turn's log lines are ``log`` events instead;
+- ``effect``: one declared effect was applied, refused or skipped (:class:`EffectApplied`);
+- ``child``: a delegate/handoff child job started or finished (:class:`ChildJobChanged`);
+- ``signal``: a signal was sent by, or to, the job's workflow (:class:`SignalRecorded`);
+- ``log``: a log line from the controller, the turn or a Log effect (:class:`LogLine`).
+
+The store keeps each as its JSON (``JOB_EVENT_DATA.dump_json``) and reads it back through
+:data:`JOB_EVENT_DATA`; the wire carries one typed protobuf message per kind.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
 
-from layer0 import TurnInput, TurnOutput
+from airlock.jobstate import ACTIVE_STATES, TERMINAL_STATES, JobState
+from airlock.sandbox import SandboxEvent
+from layer0 import LogLevel, TurnInput, TurnOutput
 
+from .effects import EffectOutcome
 
-class JobState(StrEnum):
-    """Where a job is in its life (see ``protos/airlock/controller/v1/controller.proto``)."""
-
-    QUEUED = "queued"
-    PROVISIONING = "provisioning"
-    RUNNING = "running"
-    APPLYING_EFFECTS = "applying_effects"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed_out"
-    INTERRUPTED = "interrupted"
-
-    @property
-    def terminal(self) -> bool:
-        """Whether the job will not change any more."""
-        return self in TERMINAL_STATES
-
-    @property
-    def active(self) -> bool:
-        """Whether a worker holds the job (a sandbox may exist)."""
-        return self in ACTIVE_STATES
-
-
-TERMINAL_STATES = frozenset(
-    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT, JobState.INTERRUPTED}
-)
-ACTIVE_STATES = frozenset({JobState.PROVISIONING, JobState.RUNNING, JobState.APPLYING_EFFECTS})
+__all__ = [
+    "ACTIVE_STATES",
+    "JOB_EVENT_DATA",
+    "TERMINAL_STATES",
+    "ChildJobChanged",
+    "EffectApplied",
+    "EventKind",
+    "Job",
+    "JobError",
+    "JobEvent",
+    "JobEventData",
+    "JobFilter",
+    "JobOrigin",
+    "JobState",
+    "LogLine",
+    "SandboxActivity",
+    "SignalRecorded",
+    "StateChanged",
+    "utcnow",
+]
 
 #: How a job came to be.
 JobOrigin = Literal["submit", "delegate", "handoff"]
 
-#: Kinds of job events (``JobEvent.kind``).
-EventKind = Literal["state", "turn", "egress", "credential_proxy", "effect", "child", "signal", "log"]
+#: Kinds of job events (the ``kind`` tag of :data:`JobEventData`).
+EventKind = Literal["state", "sandbox", "effect", "child", "signal", "log"]
 
 
 def utcnow() -> datetime:
@@ -96,6 +105,104 @@ class Job(BaseModel):
         return str(self.input.session) if self.input.session is not None else None
 
 
+class _EventData(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StateChanged(_EventData):
+    """The job entered ``state`` (from ``previous``; None for its first event, and for
+    events recorded before previous states were kept)."""
+
+    kind: Literal["state"] = "state"
+    state: JobState
+    previous: JobState | None = None
+    #: Why, in words (``exit reason complete``, ``cancelled: …``).
+    detail: str | None = None
+    #: Set when the job ended without an output.
+    error: JobError | None = None
+
+
+class SandboxActivity(_EventData):
+    """Something the job's sandbox reported while its turn ran: a turn event (model and tool
+    calls) or a proxy event (egress decisions, credential-proxy requests)."""
+
+    kind: Literal["sandbox"] = "sandbox"
+    event: SandboxEvent
+
+
+class EffectApplied(_EventData):
+    """What became of one effect the job's turn (or a child's turn) declared.
+
+    ``outcome`` never holds ``child_output`` or ``follow_up``: a child's output and the
+    report of its own effects are on the child's job (they are dropped here).
+    """
+
+    kind: Literal["effect"] = "effect"
+    outcome: EffectOutcome
+    #: 0 for the submitted job's own effects; n for a child n dispatches down.
+    depth: int = 0
+    #: The agent that declared the effect.
+    source: str
+    #: The job that declared it, when this event is a copy on an ancestor's record.
+    job: str | None = None
+
+    @field_validator("outcome")
+    @classmethod
+    def _without_child_reports(cls, outcome: EffectOutcome) -> EffectOutcome:
+        if outcome.child_output is None and outcome.follow_up is None:
+            return outcome
+        return outcome.model_copy(update={"child_output": None, "follow_up": None})
+
+
+class ChildJobChanged(_EventData):
+    """A delegate or handoff child of the job started, or finished in ``state``."""
+
+    kind: Literal["child"] = "child"
+    phase: Literal["started", "finished"]
+    #: The child job's id.
+    job: str
+    agent: str
+    origin: JobOrigin
+    #: The child's final state (``finished`` only).
+    state: JobState | None = None
+
+
+class SignalRecorded(_EventData):
+    """A signal sent by this job's turn (``from_job`` None), or to its workflow by
+    ``from_job``; ``count`` is how many that workflow has received."""
+
+    kind: Literal["signal"] = "signal"
+    #: The workflow the signal went to.
+    target: str
+    signal_type: str
+    data: JsonValue = None
+    count: int
+    from_job: str | None = None
+
+
+class LogLine(_EventData):
+    """A log line: from the controller, the turn (``source="turn"``), or a Log effect
+    (``source``: the declaring agent, ``data``: the effect's data)."""
+
+    kind: Literal["log"] = "log"
+    level: LogLevel
+    message: str
+    source: str
+    data: JsonValue = None
+    #: The job that declared the Log effect, when this event is a copy on an ancestor's record.
+    job: str | None = None
+
+
+#: What a job event says, tagged by ``kind`` (see the module's docstring).
+JobEventData = Annotated[
+    StateChanged | SandboxActivity | EffectApplied | ChildJobChanged | SignalRecorded | LogLine,
+    Field(discriminator="kind"),
+]
+
+#: Validates and serialises :data:`JobEventData` (the store's canonical JSON).
+JOB_EVENT_DATA: TypeAdapter[JobEventData] = TypeAdapter(JobEventData)
+
+
 class JobEvent(BaseModel):
     """One thing that happened to a job; ``seq`` counts from 1 per job."""
 
@@ -104,16 +211,17 @@ class JobEvent(BaseModel):
     job_id: str
     seq: int
     time: datetime
-    kind: str
-    data: JsonValue = None
+    data: JobEventData
+
+    @property
+    def kind(self) -> EventKind:
+        """The event's kind (its ``data``'s tag)."""
+        return self.data.kind
 
     @property
     def terminal(self) -> bool:
         """Whether this event made its job terminal (a ``state`` event to a terminal state)."""
-        if self.kind != "state" or not isinstance(self.data, dict):
-            return False
-        state = self.data.get("state")
-        return isinstance(state, str) and state in {s.value for s in TERMINAL_STATES}
+        return isinstance(self.data, StateChanged) and self.data.state.terminal
 
 
 class JobFilter(BaseModel):

@@ -23,17 +23,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, JsonValue
+from pydantic import JsonValue
 
 from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectReport
 from airlock.errors import AirlockError, ConfigError
 from airlock.policy.effects import EffectContext, check_effect
+from airlock.sandbox import SandboxEvent
 from airlock.spec import HISTORY_KEY
+from airlock.turn import TurnLog, TurnStarted
 from layer0 import (
     AgentId,
     Effect,
     Layer0Error,
     Log,
+    LogLevel,
     OrchError,
     QueryPayload,
     Scope,
@@ -45,7 +48,21 @@ from layer0 import (
 )
 
 from ._execute import AgentRunner
-from ._model import ACTIVE_STATES, Job, JobError, JobEvent, JobFilter, JobOrigin, JobState
+from ._model import (
+    ACTIVE_STATES,
+    ChildJobChanged,
+    EffectApplied,
+    Job,
+    JobError,
+    JobEvent,
+    JobEventData,
+    JobFilter,
+    JobOrigin,
+    JobState,
+    LogLine,
+    SandboxActivity,
+    SignalRecorded,
+)
 from ._queue import FairQueue, QueuedJob
 from ._store import SqliteJobStore
 
@@ -87,15 +104,16 @@ class ServiceSettings:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
 
 
-def _event_data(event: Any) -> tuple[str, JsonValue]:
-    """A turn or proxy event as ``(kind, data)`` for the job's record."""
-    data: JsonValue = event.model_dump(mode="json") if isinstance(event, BaseModel) else {"repr": repr(event)}
-    kind = getattr(event, "type", None)
-    if kind in ("egress", "credential_proxy"):
-        return kind, data
-    if kind == "log" and isinstance(data, dict):
-        return "log", {"level": data.get("level"), "message": data.get("message"), "source": "turn"}
-    return "turn", data
+_LOG_LEVELS = {level.value: level for level in LogLevel}
+
+
+def _event_data(event: SandboxEvent) -> JobEventData:
+    """A sandbox event as the job records it (the turn's log lines as ``log`` events; a level
+    outside layer0's is recorded as ``info``)."""
+    if isinstance(event, TurnLog):
+        level = _LOG_LEVELS.get(event.level, LogLevel.INFO)
+        return LogLine(level=level, message=event.message, source="turn")
+    return SandboxActivity(event=event)
 
 
 def _report_json(report: EffectReport) -> JsonValue:
@@ -142,6 +160,9 @@ class JobService:
         self.peak_running = 0
         #: Jobs marked interrupted at start (their controller was gone).
         self.recovered: list[Job] = []
+        #: The exception each failed job of this process ended with (its record keeps kind and
+        #: message; an in-process caller such as ``airlock run`` reports the error itself).
+        self.failures: dict[str, BaseException] = {}
 
     # -- life --------------------------------------------------------------------------------
 
@@ -159,12 +180,7 @@ class JobService:
         reaped (their owner process is gone); queued jobs are queued again, in order.
         """
         if await self.store.held():
-            report = await self.runner.reap()
-            removed = (
-                f"{len(report.containers)} container(s), {len(report.networks)} network(s)"
-                if report is not None
-                else "none: no Docker engine"
-            )
+            removed = "; ".join(await self.runner.reap())
             log = (
                 "interrupted: the controller stopped while this job ran; "
                 f"orphaned sandboxes reaped at restart ({removed})"
@@ -275,6 +291,16 @@ class JobService:
                 if not watchers:
                     del self._watchers[job_id]
 
+    async def wait(self, job_id: str) -> Job:
+        """The job once it is terminal.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        async for _ in self.watch(job_id):
+            pass
+        return await self.get(job_id)
+
     async def cancel(self, job_id: str, reason: str = "") -> Job:
         """Cancel a queued or running job; its sandbox is removed before this returns.
 
@@ -323,8 +349,8 @@ class JobService:
         for wake in self._watchers.get(event.job_id, ()):
             wake.set()
 
-    async def _emit(self, job_id: str, kind: str, data: JsonValue) -> JobEvent:
-        event = await self.store.append(job_id, kind, data)
+    async def _emit(self, job_id: str, data: JobEventData) -> JobEvent:
+        event = await self.store.append(job_id, data)
         self._notify(event)
         return event
 
@@ -405,9 +431,11 @@ class JobService:
             await self._finish_shielded(job.id, why, JobError(kind=why.value, message=message))
             raise
         except (Layer0Error, AirlockError) as e:
+            self.failures[job.id] = e
             await self._transition(job.id, JobState.FAILED, error=_error_of(e), detail=str(e))
             return None
         except Exception as e:
+            self.failures[job.id] = e
             _log.exception("job %s failed unexpectedly", job.id)
             await self._transition(
                 job.id, JobState.FAILED, error=_error_of(e), detail=f"{type(e).__name__}: {e}"
@@ -427,20 +455,19 @@ class JobService:
 
     async def _turn(self, job: Job) -> TurnOutput:
         agent = self.runner.agent(job.agent)
-        state = None
+        state: list[tuple[Scope, str, Any]] = []
         if job.input.session is not None:
             history = await self.state.read(Scope.session(job.input.session), HISTORY_KEY)
             if history is not None:
                 state = [(Scope.session(job.input.session), HISTORY_KEY, history)]
         running = False
 
-        async def sink(event: Any) -> None:
+        async def sink(event: SandboxEvent) -> None:
             nonlocal running
-            kind, data = _event_data(event)
-            if not running and getattr(event, "type", None) == "started":
+            if not running and isinstance(event, TurnStarted):
                 running = True
                 await self._transition(job.id, JobState.RUNNING, detail="the turn started in its sandbox")
-            await self._emit(job.id, kind, data)
+            await self._emit(job.id, _event_data(event))
 
         return await self.runner.run(agent, job.input, events=sink, state=state)
 
@@ -462,31 +489,26 @@ class JobService:
         on the submitted job, which sees the whole tree)."""
         orchestrator = JobOrchestrator(self, job)
 
-        async def record(kind: str, data: dict[str, JsonValue]) -> None:
+        async def record(data: EffectApplied | LogLine) -> None:
             owner = orchestrator.current
-            await self._emit(owner.id, kind, data)
+            await self._emit(owner.id, data)
             if owner.id != job.id:
-                await self._emit(job.id, kind, {**data, "job": owner.id})
+                await self._emit(job.id, data.model_copy(update={"job": owner.id}))
 
         async def on_outcome(outcome: EffectOutcome, depth: int, source: AgentId | None) -> None:
             if outcome.effect in ("delegate", "handoff") and outcome.status == "ok":
                 child = orchestrator.follow_up_done()
                 if child is not None:
                     await self._finish_child(child, outcome)
-            data = outcome.model_dump(mode="json", exclude={"child_output", "follow_up", "result"})
-            data["depth"] = depth
-            data["source"] = str(source) if source is not None else job.agent
-            await record("effect", data)
+            declared_by = str(source) if source is not None else job.agent
+            await record(EffectApplied(outcome=outcome, depth=depth, source=declared_by))
 
         async def on_log(effect: Log, source: AgentId | None) -> None:
+            declared_by = str(source) if source is not None else job.agent
             await record(
-                "log",
-                {
-                    "level": effect.level.value,
-                    "message": effect.message,
-                    "source": str(source) if source is not None else job.agent,
-                    "data": effect.data,
-                },
+                LogLine(
+                    level=effect.level.value, message=effect.message, source=declared_by, data=effect.data
+                )
             )
 
         executor = EffectExecutor(
@@ -517,17 +539,14 @@ class JobService:
             child.id, JobState.SUCCEEDED, detail=detail, effects=report, only_from=[JobState.APPLYING_EFFECTS]
         )
         if child.parent_id is not None:
-            await self._emit(
-                child.parent_id,
-                "child",
-                {
-                    "phase": "finished",
-                    "job": child.id,
-                    "agent": child.agent,
-                    "origin": child.origin,
-                    "state": (final or child).state.value,
-                },
+            finished = ChildJobChanged(
+                phase="finished",
+                job=child.id,
+                agent=child.agent,
+                origin=child.origin,
+                state=(final or child).state,
             )
+            await self._emit(child.parent_id, finished)
 
     async def run_child(
         self, parent: Job, agent: AgentId, input: TurnInput, origin: JobOrigin
@@ -554,7 +573,7 @@ class JobService:
         )
         self._notify(event)
         await self._emit(
-            parent.id, "child", {"phase": "started", "job": child.id, "agent": str(agent), "origin": origin}
+            parent.id, ChildJobChanged(phase="started", job=child.id, agent=str(agent), origin=origin)
         )
         child = await self._transition(child.id, JobState.PROVISIONING) or child
         task = asyncio.create_task(self._run(child, apply_effects=False), name=f"airlock-job-{child.id}")
@@ -576,8 +595,10 @@ class JobService:
             self._tasks.pop(child.id, None)
         final = await self.get(child.id)
         if output is None:
-            finished = {"phase": "finished", "job": child.id, "agent": str(agent), "origin": origin}
-            await self._emit(parent.id, "child", {**finished, "state": final.state.value})
+            finished = ChildJobChanged(
+                phase="finished", job=child.id, agent=str(agent), origin=origin, state=final.state
+            )
+            await self._emit(parent.id, finished)
             why = final.error.message if final.error else final.state.value
             raise OrchError.dispatch_failed(
                 f"child job {child.id} ({agent}) ended {final.state.value}: {why}"
@@ -644,17 +665,14 @@ class JobOrchestrator:
         count = await service.store.record_signal(
             str(target), signal.signal_type, signal.data, self.current.id
         )
-        data: dict[str, JsonValue] = {
-            "target": str(target),
-            "signal_type": signal.signal_type,
-            "data": signal.data,
-            "count": count,
-        }
-        await service._emit(self._job.id, "signal", data)
+        sent = SignalRecorded(
+            target=str(target), signal_type=signal.signal_type, data=signal.data, count=count
+        )
+        await service._emit(self._job.id, sent)
         receivers = await service.store.find(JobFilter(workflow=str(target), limit=100))
         for job in receivers:
             if job.id != self._job.id and not job.state.terminal:
-                await service._emit(job.id, "signal", {**data, "from_job": self.current.id})
+                await service._emit(job.id, sent.model_copy(update={"from_job": self.current.id}))
 
     async def query(self, target: WorkflowId, query: QueryPayload) -> Any:
         """``signals``: the signals recorded for ``target``; ``signal_count``: how many."""

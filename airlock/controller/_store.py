@@ -3,6 +3,11 @@
 Every change of a job and the event that reports it are written in one transaction, so a
 crash never leaves a state without its event or an event without its state. Calls run on a
 dedicated thread (sqlite3 blocks); the event loop never waits on the disk.
+
+An event's ``data`` column holds its :data:`~airlock.controller._model.JobEventData` as JSON
+(the ``kind`` column repeats its tag, for filtering) and is read back through
+``JOB_EVENT_DATA``. A file written by an earlier version is upgraded when it is opened
+(see ``_migrate``).
 """
 
 from __future__ import annotations
@@ -17,13 +22,28 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Self, TypeVar
 
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 
 from airlock.errors import AirlockError
 from airlock.state._sqlite import SqliteThread
 from layer0 import TurnInput, TurnOutput
 
-from ._model import ACTIVE_STATES, Job, JobError, JobEvent, JobFilter, JobOrigin, JobState, utcnow
+from . import _migrate
+from ._model import (
+    ACTIVE_STATES,
+    JOB_EVENT_DATA,
+    EventKind,
+    Job,
+    JobError,
+    JobEvent,
+    JobEventData,
+    JobFilter,
+    JobOrigin,
+    JobState,
+    LogLine,
+    StateChanged,
+    utcnow,
+)
 
 T = TypeVar("T")
 
@@ -128,9 +148,13 @@ def _job(row: sqlite3.Row) -> Job:
 def _event(row: sqlite3.Row) -> JobEvent:
     when = _dt(row["time"])
     assert when is not None
-    return JobEvent(
-        job_id=row["job_id"], seq=row["seq"], time=when, kind=row["kind"], data=json.loads(row["data"])
-    )
+    try:
+        data = JOB_EVENT_DATA.validate_json(row["data"])
+    except ValidationError as e:
+        raise JobStoreError(
+            f"event {row['seq']} of job {row['job_id']} does not read as an event: {e}"
+        ) from e
+    return JobEvent(job_id=row["job_id"], seq=row["seq"], time=when, data=data)
 
 
 class SqliteJobStore(SqliteThread):
@@ -161,11 +185,31 @@ class SqliteJobStore(SqliteThread):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(_SCHEMA)
+                self._upgrade(conn)
             except BaseException:
                 conn.close()
                 raise
             self._conn = conn
         return self._conn
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Upgrade a file written by an earlier version (once, in one transaction)."""
+        if _migrate.schema_version(conn) == _migrate.SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = _migrate.schema_version(conn)  # another process may have upgraded it
+            if version > _migrate.SCHEMA_VERSION:
+                raise JobStoreError(
+                    f"job store {self._path} has schema version {version}, newer than this "
+                    f"airlock's ({_migrate.SCHEMA_VERSION}): upgrade airlock"
+                )
+            if version < _migrate.SCHEMA_VERSION:
+                _migrate.upgrade(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -194,18 +238,16 @@ class SqliteJobStore(SqliteThread):
     # -- writing -------------------------------------------------------------------------
 
     @staticmethod
-    def _append(
-        conn: sqlite3.Connection, job_id: str, kind: str, data: JsonValue, when: datetime
-    ) -> JobEvent:
+    def _append(conn: sqlite3.Connection, job_id: str, data: JobEventData, when: datetime) -> JobEvent:
         row = conn.execute(
             "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ?", (job_id,)
         ).fetchone()
         seq = int(row[0])
         conn.execute(
             "INSERT INTO events (job_id, seq, time, kind, data) VALUES (?, ?, ?, ?, ?)",
-            (job_id, seq, when.timestamp(), kind, _dump(data)),
+            (job_id, seq, when.timestamp(), data.kind, JOB_EVENT_DATA.dump_json(data).decode()),
         )
-        return JobEvent(job_id=job_id, seq=seq, time=when, kind=kind, data=data)
+        return JobEvent(job_id=job_id, seq=seq, time=when, data=data)
 
     async def create(
         self,
@@ -263,7 +305,7 @@ class SqliteJobStore(SqliteThread):
                 if row is not None:
                     children = [*json.loads(row[0]), job_id]
                     conn.execute("UPDATE jobs SET children = ? WHERE id = ?", (_dump(children), parent_id))
-            return self._append(conn, job_id, "state", {"state": state.value, "detail": None}, now)
+            return self._append(conn, job_id, StateChanged(state=state), now)
 
         return job, await self._run(op)
 
@@ -309,18 +351,16 @@ class SqliteJobStore(SqliteThread):
                 sets["effects"] = _dump(effects)
             assignments = ", ".join(f"{k} = ?" for k in sets)
             conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
-            data: dict[str, JsonValue] = {"state": state.value, "detail": detail}
-            if error is not None:
-                data["error"] = error.model_dump(mode="json")
-            event = self._append(conn, job_id, "state", data, now)
+            changed = StateChanged(state=state, previous=JobState(row["state"]), detail=detail, error=error)
+            event = self._append(conn, job_id, changed, now)
             fresh = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
             return _job(fresh), event
 
         return await self._run(op)
 
-    async def append(self, job_id: str, kind: str, data: JsonValue) -> JobEvent:
+    async def append(self, job_id: str, data: JobEventData) -> JobEvent:
         """Append one event to a job's record."""
-        return await self._run(lambda conn: self._append(conn, job_id, kind, data, utcnow()))
+        return await self._run(lambda conn: self._append(conn, job_id, data, utcnow()))
 
     async def record_signal(
         self, workflow: str, signal_type: str, data: JsonValue, source_job: str | None
@@ -355,24 +395,20 @@ class SqliteJobStore(SqliteThread):
         select = f"SELECT {_COLUMNS} FROM jobs WHERE id = ?"
 
         def op(conn: sqlite3.Connection) -> list[Job]:
-            rows = conn.execute(f"SELECT id FROM jobs WHERE {_HELD} ORDER BY n", _HELD_ARGS).fetchall()
+            rows = conn.execute(f"SELECT id, state FROM jobs WHERE {_HELD} ORDER BY n", _HELD_ARGS).fetchall()
             now = utcnow()
-            for (job_id,) in rows:
+            for job_id, state in rows:
                 if log is not None:
-                    self._append(
-                        conn, job_id, "log", {"level": "warn", "message": log, "source": "controller"}, now
-                    )
+                    self._append(conn, job_id, LogLine(level="warn", message=log, source="controller"), now)
                 conn.execute(
                     "UPDATE jobs SET state = ?, finished_at = ?, error = ? WHERE id = ?",
                     (JobState.INTERRUPTED.value, now.timestamp(), error.model_dump_json(), job_id),
                 )
-                data: dict[str, JsonValue] = {
-                    "state": JobState.INTERRUPTED.value,
-                    "detail": detail,
-                    "error": error.model_dump(mode="json"),
-                }
-                self._append(conn, job_id, "state", data, now)
-            return [_job(conn.execute(select, (job_id,)).fetchone()) for (job_id,) in rows]
+                changed = StateChanged(
+                    state=JobState.INTERRUPTED, previous=JobState(state), detail=detail, error=error
+                )
+                self._append(conn, job_id, changed, now)
+            return [_job(conn.execute(select, (job_id,)).fetchone()) for job_id, _ in rows]
 
         return await self._run(op)
 
@@ -419,7 +455,9 @@ class SqliteJobStore(SqliteThread):
         sql = f"SELECT {_COLUMNS} FROM jobs WHERE state = ? AND origin = 'submit' ORDER BY n"
         return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, (JobState.QUEUED.value,))])
 
-    async def events(self, job_id: str, *, after_seq: int = 0, kind: str | None = None) -> list[JobEvent]:
+    async def events(
+        self, job_id: str, *, after_seq: int = 0, kind: EventKind | None = None
+    ) -> list[JobEvent]:
         """A job's events after ``after_seq`` (of one ``kind``, if given), in order."""
         sql = "SELECT job_id, seq, time, kind, data FROM events WHERE job_id = ? AND seq > ?"
         args: list[Any] = [job_id, after_seq]

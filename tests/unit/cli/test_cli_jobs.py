@@ -2,15 +2,15 @@
 Controller (its own thread and event loop, real gRPC on loopback, real SQLite store).
 
 The agents are ``backend: process`` on the scripted provider: each job's turn runs in a
-real local runner process, no Docker. LocalProcessEnvironment (rightly) refuses the deny-all
-network policy a process agent compiles to, so the controller is handed one that drops the
-network part (as in test_cli_run_process.py).
+real local runner process, no Docker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import CALC_SCRIPT
 from typer.testing import CliRunner
 
 from airlock._cli._common import EXIT_CANCELLED, EXIT_ENV, EXIT_INCOMPLETE, EXIT_TURN, EXIT_USAGE
-from airlock.cli import StateChoice, app
+from airlock.cli import app
 from airlock.config import load_config
 from airlock.controller import (
     Controller,
@@ -32,8 +31,9 @@ from airlock.controller import (
     SqliteJobStore,
     _execute,
 )
-from airlock.sandbox.process import LocalProcessEnvironment
-from layer0 import EnvironmentSpec, Turn, TurnInput, TurnOutput
+from layer0 import TurnInput
+
+from .clihelp import CALC_SCRIPT
 
 CONFIG = """
 version: 1
@@ -83,13 +83,6 @@ steps:
 """
 
 
-class _NoNetworkProcessEnvironment(LocalProcessEnvironment):
-    async def run(  # type: ignore[override]
-        self, turn: Turn, input: TurnInput, spec: EnvironmentSpec, **kwargs: Any
-    ) -> TurnOutput:
-        return await super().run(turn, input, spec.model_copy(update={"network": None}), **kwargs)
-
-
 class BackgroundController:
     """A Controller served from its own thread and event loop (the CLI runs its own loop)."""
 
@@ -123,16 +116,9 @@ class BackgroundController:
 
 
 @pytest.fixture(autouse=True)
-def process_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = _execute.make_environment
-
-    def make(backend: str, **kwargs: Any) -> Any:
-        return _NoNetworkProcessEnvironment() if backend == "process" else real(backend, **kwargs)
-
-    monkeypatch.setattr(_execute, "make_environment", make)
-
-    async def no_reap(self: Any) -> None:  # recovery must not touch this machine's Docker
-        return None
+def no_reap(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_reap(self: Any) -> list[str]:  # recovery must not touch this machine's Docker
+        return []
 
     monkeypatch.setattr(_execute.AgentRunner, "reap", no_reap)
 
@@ -483,8 +469,14 @@ def test_watch_reports_a_controller_that_stops(
 # -- help ------------------------------------------------------------------------------------------
 
 
-def test_state_choices_match_the_job_states() -> None:
-    assert [s.value for s in StateChoice] == [s.value for s in JobState]
+def test_the_cli_offers_job_states_without_importing_the_controller() -> None:
+    code = (
+        "import sys, airlock.cli; from airlock.jobstate import JobState; "
+        "assert airlock.cli.JobState is JobState; "
+        "print(sorted(m for m in ('grpc', 'sqlite3', 'airlock.controller') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_help_documents_exit_codes_and_ctrl_c(runner: CliRunner) -> None:

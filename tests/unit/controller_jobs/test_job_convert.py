@@ -15,10 +15,12 @@ from airlock.controller import (
     JobEvent,
     JobFilter,
     JobState,
+    LogLine,
     load_or_create_token,
 )
 from airlock.controller import _convert as jc
-from layer0 import Content, ExitReason, SessionId, TurnInput, TurnMetadata, TurnOutput
+from airlock.controller import _event_wire as ew
+from layer0 import Content, ExitReason, LogLevel, SessionId, TurnInput, TurnMetadata, TurnOutput
 
 
 def _output(text: str, reason: ExitReason | None = None) -> TurnOutput:
@@ -70,8 +72,9 @@ def test_every_state_has_a_wire_value() -> None:
 
 
 def test_event_and_filter_round_trip() -> None:
-    event = JobEvent(job_id="j", seq=3, time=datetime.now(UTC), kind="log", data={"message": "x", "n": 1})
-    assert jc.event_from_proto(jc.event_to_proto(event)) == event
+    line = LogLine(level=LogLevel.INFO, message="x", source="controller", data={"n": 1})
+    event = JobEvent(job_id="j", seq=3, time=datetime.now(UTC), data=line)
+    assert ew.event_from_proto(ew.event_to_proto(event)) == event
     where = JobFilter(
         states=frozenset({JobState.QUEUED, JobState.FAILED}), agent="a", limit=7, before_id="j9"
     )

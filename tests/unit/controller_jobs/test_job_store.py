@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller import JobError, JobFilter, JobState, JobStoreError, SqliteJobStore
-from layer0 import Content, ExitReason, SessionId, TurnInput, TurnMetadata, TurnOutput
+from airlock.controller import (
+    JobError,
+    JobFilter,
+    JobState,
+    JobStoreError,
+    LogLine,
+    SqliteJobStore,
+    StateChanged,
+)
+from layer0 import Content, ExitReason, LogLevel, SessionId, TurnInput, TurnMetadata, TurnOutput
 
 
 def _output(text: str, reason: ExitReason | None = None) -> TurnOutput:
@@ -26,7 +34,7 @@ async def test_create_get_and_first_event(tmp_path: Path) -> None:
     async with SqliteJobStore(tmp_path / "jobs.db") as store:
         job, event = await store.create(agent="a", input=_input("hello", "s1"), max_duration_ms=5000)
         assert job.state is JobState.QUEUED and job.queue == "a" and job.workflow == job.id
-        assert event.seq == 1 and event.kind == "state" and event.data == {"state": "queued", "detail": None}
+        assert event.seq == 1 and event.kind == "state" and event.data == StateChanged(state=JobState.QUEUED)
         got = await store.get(job.id)
         assert got == job and got.session == "s1" and got.max_duration_ms == 5000
         assert await store.get("nope") is None
@@ -50,6 +58,7 @@ async def test_transitions_set_times_output_and_guard(tmp_path: Path) -> None:
         assert final is not None and event is not None
         assert final.output == output and final.effects == {"ok": True} and final.finished_at is not None
         assert event.terminal
+        assert event.data == StateChanged(state=JobState.SUCCEEDED, previous=JobState.PROVISIONING)
         with pytest.raises(JobStoreError, match="no job"):
             await store.transition("missing", JobState.FAILED)
 
@@ -69,12 +78,14 @@ async def test_records_survive_reopening_and_recover_marks_active_jobs(tmp_path:
         # A child created but never started is interrupted too (children never queue).
         assert [j.id for j in recovered] == [running.id, child.id]
         *_, log, last = await store.events(running.id)
-        assert log.kind == "log" and log.data == {
-            "level": "warn",
-            "message": "reaped 1 container",
-            "source": "controller",
-        }
+        assert log.data == LogLine(level=LogLevel.WARN, message="reaped 1 container", source="controller")
         assert last.terminal and last.seq == log.seq + 1
+        assert last.data == StateChanged(
+            state=JobState.INTERRUPTED,
+            previous=JobState.RUNNING,
+            detail="controller gone",
+            error=JobError(kind="interrupted", message="controller gone"),
+        )
         again = await store.get(running.id)
         assert again is not None and again.state is JobState.INTERRUPTED
         assert again.error == JobError(kind="interrupted", message="controller gone")
@@ -103,10 +114,14 @@ async def test_find_filters_and_pages(tmp_path: Path) -> None:
 async def test_events_in_order_under_concurrent_appends(tmp_path: Path) -> None:
     async with SqliteJobStore(tmp_path / "jobs.db") as store:
         job, _ = await store.create(agent="a", input=_input())
-        await asyncio.gather(*(store.append(job.id, "log", {"n": i}) for i in range(50)))
+        lines = [
+            LogLine(level=LogLevel.INFO, message=str(i), source="test", data={"n": i}) for i in range(50)
+        ]
+        await asyncio.gather(*(store.append(job.id, line) for line in lines))
         events = await store.events(job.id)
         assert [e.seq for e in events] == list(range(1, 52))
-        assert sorted(e.data["n"] for e in events[1:]) == list(range(50))
+        recorded = [e.data for e in events[1:] if isinstance(e.data, LogLine)]
+        assert sorted(recorded, key=lambda line: int(line.message)) == lines
         logs = await store.events(job.id, after_seq=40, kind="log")
         assert [e.seq for e in logs] == list(range(41, 52))
 

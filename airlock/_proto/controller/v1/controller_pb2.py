@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&airlock/controller/v1/controller.proto\x12\x15\x61irlock.controller.v1\x1a\x1e\x61irlock/runner/v1/runner.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n\x08JobError\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xfc\x04\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12.\n\x05state\x18\x03 \x01(\x0e\x32\x1f.airlock.controller.v1.JobState\x12+\n\x05input\x18\x04 \x01(\x0b\x32\x1c.airlock.runner.v1.TurnInput\x12\x32\n\x06output\x18\x05 \x01(\x0b\x32\x1d.airlock.runner.v1.TurnOutputH\x00\x88\x01\x01\x12\x33\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x1f.airlock.controller.v1.JobErrorH\x01\x88\x01\x01\x12\r\n\x05queue\x18\x07 \x01(\t\x12\x11\n\tparent_id\x18\x08 \x01(\t\x12\x0e\n\x06origin\x18\t \x01(\t\x12\x10\n\x08workflow\x18\n \x01(\t\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\nstarted_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x02\x88\x01\x01\x12\x34\n\x0b\x66inished_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x03\x88\x01\x01\x12\x34\n\x0cmax_duration\x18\x0e \x01(\x0b\x32\x19.google.protobuf.DurationH\x04\x88\x01\x01\x12\x10\n\x08\x63hildren\x18\x0f \x03(\t\x12(\n\x07\x65\x66\x66\x65\x63ts\x18\x10 \x01(\x0b\x32\x17.airlock.runner.v1.JsonB\t\n\x07_outputB\x08\n\x06_errorB\r\n\x0b_started_atB\x0e\n\x0c_finished_atB\x0f\n\r_max_duration\"\x86\x01\n\x08JobEvent\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12%\n\x04\x64\x61ta\x18\x05 \x01(\x0b\x32\x17.airlock.runner.v1.Json\"\xb6\x01\n\x10SubmitJobRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12+\n\x05input\x18\x02 \x01(\x0b\x32\x1c.airlock.runner.v1.TurnInput\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x34\n\x0cmax_duration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x88\x01\x01\x12\x10\n\x08workflow\x18\x05 \x01(\tB\x0f\n\r_max_duration\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\"0\n\x0fWatchJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x04\".\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xa9\x01\n\x0fListJobsRequest\x12/\n\x06states\x18\x01 \x03(\x0e\x32\x1f.airlock.controller.v1.JobState\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x0f\n\x07session\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\r\n\x05limit\x18\x05 \x01(\r\x12\x11\n\tbefore_id\x18\x06 \x01(\t\x12\x10\n\x08workflow\x18\x07 \x01(\t\"<\n\x10ListJobsResponse\x12(\n\x04jobs\x18\x01 \x03(\x0b\x32\x1a.airlock.controller.v1.Job\"2\n\x11GetJobLogsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x04\"D\n\x12GetJobLogsResponse\x12.\n\x05lines\x18\x01 \x03(\x0b\x32\x1f.airlock.controller.v1.JobEvent\"Z\n\tAgentInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x10\n\x08provider\x18\x03 \x01(\t\x12\x12\n\x05model\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_model\"\x13\n\x11ListAgentsRequest\"F\n\x12ListAgentsResponse\x12\x30\n\x06\x61gents\x18\x01 \x03(\x0b\x32 .airlock.controller.v1.AgentInfo*\x8a\x02\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x1a\n\x16JOB_STATE_PROVISIONING\x10\x02\x12\x15\n\x11JOB_STATE_RUNNING\x10\x03\x12\x1e\n\x1aJOB_STATE_APPLYING_EFFECTS\x10\x04\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x05\x12\x14\n\x10JOB_STATE_FAILED\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07\x12\x17\n\x13JOB_STATE_TIMED_OUT\x10\x08\x12\x19\n\x15JOB_STATE_INTERRUPTED\x10\t2\xf6\x04\n\nController\x12P\n\tSubmitJob\x12\'.airlock.controller.v1.SubmitJobRequest\x1a\x1a.airlock.controller.v1.Job\x12J\n\x06GetJob\x12$.airlock.controller.v1.GetJobRequest\x1a\x1a.airlock.controller.v1.Job\x12U\n\x08WatchJob\x12&.airlock.controller.v1.WatchJobRequest\x1a\x1f.airlock.controller.v1.JobEvent0\x01\x12P\n\tCancelJob\x12\'.airlock.controller.v1.CancelJobRequest\x1a\x1a.airlock.controller.v1.Job\x12[\n\x08ListJobs\x12&.airlock.controller.v1.ListJobsRequest\x1a\'.airlock.controller.v1.ListJobsResponse\x12\x61\n\nGetJobLogs\x12(.airlock.controller.v1.GetJobLogsRequest\x1a).airlock.controller.v1.GetJobLogsResponse\x12\x61\n\nListAgents\x12(.airlock.controller.v1.ListAgentsRequest\x1a).airlock.controller.v1.ListAgentsResponseB+Z)airlock/gen/go/controller/v1;controllerv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&airlock/controller/v1/controller.proto\x12\x15\x61irlock.controller.v1\x1a\x1e\x61irlock/runner/v1/runner.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n\x08JobError\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xfc\x04\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12.\n\x05state\x18\x03 \x01(\x0e\x32\x1f.airlock.controller.v1.JobState\x12+\n\x05input\x18\x04 \x01(\x0b\x32\x1c.airlock.runner.v1.TurnInput\x12\x32\n\x06output\x18\x05 \x01(\x0b\x32\x1d.airlock.runner.v1.TurnOutputH\x00\x88\x01\x01\x12\x33\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x1f.airlock.controller.v1.JobErrorH\x01\x88\x01\x01\x12\r\n\x05queue\x18\x07 \x01(\t\x12\x11\n\tparent_id\x18\x08 \x01(\t\x12\x0e\n\x06origin\x18\t \x01(\t\x12\x10\n\x08workflow\x18\n \x01(\t\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\nstarted_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x02\x88\x01\x01\x12\x34\n\x0b\x66inished_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x03\x88\x01\x01\x12\x34\n\x0cmax_duration\x18\x0e \x01(\x0b\x32\x19.google.protobuf.DurationH\x04\x88\x01\x01\x12\x10\n\x08\x63hildren\x18\x0f \x03(\t\x12(\n\x07\x65\x66\x66\x65\x63ts\x18\x10 \x01(\x0b\x32\x17.airlock.runner.v1.JsonB\t\n\x07_outputB\x08\n\x06_errorB\r\n\x0b_started_atB\x0e\n\x0c_finished_atB\x0f\n\r_max_duration\"\xbc\x03\n\x08JobEvent\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x37\n\x05state\x18\x06 \x01(\x0b\x32&.airlock.controller.v1.JobStateChangedH\x00\x12\x36\n\x07sandbox\x18\x07 \x01(\x0b\x32#.airlock.controller.v1.SandboxEventH\x00\x12\x36\n\x06\x65\x66\x66\x65\x63t\x18\x08 \x01(\x0b\x32$.airlock.controller.v1.EffectAppliedH\x00\x12\x37\n\x05\x63hild\x18\t \x01(\x0b\x32&.airlock.controller.v1.ChildJobChangedH\x00\x12\x37\n\x06signal\x18\n \x01(\x0b\x32%.airlock.controller.v1.SignalRecordedH\x00\x12-\n\x03log\x18\x0b \x01(\x0b\x32\x1e.airlock.controller.v1.LogLineH\x00\x42\x07\n\x05\x65ventJ\x04\x08\x04\x10\x05J\x04\x08\x05\x10\x06R\x04kindR\x04\x64\x61ta\"\xd3\x01\n\x0fJobStateChanged\x12.\n\x05state\x18\x01 \x01(\x0e\x32\x1f.airlock.controller.v1.JobState\x12\x31\n\x08previous\x18\x02 \x01(\x0e\x32\x1f.airlock.controller.v1.JobState\x12\x13\n\x06\x64\x65tail\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x33\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1f.airlock.controller.v1.JobErrorH\x01\x88\x01\x01\x42\t\n\x07_detailB\x08\n\x06_error\"\xa2\x04\n\x0cSandboxEvent\x12\x31\n\x07started\x18\x01 \x01(\x0b\x32\x1e.airlock.runner.v1.TurnStartedH\x00\x12@\n\x11inference_started\x18\x02 \x01(\x0b\x32#.airlock.runner.v1.InferenceStartedH\x00\x12\x42\n\x12inference_finished\x18\x03 \x01(\x0b\x32$.airlock.runner.v1.InferenceFinishedH\x00\x12\x36\n\x0ctool_started\x18\x04 \x01(\x0b\x32\x1e.airlock.runner.v1.ToolStartedH\x00\x12\x38\n\rtool_finished\x18\x05 \x01(\x0b\x32\x1f.airlock.runner.v1.ToolFinishedH\x00\x12.\n\x03log\x18\x06 \x01(\x0b\x32\x1f.airlock.runner.v1.TurnLogEventH\x00\x12/\n\x06paused\x18\x07 \x01(\x0b\x32\x1d.airlock.runner.v1.TurnPausedH\x00\x12\x34\n\x06\x65gress\x18\x08 \x01(\x0b\x32\".airlock.controller.v1.EgressEventH\x00\x12G\n\x10\x63redential_proxy\x18\t \x01(\x0b\x32+.airlock.controller.v1.CredentialProxyEventH\x00\x42\x07\n\x05\x65vent\"\xe4\x02\n\x0b\x45gressEvent\x12\x0c\n\x04time\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\x31\n\x05phase\x18\x03 \x01(\x0e\x32\".airlock.controller.v1.EgressPhase\x12\x0e\n\x06method\x18\x04 \x01(\t\x12\x0c\n\x04host\x18\x05 \x01(\t\x12\x0c\n\x04port\x18\x06 \x01(\r\x12\x0f\n\x02ip\x18\x07 \x01(\tH\x00\x88\x01\x01\x12\x10\n\x03sni\x18\x08 \x01(\tH\x01\x88\x01\x01\x12\x0f\n\x07\x61llowed\x18\t \x01(\x08\x12\x0c\n\x04rule\x18\n \x01(\t\x12\x0e\n\x06reason\x18\x0b \x01(\t\x12\x15\n\x08\x62ytes_up\x18\x0c \x01(\x04H\x02\x88\x01\x01\x12\x17\n\nbytes_down\x18\r \x01(\x04H\x03\x88\x01\x01\x12+\n\x08\x64uration\x18\x0e \x01(\x0b\x32\x19.google.protobuf.DurationB\x05\n\x03_ipB\x06\n\x04_sniB\x0b\n\t_bytes_upB\r\n\x0b_bytes_down\"\xfd\x01\n\x14\x43redentialProxyEvent\x12\x0c\n\x04time\x18\x01 \x01(\t\x12\x0e\n\x06\x63lient\x18\x02 \x01(\t\x12\x12\n\ncredential\x18\x03 \x01(\t\x12\x0e\n\x06method\x18\x04 \x01(\t\x12\x0c\n\x04path\x18\x05 \x01(\t\x12\x10\n\x08upstream\x18\x06 \x01(\t\x12\x0e\n\x06status\x18\x07 \x01(\r\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x10\n\x08\x62ytes_up\x18\t \x01(\x04\x12\x12\n\nbytes_down\x18\n \x01(\x04\x12+\n\x08\x64uration\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08redacted\x18\x0c \x01(\r\"\x83\x02\n\rEffectApplied\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x02 \x01(\t\x12\x33\n\x06status\x18\x03 \x01(\x0e\x32#.airlock.controller.v1.EffectStatus\x12\x13\n\x06\x64\x65tail\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x12\n\x05\x61gent\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\'\n\x06result\x18\x06 \x01(\x0b\x32\x17.airlock.runner.v1.Json\x12\r\n\x05\x64\x65pth\x18\x07 \x01(\r\x12\x0e\n\x06source\x18\x08 \x01(\t\x12\x10\n\x03job\x18\t \x01(\tH\x02\x88\x01\x01\x42\t\n\x07_detailB\x08\n\x06_agentB\x06\n\x04_job\"\x9f\x01\n\x0f\x43hildJobChanged\x12\x30\n\x05phase\x18\x01 \x01(\x0e\x32!.airlock.controller.v1.ChildPhase\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x0e\n\x06origin\x18\x04 \x01(\t\x12.\n\x05state\x18\x05 \x01(\x0e\x32\x1f.airlock.controller.v1.JobState\"\x8f\x01\n\x0eSignalRecorded\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x13\n\x0bsignal_type\x18\x02 \x01(\t\x12%\n\x04\x64\x61ta\x18\x03 \x01(\x0b\x32\x17.airlock.runner.v1.Json\x12\r\n\x05\x63ount\x18\x04 \x01(\x04\x12\x15\n\x08\x66rom_job\x18\x05 \x01(\tH\x00\x88\x01\x01\x42\x0b\n\t_from_job\"\x97\x01\n\x07LogLine\x12*\n\x05level\x18\x01 \x01(\x0e\x32\x1b.airlock.runner.v1.LogLevel\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12%\n\x04\x64\x61ta\x18\x04 \x01(\x0b\x32\x17.airlock.runner.v1.Json\x12\x10\n\x03job\x18\x05 \x01(\tH\x00\x88\x01\x01\x42\x06\n\x04_job\"\xb6\x01\n\x10SubmitJobRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12+\n\x05input\x18\x02 \x01(\x0b\x32\x1c.airlock.runner.v1.TurnInput\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x34\n\x0cmax_duration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationH\x00\x88\x01\x01\x12\x10\n\x08workflow\x18\x05 \x01(\tB\x0f\n\r_max_duration\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\"0\n\x0fWatchJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x04\".\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xa9\x01\n\x0fListJobsRequest\x12/\n\x06states\x18\x01 \x03(\x0e\x32\x1f.airlock.controller.v1.JobState\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x0f\n\x07session\x18\x03 \x01(\t\x12\x11\n\tparent_id\x18\x04 \x01(\t\x12\r\n\x05limit\x18\x05 \x01(\r\x12\x11\n\tbefore_id\x18\x06 \x01(\t\x12\x10\n\x08workflow\x18\x07 \x01(\t\"<\n\x10ListJobsResponse\x12(\n\x04jobs\x18\x01 \x03(\x0b\x32\x1a.airlock.controller.v1.Job\"2\n\x11GetJobLogsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tafter_seq\x18\x02 \x01(\x04\"D\n\x12GetJobLogsResponse\x12.\n\x05lines\x18\x01 \x03(\x0b\x32\x1f.airlock.controller.v1.JobEvent\"Z\n\tAgentInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x10\n\x08provider\x18\x03 \x01(\t\x12\x12\n\x05model\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_model\"\x13\n\x11ListAgentsRequest\"F\n\x12ListAgentsResponse\x12\x30\n\x06\x61gents\x18\x01 \x03(\x0b\x32 .airlock.controller.v1.AgentInfo*\x8a\x02\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x1a\n\x16JOB_STATE_PROVISIONING\x10\x02\x12\x15\n\x11JOB_STATE_RUNNING\x10\x03\x12\x1e\n\x1aJOB_STATE_APPLYING_EFFECTS\x10\x04\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x05\x12\x14\n\x10JOB_STATE_FAILED\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07\x12\x17\n\x13JOB_STATE_TIMED_OUT\x10\x08\x12\x19\n\x15JOB_STATE_INTERRUPTED\x10\t*_\n\x0b\x45gressPhase\x12\x1c\n\x18\x45GRESS_PHASE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x45GRESS_PHASE_DECISION\x10\x01\x12\x17\n\x13\x45GRESS_PHASE_CLOSED\x10\x02*\xd0\x01\n\x0c\x45\x66\x66\x65\x63tStatus\x12\x1d\n\x19\x45\x46\x46\x45\x43T_STATUS_UNSPECIFIED\x10\x00\x12\x14\n\x10\x45\x46\x46\x45\x43T_STATUS_OK\x10\x01\x12\x17\n\x13\x45\x46\x46\x45\x43T_STATUS_ERROR\x10\x02\x12\x19\n\x15\x45\x46\x46\x45\x43T_STATUS_SKIPPED\x10\x03\x12\x1b\n\x17\x45\x46\x46\x45\x43T_STATUS_UNHANDLED\x10\x04\x12\x1f\n\x1b\x45\x46\x46\x45\x43T_STATUS_LIMIT_REACHED\x10\x05\x12\x19\n\x15\x45\x46\x46\x45\x43T_STATUS_REFUSED\x10\x06*\\\n\nChildPhase\x12\x1b\n\x17\x43HILD_PHASE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43HILD_PHASE_STARTED\x10\x01\x12\x18\n\x14\x43HILD_PHASE_FINISHED\x10\x02\x32\xf6\x04\n\nController\x12P\n\tSubmitJob\x12\'.airlock.controller.v1.SubmitJobRequest\x1a\x1a.airlock.controller.v1.Job\x12J\n\x06GetJob\x12$.airlock.controller.v1.GetJobRequest\x1a\x1a.airlock.controller.v1.Job\x12U\n\x08WatchJob\x12&.airlock.controller.v1.WatchJobRequest\x1a\x1f.airlock.controller.v1.JobEvent0\x01\x12P\n\tCancelJob\x12\'.airlock.controller.v1.CancelJobRequest\x1a\x1a.airlock.controller.v1.Job\x12[\n\x08ListJobs\x12&.airlock.controller.v1.ListJobsRequest\x1a\'.airlock.controller.v1.ListJobsResponse\x12\x61\n\nGetJobLogs\x12(.airlock.controller.v1.GetJobLogsRequest\x1a).airlock.controller.v1.GetJobLogsResponse\x12\x61\n\nListAgents\x12(.airlock.controller.v1.ListAgentsRequest\x1a).airlock.controller.v1.ListAgentsResponseB+Z)airlock/gen/go/controller/v1;controllerv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,36 +35,58 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'airlock._proto.controller.v
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z)airlock/gen/go/controller/v1;controllerv1'
-  _globals['_JOBSTATE']._serialized_start=1835
-  _globals['_JOBSTATE']._serialized_end=2101
+  _globals['_JOBSTATE']._serialized_start=4247
+  _globals['_JOBSTATE']._serialized_end=4513
+  _globals['_EGRESSPHASE']._serialized_start=4515
+  _globals['_EGRESSPHASE']._serialized_end=4610
+  _globals['_EFFECTSTATUS']._serialized_start=4613
+  _globals['_EFFECTSTATUS']._serialized_end=4821
+  _globals['_CHILDPHASE']._serialized_start=4823
+  _globals['_CHILDPHASE']._serialized_end=4915
   _globals['_JOBERROR']._serialized_start=162
   _globals['_JOBERROR']._serialized_end=203
   _globals['_JOB']._serialized_start=206
   _globals['_JOB']._serialized_end=842
   _globals['_JOBEVENT']._serialized_start=845
-  _globals['_JOBEVENT']._serialized_end=979
-  _globals['_SUBMITJOBREQUEST']._serialized_start=982
-  _globals['_SUBMITJOBREQUEST']._serialized_end=1164
-  _globals['_GETJOBREQUEST']._serialized_start=1166
-  _globals['_GETJOBREQUEST']._serialized_end=1193
-  _globals['_WATCHJOBREQUEST']._serialized_start=1195
-  _globals['_WATCHJOBREQUEST']._serialized_end=1243
-  _globals['_CANCELJOBREQUEST']._serialized_start=1245
-  _globals['_CANCELJOBREQUEST']._serialized_end=1291
-  _globals['_LISTJOBSREQUEST']._serialized_start=1294
-  _globals['_LISTJOBSREQUEST']._serialized_end=1463
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1465
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1525
-  _globals['_GETJOBLOGSREQUEST']._serialized_start=1527
-  _globals['_GETJOBLOGSREQUEST']._serialized_end=1577
-  _globals['_GETJOBLOGSRESPONSE']._serialized_start=1579
-  _globals['_GETJOBLOGSRESPONSE']._serialized_end=1647
-  _globals['_AGENTINFO']._serialized_start=1649
-  _globals['_AGENTINFO']._serialized_end=1739
-  _globals['_LISTAGENTSREQUEST']._serialized_start=1741
-  _globals['_LISTAGENTSREQUEST']._serialized_end=1760
-  _globals['_LISTAGENTSRESPONSE']._serialized_start=1762
-  _globals['_LISTAGENTSRESPONSE']._serialized_end=1832
-  _globals['_CONTROLLER']._serialized_start=2104
-  _globals['_CONTROLLER']._serialized_end=2734
+  _globals['_JOBEVENT']._serialized_end=1289
+  _globals['_JOBSTATECHANGED']._serialized_start=1292
+  _globals['_JOBSTATECHANGED']._serialized_end=1503
+  _globals['_SANDBOXEVENT']._serialized_start=1506
+  _globals['_SANDBOXEVENT']._serialized_end=2052
+  _globals['_EGRESSEVENT']._serialized_start=2055
+  _globals['_EGRESSEVENT']._serialized_end=2411
+  _globals['_CREDENTIALPROXYEVENT']._serialized_start=2414
+  _globals['_CREDENTIALPROXYEVENT']._serialized_end=2667
+  _globals['_EFFECTAPPLIED']._serialized_start=2670
+  _globals['_EFFECTAPPLIED']._serialized_end=2929
+  _globals['_CHILDJOBCHANGED']._serialized_start=2932
+  _globals['_CHILDJOBCHANGED']._serialized_end=3091
+  _globals['_SIGNALRECORDED']._serialized_start=3094
+  _globals['_SIGNALRECORDED']._serialized_end=3237
+  _globals['_LOGLINE']._serialized_start=3240
+  _globals['_LOGLINE']._serialized_end=3391
+  _globals['_SUBMITJOBREQUEST']._serialized_start=3394
+  _globals['_SUBMITJOBREQUEST']._serialized_end=3576
+  _globals['_GETJOBREQUEST']._serialized_start=3578
+  _globals['_GETJOBREQUEST']._serialized_end=3605
+  _globals['_WATCHJOBREQUEST']._serialized_start=3607
+  _globals['_WATCHJOBREQUEST']._serialized_end=3655
+  _globals['_CANCELJOBREQUEST']._serialized_start=3657
+  _globals['_CANCELJOBREQUEST']._serialized_end=3703
+  _globals['_LISTJOBSREQUEST']._serialized_start=3706
+  _globals['_LISTJOBSREQUEST']._serialized_end=3875
+  _globals['_LISTJOBSRESPONSE']._serialized_start=3877
+  _globals['_LISTJOBSRESPONSE']._serialized_end=3937
+  _globals['_GETJOBLOGSREQUEST']._serialized_start=3939
+  _globals['_GETJOBLOGSREQUEST']._serialized_end=3989
+  _globals['_GETJOBLOGSRESPONSE']._serialized_start=3991
+  _globals['_GETJOBLOGSRESPONSE']._serialized_end=4059
+  _globals['_AGENTINFO']._serialized_start=4061
+  _globals['_AGENTINFO']._serialized_end=4151
+  _globals['_LISTAGENTSREQUEST']._serialized_start=4153
+  _globals['_LISTAGENTSREQUEST']._serialized_end=4172
+  _globals['_LISTAGENTSRESPONSE']._serialized_start=4174
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=4244
+  _globals['_CONTROLLER']._serialized_start=4918
+  _globals['_CONTROLLER']._serialized_end=5548
 # @@protoc_insertion_point(module_scope)

@@ -85,6 +85,81 @@ JOB_STATE_INTERRUPTED: JobState.ValueType  # 9
 """The controller stopped while the job ran; its sandbox was reaped at the next start."""
 Global___JobState: _TypeAlias = JobState  # noqa: Y015
 
+class _EgressPhase:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _EgressPhaseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EgressPhase.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EGRESS_PHASE_UNSPECIFIED: _EgressPhase.ValueType  # 0
+    EGRESS_PHASE_DECISION: _EgressPhase.ValueType  # 1
+    """The proxy decided (a denial has only this event)."""
+    EGRESS_PHASE_CLOSED: _EgressPhase.ValueType  # 2
+    """An allowed connection ended: bytes_up, bytes_down and duration are set."""
+
+class EgressPhase(_EgressPhase, metaclass=_EgressPhaseEnumTypeWrapper): ...
+
+EGRESS_PHASE_UNSPECIFIED: EgressPhase.ValueType  # 0
+EGRESS_PHASE_DECISION: EgressPhase.ValueType  # 1
+"""The proxy decided (a denial has only this event)."""
+EGRESS_PHASE_CLOSED: EgressPhase.ValueType  # 2
+"""An allowed connection ended: bytes_up, bytes_down and duration are set."""
+Global___EgressPhase: _TypeAlias = EgressPhase  # noqa: Y015
+
+class _EffectStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _EffectStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EffectStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EFFECT_STATUS_UNSPECIFIED: _EffectStatus.ValueType  # 0
+    EFFECT_STATUS_OK: _EffectStatus.ValueType  # 1
+    """Applied."""
+    EFFECT_STATUS_ERROR: _EffectStatus.ValueType  # 2
+    """Applying it failed (see `detail`)."""
+    EFFECT_STATUS_SKIPPED: _EffectStatus.ValueType  # 3
+    """Not applied: an earlier effect failed."""
+    EFFECT_STATUS_UNHANDLED: _EffectStatus.ValueType  # 4
+    """A custom effect no handler takes."""
+    EFFECT_STATUS_LIMIT_REACHED: _EffectStatus.ValueType  # 5
+    """A delegate/handoff beyond the depth or follow-up limit: not dispatched."""
+    EFFECT_STATUS_REFUSED: _EffectStatus.ValueType  # 6
+    """The declaring agent's effect policy does not grant it (see `detail`): not applied."""
+
+class EffectStatus(_EffectStatus, metaclass=_EffectStatusEnumTypeWrapper): ...
+
+EFFECT_STATUS_UNSPECIFIED: EffectStatus.ValueType  # 0
+EFFECT_STATUS_OK: EffectStatus.ValueType  # 1
+"""Applied."""
+EFFECT_STATUS_ERROR: EffectStatus.ValueType  # 2
+"""Applying it failed (see `detail`)."""
+EFFECT_STATUS_SKIPPED: EffectStatus.ValueType  # 3
+"""Not applied: an earlier effect failed."""
+EFFECT_STATUS_UNHANDLED: EffectStatus.ValueType  # 4
+"""A custom effect no handler takes."""
+EFFECT_STATUS_LIMIT_REACHED: EffectStatus.ValueType  # 5
+"""A delegate/handoff beyond the depth or follow-up limit: not dispatched."""
+EFFECT_STATUS_REFUSED: EffectStatus.ValueType  # 6
+"""The declaring agent's effect policy does not grant it (see `detail`): not applied."""
+Global___EffectStatus: _TypeAlias = EffectStatus  # noqa: Y015
+
+class _ChildPhase:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ChildPhaseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ChildPhase.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHILD_PHASE_UNSPECIFIED: _ChildPhase.ValueType  # 0
+    CHILD_PHASE_STARTED: _ChildPhase.ValueType  # 1
+    CHILD_PHASE_FINISHED: _ChildPhase.ValueType  # 2
+
+class ChildPhase(_ChildPhase, metaclass=_ChildPhaseEnumTypeWrapper): ...
+
+CHILD_PHASE_UNSPECIFIED: ChildPhase.ValueType  # 0
+CHILD_PHASE_STARTED: ChildPhase.ValueType  # 1
+CHILD_PHASE_FINISHED: ChildPhase.ValueType  # 2
+Global___ChildPhase: _TypeAlias = ChildPhase  # noqa: Y015
+
 @_typing.final
 class JobError(_message.Message):
     """Why a job ended without an output."""
@@ -216,11 +291,9 @@ Global___Job: _TypeAlias = Job  # noqa: Y015
 
 @_typing.final
 class JobEvent(_message.Message):
-    """One thing that happened to a job, in order (`seq` counts from 1 per job). `kind` is one of:
-    state (data: {state, detail}), turn (data: a turn event, by its "type"), egress and
-    credential_proxy (the sandbox proxies' events), effect (one applied effect's outcome),
-    child (a delegate/handoff child job started or ended), signal, log (data: {level, message,
-    source}). The watch stream ends after the event that makes the job terminal.
+    """One thing that happened to a job, in order (`seq` counts from 1 per job); `event` says what,
+    as a typed message per kind. The watch stream ends after the event that makes the job
+    terminal (a `state` event whose `state` is terminal).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -228,31 +301,478 @@ class JobEvent(_message.Message):
     JOB_ID_FIELD_NUMBER: _builtins.int
     SEQ_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
-    KIND_FIELD_NUMBER: _builtins.int
-    DATA_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    SANDBOX_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    CHILD_FIELD_NUMBER: _builtins.int
+    SIGNAL_FIELD_NUMBER: _builtins.int
+    LOG_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     seq: _builtins.int
-    kind: _builtins.str
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
-    def data(self) -> _runner_pb2.Json: ...
+    def state(self) -> Global___JobStateChanged:
+        """The job moved to another state."""
+
+    @_builtins.property
+    def sandbox(self) -> Global___SandboxEvent:
+        """Its sandbox reported a turn event or a proxy decision."""
+
+    @_builtins.property
+    def effect(self) -> Global___EffectApplied:
+        """One declared effect was applied, refused or skipped."""
+
+    @_builtins.property
+    def child(self) -> Global___ChildJobChanged:
+        """A delegate/handoff child job started or finished."""
+
+    @_builtins.property
+    def signal(self) -> Global___SignalRecorded:
+        """A signal was sent by this job's turn, or to its workflow."""
+
+    @_builtins.property
+    def log(self) -> Global___LogLine:
+        """A log line (the controller's, the turn's, or a Log effect's)."""
+
     def __init__(
         self,
         *,
         job_id: _builtins.str = ...,
         seq: _builtins.int = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
-        kind: _builtins.str = ...,
-        data: _runner_pb2.Json | None = ...,
+        state: Global___JobStateChanged | None = ...,
+        sandbox: Global___SandboxEvent | None = ...,
+        effect: Global___EffectApplied | None = ...,
+        child: Global___ChildJobChanged | None = ...,
+        signal: Global___SignalRecorded | None = ...,
+        log: Global___LogLine | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["child", b"child", "effect", b"effect", "event", b"event", "log", b"log", "sandbox", b"sandbox", "signal", b"signal", "state", b"state", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "job_id", b"job_id", "kind", b"kind", "seq", b"seq", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["child", b"child", "effect", b"effect", "event", b"event", "job_id", b"job_id", "log", b"log", "sandbox", b"sandbox", "seq", b"seq", "signal", b"signal", "state", b"state", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["state", "sandbox", "effect", "child", "signal", "log"]  # noqa: Y015
+    _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
+
+Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
+
+@_typing.final
+class JobStateChanged(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    PREVIOUS_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    state: Global___JobState.ValueType
+    previous: Global___JobState.ValueType
+    """The state it left; UNSPECIFIED for the job's first event (and for events recorded before
+    previous states were kept).
+    """
+    detail: _builtins.str
+    """Why, in words ("exit reason complete", "cancelled: ...")."""
+    @_builtins.property
+    def error(self) -> Global___JobError:
+        """Set when the job ended without an output."""
+
+    def __init__(
+        self,
+        *,
+        state: Global___JobState.ValueType = ...,
+        previous: Global___JobState.ValueType = ...,
+        detail: _builtins.str | None = ...,
+        error: Global___JobError | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_detail", b"_detail", "_error", b"_error", "detail", b"detail", "error", b"error"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_detail", b"_detail", "_error", b"_error", "detail", b"detail", "error", b"error", "previous", b"previous", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__detail: _TypeAlias = _typing.Literal["detail"]  # noqa: Y015
+    _WhichOneofArgType__detail: _TypeAlias = _typing.Literal["_detail", b"_detail"]  # noqa: Y015
+    _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
+    _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__detail) -> _WhichOneofReturnType__detail | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+
+Global___JobStateChanged: _TypeAlias = JobStateChanged  # noqa: Y015
+
+@_typing.final
+class SandboxEvent(_message.Message):
+    """What a sandbox reports while its turn runs: the turn's events (the runner's messages) and
+    its proxies' decisions. The controller records the turn's log lines as `log` events.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STARTED_FIELD_NUMBER: _builtins.int
+    INFERENCE_STARTED_FIELD_NUMBER: _builtins.int
+    INFERENCE_FINISHED_FIELD_NUMBER: _builtins.int
+    TOOL_STARTED_FIELD_NUMBER: _builtins.int
+    TOOL_FINISHED_FIELD_NUMBER: _builtins.int
+    LOG_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
+    EGRESS_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_PROXY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def started(self) -> _runner_pb2.TurnStarted: ...
+    @_builtins.property
+    def inference_started(self) -> _runner_pb2.InferenceStarted: ...
+    @_builtins.property
+    def inference_finished(self) -> _runner_pb2.InferenceFinished: ...
+    @_builtins.property
+    def tool_started(self) -> _runner_pb2.ToolStarted: ...
+    @_builtins.property
+    def tool_finished(self) -> _runner_pb2.ToolFinished: ...
+    @_builtins.property
+    def log(self) -> _runner_pb2.TurnLogEvent: ...
+    @_builtins.property
+    def paused(self) -> _runner_pb2.TurnPaused: ...
+    @_builtins.property
+    def egress(self) -> Global___EgressEvent: ...
+    @_builtins.property
+    def credential_proxy(self) -> Global___CredentialProxyEvent: ...
+    def __init__(
+        self,
+        *,
+        started: _runner_pb2.TurnStarted | None = ...,
+        inference_started: _runner_pb2.InferenceStarted | None = ...,
+        inference_finished: _runner_pb2.InferenceFinished | None = ...,
+        tool_started: _runner_pb2.ToolStarted | None = ...,
+        tool_finished: _runner_pb2.ToolFinished | None = ...,
+        log: _runner_pb2.TurnLogEvent | None = ...,
+        paused: _runner_pb2.TurnPaused | None = ...,
+        egress: Global___EgressEvent | None = ...,
+        credential_proxy: Global___CredentialProxyEvent | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "started", b"started", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "started", b"started", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "egress", "credential_proxy"]  # noqa: Y015
+    _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
+
+Global___SandboxEvent: _TypeAlias = SandboxEvent  # noqa: Y015
+
+@_typing.final
+class EgressEvent(_message.Message):
+    """One egress proxy decision, or the end of an allowed connection."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TIME_FIELD_NUMBER: _builtins.int
+    CLIENT_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    IP_FIELD_NUMBER: _builtins.int
+    SNI_FIELD_NUMBER: _builtins.int
+    ALLOWED_FIELD_NUMBER: _builtins.int
+    RULE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    BYTES_UP_FIELD_NUMBER: _builtins.int
+    BYTES_DOWN_FIELD_NUMBER: _builtins.int
+    DURATION_FIELD_NUMBER: _builtins.int
+    time: _builtins.str
+    """When, as the proxy wrote it: ISO 8601, UTC, milliseconds ("2026-11-22T20:31:05.123Z")."""
+    client: _builtins.str
+    """The peer that asked ("ip:port")."""
+    phase: Global___EgressPhase.ValueType
+    method: _builtins.str
+    """"CONNECT" or the plain-HTTP method."""
+    host: _builtins.str
+    port: _builtins.int
+    ip: _builtins.str
+    """The resolved (checked) IP connected to; absent when denied before resolving."""
+    sni: _builtins.str
+    """The TLS SNI read from a CONNECT tunnel's ClientHello; absent when not read or absent."""
+    allowed: _builtins.bool
+    rule: _builtins.str
+    """The rule that decided, and why."""
+    reason: _builtins.str
+    bytes_up: _builtins.int
+    bytes_down: _builtins.int
+    @_builtins.property
+    def duration(self) -> _duration_pb2.Duration: ...
+    def __init__(
+        self,
+        *,
+        time: _builtins.str = ...,
+        client: _builtins.str = ...,
+        phase: Global___EgressPhase.ValueType = ...,
+        method: _builtins.str = ...,
+        host: _builtins.str = ...,
+        port: _builtins.int = ...,
+        ip: _builtins.str | None = ...,
+        sni: _builtins.str | None = ...,
+        allowed: _builtins.bool = ...,
+        rule: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        bytes_up: _builtins.int | None = ...,
+        bytes_down: _builtins.int | None = ...,
+        duration: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_bytes_down", b"_bytes_down", "_bytes_up", b"_bytes_up", "_ip", b"_ip", "_sni", b"_sni", "bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "duration", b"duration", "ip", b"ip", "sni", b"sni"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_bytes_down", b"_bytes_down", "_bytes_up", b"_bytes_up", "_ip", b"_ip", "_sni", b"_sni", "allowed", b"allowed", "bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "client", b"client", "duration", b"duration", "host", b"host", "ip", b"ip", "method", b"method", "phase", b"phase", "port", b"port", "reason", b"reason", "rule", b"rule", "sni", b"sni", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__bytes_down: _TypeAlias = _typing.Literal["bytes_down"]  # noqa: Y015
+    _WhichOneofArgType__bytes_down: _TypeAlias = _typing.Literal["_bytes_down", b"_bytes_down"]  # noqa: Y015
+    _WhichOneofReturnType__bytes_up: _TypeAlias = _typing.Literal["bytes_up"]  # noqa: Y015
+    _WhichOneofArgType__bytes_up: _TypeAlias = _typing.Literal["_bytes_up", b"_bytes_up"]  # noqa: Y015
+    _WhichOneofReturnType__ip: _TypeAlias = _typing.Literal["ip"]  # noqa: Y015
+    _WhichOneofArgType__ip: _TypeAlias = _typing.Literal["_ip", b"_ip"]  # noqa: Y015
+    _WhichOneofReturnType__sni: _TypeAlias = _typing.Literal["sni"]  # noqa: Y015
+    _WhichOneofArgType__sni: _TypeAlias = _typing.Literal["_sni", b"_sni"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__bytes_down) -> _WhichOneofReturnType__bytes_down | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__bytes_up) -> _WhichOneofReturnType__bytes_up | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ip) -> _WhichOneofReturnType__ip | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__sni) -> _WhichOneofReturnType__sni | None: ...
+
+Global___EgressEvent: _TypeAlias = EgressEvent  # noqa: Y015
+
+@_typing.final
+class CredentialProxyEvent(_message.Message):
+    """One request forwarded (or refused) by a credential proxy. Never holds the secret."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TIME_FIELD_NUMBER: _builtins.int
+    CLIENT_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    UPSTREAM_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    BYTES_UP_FIELD_NUMBER: _builtins.int
+    BYTES_DOWN_FIELD_NUMBER: _builtins.int
+    DURATION_FIELD_NUMBER: _builtins.int
+    REDACTED_FIELD_NUMBER: _builtins.int
+    time: _builtins.str
+    """As in EgressEvent."""
+    client: _builtins.str
+    credential: _builtins.str
+    """The credential's name."""
+    method: _builtins.str
+    path: _builtins.str
+    """The request path without its query string."""
+    upstream: _builtins.str
+    status: _builtins.int
+    """The status returned to the sandbox."""
+    reason: _builtins.str
+    bytes_up: _builtins.int
+    bytes_down: _builtins.int
+    redacted: _builtins.int
+    """How many reflections of the secret were masked in the response."""
+    @_builtins.property
+    def duration(self) -> _duration_pb2.Duration: ...
+    def __init__(
+        self,
+        *,
+        time: _builtins.str = ...,
+        client: _builtins.str = ...,
+        credential: _builtins.str = ...,
+        method: _builtins.str = ...,
+        path: _builtins.str = ...,
+        upstream: _builtins.str = ...,
+        status: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        bytes_up: _builtins.int = ...,
+        bytes_down: _builtins.int = ...,
+        duration: _duration_pb2.Duration | None = ...,
+        redacted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "client", b"client", "credential", b"credential", "duration", b"duration", "method", b"method", "path", b"path", "reason", b"reason", "redacted", b"redacted", "status", b"status", "time", b"time", "upstream", b"upstream"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
+Global___CredentialProxyEvent: _TypeAlias = CredentialProxyEvent  # noqa: Y015
+
+@_typing.final
+class EffectApplied(_message.Message):
+    """What became of one effect a turn declared (the job's own, or a child's, copied here)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    DEPTH_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """Its position in the declaring TurnOutput's effects."""
+    effect: _builtins.str
+    """The effect's type tag: write_memory, delete_memory, signal, delegate, handoff, log, ..."""
+    status: Global___EffectStatus.ValueType
+    detail: _builtins.str
+    agent: _builtins.str
+    """The agent a delegate or handoff dispatched."""
+    depth: _builtins.int
+    """0 for the submitted job's own effects; n for a child n dispatches down."""
+    source: _builtins.str
+    """The agent that declared the effect."""
+    job: _builtins.str
+    """The job that declared it, when this event is a copy on an ancestor's record."""
+    @_builtins.property
+    def result(self) -> _runner_pb2.Json:
+        """A custom effect handler's result (absent: none)."""
+
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        effect: _builtins.str = ...,
+        status: Global___EffectStatus.ValueType = ...,
+        detail: _builtins.str | None = ...,
+        agent: _builtins.str | None = ...,
+        result: _runner_pb2.Json | None = ...,
+        depth: _builtins.int = ...,
+        source: _builtins.str = ...,
+        job: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "_detail", b"_detail", "_job", b"_job", "agent", b"agent", "detail", b"detail", "job", b"job", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "_detail", b"_detail", "_job", b"_job", "agent", b"agent", "depth", b"depth", "detail", b"detail", "effect", b"effect", "index", b"index", "job", b"job", "result", b"result", "source", b"source", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__agent: _TypeAlias = _typing.Literal["agent"]  # noqa: Y015
+    _WhichOneofArgType__agent: _TypeAlias = _typing.Literal["_agent", b"_agent"]  # noqa: Y015
+    _WhichOneofReturnType__detail: _TypeAlias = _typing.Literal["detail"]  # noqa: Y015
+    _WhichOneofArgType__detail: _TypeAlias = _typing.Literal["_detail", b"_detail"]  # noqa: Y015
+    _WhichOneofReturnType__job: _TypeAlias = _typing.Literal["job"]  # noqa: Y015
+    _WhichOneofArgType__job: _TypeAlias = _typing.Literal["_job", b"_job"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__agent) -> _WhichOneofReturnType__agent | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__detail) -> _WhichOneofReturnType__detail | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__job) -> _WhichOneofReturnType__job | None: ...
+
+Global___EffectApplied: _TypeAlias = EffectApplied  # noqa: Y015
+
+@_typing.final
+class ChildJobChanged(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PHASE_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    ORIGIN_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    phase: Global___ChildPhase.ValueType
+    job: _builtins.str
+    """The child job's id."""
+    agent: _builtins.str
+    origin: _builtins.str
+    """"delegate" | "handoff"."""
+    state: Global___JobState.ValueType
+    """The child's final state (FINISHED only; else UNSPECIFIED)."""
+    def __init__(
+        self,
+        *,
+        phase: Global___ChildPhase.ValueType = ...,
+        job: _builtins.str = ...,
+        agent: _builtins.str = ...,
+        origin: _builtins.str = ...,
+        state: Global___JobState.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "job", b"job", "origin", b"origin", "phase", b"phase", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChildJobChanged: _TypeAlias = ChildJobChanged  # noqa: Y015
+
+@_typing.final
+class SignalRecorded(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TARGET_FIELD_NUMBER: _builtins.int
+    SIGNAL_TYPE_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    FROM_JOB_FIELD_NUMBER: _builtins.int
+    target: _builtins.str
+    """The workflow the signal went to."""
+    signal_type: _builtins.str
+    count: _builtins.int
+    """How many signals that workflow has received."""
+    from_job: _builtins.str
+    """The job whose turn sent it, when this job received it (absent: this job sent it)."""
+    @_builtins.property
+    def data(self) -> _runner_pb2.Json: ...
+    def __init__(
+        self,
+        *,
+        target: _builtins.str = ...,
+        signal_type: _builtins.str = ...,
+        data: _runner_pb2.Json | None = ...,
+        count: _builtins.int = ...,
+        from_job: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_from_job", b"_from_job", "data", b"data", "from_job", b"from_job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_from_job", b"_from_job", "count", b"count", "data", b"data", "from_job", b"from_job", "signal_type", b"signal_type", "target", b"target"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__from_job: _TypeAlias = _typing.Literal["from_job"]  # noqa: Y015
+    _WhichOneofArgType__from_job: _TypeAlias = _typing.Literal["_from_job", b"_from_job"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__from_job) -> _WhichOneofReturnType__from_job | None: ...
+
+Global___SignalRecorded: _TypeAlias = SignalRecorded  # noqa: Y015
+
+@_typing.final
+class LogLine(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEVEL_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    level: _runner_pb2.LogLevel.ValueType
+    message: _builtins.str
+    source: _builtins.str
+    """"controller", "turn", or the agent that declared a Log effect."""
+    job: _builtins.str
+    """The job that declared the Log effect, when this event is a copy on an ancestor's record."""
+    @_builtins.property
+    def data(self) -> _runner_pb2.Json:
+        """A Log effect's data (absent: none)."""
+
+    def __init__(
+        self,
+        *,
+        level: _runner_pb2.LogLevel.ValueType = ...,
+        message: _builtins.str = ...,
+        source: _builtins.str = ...,
+        data: _runner_pb2.Json | None = ...,
+        job: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_job", b"_job", "data", b"data", "job", b"job"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_job", b"_job", "data", b"data", "job", b"job", "level", b"level", "message", b"message", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__job: _TypeAlias = _typing.Literal["job"]  # noqa: Y015
+    _WhichOneofArgType__job: _TypeAlias = _typing.Literal["_job", b"_job"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__job) -> _WhichOneofReturnType__job | None: ...
+
+Global___LogLine: _TypeAlias = LogLine  # noqa: Y015
 
 @_typing.final
 class SubmitJobRequest(_message.Message):
@@ -449,7 +969,7 @@ class GetJobLogsResponse(_message.Message):
     LINES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def lines(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobEvent]:
-        """The job's `log` events (lifecycle lines, the turn's log events, Log effects)."""
+        """The job's `log` events (the controller's lines, the turn's log events, Log effects)."""
 
     def __init__(
         self,

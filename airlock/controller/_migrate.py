@@ -1,0 +1,70 @@
+"""Upgrades of the job store's schema (``PRAGMA user_version``), run when a file is opened.
+
+Version 0 (the first controllers) kept each event as a ``kind`` and free JSON ``data``: a turn
+event under ``turn``, proxy events under ``egress`` / ``credential_proxy``, an effect's outcome
+flattened with its depth and source. Version 1 keeps each event's ``data`` as the JSON of
+:data:`~airlock.controller._model.JobEventData` (``kind`` inside it; sandbox events under
+``sandbox``). Upgrading rewrites every old row once, in the opening transaction; a row that
+does not read as any event (none written by airlock should) becomes a ``log`` line saying so,
+with the old row in its ``data``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from pydantic import JsonValue, ValidationError
+
+from ._model import JOB_EVENT_DATA, JobEventData, LogLine
+from .effects import EffectOutcome
+
+#: The schema version this code writes.
+SCHEMA_VERSION = 1
+
+_SANDBOX_KINDS = frozenset({"turn", "egress", "credential_proxy"})
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The file's schema version."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def upgrade(conn: sqlite3.Connection) -> int:
+    """Bring a file at an older version to :data:`SCHEMA_VERSION` (inside the caller's
+    transaction); how many event rows were rewritten."""
+    rows = conn.execute("SELECT job_id, seq, kind, data FROM events").fetchall()
+    for job_id, seq, kind, text in rows:
+        data = event_from_v0(kind, text)
+        conn.execute(
+            "UPDATE events SET kind = ?, data = ? WHERE job_id = ? AND seq = ?",
+            (data.kind, JOB_EVENT_DATA.dump_json(data).decode(), job_id, seq),
+        )
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return len(rows)
+
+
+def event_from_v0(kind: str, text: str) -> JobEventData:
+    """A version-0 event row (``kind``, JSON ``text``) as the event it recorded."""
+    try:
+        value: JsonValue = json.loads(text)
+        if kind in _SANDBOX_KINDS:
+            return JOB_EVENT_DATA.validate_python({"kind": "sandbox", "event": value})
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+        if kind == "effect":
+            outcome = {k: v for k, v in value.items() if k in EffectOutcome.model_fields}
+            rest = {k: v for k, v in value.items() if k not in EffectOutcome.model_fields}
+            return JOB_EVENT_DATA.validate_python({**rest, "kind": "effect", "outcome": outcome})
+        return JOB_EVENT_DATA.validate_python({**value, "kind": kind})
+    except (ValueError, ValidationError) as e:
+        return LogLine(
+            level="warn",
+            source="controller",
+            message=f"a {kind!r} event recorded by an earlier airlock could not be read: {_first_line(e)}",
+            data={"kind": kind, "data": text},
+        )
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
