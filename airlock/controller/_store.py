@@ -25,7 +25,7 @@ from typing import Any, Self, TypeVar
 from pydantic import JsonValue, ValidationError
 
 from airlock.errors import AirlockError
-from airlock.state._sqlite import SqliteThread
+from airlock.state import SqliteThread
 from layer0 import TurnInput, TurnOutput
 
 from . import _migrate
