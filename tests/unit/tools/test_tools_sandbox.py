@@ -13,6 +13,7 @@ import pytest
 
 import airlock.tools as tools_pkg
 from airlock.errors import SpecError, ToolError
+from airlock.testing import FakeHTTPServer, FakeResponse, RecordedRequest
 from airlock.tools import available_tools, build_tools, evaluate
 from airlock.turn import ToolContext, ToolDyn
 
@@ -229,32 +230,23 @@ async def test_bash_timeout_is_capped_by_options(ws: Path) -> None:
 
 @pytest.fixture
 async def http_server() -> AsyncIterator[str]:
-    """A tiny HTTP/1.1 server on 127.0.0.1 that echoes the request and serves a large body."""
+    """A FakeHTTPServer on 127.0.0.1 answering 201: the request echoed as JSON, or a large body at /big."""
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
-        method, path, _ = lines[0].split(" ")
-        headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines[1:] if line)}
-        body = await reader.readexactly(int(headers.get("content-length", "0")))
-        if path == "/big":
-            payload = b"z" * 100_000
-        else:
-            payload = json.dumps(
-                {"method": method, "path": path, "x-test": headers.get("x-test"), "body": body.decode()}
-            ).encode()
-        writer.write(
-            b"HTTP/1.1 201 Created\r\ncontent-type: application/json\r\n"
-            + f"content-length: {len(payload)}\r\nconnection: close\r\n\r\n".encode()
-            + payload
+    def echo(request: RecordedRequest) -> FakeResponse:
+        if request.path == "/big":
+            return FakeResponse(201, b"z" * 100_000)
+        return FakeResponse(
+            201,
+            {
+                "method": request.method,
+                "path": request.path,
+                "x-test": request.headers.get("x-test"),
+                "body": request.body.decode(),
+            },
         )
-        await writer.drain()
-        writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    async with server:
-        yield f"http://127.0.0.1:{port}"
+    async with FakeHTTPServer(echo) as server:
+        yield server.origin
 
 
 @pytest.fixture(autouse=True)
