@@ -1,8 +1,8 @@
 """The credential proxy never hands a reflected secret to the sandbox.
 
-The upstream here is an asyncio server on 127.0.0.1 that echoes the request head it got
-(which carries the injected secret) back in the reason phrase, in a response header and in
-the body: raw, JSON-escaped the way httpbin or PHP would, percent-encoded, one byte per
+The upstream here (tests.support.echo's ReflectingUpstream, on 127.0.0.1) echoes the request
+head it got (which carries the injected secret) back in the reason phrase, in a response
+header and in the body: raw, JSON-escaped the way httpbin or PHP would, percent-encoded, one byte per
 chunk, gzip-compressed, and as a server-sent event stream. The client reads the proxy's
 raw bytes from its socket, so nothing is decoded or hidden on the way to the assertion.
 """
@@ -10,11 +10,9 @@ raw bytes from its socket, so nothing is decoded or hidden on the way to the ass
 from __future__ import annotations
 
 import asyncio
-import gzip
 import itertools
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import httpx
@@ -25,6 +23,7 @@ from hypothesis import strategies as st
 from airlock.policy.plan import SidecarRoute
 from airlock.proxy import CredentialProxy, CredentialProxyEvent, MemorySink
 from airlock.proxy._redact import SecretPatterns, StreamRedactor
+from tests.support.echo import ReflectingUpstream, reflecting_upstream
 
 SECRET = "sk-live/Zq+8w=K3y_0123456789abcdef"
 PREFIX = "Bearer "
@@ -39,69 +38,13 @@ def forms(secret: str = SECRET, prefix: str = PREFIX) -> list[bytes]:
     return sorted({f.encode() for f in out})
 
 
-@dataclass
-class Echo:
-    """An upstream that reflects each request head; ``heads`` holds what it received."""
-
-    port: int = 0
-    heads: list[bytes] = field(default_factory=list)
-    gate: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        self.heads.append(head)
-        path = head.split(b" ", 2)[1]
-        value = next(
-            (
-                line.split(b":", 1)[1].strip()
-                for line in head.split(b"\r\n")
-                if line.startswith(b"authorization:")
-            ),
-            b"",
-        )
-        text = head.decode()
-        status = b"HTTP/1.1 200 OK " + value + b"\r\nX-Echo: " + value + b"\r\n"
-        if path == b"/json":  # httpbin style, with "/" escaped as PHP does, and a query-string echo
-            body = json.dumps({"headers": text}).replace("/", "\\/").encode()
-            body += b'\n{"url": "/?k=' + quote(value.decode(), safe="").encode() + b'"}'
-            writer.write(status + b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        elif path == b"/bytewise":
-            writer.write(status + b"Transfer-Encoding: chunked\r\n\r\n")
-            for byte in head:
-                writer.write(b"1\r\n%c\r\n" % byte)
-                await writer.drain()
-            writer.write(b"0\r\n\r\n")
-        elif path == b"/gzip":
-            body = gzip.compress(head)
-            writer.write(status + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-        elif path == b"/br":
-            writer.write(status + b"Content-Encoding: br\r\nContent-Length: 4\r\n\r\n\x0b\x02\x80x")
-        elif path == b"/sse":
-            writer.write(status + b"Content-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-            first = b"event: a\ndata: " + value + b"\n\n"
-            writer.write(b"%x\r\n%s\r\n" % (len(first), first))
-            await writer.drain()
-            await self.gate.wait()  # the second event only once the client has the first
-            second = b"event: b\ndata: second\n\n"
-            writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(second), second))
-        else:  # raw: the head as the body, Content-Length framed
-            writer.write(status + b"Content-Length: %d\r\n\r\n" % len(head) + head)
-        await writer.drain()
-        writer.close()
-
-
 @pytest.fixture
-async def echo() -> AsyncIterator[Echo]:
-    e = Echo()
-    server = await asyncio.start_server(e.handle, "127.0.0.1", 0)
-    e.port = server.sockets[0].getsockname()[1]
-    yield e
-    e.gate.set()
-    server.close()
-    await server.wait_closed()
+async def echo() -> AsyncIterator[ReflectingUpstream]:
+    async with reflecting_upstream() as upstream:
+        yield upstream
 
 
-def proxy_for(echo: Echo, sink: MemorySink) -> CredentialProxy:
+def proxy_for(echo: ReflectingUpstream, sink: MemorySink) -> CredentialProxy:
     r = SidecarRoute(upstream=f"http://127.0.0.1:{echo.port}", header="Authorization", value_prefix=PREFIX)
     return CredentialProxy(r, SECRET, sink, credential="api")
 
@@ -120,7 +63,7 @@ def assert_clean(data: bytes) -> None:
 
 
 @pytest.mark.parametrize("path", ["/raw", "/json", "/bytewise", "/gzip"])
-async def test_reflected_secret_is_masked(echo: Echo, path: str) -> None:
+async def test_reflected_secret_is_masked(echo: ReflectingUpstream, path: str) -> None:
     sink = MemorySink()
     async with proxy_for(echo, sink) as proxy:
         data = await raw_get(proxy, path)
@@ -135,7 +78,7 @@ async def test_reflected_secret_is_masked(echo: Echo, path: str) -> None:
     assert SECRET not in ev.model_dump_json()
 
 
-async def test_masked_body_keeps_its_length_and_the_rest_of_the_text(echo: Echo) -> None:
+async def test_masked_body_keeps_its_length_and_the_rest_of_the_text(echo: ReflectingUpstream) -> None:
     async with proxy_for(echo, MemorySink()) as proxy, httpx.AsyncClient(trust_env=False) as c:
         r = await c.get(f"http://{proxy.address[0]}:{proxy.address[1]}/raw")
     (head,) = echo.heads
@@ -145,7 +88,7 @@ async def test_masked_body_keeps_its_length_and_the_rest_of_the_text(echo: Echo)
     assert r.headers["x-echo"] == "*" * len(value)
 
 
-async def test_uncheckable_content_coding_is_refused(echo: Echo) -> None:
+async def test_uncheckable_content_coding_is_refused(echo: ReflectingUpstream) -> None:
     sink = MemorySink()
     async with proxy_for(echo, sink) as proxy:
         data = await raw_get(proxy, "/br")
@@ -155,7 +98,7 @@ async def test_uncheckable_content_coding_is_refused(echo: Echo) -> None:
     assert isinstance(ev, CredentialProxyEvent) and ev.status == 502 and "br" in ev.reason
 
 
-async def test_event_stream_is_masked_and_still_streams(echo: Echo) -> None:
+async def test_event_stream_is_masked_and_still_streams(echo: ReflectingUpstream) -> None:
     async with (
         proxy_for(echo, MemorySink()) as proxy,
         httpx.AsyncClient(trust_env=False, timeout=10) as c,
