@@ -5,6 +5,7 @@ real model live in tests/integration/, marked)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,6 +55,16 @@ def test_every_folder_with_python_code_is_a_package() -> None:
     folders = {path.parent for path in python_files()}
     missing = sorted(str(f.relative_to(TESTS.parent)) for f in folders if not (f / "__init__.py").exists())
     assert not missing, f"add an __init__.py to: {missing}"
+
+
+def test_no_test_package_shadows_a_top_level_module() -> None:
+    """A child process started with a test folder as its working directory (``python -m …``
+    puts the cwd first on sys.path) must still import the real package of that name."""
+    names = {path.parent.name for path in python_files() if path.parent != TESTS}
+    found = {name: importlib.util.find_spec(name) for name in names}
+    # A plain directory (a namespace package, no origin) shadows nothing: a package wins over it.
+    shadowing = sorted(name for name, spec in found.items() if spec is not None and spec.origin is not None)
+    assert not shadowing, f"rename these test folders (e.g. layer0 -> layer0_protocol): {shadowing}"
 
 
 def test_nothing_imports_from_a_conftest() -> None:
