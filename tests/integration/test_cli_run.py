@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from airlock._cli._common import EXIT_CANCELLED
 from airlock.cli import app
+from airlock.cli._common import EXIT_CANCELLED
 from airlock.sandbox.docker._labels import LABEL_OWNER, LABEL_SANDBOX
 from airlock.testing import calculator_script, script_yaml, text_step, tool_step
 from tests.support.containers import assert_clean

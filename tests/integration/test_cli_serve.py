@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import pytest
 
-from airlock._cli._common import EXIT_CANCELLED, EXIT_USAGE
+from airlock.cli._common import EXIT_CANCELLED, EXIT_USAGE
 from airlock.sandbox.docker._labels import LABEL_OWNER
 from airlock.testing import calculator_script, script_yaml, text_step, tool_step
 

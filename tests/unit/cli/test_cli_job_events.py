@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from rich.console import Console
 
-from airlock._cli._jobs import JobView, RemoteAgent
+from airlock.cli._jobs import JobView, RemoteAgent
 from airlock.controller import (
     ChildJobChanged,
     EffectApplied,

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from airlock._cli._common import EXIT_CANCELLED, EXIT_ENV, EXIT_INCOMPLETE, EXIT_TURN, EXIT_USAGE
 from airlock.cli import app
+from airlock.cli._common import EXIT_CANCELLED, EXIT_ENV, EXIT_INCOMPLETE, EXIT_TURN, EXIT_USAGE
 from airlock.config import load_config
 from airlock.controller import (
     Controller,

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from airlock._cli import _run
-from airlock.cli import app
+from airlock.cli import _run, app
 from airlock.controller import _execute
 from airlock.sandbox import Sandbox, SandboxRequest, process
 from layer0 import EnvError, ExitReason, TurnError, TurnOutput

@@ -1,8 +1,8 @@
-"""The ``airlock`` command. Only this module and ``airlock._cli`` import typer and rich.
+"""The ``airlock`` command. Only this package imports typer and rich.
 
 Structure: one typer app with a sub-app per noun (``images``, ``agents``, ``jobs``) and
 top-level verbs (``run``, ``serve``, ``submit``, ``doctor``, ``gc``); the verbs' work lives in
-``airlock._cli``.
+this package's private modules (``_run``, ``_jobs``, ``_serve``, ``_agents``, ``_doctor``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from airlock._cli._common import EXIT_CODES_HELP, console, err_console, load, load_agent
+from airlock.cli._common import EXIT_CODES_HELP, console, err_console, load, load_agent
 from airlock.errors import AirlockError
 from airlock.jobstate import JobState
 from layer0 import Layer0Error
@@ -122,8 +122,8 @@ def run(
     ] = None,
 ) -> None:
     """Run one job (see the command help for the exit codes)."""
-    from airlock._cli._common import EXIT_CANCELLED
-    from airlock._cli._run import RunOptions, run_agent
+    from airlock.cli._common import EXIT_CANCELLED
+    from airlock.cli._run import RunOptions, run_agent
 
     try:
         airlock_config, agent_config = load_agent(config, agent)
@@ -184,8 +184,8 @@ def serve(
     ] = False,
 ) -> None:
     """Run the controller service (see the command help)."""
-    from airlock._cli._serve import ServeOptions
-    from airlock._cli._serve import serve as run_serve
+    from airlock.cli._serve import ServeOptions
+    from airlock.cli._serve import serve as run_serve
 
     opts = ServeOptions(
         address=address,
@@ -231,8 +231,8 @@ def submit(
     as_json: JsonOption = False,
 ) -> None:
     """Submit a job (see the command help for the exit codes)."""
-    from airlock._cli._jobs import SubmitOptions, Target
-    from airlock._cli._jobs import submit as submit_job
+    from airlock.cli._jobs import SubmitOptions, Target
+    from airlock.cli._jobs import submit as submit_job
 
     opts = SubmitOptions(
         agent=agent,
@@ -260,8 +260,8 @@ def jobs_ls(
     as_json: JsonOption = False,
 ) -> None:
     """List jobs, most recent first: id, agent, state, origin, created, duration, exit reason."""
-    from airlock._cli._jobs import Target
-    from airlock._cli._jobs import jobs_ls as list_jobs
+    from airlock.cli._jobs import Target
+    from airlock.cli._jobs import jobs_ls as list_jobs
 
     list_jobs(
         Target(address, token),
@@ -281,8 +281,8 @@ def jobs_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show a job: every field, its children, its error, its effects and its answer."""
-    from airlock._cli._jobs import Target
-    from airlock._cli._jobs import jobs_show as show_job
+    from airlock.cli._jobs import Target
+    from airlock.cli._jobs import jobs_show as show_job
 
     show_job(Target(address, token), job_id, as_json)
 
@@ -299,8 +299,8 @@ def jobs_watch(
     as_json: JsonOption = False,
 ) -> None:
     """Follow a job (see the command help for the exit codes)."""
-    from airlock._cli._jobs import Target
-    from airlock._cli._jobs import jobs_watch as watch_job
+    from airlock.cli._jobs import Target
+    from airlock.cli._jobs import jobs_watch as watch_job
 
     watch_job(Target(address, token), job_id, as_json)
 
@@ -313,8 +313,8 @@ def jobs_logs(
     as_json: JsonOption = False,
 ) -> None:
     """Print a job's log lines: time, level, source (controller, turn, agent), message."""
-    from airlock._cli._jobs import Target
-    from airlock._cli._jobs import jobs_logs as job_logs
+    from airlock.cli._jobs import Target
+    from airlock.cli._jobs import jobs_logs as job_logs
 
     job_logs(Target(address, token), job_id, as_json)
 
@@ -328,8 +328,8 @@ def jobs_cancel(
     as_json: JsonOption = False,
 ) -> None:
     """Cancel a queued or running job; its sandbox is removed before this returns."""
-    from airlock._cli._jobs import Target
-    from airlock._cli._jobs import jobs_cancel as cancel_job
+    from airlock.cli._jobs import Target
+    from airlock.cli._jobs import jobs_cancel as cancel_job
 
     cancel_job(Target(address, token), job_id, reason, as_json)
 
@@ -337,7 +337,7 @@ def jobs_cancel(
 @agents_app.command("ls")
 def agents_ls(config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """List the agents: backend, provider/model, tools, network, credentials, resources."""
-    from airlock._cli._agents import agents_ls as list_agents
+    from airlock.cli._agents import agents_ls as list_agents
 
     list_agents(load(config), as_json=as_json)
 
@@ -349,7 +349,7 @@ def agents_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show an agent's effective sandbox policy: spec, isolation, egress, credentials, limits."""
-    from airlock._cli._agents import agents_show as show_agent
+    from airlock.cli._agents import agents_show as show_agent
 
     _, agent_config = load_agent(config, agent)
     show_agent(agent_config, as_json=as_json)
@@ -361,7 +361,7 @@ def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
 
     Exit code 0 when no check is an error (warnings are fine), 1 otherwise.
     """
-    from airlock._cli._doctor import doctor as run_doctor
+    from airlock.cli._doctor import doctor as run_doctor
 
     raise typer.Exit(run_doctor(config, as_json=as_json))
 
@@ -376,7 +376,7 @@ def images_build(
     ] = None,
 ) -> None:
     """Build the runner image offline (Debian packages + wheels; no registry). Needs root."""
-    from .images import build_runner_image
+    from airlock.images import build_runner_image
 
     try:
         with console.status("building the runner image", spinner="dots") as status:
