@@ -15,34 +15,7 @@ import pytest
 from airlock.runner import __main__ as runner_main
 from airlock.runner import _confine
 from airlock.runner._confine import ARCHES, ConfinementError, filter_program
-
-#: Prints, as JSON, what a process gets when it tries to read or trace process ``argv[1]``.
-PROBE = r"""
-import ctypes, errno, json, os, sys
-pid = int(sys.argv[1])
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-out = {}
-out["attach"] = "attached" if libc.ptrace(16, pid, None, None) == 0 else errno.errorcode[ctypes.get_errno()]
-class iovec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-buf = ctypes.create_string_buffer(8)
-local, remote = iovec(ctypes.addressof(buf), 8), iovec(0x1000, 8)
-vp, ul = ctypes.c_void_p, ctypes.c_ulong
-libc.process_vm_readv.argtypes = [ctypes.c_int, vp, ul, vp, ul, ul]
-n = libc.process_vm_readv(pid, ctypes.addressof(local), 1, ctypes.addressof(remote), 1, 0)
-out["process_vm_readv"] = errno.errorcode[ctypes.get_errno()] if n < 0 else "read"
-for name in ("environ", "mem"):
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            f.read(1)
-        out[name] = "opened"
-    except OSError as e:
-        out[name] = errno.errorcode[e.errno]
-with open("/proc/self/status") as f:
-    out["seccomp"] = [l.split()[1] for l in f if l.startswith("Seccomp:")][0]
-print(json.dumps(out))
-"""
+from tests.support.probes import TRACE_PROBE as PROBE
 
 
 def _without_caps() -> list[str]:

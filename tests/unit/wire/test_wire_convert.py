@@ -14,13 +14,9 @@ from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.spec import AgentSpec, ContextSpec, HookSpec, LoopLimits, ProviderSpec
 from airlock.turn import (
-    InferenceFinished,
-    InferenceStarted,
     ToolFinished,
     ToolStarted,
     TurnLog,
-    TurnPaused,
-    TurnStarted,
 )
 from layer0 import (
     Base64Source,
@@ -50,6 +46,7 @@ from layer0 import (
     UrlSource,
     WriteMemory,
 )
+from tests.support.events import TURN_EVENTS
 
 text = st.text(max_size=20)
 u32 = st.integers(0, 2**32 - 1)
@@ -374,38 +371,7 @@ def test_invalid_agent_spec_names_each_problem_on_its_own_line() -> None:
 
 
 def test_events_round_trip() -> None:
-    events = [
-        TurnStarted(),
-        InferenceStarted(iteration=1, model="m"),
-        InferenceStarted(iteration=2),
-        InferenceFinished(
-            iteration=1,
-            stop_reason="tool_use",
-            tokens_in=10,
-            tokens_out=5,
-            cost=Decimal("0.00120"),
-            total_tokens_in=10,
-            total_tokens_out=5,
-            total_cost=Decimal("0.00120"),
-            duration_ms=1234,
-        ),
-        InferenceFinished(
-            iteration=2,
-            stop_reason="end_turn",
-            tokens_in=1,
-            tokens_out=1,
-            cost=None,
-            total_tokens_in=11,
-            total_tokens_out=6,
-            total_cost=Decimal("0.00120"),
-            duration_ms=0,
-        ),
-        ToolStarted(tool_use_id="t1", name="calc", input={"expr": "2+2", "n": 3}),
-        ToolFinished(tool_use_id="t1", name="calc", duration_ms=7, success=True, output="4"),
-        TurnLog(level="info", message="hello"),
-        TurnPaused(iteration=2),
-    ]
-    for event in events:
+    for event in TURN_EVENTS:
         message = wire.event_to_proto(event, payload_limit=1000)
         assert message is not None
         assert wire.event_from_proto(pb.TurnEvent.FromString(message.SerializeToString())) == event
