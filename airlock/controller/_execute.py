@@ -204,7 +204,9 @@ class AgentRunner:
         some behind: one line per backend on what was removed."""
         lines = []
         for b in backends():
-            report = await b.reap(self.state_dir) if b.reap is not None else None
+            if b.reap is None:
+                continue
+            report = await b.reap(self.state_dir)
             lines.append(f"{b.name}: {report.summary() if report is not None else 'engine unreachable'}")
         return lines
 

@@ -362,6 +362,6 @@ def test_a_killed_controller_is_recovered_on_restart(serve: Any, docker_client: 
     logs = again.cli("jobs", "logs", job_id, token=token)
     assert logs.returncode == 0, logs.stderr
     assert "WARN" in logs.stdout and "controller:" in logs.stdout
-    assert "orphaned sandboxes reaped at restart (1 container(s)" in logs.stdout
+    assert "orphaned sandboxes reaped at restart (docker: 1 container(s)" in logs.stdout
     assert again.stop() == 0
     assert list(state_dir.iterdir()) == []
