@@ -9,8 +9,10 @@
 
 ``Controller`` assembles the parts: :class:`SqliteJobStore` (the durable record),
 :class:`JobService` (fair queue, bounded workers, max_duration, cancellation, effect
-orchestration, session history), :class:`AgentRunner` (an agent's turn in its own sandbox)
-and :class:`ControllerServer` (the ``airlock.controller.v1.Controller`` gRPC service with
+orchestration, session history), :class:`AgentRunner` (an agent's turn in its own sandbox:
+the one run path, which ``airlock run`` shares), :class:`EffectExecutor` (a turn's declared
+effects, each checked against its agent's policy, applied in order) and
+:class:`ControllerServer` (the ``airlock.controller.v1.Controller`` gRPC service with
 bearer-token auth). :class:`ControllerClient` is its client.
 """
 

@@ -81,7 +81,7 @@ async def running_service(
         SqliteJobStore(data_dir / "jobs.db") as store,
         SqliteStore(data_dir / "state.db") as state,
     ):
-        turns = runner(load_config(config), state_dir=sandbox_dir, image=image, workspace=data_dir)
+        turns = runner(load_config(config), state_dir=sandbox_dir, image=image)
         async with JobService(store, turns, state) as service:
             yield service
 
