@@ -49,6 +49,8 @@ class RejectCorruptRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def __init__(self, trailing_metadata: Sequence[tuple[str, str]] = ()) -> None:
         self._trailing = tuple(trailing_metadata)
+        #: The tolerant handler made for each handler the server returned (made once per method).
+        self._made: dict[grpc.RpcMethodHandler, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(
         self,
@@ -58,10 +60,15 @@ class RejectCorruptRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(details)
         if handler is None or handler.request_streaming or handler.request_deserializer is None:
             return handler
+        made = self._made.get(handler)
+        if made is None:
+            made = self._made[handler] = self._tolerant_handler(handler, details.method)
+        return made
+
+    def _tolerant_handler(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         behaviour = handler.unary_stream if handler.response_streaming else handler.unary_unary
         if not (inspect.iscoroutinefunction(behaviour) or inspect.isasyncgenfunction(behaviour)):
             return handler
-        method: str = details.method
         trailing = self._trailing
 
         async def refuse(request: _Corrupt, context: grpc.aio.ServicerContext) -> None:
@@ -85,6 +92,7 @@ class RejectCorruptRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return grpc.unary_unary_rpc_method_handler(
                 unary, request_deserializer=deserializer, response_serializer=handler.response_serializer
             )
+
         if inspect.isasyncgenfunction(behaviour):
 
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
