@@ -29,9 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from airlock.build import build_turn
-from airlock.images import runner_image_tag
-from airlock.images._builder import require_image
-from airlock.images._dockerapi import docker_client
+from airlock.images import docker_client, require_image, runner_image_tag
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.sandbox.docker._config import SandboxDefaults, resolve_boundary, resolve_limits
 from airlock.sandbox.docker._environment import _Sandbox

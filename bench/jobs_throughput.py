@@ -52,9 +52,7 @@ from airlock.controller import (
     ServiceSettings,
     inline_script,
 )
-from airlock.images import runner_image_tag
-from airlock.images._builder import require_image
-from airlock.images._dockerapi import docker_client
+from airlock.images import docker_client, require_image, runner_image_tag
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.sandbox.docker._labels import LABEL_OWNER, current_owner
 from airlock.testing import calculator_script, script_yaml
