@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
-from layer0 import TurnConfig
+from layer0 import TurnConfig, TurnInput
 
 PROVIDER_KINDS = ("anthropic", "openai_compat", "scripted")
 #: Tools the turn itself implements: calling one declares an effect (never run in the sandbox).
@@ -115,6 +115,12 @@ class AgentSpec(_Spec):
         if len(set(value)) != len(value):
             raise ValueError("a tool is listed twice")
         return value
+
+    def max_duration_for(self, input: TurnInput) -> int | None:
+        """The turn's ``max_duration`` in ms: the input's TurnConfig, else these defaults."""
+        if input.config is not None and input.config.max_duration is not None:
+            return input.config.max_duration
+        return self.defaults.max_duration
 
     @classmethod
     def from_yaml(cls, source: str | Path) -> Self:

@@ -289,7 +289,7 @@ async def _job(
     """The job, run by the controller's own service in this process: the same backend choice,
     local-model bring-up, state snapshot and effect application as ``airlock serve``, with
     the session history and memory in the state store of the data directory."""
-    from airlock.controller import AgentRunner, JobService, JobState, SqliteJobStore, default_data_dir
+    from airlock.controller import AgentRunner, JobService, SqliteJobStore, default_data_dir
     from airlock.state import SqliteStore
 
     data_dir = (opts.data_dir or default_data_dir()).absolute()
@@ -313,9 +313,7 @@ async def _job(
                 opts.message, session=SessionId(opts.session) if opts.session else None, config=turn_config
             )
             view.provisioning()
-            job = await service.wait((await service.submit(agent.name, turn_input)).id)
-            if job.state is JobState.FAILED and job.id in service.failures:
-                raise service.failures[job.id]
+            job = await service.run(agent.name, turn_input)
             if job.output is None:
                 message = job.error.message if job.error is not None else f"the job ended {job.state.value}"
                 raise EnvError.other(message)

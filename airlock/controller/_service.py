@@ -29,7 +29,7 @@ from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectRepo
 from airlock.errors import AirlockError, ConfigError
 from airlock.policy.effects import EffectContext, check_effect
 from airlock.sandbox import SandboxEvent
-from airlock.spec import HISTORY_KEY
+from airlock.spec import HISTORY_KEY, AgentSpec
 from airlock.turn import TurnLog, TurnStarted
 from layer0 import (
     AgentId,
@@ -71,8 +71,8 @@ _log = logging.getLogger("airlock.jobs")
 #: Why a running job was interrupted when the controller stops.
 _STOPPED = "the controller stopped while the job ran"
 
-#: Extra time a job gets beyond its agent's ``max_duration`` by default (sandbox start,
-#: effects), when the submitter gives no ``max_duration``.
+#: Extra time a job gets beyond its turn's ``max_duration`` (the input's, else its agent's)
+#: by default (sandbox start, effects), when the submitter gives no ``max_duration``.
 DEFAULT_SLACK_MS = 60_000
 
 
@@ -121,6 +121,12 @@ def _report_json(report: EffectReport) -> JsonValue:
     return report.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
 
 
+def _job_limit_ms(agent: AgentSpec, input: TurnInput) -> int | None:
+    """A job's limit: its turn's ``max_duration`` (the input's, else the agent's) plus slack."""
+    turn = agent.max_duration_for(input)
+    return turn + DEFAULT_SLACK_MS if turn is not None else None
+
+
 def _error_of(e: BaseException) -> JobError:
     kind = getattr(e, "kind", None)
     return JobError(kind=kind if isinstance(kind, str) else "controller", message=str(e) or type(e).__name__)
@@ -160,9 +166,8 @@ class JobService:
         self.peak_running = 0
         #: Jobs marked interrupted at start (their controller was gone).
         self.recovered: list[Job] = []
-        #: The exception each failed job of this process ended with (its record keeps kind and
-        #: message; an in-process caller such as ``airlock run`` reports the error itself).
-        self.failures: dict[str, BaseException] = {}
+        #: Jobs submitted by :meth:`run`: the exception each ended with, if it failed with one.
+        self._awaited: dict[str, BaseException | None] = {}
 
     # -- life --------------------------------------------------------------------------------
 
@@ -224,24 +229,55 @@ class JobService:
             ConfigError: unknown agent (the message lists the configured ones), or a
                 non-positive ``max_duration_ms``.
         """
+        return await self._submit(
+            agent, input, queue=queue, max_duration_ms=max_duration_ms, workflow=workflow, awaited=False
+        )
+
+    async def run(self, agent: str, input: TurnInput) -> Job:
+        """Submit a job for ``agent`` and wait, in this process, until it is terminal.
+
+        Raises:
+            ConfigError: unknown agent.
+            BaseException: what the job failed with (its record keeps only kind and message).
+        """
+        job = await self._submit(agent, input, queue=None, max_duration_ms=None, workflow=None, awaited=True)
+        try:
+            job = await self.wait(job.id)
+        finally:
+            failure = self._awaited.pop(job.id, None)
+        if failure is not None and job.state is JobState.FAILED:
+            raise failure
+        return job
+
+    async def _submit(
+        self,
+        agent: str,
+        input: TurnInput,
+        *,
+        queue: str | None,
+        max_duration_ms: int | None,
+        workflow: str | None,
+        awaited: bool,
+    ) -> Job:
         config = self.runner.agent(agent)
         if max_duration_ms is not None and max_duration_ms <= 0:
             raise ConfigError(f"max_duration must be positive, got {max_duration_ms} ms")
         if max_duration_ms is None:
-            agent_limit = config.defaults.max_duration
-            max_duration_ms = (
-                agent_limit + DEFAULT_SLACK_MS
-                if agent_limit is not None
-                else self.settings.default_max_duration_ms
-            )
+            max_duration_ms = _job_limit_ms(config.spec, input) or self.settings.default_max_duration_ms
         job, event = await self.store.create(
             agent=agent, input=input, queue=queue, workflow=workflow, max_duration_ms=max_duration_ms
         )
         self._notify(event)
+        if awaited:
+            self._awaited[job.id] = None
         async with self._wake:
             self._queue.push(QueuedJob(job.id, job.queue, job.session))
             self._wake.notify()
         return job
+
+    def _keep_failure(self, job_id: str, error: BaseException) -> None:
+        if job_id in self._awaited:
+            self._awaited[job_id] = error
 
     async def get(self, job_id: str) -> Job:
         """The job.
@@ -431,11 +467,11 @@ class JobService:
             await self._finish_shielded(job.id, why, JobError(kind=why.value, message=message))
             raise
         except (Layer0Error, AirlockError) as e:
-            self.failures[job.id] = e
+            self._keep_failure(job.id, e)
             await self._transition(job.id, JobState.FAILED, error=_error_of(e), detail=str(e))
             return None
         except Exception as e:
-            self.failures[job.id] = e
+            self._keep_failure(job.id, e)
             _log.exception("job %s failed unexpectedly", job.id)
             await self._transition(
                 job.id, JobState.FAILED, error=_error_of(e), detail=f"{type(e).__name__}: {e}"
@@ -561,7 +597,7 @@ class JobService:
             config = self.runner.agent(str(agent))
         except ConfigError as e:
             raise OrchError.agent_not_found(str(e)) from e
-        limit = config.defaults.max_duration
+        limit = _job_limit_ms(config.spec, input)
         child, event = await self.store.create(
             agent=str(agent),
             input=input,
@@ -569,7 +605,7 @@ class JobService:
             parent_id=parent.id,
             origin=origin,
             workflow=parent.workflow,
-            max_duration_ms=limit + DEFAULT_SLACK_MS if limit is not None else parent.max_duration_ms,
+            max_duration_ms=limit or parent.max_duration_ms,
         )
         self._notify(event)
         await self._emit(

@@ -33,9 +33,7 @@ def hard_timeout_s(
 ) -> float | None:
     """Seconds after which the sandbox is killed: the turn's ``max_duration`` (its input's
     TurnConfig, else the AgentSpec defaults) plus ``grace``, capped by ``env_timeout``."""
-    ms = input.config.max_duration if input.config and input.config.max_duration is not None else None
-    if ms is None:
-        ms = agent.defaults.max_duration
+    ms = agent.max_duration_for(input)
     limits = [t for t in (env_timeout, ms / 1000 + grace if ms is not None else None) if t is not None]
     return min(limits) if limits else None
 
