@@ -12,23 +12,13 @@ from airlock._proto.controller.v1 import controller_pb2 as cpb
 
 from ._model import Job, JobError, JobFilter, JobState
 
-_STATE_TO_PB = {
-    JobState.QUEUED: cpb.JOB_STATE_QUEUED,
-    JobState.PROVISIONING: cpb.JOB_STATE_PROVISIONING,
-    JobState.RUNNING: cpb.JOB_STATE_RUNNING,
-    JobState.APPLYING_EFFECTS: cpb.JOB_STATE_APPLYING_EFFECTS,
-    JobState.SUCCEEDED: cpb.JOB_STATE_SUCCEEDED,
-    JobState.FAILED: cpb.JOB_STATE_FAILED,
-    JobState.CANCELLED: cpb.JOB_STATE_CANCELLED,
-    JobState.TIMED_OUT: cpb.JOB_STATE_TIMED_OUT,
-    JobState.INTERRUPTED: cpb.JOB_STATE_INTERRUPTED,
-}
-_STATE_FROM_PB = {v: k for k, v in _STATE_TO_PB.items()}
+#: JobState ↔ ``JOB_STATE_*``.
+JOB_STATE: cv.WireEnum[JobState] = cv.WireEnum(cpb.JobState, "JOB_STATE_", JobState, "job state")
 
 
 def state_to_proto(state: JobState) -> cpb.JobState.ValueType:
     """The wire enum of a state."""
-    return _STATE_TO_PB[state]
+    return JOB_STATE.to_proto(state)  # type: ignore[no-any-return]
 
 
 def state_from_proto(value: int) -> JobState:
@@ -38,8 +28,8 @@ def state_from_proto(value: int) -> JobState:
         ValueError: an unknown or unspecified value.
     """
     try:
-        return _STATE_FROM_PB[value]  # type: ignore[index]
-    except KeyError:
+        return JOB_STATE.from_proto(value)
+    except cv.MalformedMessage:
         raise ValueError(f"unknown job state {value}") from None
 
 

@@ -8,7 +8,7 @@ models allow.
 
 from __future__ import annotations
 
-from typing import Literal, assert_never
+from typing import Literal, assert_never, get_args
 
 from pydantic import ValidationError
 
@@ -38,15 +38,15 @@ from .effects import EffectOutcome, OutcomeStatus
 #: Turn events cross this wire whole: the controller already holds what the runner sent.
 _NO_PAYLOAD_LIMIT = 1 << 62
 
-_EFFECT_STATUS: dict[OutcomeStatus, cpb.EffectStatus.ValueType] = {
-    "ok": cpb.EFFECT_STATUS_OK,
-    "error": cpb.EFFECT_STATUS_ERROR,
-    "skipped": cpb.EFFECT_STATUS_SKIPPED,
-    "unhandled": cpb.EFFECT_STATUS_UNHANDLED,
-    "limit_reached": cpb.EFFECT_STATUS_LIMIT_REACHED,
-    "refused": cpb.EFFECT_STATUS_REFUSED,
-}
-_EFFECT_STATUS_FROM = {v: k for k, v in _EFFECT_STATUS.items()}
+_EFFECT_STATUS: wire.WireEnum[OutcomeStatus] = wire.WireEnum(
+    cpb.EffectStatus, "EFFECT_STATUS_", get_args(OutcomeStatus), "effect status"
+)
+_EGRESS_PHASE: wire.WireEnum[Literal["decision", "closed"]] = wire.WireEnum(
+    cpb.EgressPhase, "EGRESS_PHASE_", ("decision", "closed"), "egress phase"
+)
+_CHILD_PHASE: wire.WireEnum[Literal["started", "finished"]] = wire.WireEnum(
+    cpb.ChildPhase, "CHILD_PHASE_", ("started", "finished"), "child phase"
+)
 
 
 def event_to_proto(event: JobEvent) -> cpb.JobEvent:
@@ -178,18 +178,11 @@ def sandbox_event_from_proto(message: cpb.SandboxEvent) -> SandboxEvent:
     return event
 
 
-_EGRESS_PHASE: dict[Literal["decision", "closed"], cpb.EgressPhase.ValueType] = {
-    "decision": cpb.EGRESS_PHASE_DECISION,
-    "closed": cpb.EGRESS_PHASE_CLOSED,
-}
-_EGRESS_PHASE_FROM = {v: k for k, v in _EGRESS_PHASE.items()}
-
-
 def _egress_to_proto(event: EgressEvent) -> cpb.EgressEvent:
     message = cpb.EgressEvent(
         time=event.time,
         client=event.client,
-        phase=_EGRESS_PHASE[event.phase],
+        phase=_EGRESS_PHASE.to_proto(event.phase),
         method=event.method,
         host=event.host,
         port=event.port,
@@ -207,9 +200,7 @@ def _egress_to_proto(event: EgressEvent) -> cpb.EgressEvent:
 
 
 def _egress_from_proto(message: cpb.EgressEvent) -> EgressEvent:
-    phase = _EGRESS_PHASE_FROM.get(message.phase)
-    if phase is None:
-        raise wire.MalformedMessage(f"unknown egress phase {message.phase}", path="egress.phase")
+    phase = _EGRESS_PHASE.from_proto(message.phase, "egress.phase")
     return EgressEvent(
         time=message.time,
         client=message.client,
@@ -270,7 +261,7 @@ def _effect_to_proto(data: EffectApplied) -> cpb.EffectApplied:
     message = cpb.EffectApplied(
         index=outcome.index,
         effect=outcome.effect,
-        status=_EFFECT_STATUS[outcome.status],
+        status=_EFFECT_STATUS.to_proto(outcome.status),
         result=wire.json_to_proto(outcome.result),
         depth=data.depth,
         source=data.source,
@@ -285,9 +276,7 @@ def _effect_to_proto(data: EffectApplied) -> cpb.EffectApplied:
 
 
 def _effect_from_proto(message: cpb.EffectApplied) -> EffectApplied:
-    status = _EFFECT_STATUS_FROM.get(message.status)
-    if status is None:
-        raise wire.MalformedMessage(f"unknown effect status {message.status}", path="status")
+    status = _EFFECT_STATUS.from_proto(message.status, "status")
     outcome = EffectOutcome(
         index=message.index,
         effect=message.effect,
@@ -304,17 +293,12 @@ def _effect_from_proto(message: cpb.EffectApplied) -> EffectApplied:
     )
 
 
-_CHILD_PHASE: dict[Literal["started", "finished"], cpb.ChildPhase.ValueType] = {
-    "started": cpb.CHILD_PHASE_STARTED,
-    "finished": cpb.CHILD_PHASE_FINISHED,
-}
-_CHILD_PHASE_FROM = {v: k for k, v in _CHILD_PHASE.items()}
 _ORIGINS: dict[str, JobOrigin] = {"submit": "submit", "delegate": "delegate", "handoff": "handoff"}
 
 
 def _child_to_proto(data: ChildJobChanged) -> cpb.ChildJobChanged:
     message = cpb.ChildJobChanged(
-        phase=_CHILD_PHASE[data.phase], job=data.job, agent=data.agent, origin=data.origin
+        phase=_CHILD_PHASE.to_proto(data.phase), job=data.job, agent=data.agent, origin=data.origin
     )
     if data.state is not None:
         message.state = state_to_proto(data.state)
@@ -322,9 +306,7 @@ def _child_to_proto(data: ChildJobChanged) -> cpb.ChildJobChanged:
 
 
 def _child_from_proto(message: cpb.ChildJobChanged) -> ChildJobChanged:
-    phase = _CHILD_PHASE_FROM.get(message.phase)
-    if phase is None:
-        raise wire.MalformedMessage(f"unknown child phase {message.phase}", path="phase")
+    phase = _CHILD_PHASE.from_proto(message.phase, "phase")
     origin = _ORIGINS.get(message.origin)
     if origin is None:
         raise wire.MalformedMessage(f"unknown origin {message.origin!r}", path="origin")

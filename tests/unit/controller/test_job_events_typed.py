@@ -116,6 +116,22 @@ def test_a_message_without_an_event_is_malformed() -> None:
         ew.event_from_proto(event)
 
 
+@pytest.mark.parametrize(
+    ("kind", "field", "named"),
+    [("effect", "status", "effect status"), ("child", "phase", "child phase")],
+)
+def test_an_unknown_enum_number_is_malformed_and_names_the_valid_ones(
+    kind: str, field: str, named: str
+) -> None:
+    from airlock.wire import MalformedMessage
+
+    data = next(e for e in EVENTS if e.kind == kind)
+    event = ew.event_to_proto(JobEvent(job_id="j", seq=1, time=datetime.now(UTC), data=data))
+    setattr(getattr(event, kind), field, 99)
+    with pytest.raises(MalformedMessage, match=f"{kind}.{field}: unknown {named} 99; valid: "):
+        ew.event_from_proto(event)
+
+
 def test_effect_events_never_hold_a_childs_output_or_report() -> None:
     from airlock.controller import EffectReport
     from layer0 import Content, ExitReason, TurnMetadata, TurnOutput
