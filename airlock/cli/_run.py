@@ -296,7 +296,7 @@ async def _job(
     await asyncio.to_thread(data_dir.mkdir, mode=0o700, parents=True, exist_ok=True)
     records = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="airlock-run-"))
     setup = _SetupProgress(view.out)
-    runner = AgentRunner(config, progress=setup, observe=view.sink)
+    runner = AgentRunner(config, sweep=True, progress=setup, observe=view.sink)
     try:
         async with (
             SqliteJobStore(records / "jobs.db") as store,

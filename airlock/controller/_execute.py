@@ -81,6 +81,8 @@ class AgentRunner:
         config: the loaded configuration.
         state_dir: sandboxes' control directories (default: the backend's).
         image: the runner image (default: the current build's tag).
+        sweep: each backend removes the sandboxes dead owners left behind before its first
+            run (``airlock run``; ``airlock serve`` sweeps when it recovers at start-up).
         progress: receives the local model's one-time set-up progress (download, build).
         observe: also receives every sandbox event of every turn this runner runs (e.g. a
             live view), before the job's own sink.
@@ -92,12 +94,14 @@ class AgentRunner:
         *,
         state_dir: Path | None = None,
         image: str | None = None,
+        sweep: bool = False,
         progress: ProgressCallback | None = None,
         observe: EventSink | None = None,
     ) -> None:
         self.config = config
         self.state_dir = state_dir
         self.image = image
+        self.sweep = sweep
         self.progress = progress
         self.observe = observe
         self._sandboxes: dict[str, Sandbox] = {}
@@ -126,6 +130,7 @@ class AgentRunner:
                 secrets=ChainResolver(key, ConfigSecretResolver(agent.secrets)),
                 state_dir=self.state_dir,
                 image=self.image,
+                sweep=self.sweep,
             )
             self._sandboxes[agent.name] = sandbox
         return sandbox

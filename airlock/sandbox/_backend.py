@@ -87,7 +87,7 @@ class Backend:
     #: The boundaries an agent gets when its config names none.
     default_isolation: tuple[IsolationBoundary, ...]
     capabilities: Capabilities
-    #: Builds a sandbox: ``factory(secrets=, state_dir=, image=)`` (see :meth:`create`).
+    #: Builds a sandbox: ``factory(secrets=, state_dir=, image=, sweep=)`` (see :meth:`create`).
     factory: Callable[..., Sandbox] = field(repr=False)
     #: This machine's readiness for the backend (engine reachable, image built, runtimes).
     doctor: Callable[[], Awaitable[list[DoctorCheck]]] = field(repr=False)
@@ -100,8 +100,10 @@ class Backend:
         secrets: SecretResolver | None = None,
         state_dir: Path | None = None,
         image: str | None = None,
+        sweep: bool = False,
     ) -> Sandbox:
         """A sandbox of this backend: ``secrets`` resolves the agents' credentials; ``state_dir``
         (its control directories) and ``image`` (the runner image) apply where the backend
-        has such things (None: its defaults)."""
-        return self.factory(secrets=secrets, state_dir=state_dir, image=image)
+        has such things (None: its defaults); ``sweep`` removes what dead owners left behind
+        before its first run (a one-shot command's start-up sweep)."""
+        return self.factory(secrets=secrets, state_dir=state_dir, image=image, sweep=sweep)

@@ -46,8 +46,10 @@ async def _reap(state_dir: Path | None = None, *, include_live: bool = False) ->
         client.close()
 
 
-def _create(*, secrets: SecretResolver | None, state_dir: Path | None, image: str | None) -> DockerSandbox:
-    return DockerSandbox(secrets=secrets, state_dir=state_dir, image=image, sweep=False)
+def _create(
+    *, secrets: SecretResolver | None, state_dir: Path | None, image: str | None, sweep: bool
+) -> DockerSandbox:
+    return DockerSandbox(secrets=secrets, state_dir=state_dir, image=image, sweep=sweep)
 
 
 BACKEND = Backend(

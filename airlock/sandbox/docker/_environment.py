@@ -96,7 +96,7 @@ if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
     from airlock.spec import AgentSpec
 
-__all__ = ["DockerEnvironment"]
+__all__ = ["DockerEnvironment", "DockerSandbox"]
 
 _log = logging.getLogger("airlock.sandbox.docker")
 _T = TypeVar("_T")

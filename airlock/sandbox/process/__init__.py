@@ -24,8 +24,11 @@ async def _doctor() -> list[DoctorCheck]:
     ]
 
 
-def _create(*, secrets: SecretResolver | None, state_dir: Path | None, image: str | None) -> ProcessSandbox:
-    """A process sandbox: it has no control directory of its own to place, and no image."""
+def _create(
+    *, secrets: SecretResolver | None, state_dir: Path | None, image: str | None, sweep: bool
+) -> ProcessSandbox:
+    """A process sandbox: it has no control directory of its own to place, no image, and
+    leaves nothing behind to sweep (its runner dies with its process group)."""
     return ProcessSandbox(secrets=secrets)
 
 
