@@ -13,8 +13,7 @@ from pydantic import BaseModel, ValidationError
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
 from airlock.sandbox import backend as sandbox_backend
-from airlock.spec import EFFECT_TOOLS, AgentSpec
-from airlock.tools import available_tools
+from airlock.spec import TOOL_NAMES, AgentSpec
 from layer0 import (
     ContainerIsolation,
     CredentialInjection,
@@ -540,7 +539,7 @@ def _map_errors(
 def _first_unknown_tool(tools: Any, loc: KeyPath) -> KeyPath:
     if not isinstance(tools, list):
         return loc
-    valid = set(available_tools()) | set(EFFECT_TOOLS)
+    valid = set(TOOL_NAMES)
     for i, tool in enumerate(tools):
         if tool not in valid or tools.index(tool) != i:
             return (*loc, i)
