@@ -13,12 +13,11 @@ up by name. :class:`SandboxEnvironment` adapts any backend to ``layer0.Environme
 
 from ._backend import Backend, Capabilities, DoctorCheck, Reaped, Reaper
 from ._environment import SandboxEnvironment, state_snapshot
-from ._events import SANDBOX_EVENT, EventSink, SandboxEvent
+from ._events import EventSink, SandboxEvent
 from ._port import Sandbox, SandboxRequest, StateEntry, compile_sandbox_plan
 from ._registry import backend, backend_names, backends
 
 __all__ = [
-    "SANDBOX_EVENT",
     "Backend",
     "Capabilities",
     "DoctorCheck",

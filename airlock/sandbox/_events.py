@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 
 from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.turn import (
@@ -18,7 +18,7 @@ from airlock.turn import (
     TurnStarted,
 )
 
-__all__ = ["SANDBOX_EVENT", "EventSink", "SandboxEvent"]
+__all__ = ["EventSink", "SandboxEvent"]
 
 #: One event of a sandboxed turn, tagged by ``type``: a turn event (``started``,
 #: ``inference_started``, …) or a proxy event (``egress``, ``credential_proxy``).
@@ -34,9 +34,6 @@ SandboxEvent = Annotated[
     | CredentialProxyEvent,
     Field(discriminator="type"),
 ]
-
-#: Validates and serialises :data:`SandboxEvent` (JSON in, typed event out).
-SANDBOX_EVENT: TypeAdapter[SandboxEvent] = TypeAdapter(SandboxEvent)
 
 #: Receives each event of a sandboxed turn as it happens; it must be quick (awaited inline).
 EventSink = Callable[[SandboxEvent], Awaitable[None]]
