@@ -30,8 +30,9 @@ from typing import Any
 
 from airlock.build import build_turn
 from airlock.images import docker_client, require_image, runner_image_tag
+from airlock.sandbox import SandboxDefaults, resolve_limits
 from airlock.sandbox.docker import DockerEnvironment
-from airlock.sandbox.docker._config import SandboxDefaults, resolve_boundary, resolve_limits
+from airlock.sandbox.docker._config import resolve_boundary
 from airlock.sandbox.docker._environment import _Sandbox
 from airlock.testing import scripted_agent, text_step
 from layer0 import EnvironmentSpec, ExitReason, NetworkAction, NetworkPolicy, NetworkRule, TurnInput

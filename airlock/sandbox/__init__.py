@@ -14,6 +14,8 @@ up by name. :class:`SandboxEnvironment` adapts any backend to ``layer0.Environme
 from ._backend import Backend, Capabilities, DoctorCheck, Reaped, Reaper
 from ._environment import SandboxEnvironment, state_snapshot
 from ._events import EventSink, SandboxEvent
+from ._isolation import RequestedIsolation, requested_isolation
+from ._limits import Limits, SandboxDefaults, resolve_limits
 from ._port import Sandbox, SandboxRequest, StateEntry, compile_sandbox_plan
 from ._registry import backend, backend_names, backends
 
@@ -22,9 +24,12 @@ __all__ = [
     "Capabilities",
     "DoctorCheck",
     "EventSink",
+    "Limits",
     "Reaped",
     "Reaper",
+    "RequestedIsolation",
     "Sandbox",
+    "SandboxDefaults",
     "SandboxEnvironment",
     "SandboxEvent",
     "SandboxRequest",
@@ -33,5 +38,7 @@ __all__ = [
     "backend_names",
     "backends",
     "compile_sandbox_plan",
+    "requested_isolation",
+    "resolve_limits",
     "state_snapshot",
 ]

@@ -8,7 +8,8 @@ from airlock.policy import SecretResolver
 from layer0 import ContainerIsolation
 
 from .._backend import Backend, Capabilities
-from ._config import GVISOR_RUNTIMES, KATA_RUNTIMES, SandboxDefaults
+from .._limits import SandboxDefaults
+from ._config import GVISOR_RUNTIMES, KATA_RUNTIMES
 from ._doctor import doctor_checks
 from ._environment import DockerEnvironment, DockerSandbox
 from ._labels import LABEL_OWNER, LABEL_SANDBOX

@@ -1,7 +1,8 @@
 """EnvironmentSpec → Docker container settings, as pure functions (tested without Docker).
 
-The policy arrives compiled (``SandboxRequest.plan``). :func:`resolve_boundary` refuses what
-can never be provided (wasm, unknown custom boundaries, a runtime the engine lacks) — never
+The policy arrives compiled (``SandboxRequest.plan``); limits are
+:func:`~airlock.sandbox._limits.resolve_limits`'s. :func:`resolve_boundary` maps the
+requested isolation to an engine runtime and refuses a runtime the engine lacks — never
 falling back to a weaker boundary.
 :func:`container_config` renders the hardened ``containers.create`` keyword arguments.
 """
@@ -12,18 +13,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airlock.policy.resources import parse_cpu, parse_disk, parse_gpu, parse_memory, tmpfs_size
-from layer0 import (
-    ContainerIsolation,
-    CustomIsolation,
-    EnvError,
-    EnvironmentSpec,
-    GvisorIsolation,
-    MicroVmIsolation,
-    NetworkPolicyIsolation,
-    ProcessIsolation,
-    WasmIsolation,
-)
+from airlock.policy.resources import tmpfs_size
+from airlock.sandbox._isolation import requested_isolation
+from airlock.sandbox._limits import Limits
+from layer0 import EnvError, EnvironmentSpec
 
 #: Inside the sandbox: the control directory (the only host path), the runner's socket and
 #: token file, the workspace.
@@ -34,18 +27,6 @@ WORKSPACE = "/workspace"
 GVISOR_RUNTIMES = ("runsc",)
 KATA_RUNTIMES = ("kata", "kata-runtime", "io.containerd.kata.v2", "kata-qemu", "kata-clh", "kata-fc")
 GPU_RUNTIMES = ("nvidia",)
-
-
-@dataclass(frozen=True)
-class SandboxDefaults:
-    """Limits applied when the spec leaves them unset (every sandbox is limited)."""
-
-    cpu: str = "1"
-    memory: str = "512Mi"
-    #: Size of the writable workspace tmpfs.
-    disk: str = "256Mi"
-    tmp: str = "64Mi"
-    pids: int = 256
 
 
 @dataclass(frozen=True)
@@ -64,36 +45,9 @@ def resolve_boundary(spec: EnvironmentSpec, runtimes: Collection[str]) -> Bounda
         EnvError: ``isolation_violation`` for process-only, wasm, unknown custom, conflicting
             boundaries (gvisor + micro_vm), or a runtime the engine lacks (named).
     """
-    image: str | None = None
-    strongest = "container"
-    for b in spec.isolation:
-        match b:
-            case ContainerIsolation():
-                image = b.image or image
-            case GvisorIsolation() | MicroVmIsolation():
-                if strongest not in ("container", b.type):
-                    raise EnvError.isolation_violation(
-                        f"isolation asks for both {strongest} and {b.type}; a sandbox has one runtime"
-                    )
-                strongest = b.type
-            case ProcessIsolation() | NetworkPolicyIsolation():
-                pass  # implied by a container; rules arrive compiled in the request's plan
-            case WasmIsolation():
-                raise EnvError.isolation_violation(
-                    "wasm isolation is not provided by DockerEnvironment (no WebAssembly runtime)"
-                )
-            case CustomIsolation():
-                raise EnvError.isolation_violation(
-                    f"unknown custom isolation boundary {b.boundary_type!r}; DockerEnvironment provides "
-                    "container, gvisor and micro_vm"
-                )
-    if spec.isolation and all(isinstance(b, ProcessIsolation) for b in spec.isolation):
-        raise EnvError.isolation_violation(
-            "the spec asks for process isolation only; DockerEnvironment runs containers — use "
-            "LocalProcessEnvironment for a plain process (the weakest boundary), or ask for container"
-        )
+    asked = requested_isolation(spec, "docker")
     available = set(runtimes)
-    if strongest == "gvisor":
+    if asked.kind == "gvisor":
         runtime = _first(GVISOR_RUNTIMES, available)
         if runtime is None:
             raise EnvError.isolation_violation(
@@ -101,8 +55,8 @@ def resolve_boundary(spec: EnvironmentSpec, runtimes: Collection[str]) -> Bounda
                 f"have (runtimes: {', '.join(sorted(available)) or 'none'}); install gVisor and register "
                 "runsc in /etc/docker/daemon.json — airlock never falls back to a weaker boundary"
             )
-        return Boundary("gvisor", runtime, image)
-    if strongest == "micro_vm":
+        return Boundary("gvisor", runtime, asked.image)
+    if asked.kind == "micro_vm":
         runtime = _first(KATA_RUNTIMES, available)
         if runtime is None:
             raise EnvError.isolation_violation(
@@ -110,44 +64,12 @@ def resolve_boundary(spec: EnvironmentSpec, runtimes: Collection[str]) -> Bounda
                 f"{', '.join(KATA_RUNTIMES)}), which this engine does not have (runtimes: "
                 f"{', '.join(sorted(available)) or 'none'}) — airlock never falls back to a weaker boundary"
             )
-        return Boundary("micro_vm", runtime, image)
-    return Boundary("container", "runc", image)
+        return Boundary("micro_vm", runtime, asked.image)
+    return Boundary("container", "runc", asked.image)
 
 
 def _first(names: tuple[str, ...], available: set[str]) -> str | None:
     return next((n for n in names if n in available), None)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Parsed resource limits."""
-
-    nano_cpus: int
-    memory_bytes: int
-    disk_bytes: int
-    tmp_bytes: int
-    pids: int
-    gpus: int | None  # None: no GPU; -1: all
-
-
-def resolve_limits(spec: EnvironmentSpec, defaults: SandboxDefaults = SandboxDefaults()) -> Limits:
-    """Parse ``spec.resources`` over ``defaults``.
-
-    Raises:
-        EnvError: ``resource_exceeded`` naming the bad field and value.
-    """
-    r = spec.resources
-    try:
-        return Limits(
-            nano_cpus=parse_cpu(r.cpu if r and r.cpu else defaults.cpu),
-            memory_bytes=parse_memory(r.memory if r and r.memory else defaults.memory),
-            disk_bytes=parse_disk(r.disk if r and r.disk else defaults.disk),
-            tmp_bytes=parse_disk(defaults.tmp),
-            pids=defaults.pids,
-            gpus=parse_gpu(r.gpu) if r and r.gpu else None,
-        )
-    except ValueError as e:
-        raise EnvError.resource_exceeded(f"invalid resource limit: {e}") from e
 
 
 def runner_command() -> list[str]:

@@ -62,6 +62,7 @@ from airlock.images import docker_client, docker_errors, require_image, runner_i
 from airlock.policy import SecretResolver, SidecarRoute, redact, resolve_credentials, sidecar_agent
 from airlock.sandbox._environment import SandboxEnvironment
 from airlock.sandbox._events import EventSink
+from airlock.sandbox._limits import Limits, SandboxDefaults, resolve_limits
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._turn import hard_timeout_s, timeout_output
 from layer0 import (
@@ -76,11 +77,8 @@ from ._config import (
     SOCKET_NAME,
     TOKEN_NAME,
     Boundary,
-    Limits,
-    SandboxDefaults,
     container_config,
     resolve_boundary,
-    resolve_limits,
 )
 from ._egress import (
     EGRESS_NETWORK,

@@ -6,13 +6,11 @@ from typing import Any
 
 import pytest
 
-from airlock.sandbox import compile_sandbox_plan
+from airlock.sandbox import SandboxDefaults, compile_sandbox_plan, resolve_limits
 from airlock.sandbox.docker._config import (
     Boundary,
-    SandboxDefaults,
     container_config,
     resolve_boundary,
-    resolve_limits,
     runner_command,
 )
 from layer0 import (
@@ -146,7 +144,7 @@ def test_missing_runtime_never_falls_back(boundary: Any, named: str) -> None:
 @pytest.mark.parametrize(
     ("isolation", "needle"),
     [
-        ([ProcessIsolation()], "LocalProcessEnvironment"),
+        ([ProcessIsolation()], "the process backend"),
         ([WasmIsolation()], "wasm"),
         ([CustomIsolation(boundary_type="sgx", config={})], "sgx"),
         ([GvisorIsolation(), MicroVmIsolation()], "one runtime"),
