@@ -1,0 +1,77 @@
+"""The Kubernetes backend's settings: the ``backends.kubernetes`` section of ``airlock.yaml``."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["DnsSelector", "KubernetesSettings", "RuntimeClassNames"]
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RuntimeClassNames(_Settings):
+    """The RuntimeClass each isolation kind runs under (``container`` uses the cluster's default)."""
+
+    gvisor: str = "gvisor"
+    micro_vm: str = "kata"
+
+
+class DnsSelector(_Settings):
+    """Where the cluster's DNS pods are (the proxy pod may reach them only when a name rule needs it)."""
+
+    namespace: str = "kube-system"
+    pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
+
+
+class KubernetesSettings(_Settings):
+    """How airlock reaches a cluster and what its sandbox pods run with."""
+
+    #: Where sandbox pods, their proxies, secrets and policies live.
+    namespace: str = "airlock-sandboxes"
+    #: A kubeconfig file (None: ``$KUBECONFIG`` or ``~/.kube/config``); ignored in-cluster.
+    kubeconfig: str | None = None
+    #: The kubeconfig context (None: its current context).
+    context: str | None = None
+    #: Use the pod's service account (None: when running inside a cluster).
+    in_cluster: bool | None = None
+    #: How the controller reaches a runner: by pod IP (inside the cluster), through the API
+    #: server's port-forward (outside it), or ``auto`` (pod IP in-cluster, else port-forward).
+    connect: Literal["auto", "pod_ip", "port_forward"] = "auto"
+    #: The runner image (None: ``airlock-runner:<version>``, pushed to a registry the nodes pull from).
+    image: str | None = None
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    #: Secrets (in :attr:`namespace`) the kubelet uses to pull the image.
+    image_pull_secrets: tuple[str, ...] = ()
+    runtime_classes: RuntimeClassNames = Field(default_factory=RuntimeClassNames)
+    #: Labels of the controller's pods: the only peers allowed into a runner's port.
+    controller_pod_labels: dict[str, str] = Field(
+        default_factory=lambda: {
+            "app.kubernetes.io/name": "airlock",
+            "app.kubernetes.io/component": "controller",
+        }
+    )
+    #: The controller's namespace (None: its own in-cluster, else :attr:`namespace`).
+    controller_namespace: str | None = None
+    dns: DnsSelector = Field(default_factory=DnsSelector)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    #: Where ``/workspace`` lives: ``Memory`` (a tmpfs, as on Docker; counts against the
+    #: memory limit) or ``Disk`` (node storage, limited as ``ephemeral-storage``).
+    workspace_medium: Literal["Memory", "Disk"] = "Memory"
+    #: Seconds from pod creation to the runner SERVING (image pulls count).
+    start_timeout: float = Field(default=120.0, gt=0)
+    #: Seconds an owner Lease lives without renewal before ``airlock gc`` treats its owner as gone.
+    lease_seconds: int = Field(default=60, ge=15)
+
+    @field_validator("namespace", "controller_namespace")
+    @classmethod
+    def _dns_label(cls, value: str | None) -> str | None:
+        if value is not None and not _DNS_LABEL.match(value):
+            raise ValueError(f"{value!r} is not a valid namespace name (RFC 1123 label)")
+        return value
