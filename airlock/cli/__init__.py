@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from airlock.cli._common import EXIT_CODES_HELP, console, err_console, load, load_agent
-from airlock.errors import AirlockError
+from airlock.cli._common import EXIT_CODES_HELP, console, err_console, load, load_agent, report_error
+from airlock.errors import AirlockError, ConfigError
 from airlock.jobstate import JobState
 from layer0 import Layer0Error
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from airlock.sandbox import Reaped
 
 app = typer.Typer(
@@ -182,6 +184,14 @@ def serve(
         bool,
         typer.Option("--json", help="Print one JSON document (address, data dir, agents, …) once listening."),
     ] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            help="Run every agent's jobs on this sandbox backend (e.g. kubernetes), whatever its "
+            "entry says; refused for an agent the backend cannot isolate as configured.",
+        ),
+    ] = None,
 ) -> None:
     """Run the controller service (see the command help)."""
     from airlock.cli._serve import ServeOptions
@@ -195,7 +205,13 @@ def serve(
         max_depth=max_depth,
         as_json=as_json,
     )
-    run_serve(load(config), opts)
+    loaded = load(config)
+    if backend is not None:
+        try:
+            loaded = loaded.on_backend(backend)
+        except ConfigError as e:
+            report_error(e)
+    run_serve(loaded, opts)
 
 
 @app.command(
@@ -415,12 +431,29 @@ def gc(
     state_dir: Annotated[
         Path | None, typer.Option("--state-dir", help="Control directories' parent.")
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", help="Sweep only this backend (default: every backend that leaves any)."),
+    ] = None,
+    config: ConfigOption = None,
 ) -> None:
-    """Remove orphaned sandboxes: containers, networks and control dirs whose owner is gone."""
+    """Remove orphaned sandboxes (containers, networks, pods, policies, secrets, control dirs)
+    whose owner is gone; a configuration, when found, says where each backend's live."""
+    from airlock.sandbox import backend as sandbox_backend
     from airlock.sandbox import backends
 
+    try:
+        chosen = [sandbox_backend(backend)] if backend is not None else list(backends())
+    except Layer0Error as e:
+        report_error(e)
+    settings = _configured_settings(config)
+
     async def sweep() -> list[tuple[str, Reaped | None]]:
-        return [(b.name, await b.reap(state_dir, include_live=all_)) for b in backends() if b.reap]
+        return [
+            (b.name, await b.reap(state_dir, include_live=all_, settings=settings.get(b.name)))
+            for b in chosen
+            if b.reap
+        ]
 
     removed, failed = 0, False
     for name, report in asyncio.run(sweep()):
@@ -438,6 +471,19 @@ def gc(
         console.print("nothing to remove")
     if failed:
         raise typer.Exit(1)
+
+
+def _configured_settings(config: Path | None) -> dict[str, BaseModel]:
+    """The backends' settings of the configuration (none found: every backend's defaults)."""
+    from airlock.config import find_config
+
+    try:
+        find_config(config)
+    except ConfigError as e:
+        if config is not None:
+            report_error(e)
+        return {}
+    return dict(load(config).backend_settings)
 
 
 def main() -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Literal
 
+from pydantic import BaseModel
 from rich.markup import escape
 
 from airlock.sandbox import DoctorCheck as Check
@@ -106,17 +108,29 @@ def check_config(path: Path | None) -> Check:
     return Check("config", "ok", f"{where} is valid ({len(cfg.agents)} agent(s): {names})")
 
 
-async def _backend_checks() -> list[Check]:
+async def _backend_checks(settings: Mapping[str, BaseModel]) -> list[Check]:
     from airlock.sandbox import backends
 
-    found = await asyncio.gather(*(b.doctor() for b in backends()))
+    found = await asyncio.gather(*(b.doctor(settings.get(b.name)) for b in backends()))
     return [check for checks in found for check in checks]
 
 
+def _configured_settings(path: Path | None) -> Mapping[str, BaseModel]:
+    """The backends' settings of the configuration, when it loads (its problems are reported
+    by the config check)."""
+    from airlock.config import load_config
+    from airlock.errors import ConfigError
+
+    try:
+        return load_config(path).backend_settings
+    except ConfigError:
+        return {}
+
+
 def run_checks(config: Path | None) -> list[Check]:
-    """Every check, in order: each sandbox backend's, the local model's, the configuration's
-    (nothing is downloaded or started)."""
-    checks = asyncio.run(_backend_checks())
+    """Every check, in order: each sandbox backend's (with its configured settings), the local
+    model's, the configuration's (nothing is downloaded or started)."""
+    checks = asyncio.run(_backend_checks(_configured_settings(config)))
     checks += check_local_model()
     checks.append(check_config(config))
     return checks

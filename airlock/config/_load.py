@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
 from airlock.sandbox import backend as sandbox_backend
+from airlock.sandbox import backend_names
 from airlock.spec import TOOL_NAMES, AgentSpec
 from layer0 import (
     ContainerIsolation,
@@ -84,7 +85,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
                 doc.issue(
                     (),
                     "the top level must be a mapping with `agents:` (and optionally "
-                    "`secrets:`, `defaults:`, `version:`)",
+                    "`secrets:`, `defaults:`, `backends:`, `version:`)",
                 )
             )
             continue
@@ -155,6 +156,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
                 agent_where[name] = _where(doc, path)
                 entries.append((doc, name, raw))
 
+    settings = _backend_settings(files, issues)
     agents: dict[str, AgentConfig] = {}
     for doc, name, raw in entries:
         agent = _compile_agent(doc, name, raw, DefaultsConfig(**defaults), secrets, issues)
@@ -166,7 +168,39 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         issues.append(ConfigIssue(origin, 0, 0, "agents", "no agents defined"))
     if issues:
         raise InvalidConfigError(issues)
-    return AirlockConfig(files=tuple(d.file for d in docs), agents=agents, secrets=secrets)
+    return AirlockConfig(
+        files=tuple(d.file for d in docs), agents=agents, secrets=secrets, backend_settings=settings
+    )
+
+
+def _backend_settings(
+    files: list[tuple[LocatedDocument, FileConfig]], issues: list[ConfigIssue]
+) -> dict[str, BaseModel]:
+    """Each ``backends.<name>`` section, validated against that backend's settings model."""
+    out: dict[str, BaseModel] = {}
+    where: dict[str, str] = {}
+    for doc, parsed in files:
+        for name, raw in parsed.backends.items():
+            path: KeyPath = ("backends", name)
+            if name not in backend_names():
+                issues.append(
+                    doc.issue(path, f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}")
+                )
+                continue
+            model = sandbox_backend(name).settings
+            if model is None:
+                issues.append(doc.issue(path, f"backend {name!r} takes no settings"))
+            elif name in out:
+                issues.append(
+                    doc.issue(path, f"backends.{name} is set twice: {where[name]} and {_where(doc, path)}")
+                )
+            else:
+                try:
+                    out[name] = model.model_validate(raw or {})
+                    where[name] = _where(doc, path)
+                except ValidationError as e:
+                    issues += _map_errors(doc, path, e, model)
+    return out
 
 
 def _where(doc: LocatedDocument, path: KeyPath) -> str:

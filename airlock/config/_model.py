@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
 from airlock.errors import ConfigError
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
+from airlock.sandbox import backend_names
 from airlock.spec import AgentSpec
 from layer0 import (
     CredentialInjection,
@@ -22,6 +24,9 @@ from layer0 import (
 )
 
 from ._schema import LOCAL_MODEL, Backend, SecretSource
+
+if TYPE_CHECKING:
+    from airlock.sandbox import Backend as SandboxBackend
 
 
 class AgentConfig(BaseModel):
@@ -137,6 +142,34 @@ class AirlockConfig(BaseModel):
     files: tuple[Path, ...]
     agents: dict[str, AgentConfig]
     secrets: dict[str, SecretSource] = Field(default_factory=dict)
+    #: Each backend's ``backends.<name>`` section (an instance of ``Backend.settings``).
+    backend_settings: dict[str, SerializeAsAny[BaseModel]] = Field(default_factory=dict)
+
+    def settings_of(self, backend: str) -> BaseModel | None:
+        """The configured settings of ``backend`` (None: its defaults)."""
+        return self.backend_settings.get(backend)
+
+    def on_backend(self, name: str) -> AirlockConfig:
+        """This configuration with every agent on backend ``name`` (``airlock serve --backend``).
+
+        Raises:
+            ConfigError: an unknown backend, or one that cannot provide an agent's isolation or
+                enforce its network policy, credentials or resource limits (every such agent named).
+        """
+        from airlock.sandbox import backend
+
+        target = backend(name) if name in backend_names() else None
+        if target is None:
+            raise ConfigError(f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}")
+        problems = [
+            f"agent {agent.name!r}: {problem}"
+            for agent in self.agents.values()
+            for problem in _unprovidable(agent.environment, target)
+        ]
+        if problems:
+            raise ConfigError(f"cannot run every agent on backend {name!r}:\n  " + "\n  ".join(problems))
+        agents = {n: a.model_copy(update={"backend": name}) for n, a in self.agents.items()}
+        return self.model_copy(update={"agents": agents})
 
     def agent(self, name: str) -> AgentConfig:
         """The agent called ``name``.
@@ -149,3 +182,24 @@ class AirlockConfig(BaseModel):
         except KeyError:
             known = ", ".join(sorted(self.agents)) or "none"
             raise ConfigError(f"unknown agent {name!r}; defined agents: {known}") from None
+
+
+def _unprovidable(environment: EnvironmentSpec, target: SandboxBackend) -> list[str]:
+    """What ``environment`` asks that backend ``target`` cannot provide or enforce."""
+    problems = [
+        f"isolation {b.type} is not provided by {target.name} ({target.summary})"
+        for b in environment.isolation
+        if b.type not in target.isolations and b.type != "network_policy"
+    ]
+    wants = {
+        "network_policy": environment.network is not None
+        or any(b.type == "network_policy" for b in environment.isolation),
+        "credentials": bool(environment.credentials),
+        "resource_limits": environment.resources is not None,
+    }
+    problems += [
+        f"{target.name} cannot enforce its {capability.replace('_', ' ')}"
+        for capability, wanted in wants.items()
+        if wanted and not getattr(target.capabilities, capability)
+    ]
+    return problems

@@ -236,5 +236,8 @@ class FileConfig(_Config):
     version: Literal[1] = 1
     secrets: dict[str, SecretSource] = Field(default_factory=dict)
     defaults: DefaultsConfig | None = None
+    #: Each sandbox backend's settings by backend name, validated in a second step against
+    #: the backend's own model (``backends: {kubernetes: {namespace: ...}}``).
+    backends: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: Agent entries, validated in a second step (SandboxConfig + AgentSpec).
     agents: dict[str, dict[str, Any]] = Field(default_factory=dict)

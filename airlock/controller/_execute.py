@@ -131,6 +131,7 @@ class AgentRunner:
                 state_dir=self.state_dir,
                 image=self.image,
                 sweep=self.sweep,
+                settings=self.config.settings_of(agent.backend),
             )
             self._sandboxes[agent.name] = sandbox
         return sandbox
@@ -205,13 +206,14 @@ class AgentRunner:
         return await sandbox.run(request)
 
     async def reap(self) -> list[str]:
-        """Remove sandboxes whose controller process is gone, on every backend that leaves
-        some behind: one line per backend on what was removed."""
+        """Remove sandboxes whose controller process is gone, on every backend the agents use
+        that leaves some behind: one line per backend on what was removed."""
+        used = {agent.backend for agent in self.config.agents.values()}
         lines = []
         for b in backends():
-            if b.reap is None:
+            if b.reap is None or b.name not in used:
                 continue
-            report = await b.reap(self.state_dir)
+            report = await b.reap(self.state_dir, settings=self.config.settings_of(b.name))
             lines.append(f"{b.name}: {report.summary() if report is not None else 'engine unreachable'}")
         return lines
 

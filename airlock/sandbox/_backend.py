@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from airlock.policy import SecretResolver
+from pydantic import BaseModel
+
+from airlock.policy import SandboxPlan, SecretResolver
 from layer0 import IsolationBoundary
 
 from ._port import Sandbox
@@ -42,9 +44,9 @@ class Reaper(Protocol):
     ours); None when the backend's engine is unreachable."""
 
     def __call__(
-        self, state_dir: Path | None = None, *, include_live: bool = False
+        self, state_dir: Path | None = None, *, include_live: bool = False, settings: BaseModel | None = None
     ) -> Awaitable[Reaped | None]:
-        """Sweep."""
+        """Sweep (``settings``: the backend's section of the configuration, None: its defaults)."""
         ...
 
 
@@ -87,12 +89,20 @@ class Backend:
     #: The boundaries an agent gets when its config names none.
     default_isolation: tuple[IsolationBoundary, ...]
     capabilities: Capabilities
-    #: Builds a sandbox: ``factory(secrets=, state_dir=, image=, sweep=)`` (see :meth:`create`).
+    #: Builds a sandbox: ``factory(secrets=, state_dir=, image=, sweep=, settings=)`` (see :meth:`create`).
     factory: Callable[..., Sandbox] = field(repr=False)
-    #: This machine's readiness for the backend (engine reachable, image built, runtimes).
-    doctor: Callable[[], Awaitable[list[DoctorCheck]]] = field(repr=False)
+    #: This machine's readiness for the backend (engine or cluster reachable, image, runtimes),
+    #: given its settings (None: its defaults).
+    doctor: Callable[[BaseModel | None], Awaitable[list[DoctorCheck]]] = field(repr=False)
     #: Removes sandboxes a dead controller left behind (None: it leaves none outside a run).
     reap: Reaper | None = field(default=None, repr=False)
+    #: The model of its ``backends.<name>`` section in ``airlock.yaml`` (None: it takes no settings).
+    settings: type[BaseModel] | None = None
+    #: The objects a compiled plan becomes on this backend, as the cluster would receive them
+    #: (``airlock agents show``; e.g. Kubernetes NetworkPolicies). None: nothing beyond the plan.
+    policy_objects: Callable[[SandboxPlan, BaseModel | None], list[dict[str, Any]]] | None = field(
+        default=None, repr=False
+    )
 
     def create(
         self,
@@ -101,9 +111,11 @@ class Backend:
         state_dir: Path | None = None,
         image: str | None = None,
         sweep: bool = False,
+        settings: BaseModel | None = None,
     ) -> Sandbox:
         """A sandbox of this backend: ``secrets`` resolves the agents' credentials; ``state_dir``
         (its control directories) and ``image`` (the runner image) apply where the backend
         has such things (None: its defaults); ``sweep`` removes what dead owners left behind
-        before its first run (a one-shot command's start-up sweep)."""
-        return self.factory(secrets=secrets, state_dir=state_dir, image=image, sweep=sweep)
+        before its first run (a one-shot command's start-up sweep); ``settings`` is its
+        section of the configuration (an instance of :attr:`settings`; None: its defaults)."""
+        return self.factory(secrets=secrets, state_dir=state_dir, image=image, sweep=sweep, settings=settings)

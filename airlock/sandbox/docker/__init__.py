@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from airlock.policy import SecretResolver
 from layer0 import ContainerIsolation
 
-from .._backend import Backend, Capabilities
+from .._backend import Backend, Capabilities, DoctorCheck
 from .._limits import SandboxDefaults
 from ._config import GVISOR_RUNTIMES, KATA_RUNTIMES
 from ._doctor import doctor_checks
@@ -30,7 +32,9 @@ __all__ = [
 ]
 
 
-async def _reap(state_dir: Path | None = None, *, include_live: bool = False) -> ReapReport | None:
+async def _reap(
+    state_dir: Path | None = None, *, include_live: bool = False, settings: BaseModel | None = None
+) -> ReapReport | None:
     """Remove sandboxes whose controller process is gone (None: no engine reachable)."""
     import asyncio
 
@@ -47,8 +51,17 @@ async def _reap(state_dir: Path | None = None, *, include_live: bool = False) ->
         client.close()
 
 
+async def _doctor(settings: BaseModel | None = None) -> list[DoctorCheck]:
+    return await doctor_checks()
+
+
 def _create(
-    *, secrets: SecretResolver | None, state_dir: Path | None, image: str | None, sweep: bool
+    *,
+    secrets: SecretResolver | None,
+    state_dir: Path | None,
+    image: str | None,
+    sweep: bool,
+    settings: BaseModel | None,
 ) -> DockerSandbox:
     return DockerSandbox(secrets=secrets, state_dir=state_dir, image=image, sweep=sweep)
 
@@ -62,6 +75,6 @@ BACKEND = Backend(
         network_policy=True, resource_limits=True, credentials=True, model_endpoint="egress_proxy"
     ),
     factory=_create,
-    doctor=doctor_checks,
+    doctor=_doctor,
     reap=_reap,
 )

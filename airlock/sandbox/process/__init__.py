@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from airlock.policy import SecretResolver
 from layer0 import ProcessIsolation
 
@@ -14,7 +16,7 @@ from ._environment import LocalProcessEnvironment, ProcessSandbox
 __all__ = ["BACKEND", "LocalProcessEnvironment", "ProcessSandbox"]
 
 
-async def _doctor() -> list[DoctorCheck]:
+async def _doctor(settings: BaseModel | None = None) -> list[DoctorCheck]:
     return [
         DoctorCheck(
             "process",
@@ -25,7 +27,12 @@ async def _doctor() -> list[DoctorCheck]:
 
 
 def _create(
-    *, secrets: SecretResolver | None, state_dir: Path | None, image: str | None, sweep: bool
+    *,
+    secrets: SecretResolver | None,
+    state_dir: Path | None,
+    image: str | None,
+    sweep: bool,
+    settings: BaseModel | None,
 ) -> ProcessSandbox:
     """A process sandbox: it has no control directory of its own to place, no image, and
     leaves nothing behind to sweep (its runner dies with its process group)."""
