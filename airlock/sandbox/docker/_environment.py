@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import secrets
@@ -56,14 +55,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel
-
 from airlock.images import docker_client, docker_errors, require_image, runner_image_tag
-from airlock.policy import SecretResolver, SidecarRoute, redact, resolve_credentials, sidecar_agent
+from airlock.policy import SecretResolver, SidecarRoute, resolve_credentials, sidecar_agent
 from airlock.sandbox._environment import SandboxEnvironment
 from airlock.sandbox._events import EventSink
 from airlock.sandbox._limits import Limits, SandboxDefaults, resolve_limits
 from airlock.sandbox._port import SandboxRequest
+from airlock.sandbox._redact import redacted_output, redacting_sink
 from airlock.sandbox._turn import hard_timeout_s, timeout_output
 from layer0 import (
     EnvError,
@@ -176,7 +174,7 @@ class DockerSandbox:
         credentials = await resolve_credentials(plan, self.secrets)
         sink = request.events
         if sink is not None and credentials.values:
-            sink = _redacting(sink, credentials.secrets)
+            sink = redacting_sink(sink, credentials.secrets)
         sandbox = _Sandbox(client, self.state_dir)
         wiring = EgressWiring(
             client=client,
@@ -201,7 +199,7 @@ class DockerSandbox:
         finally:
             await sandbox.teardown_shielded()
         if credentials.values:
-            output = _redacted_output(output, credentials.secrets)
+            output = redacted_output(output, credentials.secrets)
         return output
 
     async def host_address(self) -> str:
@@ -546,36 +544,6 @@ class _Sandbox:
             _log.warning("teardown of sandbox %s incomplete: %s", self.id, "; ".join(problems))
             return
         owner_file(self.state_dir, self.id).unlink(missing_ok=True)
-
-
-def _secret_forms(secrets: tuple[str, ...]) -> list[str]:
-    """Each secret as is and as it appears inside a JSON string."""
-    return [*secrets, *(json.dumps(v)[1:-1] for v in secrets)]
-
-
-def _redacted_output(output: TurnOutput, secrets: tuple[str, ...]) -> TurnOutput:
-    """``output`` with every secret value (raw or JSON-escaped) replaced by ``[REDACTED]``.
-
-    env_var and file credentials are readable inside the sandbox by design; whatever the
-    agent prints of them is still kept out of what the environment returns."""
-    text = output.model_dump_json(by_alias=True)
-    cleaned = redact(text, _secret_forms(secrets))
-    return output if cleaned == text else TurnOutput.model_validate_json(cleaned)
-
-
-def _redacting(sink: EventSink, secrets: tuple[str, ...]) -> EventSink:
-    """``sink`` receiving events with every secret value replaced by ``[REDACTED]``."""
-    forms = _secret_forms(secrets)
-
-    async def redacted(event: Any) -> None:
-        if isinstance(event, BaseModel):
-            text = event.model_dump_json()
-            cleaned = redact(text, forms)
-            if cleaned != text:
-                event = type(event).model_validate_json(cleaned)
-        await sink(event)
-
-    return redacted
 
 
 class DockerEnvironment(SandboxEnvironment):

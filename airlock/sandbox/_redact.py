@@ -1,0 +1,49 @@
+"""Keeping secret values out of what a sandbox returns: its output and its events.
+
+env_var and file credentials are readable inside the sandbox by design; whatever the agent
+prints of them is still kept out of what the backend returns (raw or JSON-escaped).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from airlock.policy import redact
+from layer0 import TurnOutput
+
+from ._events import EventSink
+
+__all__ = ["redacted_output", "redacting_sink"]
+
+
+def _secret_forms(secrets: tuple[str, ...]) -> list[str]:
+    """Each secret as is and as it appears inside a JSON string."""
+    return [*secrets, *(json.dumps(v)[1:-1] for v in secrets)]
+
+
+def redacted_output(output: TurnOutput, secrets: tuple[str, ...]) -> TurnOutput:
+    """``output`` with every secret value (raw or JSON-escaped) replaced by ``[REDACTED]``.
+
+    env_var and file credentials are readable inside the sandbox by design; whatever the
+    agent prints of them is still kept out of what the environment returns."""
+    text = output.model_dump_json(by_alias=True)
+    cleaned = redact(text, _secret_forms(secrets))
+    return output if cleaned == text else TurnOutput.model_validate_json(cleaned)
+
+
+def redacting_sink(sink: EventSink, secrets: tuple[str, ...]) -> EventSink:
+    """``sink`` receiving events with every secret value replaced by ``[REDACTED]``."""
+    forms = _secret_forms(secrets)
+
+    async def redacted(event: Any) -> None:
+        if isinstance(event, BaseModel):
+            text = event.model_dump_json()
+            cleaned = redact(text, forms)
+            if cleaned != text:
+                event = type(event).model_validate_json(cleaned)
+        await sink(event)
+
+    return redacted
