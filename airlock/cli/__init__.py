@@ -364,11 +364,12 @@ def agents_show(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show an agent's effective sandbox policy: spec, isolation, egress, credentials, limits."""
+    """Show an agent's effective sandbox policy: spec, isolation, egress, credentials, limits, and
+    what its backend creates for it (on Kubernetes: its NetworkPolicies)."""
     from airlock.cli._agents import agents_show as show_agent
 
-    _, agent_config = load_agent(config, agent)
-    show_agent(agent_config, as_json=as_json)
+    loaded, agent_config = load_agent(config, agent)
+    show_agent(agent_config, as_json=as_json, settings=loaded.settings_of(agent_config.backend))
 
 
 @app.command("doctor")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import yaml
+from pydantic import BaseModel
 from rich.markup import escape
 from rich.table import Table
 
 from airlock.config import AgentConfig, AirlockConfig
+from airlock.policy import SandboxPlan
 from airlock.policy.effects import EffectPolicy
 from layer0 import EnvironmentSpec, NetworkAction, TurnConfig
 
@@ -146,8 +149,20 @@ def agents_ls(cfg: AirlockConfig, *, as_json: bool) -> None:
     console.print(table)
 
 
-def agents_show(agent: AgentConfig, *, as_json: bool) -> None:
-    """Print the effective sandbox policy of one agent."""
+def backend_objects(
+    agent: AgentConfig, plan: SandboxPlan, settings: BaseModel | None
+) -> list[dict[str, Any]]:
+    """What the agent's backend makes of its plan on the cluster (e.g. NetworkPolicies); empty
+    for a backend that has nothing beyond the plan to show."""
+    from airlock.sandbox import backend
+
+    render = backend(agent.backend).policy_objects
+    return render(plan, settings) if render is not None else []
+
+
+def agents_show(agent: AgentConfig, *, as_json: bool, settings: BaseModel | None = None) -> None:
+    """Print the effective sandbox policy of one agent (``settings``: its backend's section of
+    the configuration)."""
     try:
         plan = agent.plan()
     except Exception as e:  # PolicyError (a ConfigError) → exit 2; anything else mapped too
@@ -163,6 +178,7 @@ def agents_show(agent: AgentConfig, *, as_json: bool) -> None:
                 "egress": plan.egress_rows(),
                 "credentials": plan.credential_rows(),
             },
+            "backend_objects": backend_objects(agent, plan, settings),
         }
         print(json.dumps(data, indent=2))
         return
@@ -217,10 +233,17 @@ def agents_show(agent: AgentConfig, *, as_json: bool) -> None:
     cred_rows = plan.credential_rows()
     if not cred_rows:
         console.print("credentials: none")
-        return
-    creds = Table(title="credentials (by secret name; values never shown)", title_justify="left")
-    for column in cred_rows[0]:
-        creds.add_column(column, overflow="fold")
-    for row in cred_rows:
-        creds.add_row(*(escape(v) for v in row.values()))
-    console.print(creds)
+    else:
+        creds = Table(title="credentials (by secret name; values never shown)", title_justify="left")
+        for column in cred_rows[0]:
+            creds.add_column(column, overflow="fold")
+        for row in cred_rows:
+            creds.add_row(*(escape(v) for v in row.values()))
+        console.print(creds)
+    objects = backend_objects(agent, plan, settings)
+    if objects:
+        console.print()
+        console.print(
+            f"[bold]{agent.backend} objects[/] (as the API server receives them; example sandbox id)"
+        )
+        console.print(escape(yaml.safe_dump_all(objects, sort_keys=False)), highlight=False, soft_wrap=True)

@@ -217,10 +217,6 @@ class SandboxConfig(_Config):
     @classmethod
     def _known_backend(cls, value: str) -> str:
         names = backend_names()
-        if value == "kubernetes" and value not in names:
-            raise ValueError(
-                "backend 'kubernetes' is not available yet; use docker (or process for development)"
-            )
         if value not in names:
             raise ValueError(f"unknown backend {value!r}; valid backends: {', '.join(names)}")
         return value

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from layer0 import EnvError
 
-from . import docker, process
+from . import docker, kubernetes, process
 from ._backend import Backend
 
 __all__ = ["backend", "backend_names", "backends"]
 
 #: The registered backends, in the order ``airlock doctor`` and error messages list them.
-_BACKENDS: tuple[Backend, ...] = (docker.BACKEND, process.BACKEND)
+_BACKENDS: tuple[Backend, ...] = (docker.BACKEND, kubernetes.BACKEND, process.BACKEND)
 
 
 def backends() -> tuple[Backend, ...]:

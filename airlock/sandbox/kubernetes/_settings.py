@@ -66,6 +66,9 @@ class KubernetesSettings(_Settings):
     workspace_medium: Literal["Memory", "Disk"] = "Memory"
     #: Seconds from pod creation to the runner SERVING (image pulls count).
     start_timeout: float = Field(default=120.0, gt=0)
+    #: Where a service of the controller's host (the managed local model) is reachable from
+    #: the proxy pods (None: the controller pod's IP in-cluster; outside a cluster there is none).
+    host_address: str | None = None
     #: Seconds an owner Lease lives without renewal before ``airlock gc`` treats its owner as gone.
     lease_seconds: int = Field(default=60, ge=15)
 

@@ -49,7 +49,7 @@ def test_an_unknown_backend_lists_the_registered_ones(write: Write) -> None:
     path = write("agents:\n  l: {provider: {kind: scripted, script: []}, backend: local}\n")
     with pytest.raises(InvalidConfigError) as info:
         load_config(path)
-    assert "unknown backend 'local'; valid backends: docker, process" in str(info.value)
+    assert "unknown backend 'local'; valid backends: docker, kubernetes, process" in str(info.value)
 
 
 def test_credential_injections_compile_to_layer0(write: Write) -> None:

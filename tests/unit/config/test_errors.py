@@ -156,12 +156,17 @@ def test_unknown_provider(write: Write, one_issue: One) -> None:
     )
 
 
-def test_kubernetes_backend_is_not_available_yet(write: Write, one_issue: One) -> None:
-    path = write(AGENT + "    backend: kubernetes\n")
+def test_backend_settings_are_checked_by_the_backends_own_model(write: Write, one_issue: One) -> None:
+    path = write(AGENT + "    backend: kubernetes\nbackends:\n  kubernetes: {namespace: Bad_NS}\n")
     assert one_issue(path) == (
-        f"{path}:4:5: agents.coder.backend: backend 'kubernetes' is not available yet; "
-        "use docker (or process for development)"
+        f"{path}:6:16: backends.kubernetes.namespace: 'Bad_NS' is not a valid namespace name (RFC 1123 label)"
     )
+    path = write(AGENT + "backends:\n  kubernetes: {namespac: x}\n")
+    assert one_issue(path).startswith(
+        f"{path}:5:16: backends.kubernetes.namespac: unknown key 'namespac'; valid keys: connect, "
+    )
+    path = write(AGENT + "backends:\n  docker: {}\n")
+    assert one_issue(path) == f"{path}:5:3: backends.docker: backend 'docker' takes no settings"
 
 
 def test_isolation_is_never_downgraded_by_the_backend(write: Write, one_issue: One) -> None:

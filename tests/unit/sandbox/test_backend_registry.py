@@ -14,7 +14,7 @@ from layer0 import EnvError, EnvironmentSpec
 
 
 def test_the_registered_backends() -> None:
-    assert backend_names() == ("docker", "process")
+    assert backend_names() == ("docker", "kubernetes", "process")
     assert all(isinstance(b, Backend) for b in backends())
 
 
@@ -54,8 +54,8 @@ def test_the_process_doctor_check_is_ok() -> None:
 
 def test_an_unknown_backend_lists_the_known_ones() -> None:
     with pytest.raises(EnvError) as info:
-        backend("kubernetes")
-    assert "unknown sandbox backend 'kubernetes'; backends: docker, process" in str(info.value)
+        backend("firecracker")
+    assert "unknown sandbox backend 'firecracker'; backends: docker, kubernetes, process" in str(info.value)
 
 
 @pytest.mark.parametrize("b", backends(), ids=lambda b: b.name)

@@ -1,0 +1,90 @@
+"""The Kubernetes backend: each turn in a fresh hardened pod, the same policy as on Docker.
+
+The renderers (:mod:`._render`) turn a compiled plan into the pod, its proxy pod, Secrets and
+NetworkPolicies as plain objects; :class:`KubernetesSandbox` creates them through the official
+client, waits for the runner, runs the turn and deletes them all. Settings come from the
+``backends.kubernetes`` section of ``airlock.yaml`` (:class:`KubernetesSettings`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from airlock.policy import SandboxPlan, SecretResolver
+from layer0 import ContainerIsolation
+
+from .._backend import Backend, Capabilities
+from .._limits import SandboxDefaults, resolve_limits
+from ._doctor import REQUIRED_ACCESS, doctor_checks
+from ._names import Owner
+from ._reaper import KubeReapReport, reap
+from ._render import SandboxShape, render_default_deny, render_network_policies
+from ._sandbox import KubernetesSandbox
+from ._settings import DnsSelector, KubernetesSettings, RuntimeClassNames
+
+__all__ = [
+    "BACKEND",
+    "REQUIRED_ACCESS",
+    "DnsSelector",
+    "KubeReapReport",
+    "KubernetesSandbox",
+    "KubernetesSettings",
+    "RuntimeClassNames",
+    "policy_objects",
+]
+
+
+def _settings(settings: BaseModel | None) -> KubernetesSettings:
+    return settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
+
+
+def policy_objects(plan: SandboxPlan, settings: BaseModel | None = None) -> list[dict[str, Any]]:
+    """The NetworkPolicies a sandbox with ``plan`` gets (for an example sandbox id), after the
+    namespace's default-deny policy."""
+    chosen = _settings(settings)
+    from layer0 import EnvironmentSpec
+
+    shape = SandboxShape(
+        sandbox_id="sb-0000000000000000",
+        namespace=chosen.namespace,
+        owner=Owner(name="airlock-owner-example", uid="00000000-0000-0000-0000-000000000000"),
+        settings=chosen,
+        image=chosen.image or "airlock-runner",
+        plan=plan,
+        limits=resolve_limits(EnvironmentSpec(), SandboxDefaults()),
+        runtime_class=None,
+        active_deadline_s=None,
+        controller_namespace=chosen.controller_namespace or chosen.namespace,
+    )
+    return [render_default_deny(chosen.namespace), *render_network_policies(shape)]
+
+
+def _create(
+    *,
+    secrets: SecretResolver | None,
+    state_dir: Path | None,
+    image: str | None,
+    sweep: bool,
+    settings: BaseModel | None,
+) -> KubernetesSandbox:
+    """A Kubernetes sandbox (it has no control directories: ``state_dir`` does not apply)."""
+    return KubernetesSandbox(settings=_settings(settings), secrets=secrets, image=image, sweep=sweep)
+
+
+BACKEND = Backend(
+    name="kubernetes",
+    summary="a fresh hardened pod per turn on a Kubernetes cluster (gVisor/Kata by RuntimeClass)",
+    isolations=frozenset({"container", "gvisor", "micro_vm"}),
+    default_isolation=(ContainerIsolation(),),
+    capabilities=Capabilities(
+        network_policy=True, resource_limits=True, credentials=True, model_endpoint="egress_proxy"
+    ),
+    factory=_create,
+    doctor=doctor_checks,
+    reap=reap,
+    settings=KubernetesSettings,
+    policy_objects=policy_objects,
+)

@@ -1,0 +1,144 @@
+"""The cluster, through the official ``kubernetes`` client, called from threads.
+
+Why threads and not ``kubernetes_asyncio``: the official client is the one the Kubernetes
+project maintains and releases with each minor version (37.x refuses unknown fields before
+they reach the server); the asyncio port is a separate community project that trails it. A
+sandbox makes a bounded handful of short calls (create, read, delete) plus one log stream,
+so a thread per call (``asyncio.to_thread``) costs nothing that matters, and nothing blocking
+runs on the event loop.
+
+Objects travel as plain dicts both ways (the renderers' output goes in as the body; reads use
+``_preload_content=False`` and are decoded as JSON), so what the backend reasons about is the
+wire format, not the client's model classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from layer0 import EnvError
+
+from ._settings import KubernetesSettings
+
+__all__ = ["ApiFailure", "KubeApi", "in_cluster", "own_namespace"]
+
+_SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def in_cluster() -> bool:
+    """Whether this process runs in a pod with a service account token."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (_SERVICE_ACCOUNT / "token").is_file()
+
+
+def own_namespace() -> str | None:
+    """The namespace of this process's pod (None outside a cluster)."""
+    try:
+        return (_SERVICE_ACCOUNT / "namespace").read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class ApiFailure(Exception):
+    """An API server answer other than success: its HTTP status, reason and message."""
+
+    status: int
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.reason}: {self.message}"
+
+
+class KubeApi:
+    """One cluster's APIs; every call runs in a thread and fails as :class:`ApiFailure`."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes import client
+
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.networking = client.NetworkingV1Api(api_client)
+        self.node = client.NodeV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        self.authorization = client.AuthorizationV1Api(api_client)
+        self.version = client.VersionApi(api_client)
+
+    @classmethod
+    async def connect(cls, settings: KubernetesSettings) -> KubeApi:
+        """The cluster ``settings`` name: in-cluster (service account) or from a kubeconfig.
+
+        Raises:
+            EnvError: ``provision_failed`` when no configuration can be loaded.
+        """
+        return cls(await asyncio.to_thread(_api_client, settings))
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` in a thread; a JSON answer decoded to a dict.
+
+        Raises:
+            ApiFailure: the server answered with an error status (or could not be reached: 0).
+        """
+        return await asyncio.to_thread(self.call_blocking, fn, *args, **kwargs)
+
+    def call_blocking(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """:meth:`call` without the thread (for code already in one)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = fn(*args, _preload_content=False, **kwargs)
+        except ApiException as e:
+            raise _failure(e) from e
+        except Exception as e:  # urllib3 connection errors, TLS, …
+            raise ApiFailure(0, "Unreachable", f"{type(e).__name__}: {e}") from e
+        data = response.data
+        if not data:
+            return {}
+        try:
+            return json.loads(data)
+        except ValueError:
+            return {"text": data.decode("utf-8", errors="replace")}
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.api_client.close()
+
+
+def _api_client(settings: KubernetesSettings) -> Any:
+    from kubernetes import client, config
+
+    try:
+        use_cluster = settings.in_cluster if settings.in_cluster is not None else in_cluster()
+        if use_cluster:
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            return client.ApiClient(configuration)
+        return config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=settings.kubeconfig, context=settings.context
+        )
+    except Exception as e:  # ConfigException, a missing or unreadable kubeconfig
+        where = "the pod's service account" if settings.in_cluster else (settings.kubeconfig or "$KUBECONFIG")
+        raise EnvError.provision_failed(f"cannot load the Kubernetes configuration from {where}: {e}") from e
+
+
+def _failure(e: Any) -> ApiFailure:
+    """The Status the server sent (reason and message), else the HTTP status line."""
+    status = int(getattr(e, "status", 0) or 0)
+    reason = str(getattr(e, "reason", "") or "")
+    message = reason
+    body = getattr(e, "body", None)
+    if body:
+        try:
+            decoded = json.loads(body)
+        except (TypeError, ValueError):
+            message = str(body)[:500]
+        else:
+            reason = str(decoded.get("reason") or reason)
+            message = str(decoded.get("message") or message)
+    return ApiFailure(status, reason, message)

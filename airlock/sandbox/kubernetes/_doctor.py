@@ -1,0 +1,241 @@
+"""``airlock doctor``'s questions to the Kubernetes backend.
+
+API reachable (and its version); the namespace exists; RBAC allows every verb the backend
+uses (one SelfSubjectAccessReview each); the RuntimeClasses for gvisor and micro_vm exist;
+the image can be pulled, as far as the API can tell (its pull Secrets exist); the namespace
+has a default-deny NetworkPolicy. A machine with no cluster configured at all gets one line
+saying so, not a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from airlock.images import runner_image_tag
+from layer0 import EnvError
+
+from .._backend import DoctorCheck
+from ._api import ApiFailure, KubeApi, in_cluster
+from ._names import DEFAULT_DENY_POLICY
+from ._settings import KubernetesSettings
+
+__all__ = ["REQUIRED_ACCESS", "doctor_checks"]
+
+#: Every (verb, API group, resource) the backend uses in its namespace.
+REQUIRED_ACCESS: tuple[tuple[str, str, str], ...] = (
+    *((verb, "", "pods") for verb in ("create", "get", "list", "delete")),
+    ("get", "", "pods/log"),
+    ("create", "", "pods/portforward"),
+    *((verb, "", "secrets") for verb in ("create", "list", "delete")),
+    ("list", "", "events"),
+    *((verb, "networking.k8s.io", "networkpolicies") for verb in ("create", "list", "delete")),
+    *((verb, "coordination.k8s.io", "leases") for verb in ("create", "update", "list", "delete")),
+    ("get", "node.k8s.io", "runtimeclasses"),
+)
+
+
+def _configured(settings: BaseModel | None) -> bool:
+    if settings is not None:
+        return True
+    if in_cluster():
+        return True
+    path = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    return any(Path(p).is_file() for p in path.split(os.pathsep) if p)
+
+
+async def doctor_checks(settings: BaseModel | None = None) -> list[DoctorCheck]:
+    """The checks, in order; the later ones only when the API answers."""
+    if not _configured(settings):
+        return [
+            DoctorCheck(
+                "kubernetes",
+                "ok",
+                "not configured (no backends.kubernetes, no kubeconfig, not in a cluster); not checked",
+            )
+        ]
+    chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
+    try:
+        api = await KubeApi.connect(chosen)
+    except EnvError as e:
+        return [
+            DoctorCheck("kubernetes api", "error", str(e), "check the kubeconfig, its context, or in_cluster")
+        ]
+    try:
+        try:
+            version = await api.call(api.version.get_code)
+        except ApiFailure as e:
+            return [
+                DoctorCheck(
+                    "kubernetes api",
+                    "error",
+                    f"{api.api_client.configuration.host} does not answer: {e}",
+                    "check the kubeconfig's server and credentials",
+                )
+            ]
+        checks = [
+            DoctorCheck(
+                "kubernetes api",
+                "ok",
+                f"{api.api_client.configuration.host} answers ({version.get('gitVersion')})",
+            )
+        ]
+        namespace = await _namespace(api, chosen.namespace)
+        checks.append(namespace)
+        if namespace.status == "error":
+            return checks
+        checks.append(await _rbac(api, chosen))
+        checks += await _runtime_classes(api, chosen)
+        checks.append(await _image(api, chosen))
+        checks.append(await _default_deny(api, chosen.namespace))
+        return checks
+    finally:
+        api.close()
+
+
+async def _namespace(api: KubeApi, name: str) -> DoctorCheck:
+    try:
+        await api.call(api.core.read_namespace, name)
+    except ApiFailure as e:
+        if e.status == 404:
+            return DoctorCheck(
+                "kubernetes namespace",
+                "error",
+                f"namespace {name!r} does not exist",
+                f"create it (kubectl create namespace {name}) or set backends.kubernetes.namespace",
+            )
+        if e.status != 403:  # reading namespaces is not required; the RBAC check says what is
+            return DoctorCheck("kubernetes namespace", "error", f"cannot read namespace {name!r}: {e}")
+    return DoctorCheck("kubernetes namespace", "ok", f"namespace {name!r} exists")
+
+
+async def _rbac(api: KubeApi, settings: KubernetesSettings) -> DoctorCheck:
+    async def allowed(verb: str, group: str, resource: str) -> tuple[str, bool, str]:
+        sub = resource.split("/", 1)
+        attrs: dict[str, Any] = {
+            "namespace": settings.namespace,
+            "verb": verb,
+            "group": group,
+            "resource": sub[0],
+        }
+        if len(sub) == 2:
+            attrs["subresource"] = sub[1]
+        if resource == "runtimeclasses":
+            del attrs["namespace"]
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        label = f"{verb} {resource}" + (f".{group}" if group else "")
+        try:
+            review = await api.call(api.authorization.create_self_subject_access_review, body)
+        except ApiFailure as e:
+            return label, False, str(e)
+        status = review.get("status") or {}
+        return label, bool(status.get("allowed")), str(status.get("reason") or "")
+
+    results = await asyncio.gather(*(allowed(*access) for access in REQUIRED_ACCESS))
+    denied = [label for label, ok, _ in results if not ok]
+    if denied:
+        return DoctorCheck(
+            "kubernetes rbac",
+            "error",
+            f"not allowed in {settings.namespace!r}: {', '.join(denied)}",
+            "grant them to this identity (the Helm chart's Role has exactly these verbs)",
+        )
+    return DoctorCheck(
+        "kubernetes rbac", "ok", f"all {len(REQUIRED_ACCESS)} verbs the backend uses are allowed"
+    )
+
+
+async def _runtime_classes(api: KubeApi, settings: KubernetesSettings) -> list[DoctorCheck]:
+    checks = []
+    for kind, name in (
+        ("gvisor", settings.runtime_classes.gvisor),
+        ("micro_vm", settings.runtime_classes.micro_vm),
+    ):
+        try:
+            found = await api.call(api.node.read_runtime_class, name)
+        except ApiFailure as e:
+            message = (
+                f"RuntimeClass {name!r} is not in the cluster: agents asking for {kind} isolation are "
+                "refused (never downgraded)"
+                if e.status == 404
+                else f"cannot read RuntimeClass {name!r}: {e}"
+            )
+            checks.append(
+                DoctorCheck(
+                    f"kubernetes {kind}", "warning", message, "install it, or name yours in runtime_classes"
+                )
+            )
+            continue
+        checks.append(
+            DoctorCheck(
+                f"kubernetes {kind}", "ok", f"RuntimeClass {name!r} (handler {found.get('handler')!r})"
+            )
+        )
+    return checks
+
+
+async def _image(api: KubeApi, settings: KubernetesSettings) -> DoctorCheck:
+    image = settings.image or runner_image_tag()
+    missing = []
+    for secret in settings.image_pull_secrets:
+        try:
+            await api.call(api.core.read_namespaced_secret, secret, settings.namespace)
+        except ApiFailure as e:
+            missing.append(f"{secret} ({e.reason})")
+    if missing:
+        return DoctorCheck(
+            "kubernetes image",
+            "error",
+            f"image pull Secrets missing in {settings.namespace!r}: {', '.join(missing)}",
+            "create them, or remove them from image_pull_secrets",
+        )
+    first = image.split("/", 1)[0]
+    if "/" not in image or ("." not in first and ":" not in first and first != "localhost"):
+        return DoctorCheck(
+            "kubernetes image",
+            "warning",
+            f"{image} names no registry: nodes can run it only if it is preloaded on them",
+            "push the runner image (airlock images build) to a registry the nodes pull from and set "
+            "backends.kubernetes.image",
+        )
+    return DoctorCheck(
+        "kubernetes image",
+        "ok",
+        f"{image} (pull Secrets present: {', '.join(settings.image_pull_secrets) or 'none'}; the API cannot "
+        "tell whether nodes can pull it: a first run reports ImagePullBackOff if not)",
+    )
+
+
+async def _default_deny(api: KubeApi, namespace: str) -> DoctorCheck:
+    try:
+        found = await api.call(api.networking.list_namespaced_network_policy, namespace)
+    except ApiFailure as e:
+        return DoctorCheck("kubernetes default-deny", "error", f"cannot list NetworkPolicies: {e}")
+    for policy in found.get("items") or []:
+        spec = policy.get("spec") or {}
+        if (
+            not (spec.get("podSelector") or {})
+            and set(spec.get("policyTypes") or []) >= {"Ingress", "Egress"}
+            and not spec.get("ingress")
+            and not spec.get("egress")
+        ):
+            return DoctorCheck(
+                "kubernetes default-deny",
+                "ok",
+                f"NetworkPolicy {policy['metadata']['name']!r} denies all traffic in {namespace!r} by "
+                "default (enforced only if the cluster's CNI enforces NetworkPolicy)",
+            )
+    return DoctorCheck(
+        "kubernetes default-deny",
+        "warning",
+        f"no default-deny NetworkPolicy in {namespace!r}",
+        f"the backend creates {DEFAULT_DENY_POLICY} on its first run (or install the Helm chart)",
+    )
