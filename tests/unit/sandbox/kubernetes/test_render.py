@@ -238,7 +238,7 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def container(pod: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [
+    found: list[dict[str, Any]] = [
         c for c in pod["spec"].get("initContainers", []) + pod["spec"]["containers"] if c["name"] == name
     ]
     assert len(found) == 1
