@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,15 @@ def _configured(settings: BaseModel | None) -> bool:
 
 
 async def doctor_checks(settings: BaseModel | None = None) -> list[DoctorCheck]:
-    """The checks, in order; the later ones only when the API answers."""
+    """The checks, in order; the later ones only when the API answers. Without a
+    ``backends.kubernetes`` section a problem is a warning: nothing asked for this cluster."""
+    checks = await _checks(settings)
+    if settings is None:
+        checks = [replace(c, status="warning") if c.status == "error" else c for c in checks]
+    return checks
+
+
+async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
     if not _configured(settings):
         return [
             DoctorCheck(

@@ -6,7 +6,7 @@ YAML (``yaml.safe_dump_all``, ``sort_keys=True``), in the order: default-deny po
 sandbox's NetworkPolicies, Secret, proxy Secret, proxy pod, sandbox pod. After an intended
 change to the renderers, regenerate them and review the diff::
 
-    AIRLOCK_UPDATE_GOLDEN=1 pytest tests/unit/sandbox/kubernetes/test_render.py
+    AIRLOCK_UPDATE_GOLDEN=1 pytest tests/unit/sandbox/kubernetes_backend/test_render.py
 """
 
 from __future__ import annotations

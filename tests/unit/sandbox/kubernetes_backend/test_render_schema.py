@@ -51,7 +51,7 @@ from layer0 import (
     NetworkRule,
     ResourceLimits,
 )
-from tests.unit.sandbox.kubernetes.test_render import (
+from tests.unit.sandbox.kubernetes_backend.test_render import (
     CASES,
     PROXY_IP,
     TOKEN,
