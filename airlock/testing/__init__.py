@@ -5,6 +5,8 @@ Every server here speaks the real protocol on the wire (the official SDKs talk H
 provider in production use (demos, replays) see the ``scripted`` provider instead; the
 scripted-agent builders here (:func:`scripted_agent`, :func:`bash_agent`,
 :func:`calculator_agent`, the ``*_step`` functions) write its scripts.
+:class:`KubeApiStandIn` is a stand-in Kubernetes API server for the official client, its pods
+run by a :class:`PodRuntime` (:class:`ScriptedPods` shows what a :class:`PodScript` says).
 """
 
 from ._agents import (
@@ -28,6 +30,8 @@ from ._anthropic_server import (
 from ._echo import EchoTurn
 from ._fake_http import FakeHTTPServer, FakeResponse, RecordedRequest
 from ._fake_provider import FakeProvider, text_response, tool_response, usage_of
+from ._kube_apiserver import KubeApiStandIn
+from ._kube_pods import PodRuntime, PodScript, ScriptedPods
 from ._local_environment import LocalEnvironment
 from ._openai_server import FakeOpenAIServer, chat_completion, openai_error, tool_call
 from ._orchestrator import LocalOrchestrator
@@ -39,9 +43,13 @@ __all__ = [
     "FakeOpenAIServer",
     "FakeProvider",
     "FakeResponse",
+    "KubeApiStandIn",
     "LocalEnvironment",
     "LocalOrchestrator",
+    "PodRuntime",
+    "PodScript",
     "RecordedRequest",
+    "ScriptedPods",
     "anthropic_error",
     "anthropic_message",
     "bash_agent",

@@ -4,11 +4,13 @@ providers and agents)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import types
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,9 +25,13 @@ from airlock.testing import (
     FakeOpenAIServer,
     FakeProvider,
     FakeResponse,
+    KubeApiStandIn,
     LocalEnvironment,
     LocalOrchestrator,
+    PodRuntime,
+    PodScript,
     RecordedRequest,
+    ScriptedPods,
     anthropic_error,
     anthropic_message,
     bash_agent,
@@ -194,6 +200,41 @@ async def smoke_scripted_agents(workspace: Path) -> None:
     assert out.message == Content.text("2, 4 and 0") and len(out.metadata.tools_called) == 3
 
 
+def kube_stand_in_round_trip(workspace: Path) -> None:
+    """The official client, from a kubeconfig, against the stand-in and its scripted pods."""
+    from kubernetes import client, config
+
+    def script(pod: dict[str, Any]) -> PodScript:
+        pulling = pod["metadata"]["name"] == "broken"
+        return PodScript(waiting_reason="ImagePullBackOff") if pulling else PodScript()
+
+    pods = ScriptedPods(script)
+    assert isinstance(pods, PodRuntime)
+    with KubeApiStandIn(pods=pods, namespaces=("jobs",)) as api:
+        kubeconfig = api.write_kubeconfig(workspace / "kubeconfig", namespace="jobs")
+        api_client = config.new_client_from_config(config_file=str(kubeconfig))
+        core = client.CoreV1Api(api_client)
+        for name in ("works", "broken"):
+            body = {
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+            }
+            core.create_namespaced_pod("jobs", body)
+        pods.set_logs("jobs", "works", "main", "one\ntwo\n")
+        works = core.read_namespaced_pod("works", "jobs").status
+        broken = core.read_namespaced_pod("broken", "jobs").status
+        assert works.phase == "Running" and works.pod_ip.startswith("10.244.")
+        assert broken.phase == "Pending"
+        assert broken.container_statuses[0].state.waiting.reason == "ImagePullBackOff"
+        assert core.read_namespaced_pod_log("works", "jobs", tail_lines=1) == "two\n"
+        api_client.close()
+    assert [m for m, _ in api.requests].count("POST") == 2
+
+
+async def smoke_kube_stand_in(workspace: Path) -> None:
+    await asyncio.to_thread(kube_stand_in_round_trip, workspace)
+
+
 SMOKES: list[tuple[tuple[str, ...], Smoke]] = [
     (("FakeHTTPServer", "FakeResponse", "RecordedRequest"), smoke_http_server),
     (
@@ -210,6 +251,7 @@ SMOKES: list[tuple[tuple[str, ...], Smoke]] = [
     (("FakeOpenAIServer", "chat_completion", "openai_error", "tool_call"), smoke_openai_server),
     (("FakeProvider", "text_response", "tool_response", "usage_of"), smoke_fake_provider),
     (("EchoTurn", "LocalEnvironment", "LocalOrchestrator"), smoke_echo_environment_orchestrator),
+    (("KubeApiStandIn", "PodRuntime", "PodScript", "ScriptedPods"), smoke_kube_stand_in),
     (
         (
             "bash_agent",
