@@ -67,6 +67,8 @@ class PortForward:
                 remote_writer.close()
         except Exception as e:  # the pod is gone, RBAC denied, …: the gRPC call sees a reset
             _log.debug("port-forward to %s/%s failed: %s", self.namespace, self.pod, e)
+        except asyncio.CancelledError:
+            pass  # aclose(): this relay is ours to end (the server's callback must not see it)
         finally:
             writer.close()
             self._tasks.discard(task)

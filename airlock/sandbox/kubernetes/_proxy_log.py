@@ -134,10 +134,9 @@ class ProxyLog:
             await asyncio.wait_for(asyncio.shield(self.ended.wait()), grace)
         self._stop.set()
         if self._response is not None:
+            # Shut the socket down under the reading thread (never block the loop on close()).
             with contextlib.suppress(Exception):
-                self._response.release_conn()
-            with contextlib.suppress(Exception):
-                self._response.close()
+                self._response.shutdown()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._task

@@ -1,0 +1,128 @@
+"""Playing the kubelet for the stand-in API server's scripted pods, without Docker.
+
+:class:`RunnerPods` watches the stand-in for the Kubernetes backend's pods and, for each
+sandbox pod, starts a real runner process on this host with the token from the pod's Secret
+(what the kubelet would mount), exposed as the pod's runner port for port-forward. A proxy
+pod gets the log lines a test gives it (by default just the bundle's ready line).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from airlock.sandbox.kubernetes._names import LABEL_ROLE, RUNNER_PORT
+from airlock.sandbox.kubernetes._proxy_log import READY_LINE
+from airlock.testing import KubeApiStandIn, ScriptedPods
+
+__all__ = ["RunnerPods", "free_port", "until"]
+
+
+async def until(condition: Callable[[], object], timeout: float = 20.0) -> None:  # noqa: ASYNC109
+    """Wait until ``condition()`` is true (polled every 10 ms).
+
+    Raises:
+        TimeoutError: not within ``timeout`` seconds.
+    """
+    async with asyncio.timeout(timeout):
+        while not condition():  # noqa: ASYNC110 - the condition is another thread's state
+            await asyncio.sleep(0.01)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RunnerPods:
+    """Runner processes for the stand-in's sandbox pods (an async context manager).
+
+    Args:
+        api: the stand-in; ``pods``: its ScriptedPods; ``namespace``: where sandboxes live.
+        work: a directory for the runners' token files and workspaces.
+        proxy_log: the log of each proxy pod (default: the bundle's ready line).
+        runner: whether sandbox pods get a runner (False: they run but never answer).
+    """
+
+    def __init__(
+        self,
+        api: KubeApiStandIn,
+        pods: ScriptedPods,
+        namespace: str,
+        work: Path,
+        *,
+        proxy_log: Callable[[dict[str, Any]], str] | None = None,
+        runner: bool = True,
+    ) -> None:
+        self.api = api
+        self.pods = pods
+        self.namespace = namespace
+        self.work = work
+        self.proxy_log = proxy_log or (lambda pod: READY_LINE + "\n")
+        self.runner = runner
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.seen: dict[str, dict[str, Any]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> RunnerPods:
+        self._task = asyncio.create_task(self._watch())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for proc in self.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await asyncio.to_thread(proc.wait)
+
+    async def _watch(self) -> None:
+        while True:
+            for pod in self.api.objects("pods", self.namespace):
+                name = pod["metadata"]["name"]
+                if name not in self.seen:
+                    self.seen[name] = pod
+                    await asyncio.to_thread(self._play, pod)
+            await asyncio.sleep(0.02)
+
+    def _play(self, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        role = pod["metadata"]["labels"].get(LABEL_ROLE)
+        if role == "proxy":
+            self.pods.set_logs(self.namespace, name, "proxy", self.proxy_log(pod))
+            return
+        if not self.runner:
+            return
+        secret = self.api.get("secrets", self.namespace, name)
+        assert secret is not None, f"pod {name} was created before its Secret"
+        token = base64.b64decode(secret["data"]["token"]).decode()
+        root = self.work / name
+        (root / "workspace").mkdir(parents=True)
+        token_file = root / "token"
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "w") as f:
+            f.write(token)
+        port = free_port()
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "airlock.runner", "--listen", f"127.0.0.1:{port}", "--token-file",
+             str(token_file), "--token-file-delete", "--workspace", str(root / "workspace")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.pods.expose(self.namespace, name, RUNNER_PORT, port)
+
+    def kill_runner(self, name: str) -> None:
+        """The runner of pod ``name`` dies (as its container would)."""
+        self.processes[name].kill()
