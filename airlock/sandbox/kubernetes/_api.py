@@ -119,8 +119,10 @@ def _api_client(settings: KubernetesSettings) -> Any:
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             return client.ApiClient(configuration)
+        # $KUBECONFIG is read now (the client reads it once, at import).
+        path = settings.kubeconfig or os.environ.get("KUBECONFIG") or None
         return config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=settings.kubeconfig, context=settings.context
+            config_file=path, context=settings.context
         )
     except Exception as e:  # ConfigException, a missing or unreadable kubeconfig
         where = "the pod's service account" if settings.in_cluster else (settings.kubeconfig or "$KUBECONFIG")
