@@ -59,6 +59,7 @@ from airlock.images import docker_client, docker_errors, require_image, runner_i
 from airlock.policy import SecretResolver, SidecarRoute, resolve_credentials, sidecar_agent
 from airlock.sandbox._environment import SandboxEnvironment
 from airlock.sandbox._events import EventSink
+from airlock.sandbox._lifecycle import oom_exceeded, settle, shielded
 from airlock.sandbox._limits import Limits, SandboxDefaults, resolve_limits
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._redact import redacted_output, redacting_sink
@@ -458,11 +459,7 @@ class _Sandbox:
         state = await self._state()
         oom = bool(state.get("OOMKilled")) or await self._oom_events() > 0
         if oom:
-            err = EnvError.resource_exceeded(
-                f"memory: sandbox {self.id} hit its {limits.memory_bytes / 2**20:.0f}Mi limit "
-                "(a process inside was OOM-killed)"
-            )
-            raise err from cause
+            raise oom_exceeded(self.id, limits) from cause
 
     async def _oom_events(self) -> int:
         errors = docker_errors()
@@ -493,21 +490,13 @@ class _Sandbox:
 
     async def teardown_shielded(self) -> None:
         """Tear down even if we are cancelled (again) meanwhile."""
-        task = asyncio.ensure_future(self._teardown())
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            await task
-            raise
+        await shielded(self._teardown)
 
     async def _teardown(self) -> None:
         if self._torn_down:
             return
         self._torn_down = True
-        if self._inflight is not None:
-            await asyncio.wait([self._inflight])
-            if not self._inflight.cancelled():
-                self._inflight.exception()  # retrieved (it was raised to the caller already)
+        await settle(self._inflight)
         if self.remote is not None:
             await self.remote.close()
         await asyncio.to_thread(self._remove_all)

@@ -42,6 +42,7 @@ from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
 
 from .._events import EventSink
 from .._isolation import IsolationKind, requested_isolation
+from .._lifecycle import oom_exceeded, settle, shielded
 from .._limits import Limits, SandboxDefaults, resolve_limits
 from .._port import SandboxRequest
 from .._redact import redacted_output, redacting_sink
@@ -448,30 +449,19 @@ class _PodSandbox:
 
     def _raise_if_oom(self, pod: dict[str, Any], limits: Limits, cause: BaseException | None) -> None:
         if oom_killed(pod):
-            raise EnvError.resource_exceeded(
-                f"memory: sandbox {self.id} hit its {limits.memory_bytes / 2**20:.0f}Mi limit "
-                "(a process inside was OOM-killed)"
-            ) from cause
+            raise oom_exceeded(self.id, limits) from cause
 
     # -- teardown -----------------------------------------------------------------------
 
     async def teardown_shielded(self) -> None:
         """Tear down even if we are cancelled (again) meanwhile."""
-        task = asyncio.ensure_future(self._teardown())
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            await task
-            raise
+        await shielded(self._teardown)
 
     async def _teardown(self) -> None:
         if self._torn_down:
             return
         self._torn_down = True
-        if self._inflight is not None:
-            await asyncio.wait([self._inflight])
-            if not self._inflight.cancelled():
-                self._inflight.exception()  # retrieved (it was raised to the caller already)
+        await settle(self._inflight)
         if self.remote is not None:
             await self.remote.close()
         if self.forward is not None:
