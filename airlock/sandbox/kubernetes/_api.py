@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from layer0 import EnvError
 
 from ._settings import KubernetesSettings
 
-__all__ = ["ApiFailure", "KubeApi", "in_cluster", "own_namespace"]
+__all__ = ["ApiFailure", "KubeApi", "configured", "in_cluster", "own_namespace"]
 
 _SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -34,6 +36,15 @@ _SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 def in_cluster() -> bool:
     """Whether this process runs in a pod with a service account token."""
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (_SERVICE_ACCOUNT / "token").is_file()
+
+
+def configured(settings: BaseModel | None) -> bool:
+    """Whether any cluster is configured: settings given, in a cluster, or a kubeconfig file
+    (``$KUBECONFIG`` or ``~/.kube/config``) exists."""
+    if settings is not None or in_cluster():
+        return True
+    path = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    return any(Path(p).is_file() for p in path.split(os.pathsep) if p)
 
 
 def own_namespace() -> str | None:

@@ -10,9 +10,7 @@ saying so, not a failure.
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,7 +19,7 @@ from airlock.images import runner_image_tag
 from layer0 import EnvError
 
 from .._backend import DoctorCheck
-from ._api import ApiFailure, KubeApi, in_cluster
+from ._api import ApiFailure, KubeApi, configured
 from ._names import DEFAULT_DENY_POLICY
 from ._settings import KubernetesSettings
 
@@ -40,15 +38,6 @@ REQUIRED_ACCESS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _configured(settings: BaseModel | None) -> bool:
-    if settings is not None:
-        return True
-    if in_cluster():
-        return True
-    path = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    return any(Path(p).is_file() for p in path.split(os.pathsep) if p)
-
-
 async def doctor_checks(settings: BaseModel | None = None) -> list[DoctorCheck]:
     """The checks, in order; the later ones only when the API answers. Without a
     ``backends.kubernetes`` section a problem is a warning: nothing asked for this cluster."""
@@ -59,7 +48,7 @@ async def doctor_checks(settings: BaseModel | None = None) -> list[DoctorCheck]:
 
 
 async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
-    if not _configured(settings):
+    if not configured(settings):
         return [
             DoctorCheck(
                 "kubernetes",

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from layer0 import EnvError
 
-from ._api import ApiFailure, KubeApi
+from ._api import ApiFailure, KubeApi, configured
 from ._names import LABEL_MANAGED, LABEL_OWNER, LABEL_ROLE, MANAGED_BY
 from ._owner import OWNER_ROLE, lease_expired
 from ._settings import KubernetesSettings
@@ -54,7 +54,10 @@ class KubeReapReport:
 async def reap(
     state_dir: Path | None = None, *, include_live: bool = False, settings: BaseModel | None = None
 ) -> KubeReapReport | None:
-    """Sweep the configured namespace (None: the cluster cannot be reached)."""
+    """Sweep the configured namespace (None: the cluster cannot be reached; nothing to sweep
+    when no cluster is configured at all)."""
+    if not configured(settings):
+        return KubeReapReport()
     chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
     try:
         api = await KubeApi.connect(chosen)
