@@ -258,4 +258,4 @@ def test_an_unknown_backend_is_a_config_error(runner: CliRunner, write_config) -
     )
     result = runner.invoke(app, ["run", "a", "hi", "-c", str(path)])
     assert result.exit_code == 2, result.output
-    assert "unknown backend 'local'; valid backends: docker, process" in result.stderr
+    assert "unknown backend 'local'; valid backends: docker, kubernetes, process" in result.stderr
