@@ -7,8 +7,9 @@ network"), so a pod's IP is reachable from this host, its Secrets become files a
 environment variables, and a job can complete end to end through the Kubernetes backend.
 
 **What it does, as a kubelet would:** init containers run first, one after another, each to
-completion; then every app container. ``emptyDir`` volumes are Docker volumes shared by the
-pod's containers (``medium: Memory``: tmpfs of ``sizeLimit``); ``secret`` volumes are files
+completion; then every app container. ``emptyDir`` volumes are Docker volumes (over a host
+directory of the pod; ``medium: Memory``: a tmpfs of ``sizeLimit`` mounted there, which needs
+root, as the kubelet does) shared by the pod's containers; ``secret`` volumes are files
 written into a private host directory and bound read-only (``subPath`` binds one file). Both
 get the kubelet's fsGroup handling: an emptyDir is world-writable (group ``fsGroup``, setgid);
 secret files are owned ``0:<fsGroup>`` and made group-readable. The securityContext
@@ -43,6 +44,7 @@ import secrets
 import shutil
 import socket
 import stat
+import subprocess
 import tempfile
 import threading
 import time
@@ -295,6 +297,7 @@ class DockerPods:
             for c in self._running(run):
                 self._report(run, "Normal", "Killing", f"Stopping container {c.name}")
         self._remove_labelled(f"{LABEL_POD}={uid}")
+        _unmount_under(self._root / uid)
         shutil.rmtree(self._root / uid, ignore_errors=True)
 
     def close(self) -> None:
@@ -310,6 +313,7 @@ class DockerPods:
 
             with contextlib.suppress(docker.errors.NotFound):
                 self._network.remove()
+        _unmount_under(self._root)
         shutil.rmtree(self._root, ignore_errors=True)
 
     # -- the worker: one thread per pod ----------------------------------------------
@@ -447,23 +451,30 @@ class DockerPods:
             run.sandbox_ready = True
 
     def _empty_dir(self, run: _PodRun, name: str, source: Mapping[str, Any], fs_group: int | None) -> _Volume:
-        """A Docker volume, writable by every user of the pod as the kubelet's emptyDir is
-        (mode 0777; with an fsGroup: group fsGroup and setgid)."""
+        """A Docker volume over a host directory of the pod, writable by every user of the pod
+        as the kubelet's emptyDir is (mode 0777; with an fsGroup: group fsGroup and setgid).
+
+        ``medium: Memory`` mounts a tmpfs of ``sizeLimit`` on that directory first, as the
+        kubelet does. (A Docker volume of the local driver's tmpfs type would not do: Docker
+        mounts it afresh whenever no running container holds it, so what an init container
+        wrote would be gone for the next container.)
+        """
         gid = int(fs_group) if fs_group is not None else 0
         mode = 0o2777 if fs_group is not None else 0o777
-        if source.get("medium") == "Memory":
+        host_dir = run.workdir / f"empty-{name}"
+        host_dir.mkdir(exist_ok=True)
+        if source.get("medium") == "Memory" and not os.path.ismount(host_dir):
             options = [f"uid=0,gid={gid},mode={mode:o}"]
             if source.get("sizeLimit") is not None:
                 options.insert(0, f"size={_bytes(source['sizeLimit'])}")
-            driver_opts = {"type": "tmpfs", "device": "tmpfs", "o": ",".join(options)}
-        else:
-            host_dir = run.workdir / f"empty-{name}"
-            host_dir.mkdir(exist_ok=True)
-            os.chown(host_dir, 0, gid)
-            os.chmod(host_dir, mode)
-            driver_opts = {"type": "none", "o": "bind", "device": str(host_dir)}
+            _mount_tmpfs(host_dir, ",".join(options))
+        os.chown(host_dir, 0, gid)
+        os.chmod(host_dir, mode)
         volume = self._client.volumes.create(
-            name=f"k8s_{run.uid}_{name}", driver="local", driver_opts=driver_opts, labels=self._labels(run)
+            name=f"k8s_{run.uid}_{name}",
+            driver="local",
+            driver_opts={"type": "none", "o": "bind", "device": str(host_dir)},
+            labels=self._labels(run),
         )
         return _Volume("volume", str(volume.name))
 
@@ -575,7 +586,12 @@ class DockerPods:
         return None if state is None else int(state.get("ExitCode", 0))
 
     def _ip_of(self, docker_id: str) -> str | None:
-        info = self._api.inspect_container(docker_id)
+        import docker
+
+        try:
+            info = self._api.inspect_container(docker_id)
+        except docker.errors.NotFound:
+            return None
         network = ((info.get("NetworkSettings") or {}).get("Networks") or {}).get(self.network) or {}
         return str(network.get("IPAddress") or "") or None
 
@@ -605,6 +621,9 @@ class DockerPods:
             unschedulable, failure, ip = run.unschedulable, run.failure, run.ip
             snapshot = [(c, c.waiting, c.docker_id) for c in run.containers]
             sandbox_ready = run.sandbox_ready
+        main_id = next((docker_id for c, _, docker_id in snapshot if not c.init), None)
+        if ip is None and main_id is not None:  # started a moment ago: the worker has yet to note its IP
+            ip = self._ip_of(main_id)
         if unschedulable is not None:
             status["phase"] = "Pending"
             status["conditions"] = [_condition("PodScheduled", False, at, "Unschedulable", unschedulable)]
@@ -989,6 +1008,33 @@ def _write_secret_volume(run: _PodRun, name: str, source: Mapping[str, Any], fs_
         else:
             os.chmod(directory, 0o755)
     return root
+
+
+def _mount_tmpfs(path: Path, options: str) -> None:
+    """Mount a tmpfs on ``path`` (this needs root, as the kubelet does)."""
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise _PodFailure(
+            "FailedMount",
+            f"MountVolume.SetUp failed for volume {path.name.removeprefix('empty-')!r} : "
+            f"mounting a tmpfs failed: {done.stderr.strip() or done.returncode}",
+        )
+
+
+def _unmount_under(root: Path) -> None:
+    """Unmount every mount at or under ``root`` (deepest first)."""
+    prefix = str(root)
+    with open("/proc/self/mounts", encoding="utf-8") as mounts:
+        points = [line.split()[1] for line in mounts if line.strip()]
+    for point in sorted(
+        (p for p in points if p == prefix or p.startswith(prefix + "/")), key=len, reverse=True
+    ):
+        subprocess.run(["umount", point], capture_output=True, check=False)
 
 
 def _inside(root: Path, relative: str) -> Path:
