@@ -25,12 +25,15 @@ are recorded on the way (Scheduled, Pulled, Created, Started, Killing, OOMKillin
 address, the other app containers share its network namespace, and init containers each have
 an address of their own. Probes are not run (a running container is ready). Containers are
 never restarted (every ``restartPolicy`` acts as ``Never``). App containers start together,
-once all of them can. Disk ``sizeLimit``\\ s and ``ephemeral-storage`` are not enforced.
+once all of them can. A disk emptyDir's ``sizeLimit`` and ``ephemeral-storage`` are not enforced.
 Unsupported pod features (hostPath and other volume kinds, host namespaces, an unknown
 RuntimeClass, ...) fail the pod with a Warning event instead of running it half right.
 Extended resources (``nvidia.com/gpu``) leave it unschedulable.
 
-Every Docker object carries the label ``airlock.kube-standin=<pod uid>``.
+Every Docker object of a pod carries the label ``airlock.kube-standin=<pod uid>`` (and each
+object the runtime makes, its network too, ``airlock.kube-standin.runtime=<runtime id>``).
+It needs the Docker engine on this machine (it binds host directories) and root (file
+ownership, tmpfs mounts), as a kubelet does.
 """
 
 from __future__ import annotations
@@ -277,7 +280,7 @@ class DockerPods:
     def connect(self, pod: dict[str, Any], port: int) -> socket.socket:
         """A TCP connection to ``podIP:port`` (the pod network is reachable from this host)."""
         run = self._run_of(pod)
-        ip = run.ip if run is not None else None
+        ip = self._pod_ip(run) if run is not None else None
         if ip is None:
             name = pod["metadata"]["name"]
             raise ConnectionRefusedError(errno.ECONNREFUSED, f"pod {name} has no IP yet (port {port})")
@@ -585,6 +588,15 @@ class DockerPods:
         state = self._inspect(c)
         return None if state is None else int(state.get("ExitCode", 0))
 
+    def _pod_ip(self, run: _PodRun) -> str | None:
+        """The main container's address (read from Docker if it started a moment ago)."""
+        with run.lock:
+            ip = run.ip
+            main_id = next((c.docker_id for c in run.containers if not c.init), None)
+        if ip is None and main_id is not None:
+            ip = self._ip_of(main_id)
+        return ip
+
     def _ip_of(self, docker_id: str) -> str | None:
         import docker
 
@@ -617,13 +629,11 @@ class DockerPods:
     def _status_of(self, run: _PodRun) -> dict[str, Any]:
         at = run.start_time
         status: dict[str, Any] = {"qosClass": _qos_class(run.pod)}
+        ip = self._pod_ip(run)
         with run.lock:
-            unschedulable, failure, ip = run.unschedulable, run.failure, run.ip
+            unschedulable, failure = run.unschedulable, run.failure
             snapshot = [(c, c.waiting, c.docker_id) for c in run.containers]
             sandbox_ready = run.sandbox_ready
-        main_id = next((docker_id for c, _, docker_id in snapshot if not c.init), None)
-        if ip is None and main_id is not None:  # started a moment ago: the worker has yet to note its IP
-            ip = self._ip_of(main_id)
         if unschedulable is not None:
             status["phase"] = "Pending"
             status["conditions"] = [_condition("PodScheduled", False, at, "Unschedulable", unschedulable)]
