@@ -6,7 +6,8 @@ provider in production use (demos, replays) see the ``scripted`` provider instea
 scripted-agent builders here (:func:`scripted_agent`, :func:`bash_agent`,
 :func:`calculator_agent`, the ``*_step`` functions) write its scripts.
 :class:`KubeApiStandIn` is a stand-in Kubernetes API server for the official client, its pods
-run by a :class:`PodRuntime` (:class:`ScriptedPods` shows what a :class:`PodScript` says).
+run by a :class:`PodRuntime` (:class:`ScriptedPods` shows what a :class:`PodScript` says;
+:class:`DockerPods` runs the pods' containers on the local Docker engine).
 """
 
 from ._agents import (
@@ -31,12 +32,14 @@ from ._echo import EchoTurn
 from ._fake_http import FakeHTTPServer, FakeResponse, RecordedRequest
 from ._fake_provider import FakeProvider, text_response, tool_response, usage_of
 from ._kube_apiserver import KubeApiStandIn
+from ._kube_docker import DockerPods
 from ._kube_pods import PodRuntime, PodScript, ScriptedPods
 from ._local_environment import LocalEnvironment
 from ._openai_server import FakeOpenAIServer, chat_completion, openai_error, tool_call
 from ._orchestrator import LocalOrchestrator
 
 __all__ = [
+    "DockerPods",
     "EchoTurn",
     "FakeAnthropicServer",
     "FakeHTTPServer",

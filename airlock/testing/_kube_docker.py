@@ -59,7 +59,7 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
-from ._kube_pods import EventRecorder, SecretReader, _qos_class
+from ._kube_pods import EventRecorder, SecretReader, qos_class
 
 __all__ = ["LABEL_POD", "LABEL_RUNTIME", "DockerPods"]
 
@@ -254,7 +254,7 @@ class DockerPods:
         """The pod's status from its containers' Docker state now."""
         run = self._run_of(pod)
         if run is None:
-            return {"phase": "Pending", "qosClass": _qos_class(pod)}
+            return {"phase": "Pending", "qosClass": qos_class(pod)}
         return self._status_of(run)
 
     def logs(
@@ -628,7 +628,7 @@ class DockerPods:
 
     def _status_of(self, run: _PodRun) -> dict[str, Any]:
         at = run.start_time
-        status: dict[str, Any] = {"qosClass": _qos_class(run.pod)}
+        status: dict[str, Any] = {"qosClass": qos_class(run.pod)}
         ip = self._pod_ip(run)
         with run.lock:
             unschedulable, failure = run.unschedulable, run.failure

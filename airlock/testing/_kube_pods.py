@@ -191,7 +191,7 @@ class ScriptedPods:
         with self._changed:
             entry = self._entry(pod)
             if entry is None:
-                return {"phase": "Pending", "qosClass": _qos_class(pod)}
+                return {"phase": "Pending", "qosClass": qos_class(pod)}
             return _scripted_status(entry, time.monotonic())
 
     def logs(
@@ -271,7 +271,7 @@ def _container_terminated(status: dict[str, Any], container: str) -> bool:
     return False
 
 
-def _qos_class(pod: dict[str, Any]) -> str:
+def qos_class(pod: dict[str, Any]) -> str:
     """The pod's QoS class from its containers' requests and limits (as the API server sets it)."""
     containers = [*(pod["spec"].get("initContainers") or []), *(pod["spec"].get("containers") or [])]
     resources = [c.get("resources") or {} for c in containers]
@@ -299,7 +299,7 @@ def _condition(
 def _scripted_status(entry: _Pod, now: float) -> dict[str, Any]:
     """The Pod ``status`` a kubelet would report for ``entry``'s script at monotonic time ``now``."""
     script, spec, at = entry.script, entry.pod["spec"], entry.start_time
-    status: dict[str, Any] = {"qosClass": _qos_class(entry.pod)}
+    status: dict[str, Any] = {"qosClass": qos_class(entry.pod)}
     if script.unschedulable is not None:
         status["phase"] = script.phase or "Pending"
         status["conditions"] = [_condition("PodScheduled", False, at, "Unschedulable", script.unschedulable)]

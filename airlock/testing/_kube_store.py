@@ -211,7 +211,7 @@ class ObjectStore:
                 self._orphan(str(target["metadata"]["uid"]))
             removed += self._collect(removed)
             self._bump()
-            return copy.deepcopy(removed)
+            return [(kind, copy.deepcopy(obj)) for kind, obj in removed]
 
     def _orphan(self, uid: str) -> None:
         for obj in self._objects.values():

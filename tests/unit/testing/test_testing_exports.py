@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import types
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -19,6 +20,7 @@ import airlock.testing
 from airlock.build import build_turn
 from airlock.spec import ProviderSpec
 from airlock.testing import (
+    DockerPods,
     EchoTurn,
     FakeAnthropicServer,
     FakeHTTPServer,
@@ -235,6 +237,40 @@ async def smoke_kube_stand_in(workspace: Path) -> None:
     await asyncio.to_thread(kube_stand_in_round_trip, workspace)
 
 
+def docker_pods_round_trip(workspace: Path) -> None:
+    """A pod through the stand-in, its container run by DockerPods on the local engine."""
+    import docker
+    from kubernetes import client, config
+
+    from airlock.images import runner_image_tag
+
+    try:
+        docker.from_env().images.get(runner_image_tag())
+    except docker.errors.DockerException as e:
+        pytest.skip(f"DockerPods needs the local Docker engine and the runner image ({e})")
+    pods = DockerPods()
+    try:
+        assert isinstance(pods, PodRuntime)
+        with KubeApiStandIn(pods=pods, namespaces=("jobs",)) as api:
+            kubeconfig = api.write_kubeconfig(workspace / "kubeconfig", namespace="jobs")
+            core = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+            command = ["/opt/venv/bin/python", "-c", "print('from docker')"]
+            container = {"name": "main", "image": runner_image_tag(), "command": command}
+            body = {"metadata": {"name": "hi"}, "spec": {"restartPolicy": "Never", "containers": [container]}}
+            core.create_namespaced_pod("jobs", body)
+            deadline = time.monotonic() + 30
+            while core.read_namespaced_pod("hi", "jobs").status.phase != "Succeeded":
+                assert time.monotonic() < deadline, "the pod did not succeed"
+                time.sleep(0.1)
+            assert core.read_namespaced_pod_log("hi", "jobs") == "from docker\n"
+    finally:
+        pods.close()
+
+
+async def smoke_docker_pods(workspace: Path) -> None:
+    await asyncio.to_thread(docker_pods_round_trip, workspace)
+
+
 SMOKES: list[tuple[tuple[str, ...], Smoke]] = [
     (("FakeHTTPServer", "FakeResponse", "RecordedRequest"), smoke_http_server),
     (
@@ -252,6 +288,7 @@ SMOKES: list[tuple[tuple[str, ...], Smoke]] = [
     (("FakeProvider", "text_response", "tool_response", "usage_of"), smoke_fake_provider),
     (("EchoTurn", "LocalEnvironment", "LocalOrchestrator"), smoke_echo_environment_orchestrator),
     (("KubeApiStandIn", "PodRuntime", "PodScript", "ScriptedPods"), smoke_kube_stand_in),
+    (("DockerPods",), smoke_docker_pods),
     (
         (
             "bash_agent",
