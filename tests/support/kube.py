@@ -72,6 +72,8 @@ class RunnerPods:
         self.runner = runner
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.seen: dict[str, dict[str, Any]] = {}
+        #: Each seen pod's IP, as its status showed when it was first seen.
+        self.ips: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> RunnerPods:
@@ -94,6 +96,7 @@ class RunnerPods:
                 name = pod["metadata"]["name"]
                 if name not in self.seen:
                     self.seen[name] = pod
+                    self.ips[name] = str(self.pods.status(pod).get("podIP") or "")
                     await asyncio.to_thread(self._play, pod)
             await asyncio.sleep(0.02)
 

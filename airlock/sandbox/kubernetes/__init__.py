@@ -23,7 +23,7 @@ from ._names import Owner
 from ._reaper import KubeReapReport, reap
 from ._render import SandboxShape, render_default_deny, render_network_policies
 from ._sandbox import KubernetesSandbox
-from ._settings import DnsSelector, KubernetesSettings, RuntimeClassNames
+from ._settings import DnsSelector, KubernetesSettings, ProxySettings, RuntimeClassNames, Toleration
 
 __all__ = [
     "BACKEND",
@@ -32,7 +32,9 @@ __all__ = [
     "KubeReapReport",
     "KubernetesSandbox",
     "KubernetesSettings",
+    "ProxySettings",
     "RuntimeClassNames",
+    "Toleration",
     "policy_objects",
 ]
 

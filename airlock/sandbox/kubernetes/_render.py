@@ -107,7 +107,7 @@ class SandboxShape:
     namespace: str
     owner: Owner
     settings: KubernetesSettings
-    #: The runner image (also the proxy's image).
+    #: The runner image (also the proxy's, unless the settings name another).
     image: str
     plan: SandboxPlan
     limits: Limits
@@ -219,6 +219,8 @@ def _pod_spec(shape: SandboxShape, *, runtime_class: str | None) -> dict[str, An
         spec["activeDeadlineSeconds"] = shape.active_deadline_s
     if settings.node_selector:
         spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        spec["tolerations"] = [t.manifest() for t in settings.tolerations]
     if settings.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
     return spec
@@ -389,10 +391,10 @@ def render_proxy_pod(shape: SandboxShape) -> dict[str, Any]:
         {"containerPort": port, "name": f"cred-{i}", "protocol": "TCP"}
         for i, port in enumerate(credential_ports(shape.plan).values())
     ]
-    amounts = {"cpu": "250m", "memory": "256Mi"}
+    amounts = {"cpu": shape.settings.proxy.cpu, "memory": shape.settings.proxy.memory}
     proxy = {
         "name": "proxy",
-        "image": shape.image,
+        "image": shape.settings.proxy.image or shape.image,
         "imagePullPolicy": shape.settings.image_pull_policy,
         "command": [PYTHON, "-m", "airlock.proxy"],
         "args": ["bundle", "--config", PROXY_CONFIG],

@@ -7,8 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DnsSelector", "KubernetesSettings", "RuntimeClassNames"]
+__all__ = ["DnsSelector", "KubernetesSettings", "ProxySettings", "RuntimeClassNames", "Toleration"]
 
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -28,6 +29,44 @@ class DnsSelector(_Settings):
 
     namespace: str = "kube-system"
     pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
+
+
+class Toleration(_Settings):
+    """A pod toleration (``spec.tolerations[]``), e.g. for a tainted gVisor or Kata node pool."""
+
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(default=None, ge=0)
+
+    def manifest(self) -> dict[str, object]:
+        """The toleration as the API spells it (unset fields omitted)."""
+        fields = {
+            "key": self.key,
+            "operator": self.operator,
+            "value": self.value,
+            "effect": self.effect,
+            "tolerationSeconds": self.toleration_seconds,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
+
+class ProxySettings(_Settings):
+    """The per-sandbox egress/credential proxy pod."""
+
+    #: Its image (None: the runner image, which ships ``airlock.proxy``).
+    image: str | None = None
+    #: Its CPU and memory (requests equal limits).
+    cpu: str = "250m"
+    memory: str = "256Mi"
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, value: str) -> str:
+        if not _QUANTITY.match(value):
+            raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 250m, 0.5, 256Mi, 1Gi)")
+        return value
 
 
 class KubernetesSettings(_Settings):
@@ -61,6 +100,9 @@ class KubernetesSettings(_Settings):
     controller_namespace: str | None = None
     dns: DnsSelector = Field(default_factory=DnsSelector)
     node_selector: dict[str, str] = Field(default_factory=dict)
+    #: Tolerations of sandbox and proxy pods (e.g. a tainted gVisor node pool).
+    tolerations: tuple[Toleration, ...] = ()
+    proxy: ProxySettings = Field(default_factory=ProxySettings)
     #: Where ``/workspace`` lives: ``Memory`` (a tmpfs, as on Docker; counts against the
     #: memory limit) or ``Disk`` (node storage, limited as ``ephemeral-storage``).
     workspace_medium: Literal["Memory", "Disk"] = "Memory"

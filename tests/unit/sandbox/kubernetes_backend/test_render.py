@@ -678,3 +678,29 @@ def test_every_object_is_owned_and_labelled() -> None:
                 LABEL_ROLE: role,
                 LABEL_OWNER: OWNER.name,
             }
+
+
+def test_tolerations_and_the_proxy_settings_reach_both_pods() -> None:
+    """A tainted node pool's toleration goes on the sandbox and the proxy pod; the proxy pod
+    takes its own image and size when the settings name them."""
+    from airlock.sandbox.kubernetes import ProxySettings, Toleration
+
+    settings = KubernetesSettings(
+        tolerations=(
+            Toleration(key="airlock.dev/gvisor", value="true", effect="NoSchedule"),
+            Toleration(operator="Exists", effect="NoExecute", toleration_seconds=30),
+        ),
+        proxy=ProxySettings(image="registry.example/airlock-proxy:1", cpu="100m", memory="64Mi"),
+    )
+    shape = shape_for(EnvironmentSpec(network=network(rule("10.1.2.0/24", port=443))), settings)
+    expected = [
+        {"key": "airlock.dev/gvisor", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+        {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+    ]
+    pod, proxy = render_pod(shape, proxy_ip="10.0.0.9"), render_proxy_pod(shape)
+    assert pod["spec"]["tolerations"] == expected == proxy["spec"]["tolerations"]
+    assert container(proxy, "proxy")["image"] == "registry.example/airlock-proxy:1"
+    assert container(proxy, "proxy")["resources"]["limits"] == {"cpu": "100m", "memory": "64Mi"}
+    assert container(pod, "runner")["image"] == IMAGE
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        ProxySettings(memory="lots")

@@ -185,7 +185,7 @@ async def test_a_proxied_sandbox_gets_its_proxy_and_its_events(cluster: Cluster)
     proxy, sandbox = sorted(
         runners.seen.values(), key=lambda p: p["metadata"]["name"].endswith("-proxy"), reverse=True
     )
-    proxy_ip = cluster.pods.status(proxy)["podIP"]
+    proxy_ip = runners.ips[proxy["metadata"]["name"]]
     env = {e["name"]: e.get("value") for e in sandbox["spec"]["containers"][0]["env"]}
     assert env["HTTPS_PROXY"] == f"http://{proxy_ip}:3128"
     egress = [e for e in seen if isinstance(e, EgressEvent)]
