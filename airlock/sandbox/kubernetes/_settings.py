@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["DnsSelector", "KubernetesSettings", "ProxySettings", "RuntimeClassNames", "Toleration"]
 
@@ -38,7 +38,10 @@ class Toleration(_Settings):
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(default=None, ge=0)
+    #: Also spelled ``tolerationSeconds``, as in a pod spec (the Helm chart passes them verbatim).
+    toleration_seconds: int | None = Field(
+        default=None, ge=0, validation_alias=AliasChoices("toleration_seconds", "tolerationSeconds")
+    )
 
     def manifest(self) -> dict[str, object]:
         """The toleration as the API spells it (unset fields omitted)."""
