@@ -16,6 +16,7 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -84,7 +85,7 @@ def render(
     return helm(*args).stdout
 
 
-def objects(text: str) -> list[dict[str, object]]:
+def objects(text: str) -> list[dict[str, Any]]:
     """The rendered objects, in order."""
     return [d for d in yaml.safe_load_all(text) if d]
 

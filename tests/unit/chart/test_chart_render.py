@@ -46,7 +46,7 @@ def rendered(case: str) -> str:
 
 
 def kinds(case: str) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(o["kind"], o["metadata"]["name"]): o for o in objects(rendered(case))}  # type: ignore[index]
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects(rendered(case))}
 
 
 def one(case: str, kind: str, suffix: str = "") -> dict[str, Any]:
@@ -83,7 +83,7 @@ def stable(text: str) -> str:
     docs = objects(text)
     for doc in docs:
         if doc.get("kind") == "Secret":
-            data: dict[str, str] = doc.get("data") or {}  # type: ignore[assignment]
+            data: dict[str, str] = doc.get("data") or {}
             for key in data:
                 data[key] = "<generated at install>"
     return yaml.safe_dump_all(docs, sort_keys=False)

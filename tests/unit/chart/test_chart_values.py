@@ -25,13 +25,9 @@ PROBE_AGENTS = {"airlock-probe-deny", "airlock-probe-allow"}
 
 def chart_config(tmp_path: Path, *values: Path, sets: tuple[str, ...] = ()) -> AirlockConfig:
     """The controller's config as the chart renders it, loaded by airlock.config."""
-    (config_map,) = [
-        o
-        for o in objects(render(*values, sets=sets))
-        if o["kind"] == "ConfigMap"  # type: ignore[index]
-    ]
+    (config_map,) = [o for o in objects(render(*values, sets=sets)) if o["kind"] == "ConfigMap"]
     path = tmp_path / "airlock.yaml"
-    path.write_text(config_map["data"]["airlock.yaml"])  # type: ignore[index]
+    path.write_text(config_map["data"]["airlock.yaml"])
     return load_config(path)
 
 
