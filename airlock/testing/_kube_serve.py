@@ -40,6 +40,8 @@ _PUBLIC = frozenset({"/version", "/healthz", "/readyz", "/livez"})
 _SUBRESOURCES = {"pods": frozenset({"log", "status", "portforward"}), "namespaces": frozenset({"status"})}
 _PODS, _SECRETS, _EVENTS = (resource_named(p) for p in ("pods", "secrets", "events"))
 _RUNTIME_CLASSES = resource_named("runtimeclasses")
+#: Resources whose DELETE answers the deleted object (as the real server does), not a Status.
+_DELETE_ANSWERS_OBJECT = frozenset({"pods", "services"})
 
 
 @dataclass(frozen=True)
@@ -408,7 +410,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         )
         target = removed[0][1]
         self._stop_pods(removed)
-        if route.resource is _PODS:
+        if route.resource.plural in _DELETE_ANSWERS_OBJECT:
             return target
         if route.resource.plural == "namespaces":
             target["metadata"]["deletionTimestamp"] = now()
