@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from airlock.cli._common import EXIT_CODES_HELP, console, err_console, load, load_agent, report_error
+from airlock.cli._common import (
+    EXIT_CODES_HELP,
+    EXIT_USAGE,
+    console,
+    err_console,
+    load,
+    load_agent,
+    report_error,
+)
 from airlock.errors import AirlockError, ConfigError
 from airlock.jobstate import JobState
 from layer0 import Layer0Error
@@ -373,14 +381,40 @@ def agents_show(
 
 
 @app.command("doctor")
-def doctor(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+def doctor(
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="Check only this sandbox backend (e.g. kubernetes).")
+    ] = None,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe",
+            help="Also run the backend's proof of isolation on a live deployment (Kubernetes: the Helm "
+            "release's isolation test: jobs under a deny-all and an allow-list agent must reach nothing "
+            "forbidden and never see a sidecar secret).",
+        ),
+    ] = False,
+    release: Annotated[
+        str, typer.Option("--release", metavar="[NAMESPACE/]NAME", help="The deployment --probe tests.")
+    ] = "airlock/airlock",
+) -> None:
     """Check this machine: Docker engine, runner image, gvisor/kata runtimes, local model, config.
 
-    Exit code 0 when no check is an error (warnings are fine), 1 otherwise.
+    Exit code 0 when no check is an error (warnings are fine), 1 otherwise; 2 for a backend
+    that does not exist or cannot --probe.
     """
     from airlock.cli._doctor import doctor as run_doctor
+    from airlock.sandbox import backend as backend_named
+    from airlock.sandbox import backend_names
 
-    raise typer.Exit(run_doctor(config, as_json=as_json))
+    if backend is not None and backend not in backend_names():
+        raise _fail(f"unknown backend {backend!r}; backends: {', '.join(backend_names())}", EXIT_USAGE)
+    if probe and (backend is None or backend_named(backend).probe is None):
+        able = [n for n in backend_names() if backend_named(n).probe is not None]
+        raise _fail(f"--probe needs --backend naming one of: {', '.join(able)}", EXIT_USAGE)
+    raise typer.Exit(run_doctor(config, as_json=as_json, backend=backend, probe=release if probe else None))
 
 
 @images_app.command("build")

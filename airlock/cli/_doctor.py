@@ -108,10 +108,11 @@ def check_config(path: Path | None) -> Check:
     return Check("config", "ok", f"{where} is valid ({len(cfg.agents)} agent(s): {names})")
 
 
-async def _backend_checks(settings: Mapping[str, BaseModel]) -> list[Check]:
+async def _backend_checks(settings: Mapping[str, BaseModel], only: str | None = None) -> list[Check]:
     from airlock.sandbox import backends
 
-    found = await asyncio.gather(*(b.doctor(settings.get(b.name)) for b in backends()))
+    chosen = [b for b in backends() if only is None or b.name == only]
+    found = await asyncio.gather(*(b.doctor(settings.get(b.name)) for b in chosen))
     return [check for checks in found for check in checks]
 
 
@@ -127,11 +128,21 @@ def _configured_settings(path: Path | None) -> Mapping[str, BaseModel]:
         return {}
 
 
-def run_checks(config: Path | None) -> list[Check]:
-    """Every check, in order: each sandbox backend's (with its configured settings), the local
-    model's, the configuration's (nothing is downloaded or started)."""
-    checks = asyncio.run(_backend_checks(_configured_settings(config)))
-    checks += check_local_model()
+def run_checks(config: Path | None, backend: str | None = None, probe: str | None = None) -> list[Check]:
+    """Every check, in order: each sandbox backend's (with its configured settings; only
+    ``backend``'s when named), the local model's, the configuration's (nothing is downloaded or
+    started). With ``probe`` (a deployment the backend can name, e.g. a Helm release), the
+    backend's install-time proof of isolation runs too: jobs really run there."""
+    settings = _configured_settings(config)
+    checks = asyncio.run(_backend_checks(settings, backend))
+    if probe is not None and backend is not None:
+        from airlock.sandbox import backend as backend_named
+
+        run_probe = backend_named(backend).probe
+        assert run_probe is not None  # checked by the command
+        checks += asyncio.run(run_probe(settings.get(backend), probe))
+    if backend is None:
+        checks += check_local_model()
     checks.append(check_config(config))
     return checks
 
@@ -139,9 +150,11 @@ def run_checks(config: Path | None) -> list[Check]:
 _MARK = {"ok": "[green]  OK[/]", "warning": "[yellow]WARN[/]", "error": "[red]FAIL[/]"}
 
 
-def doctor(config: Path | None, *, as_json: bool) -> int:
+def doctor(
+    config: Path | None, *, as_json: bool, backend: str | None = None, probe: str | None = None
+) -> int:
     """Print the checks; the exit code is 0 unless one is an error."""
-    checks = run_checks(config)
+    checks = run_checks(config, backend, probe)
     failed = any(c.status == "error" for c in checks)
     code = EXIT_INCOMPLETE if failed else EXIT_OK
     if as_json:

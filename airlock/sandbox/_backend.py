@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -101,6 +101,13 @@ class Backend:
     #: The objects a compiled plan becomes on this backend, as the cluster would receive them
     #: (``airlock agents show``; e.g. Kubernetes NetworkPolicies). None: nothing beyond the plan.
     policy_objects: Callable[[SandboxPlan, BaseModel | None], list[dict[str, Any]]] | None = field(
+        default=None, repr=False
+    )
+
+    #: An install-time proof of isolation against a live deployment, named by a backend-specific
+    #: target (Kubernetes: a Helm release, ``namespace/name``): ``airlock doctor --probe``.
+    #: None: the backend has none.
+    probe: Callable[[BaseModel | None, str], Coroutine[Any, Any, list[DoctorCheck]]] | None = field(
         default=None, repr=False
     )
 

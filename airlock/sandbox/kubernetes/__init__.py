@@ -21,6 +21,7 @@ from .._limits import SandboxDefaults, resolve_limits
 from ._doctor import REQUIRED_ACCESS, doctor_checks
 from ._names import Owner
 from ._reaper import KubeReapReport, reap
+from ._release_test import probe_release
 from ._render import SandboxShape, render_default_deny, render_network_policies
 from ._sandbox import KubernetesSandbox
 from ._settings import DnsSelector, KubernetesSettings, ProxySettings, RuntimeClassNames, Toleration
@@ -86,6 +87,7 @@ BACKEND = Backend(
     ),
     factory=_create,
     doctor=doctor_checks,
+    probe=probe_release,
     reap=reap,
     settings=KubernetesSettings,
     policy_objects=policy_objects,

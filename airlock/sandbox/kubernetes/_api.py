@@ -79,6 +79,7 @@ class KubeApi:
         self.node = client.NodeV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
         self.authorization = client.AuthorizationV1Api(api_client)
+        self.rbac = client.RbacAuthorizationV1Api(api_client)
         self.version = client.VersionApi(api_client)
 
     @classmethod
