@@ -12,11 +12,19 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from layer0 import TurnConfig, TurnInput
 
-PROVIDER_KINDS = ("anthropic", "openai_compat", "scripted")
+PROVIDER_KINDS = ("anthropic", "openai_compat", "scripted", "command")
 #: Tools the turn itself implements: calling one declares an effect (never run in the sandbox).
 EFFECT_TOOLS = ("write_memory", "delete_memory", "delegate", "handoff", "signal")
 #: Tools that run inside the sandbox (their implementations: ``airlock.tools``).
@@ -115,6 +123,12 @@ class AgentSpec(_Spec):
         if len(set(value)) != len(value):
             raise ValueError("a tool is listed twice")
         return value
+
+    @model_validator(mode="after")
+    def _command_needs_bash(self) -> Self:
+        if self.provider.kind == "command" and "bash" not in self.tools:
+            raise ValueError("the command provider runs each message with bash: add bash to tools")
+        return self
 
     def max_duration_for(self, input: TurnInput) -> int | None:
         """The turn's ``max_duration`` in ms: the input's TurnConfig, else these defaults."""

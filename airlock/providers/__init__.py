@@ -3,12 +3,14 @@
 - ``anthropic``: the Anthropic Messages API (official SDK), priced from a dated table.
 - ``openai_compat``: any OpenAI-compatible chat-completions server (official SDK).
 - ``scripted``: plays a recorded conversation offline; :class:`RecordingProvider` records one.
+- ``command``: no model; runs each message as one ``bash`` call (probes, debugging).
 
 Importing this package never imports a provider SDK; each is loaded when its provider
 is built.
 """
 
 from ._anthropic import DEFAULT_ANTHROPIC_MODEL, AnthropicProvider, map_anthropic_error
+from ._command import CommandProvider
 from ._common import PLACEHOLDER_API_KEY
 from ._factory import create_provider
 from ._openai_compat import OpenAICompatProvider, map_openai_error
@@ -31,6 +33,7 @@ __all__ = [
     "PRICES_AS_OF",
     "SCRIPTED_MODEL",
     "AnthropicProvider",
+    "CommandProvider",
     "ModelPrice",
     "OpenAICompatProvider",
     "Rates",

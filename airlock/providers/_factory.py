@@ -46,4 +46,8 @@ def create_provider(spec: ProviderSpec) -> Provider:
         raise SpecError(
             f"scripted provider: script must be a path, a mapping or a list, not {type(script).__name__}"
         )
+    if spec.kind == "command":
+        from ._command import CommandProvider
+
+        return CommandProvider()
     raise SpecError(f"unknown provider kind {spec.kind!r}; valid kinds: {', '.join(PROVIDER_KINDS)}")

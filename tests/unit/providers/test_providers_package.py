@@ -43,6 +43,7 @@ def test_all_matches_public_names() -> None:
             "OpenAICompatProvider",
         ),
         (ProviderSpec(kind="scripted", script=[]), "ScriptedProvider"),
+        (ProviderSpec(kind="command"), "CommandProvider"),
     ],
 )
 def test_create_provider_kinds(spec: ProviderSpec, cls: str) -> None:
@@ -55,6 +56,7 @@ def test_create_provider_kinds(spec: ProviderSpec, cls: str) -> None:
 def test_unknown_kind_lists_valid_ones() -> None:
     spec = ProviderSpec.model_construct(kind="bedrock")  # bypasses the spec's own validator
     with pytest.raises(
-        SpecError, match="unknown provider kind 'bedrock'; valid kinds: anthropic, openai_compat, scripted"
+        SpecError,
+        match="unknown provider kind 'bedrock'; valid kinds: anthropic, openai_compat, scripted, command",
     ):
         create_provider(spec)
