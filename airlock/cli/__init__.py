@@ -457,6 +457,71 @@ def images_build(
         console.print(f"removed the previous image {report.removed_previous[:19]}")
 
 
+@app.command("probe")
+def probe(
+    controller: Annotated[
+        str, typer.Option("--controller", metavar="HOST:PORT", help="The controller's jobs API.")
+    ],
+    token_file: Annotated[Path, typer.Option("--token-file", help="The bearer token (a mounted Secret).")],
+    allowed_url: Annotated[
+        str, typer.Option("--allowed-url", help="The allow-list agent's one destination (served here).")
+    ],
+    canary_file: Annotated[
+        Path, typer.Option("--canary-file", help="The allow-list agent's sidecar secret.")
+    ],
+    self_ip: Annotated[
+        str, typer.Option("--self-ip", help="This pod's IP (the downward API's status.podIP).")
+    ],
+    deny_agent: Annotated[str, typer.Option("--deny-agent")] = "airlock-probe-deny",
+    allow_agent: Annotated[str, typer.Option("--allow-agent")] = "airlock-probe-allow",
+    allowed_port: Annotated[int, typer.Option("--allowed-port", min=1, max=65535)] = 8080,
+    forbidden_port: Annotated[int, typer.Option("--forbidden-port", min=1, max=65535)] = 8081,
+    canary_header: Annotated[str, typer.Option("--canary-header")] = "x-airlock-probe",
+    sandbox_namespace: Annotated[
+        str | None, typer.Option("--sandbox-namespace", help="Find the other sandbox's pods here.")
+    ] = None,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target", metavar="NAME=HOST:PORT", help="A destination no sandbox may reach (repeat)."
+        ),
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds for each job.")] = 300.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Prove a deployment's isolation: jobs under a deny-all and an allow-list agent must reach
+    nothing forbidden (another sandbox, the controller, the API server, the node, a port outside
+    the allow-list) and never see the sidecar secret. What the Helm chart's `helm test` runs.
+
+    Exit codes: 0 isolation holds; 1 a hole; 2 bad arguments or missing agents; 3 the
+    controller or a job failed.
+    """
+    from airlock.cli._probe import parse_targets, read_inputs
+    from airlock.cli._probe import probe as run_probe
+    from airlock.probe import ProbeError, ProbeOptions
+
+    try:
+        token, canary = read_inputs(token_file, canary_file)
+        opts = ProbeOptions(
+            controller=controller,
+            token=token,
+            deny_agent=deny_agent,
+            allow_agent=allow_agent,
+            allowed_url=allowed_url,
+            canary=canary,
+            canary_header=canary_header,
+            self_ip=self_ip,
+            allowed_port=allowed_port,
+            forbidden_port=forbidden_port,
+            targets=parse_targets(target or []),
+            sandbox_namespace=sandbox_namespace,
+            timeout_s=timeout,
+        )
+    except ProbeError as e:
+        raise _fail(str(e), e.exit_code) from None
+    raise typer.Exit(run_probe(opts, as_json=as_json))
+
+
 @app.command("gc")
 def gc(
     all_: Annotated[

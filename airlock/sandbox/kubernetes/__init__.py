@@ -18,8 +18,9 @@ from layer0 import ContainerIsolation
 
 from .._backend import Backend, Capabilities
 from .._limits import SandboxDefaults, resolve_limits
+from ._addresses import SandboxAddress, sandbox_addresses
 from ._doctor import REQUIRED_ACCESS, doctor_checks
-from ._names import Owner
+from ._names import CREDENTIAL_PORT_BASE, EGRESS_PORT, RUNNER_PORT, Owner
 from ._reaper import KubeReapReport, reap
 from ._release_test import probe_release
 from ._render import SandboxShape, render_default_deny, render_network_policies
@@ -28,15 +29,20 @@ from ._settings import DnsSelector, KubernetesSettings, ProxySettings, RuntimeCl
 
 __all__ = [
     "BACKEND",
+    "CREDENTIAL_PORT_BASE",
+    "EGRESS_PORT",
     "REQUIRED_ACCESS",
+    "RUNNER_PORT",
     "DnsSelector",
     "KubeReapReport",
     "KubernetesSandbox",
     "KubernetesSettings",
     "ProxySettings",
     "RuntimeClassNames",
+    "SandboxAddress",
     "Toleration",
     "policy_objects",
+    "sandbox_addresses",
 ]
 
 
