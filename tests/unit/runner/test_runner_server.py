@@ -356,7 +356,7 @@ async def test_oversized_output_becomes_a_clear_error(address: str, token: str) 
         (
             lambda r: r.agent.provider.__setattr__("kind", 99),
             "agent.provider.kind: unknown provider kind 99; valid: PROVIDER_KIND_ANTHROPIC, "
-            "PROVIDER_KIND_OPENAI_COMPAT, PROVIDER_KIND_SCRIPTED",
+            "PROVIDER_KIND_OPENAI_COMPAT, PROVIDER_KIND_SCRIPTED, PROVIDER_KIND_COMMAND",
         ),
         (lambda r: r.agent.tools.append("rm_rf"), "agent.tools: unknown tool(s) rm_rf; valid tools: bash,"),
         (lambda r: r.agent.__setattr__("name", ""), "agent.name: String should have at least 1 character"),

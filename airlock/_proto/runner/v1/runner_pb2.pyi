@@ -81,6 +81,8 @@ class _ProviderKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Provider
     """
     PROVIDER_KIND_SCRIPTED: _ProviderKind.ValueType  # 3
     """Plays a recorded conversation (`script`); offline and deterministic."""
+    PROVIDER_KIND_COMMAND: _ProviderKind.ValueType  # 4
+    """No model: runs the user's message as one `bash` call and answers with its output."""
 
 class ProviderKind(_ProviderKind, metaclass=_ProviderKindEnumTypeWrapper):
     """---------------------------------------------------------------------------------------------
@@ -101,6 +103,8 @@ prices or neither).
 """
 PROVIDER_KIND_SCRIPTED: ProviderKind.ValueType  # 3
 """Plays a recorded conversation (`script`); offline and deterministic."""
+PROVIDER_KIND_COMMAND: ProviderKind.ValueType  # 4
+"""No model: runs the user's message as one `bash` call and answers with its output."""
 Global___ProviderKind: _TypeAlias = ProviderKind  # noqa: Y015
 
 class _ContextStrategy:
