@@ -329,7 +329,8 @@ def _problems(message: pb.AgentSpec) -> list[str]:
 def test_invalid_agent_spec_names_each_problem_on_its_own_line() -> None:
     scripted = pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED)
     valid = (
-        "valid: PROVIDER_KIND_ANTHROPIC, PROVIDER_KIND_OPENAI_COMPAT, PROVIDER_KIND_SCRIPTED, PROVIDER_KIND_COMMAND"
+        "valid: PROVIDER_KIND_ANTHROPIC, PROVIDER_KIND_OPENAI_COMPAT, "
+        "PROVIDER_KIND_SCRIPTED, PROVIDER_KIND_COMMAND"
     )
     assert _problems(pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind=99))) == [
         f"provider.kind: unknown provider kind 99; {valid}"
