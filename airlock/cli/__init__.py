@@ -498,7 +498,7 @@ def probe(
     """
     from airlock.cli._probe import parse_targets, read_inputs
     from airlock.cli._probe import probe as run_probe
-    from airlock.probe import ProbeError, ProbeOptions
+    from airlock.probe.client import ProbeError, ProbeOptions
 
     try:
         token, canary = read_inputs(token_file, canary_file)

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from airlock.probe import ProbeError, ProbeOptions, Row, read_secret_file, render_rows, run_probe
+from airlock.probe.client import ProbeError, ProbeOptions, Row, read_secret_file, render_rows, run_probe
 
 from ._common import EXIT_INCOMPLETE, EXIT_OK, console, err_console
 

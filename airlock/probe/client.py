@@ -22,7 +22,19 @@ from airlock.jobstate import JobState
 from airlock.sandbox.kubernetes import CREDENTIAL_PORT_BASE, EGRESS_PORT, RUNNER_PORT, sandbox_addresses
 
 from ._servers import ProbeServers
-from ._verdict import Row, canary_rows, http_row, report_of, tcp_rows
+from ._verdict import Row, canary_rows, http_row, render_rows, report_of, tcp_rows
+
+__all__ = [
+    "LISTEN_PORT",
+    "ProbeError",
+    "ProbeOptions",
+    "ProbeServers",
+    "Row",
+    "read_secret_file",
+    "render_rows",
+    "report_of",
+    "run_probe",
+]
 
 #: Where the allow-list sandbox listens for the deny-all one.
 LISTEN_PORT = 7070
