@@ -6,4 +6,3 @@ controller's API, and judges what the sandboxes report (:mod:`airlock.probe.clie
 
 This package's ``__init__`` imports nothing: the sandbox side must start with the stdlib alone.
 """
-

@@ -26,11 +26,22 @@ class Row:
 
 
 def report_of(text: str) -> dict[str, Any]:
-    """The sandbox's JSON report in a job's answer (the bash tool's output around it).
+    """The sandbox's JSON report in a job's answer: the bash tool's result (``exit_code``,
+    ``stdout``, ``stderr`` as JSON) or plain output around it.
 
     Raises:
         ValueError: the answer holds no report.
     """
+    try:
+        envelope = json.loads(text)
+    except ValueError:
+        envelope = None
+    if isinstance(envelope, dict) and isinstance(envelope.get("stdout"), str):
+        if envelope.get("exit_code") not in (0, None):
+            raise ValueError(
+                f"the probe program failed ({envelope.get('exit_code')}): {envelope.get('stderr')!r}"
+            )
+        text = envelope["stdout"]
     for line in reversed(text.splitlines()):
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):

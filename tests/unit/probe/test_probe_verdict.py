@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from airlock.cli import app
@@ -14,6 +16,11 @@ from airlock.probe.client import report_of
 def test_the_report_is_found_in_the_bash_tools_answer() -> None:
     answer = 'exit code 0\nstdout:\nsome noise\n{"tcp": {"a": "refused"}}\nstderr:\n'
     assert report_of(answer) == {"tcp": {"a": "refused"}}
+    envelope = json.dumps({"exit_code": 0, "stdout": 'noise\n{"tcp": {"b": "timeout"}}\n', "stderr": ""})
+    assert report_of(envelope) == {"tcp": {"b": "timeout"}}
+    failed = json.dumps({"exit_code": 1, "stdout": "", "stderr": "Traceback ..."})
+    with pytest.raises(ValueError, match="the probe program failed"):
+        report_of(failed)
 
 
 def test_each_kind_of_hole_fails_its_row() -> None:

@@ -1,0 +1,142 @@
+"""The isolation probe end to end, where nothing enforces NetworkPolicy: it must say so.
+
+A real controller (in this process) runs the probe agents on the Kubernetes backend; the
+stand-in API server's pods run on the local Docker engine (``DockerPods``), so each job gets
+a real sandbox pod, a real proxy pod with the sidecar credential, and the runner reached by
+pod IP. The probe (``run_probe``, what ``airlock probe`` runs in the chart's test pod) serves
+its destinations on the pod network's gateway, this machine's address on the bridge the test
+created.
+
+The stand-in does not enforce NetworkPolicies, like a cluster whose CNI ignores them. So the
+probe must report the holes (the deny-all sandbox reaches the other sandbox and the
+forbidden port), which is what it tells an operator on such a cluster; and the rows the
+proxies themselves guarantee must still pass (the proxy refuses the forbidden URL, the
+sidecar secret reaches the upstream and is visible nowhere in either sandbox).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+import yaml
+
+from airlock.images import runner_image_tag
+from airlock.probe.client import ProbeOptions, Row, run_probe
+from airlock.testing import DockerPods, KubeApiStandIn
+from tests.support.controller import running_controller
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
+NAMESPACE = "airlock-sandboxes"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def pods() -> Iterator[tuple[DockerPods, str]]:
+    runtime = DockerPods()
+    try:
+        network = docker.from_env().networks.get(runtime.network)
+        yield runtime, str(network.attrs["IPAM"]["Config"][0]["Gateway"])
+    finally:
+        runtime.close()
+
+
+def probe_agent(**extra: Any) -> dict[str, Any]:
+    return {
+        "provider": {"kind": "command"},
+        "tools": ["bash"],
+        "tool_options": {"bash": {"timeout_s": 240}},
+        "backend": "kubernetes",
+        "resources": {"cpu": "500m", "memory": "256Mi"},
+        "defaults": {"max_turns": 2, "max_duration": "180s"},
+        **extra,
+    }
+
+
+def by_check(rows: list[Row], agent: str) -> dict[str, Row]:
+    return {r.check.split(" ", 2)[1] if r.check.startswith(("tcp ", "http ")) else r.check: r
+            for r in rows if r.agent in (agent, "any")}  # fmt: skip
+
+
+def test_the_probe_reports_the_holes_of_a_cluster_that_ignores_network_policy(
+    pods: tuple[DockerPods, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime, gateway = pods
+    allowed_port, forbidden_port = free_port(), free_port()
+    canary = "probe-" + secrets.token_urlsafe(24)
+    (tmp_path / "canary").write_text(canary)
+    with KubeApiStandIn(pods=runtime, namespaces=(NAMESPACE,)) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        upstream = f"http://{gateway}:{allowed_port}"
+        sidecar = {"upstream": upstream, "header": "x-airlock-probe"}
+        config = {
+            "version": 1,
+            "secrets": {"probe-canary": {"file": str(tmp_path / "canary")}},
+            "backends": {"kubernetes": {"kubeconfig": str(kubeconfig), "namespace": NAMESPACE,
+                                        "connect": "pod_ip", "image_pull_policy": "Never"}},
+            "agents": {
+                "probe-deny": probe_agent(),
+                "probe-allow": probe_agent(
+                    network={"allow": [{"destination": f"{gateway}/32", "port": allowed_port}]},
+                    credentials=[{"secret": "probe-canary", "inject": {"sidecar": sidecar}}],
+                ),
+            },
+        }  # fmt: skip
+        path = tmp_path / "airlock.yaml"
+        path.write_text(yaml.safe_dump(config))
+
+        async def probe() -> list[Row]:
+            async with running_controller(path, tmp_path / "data", tmp_path / "sb", runner_image_tag(),
+                                          concurrency=2) as (controller, _):  # fmt: skip
+                port = controller.address.rpartition(":")[2]
+                opts = ProbeOptions(
+                    controller=controller.address,
+                    token=controller.token,
+                    deny_agent="probe-deny",
+                    allow_agent="probe-allow",
+                    allowed_url=f"{upstream}/",
+                    canary=canary,
+                    canary_header="x-airlock-probe",
+                    self_ip=gateway,
+                    allowed_port=allowed_port,
+                    forbidden_port=forbidden_port,
+                    targets={"controller": f"{gateway}:{port}"},
+                    sandbox_namespace=NAMESPACE,
+                    timeout_s=240,
+                )
+                return await run_probe(opts)
+
+        rows = asyncio.run(probe())
+    table = "\n".join(f"{r.agent:12} {r.check:60} {r.observed:30} {r.mark}" for r in rows)
+    print(table)
+    deny, allow = by_check(rows, "probe-deny"), by_check(rows, "probe-allow")
+    # The holes a non-enforcing CNI leaves, each named.
+    assert deny["other"].passed is False or any(
+        r.agent == "probe-deny" and "other sandbox's listener" in r.check and r.passed is False for r in rows
+    ), table
+    assert any(
+        r.agent == "probe-deny" and "outside the allow-list" in r.check and not r.passed for r in rows
+    ), table
+    assert any("outside the allow-list) connected to" in r.check and not r.passed for r in rows), table
+    assert any(r.agent == "probe-allow" and "listener" in r.check and not r.passed for r in rows), table
+    # What the proxies guarantee on their own still holds.
+    assert allow["allowed"].passed, table
+    assert allow["forbidden"].passed, table
+    assert allow["sidecar secret reaches the upstream"].passed, table
+    assert allow["sidecar secret visible in the sandbox"].passed, table
+    assert deny["sidecar secret visible in the sandbox"].passed, table
+    # The controller listens on loopback only here: unreachable from any pod.
+    assert all(r.passed for r in rows if "tcp controller" in r.check), table
+    assert not api.objects("pods", NAMESPACE), "every sandbox pod was deleted"
