@@ -30,6 +30,7 @@ from layer0 import Layer0Error
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from airlock.images import ImageBuildReport
     from airlock.sandbox import Reaped
 
 app = typer.Typer(
@@ -200,6 +201,15 @@ def serve(
             "entry says; refused for an agent the backend cannot isolate as configured.",
         ),
     ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            envvar="AIRLOCK_TOKEN_FILE",
+            help="Use the bearer token in this existing file (e.g. a mounted Secret): never generated, "
+            "never printed; missing, unreadable or empty exits 3.",
+        ),
+    ] = None,
 ) -> None:
     """Run the controller service (see the command help)."""
     from airlock.cli._serve import ServeOptions
@@ -212,6 +222,7 @@ def serve(
         max_follow_ups=max_follow_ups,
         max_depth=max_depth,
         as_json=as_json,
+        token_file=token_file,
     )
     loaded = load(config)
     if backend is not None:
@@ -425,20 +436,37 @@ def images_build(
     source: Annotated[
         Path | None, typer.Option("--source", help="The airlock source tree (default: this checkout).")
     ] = None,
+    image: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--image",
+            help="Build only this image: runner (what sandboxes run) or controller (airlock serve, for a "
+            "cluster). Repeatable; default: both.",
+        ),
+    ] = None,
 ) -> None:
-    """Build the runner image offline (Debian packages + wheels; no registry). Needs root."""
-    from airlock.images import build_runner_image
+    """Build the runner and controller images offline (Debian packages + wheels; no registry). Needs root."""
+    from airlock.images import RECIPES, build_image
 
-    try:
-        with console.status("building the runner image", spinner="dots") as status:
+    names = image or list(RECIPES)
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        raise _fail(f"unknown image {', '.join(unknown)}; images: {', '.join(RECIPES)}", EXIT_USAGE)
+    for name in dict.fromkeys(names):
+        try:
+            with console.status(f"building the {name} image", spinner="dots") as status:
 
-            def step(message: str) -> None:
-                status.update(message)
-                console.log(message)
+                def step(message: str) -> None:
+                    status.update(message)
+                    console.log(message)
 
-            report = asyncio.run(build_runner_image(force=force, source=source, on_step=step))
-    except (AirlockError, Layer0Error) as e:
-        raise _fail(str(e)) from e
+                report = asyncio.run(build_image(RECIPES[name], force=force, source=source, on_step=step))
+        except (AirlockError, Layer0Error) as e:
+            raise _fail(str(e)) from e
+        _print_build(report)
+
+
+def _print_build(report: ImageBuildReport) -> None:
     if report.skipped:
         console.print(
             f"[green]{report.tag}[/] is up to date ({report.image_id[:19]}, "

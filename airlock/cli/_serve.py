@@ -48,6 +48,8 @@ class ServeOptions:
     max_follow_ups: int = 16
     max_depth: int = 4
     as_json: bool = False
+    #: Use the token in this existing file (a mounted Secret): never generated, never printed.
+    token_file: Path | None = None
 
 
 def _configure_logging() -> None:
@@ -72,7 +74,7 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
         body: dict[str, Any] = {
             "address": controller.address,
             "data_dir": str(controller.data_dir),
-            "token_file": str(controller.token_file),
+            "token_file": str(opts.token_file or controller.token_file),
             "token_created": controller.token_created,
             "agents": agents,
             "settings": {
@@ -110,19 +112,20 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
             "AIRLOCK_TOKEN or pass --token."
         )
     else:
-        say(f"  token: in {escape(str(controller.token_file))} (not printed)")
+        say(f"  token: in {escape(str(opts.token_file or controller.token_file))} (not printed)")
     say(f"listening on {controller.address}")
     say("[dim]Ctrl-C stops it: running jobs are interrupted and their sandboxes removed[/]")
     sys.stdout.flush()
 
 
 async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
-    from airlock.controller import Controller, ControllerOptions, ServiceSettings
+    from airlock.controller import Controller, ControllerOptions, ServiceSettings, read_token_file
 
     settings = ServiceSettings(
         concurrency=opts.concurrency, max_depth=opts.max_depth, max_follow_ups=opts.max_follow_ups
     )
-    options = ControllerOptions(data_dir=opts.data_dir, address=opts.address, settings=settings)
+    token = await asyncio.to_thread(read_token_file, opts.token_file) if opts.token_file else None
+    options = ControllerOptions(data_dir=opts.data_dir, address=opts.address, settings=settings, token=token)
     loop = asyncio.get_running_loop()
     # Each running job makes blocking Docker calls on the default thread pool (min(32, cores+4)
     # threads): give every worker a few so that concurrency is not capped by the pool.

@@ -26,6 +26,7 @@ from ._grpc import (
     ControllerServer,
     ControllerServerError,
     load_or_create_token,
+    read_token_file,
 )
 from ._model import (
     JOB_EVENT_DATA,
@@ -87,5 +88,6 @@ __all__ = [
     "default_data_dir",
     "inline_script",
     "load_or_create_token",
+    "read_token_file",
     "resolve_token",
 ]

@@ -38,6 +38,21 @@ class ControllerServerError(AirlockError):
     """The controller server cannot start (address in use, unreadable token file, …)."""
 
 
+def read_token_file(path: Path) -> str:
+    """The bearer token in an existing file (e.g. a mounted Secret); never created or printed.
+
+    Raises:
+        ControllerServerError: missing, unreadable or empty.
+    """
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise ControllerServerError(f"cannot read the token file {path}: {e.strerror or e}") from e
+    if not token:
+        raise ControllerServerError(f"the token file {path} is empty")
+    return token
+
+
 def load_or_create_token(path: Path) -> tuple[str, bool]:
     """The bearer token in ``path``, creating it (mode 0600) if absent; ``(token, created)``.
 

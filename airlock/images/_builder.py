@@ -1,4 +1,4 @@
-"""The runner image, built with no registry: ``airlock images build``.
+"""The runner and controller images, built with no registry: ``airlock images build``.
 
 Pipeline (all on the host; the sandbox never reaches a package index):
 
@@ -12,8 +12,10 @@ Pipeline (all on the host; the sandbox never reaches a package index):
    and labels (version, source digest, package closure).
 
 Downloads are cached under ``~/.cache/airlock/images`` (``AIRLOCK_IMAGE_CACHE`` overrides),
-so a rebuild only unpacks, installs and imports. The image is tagged
-``airlock-runner:<airlock version>`` and labelled with the digest of the source tree it was
+so a rebuild only unpacks, installs and imports. Each :class:`ImageRecipe` names its image:
+``airlock-runner:<airlock version>`` (what sandboxes run: the runner, the proxies, the providers'
+SDKs, no controller package) and ``airlock-controller:<airlock version>`` (``airlock serve`` and
+the rest of the CLI, for a cluster). Each is labelled with the digest of the source tree it was
 built from; without ``force`` a build whose digest matches is skipped.
 
 PID 1 is not part of the image: sandboxes run with Docker's ``init=True`` (docker-init,
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -43,6 +46,7 @@ from . import _rootfs, _wheels
 from ._dockerapi import docker_client, docker_errors
 
 RUNNER_IMAGE_REPOSITORY = "airlock-runner"
+CONTROLLER_IMAGE_REPOSITORY = "airlock-controller"
 #: Bumped when the recipe changes in a way the inputs' hashes would not show.
 RECIPE_VERSION = "1"
 LABEL_IMAGE = "airlock.image"
@@ -60,6 +64,49 @@ _PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 def runner_image_tag(version: str = __version__) -> str:
     """``airlock-runner:<version>``, the tag DockerEnvironment runs by default."""
     return f"{RUNNER_IMAGE_REPOSITORY}:{version}"
+
+
+def controller_image_tag(version: str = __version__) -> str:
+    """``airlock-controller:<version>``, the image the Helm chart deploys."""
+    return f"{CONTROLLER_IMAGE_REPOSITORY}:{version}"
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """What one image is: its name, the extras installed, how it starts, what it must not hold."""
+
+    #: ``runner`` or ``controller`` (the :data:`LABEL_IMAGE` value).
+    name: str
+    repository: str
+    extras: tuple[str, ...]
+    entrypoint: tuple[str, ...]
+    cmd: tuple[str, ...] = ()
+    workdir: str = WORKSPACE
+    #: Modules the image must not contain (checked after installing).
+    forbidden_modules: tuple[str, ...] = ()
+
+    def tag(self, version: str = __version__) -> str:
+        return f"{self.repository}:{version}"
+
+
+#: The sandbox's image: the runner (and proxies); no controller-side package.
+RUNNER = ImageRecipe(
+    "runner",
+    RUNNER_IMAGE_REPOSITORY,
+    _wheels.RUNNER_EXTRAS,
+    (f"{VENV}/bin/python", "-m", "airlock.runner"),
+    forbidden_modules=("docker", "typer", "rich"),
+)
+#: The controller's image: the ``airlock`` CLI (``serve`` by default) with every extra.
+CONTROLLER = ImageRecipe(
+    "controller",
+    CONTROLLER_IMAGE_REPOSITORY,
+    (*_wheels.RUNNER_EXTRAS, "controller"),
+    (f"{VENV}/bin/airlock",),
+    cmd=("serve",),
+    workdir="/tmp",
+)
+RECIPES = {r.name: r for r in (RUNNER, CONTROLLER)}
 
 
 def image_cache_dir() -> Path:
@@ -115,20 +162,35 @@ async def build_runner_image(
     tag: str | None = None,
     on_step: Progress | None = None,
 ) -> ImageBuildReport:
-    """Build the runner image offline (see the module docstring); needs root and apt.
+    """Build the runner image offline: :func:`build_image` of :data:`RUNNER`."""
+    return await build_image(
+        RUNNER, force=force, source=source, cache_dir=cache_dir, tag=tag, on_step=on_step
+    )
+
+
+async def build_image(
+    recipe: ImageRecipe,
+    *,
+    force: bool = False,
+    source: Path | None = None,
+    cache_dir: Path | None = None,
+    tag: str | None = None,
+    on_step: Progress | None = None,
+) -> ImageBuildReport:
+    """Build ``recipe``'s image offline (see the module docstring); needs root and apt.
 
     Args:
         force: rebuild even if the image is current, and re-download cached wheels.
         source: the airlock source tree (default: the checkout this package runs from).
         cache_dir: download cache (default :func:`image_cache_dir`).
-        tag: image tag (default :func:`runner_image_tag`).
+        tag: image tag (default: the recipe's, ``<repository>:<airlock version>``).
         on_step: called with a short description as each step starts.
 
     Raises:
         ImageError: a step failed (the message names it and carries its error output).
     """
     started = time.perf_counter()
-    tag = tag or runner_image_tag()
+    tag = tag or recipe.tag()
     say = on_step or (lambda _msg: None)
     src = _wheels.find_source_tree(source)
     digest = _image_digest(src)
@@ -154,15 +216,15 @@ async def build_runner_image(
     debs = await _rootfs.resolve_closure()
     step("resolve packages")
     target = _wheels.WheelTarget(_rootfs.python_version(debs), _rootfs.glibc_version(debs), arch)
-    requirements = _wheels.runner_requirements(src)
+    requirements = _wheels.runner_requirements(src, recipe.extras)
     py, (glibc_major, glibc_minor) = target.python.replace(".", ""), target.glibc
     wheel_dir = cache / "wheels" / f"cp{py}-glibc{glibc_major}.{glibc_minor}-{arch}"
-    stamp = wheel_dir / ".requirements"
+    stamp = wheel_dir / f".requirements-{recipe.name}"
     want_stamp = "\n".join(requirements)
 
     with tempfile.TemporaryDirectory(prefix="airlock-image-") as tmp:
         work = Path(tmp)
-        say(f"downloading {len(debs)} packages and the runner's wheels (cached in {cache})")
+        say(f"downloading {len(debs)} packages and the {recipe.name}'s wheels (cached in {cache})")
 
         async def fetch_wheels() -> None:
             if force or not stamp.is_file() or stamp.read_text() != want_stamp:
@@ -185,17 +247,17 @@ async def build_runner_image(
         step("ca-certificates + venv")
 
         say("installing airlock into the image (offline)")
-        await _install_wheels(root, [wheel_dir, airlock_wheel.parent], airlock_wheel.name)
+        await _install_wheels(root, [wheel_dir, airlock_wheel.parent], airlock_wheel.name, recipe)
         step("pip install (offline, in chroot)")
 
         say(f"importing {tag} into Docker")
         labels = {
-            LABEL_IMAGE: "runner",
+            LABEL_IMAGE: recipe.name,
             LABEL_VERSION: __version__,
             LABEL_DIGEST: digest,
             LABEL_BASE: _rootfs.closure_key(debs),
         }
-        image_id = await asyncio.to_thread(_import_rootfs, client, root, tag, labels)
+        image_id = await asyncio.to_thread(_import_rootfs, client, root, tag, _changes(recipe, labels))
         step("docker import")
 
     removed = None
@@ -234,13 +296,15 @@ def _remove_quietly_reporting(client: Any, image_id: str) -> str | None:
     return image_id
 
 
-async def _install_wheels(root: Path, wheel_dirs: list[Path], airlock_wheel: str) -> None:
+async def _install_wheels(
+    root: Path, wheel_dirs: list[Path], airlock_wheel: str, recipe: ImageRecipe
+) -> None:
     staging = root / "tmp" / "airlock-wheels"
     staging.mkdir(parents=True)
     for d in wheel_dirs:
         for whl in d.glob("*.whl"):
             shutil.copy2(whl, staging / whl.name)
-    extras = ",".join(_wheels.RUNNER_EXTRAS)
+    extras = ",".join(recipe.extras)
     try:
         await _rootfs.in_chroot(
             root,
@@ -254,21 +318,21 @@ async def _install_wheels(root: Path, wheel_dirs: list[Path], airlock_wheel: str
             f"/tmp/airlock-wheels/{airlock_wheel}[{extras}]",
             what="pip install in the image",
         )
-        # The runner must start with no controller-side packages present.
-        await _rootfs.in_chroot(
-            root,
-            f"{VENV}/bin/python",
-            "-c",
-            "import importlib.util as u, sys; "
-            "bad = [m for m in ('docker', 'typer', 'rich') if u.find_spec(m)]; "
-            "sys.exit('controller packages in the runner image: ' + ', '.join(bad) if bad else 0)",
-            what="checking the runner image has no controller packages",
-        )
+        if recipe.forbidden_modules:  # e.g. the runner starts with no controller-side package
+            await _rootfs.in_chroot(
+                root,
+                f"{VENV}/bin/python",
+                "-c",
+                "import importlib.util as u, sys; "
+                f"bad = [m for m in {recipe.forbidden_modules!r} if u.find_spec(m)]; "
+                f"sys.exit('the {recipe.name} image must not hold: ' + ', '.join(bad) if bad else 0)",
+                what=f"checking the {recipe.name} image holds none of {', '.join(recipe.forbidden_modules)}",
+            )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _changes(labels: dict[str, str]) -> list[str]:
+def _changes(recipe: ImageRecipe, labels: dict[str, str]) -> list[str]:
     changes = [
         f"ENV PATH={_PATH}",
         "ENV LANG=C.UTF-8",
@@ -276,14 +340,16 @@ def _changes(labels: dict[str, str]) -> list[str]:
         "ENV PYTHONDONTWRITEBYTECODE=1",
         "ENV HOME=/tmp",
         f"USER {SANDBOX_UID}:{SANDBOX_UID}",
-        f"WORKDIR {WORKSPACE}",
-        f'ENTRYPOINT ["{VENV}/bin/python", "-m", "airlock.runner"]',
+        f"WORKDIR {recipe.workdir}",
+        f"ENTRYPOINT {json.dumps(list(recipe.entrypoint))}",
     ]
+    if recipe.cmd:
+        changes.append(f"CMD {json.dumps(list(recipe.cmd))}")
     changes += [f'LABEL {k}="{v}"' for k, v in labels.items()]
     return changes
 
 
-def _import_rootfs(client: Any, root: Path, tag: str, labels: dict[str, str]) -> str:
+def _import_rootfs(client: Any, root: Path, tag: str, changes: list[str]) -> str:
     repository, _, version = tag.rpartition(":")
     errors = docker_errors()
     proc = subprocess.Popen(
@@ -299,7 +365,7 @@ def _import_rootfs(client: Any, root: Path, tag: str, labels: dict[str, str]) ->
 
     try:
         client.api.import_image(
-            src=chunks(), repository=repository, tag=version, changes=_changes(labels), stream_src=True
+            src=chunks(), repository=repository, tag=version, changes=changes, stream_src=True
         )
     except errors.DockerException as e:
         proc.kill()

@@ -80,8 +80,9 @@ def find_source_tree(explicit: Path | None = None) -> Path:
     )
 
 
-def runner_requirements(source: Path) -> list[str]:
-    """The runner's requirements: base dependencies plus the runner extras, from pyproject.
+def runner_requirements(source: Path, extras: tuple[str, ...] = RUNNER_EXTRAS) -> list[str]:
+    """An image's requirements: base dependencies plus ``extras`` (default: the runner's), from
+    pyproject.
 
     Raises:
         ImageError: pyproject.toml cannot be read.
@@ -89,7 +90,7 @@ def runner_requirements(source: Path) -> list[str]:
     try:
         project = tomllib.loads((source / "pyproject.toml").read_text())["project"]
         reqs = list(project.get("dependencies", []))
-        for extra in RUNNER_EXTRAS:
+        for extra in extras:
             reqs += project.get("optional-dependencies", {})[extra]
     except (OSError, KeyError, tomllib.TOMLDecodeError) as e:
         raise ImageError(
@@ -122,7 +123,7 @@ async def download_wheels(requirements: list[str], target: WheelTarget, dest: Pa
     pip = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check"]
     await run_command(
         [*pip, "-d", str(dest), *target.pip_args(), *requirements],
-        what="pip download (runner dependencies)",
+        what="pip download (the image's dependencies)",
     )
 
 
