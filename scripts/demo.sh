@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 scripts/setup.sh
-.venv/bin/airlock images build
+.venv/bin/airlock images build --image runner
 # With an Anthropic key the same agent runs on Claude Haiku (key injected by the credential proxy).
 default_agent=demo
 if [ -n "${ANTHROPIC_API_KEY:-}" ]; then default_agent=demo-claude; fi
