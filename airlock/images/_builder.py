@@ -154,20 +154,6 @@ class ImageBuildReport:
 Progress = Callable[[str], None]
 
 
-async def build_runner_image(
-    *,
-    force: bool = False,
-    source: Path | None = None,
-    cache_dir: Path | None = None,
-    tag: str | None = None,
-    on_step: Progress | None = None,
-) -> ImageBuildReport:
-    """Build the runner image offline: :func:`build_image` of :data:`RUNNER`."""
-    return await build_image(
-        RUNNER, force=force, source=source, cache_dir=cache_dir, tag=tag, on_step=on_step
-    )
-
-
 async def build_image(
     recipe: ImageRecipe,
     *,

@@ -59,7 +59,7 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
-from ._kube_pods import EventRecorder, SecretReader, qos_class
+from ._kube_pods import EventRecorder, SecretReader, condition, qos_class
 
 __all__ = ["LABEL_POD", "LABEL_RUNTIME", "DockerPods"]
 
@@ -636,7 +636,7 @@ class DockerPods:
             sandbox_ready = run.sandbox_ready
         if unschedulable is not None:
             status["phase"] = "Pending"
-            status["conditions"] = [_condition("PodScheduled", False, at, "Unschedulable", unschedulable)]
+            status["conditions"] = [condition("PodScheduled", False, at, "Unschedulable", unschedulable)]
             return status
         if self._host_ip:
             status.update(hostIP=self._host_ip, hostIPs=[{"ip": self._host_ip}])
@@ -664,11 +664,11 @@ class DockerPods:
             None if not unready or done else f"containers with unready status: [{' '.join(unready)}]"
         )
         status["conditions"] = [
-            _condition("PodReadyToStartContainers", sandbox_ready, at),
-            _condition("Initialized", initialized, at, None if initialized else "ContainersNotInitialized"),
-            _condition("Ready", not unready, at, ready_reason, ready_message),
-            _condition("ContainersReady", not unready, at, ready_reason, ready_message),
-            _condition("PodScheduled", True, at),
+            condition("PodReadyToStartContainers", sandbox_ready, at),
+            condition("Initialized", initialized, at, None if initialized else "ContainersNotInitialized"),
+            condition("Ready", not unready, at, ready_reason, ready_message),
+            condition("ContainersReady", not unready, at, ready_reason, ready_message),
+            condition("PodScheduled", True, at),
         ]
         if inits:
             status["initContainerStatuses"] = [_container_status(c, s, init=True) for c, s in inits]
@@ -1130,17 +1130,6 @@ def _waiting(reason: str, message: str) -> dict[str, Any]:
 def _exit_of(state: Mapping[str, Any]) -> int | None:
     terminated = state.get("terminated")
     return None if terminated is None else int(terminated["exitCode"])
-
-
-def _condition(
-    kind: str, ok: bool, at: str, reason: str | None = None, message: str | None = None
-) -> dict[str, Any]:
-    condition: dict[str, Any] = {"type": kind, "status": "True" if ok else "False", "lastTransitionTime": at}
-    if reason:
-        condition["reason"] = reason
-    if message:
-        condition["message"] = message
-    return condition
 
 
 def _container_status(c: _ContainerRun, state: dict[str, Any], *, init: bool) -> dict[str, Any]:

@@ -285,9 +285,10 @@ def qos_class(pod: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def _condition(
+def condition(
     kind: str, ok: bool, at: str, reason: str | None = None, message: str | None = None
 ) -> dict[str, Any]:
+    """A pod condition as the kubelet writes it (shared by every PodRuntime here)."""
     cond: dict[str, Any] = {"type": kind, "status": "True" if ok else "False", "lastTransitionTime": at}
     if reason:
         cond["reason"] = reason
@@ -302,7 +303,7 @@ def _scripted_status(entry: _Pod, now: float) -> dict[str, Any]:
     status: dict[str, Any] = {"qosClass": qos_class(entry.pod)}
     if script.unschedulable is not None:
         status["phase"] = script.phase or "Pending"
-        status["conditions"] = [_condition("PodScheduled", False, at, "Unschedulable", script.unschedulable)]
+        status["conditions"] = [condition("PodScheduled", False, at, "Unschedulable", script.unschedulable)]
         return _with_reason(status, script)
     status.update(hostIP=HOST_IP, hostIPs=[{"ip": HOST_IP}], startTime=at)
     creating = now - entry.since < script.delay_s
@@ -336,13 +337,13 @@ def _scripted_status(entry: _Pod, now: float) -> dict[str, Any]:
         status.update(podIP=entry.ip, podIPs=[{"ip": entry.ip}])
     ready_containers = all("running" in s for _, s in app_states) and script.ready
     status["conditions"] = [
-        _condition("PodReadyToStartContainers", not creating, at),
-        _condition("Initialized", initialized, at, None if initialized else "ContainersNotInitialized"),
-        _condition("Ready", ready_containers, at, None if ready_containers else "ContainersNotReady"),
-        _condition(
+        condition("PodReadyToStartContainers", not creating, at),
+        condition("Initialized", initialized, at, None if initialized else "ContainersNotInitialized"),
+        condition("Ready", ready_containers, at, None if ready_containers else "ContainersNotReady"),
+        condition(
             "ContainersReady", ready_containers, at, None if ready_containers else "ContainersNotReady"
         ),
-        _condition("PodScheduled", True, at),
+        condition("PodScheduled", True, at),
     ]
     if init_states:
         status["initContainerStatuses"] = [

@@ -17,15 +17,21 @@ from typing import Any
 
 import pytest
 
-from airlock.images import build_runner_image
+from airlock.images import CONTROLLER, RUNNER, build_image
 from airlock.sandbox.docker import DockerEnvironment
 from tests.support.containers import assert_none_left
 
 
 @pytest.fixture(scope="session")
 def runner_image() -> str:
-    report = asyncio.run(build_runner_image())
+    report = asyncio.run(build_image(RUNNER))
     return report.tag
+
+
+@pytest.fixture(scope="session")
+def controller_image() -> str:
+    """The controller image, built (or found current) once per session."""
+    return asyncio.run(build_image(CONTROLLER)).tag
 
 
 @pytest.fixture(scope="session")

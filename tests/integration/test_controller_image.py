@@ -31,8 +31,8 @@ def chart() -> tuple[str, list[str]]:
     return config, list(container["args"])
 
 
-def test_the_image_is_the_cli_as_nobody() -> None:
-    attrs = docker.from_env().api.inspect_image(controller_image_tag())
+def test_the_image_is_the_cli_as_nobody(controller_image: str) -> None:
+    attrs = docker.from_env().api.inspect_image(controller_image)
     config = attrs["Config"]
     assert config["Entrypoint"] == ["/opt/venv/bin/airlock"] and config["Cmd"] == ["serve"]
     assert config["User"] == "65534:65534"
@@ -40,7 +40,7 @@ def test_the_image_is_the_cli_as_nobody() -> None:
     assert controller_image_tag().startswith(CONTROLLER_IMAGE_REPOSITORY + ":")
 
 
-def test_it_starts_with_the_charts_config_and_serves(tmp_path: Path) -> None:
+def test_it_starts_with_the_charts_config_and_serves(controller_image: str, tmp_path: Path) -> None:
     config, args = chart()
     with run_controller_image(config, args, tmp_path) as running:
         wait_listening(running)
@@ -68,7 +68,7 @@ def test_it_starts_with_the_charts_config_and_serves(tmp_path: Path) -> None:
         assert "token: in /var/run/airlock/token/token (not printed)" in running.logs()
 
 
-def test_a_missing_token_file_stops_it_with_exit_3(tmp_path: Path) -> None:
+def test_a_missing_token_file_stops_it_with_exit_3(controller_image: str, tmp_path: Path) -> None:
     config, args = chart()
     args = [a if a != "/var/run/airlock/token/token" else "/var/run/airlock/token/absent" for a in args]
     with run_controller_image(config, args, tmp_path) as running:
