@@ -152,7 +152,7 @@ def test_unknown_provider(write: Write, one_issue: One) -> None:
     path = write("agents:\n  coder:\n    provider:\n      kind: antropic\n")
     assert one_issue(path) == (
         f"{path}:4:7: agents.coder.provider.kind: unknown provider 'antropic'; "
-        "valid providers: anthropic, openai_compat, scripted"
+        "valid providers: anthropic, openai_compat, scripted, command"
     )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from airlock.errors import ImageError
-from airlock.images._builder import _changes, runner_image_tag
+from airlock.images._builder import CONTROLLER, RUNNER, _changes, controller_image_tag, runner_image_tag
 from airlock.images._rootfs import glibc_version, parse_print_uris, python_version
 from airlock.images._wheels import WheelTarget, find_source_tree, runner_requirements, source_digest
 
@@ -66,9 +66,15 @@ def test_source_digest_tracks_sources(tmp_path: Path) -> None:
 
 
 def test_image_changes() -> None:
-    changes = _changes({"airlock.version": "0.1.0"})
+    changes = _changes(RUNNER, {"airlock.version": "0.1.0"})
     assert "USER 65534:65534" in changes and "WORKDIR /workspace" in changes
-    assert any(c.startswith("ENTRYPOINT") and "airlock.runner" in c for c in changes)
+    assert 'ENTRYPOINT ["/opt/venv/bin/python", "-m", "airlock.runner"]' in changes
+    assert not any(c.startswith("CMD") for c in changes)
     assert any(c.startswith("ENV PATH=/opt/venv/bin:") for c in changes)
     assert 'LABEL airlock.version="0.1.0"' in changes
     assert runner_image_tag("9.9") == "airlock-runner:9.9"
+    controller = _changes(CONTROLLER, {})
+    assert "USER 65534:65534" in controller and 'ENTRYPOINT ["/opt/venv/bin/airlock"]' in controller
+    assert 'CMD ["serve"]' in controller
+    assert controller_image_tag("9.9") == "airlock-controller:9.9"
+    assert CONTROLLER.extras == ("providers", "controller") and RUNNER.forbidden_modules
