@@ -123,11 +123,16 @@ async def run_probe(opts: ProbeOptions) -> list[Row]:
                 "http": {"allowed": opts.allowed_url},
                 "canary_sha256": digest,
             }
-            deny = await client.submit(opts.deny_agent, command(deny_spec))
-            deny_text = await _answer(client, deny.id, opts)
-            servers.done.set()
+            try:
+                deny = await client.submit(opts.deny_agent, command(deny_spec))
+                deny_text = await _answer(client, deny.id, opts)
+            finally:  # the allow-list sandbox stops holding, whatever happened
+                servers.done.set()
             allow_text = await _answer(client, allow.id, opts)
-    deny_report, allow_report = report_of(deny_text), report_of(allow_text)
+    try:
+        deny_report, allow_report = report_of(deny_text), report_of(allow_text)
+    except ValueError as e:
+        raise ProbeError(str(e), 3) from e
     rows = tcp_rows(opts.deny_agent, deny_report, {**targets, **forbidden, **others})
     rows.append(http_row(opts.deny_agent, deny_report, "allowed", opts.allowed_url, allowed=False))
     rows += canary_rows(opts.deny_agent, deny_report)
@@ -140,11 +145,13 @@ async def run_probe(opts: ProbeOptions) -> list[Row]:
     delivered = "injected" if injected else f"not received ({allow_report.get('credential')})"
     rows.append(Row(opts.allow_agent, "sidecar secret reaches the upstream", "injected", delivered, injected))
     peers = allow_report.get("listener_peers") or []
-    rows.append(Row(opts.allow_agent, f"its listener :{LISTEN_PORT} reached by another sandbox", "no peer",
-                    ", ".join(peers) or "no peer", not peers))  # fmt: skip
+    listener = f"its listener :{LISTEN_PORT} reached by another sandbox"
+    rows.append(Row(opts.allow_agent, listener, "no peer", ", ".join(peers) or "no peer", not peers))
     seen = servers.forbidden_connections
-    rows.append(Row("any", f"probe pod :{opts.forbidden_port} (outside the allow-list) connected to", "never",
-                    f"{len(seen)} connection(s) {', '.join(seen)}".strip(), not seen))  # fmt: skip
+    outside = f"probe pod :{opts.forbidden_port} (outside the allow-list) connected to"
+    rows.append(
+        Row("any", outside, "never", f"{len(seen)} connection(s) {', '.join(seen)}".strip(), not seen)
+    )
     return rows
 
 
