@@ -2,7 +2,9 @@
 
 Tests marked ``docker`` need a running Docker engine. Where none is reachable they
 are skipped with the reason — unless ``AIRLOCK_REQUIRE_DOCKER=1`` (set by CI), in
-which case they fail: CI must never pass by skipping the real sandbox tests.
+which case they fail: CI must never pass by skipping the real sandbox tests. The same
+holds for gVisor: the ``isolation`` fixture runs Docker tests under runc and under gVisor;
+without gVisor registered the gVisor runs skip, unless ``AIRLOCK_REQUIRE_GVISOR=1`` (CI).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 
 import pytest
 
-from tests.support.containers import docker_available
+from tests.support.containers import docker_available, gvisor_missing
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -25,3 +27,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="no Docker engine reachable (docker info failed); start dockerd to run")
     for item in needs_docker:
         item.add_marker(skip)
+
+
+@pytest.fixture(params=["container", "gvisor"])
+def isolation(request: pytest.FixtureRequest) -> str:
+    """The boundary a Docker test's sandboxes run behind: runc, then gVisor (runsc)."""
+    kind = str(request.param)
+    if kind == "gvisor" and (why := gvisor_missing()):
+        if os.environ.get("AIRLOCK_REQUIRE_GVISOR") == "1":
+            pytest.fail(f"AIRLOCK_REQUIRE_GVISOR=1 but {why}")
+        pytest.skip(why)
+    return kind

@@ -7,7 +7,8 @@ Pipeline (all on the host; the sandbox never reaches a package index):
 2. ``pip download`` fetches binary wheels of the runner's dependencies (base + ``providers``
    extra) for the image's Python and glibc; ``pip wheel --no-deps`` builds airlock itself.
 3. The ``.deb`` files are unpacked into a merged-/usr rootfs, ``python3 -m venv /opt/venv``
-   runs in a chroot, and the wheels are installed there with ``pip install --no-index``.
+   runs in a chroot, the gVisor compatibility library is compiled in (:mod:`._compat`),
+   and the wheels are installed there with ``pip install --no-index``.
 4. The rootfs is streamed into ``docker import`` with ENV/USER/WORKDIR/ENTRYPOINT changes
    and labels (version, source digest, package closure).
 
@@ -18,9 +19,9 @@ SDKs, no controller package) and ``airlock-controller:<airlock version>`` (``air
 the rest of the CLI, for a cluster). Each is labelled with the digest of the source tree it was
 built from; without ``force`` a build whose digest matches is skipped.
 
-PID 1 is not part of the image: sandboxes run with Docker's ``init=True`` (docker-init,
+PID 1 is not part of the image: runc sandboxes run with Docker's ``init=True`` (docker-init,
 shipped with the engine), so signals are forwarded and teardown does not wait out a grace
-period.
+period; under gVisor the runner itself is PID 1 (see the Docker backend's ``Boundary``).
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ from airlock.errors import ImageError
 from layer0 import EnvError
 
 from . import _rootfs, _wheels
+from ._compat import add_statx_compat
 from ._dockerapi import docker_client, docker_errors
 
 RUNNER_IMAGE_REPOSITORY = "airlock-runner"
 CONTROLLER_IMAGE_REPOSITORY = "airlock-controller"
 #: Bumped when the recipe changes in a way the inputs' hashes would not show.
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"
 LABEL_IMAGE = "airlock.image"
 LABEL_VERSION = "airlock.version"
 LABEL_DIGEST = "airlock.source-digest"
@@ -230,7 +232,8 @@ async def build_image(
         step("unpack rootfs")
         say("creating /opt/venv")
         await _rootfs.finish_base(root)
-        step("ca-certificates + venv")
+        await add_statx_compat(root)
+        step("ca-certificates + venv + gVisor compatibility library")
 
         say("installing airlock into the image (offline)")
         await _install_wheels(root, [wheel_dir, airlock_wheel.parent], airlock_wheel.name, recipe)

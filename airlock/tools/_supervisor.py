@@ -31,6 +31,7 @@ else:  # the C module: ``signal`` imports enum, a third of the start-up time
     import _signal as signal
 
 PR_SET_PDEATHSIG = 1
+EINVAL = 22
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -59,6 +60,26 @@ def set_child_subreaper() -> None:
         OSError: the kernel refused.
     """
     _prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER")
+
+
+def become_subreaper() -> None:
+    """:func:`set_child_subreaper`, or rely on the runner being init.
+
+    gVisor (release 20221219) grants ``PR_SET_CHILD_SUBREAPER`` only to PID 1 and refuses
+    it to anyone else with EINVAL. Under gVisor the runner *is* PID 1 (the Docker backend
+    starts it without an init), and it adopts and sweeps every orphan after each call
+    (``airlock.tools.adopt_orphans``), so a process that leaves this supervisor's tree is
+    still killed when the call ends. Any other refusal, or EINVAL under another parent,
+    stays an error.
+
+    Raises:
+        OSError: the kernel refused and the parent is not init.
+    """
+    try:
+        set_child_subreaper()
+    except OSError as e:
+        if e.errno != EINVAL or os.getppid() != 1:
+            raise
 
 
 def stop_with_parent() -> None:
@@ -126,7 +147,7 @@ def supervise(command: str) -> str:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
     bash: int | None = None
     try:
-        set_child_subreaper()
+        become_subreaper()
         stop_with_parent()
         bash = os.posix_spawn(
             "/bin/bash",

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from airlock.images import CONTROLLER, RUNNER, build_image
-from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.docker import DockerEnvironment, DockerSettings
 from tests.support.containers import assert_none_left
 
 
@@ -51,6 +51,14 @@ def state_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def env(runner_image: str, state_dir: Path, docker_client: Any) -> Iterator[DockerEnvironment]:
-    yield DockerEnvironment(image=runner_image, state_dir=state_dir, sweep=False)
+def docker_settings(isolation: str) -> DockerSettings:
+    """The Docker backend's settings for this run: every sandbox behind ``isolation``."""
+    return DockerSettings(isolation_floor="gvisor" if isolation == "gvisor" else "container")
+
+
+@pytest.fixture
+def env(
+    runner_image: str, state_dir: Path, docker_client: Any, docker_settings: DockerSettings
+) -> Iterator[DockerEnvironment]:
+    yield DockerEnvironment(image=runner_image, state_dir=state_dir, sweep=False, settings=docker_settings)
     assert_none_left(docker_client)  # the environment's teardown must have removed them

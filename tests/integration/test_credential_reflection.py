@@ -25,7 +25,7 @@ from airlock.build import build_turn
 from airlock.policy.plan import SidecarRoute
 from airlock.policy.secrets import EnvSecretResolver
 from airlock.proxy import CredentialProxyEvent
-from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.docker import DockerEnvironment, DockerSettings
 from airlock.sandbox.docker._egress import CREDENTIAL_PORT_BASE, PROXY_ALIAS
 from airlock.testing import bash_agent
 from airlock.turn import ToolFinished
@@ -61,11 +61,15 @@ CALL = (
 
 @pytest.fixture
 async def echo_env(
-    runner_image: str, state_dir: Path, docker_client: Any
+    runner_image: str, state_dir: Path, docker_client: Any, docker_settings: DockerSettings
 ) -> AsyncIterator[tuple[DockerEnvironment, dict[str, str], ReflectingUpstream, str]]:
     values: dict[str, str] = {}
     env = DockerEnvironment(
-        image=runner_image, state_dir=state_dir, sweep=False, secrets=EnvSecretResolver(values)
+        image=runner_image,
+        state_dir=state_dir,
+        sweep=False,
+        secrets=EnvSecretResolver(values),
+        settings=docker_settings,
     )
     gateway = await env.host_address()
     assert gateway is not None

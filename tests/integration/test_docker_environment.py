@@ -70,14 +70,18 @@ async def test_same_output_as_in_process(env: DockerEnvironment, tmp_path: Path,
     assert_clean(docker_client, env.sandbox.state_dir)
 
 
-async def test_hardening_observed_from_inside(env: DockerEnvironment, tmp_path: Path) -> None:
+NO_NEW_PRIVS = "python3 -c 'import ctypes; print(\"NoNewPrivs\", ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))'"
+INTERFACES = "python3 -c 'import socket; print(*[n for _, n in socket.if_nameindex()])'"
+
+
+async def test_hardening_observed_from_inside(env: DockerEnvironment, tmp_path: Path, isolation: str) -> None:
     spec = bash_agent(
         "id -u; id -g",
-        "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status",
+        f"grep -E '^(CapEff|CapPrm|CapBnd|Seccomp):' /proc/self/status; {NO_NEW_PRIVS}",
         "touch /usr/x; echo rc=$?; touch /workspace/ok && echo workspace-writable",
-        "cat /sys/fs/cgroup/pids/pids.max; cat /sys/fs/cgroup/memory/memory.limit_in_bytes",
-        "ls /sys/class/net; ls /run/airlock; echo rc=$?",
-        "cat /proc/1/comm; grep -E ' /(workspace|tmp) ' /proc/mounts",
+        "uname -r; cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/memory/memory.limit_in_bytes",
+        f"{INTERFACES}; ls /run/airlock; echo rc=$?",
+        "cat /proc/1/comm; grep -E ' /(workspace|tmp)? ' /proc/mounts",
     )
     events: list[Any] = []
 
@@ -91,19 +95,28 @@ async def test_hardening_observed_from_inside(env: DockerEnvironment, tmp_path: 
         events=sink,
     )
     assert out.exit_reason == ExitReason.complete()
-    ids, caps, files, cgroup, net, init = tool_results(events)
+    ids, caps, files, kernel, net, init = tool_results(events)
     assert ids["stdout"].split() == ["65534", "65534"]
-    status = dict(line.split(":\t") for line in caps["stdout"].splitlines())
+    status = dict(line.replace(":\t", " ").split(" ", 1) for line in caps["stdout"].splitlines())
     assert status["CapEff"] == status["CapPrm"] == status["CapBnd"] == "0000000000000000"
     assert status["NoNewPrivs"] == "1"
-    assert status["Seccomp"] == "2"  # the engine's default seccomp filter is on
-    assert "Read-only file system" in files["stderr"] and "rc=1" in files["stdout"]
-    assert "workspace-writable" in files["stdout"]
-    assert cgroup["stdout"].split() == ["256", str(300 * 2**20)]
+    assert status["Seccomp"] == "2"  # a seccomp filter is on (the engine's, or gVisor's own)
+    assert "rc=1" in files["stdout"] and "workspace-writable" in files["stdout"]
+    root = next(line.split() for line in init["stdout"].splitlines() if line.split()[1:2] == ["/"])
+    assert "ro" in root[3].split(",")  # the root filesystem is mounted read-only
     assert net["stdout"].split()[0] == "lo" and "rc=2" in net["stdout"]  # no interfaces; control dir locked
-    assert "Permission denied" in net["stderr"]
-    assert init["stdout"].splitlines()[0] in ("docker-init", "tini")
     assert "size=262144k" in init["stdout"] and "noexec" in init["stdout"]
+    if isolation == "gvisor":
+        # gVisor's own kernel answers; the limits are the sandbox's host cgroup, not visible inside.
+        assert kernel["stdout"].split()[0] == "4.4.0"
+        assert "Invalid argument" in net["stderr"] or "Permission denied" in net["stderr"]
+        assert init["stdout"].splitlines()[0] == "python"  # the runner is PID 1 (the subreaper)
+        assert "Permission denied" in files["stderr"]  # gVisor checks permission before read-only
+    else:
+        assert "Read-only file system" in files["stderr"]
+        assert kernel["stdout"].split()[1:] == ["256", str(300 * 2**20)]
+        assert "Permission denied" in net["stderr"]
+        assert init["stdout"].splitlines()[0] in ("docker-init", "tini")
 
 
 async def test_memory_hog_is_resource_exceeded(
@@ -139,14 +152,19 @@ for pid in kids:
 EOF"""
 
 
-async def test_fork_loop_is_contained(env: DockerEnvironment, tmp_path: Path) -> None:
+async def test_fork_loop_is_contained(env: DockerEnvironment, tmp_path: Path, isolation: str) -> None:
     spec = bash_agent(FORK_LOOP, "echo still alive", final="survived")
     events: list[Any] = []
 
     async def sink(event: Any) -> None:
         events.append(event)
 
-    out = await env.run(sandbox_turn(spec, tmp_path), TurnInput.new("fork"), EnvironmentSpec(), events=sink)
+    # Under gVisor each sandboxed process also costs host memory (≈4 MiB on the ptrace
+    # platform): 256 Pythons need more than the default 512Mi, or the turn ends as
+    # resource_exceeded (memory) before the process cap (the adversarial suite covers that).
+    memory = "1536Mi" if isolation == "gvisor" else None
+    spec_env = EnvironmentSpec(resources=ResourceLimits(memory=memory))
+    out = await env.run(sandbox_turn(spec, tmp_path), TurnInput.new("fork"), spec_env, events=sink)
     assert out.exit_reason == ExitReason.complete() and out.message.as_text() == "survived"
     forks, alive = tool_results(events)
     words = forks["stdout"].split()

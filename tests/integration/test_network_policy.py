@@ -33,7 +33,7 @@ import pytest
 from airlock.build import build_turn
 from airlock.policy.secrets import EnvSecretResolver
 from airlock.proxy import CredentialProxyEvent, EgressEvent
-from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.docker import DockerEnvironment, DockerSettings
 from airlock.spec import AgentSpec, ProviderSpec
 from airlock.testing import FakeAnthropicServer, bash_agent, text_block, tool_use_block
 from airlock.turn import ToolFinished, ToolStarted
@@ -177,13 +177,14 @@ def nets(runner_image: str, docker_client: Any) -> Iterator[Net]:
 
 @pytest.fixture
 def penv(
-    runner_image: str, state_dir: Path, docker_client: Any, nets: Net
+    runner_image: str, state_dir: Path, docker_client: Any, nets: Net, docker_settings: DockerSettings
 ) -> Iterator[tuple[DockerEnvironment, dict[str, str]]]:
     values: dict[str, str] = {}
     env = DockerEnvironment(
         image=runner_image,
         state_dir=state_dir,
         sweep=False,
+        settings=docker_settings,
         egress_networks=[nets.a, nets.b],
         secrets=EnvSecretResolver(values),
     )
@@ -244,7 +245,8 @@ async def test_no_network_by_default(
     env, _ = penv
     agent = bash_agent(
         DIRECT.format(targets=f"srv-a:8080 {nets.ips['srv-a']}:8080"),
-        "env | grep -ci proxy; ip -o addr || ls /sys/class/net",
+        "env | grep -ci proxy; "
+        "/opt/venv/bin/python -c 'import socket; print(*[n for _, n in socket.if_nameindex()])'",
     )
     output, events = await run(env, agent, EnvironmentSpec(), tmp_path)
     direct, netinfo = stdout_of(events)

@@ -3,6 +3,7 @@ process's, and the checks that none is left behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -34,6 +35,38 @@ def docker_available() -> bool:
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+@cache
+def docker_runtimes() -> frozenset[str]:
+    """The engine's registered runtimes (asked once per process; empty without an engine)."""
+    try:
+        out = subprocess.run(
+            ["docker", "info", "--format", "{{json .Runtimes}}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    if out.returncode != 0:
+        return frozenset()
+    return frozenset(json.loads(out.stdout or "{}"))
+
+
+def gvisor_missing() -> str | None:
+    """Why gVisor sandboxes cannot run here (None: both registrations are there)."""
+    from airlock.sandbox.docker import DockerRuntimes
+
+    names = DockerRuntimes()
+    missing = [n for n in (names.gvisor, names.gvisor_networked) if n not in docker_runtimes()]
+    if not missing:
+        return None
+    return (
+        f"gVisor runtimes {', '.join(missing)} not registered with Docker (install runsc and register it: "
+        "airlock doctor prints the daemon.json entry)"
+    )
 
 
 def my_containers(client: Any) -> list[Any]:

@@ -11,22 +11,25 @@ from layer0 import ContainerIsolation
 
 from .._backend import Backend, Capabilities, DoctorCheck
 from .._limits import SandboxDefaults
-from ._config import GVISOR_RUNTIMES, KATA_RUNTIMES
 from ._doctor import doctor_checks
 from ._environment import DockerEnvironment, DockerSandbox
 from ._labels import LABEL_OWNER, LABEL_SANDBOX
 from ._reaper import ReapReport, default_state_dir, reap_orphans
+from ._settings import KATA_RUNTIMES, DockerRuntimes, DockerSettings, daemon_json, daemon_json_text
 
 __all__ = [
     "BACKEND",
-    "GVISOR_RUNTIMES",
     "KATA_RUNTIMES",
     "LABEL_OWNER",
     "LABEL_SANDBOX",
     "DockerEnvironment",
+    "DockerRuntimes",
     "DockerSandbox",
+    "DockerSettings",
     "ReapReport",
     "SandboxDefaults",
+    "daemon_json",
+    "daemon_json_text",
     "default_state_dir",
     "reap_orphans",
 ]
@@ -52,7 +55,11 @@ async def _reap(
 
 
 async def _doctor(settings: BaseModel | None = None) -> list[DoctorCheck]:
-    return await doctor_checks()
+    return await doctor_checks(_settings(settings))
+
+
+def _settings(settings: BaseModel | None) -> DockerSettings:
+    return settings if isinstance(settings, DockerSettings) else DockerSettings()
 
 
 def _create(
@@ -63,7 +70,9 @@ def _create(
     sweep: bool,
     settings: BaseModel | None,
 ) -> DockerSandbox:
-    return DockerSandbox(secrets=secrets, state_dir=state_dir, image=image, sweep=sweep)
+    return DockerSandbox(
+        secrets=secrets, state_dir=state_dir, image=image, sweep=sweep, settings=_settings(settings)
+    )
 
 
 BACKEND = Backend(
@@ -77,4 +86,5 @@ BACKEND = Backend(
     factory=_create,
     doctor=_doctor,
     reap=_reap,
+    settings=DockerSettings,
 )

@@ -18,58 +18,73 @@ from airlock.sandbox._isolation import requested_isolation
 from airlock.sandbox._limits import Limits
 from layer0 import EnvError, EnvironmentSpec
 
+from ._settings import GVISOR_ARGS, GVISOR_NETWORKED_ARGS, DockerRuntimes
+
 #: Inside the sandbox: the control directory (the only host path), the runner's socket and
 #: token file, the workspace.
 CONTROL_DIR = "/run/airlock"
 SOCKET_NAME = "runner.sock"
 TOKEN_NAME = "token"
 WORKSPACE = "/workspace"
-GVISOR_RUNTIMES = ("runsc",)
-KATA_RUNTIMES = ("kata", "kata-runtime", "io.containerd.kata.v2", "kata-qemu", "kata-clh", "kata-fc")
 GPU_RUNTIMES = ("nvidia",)
 
 
 @dataclass(frozen=True)
 class Boundary:
-    """The resolved isolation: which OCI runtime runs the sandbox, and from which image."""
+    """The resolved isolation: which OCI runtime runs the sandbox, and from which image.
+
+    ``init``: Docker's init is PID 1 and the runner its child. gVisor (release 20221219)
+    grants the child-subreaper role only to PID 1, so there the runner itself is PID 1:
+    every orphan of a tool is then re-parented to the runner, which sweeps it.
+    """
 
     kind: str  # "container" | "gvisor" | "micro_vm"
     runtime: str
     image: str | None = None
+    init: bool = True
 
 
-def resolve_boundary(spec: EnvironmentSpec, runtimes: Collection[str]) -> Boundary:
-    """Map ``spec.isolation`` to a runtime the engine has.
+def resolve_boundary(
+    spec: EnvironmentSpec,
+    runtimes: Collection[str],
+    names: DockerRuntimes | None = None,
+    *,
+    networked: bool = False,
+    floor: str = "container",
+) -> Boundary:
+    """Map ``spec.isolation`` to a runtime the engine has (``names``: which registered
+    runtime provides which kind; ``networked``: the sandbox joins a network, which gVisor
+    needs its own registration for; ``floor="gvisor"``: a plain container becomes gVisor).
 
     Raises:
         EnvError: ``isolation_violation`` for process-only, wasm, unknown custom, conflicting
             boundaries (gvisor + micro_vm), or a runtime the engine lacks (named).
     """
+    names = names or DockerRuntimes()
     asked = requested_isolation(spec, "docker")
     available = set(runtimes)
-    if asked.kind == "gvisor":
-        runtime = _first(GVISOR_RUNTIMES, available)
-        if runtime is None:
+    if asked.kind == "gvisor" or (asked.kind == "container" and floor == "gvisor"):
+        runtime = names.gvisor_networked if networked else names.gvisor
+        if runtime not in available:
+            args = " ".join(GVISOR_NETWORKED_ARGS if networked else GVISOR_ARGS)
             raise EnvError.isolation_violation(
-                "gvisor isolation needs the Docker runtime 'runsc' (gVisor), which this engine does not "
-                f"have (runtimes: {', '.join(sorted(available)) or 'none'}); install gVisor and register "
-                "runsc in /etc/docker/daemon.json — airlock never falls back to a weaker boundary"
+                f"gvisor isolation{' with network access' if networked else ''} needs the Docker runtime "
+                f"{runtime!r} (gVisor's runsc with runtimeArgs {args}), which this engine does not have "
+                f"(runtimes: {', '.join(sorted(available)) or 'none'}); install gVisor and register it in "
+                "/etc/docker/daemon.json (airlock doctor prints the entry) — airlock never falls back to a "
+                "weaker boundary"
             )
-        return Boundary("gvisor", runtime, asked.image)
+        return Boundary("gvisor", runtime, asked.image, init=False)
     if asked.kind == "micro_vm":
-        runtime = _first(KATA_RUNTIMES, available)
-        if runtime is None:
+        kata = next((n for n in names.micro_vm if n in available), None)
+        if kata is None:
             raise EnvError.isolation_violation(
                 "micro_vm isolation needs a Kata Containers runtime (one of "
-                f"{', '.join(KATA_RUNTIMES)}), which this engine does not have (runtimes: "
+                f"{', '.join(names.micro_vm)}), which this engine does not have (runtimes: "
                 f"{', '.join(sorted(available)) or 'none'}) — airlock never falls back to a weaker boundary"
             )
-        return Boundary("micro_vm", runtime, asked.image)
+        return Boundary("micro_vm", kata, asked.image)
     return Boundary("container", "runc", asked.image)
-
-
-def _first(names: tuple[str, ...], available: set[str]) -> str | None:
-    return next((n for n in names if n in available), None)
 
 
 def runner_command() -> list[str]:
@@ -83,6 +98,31 @@ def runner_command() -> list[str]:
         "--workspace",
         WORKSPACE,
     ]
+
+
+#: gVisor's host-side processes: its kernel's threads (≈42 at rest) plus, on the ptrace
+#: platform, about six per sandboxed process (measured with runsc 20221219).
+GVISOR_HOST_PIDS_BASE = 64
+GVISOR_HOST_PIDS_PER_PROCESS = 8
+
+
+def process_limits(boundary: Boundary, pids: int) -> dict[str, Any]:
+    """The settings that cap the sandbox at ``pids`` processes.
+
+    runc: the pids cgroup counts the sandbox's processes (``pids_limit``). gVisor: the
+    cgroup counts the host threads of gVisor's own kernel instead, and a sandbox that
+    exhausts it dies outright. There the sandboxed processes are capped by
+    ``RLIMIT_NPROC``, which gVisor counts inside its own kernel (a fork past it fails with
+    EAGAIN, as under runc), and the cgroup keeps a host-side bound with room for the kernel.
+    ``RLIMIT_NPROC`` is never set for runc: the host kernel counts it per uid across every
+    container of that uid.
+    """
+    if boundary.kind != "gvisor":
+        return {"pids_limit": pids}
+    return {
+        "pids_limit": GVISOR_HOST_PIDS_BASE + GVISOR_HOST_PIDS_PER_PROCESS * pids,
+        "ulimits": [{"Name": "nproc", "Soft": pids, "Hard": pids}],
+    }
 
 
 def container_config(
@@ -121,14 +161,14 @@ def container_config(
         "user": f"{uid}:{gid}",
         "labels": dict(labels),
         "detach": True,
-        "init": True,
+        "init": boundary.init,
         "runtime": boundary.runtime,
         "network_mode": "none",
         "read_only": True,
         "privileged": False,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
-        "pids_limit": limits.pids,
+        **process_limits(boundary, limits.pids),
         "mem_limit": limits.memory_bytes,
         "memswap_limit": limits.memory_bytes,
         "nano_cpus": limits.nano_cpus,

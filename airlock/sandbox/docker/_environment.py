@@ -88,6 +88,7 @@ from ._egress import (
 )
 from ._labels import LABEL_SANDBOX, owner_labels
 from ._reaper import ReapReport, default_state_dir, owner_file, reap_orphans, write_owner_file
+from ._settings import DockerSettings
 
 if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
@@ -119,6 +120,8 @@ class DockerSandbox:
             credentials); without one, a spec with credentials is refused.
         egress_networks: Docker networks the egress proxy uses to reach allowed destinations
             (default: the shared ``airlock-egress`` bridge, created on first use).
+        settings: the ``backends.docker`` section (which engine runtime provides which
+            isolation kind, and the weakest boundary any sandbox gets).
     """
 
     def __init__(
@@ -134,7 +137,9 @@ class DockerSandbox:
         client: Any = None,
         secrets: SecretResolver | None = None,
         egress_networks: Sequence[str] | None = None,
+        settings: DockerSettings | None = None,
     ) -> None:
+        self.settings = settings or DockerSettings()
         self.image = image or runner_image_tag()
         self.state_dir = (state_dir or default_state_dir()).absolute()
         self.start_timeout = start_timeout
@@ -168,7 +173,10 @@ class DockerSandbox:
         """
         agent, spec, plan = request.agent, request.environment, request.plan
         client, runtimes = await self._prepare()
-        boundary = resolve_boundary(spec, runtimes)
+        networked = plan.needs_egress_proxy or bool(plan.sidecars)
+        boundary = resolve_boundary(
+            spec, runtimes, self.settings.runtimes, networked=networked, floor=self.settings.isolation_floor
+        )
         limits = resolve_limits(spec, self.defaults)
         image = boundary.image or self.image
         await asyncio.to_thread(require_image, client, image)

@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from airlock.sandbox import SandboxDefaults, compile_sandbox_plan, resolve_limits
+from airlock.sandbox.docker import DockerRuntimes, daemon_json
 from airlock.sandbox.docker._config import (
+    GVISOR_HOST_PIDS_BASE,
+    GVISOR_HOST_PIDS_PER_PROCESS,
     Boundary,
     container_config,
     resolve_boundary,
@@ -119,20 +123,78 @@ def test_gpu_needs_a_gpu_runtime() -> None:
     assert c["device_requests"] == [{"count": 1, "capabilities": [["gpu"]]}]
 
 
+GVISOR = RUNC | {"runsc", "runsc-hostnet"}
+
+
 def test_gvisor_and_kata_runtimes() -> None:
-    assert resolve_boundary(EnvironmentSpec(isolation=[GvisorIsolation()]), RUNC | {"runsc"}) == Boundary(
-        "gvisor", "runsc"
+    assert resolve_boundary(EnvironmentSpec(isolation=[GvisorIsolation()]), GVISOR) == Boundary(
+        "gvisor", "runsc", init=False
     )
     kata = resolve_boundary(EnvironmentSpec(isolation=[MicroVmIsolation()]), RUNC | {"io.containerd.kata.v2"})
-    assert kata.runtime == "io.containerd.kata.v2"
+    assert kata.runtime == "io.containerd.kata.v2" and kata.init
     spec = EnvironmentSpec(isolation=[ContainerIsolation(image="mine:1"), GvisorIsolation()])
-    assert resolve_boundary(spec, {"runsc"}) == Boundary("gvisor", "runsc", "mine:1")
-    assert build(EnvironmentSpec(isolation=[GvisorIsolation()]), RUNC | {"runsc"})["runtime"] == "runsc"
+    assert resolve_boundary(spec, {"runsc"}) == Boundary("gvisor", "runsc", "mine:1", init=False)
+    config = build(EnvironmentSpec(isolation=[GvisorIsolation()]), GVISOR)
+    assert config["runtime"] == "runsc"
+    assert config["init"] is False  # the runner is PID 1: gVisor grants the subreaper role only to init
+
+
+def test_a_networked_gvisor_sandbox_uses_its_own_registration() -> None:
+    spec = EnvironmentSpec(isolation=[GvisorIsolation()])
+    assert resolve_boundary(spec, GVISOR, networked=True).runtime == "runsc-hostnet"
+    with pytest.raises(EnvError) as e:
+        resolve_boundary(spec, RUNC | {"runsc"}, networked=True)
+    assert e.value.kind == "isolation_violation"
+    assert "'runsc-hostnet'" in str(e.value) and "--network=host" in str(e.value)
+
+
+def test_runtime_names_are_configurable() -> None:
+    names = DockerRuntimes(gvisor="gv", gvisor_networked="gv-net", micro_vm=("my-kata",))
+    spec = EnvironmentSpec(isolation=[GvisorIsolation()])
+    assert resolve_boundary(spec, {"gv", "gv-net"}, names).runtime == "gv"
+    assert resolve_boundary(spec, {"gv", "gv-net"}, names, networked=True).runtime == "gv-net"
+    vm = EnvironmentSpec(isolation=[MicroVmIsolation()])
+    assert resolve_boundary(vm, {"my-kata", "kata"}, names).runtime == "my-kata"
+    with pytest.raises(EnvError, match="'gv'"):
+        resolve_boundary(spec, GVISOR, names)
+    with pytest.raises(ValidationError):
+        DockerRuntimes(gvisor=" ")
+    with pytest.raises(ValidationError):
+        DockerRuntimes(micro_vm=())
+
+
+def test_the_gvisor_floor_upgrades_containers_and_never_downgrades() -> None:
+    plain = resolve_boundary(EnvironmentSpec(), GVISOR, floor="gvisor")
+    assert (plain.kind, plain.runtime) == ("gvisor", "runsc")
+    image = resolve_boundary(
+        EnvironmentSpec(isolation=[ContainerIsolation(image="mine:1")]), GVISOR, floor="gvisor"
+    )
+    assert (image.kind, image.image) == ("gvisor", "mine:1")
+    vm = resolve_boundary(EnvironmentSpec(isolation=[MicroVmIsolation()]), GVISOR | {"kata"}, floor="gvisor")
+    assert vm.kind == "micro_vm"
+    with pytest.raises(EnvError) as e:
+        resolve_boundary(EnvironmentSpec(), RUNC, floor="gvisor")
+    assert e.value.kind == "isolation_violation"
+
+
+def test_gvisor_caps_processes_inside_its_own_kernel() -> None:
+    config = build(EnvironmentSpec(isolation=[GvisorIsolation()]), GVISOR)
+    assert config["ulimits"] == [{"Name": "nproc", "Soft": 256, "Hard": 256}]
+    assert config["pids_limit"] == GVISOR_HOST_PIDS_BASE + GVISOR_HOST_PIDS_PER_PROCESS * 256
+    runc = build(EnvironmentSpec())
+    assert runc["pids_limit"] == 256 and "ulimits" not in runc  # RLIMIT_NPROC is host-wide per uid there
+
+
+def test_daemon_json_registers_both_gvisor_runtimes() -> None:
+    entry = daemon_json(DockerRuntimes(gvisor="gv", gvisor_networked="gv-net"))["runtimes"]
+    assert entry["gv"]["runtimeArgs"] == ["--network=none", "--host-uds=create"]
+    assert entry["gv-net"]["runtimeArgs"] == ["--network=host", "--host-uds=create"]
+    assert {e["path"] for e in entry.values()} == {"/usr/bin/runsc"}
 
 
 @pytest.mark.parametrize(
     ("boundary", "named"),
-    [(GvisorIsolation(), "runsc"), (MicroVmIsolation(), "Kata")],
+    [(GvisorIsolation(), "'runsc'"), (MicroVmIsolation(), "Kata")],
 )
 def test_missing_runtime_never_falls_back(boundary: Any, named: str) -> None:
     with pytest.raises(EnvError) as e:
