@@ -9,11 +9,14 @@ without gVisor registered the gVisor runs skip, unless ``AIRLOCK_REQUIRE_GVISOR=
 
 from __future__ import annotations
 
+import asyncio
 import os
+from typing import Any
 
 import pytest
 
-from tests.support.containers import docker_available, gvisor_missing
+from airlock.images import CONTROLLER, RUNNER, build_image
+from tests.support.containers import docker_available, require_isolation
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -33,8 +36,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def isolation(request: pytest.FixtureRequest) -> str:
     """The boundary a Docker test's sandboxes run behind: runc, then gVisor (runsc)."""
     kind = str(request.param)
-    if kind == "gvisor" and (why := gvisor_missing()):
-        if os.environ.get("AIRLOCK_REQUIRE_GVISOR") == "1":
-            pytest.fail(f"AIRLOCK_REQUIRE_GVISOR=1 but {why}")
-        pytest.skip(why)
+    require_isolation(kind)
     return kind
+
+
+@pytest.fixture(scope="session")
+def runner_image() -> str:
+    """The runner image, built (or found current) once per session."""
+    return asyncio.run(build_image(RUNNER)).tag
+
+
+@pytest.fixture(scope="session")
+def controller_image() -> str:
+    """The controller image, built (or found current) once per session."""
+    return asyncio.run(build_image(CONTROLLER)).tag
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Any:
+    import docker
+
+    return docker.from_env()

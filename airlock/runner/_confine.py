@@ -12,6 +12,16 @@ Tool processes run as the runner's own uid (a different uid is impossible under
   lost (e.g. a later credential change resets the dumpable flag). Installing a filter
   without ``CAP_SYS_ADMIN`` needs ``PR_SET_NO_NEW_PRIVS``, which is set first (Docker
   sandboxes already run with no-new-privileges).
+- **No new namespaces**, whatever the runtime: ``setns`` fails with EPERM, and so do
+  ``unshare`` and ``clone`` when their flags ask for a namespace; ``clone3``, whose flags
+  sit in a struct the filter cannot read, fails with ENOSYS so that libc falls back to
+  ``clone`` (as Docker's own profile does). Under runc Docker's profile already refuses
+  these without capabilities; gVisor lets an unprivileged process create a user namespace
+  (and so gain every capability inside it, then mount, chroot, …, all inside gVisor's own
+  kernel). Refusing it in the runner keeps both runtimes to one meaning.
+- **No device nodes**: ``mknod``/``mknodat`` of a character or block device fails with
+  EPERM (FIFOs and sockets stay allowed). runc refuses it without ``CAP_MKNOD``; gVisor
+  lets any process create one in its own tmpfs.
 
 The filter is classic BPF over ``struct seccomp_data`` (``nr`` at offset 0, ``arch`` at
 offset 4). A system call of any other architecture (i386 ``int 0x80`` on x86_64, arm32 on
@@ -43,25 +53,46 @@ BPF_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS: A = *(u32 *)(data + k)
 BPF_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K: pc += (A == k) ? jt : jf
 BPF_JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K: pc += (A >= k) ? jt : jf
 BPF_RET_K = 0x06  # BPF_RET | BPF_K: return k
+BPF_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K: pc += (A & k) ? jt : jf
+BPF_AND_K = 0x54  # BPF_ALU | BPF_AND | BPF_K: A &= k
 
 SECCOMP_DATA_NR = 0
 SECCOMP_DATA_ARCH = 4
+#: The low 32 bits of argument i (little-endian) are at 16 + 8 * i: clone's and unshare's
+#: flags are argument 0, mknod's mode argument 1, mknodat's argument 2.
+SECCOMP_DATA_ARG0 = 16
+S_IFMT, S_IFCHR, S_IFBLK = 0o170000, 0o020000, 0o060000
+ENOSYS = 38
+#: CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
+#: | CLONE_NEWNET | CLONE_NEWTIME.
+NAMESPACE_FLAGS = (
+    0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
+)
 X32_SYSCALL_BIT = 0x40000000
 
 
 @dataclass(frozen=True)
 class _Arch:
     audit_arch: int
-    #: Syscall numbers denied with EPERM: ptrace, process_vm_readv, process_vm_writev, pidfd_getfd.
+    #: Syscall numbers denied with EPERM: ptrace, process_vm_readv, process_vm_writev,
+    #: pidfd_getfd, setns.
     denied: tuple[int, ...]
     #: Numbers at or above this belong to another ABI on the same audit arch (x32), or None.
     foreign_nr_from: int | None
+    #: unshare and clone: EPERM when their first argument holds a namespace flag.
+    namespace_flagged: tuple[int, ...] = ()
+    #: clone3: ENOSYS (libc then uses clone).
+    enosys: tuple[int, ...] = ()
+    #: (mknod-like syscall, index of its mode argument): EPERM for a device node.
+    mknod: tuple[tuple[int, int], ...] = ()
 
 
 #: From asm/unistd_64.h (x86_64) and asm-generic/unistd.h (aarch64).
 ARCHES: dict[str, _Arch] = {
-    "x86_64": _Arch(0xC000003E, (101, 310, 311, 438), X32_SYSCALL_BIT),
-    "aarch64": _Arch(0xC00000B7, (117, 270, 271, 438), None),
+    "x86_64": _Arch(
+        0xC000003E, (101, 310, 311, 438, 308), X32_SYSCALL_BIT, (272, 56), (435,), ((133, 1), (259, 2))
+    ),
+    "aarch64": _Arch(0xC00000B7, (117, 270, 271, 438, 268), None, (97, 220), (435,), ((33, 2),)),
 }
 
 
@@ -106,22 +137,64 @@ def filter_program(machine: str) -> list[tuple[int, int, int, int]]:
     arch = ARCHES.get(machine)
     if arch is None:
         raise ConfinementError(f"no seccomp filter for architecture {machine!r} (known: {', '.join(ARCHES)})")
-    n = len(arch.denied)
-    # Layout: [arch check] [load nr] [x32 check]? [one jeq per denied nr] ALLOW ERRNO KILL
-    # Jump offsets count instructions skipped after the current one.
-    prog: list[tuple[int, int, int, int]] = [(BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARCH)]
-    tail = n + 1 + (1 if arch.foreign_nr_from is not None else 0)  # nr load .. jeqs
-    # jf jumps over: load nr, x32 check, the jeqs, ALLOW, ERRNO -> KILL.
-    prog.append((BPF_JEQ_K, 0, tail + 2, arch.audit_arch))
-    prog.append((BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_NR))
+    prog = _Program()
+    prog.emit(BPF_LD_W_ABS, SECCOMP_DATA_ARCH)
+    prog.emit(BPF_JEQ_K, arch.audit_arch, jf="kill")
+    prog.emit(BPF_LD_W_ABS, SECCOMP_DATA_NR)
     if arch.foreign_nr_from is not None:
-        prog.append((BPF_JGE_K, n + 2, 0, arch.foreign_nr_from))  # -> KILL
-    for i, nr in enumerate(arch.denied):
-        prog.append((BPF_JEQ_K, n - i, 0, nr))  # -> ERRNO
-    prog.append((BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW))
-    prog.append((BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM))
-    prog.append((BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS))
-    return prog
+        prog.emit(BPF_JGE_K, arch.foreign_nr_from, jt="kill")
+    for nr in arch.denied:
+        prog.emit(BPF_JEQ_K, nr, jt="eperm")
+    for nr in arch.enosys:
+        prog.emit(BPF_JEQ_K, nr, jt="enosys")
+    for nr in arch.namespace_flagged:
+        prog.emit(BPF_JEQ_K, nr, jt="flags")
+    modes = sorted({i for _, i in arch.mknod})
+    for nr, i in arch.mknod:
+        prog.emit(BPF_JEQ_K, nr, jt=f"mode{i}")
+    prog.emit(BPF_RET_K, SECCOMP_RET_ALLOW)
+    prog.label("flags")
+    prog.emit(BPF_LD_W_ABS, SECCOMP_DATA_ARG0)
+    prog.emit(BPF_JSET_K, NAMESPACE_FLAGS, jt="eperm")
+    prog.emit(BPF_RET_K, SECCOMP_RET_ALLOW)
+    for i in modes:
+        prog.label(f"mode{i}")
+        prog.emit(BPF_LD_W_ABS, SECCOMP_DATA_ARG0 + 8 * i)
+        prog.emit(BPF_AND_K, S_IFMT)
+        prog.emit(BPF_JEQ_K, S_IFCHR, jt="eperm")
+        prog.emit(BPF_JEQ_K, S_IFBLK, jt="eperm")
+        prog.emit(BPF_RET_K, SECCOMP_RET_ALLOW)
+    prog.label("eperm")
+    prog.emit(BPF_RET_K, SECCOMP_RET_ERRNO | EPERM)
+    prog.label("enosys")
+    prog.emit(BPF_RET_K, SECCOMP_RET_ERRNO | ENOSYS)
+    prog.label("kill")
+    prog.emit(BPF_RET_K, SECCOMP_RET_KILL_PROCESS)
+    return prog.assemble()
+
+
+class _Program:
+    """Classic BPF with named jump targets, resolved to forward offsets by :meth:`assemble`."""
+
+    def __init__(self) -> None:
+        self._code: list[tuple[int, int | str, int | str, int]] = []
+        self._labels: dict[str, int] = {}
+
+    def emit(self, code: int, k: int, *, jt: int | str = 0, jf: int | str = 0) -> None:
+        self._code.append((code, jt, jf, k))
+
+    def label(self, name: str) -> None:
+        self._labels[name] = len(self._code)
+
+    def assemble(self) -> list[tuple[int, int, int, int]]:
+        def offset(at: int, target: int | str) -> int:
+            if isinstance(target, int):
+                return target
+            jump = self._labels[target] - (at + 1)
+            assert 0 <= jump <= 255, f"jump to {target} out of range"
+            return jump
+
+        return [(code, offset(i, jt), offset(i, jf), k) for i, (code, jt, jf, k) in enumerate(self._code)]
 
 
 def _threads() -> int | None:

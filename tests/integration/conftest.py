@@ -8,7 +8,6 @@ sandboxes they start themselves.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 from collections.abc import Iterator
@@ -17,28 +16,8 @@ from typing import Any
 
 import pytest
 
-from airlock.images import CONTROLLER, RUNNER, build_image
 from airlock.sandbox.docker import DockerEnvironment, DockerSettings
 from tests.support.containers import assert_none_left
-
-
-@pytest.fixture(scope="session")
-def runner_image() -> str:
-    report = asyncio.run(build_image(RUNNER))
-    return report.tag
-
-
-@pytest.fixture(scope="session")
-def controller_image() -> str:
-    """The controller image, built (or found current) once per session."""
-    return asyncio.run(build_image(CONTROLLER)).tag
-
-
-@pytest.fixture(scope="session")
-def docker_client() -> Any:
-    import docker
-
-    return docker.from_env()
 
 
 @pytest.fixture

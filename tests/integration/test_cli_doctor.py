@@ -46,11 +46,19 @@ def test_doctor_json_with_the_real_engine(runner: CliRunner) -> None:
     data = json.loads(result.stdout)
     checks = {c["name"]: c for c in data["checks"]}
     assert checks["docker"]["status"] == "ok"
-    assert {"docker", "image", "gvisor", "kata", "local model", "model runtime", "config"} <= set(checks)
+    names = {"docker", "image", "gvisor", "gvisor-networked", "micro_vm", "local model", "model runtime"}
+    names.add("config")
+    assert names <= set(checks)
     assert checks["local model"]["status"] == "warning"
-    assert checks["gvisor"]["status"] in ("ok", "warning")  # absent runsc is never an error
-    if checks["gvisor"]["status"] == "warning":
-        assert checks["gvisor"]["message"] == "gvisor isolation unavailable: install runsc"
+    for name in ("gvisor", "gvisor-networked"):
+        assert checks[name]["status"] in ("ok", "warning")  # absent runsc is never an error
+        if checks[name]["status"] == "warning":
+            assert "not registered" in checks[name]["message"] and "daemon.json" in checks[name]["hint"]
+    if checks["gvisor"]["status"] == "ok":  # registered: one sandbox really started under it
+        assert checks["gvisor-start"]["status"] == "ok"
+        assert "its kernel reports 4.4.0" in checks["gvisor-start"]["message"]
+    assert checks["micro_vm"]["status"] == "warning"  # no Kata here; the hint says what to use instead
+    assert "gvisor" in checks["micro_vm"]["hint"]
     if checks["image"]["status"] == "error":
         assert checks["image"]["hint"] == "run: airlock images build"
     assert data["ok"] == all(c["status"] != "error" for c in data["checks"])

@@ -54,7 +54,7 @@ from layer0 import (
     WorkflowId,
     WriteMemory,
 )
-from tests.support.containers import assert_none_left, my_containers
+from tests.support.containers import assert_none_left, my_containers, require_isolation
 from tests.support.controller import (
     agent_config,
     running_controller,
@@ -568,9 +568,15 @@ async def test_bad_submissions_are_refused_and_unavailable_isolation_fails_the_j
     from airlock._proto.controller.v1 import controller_pb2 as cpb
     from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 
+    # Runtime names this engine surely lacks (gVisor may well be registered here).
+    missing = {"gvisor": "runsc-missing", "gvisor_networked": "runsc-hostnet-missing"}
     runtimes = docker_client.info().get("Runtimes") or {}
-    assert "runsc" not in runtimes, "this test needs an engine without gVisor"
-    config = write_config(tmp_path, {"echo": quick(), "boxed": {**quick(), "isolation": ["gvisor"]}})
+    assert not set(missing.values()) & set(runtimes)
+    config = write_config(
+        tmp_path,
+        {"echo": quick(), "boxed": {**quick(), "isolation": ["gvisor"]}},
+        backends={"docker": {"runtimes": missing}},
+    )
     async with running_controller(config, data_dir, state_dir, runner_image) as (controller, client):
         metadata = (("authorization", f"Bearer {controller.token}"),)
         async with grpc.aio.insecure_channel(controller.address) as channel:
@@ -592,8 +598,20 @@ async def test_bad_submissions_are_refused_and_unavailable_isolation_fails_the_j
         assert await client.find() == []  # nothing refused was recorded
         job = await client.wait((await client.submit("boxed", "hi")).id)
         assert job.state is JobState.FAILED and job.error is not None
-        assert job.error.kind == "isolation_violation" and "gvisor" in job.error.message.lower()
+        assert job.error.kind == "isolation_violation" and "runsc-missing" in job.error.message
         assert my_containers(docker_client) == []  # never downgraded to a plain container
+
+
+async def test_a_gvisor_agent_runs_end_to_end_through_the_controller(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
+) -> None:
+    require_isolation("gvisor")
+    config = write_config(tmp_path, {"boxed": {**quick(command="uname -r"), "isolation": ["gvisor"]}})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (_, client):
+        job = await client.wait((await client.submit("boxed", "which kernel?")).id)
+        assert job.state is JobState.SUCCEEDED, job.error
+        assert job.output is not None and job.output.message.joined_text() == "done"
+        assert tool_outputs(await events_of(client, job.id)) == ["4.4.0\n"]  # gVisor's kernel answered
 
 
 async def test_a_signal_reaches_the_running_jobs_of_its_workflow(

@@ -69,6 +69,16 @@ def gvisor_missing() -> str | None:
     )
 
 
+def require_isolation(kind: str) -> None:
+    """Skip (or, with ``AIRLOCK_REQUIRE_GVISOR=1``, fail) when ``kind`` cannot run here."""
+    import pytest
+
+    if kind == "gvisor" and (why := gvisor_missing()):
+        if os.environ.get("AIRLOCK_REQUIRE_GVISOR") == "1":
+            pytest.fail(f"AIRLOCK_REQUIRE_GVISOR=1 but {why}")
+        pytest.skip(why)
+
+
 def my_containers(client: Any) -> list[Any]:
     """Containers labelled as owned by this test process."""
     return list(client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={OWNER}"}))

@@ -39,10 +39,15 @@ def agent_config(steps: Sequence[Mapping[str, Any]], tools: Sequence[str], **san
     }
 
 
-def write_config(directory: Path, agents: dict[str, dict[str, Any]]) -> Path:
-    """An airlock.yaml (JSON is YAML) defining ``agents``."""
+def write_config(
+    directory: Path, agents: dict[str, dict[str, Any]], backends: dict[str, Any] | None = None
+) -> Path:
+    """An airlock.yaml (JSON is YAML) defining ``agents`` (and ``backends`` settings)."""
     path = directory / "airlock.yaml"
-    path.write_text(json.dumps({"version": 1, "agents": agents}, indent=2))
+    config: dict[str, Any] = {"version": 1, "agents": agents}
+    if backends:
+        config["backends"] = backends
+    path.write_text(json.dumps(config, indent=2))
     return path
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from airlock.images import LABEL_DIGEST, checkout_digest, docker_client, docker_errors, runner_image_tag
@@ -103,10 +104,31 @@ def _check_runtimes(client: Any, settings: DockerSettings) -> list[DoctorCheck]:
                 "warning",
                 "micro_vm isolation unavailable: no Kata Containers runtime registered "
                 f"({', '.join(names.micro_vm)})",
-                MICRO_VM_HINT,
+                MICRO_VM_HINT + _kvm_note(),
             )
         )
     return out
+
+
+def _kvm_note(cpuinfo: str = "/proc/cpuinfo", kvm: str = "/dev/kvm") -> str:
+    """Why a micro-VM runtime would not help on this host, when that is visible from here.
+
+    A ``/dev/kvm`` without the CPU's ``vmx``/``svm`` flag is a paravirtual KVM (such as
+    PVM inside a cloud VM): standard micro-VM guest kernels fail on it (libkrun's exits with
+    ``KVM_EXIT_INTERNAL_ERROR`` before its agent comes up).
+    """
+    try:
+        flags = set(Path(cpuinfo).read_text().split())
+    except OSError:
+        return ""
+    if not Path(kvm).exists():
+        return "; this host has no /dev/kvm"
+    if not flags & {"vmx", "svm"}:
+        return (
+            "; this host's /dev/kvm has no hardware virtualization behind it (no vmx/svm CPU flag: a "
+            "paravirtual KVM), where standard micro-VM guest kernels fail to boot"
+        )
+    return ""
 
 
 #: What a user without Kata can do; what was found about other micro-VM runtimes is in the README.

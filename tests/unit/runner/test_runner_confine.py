@@ -123,18 +123,22 @@ def test_the_filter_refuses_to_install_once_threads_run() -> None:
     assert done.stdout == "2 threads already run; the filter must come before any thread\n1\n"
 
 
-def _run_bpf(program: list[tuple[int, int, int, int]], arch: int, nr: int) -> int:
-    """Evaluate a classic-BPF seccomp program on ``seccomp_data`` {nr, arch}."""
-    data = {0: nr, 4: arch}
+def _run_bpf(program: list[tuple[int, int, int, int]], arch: int, nr: int, *args: int) -> int:
+    """Evaluate a classic-BPF seccomp program on ``seccomp_data`` {nr, arch, args}."""
+    data = {0: nr, 4: arch} | {16 + 8 * i: a & 0xFFFFFFFF for i, a in enumerate(args)}
     acc, pc = 0, 0
     while True:
         code, jt, jf, k = program[pc]
         if code == _confine.BPF_LD_W_ABS:
-            acc = data[k]
+            acc = data.get(k, 0)
         elif code == _confine.BPF_JEQ_K:
             pc += jt if acc == k else jf
         elif code == _confine.BPF_JGE_K:
             pc += jt if acc >= k else jf
+        elif code == _confine.BPF_JSET_K:
+            pc += jt if acc & k else jf
+        elif code == _confine.BPF_AND_K:
+            acc &= k
         elif code == _confine.BPF_RET_K:
             return k
         else:
@@ -156,6 +160,42 @@ def test_the_bpf_program_per_architecture(machine: str) -> None:
     assert _run_bpf(program, 0x40000003, 26) == _confine.SECCOMP_RET_KILL_PROCESS  # i386: ptrace is 26
     if arch.foreign_nr_from is not None:  # x32: ptrace is 0x40000000 + 521
         assert _run_bpf(program, arch.audit_arch, 0x40000000 + 521) == _confine.SECCOMP_RET_KILL_PROCESS
+    # No new namespaces: unshare/clone with a namespace flag, setns; clone3 falls back to clone.
+    for nr in arch.namespace_flagged:
+        for flag in (0x10000000, 0x00020000, 0x40000000, 0x20000000, 0x80, 0x01200011 | 0x10000000):
+            assert _run_bpf(program, arch.audit_arch, nr, flag) == eperm
+        for flags in (0, 0x01200011, 0x00010000 | 0x00000100 | 0x00000800):  # fork, threads
+            assert _run_bpf(program, arch.audit_arch, nr, flags) == _confine.SECCOMP_RET_ALLOW
+    assert _run_bpf(program, arch.audit_arch, 435) == _confine.SECCOMP_RET_ERRNO | 38
+    # No device nodes; FIFOs, sockets and regular files stay possible.
+    for nr, i in arch.mknod:
+        for mode, verdict in (
+            (0o020600, eperm),
+            (0o060600, eperm),
+            (0o010600, _confine.SECCOMP_RET_ALLOW),
+            (0o140600, _confine.SECCOMP_RET_ALLOW),
+            (0o100600, _confine.SECCOMP_RET_ALLOW),
+        ):
+            args = [0, 0, 0]
+            args[i] = mode
+            assert _run_bpf(program, arch.audit_arch, nr, *args) == verdict, (nr, oct(mode))
+
+
+def test_the_filter_refuses_new_namespaces_but_not_processes_or_threads() -> None:
+    code = (
+        "import ctypes, os, subprocess, sys, threading\n"
+        "from airlock.runner._confine import install_ptrace_filter\n"
+        "install_ptrace_filter()\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.unshare(0x10000000), ctypes.get_errno())\n"
+        "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+        "child = subprocess.run([sys.executable, '-c', 'print(1 + 1)'], capture_output=True, text=True)\n"
+        "print(child.stdout)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.split() == ["-1", "1", "thread", "2"]
 
 
 def test_unknown_architecture_is_refused() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -288,3 +290,9 @@ def test_extra_settings_never_weaken_the_hardening() -> None:
     assert wired["volumes"]["/state/sb-1.files/0"] == {"bind": "/run/secrets/k", "mode": "ro"}
     for key in ("read_only", "privileged", "cap_drop", "security_opt", "pids_limit", "user", "init"):
         assert wired[key] == plain[key]
+
+
+def test_the_setup_script_registers_what_the_backend_expects() -> None:
+    script = (Path(__file__).parents[3] / "scripts" / "gvisor-setup.sh").read_text()
+    line = next(x for x in script.splitlines() if x.startswith("RUNTIMES="))
+    assert json.loads(line.split("=", 1)[1].strip("'")) == daemon_json()["runtimes"]
