@@ -117,9 +117,11 @@ def test_unit_tests_need_neither_docker_nor_the_real_model() -> None:
     assert not marked, f"tests marked docker or slow belong in tests/integration/: {marked}"
 
 
-def test_integration_modules_that_use_docker_are_marked_docker() -> None:
+def test_integration_and_adversarial_modules_that_use_docker_are_marked_docker() -> None:
     unmarked = []
-    for path in sorted((TESTS / "integration").glob("test_*.py")):
+    for path in sorted(
+        [*(TESTS / "integration").glob("test_*.py"), *(TESTS / "adversarial").glob("test_*.py")]
+    ):
         tree = parse(path)
         used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
             a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args
@@ -127,3 +129,12 @@ def test_integration_modules_that_use_docker_are_marked_docker() -> None:
         if used & DOCKER_NAMES and "docker" not in module_marks(tree):
             unmarked.append(path.name)
     assert not unmarked, f"add pytestmark = pytest.mark.docker to: {unmarked}"
+
+
+def test_every_adversarial_module_files_its_cases_under_a_category() -> None:
+    unfiled = [
+        path.name
+        for path in sorted((TESTS / "adversarial").glob("test_*.py"))
+        if "attack" not in module_marks(parse(path))
+    ]
+    assert not unfiled, f"add pytest.mark.attack(<category>) to the pytestmark of: {unfiled}"

@@ -16,7 +16,7 @@ from layer0 import EnvironmentSpec, ExitReason, TurnInput
 from tests.support.containers import sandbox_turn
 from tests.support.probes import trace_probe_command
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.attack("runner")]
 
 #: Runs inside the sandbox: the trace probe aimed at the runner (found through /proc).
 PROBE = trace_probe_command()

@@ -43,7 +43,7 @@ from layer0 import (
 from tests.support.containers import assert_clean, assert_none_left
 from tests.support.echo import ReflectingUpstream, reflecting_upstream
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.attack("secrets")]
 
 # Runs inside the sandbox: one request to the credential proxy, the raw reply as hex.
 CALL = (

@@ -51,7 +51,7 @@ from layer0 import (
 )
 from tests.support.containers import OWNER, assert_clean, assert_none_left, my_containers
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.attack("network")]
 
 SUBNET_A = "11.87.0.0/24"
 GATEWAY_A = "11.87.0.1"
