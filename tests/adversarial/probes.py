@@ -99,3 +99,55 @@ print(json.dumps(out))
 def python_command(source: str, python: str = "/opt/venv/bin/python") -> str:
     """A bash command that runs ``source`` with the image's Python."""
     return f"{python} - <<'EOF'\n{source.lstrip()}EOF"
+
+
+#: The runner's channel: its socket, its token, its control directory, its process.
+RUNNER_CHANNEL = r"""
+import errno, json, os, socket
+out = {}
+
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+
+def connect_unix(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+    finally:
+        s.close()
+
+attempt("list_control_dir", lambda: os.listdir("/run/airlock"))
+attempt("read_token_file", lambda: open("/run/airlock/token").read())
+attempt("connect_runner_socket", lambda: connect_unix("/run/airlock/runner.sock"))
+attempt("replace_runner_socket", lambda: os.symlink("/tmp/evil.sock", "/run/airlock/runner.sock.new"))
+attempt("create_in_control_dir", lambda: open("/run/airlock/evil", "w").close())
+attempt("remove_runner_socket", lambda: os.unlink("/run/airlock/runner.sock"))
+runner = None
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        try:
+            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:3] == [b"-m", b"airlock.runner"]:
+            runner = int(entry)
+out["runner_pid"] = runner
+if runner is not None:
+    attempt("list_runner_fds", lambda: os.listdir(f"/proc/{runner}/fd"))
+    attempt("open_runner_fd", lambda: [os.open(f"/proc/{runner}/fd/{n}", os.O_RDONLY) for n in range(3, 16)])
+    attempt("runner_root", lambda: os.listdir(f"/proc/{runner}/root/run/airlock"))
+    attempt("runner_maps", lambda: open(f"/proc/{runner}/maps").read(1))
+listening = []
+for name in ("tcp", "tcp6", "udp", "udp6"):
+    try:
+        lines = open(f"/proc/net/{name}").read().splitlines()[1:]
+    except OSError:
+        continue
+    listening += [f"{name} {l.split()[1]}" for l in lines if name.startswith("udp") or l.split()[3] == "0A"]
+out["inet_listeners"] = listening
+print(json.dumps(out))
+"""

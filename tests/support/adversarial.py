@@ -43,7 +43,7 @@ class Row:
 
 
 def rows(outcomes: list[Outcome]) -> list[Row]:
-    """One row per category, in first-seen order."""
+    """One row per category, in first-seen order (failed and skipped cases named, with why)."""
     by: dict[str, list[Outcome]] = {}
     for o in outcomes:
         by.setdefault(o.category, []).append(o)
@@ -52,7 +52,7 @@ def rows(outcomes: list[Outcome]) -> list[Row]:
             category,
             sum(o.result != "skipped" for o in found),
             sum(o.result == "held" for o in found),
-            [o.case for o in found if o.result == "failed"],
+            [f"{o.case} ({o.detail})" if o.detail else o.case for o in found if o.result == "failed"],
             [f"{o.case} ({o.detail})" if o.detail else o.case for o in found if o.result == "skipped"],
         )
         for category, found in by.items()
