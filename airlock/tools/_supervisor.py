@@ -82,6 +82,29 @@ def become_subreaper() -> None:
             raise
 
 
+#: Tasks kept out of a tool's reach for the runner's own threads when the sandbox caps
+#: processes per uid (``RLIMIT_NPROC``, as the Docker backend does under gVisor).
+RUNNER_RESERVE = 32
+
+
+def leave_room_for_the_runner() -> None:
+    """Lower ``RLIMIT_NPROC`` by :data:`RUNNER_RESERVE` for the command's whole tree.
+
+    ``RLIMIT_NPROC`` counts every task of the uid, and the runner shares the tools' uid: a
+    fork bomb that reached the sandbox's limit would leave the runner unable to start a
+    thread (its gRPC server then drops the call). With a lower limit for the tools the
+    runner keeps its headroom. No limit (runc, where the pids cgroup caps the sandbox and
+    ``RLIMIT_NPROC`` would count the uid host-wide): nothing changes.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if hard == resource.RLIM_INFINITY:
+        return
+    cap = max(1, hard - min(RUNNER_RESERVE, hard // 4))
+    resource.setrlimit(resource.RLIMIT_NPROC, (min(soft, cap), cap))
+
+
 def stop_with_parent() -> None:
     """SIGTERM to this process when its parent (the runner) dies (``PR_SET_PDEATHSIG``): a
     runner killed outright (the process backend SIGKILLs a timed-out runner's group) still
@@ -148,6 +171,7 @@ def supervise(command: str) -> str:
     bash: int | None = None
     try:
         become_subreaper()
+        leave_room_for_the_runner()
         stop_with_parent()
         bash = os.posix_spawn(
             "/bin/bash",

@@ -17,7 +17,8 @@ from typing import Any
 from airlock.build import build_turn
 from airlock.policy import EnvSecretResolver
 from airlock.sandbox.docker import DockerEnvironment, DockerSettings
-from airlock.testing import bash_agent
+from airlock.spec import AgentSpec
+from airlock.testing import bash_agent, scripted_agent, text_step, tool_step
 from airlock.turn import ToolFinished
 from layer0 import EnvError, EnvironmentSpec, TurnInput, TurnOutput
 
@@ -57,7 +58,7 @@ def isolation_settings(isolation: str) -> DockerSettings:
 
 
 async def run_hostile_async(
-    commands: Sequence[str],
+    commands: Sequence[str | Mapping[str, Any]],
     *,
     isolation: str,
     image: str,
@@ -96,7 +97,7 @@ async def run_hostile_async(
     root.addHandler(records)
     root.setLevel(logging.DEBUG)
     try:
-        turn = build_turn(bash_agent(*commands), workspace=workspace)
+        turn = build_turn(hostile_agent(commands), workspace=workspace)
         found.output = await env.run(
             turn, TurnInput.new("go"), spec or EnvironmentSpec(), events=sink, **dict(run_options or {})
         )
@@ -108,7 +109,7 @@ async def run_hostile_async(
         found.logs = "\n".join(records.lines)
         leftovers = await asyncio.to_thread(_remove_state, state)
     assert not leftovers, f"state left behind: {leftovers}"
-    found.results = [json.loads(e.output) for e in found.events if isinstance(e, ToolFinished)]
+    found.results = [_result(e.output) for e in found.events if isinstance(e, ToolFinished)]
     return found
 
 
@@ -119,6 +120,15 @@ class _Records(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(f"{record.name} {record.getMessage()} {record.__dict__}")
+
+
+def _result(output: str) -> dict[str, Any]:
+    """A bash result (JSON), or a failed call's error text as ``{"error": ...}``."""
+    try:
+        found = json.loads(output)
+    except ValueError:
+        return {"error": output, "stdout": "", "stderr": ""}
+    return found if isinstance(found, dict) else {"error": output, "stdout": "", "stderr": ""}
 
 
 def _fresh_state(workdir: Path | None) -> tuple[Path, Path]:
@@ -136,6 +146,18 @@ def _remove_state(state: Path) -> list[str]:
     return leftovers
 
 
-def run_hostile(commands: Sequence[str], **kw: Any) -> Hostile:
+def hostile_agent(commands: Sequence[str | Mapping[str, Any]]) -> AgentSpec:
+    """An agent that makes one bash call per command (a string, or the bash tool's whole
+    input such as ``{"command": ..., "timeout_s": 5}``), then answers ``done``."""
+    if all(isinstance(c, str) for c in commands):
+        return bash_agent(*(str(c) for c in commands))
+    steps = [
+        tool_step("bash", {"command": c} if isinstance(c, str) else dict(c), id=f"t{i}")
+        for i, c in enumerate(commands)
+    ]
+    return scripted_agent([*steps, text_step("done")], name="bash-agent", tools=["bash"])
+
+
+def run_hostile(commands: Sequence[str | Mapping[str, Any]], **kw: Any) -> Hostile:
     """:func:`run_hostile_async` from synchronous code (module-scoped fixtures)."""
     return asyncio.run(run_hostile_async(commands, **kw))

@@ -8,7 +8,9 @@ from typing import Any
 
 from airlock.images import LABEL_DIGEST, checkout_digest, docker_client, docker_errors, runner_image_tag
 from airlock.sandbox._backend import DoctorCheck
+from airlock.sandbox._limits import SandboxDefaults
 
+from ._config import GVISOR_HOST_PIDS_BASE, GVISOR_HOST_PIDS_PER_PROCESS
 from ._settings import GVISOR_ARGS, GVISOR_NETWORKED_ARGS, DockerRuntimes, DockerSettings, daemon_json_text
 
 __all__ = ["doctor_checks"]
@@ -94,6 +96,8 @@ def _check_runtimes(client: Any, settings: DockerSettings) -> list[DoctorCheck]:
     ]
     if out[0].status == "ok":
         out.append(_check_gvisor_starts(client, names.gvisor))
+        if (pids := _pid_max_check()) is not None:
+            out.append(pids)
     kata = [r for r in names.micro_vm if r in registered]
     if kata:
         out.append(DoctorCheck("micro_vm", "ok", f"micro_vm isolation available (runtime {kata[0]})"))
@@ -108,6 +112,24 @@ def _check_runtimes(client: Any, settings: DockerSettings) -> list[DoctorCheck]:
             )
         )
     return out
+
+
+def _pid_max_check(pid_max: str = "/proc/sys/kernel/pid_max") -> DoctorCheck | None:
+    """gVisor's host tasks per sandbox, against the host's pid space (when visible from here)."""
+    try:
+        limit = int(Path(pid_max).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    worst = GVISOR_HOST_PIDS_BASE + GVISOR_HOST_PIDS_PER_PROCESS * SandboxDefaults().pids
+    if limit >= 16 * worst:
+        return DoctorCheck("gvisor-pids", "ok", f"host pid space {limit}: room for many gVisor sandboxes")
+    return DoctorCheck(
+        "gvisor-pids",
+        "warning",
+        f"host pid space is only {limit}: under a fork bomb one gVisor sandbox may take up to {worst} host "
+        f"tasks (its cap), so {max(1, limit // worst)} such sandboxes could exhaust the host's pids",
+        "raise it: sysctl -w kernel.pid_max=4194304",
+    )
 
 
 def _kvm_note(cpuinfo: str = "/proc/cpuinfo", kvm: str = "/dev/kvm") -> str:

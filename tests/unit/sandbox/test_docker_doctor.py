@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from airlock.sandbox.docker import DockerRuntimes, DockerSettings
-from airlock.sandbox.docker._doctor import _check_runtimes, _kvm_note
+from airlock.sandbox.docker._doctor import _check_runtimes, _kvm_note, _pid_max_check
 
 GOOD = {
     "runc": {"path": "runc"},
@@ -89,3 +89,14 @@ def test_the_kvm_note_names_a_paravirtual_kvm(tmp_path: Any) -> None:
     assert "no vmx/svm" in _kvm_note(str(cpuinfo), str(kvm))
     cpuinfo.write_text("flags : fpu vmx\n")
     assert _kvm_note(str(cpuinfo), str(kvm)) == ""
+
+
+def test_a_small_host_pid_space_is_a_warning_for_gvisor(tmp_path: Any) -> None:
+    pid_max = tmp_path / "pid_max"
+    pid_max.write_text("32768\n")
+    small = _pid_max_check(str(pid_max))
+    assert small is not None and small.status == "warning" and "kernel.pid_max" in (small.hint or "")
+    pid_max.write_text("4194304\n")
+    large = _pid_max_check(str(pid_max))
+    assert large is not None and large.status == "ok"
+    assert _pid_max_check(str(tmp_path / "absent")) is None
