@@ -12,9 +12,12 @@ Prints, in one run, p50/p95 of:
   proxy container (started in parallel with the sandbox);
 - **teardown**: force-remove of the floor container / airlock's full teardown;
 
-and the ratio of each airlock number to the floor (target: ready <= 1.5x).
+and the ratio of each airlock number to the floor (target: ready <= 1.5x). When gVisor is
+registered (``scripts/gvisor-setup.sh``), the same rows again under gVisor, each against the
+runc floor and against the gVisor floor (the same docker-py calls with ``runtime="runsc"``).
 
-Usage: ``python bench/cold_start.py [--n 20]`` (needs Docker and ``airlock images build``).
+Usage: ``python bench/cold_start.py [--n 20] [--no-gvisor]`` (needs Docker and
+``airlock images build``).
 """
 
 from __future__ import annotations
@@ -24,14 +27,13 @@ import asyncio
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from airlock.build import build_turn
 from airlock.images import docker_client, require_image, runner_image_tag
 from airlock.sandbox import SandboxDefaults, resolve_limits
-from airlock.sandbox.docker import DockerEnvironment
+from airlock.sandbox.docker import DockerEnvironment, DockerRuntimes, DockerSettings
 from airlock.sandbox.docker._config import resolve_boundary
 from airlock.sandbox.docker._environment import _Sandbox
 from airlock.testing import scripted_agent, text_step
@@ -45,10 +47,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def floor_once(client: Any, image: str) -> tuple[float, float]:
+def floor_once(client: Any, image: str, runtime: str = "runc") -> tuple[float, float]:
     t0 = time.perf_counter()
     c = client.containers.create(
-        image, entrypoint=["sleep", "600"], detach=True, init=True, network_mode="none", labels={"bench": "1"}
+        image,
+        entrypoint=["sleep", "600"],
+        detach=True,
+        init=True,
+        network_mode="none",
+        labels={"bench": "1"},
+        runtime=runtime,
     )
     c.start()
     result = c.exec_run(["true"])
@@ -60,7 +68,7 @@ def floor_once(client: Any, image: str) -> tuple[float, float]:
 
 
 async def sandbox_once(
-    client: Any, state_dir: Path, image: str, runtimes: frozenset[str]
+    client: Any, state_dir: Path, image: str, runtimes: frozenset[str], isolation: str = "container"
 ) -> tuple[float, float]:
     spec = EnvironmentSpec()
     t0 = time.perf_counter()
@@ -70,7 +78,7 @@ async def sandbox_once(
             image=image,
             limits=resolve_limits(spec, SandboxDefaults()),
             runtimes=runtimes,
-            boundary=resolve_boundary(spec, runtimes),
+            boundary=resolve_boundary(spec, runtimes, floor=isolation),
         )
         await sandbox.wait_serving(30, AGENT)
         ready = time.perf_counter() - t0
@@ -96,49 +104,87 @@ async def job_once(env: DockerEnvironment, spec: EnvironmentSpec | None = None) 
     return time.perf_counter() - t0
 
 
+class Series:
+    """The measurements of one isolation: floor, ready, job, job with egress, teardowns."""
+
+    def __init__(self, isolation: str) -> None:
+        self.isolation = isolation
+        self.runtime = "runsc" if isolation == "gvisor" else "runc"
+        self.floor: list[float] = []
+        self.floor_td: list[float] = []
+        self.ready: list[float] = []
+        self.ready_td: list[float] = []
+        self.job: list[float] = []
+        self.egress_job: list[float] = []
+
+
+async def measure(
+    series: Series, client: Any, state_dir: Path, image: str, runtimes: frozenset[str], env: DockerEnvironment
+) -> None:
+    r, td = await asyncio.to_thread(floor_once, client, image, series.runtime)
+    series.floor.append(r)
+    series.floor_td.append(td)
+    r, td = await sandbox_once(client, state_dir, image, runtimes, series.isolation)
+    series.ready.append(r)
+    series.ready_td.append(td)
+    series.job.append(await job_once(env))
+    series.egress_job.append(await job_once(env, EGRESS_SPEC))
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=20, help="iterations per measurement (default 20)")
+    parser.add_argument("--no-gvisor", action="store_true", help="runc only, even when gVisor is registered")
     args = parser.parse_args()
     client = docker_client()
     image = runner_image_tag()
     await asyncio.to_thread(require_image, client, image)
     runtimes = frozenset(client.info().get("Runtimes", {}))
     state_dir = Path(tempfile.mkdtemp(prefix="al-bench-"))
-    env = DockerEnvironment(image=image, state_dir=state_dir, client=client)
+    names = DockerRuntimes()
+    kinds = ["container"]
+    if not args.no_gvisor and {names.gvisor, names.gvisor_networked} <= runtimes:
+        kinds.append("gvisor")
+    envs = {
+        kind: DockerEnvironment(
+            image=image, state_dir=state_dir, client=client, settings=DockerSettings(isolation_floor=kind)
+        )
+        for kind in kinds
+    }
+    all_series = [Series(kind) for kind in kinds]
 
-    # One warm-up of each (page cache, image layers), not counted.
-    await asyncio.to_thread(floor_once, client, image)
-    await sandbox_once(client, state_dir, image, runtimes)
-    await job_once(env)
-    await job_once(env, EGRESS_SPEC)
+    for series in all_series:  # one warm-up of each (page cache, image layers), not counted
+        await asyncio.to_thread(floor_once, client, image, series.runtime)
+        await sandbox_once(client, state_dir, image, runtimes, series.isolation)
+        await job_once(envs[series.isolation])
+        await job_once(envs[series.isolation], EGRESS_SPEC)
 
-    floor, floor_td, ready, ready_td, job, egress_job = [], [], [], [], [], []
     for _ in range(args.n):  # interleaved so drift affects all alike
-        r, td = await asyncio.to_thread(floor_once, client, image)
-        floor.append(r)
-        floor_td.append(td)
-        r, td = await sandbox_once(client, state_dir, image, runtimes)
-        ready.append(r)
-        ready_td.append(td)
-        job.append(await job_once(env))
-        egress_job.append(await job_once(env, EGRESS_SPEC))
+        for series in all_series:
+            await measure(series, client, state_dir, image, runtimes, envs[series.isolation])
 
-    base = statistics.median(floor)
-    rows: list[tuple[str, list[float], Callable[[float], str]]] = [
-        ("floor: docker-py create+start+exec", floor, lambda m: "1.00x"),
-        ("airlock sandbox ready (health SERVING)", ready, lambda m: f"{m / base:.2f}x"),
-        ("airlock one-turn job (scripted, e2e)", job, lambda m: f"{m / base:.2f}x"),
-        ("  same, with egress proxy + internal net", egress_job, lambda m: f"{m / base:.2f}x"),
-        ("teardown: floor (remove force)", floor_td, lambda m: ""),
-        ("teardown: airlock (container + dir)", ready_td, lambda m: ""),
-    ]
-    print(f"cold start, {args.n} runs each, image {image}, runtime runc, network none, init")
-    print(f"{'measurement':<42} {'p50 ms':>8} {'p95 ms':>8} {'vs floor p50':>13}")
-    for name, values, ratio in rows:
-        p50 = statistics.median(values)
-        print(f"{name:<42} {p50 * 1000:>8.0f} {pct(values, 0.95) * 1000:>8.0f} {ratio(p50):>13}")
-    print("target: airlock sandbox ready <= 1.5x the floor")
+    base = statistics.median(all_series[0].floor)
+    print(f"cold start, {args.n} runs each, image {image}, network none, init")
+    print(f"{'measurement':<48} {'p50 ms':>8} {'p95 ms':>8} {'vs runc floor':>14} {'vs own floor':>13}")
+    for series in all_series:
+        own = statistics.median(series.floor)
+        label = "runc" if series.isolation == "container" else "gVisor"
+        rows: list[tuple[str, list[float], bool]] = [
+            (f"floor: docker-py create+start+exec [{label}]", series.floor, True),
+            (f"airlock sandbox ready (health SERVING) [{label}]", series.ready, True),
+            (f"airlock one-turn job (scripted, e2e) [{label}]", series.job, True),
+            ("  same, with egress proxy + internal net", series.egress_job, True),
+            (f"teardown: floor (remove force) [{label}]", series.floor_td, False),
+            (f"teardown: airlock (container + dir) [{label}]", series.ready_td, False),
+        ]
+        for name, values, ratio in rows:
+            p50 = statistics.median(values)
+            vs_runc = f"{p50 / base:.2f}x" if ratio else ""
+            vs_own = f"{p50 / own:.2f}x" if ratio else ""
+            print(
+                f"{name:<48} {p50 * 1000:>8.0f} {pct(values, 0.95) * 1000:>8.0f} {vs_runc:>14} {vs_own:>13}"
+            )
+    print("target: airlock sandbox ready <= 1.5x its own floor")
 
 
 if __name__ == "__main__":
