@@ -346,15 +346,20 @@ def test_ctrl_c_while_waiting_leaves_the_job_running_and_sigint_interrupts_it(
     assert list(state_dir.iterdir()) == []
 
 
+@pytest.mark.attack("faults")
 def test_a_killed_controller_is_recovered_on_restart(serve: Any, docker_client: Any, state_dir: Path) -> None:
-    s = serve()
+    s = serve("--concurrency", "1")
     token = s.printed_token
     assert token
     job_id = s.cli_json("submit", "slow", "sleep please", token=token)["job"]["id"]
     s.wait_for(job_id, "running", token)
+    queued = [s.cli_json("submit", "demo-scripted", f"q{i}", token=token)["job"]["id"] for i in range(2)]
+    assert [s.cli_json("jobs", "show", q, token=token)["job"]["state"] for q in queued] == ["queued"] * 2
     assert len(_owned_by(docker_client, s.proc.pid)[0]) == 1
-    s.stop(signal.SIGKILL)  # no teardown: the sandbox is orphaned
+    s.stop(signal.SIGKILL)  # no teardown: the sandbox is orphaned, two jobs wait in the queue
     again = serve()
+    for q in queued:  # nothing queued is lost: both run after the restart
+        assert again.wait_for(q, "succeeded", token)["state"] == "succeeded"
     assert any("recovered: 1 job(s)" in line and job_id in line for line in again.lines), again.lines
     assert _owned_by(docker_client, s.proc.pid) == ([], [])  # reaped at start
     job = again.cli_json("jobs", "show", job_id, token=token)["job"]

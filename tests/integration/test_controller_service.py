@@ -468,6 +468,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.attack("faults")
 async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_queued_ones(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, docker_client: Any, no_leaks: None
 ) -> None:
