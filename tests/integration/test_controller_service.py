@@ -640,6 +640,7 @@ async def test_a_signal_reaches_the_running_jobs_of_its_workflow(
 # -- effect policy: every effect a sandbox returns is checked before it is applied ---------------------
 
 
+@pytest.mark.attack("effects")
 async def test_a_delegate_to_an_agent_not_granted_is_refused_and_no_child_runs(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
 ) -> None:
@@ -669,6 +670,7 @@ async def test_a_delegate_to_an_agent_not_granted_is_refused_and_no_child_runs(
         assert [j.id for j in await client.find()] == [job.id]  # no child job was ever created
 
 
+@pytest.mark.attack("effects")
 async def test_a_memory_write_outside_the_granted_scopes_is_refused_and_the_store_is_unchanged(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
 ) -> None:
@@ -726,6 +728,7 @@ class _ForgingRunner(AgentRunner):
         return output.model_copy(update={"effects": [*forged, *output.effects]})
 
 
+@pytest.mark.attack("effects")
 async def test_a_forged_turn_output_is_checked_effect_by_effect(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, no_leaks: None
 ) -> None:
