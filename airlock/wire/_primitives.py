@@ -61,15 +61,43 @@ def json_text(value: Any) -> str:
     return str(json_to_proto(value).text)
 
 
+#: The deepest JSON value the wire accepts (arrays and objects inside each other). Deeper
+#: text is refused before anything recursive (validation, serialization) ever sees it.
+MAX_JSON_DEPTH = 64
+
+
 def json_from_proto(message: pb.Json, *, present: bool = True) -> JsonValue:
-    """The JSON value of a ``Json`` message; absent (or empty text) reads as ``None``."""
+    """The JSON value of a ``Json`` message; absent (or empty text) reads as ``None``.
+
+    Raises:
+        MalformedMessage: not JSON, or nested deeper than :data:`MAX_JSON_DEPTH`.
+    """
     if not present or not message.text:
         return None
     try:
         value: JsonValue = json.loads(message.text, parse_constant=_reject_constant)
+    except RecursionError as e:
+        raise MalformedMessage(f"JSON text nested deeper than {MAX_JSON_DEPTH} levels") from e
     except ValueError as e:
         raise MalformedMessage(f"invalid JSON text: {e}") from e
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise MalformedMessage(f"JSON text nested deeper than {MAX_JSON_DEPTH} levels")
     return value
+
+
+def _depth(value: JsonValue) -> int:
+    """How deeply arrays and objects nest in ``value`` (iterative: any depth is safe)."""
+    deepest = 0
+    stack: list[tuple[JsonValue, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, level + 1)
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, level + 1)
+            stack.extend((v, level + 1) for v in item)
+    return deepest
 
 
 def json_field(message: Any, field: str) -> JsonValue:
