@@ -194,6 +194,27 @@ def _decode(request: pb.ExecuteRequest) -> tuple[AgentSpec, TurnInput, list[tupl
     return spec, input, state
 
 
+#: A refusal's message travels (percent-encoded) in the ``grpc-message`` trailer, and a
+#: client drops trailers above its metadata limit (8 KiB by default), turning the refusal into
+#: an unrelated RESOURCE_EXHAUSTED. Each line and the whole message are cut to these (UTF-8)
+#: sizes, so an echoed huge value (a 50 KB tool name, an execution id) never hides the answer.
+_MAX_DETAIL_LINE_BYTES = 512
+_MAX_DETAIL_BYTES = 2000
+
+
+def _cut(text: str, limit: int) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode(errors="ignore") + f"… ({len(data)} bytes, cut)"
+
+
+def _bounded(message: str) -> str:
+    """``message`` with each line and the whole cut to sizes every gRPC client accepts."""
+    lines = [_cut(line, _MAX_DETAIL_LINE_BYTES) for line in message.splitlines()]
+    return _cut("\n".join(lines), _MAX_DETAIL_BYTES)
+
+
 def _step_response(result: StepResult) -> pb.StepResponse:
     return pb.StepResponse(
         complete=result.is_complete, text=result.text, tools=[t.name for t in result.tool_executions]
@@ -217,7 +238,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
         self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, reason: str
     ) -> NoReturn:
         context.set_trailing_metadata(((REASON_KEY, reason),))
-        await context.abort(code, message)
+        await context.abort(code, _bounded(message))
         raise AssertionError("unreachable: abort raises")
 
     async def Execute(
