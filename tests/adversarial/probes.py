@@ -4,8 +4,22 @@ was seen). The tests judge them; :func:`python_command` wraps one as a ``bash`` 
 
 from __future__ import annotations
 
+#: Python source: the runner's pid (found through /proc) in ``runner`` and ``out["runner_pid"]``.
+FIND_RUNNER = r"""runner = None
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        try:
+            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:3] == [b"-m", b"airlock.runner"]:
+            runner = int(entry)
+out["runner_pid"] = runner
+"""
+
 #: Privilege: every way a process with the sandbox's uid could gain or use privilege.
-PRIVILEGE = r"""
+PRIVILEGE = (
+    r"""
 import ctypes, errno, json, os, socket, stat
 libc = ctypes.CDLL(None, use_errno=True)
 out = {}
@@ -72,17 +86,9 @@ attempt("read_dev_mem", lambda: open("/dev/mem", "rb").read(1))
 attempt("write_proc_sys", lambda: open("/proc/sys/kernel/hostname", "w").write("x"))
 attempt("write_sysfs", lambda: open("/sys/kernel/uevent_helper", "w").write("/x"))
 attempt("write_proc_sysrq", lambda: open("/proc/sysrq-trigger", "w").write("b"))
-runner = None
-for entry in os.listdir("/proc"):
-    if entry.isdigit():
-        try:
-            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if argv[1:3] == [b"-m", b"airlock.runner"]:
-            runner = int(entry)
-out["runner_pid"] = runner
-libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+"""
+    + FIND_RUNNER
+    + r"""libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
 if runner is not None:
     attempt("ptrace_runner", lambda: libc.ptrace(16, runner, None, None))
     if out["ptrace_runner"] == "ok":
@@ -94,6 +100,7 @@ out["docker_sockets"] = [p for p in sockets if os.path.exists(p)]
 out["devices"] = sorted(os.listdir("/dev"))
 print(json.dumps(out))
 """
+)
 
 
 def python_command(source: str, python: str = "/opt/venv/bin/python") -> str:
@@ -102,7 +109,8 @@ def python_command(source: str, python: str = "/opt/venv/bin/python") -> str:
 
 
 #: The runner's channel: its socket, its token, its control directory, its process.
-RUNNER_CHANNEL = r"""
+RUNNER_CHANNEL = (
+    r"""
 import errno, json, os, socket
 out = {}
 
@@ -126,17 +134,9 @@ attempt("connect_runner_socket", lambda: connect_unix("/run/airlock/runner.sock"
 attempt("replace_runner_socket", lambda: os.symlink("/tmp/evil.sock", "/run/airlock/runner.sock.new"))
 attempt("create_in_control_dir", lambda: open("/run/airlock/evil", "w").close())
 attempt("remove_runner_socket", lambda: os.unlink("/run/airlock/runner.sock"))
-runner = None
-for entry in os.listdir("/proc"):
-    if entry.isdigit():
-        try:
-            argv = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if argv[1:3] == [b"-m", b"airlock.runner"]:
-            runner = int(entry)
-out["runner_pid"] = runner
-if runner is not None:
+"""
+    + FIND_RUNNER
+    + r"""if runner is not None:
     attempt("list_runner_fds", lambda: os.listdir(f"/proc/{runner}/fd"))
     attempt("open_runner_fd", lambda: [os.open(f"/proc/{runner}/fd/{n}", os.O_RDONLY) for n in range(3, 16)])
     attempt("runner_root", lambda: os.listdir(f"/proc/{runner}/root/run/airlock"))
@@ -151,3 +151,4 @@ for name in ("tcp", "tcp6", "udp", "udp6"):
 out["inet_listeners"] = listening
 print(json.dumps(out))
 """
+)

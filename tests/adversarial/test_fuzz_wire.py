@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +28,7 @@ from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.spec import AgentSpec, ProviderSpec
 from layer0 import TurnInput
+from tests.support.servers import free_port, wait_serving
 
 pytestmark = [pytest.mark.attack("fuzz"), pytest.mark.timeout(300)]
 
@@ -93,32 +92,11 @@ class Server:
         return grpc.StatusCode.OK
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_serving(channel: grpc.Channel, proc: subprocess.Popen[bytes]) -> None:
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    stub = health_pb2_grpc.HealthStub(channel)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
-            return
-        except grpc.RpcError:
-            assert proc.poll() is None, "the server exited"
-            assert time.monotonic() < deadline, "the server never served"
-            time.sleep(0.2)
-
-
 def start(argv: list[str], address: str, token: str, env: dict[str, str] | None = None) -> Iterator[Server]:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)])
     try:
-        wait_serving(channel, proc)
+        wait_serving(address, proc)
         yield Server(address, token, channel, proc)
         assert proc.poll() is None, "the server died during the fuzzing"
     finally:

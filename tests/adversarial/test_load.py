@@ -12,7 +12,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 
 from airlock.controller import ControllerClient, JobState
 from tests.support.containers import assert_none_left
+from tests.support.servers import free_port, wait_serving
 
 pytestmark = [pytest.mark.docker, pytest.mark.attack("load"), pytest.mark.timeout(900)]
 
@@ -53,12 +53,6 @@ class Serve:
     def rss_mib(self) -> float:
         status = Path(f"/proc/{self.proc.pid}/status").read_text()
         return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -95,22 +89,6 @@ def serve(tmp_path: Path, runner_image: str, docker_client: Any) -> Iterator[Ser
         except subprocess.TimeoutExpired:
             proc.kill()
     assert_none_left(docker_client)
-
-
-def wait_serving(address: str, proc: subprocess.Popen[bytes]) -> None:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    with grpc.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                stub.Check(health_pb2.HealthCheckRequest(), timeout=2)
-                return
-            except grpc.RpcError:
-                assert proc.poll() is None and time.monotonic() < deadline, "the controller did not start"
-                time.sleep(0.2)
 
 
 async def slow_loris(address: str, stop: asyncio.Event, connections: int = 64) -> int:
