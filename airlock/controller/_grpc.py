@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
@@ -83,8 +84,48 @@ def load_or_create_token(path: Path) -> tuple[str, bool]:
     return token, created
 
 
+#: A refusal's message travels (percent-encoded) in the ``grpc-message`` trailer, and a
+#: client drops trailers above its metadata limit (8 KiB by default), turning the refusal into
+#: an unrelated RESOURCE_EXHAUSTED. Each line and the whole message are cut to these (UTF-8)
+#: sizes, so an echoed huge value (an agent name, a job id) never hides the answer.
+_MAX_DETAIL_LINE_BYTES = 512
+_MAX_DETAIL_BYTES = 2000
+#: The range of a valid google.protobuf.Duration (its documented bounds, about 10,000 years).
+#: Beyond it a limit in ms no longer fits the job store's 64-bit integers.
+_MAX_DURATION_SECONDS = 315_576_000_000
+#: Event sequence numbers are SQLite integers (signed 64-bit); an ``after_seq`` above every
+#: possible one is read as this (no event follows it either way).
+_MAX_SEQ = 2**63 - 1
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` within about ``limit`` bytes: its middle cut out, keeping its start (what is
+    wrong) and its end (often the hint, e.g. the valid values)."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    head = data[: limit // 2].decode(errors="ignore")
+    tail = data[len(data) - limit // 4 :].decode(errors="ignore")
+    return f"{head}…({len(data)} bytes, cut)…{tail}"
+
+
+def _bounded(message: str) -> str:
+    """``message`` with each line and the whole cut to sizes every gRPC client accepts."""
+    lines = [_cut(line, _MAX_DETAIL_LINE_BYTES) for line in message.splitlines()]
+    return _cut("\n".join(lines), _MAX_DETAIL_BYTES)
+
+
+def _duration_problem(duration: Duration, path: str) -> str | None:
+    """What makes ``duration`` not a valid google.protobuf.Duration, or None."""
+    if not -_MAX_DURATION_SECONDS <= duration.seconds <= _MAX_DURATION_SECONDS:
+        return f"{path}: {duration.seconds} s is outside a Duration's range (±{_MAX_DURATION_SECONDS} s)"
+    if not -999_999_999 <= duration.nanos <= 999_999_999:
+        return f"{path}: nanos {duration.nanos} is outside a Duration's range (±999999999)"
+    return None
+
+
 async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
-    await context.abort(code, message)
+    await context.abort(code, _bounded(message))
     raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
 
@@ -99,6 +140,13 @@ class _Servicer(cpb_grpc.ControllerServicer):
             return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "agent is required")
         if not request.HasField("input"):
             return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input (a TurnInput) is required")
+        durations = [(request.max_duration, "max_duration")] if request.HasField("max_duration") else []
+        if request.input.HasField("config") and request.input.config.HasField("max_duration"):
+            durations.append((request.input.config.max_duration, "input.config.max_duration"))
+        for duration, path in durations:
+            problem = _duration_problem(duration, path)
+            if problem is not None:
+                return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
         try:
             turn_input = wire.input_from_proto(request.input)
         except wire.MalformedMessage as e:
@@ -131,7 +179,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.WatchJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[cpb.JobEvent]:
         try:
-            async for event in self.service.watch(request.id, request.after_seq):
+            async for event in self.service.watch(request.id, min(request.after_seq, _MAX_SEQ)):
                 yield ew.event_to_proto(event)
         except JobNotFound as e:
             await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
@@ -160,7 +208,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.GetJobLogsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.GetJobLogsResponse:
         try:
-            lines = await self.service.logs(request.id, request.after_seq)
+            lines = await self.service.logs(request.id, min(request.after_seq, _MAX_SEQ))
         except JobNotFound as e:
             return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
         return cpb.GetJobLogsResponse(lines=[ew.event_to_proto(e) for e in lines])

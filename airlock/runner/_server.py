@@ -203,10 +203,14 @@ _MAX_DETAIL_BYTES = 2000
 
 
 def _cut(text: str, limit: int) -> str:
+    """``text`` within about ``limit`` bytes: its middle cut out, keeping its start (what is
+    wrong) and its end (often the hint, e.g. the valid values)."""
     data = text.encode()
     if len(data) <= limit:
         return text
-    return data[:limit].decode(errors="ignore") + f"… ({len(data)} bytes, cut)"
+    head = data[: limit // 2].decode(errors="ignore")
+    tail = data[len(data) - limit // 4 :].decode(errors="ignore")
+    return f"{head}…({len(data)} bytes, cut)…{tail}"
 
 
 def _bounded(message: str) -> str:
