@@ -165,8 +165,15 @@ def test_backend_settings_are_checked_by_the_backends_own_model(write: Write, on
     assert one_issue(path).startswith(
         f"{path}:5:16: backends.kubernetes.namespac: unknown key 'namespac'; valid keys: connect, "
     )
-    path = write(AGENT + "backends:\n  docker: {}\n")
-    assert one_issue(path) == f"{path}:5:3: backends.docker: backend 'docker' takes no settings"
+    path = write(AGENT + "backends:\n  process: {}\n")
+    assert one_issue(path) == f"{path}:5:3: backends.process: backend 'process' takes no settings"
+    path = write(AGENT + "backends:\n  docker: {runtimes: {gvisr: x}}\n")
+    assert one_issue(path) == (
+        f"{path}:5:23: backends.docker.runtimes.gvisr: unknown key 'gvisr'; "
+        "valid keys: gvisor, gvisor_networked, micro_vm"
+    )
+    path = write(AGENT + "backends:\n  docker: {isolation_floor: micro_vm}\n")
+    assert "backends.docker.isolation_floor" in one_issue(path)
 
 
 def test_isolation_is_never_downgraded_by_the_backend(write: Write, one_issue: One) -> None:
