@@ -98,3 +98,28 @@ class RunnerError(AirlockError):
 
 class ImageError(AirlockError):
     """Raised when a sandbox image is missing (the message names the build command)."""
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` within about ``limit`` UTF-8 bytes: its middle cut out, keeping its start
+    (what is wrong) and its end (often the hint, e.g. the valid values)."""
+    data = text.encode(errors="surrogatepass")
+    if len(data) <= limit:
+        return text
+    head = data[: limit // 2].decode(errors="ignore")
+    tail = data[len(data) - limit // 4 :].decode(errors="ignore")
+    return f"{head}…({len(data)} bytes, cut)…{tail}"
+
+
+#: A gRPC refusal's message travels (percent-encoded) in the ``grpc-message`` trailer, and a
+#: client drops trailers above its metadata limit (8 KiB by default), turning the refusal into
+#: an unrelated RESOURCE_EXHAUSTED. Each line and the whole are cut to these (UTF-8) sizes.
+MAX_DETAIL_LINE_BYTES = 512
+MAX_DETAIL_BYTES = 2000
+
+
+def bounded_detail(message: str) -> str:
+    """``message`` with each line and the whole cut to sizes every gRPC client accepts, so an
+    echoed huge value (a 50 KB tool name, an agent name, a job id) never hides the answer."""
+    lines = [shorten(line, MAX_DETAIL_LINE_BYTES) for line in message.splitlines()]
+    return shorten("\n".join(lines), MAX_DETAIL_BYTES)

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from airlock.errors import shorten
 from layer0 import TurnConfig, TurnInput
 
 PROVIDER_KINDS = ("anthropic", "openai_compat", "scripted", "command")
@@ -33,6 +34,34 @@ SANDBOX_TOOLS = ("bash", "read_file", "write_file", "list_files", "edit_file", "
 TOOL_NAMES = SANDBOX_TOOLS + EFFECT_TOOLS
 #: The session-scope state key holding a session's conversation history.
 HISTORY_KEY = "history"
+#: The most values an agent spec's YAML may expand to, counting each use of an alias anew.
+_MAX_SPEC_VALUES = 200_000
+
+
+def _names_a_file(source: str) -> bool:
+    """Whether ``source`` is the path of an existing file (a name too long for the file
+    system, or with a NUL byte, names none)."""
+    try:
+        return Path(source).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _expands_beyond(data: Any, limit: int) -> bool:
+    """Whether ``data`` (parsed YAML, whose aliases share objects and may form cycles) holds
+    more than ``limit`` values when every alias is counted anew; stops counting at ``limit``."""
+    stack, seen = [data], 0
+    while stack:
+        seen += 1
+        if seen > limit:
+            return True
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
 
 
 class _Spec(BaseModel):
@@ -50,7 +79,7 @@ class ProviderSpec(_Spec):
     #: e.g. when a sidecar proxy injects it).
     api_key_env: str | None = None
     #: Scripted provider only: the recorded conversation (inline) or a path to its file.
-    script: JsonValue = None
+    script: str | list[JsonValue] | dict[str, JsonValue] | None = None
     max_tokens: int = Field(default=4096, gt=0)
     temperature: float | None = None
     #: Request timeout in seconds.
@@ -150,11 +179,11 @@ class AgentSpec(_Spec):
 
         text: str
         origin = "<text>"
-        if isinstance(source, Path) or ("\n" not in source and Path(source).is_file()):
-            origin = str(source)
+        if isinstance(source, Path) or ("\n" not in source and _names_a_file(source)):
+            origin = shorten(str(source), 200)
             try:
                 text = Path(source).read_text(encoding="utf-8")
-            except OSError as e:
+            except (OSError, UnicodeDecodeError) as e:
                 raise SpecError(f"cannot read agent spec {origin}: {e}") from e
         else:
             text = source
@@ -162,6 +191,14 @@ class AgentSpec(_Spec):
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise SpecError(f"agent spec {origin} is not valid YAML: {e}") from e
+        except RecursionError:  # the parser recurses once per level of nesting
+            raise SpecError(f"agent spec {origin} is nested too deeply") from None
+        except ValueError as e:  # a value YAML parses but Python cannot hold (2001-13-45, 5000 digits)
+            raise SpecError(f"agent spec {origin} has an unreadable value: {shorten(str(e), 300)}") from e
+        if _expands_beyond(data, _MAX_SPEC_VALUES):
+            raise SpecError(
+                f"agent spec {origin} expands to more than {_MAX_SPEC_VALUES} values (aliases in aliases?)"
+            )
         if not isinstance(data, dict):
             raise SpecError(f"agent spec {origin} must be a mapping, not {type(data).__name__}")
         try:

@@ -110,11 +110,12 @@ from ._turn import (
     TurnMetadata,
     TurnOutput,
 )
-from ._wire import U32_MAX, DurationMs, Json, Money, decimal_to_str
+from ._wire import JSON_MAX_DEPTH, U32_MAX, DurationMs, Json, Money, decimal_to_str
 
 TurnOutput.model_rebuild()
 
 __all__ = [
+    "JSON_MAX_DEPTH",
     "U32_MAX",
     "AgentId",
     "Base64Source",

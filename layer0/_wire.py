@@ -8,10 +8,12 @@ enums.
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -40,9 +42,30 @@ def _sorted_json(value: Any) -> Any:
     return value
 
 
+#: The deepest a free JSON value may nest. serde_json refuses documents deeper than 128
+#: levels, so a value this deep still fits inside the message that carries it.
+JSON_MAX_DEPTH = 100
+
+
+def _checked_json(value: JsonValue) -> JsonValue:
+    """``value`` if serde_json could write and read it back: no NaN or infinity (JSON has
+    none) and at most :data:`JSON_MAX_DEPTH` levels of nesting."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > JSON_MAX_DEPTH:
+                raise ValueError(f"JSON nested deeper than {JSON_MAX_DEPTH} levels")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{item} is not a JSON number")
+    return value
+
+
 #: Arbitrary JSON (``serde_json::Value``). Object keys are written sorted, as
 #: serde_json does without ``preserve_order``.
-Json = Annotated[JsonValue, PlainSerializer(_sorted_json)]
+Json = Annotated[JsonValue, AfterValidator(_checked_json), PlainSerializer(_sorted_json)]
 
 #: An unsigned 64-bit integer; floats, strings and booleans are rejected.
 U64 = Annotated[int, Strict(), Field(ge=0, le=U64_MAX)]

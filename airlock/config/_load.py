@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from airlock.errors import shorten
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
 from airlock.sandbox import backend as sandbox_backend
@@ -254,6 +255,13 @@ def _compile_agent(
 
     if sandbox is None or spec is None or len(issues) > before:
         return None
+    from airlock import wire  # here: importing the config must not import grpc (fast CLI)
+
+    try:  # what validates but the runner's wire cannot carry (NaN, integers beyond 64 bits)
+        wire.spec_to_proto(spec)
+    except (wire.MalformedMessage, ValueError, OverflowError) as e:
+        issues.append(doc.issue(prefix, f"cannot be sent to the sandbox's runner: {e}"))
+        return None
     environment, routes = _environment(doc, prefix, sandbox, secrets, issues)
     _check_local_model(doc, prefix, spec, sandbox, issues)
     if environment is None or len(issues) > before:
@@ -337,11 +345,17 @@ def _anchor_script(
     provider = spec_raw.get("provider")
     if not isinstance(provider, dict) or not isinstance(provider.get("script"), str):
         return spec_raw
-    path = Path(provider["script"]).expanduser()
-    if not path.is_absolute():
-        path = (doc.file.parent / path).resolve()
-    if not path.is_file():
-        issues.append(doc.issue((*prefix, "provider", "script"), f"script file {str(path)!r} not found"))
+    key = (*prefix, "provider", "script")
+    try:  # a name too long for the file system, or with a NUL byte, is no file either
+        path = Path(provider["script"]).expanduser()
+        if not path.is_absolute():
+            path = (doc.file.parent / path).resolve()
+        found = path.is_file()
+    except (OSError, ValueError, RuntimeError) as e:
+        issues.append(doc.issue(key, shorten(f"script file {provider['script']!r} cannot be used: {e}", 400)))
+        return spec_raw
+    if not found:
+        issues.append(doc.issue(key, shorten(f"script file {str(path)!r} not found", 400)))
         return spec_raw
     return {**spec_raw, "provider": {**provider, "script": str(path)}}
 

@@ -9,6 +9,9 @@ from typing import Any
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_MS = {"h": 3_600_000, "m": 60_000, "s": 1_000, "ms": 1}
+#: The longest duration accepted: a google.protobuf.Duration's range (about 10,000 years).
+#: Longer limits would not fit the wire or the job store's 64-bit integers.
+MAX_DURATION_MS = 315_576_000_000_000
 _UNIT_ORDER = ["h", "m", "s", "ms"]
 
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$")
@@ -23,7 +26,8 @@ def parse_duration(value: Any) -> int:
 
     Accepts an integer (milliseconds) or a string of ``<number><unit>`` parts with units
     ``h``, ``m``, ``s``, ``ms`` in that order (``"90s"``, ``"5m"``, ``"1h30m"``, ``"1.5s"``,
-    ``"250ms"``). The result must be a positive whole number of milliseconds.
+    ``"250ms"``). The result must be a positive whole number of milliseconds, at most
+    :data:`MAX_DURATION_MS`.
 
     Raises:
         ValueError: anything else (floats, booleans, unknown units, sub-millisecond parts).
@@ -48,6 +52,8 @@ def parse_duration(value: Any) -> int:
         total = int(exact)
     if total <= 0:
         raise ValueError("a duration must be positive")
+    if total > MAX_DURATION_MS:
+        raise ValueError(f"a duration must be at most {MAX_DURATION_MS} ms (about 10,000 years)")
     return total
 
 

@@ -65,6 +65,21 @@ def _pos(mark: yaml.Mark | None) -> Position:
     return Position(mark.line + 1, mark.column + 1) if mark is not None else Position(1, 1)
 
 
+#: The deepest a configuration may nest mappings and lists (real ones use about ten levels).
+MAX_DEPTH = 100
+#: The most values a document may expand to, counting each use of an alias anew (a
+#: "billion laughs" of nested aliases would otherwise take hours and all memory).
+MAX_NODES = 200_000
+
+
+class _TooBig(Exception):
+    """The document nests too deeply or expands to too many values (a ConfigIssue inside)."""
+
+    def __init__(self, issue: ConfigIssue) -> None:
+        super().__init__(str(issue))
+        self.issue = issue
+
+
 class _Builder:
     """Turns a composed node tree into Python data, recording positions and duplicate keys."""
 
@@ -72,13 +87,49 @@ class _Builder:
         self.loader = loader
         self.doc = doc
         self.issues: list[ConfigIssue] = []
+        self.built = 0
+        #: The collection nodes being built now (an alias to one of them is a cycle).
+        self.open: set[int] = set()
+
+    def _refuse(self, node: yaml.Node, path: KeyPath, message: str) -> _TooBig:
+        pos = _pos(node.start_mark)
+        return _TooBig(ConfigIssue(self.doc.file, pos.line, pos.column, format_path(path), message))
 
     def build(self, node: yaml.Node, path: KeyPath) -> Any:
+        self.built += 1
+        if self.built > MAX_NODES:
+            raise self._refuse(
+                node,
+                path,
+                f"the document expands to more than {MAX_NODES} values (aliases nested in aliases?)",
+            )
+        if len(path) > MAX_DEPTH:
+            raise self._refuse(node, path, f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            if id(node) in self.open:
+                raise self._refuse(node, path, "an alias refers to a value that contains it (a cycle)")
+            self.open.add(id(node))
+            try:
+                return self._build_collection(node, path)
+            finally:
+                self.open.discard(id(node))
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except (ValueError, OverflowError) as e:  # e.g. an integer of 5000 digits, 2024-13-45
+            pos = _pos(node.start_mark)
+            self.issues.append(
+                ConfigIssue(self.doc.file, pos.line, pos.column, format_path(path), f"unreadable value: {e}")
+            )
+            return None
+
+    def _build_collection(self, node: yaml.Node, path: KeyPath) -> Any:
         if isinstance(node, yaml.MappingNode):
             self.loader.flatten_mapping(node)  # resolve `<<` merge keys as PyYAML does
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
-                key = self.loader.construct_object(key_node, deep=True)
+                key = (
+                    self.build(key_node, (*path, "<key>")) if isinstance(key_node, yaml.ScalarNode) else None
+                )
                 pos = _pos(key_node.start_mark)
                 if not isinstance(key, str | int | bool | float) or key is None:
                     self.issues.append(
@@ -130,7 +181,10 @@ def load_yaml(file: Path) -> LocatedDocument:
     except (OSError, UnicodeDecodeError) as e:
         raise InvalidConfigError([ConfigIssue(file, 0, 0, "", f"cannot read file: {e}")]) from e
     doc = LocatedDocument(file=file, data=None)
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # refuses NUL and other control characters at once
+    except yaml.YAMLError as e:
+        raise InvalidConfigError([ConfigIssue(file, 0, 0, "", f"invalid YAML: {e}")]) from e
     try:
         node = loader.get_single_node()
         if node is not None:
@@ -145,6 +199,11 @@ def load_yaml(file: Path) -> LocatedDocument:
         raise InvalidConfigError([ConfigIssue(file, pos.line, pos.column, "", problem)]) from e
     except yaml.YAMLError as e:
         raise InvalidConfigError([ConfigIssue(file, 0, 0, "", f"invalid YAML: {e}")]) from e
+    except _TooBig as e:
+        raise InvalidConfigError([e.issue]) from None
+    except RecursionError:  # the parser itself recurses once per level of nesting
+        message = f"nested too deeply (more than {MAX_DEPTH} levels)"
+        raise InvalidConfigError([ConfigIssue(file, 0, 0, "", message)]) from None
     finally:
         loader.dispose()
     return doc

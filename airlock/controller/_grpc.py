@@ -19,7 +19,7 @@ from grpc_health.v1._async import HealthServicer
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
-from airlock.errors import AirlockError, ConfigError
+from airlock.errors import AirlockError, ConfigError, bounded_detail
 
 from . import _convert as jc
 from . import _event_wire as ew
@@ -84,35 +84,12 @@ def load_or_create_token(path: Path) -> tuple[str, bool]:
     return token, created
 
 
-#: A refusal's message travels (percent-encoded) in the ``grpc-message`` trailer, and a
-#: client drops trailers above its metadata limit (8 KiB by default), turning the refusal into
-#: an unrelated RESOURCE_EXHAUSTED. Each line and the whole message are cut to these (UTF-8)
-#: sizes, so an echoed huge value (an agent name, a job id) never hides the answer.
-_MAX_DETAIL_LINE_BYTES = 512
-_MAX_DETAIL_BYTES = 2000
 #: The range of a valid google.protobuf.Duration (its documented bounds, about 10,000 years).
 #: Beyond it a limit in ms no longer fits the job store's 64-bit integers.
 _MAX_DURATION_SECONDS = 315_576_000_000
 #: Event sequence numbers are SQLite integers (signed 64-bit); an ``after_seq`` above every
 #: possible one is read as this (no event follows it either way).
 _MAX_SEQ = 2**63 - 1
-
-
-def _cut(text: str, limit: int) -> str:
-    """``text`` within about ``limit`` bytes: its middle cut out, keeping its start (what is
-    wrong) and its end (often the hint, e.g. the valid values)."""
-    data = text.encode()
-    if len(data) <= limit:
-        return text
-    head = data[: limit // 2].decode(errors="ignore")
-    tail = data[len(data) - limit // 4 :].decode(errors="ignore")
-    return f"{head}…({len(data)} bytes, cut)…{tail}"
-
-
-def _bounded(message: str) -> str:
-    """``message`` with each line and the whole cut to sizes every gRPC client accepts."""
-    lines = [_cut(line, _MAX_DETAIL_LINE_BYTES) for line in message.splitlines()]
-    return _cut("\n".join(lines), _MAX_DETAIL_BYTES)
 
 
 def _duration_problem(duration: Duration, path: str) -> str | None:
@@ -125,7 +102,7 @@ def _duration_problem(duration: Duration, path: str) -> str | None:
 
 
 async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
-    await context.abort(code, _bounded(message))
+    await context.abort(code, bounded_detail(message))
     raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
 

@@ -104,6 +104,7 @@ ANTHROPIC_ERROR_KINDS: dict[str, ErrorKind | Literal["by_status"]] = {
     "LinkedOrganizationSpendLimitReachedError": "non_retryable",
     "PermissionDeniedError": "non_retryable",
     "SandboxEgressRestrictedError": "non_retryable",
+    "WorkspaceHumanReviewDisabledError": "non_retryable",
     "NotFoundError": "non_retryable",
     "RequestTimeoutError": "retryable",
     "ConflictError": "retryable",

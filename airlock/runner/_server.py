@@ -26,7 +26,7 @@ from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.build import build_turn
-from airlock.errors import RunnerError, SpecError
+from airlock.errors import RunnerError, SpecError, bounded_detail
 from airlock.spec import AgentSpec
 from airlock.state import InMemoryStore
 from airlock.turn import TurnEvent
@@ -194,31 +194,6 @@ def _decode(request: pb.ExecuteRequest) -> tuple[AgentSpec, TurnInput, list[tupl
     return spec, input, state
 
 
-#: A refusal's message travels (percent-encoded) in the ``grpc-message`` trailer, and a
-#: client drops trailers above its metadata limit (8 KiB by default), turning the refusal into
-#: an unrelated RESOURCE_EXHAUSTED. Each line and the whole message are cut to these (UTF-8)
-#: sizes, so an echoed huge value (a 50 KB tool name, an execution id) never hides the answer.
-_MAX_DETAIL_LINE_BYTES = 512
-_MAX_DETAIL_BYTES = 2000
-
-
-def _cut(text: str, limit: int) -> str:
-    """``text`` within about ``limit`` bytes: its middle cut out, keeping its start (what is
-    wrong) and its end (often the hint, e.g. the valid values)."""
-    data = text.encode()
-    if len(data) <= limit:
-        return text
-    head = data[: limit // 2].decode(errors="ignore")
-    tail = data[len(data) - limit // 4 :].decode(errors="ignore")
-    return f"{head}…({len(data)} bytes, cut)…{tail}"
-
-
-def _bounded(message: str) -> str:
-    """``message`` with each line and the whole cut to sizes every gRPC client accepts."""
-    lines = [_cut(line, _MAX_DETAIL_LINE_BYTES) for line in message.splitlines()]
-    return _cut("\n".join(lines), _MAX_DETAIL_BYTES)
-
-
 def _step_response(result: StepResult) -> pb.StepResponse:
     return pb.StepResponse(
         complete=result.is_complete, text=result.text, tools=[t.name for t in result.tool_executions]
@@ -242,7 +217,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
         self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, reason: str
     ) -> NoReturn:
         context.set_trailing_metadata(((REASON_KEY, reason),))
-        await context.abort(code, _bounded(message))
+        await context.abort(code, bounded_detail(message))
         raise AssertionError("unreachable: abort raises")
 
     async def Execute(

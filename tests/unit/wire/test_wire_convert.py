@@ -271,7 +271,10 @@ agent_specs = st.builds(
         model=st.none() | text,
         base_url=st.none() | text,
         api_key_env=st.none() | text,
-        script=json_values,
+        script=st.none()
+        | text
+        | st.lists(json_values, max_size=3)
+        | st.dictionaries(text, json_values, max_size=3),
         max_tokens=st.integers(1, 2**40),
         temperature=st.none() | st.floats(0, 2),
         timeout_s=st.floats(0.001, 1e6),
