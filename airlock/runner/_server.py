@@ -105,6 +105,9 @@ class _Execution:
         self.resume_requested = False
         self.commands: asyncio.Queue[tuple[str, asyncio.Future[Any] | None]] = asyncio.Queue()
         self.cancelled = False
+        #: Set when the runner itself is stopping (SIGTERM): the turn is cut short by the
+        #: sandbox's end, not cancelled by its caller.
+        self.stopping = False
 
     async def _sink(self, event: TurnEvent) -> None:
         try:
@@ -122,7 +125,7 @@ class _Execution:
             output = await self._run()
             final = wire.output_event(output)
         except asyncio.CancelledError:
-            final = wire.output_event(self._cancelled_output())
+            final = self._stopped_event() if self.stopping else wire.output_event(self._cancelled_output())
         except TurnError as e:
             final = wire.error_event(e.kind, e.message, e.tool_name)
         except Exception as e:  # the turn must never take the runner down
@@ -134,6 +137,16 @@ class _Execution:
 
     def _cancelled_output(self) -> TurnOutput:
         return self.session.cancelled_output()
+
+    def _stopped_event(self) -> pb.TurnEvent:
+        """A retryable error, not a ``cancelled`` output: nobody cancelled the turn, its
+        sandbox is going away (``docker stop``, a daemon restart, a pod's eviction)."""
+        meta = self._cancelled_output().metadata
+        return wire.error_event(
+            "retryable",
+            f"the runner was stopped (SIGTERM) during the turn, after {meta.turns_used} model call(s), "
+            f"{len(meta.tools_called)} finished tool call(s), cost {meta.cost}; the turn did not finish",
+        )
 
     async def _run(self) -> TurnOutput:
         while True:
@@ -454,8 +467,8 @@ class RunnerServer:
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop gracefully: NOT_SERVING at once, refuse new executions, let running ones
-        finish for up to ``grace`` seconds, then cancel them (their streams end with the
-        ``cancelled`` output) and close the server."""
+        finish for up to ``grace`` seconds, then cancel them (their streams end with a
+        ``retryable`` error saying the runner stopped) and close the server."""
         self._service.accepting = False
         for service in ("", SERVICE_NAME):
             await self._health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -468,6 +481,7 @@ class RunnerServer:
             )
             for execution in list(self._service.executions.values()):
                 if execution.task is not None:
+                    execution.stopping = True
                     execution.task.cancel()
         remaining = max(0.1, deadline - time.monotonic())
         await self._server.stop(remaining)

@@ -507,11 +507,24 @@ class _Sandbox:
         await settle(self._inflight)
         if self.remote is not None:
             await self.remote.close()
-        await asyncio.to_thread(self._remove_all)
+        problems = await asyncio.to_thread(self._remove_all)
+        for delay in _ENGINE_RETRY_DELAYS:  # the engine restarting: wait for it, then finish
+            if not problems or await asyncio.to_thread(_engine_answers, self.client):
+                break
+            _log.info("engine unreachable during teardown of sandbox %s; retrying in %.1fs", self.id, delay)
+            await asyncio.sleep(delay)
+            problems = await asyncio.to_thread(self._remove_all)
+        if problems:
+            # Kept for the reaper (``airlock gc``): the owner file says whose it was.
+            _log.warning("teardown of sandbox %s incomplete: %s", self.id, "; ".join(problems))
+        else:
+            owner_file(self.state_dir, self.id).unlink(missing_ok=True)
         if self.wiring is not None:
             await self.wiring.close_events()
 
-    def _remove_all(self) -> None:
+    def _remove_all(self) -> list[str]:
+        """Remove the container(s), the egress wiring and the control directory (idempotent);
+        return what could not be removed."""
         errors = docker_errors()
         problems: list[str] = []
         targets = [self.container] if self.container is not None else []
@@ -536,11 +549,22 @@ class _Sandbox:
                 shutil.rmtree(self.dir)
         except OSError as e:
             problems.append(f"{self.dir}: {e}")
-        if problems:
-            # Kept for the reaper (``airlock gc``): the owner file says whose it was.
-            _log.warning("teardown of sandbox %s incomplete: %s", self.id, "; ".join(problems))
-            return
-        owner_file(self.state_dir, self.id).unlink(missing_ok=True)
+        return problems
+
+
+#: Pauses between teardown attempts while the engine does not answer (about 30 s in all:
+#: long enough for a daemon restart, short enough not to hold a job's end for long).
+_ENGINE_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0)
+
+
+def _engine_answers(client: Any) -> bool:
+    """Whether the engine answers a ping (blocking)."""
+    try:
+        return bool(client.ping())
+    except docker_errors().DockerException:
+        return False
+    except OSError:
+        return False
 
 
 class DockerEnvironment(SandboxEnvironment):

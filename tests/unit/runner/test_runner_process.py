@@ -18,7 +18,7 @@ import pytest
 from airlock.runner import RemoteTurn
 from airlock.runner.__main__ import TOKEN_ENV, StartupError, read_token
 from airlock.turn import ToolFinished, ToolStarted, TurnEvent
-from layer0 import ExitReason, TurnInput
+from layer0 import ExitReason, TurnError, TurnInput
 
 from .runner_helpers import scripted_spec, text_step, tool_step
 
@@ -88,7 +88,7 @@ async def runner_with_file(tmp_path: Path) -> AsyncIterator[tuple[Runner, str, P
             await runner.proc.wait()
 
 
-async def test_sigterm_mid_turn_cancels_within_grace_and_exits_0(
+async def test_sigterm_mid_turn_ends_it_within_grace_and_exits_0(
     runner_with_file: tuple[Runner, str, Path],
 ) -> None:
     runner, token, token_file = runner_with_file
@@ -109,10 +109,11 @@ async def test_sigterm_mid_turn_cancels_within_grace_and_exits_0(
                 await asyncio.sleep(0.01)
         sent = time.monotonic()
         runner.proc.send_signal(signal.SIGTERM)
-        output = await asyncio.wait_for(task, 10)
+        with pytest.raises(TurnError) as e:
+            await asyncio.wait_for(task, 10)
         code = await runner.finish(10)
         elapsed = time.monotonic() - sent
-    assert output.exit_reason == ExitReason.custom("cancelled")
+    assert e.value.kind == "retryable" and "stopped (SIGTERM)" in str(e.value)
     assert code == 0
     assert elapsed < 2 + 1.5  # within the grace period (2 s) plus process exit
     messages = [line["msg"] for line in runner.lines]

@@ -522,7 +522,7 @@ async def test_connection_loss_is_retryable(tmp_path: Path) -> None:
     await turn.close()
 
 
-async def test_server_stop_mid_turn_returns_the_cancelled_output(token: str, workspace: Path) -> None:
+async def test_server_stop_mid_turn_ends_it_with_a_retryable_error(token: str, workspace: Path) -> None:
     server = RunnerServer(RunnerConfig(token=token, workspace=workspace))
     address = await server.start("127.0.0.1:0")
     spec = scripted_spec([tool_step("bash", {"command": "sleep 30"}), text_step("x")], ["bash"])
@@ -537,6 +537,11 @@ async def test_server_stop_mid_turn_returns_the_cancelled_output(token: str, wor
         stopping = asyncio.create_task(server.stop(grace=0.5))
         await asyncio.sleep(0.05)
         assert await turn.health() == "NOT_SERVING"
-        output = await asyncio.wait_for(task, 5)
+        with pytest.raises(TurnError) as e:  # nobody cancelled it: the sandbox is going away
+            await asyncio.wait_for(task, 5)
         await stopping
-    assert output.exit_reason == ExitReason.custom("cancelled")
+    assert e.value.kind == "retryable"
+    assert (
+        "runner was stopped (SIGTERM) during the turn, after 1 model call(s), 0 finished tool call(s)"
+        in str(e.value)
+    )

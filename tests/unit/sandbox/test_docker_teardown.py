@@ -1,0 +1,86 @@
+"""The Docker sandbox's teardown while the engine restarts: it waits for the engine (a
+bounded number of attempts), then removes everything; an engine that never comes back leaves
+the owner file for the reaper."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import docker.errors
+import pytest
+
+from airlock.sandbox.docker import _environment
+from airlock.sandbox.docker._reaper import owner_file, write_owner_file
+
+
+class RestartingEngine:
+    """A docker client whose engine is down for the first ``down_for`` calls."""
+
+    def __init__(self, down_for: int) -> None:
+        self.down_for = down_for
+        self.calls = 0
+        self.removed: list[str] = []
+        self.api = SimpleNamespace(remove_container=self._remove)
+
+    def _answer(self) -> None:
+        self.calls += 1
+        if self.calls <= self.down_for:
+            raise docker.errors.DockerException("Error while fetching server API version: connection refused")
+
+    def _remove(self, container_id: str, force: bool) -> None:
+        self._answer()
+        self.removed.append(container_id)
+
+    def ping(self) -> bool:
+        self._answer()
+        return True
+
+
+def _sandbox(client: Any, state: Path) -> Any:
+    sandbox = _environment._Sandbox(client, state)
+    write_owner_file(state, sandbox.id, {"airlock.owner": "test"})
+    sandbox.dir.mkdir()
+    sandbox.container = SimpleNamespace(id="c0ffee")
+    return sandbox
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_environment, "_ENGINE_RETRY_DELAYS", (0.01,) * 5)
+
+
+def test_teardown_waits_for_a_restarting_engine(tmp_path: Path) -> None:
+    client = RestartingEngine(down_for=4)  # remove, ping, remove, ping fail; then it answers
+    sandbox = _sandbox(client, tmp_path)
+    asyncio.run(sandbox.teardown_shielded())
+    assert client.removed == ["c0ffee"]
+    assert not sandbox.dir.exists()
+    assert not owner_file(tmp_path, sandbox.id).exists()
+
+
+def test_an_engine_that_stays_down_leaves_the_owner_file_for_the_reaper(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = RestartingEngine(down_for=10**6)
+    sandbox = _sandbox(client, tmp_path)
+    asyncio.run(sandbox.teardown_shielded())
+    assert client.removed == []
+    assert client.calls == 11  # the first attempt, then a ping and an attempt per pause
+    assert owner_file(tmp_path, sandbox.id).exists()
+    assert "teardown of sandbox" in caplog.text and "incomplete" in caplog.text
+
+
+def test_a_refusal_from_a_live_engine_is_not_retried(tmp_path: Path) -> None:
+    class Refusing(RestartingEngine):
+        def _remove(self, container_id: str, force: bool) -> None:
+            self.calls += 1
+            raise docker.errors.APIError("removal of container c0ffee is already in progress")
+
+    client = Refusing(down_for=0)
+    sandbox = _sandbox(client, tmp_path)
+    asyncio.run(sandbox.teardown_shielded())
+    assert client.calls == 2  # one attempt, one ping that answered: no waiting
+    assert owner_file(tmp_path, sandbox.id).exists()
