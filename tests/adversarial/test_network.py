@@ -289,6 +289,12 @@ async def test_allow_list_by_name_and_port(
     assert not decisions[("srv-a", 8081)].allowed and decisions[("srv-a", 8081)].rule == "default deny"
     assert not decisions[("srv-b", 8080)].allowed
     assert not decisions[(ip_a, 8080)].allowed
+    # DNS exfiltration under a name rule: a name no rule allows is refused unresolved (its
+    # query would carry the data), whatever the port; srv-b is one Docker's DNS on the test's
+    # own network answers, so even a wrong lookup would have stayed on this machine.
+    for refused in (("srv-a", 8081), ("srv-b", 8080)):
+        assert decisions[refused].ip is None, decisions[refused]
+        assert decisions[refused].reason.endswith("not resolved)"), decisions[refused].reason
     closed = egress(events, "closed")
     assert closed and closed[0].bytes_down and closed[0].bytes_down > 0
     assert_clean(docker_client, state_dir)
