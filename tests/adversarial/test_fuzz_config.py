@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from airlock import wire
 from airlock.config import AirlockConfig, InvalidConfigError, load_config
 from airlock.errors import ConfigError, SpecError
-from airlock.spec import AgentSpec
+from airlock.spec import AgentSpec, ProviderSpec
 from layer0 import JSON_MAX_DEPTH, EnvironmentSpec
 
 pytestmark = [
@@ -142,16 +142,8 @@ AGENT_KEYS = [
     "name",
     "unknown_key",
 ]
-PROVIDER_KEYS = [
-    "kind",
-    "model",
-    "base_url",
-    "api_key_env",
-    "script",
-    "max_tokens",
-    "temperature",
-    "timeout_s",
-]
+#: Every provider field but ``kind``.
+PROVIDER_KEYS = [k for k in ProviderSpec.model_fields if k != "kind"]
 NESTED = {
     "defaults": ["max_turns", "max_cost", "max_duration", "model", "allowed_tools", "system_addendum"],
     "context": ["strategy", "max_tokens", "keep_last"],
@@ -171,7 +163,9 @@ def plausible_configs(draw: st.DrawFn) -> dict[str, Any]:
         else:
             agent[key] = draw(WRONG)
     if isinstance(agent["provider"], dict) and draw(st.booleans()):
-        for key in draw(st.lists(st.sampled_from(PROVIDER_KEYS), min_size=1, max_size=3, unique=True)):
+        for key in draw(
+            st.lists(st.sampled_from(["kind", *PROVIDER_KEYS]), min_size=1, max_size=3, unique=True)
+        ):
             agent["provider"][key] = draw(WRONG)
     name = draw(st.sampled_from(["coder", "a", "Bad Name", "-x", "x" * 80, "ünï"]))
     config: dict[str, Any] = {"version": draw(st.sampled_from([1, 1, 2, "1", None])), "agents": {name: agent}}
@@ -464,7 +458,7 @@ def agent_spec_dicts(draw: st.DrawFn) -> Any:
                     "kind": st.sampled_from(["scripted", "anthropic", "openai_compat", "command", "nope", ""])
                     | JSON
                 },
-                optional={k: JSON for k in PROVIDER_KEYS[1:]},
+                optional={k: JSON for k in PROVIDER_KEYS},
             )
             | JSON
         ),
