@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
-from airlock.errors import SpecError, ToolError
+from airlock.errors import SpecError, ToolError, shorten
 from airlock.turn import ToolContext
 
 
@@ -27,8 +27,43 @@ InputT = TypeVar("InputT", bound=ToolInput)
 OptionsT = TypeVar("OptionsT", bound=ToolOptions)
 
 
+#: Bytes of an echoed argument (a path, a URL, an unknown key) an error message keeps.
+ECHO_BYTES = 200
+#: Bytes of a validation error message at most (a 5 MB unknown key must not come back whole).
+_MAX_ERRORS_BYTES = 2000
+
+
+def shown(value: str) -> str:
+    """``value`` for an error message: quoted (NUL, newlines and lone surrogates escaped) and
+    cut to about :data:`ECHO_BYTES`, so an echoed huge or binary argument stays readable."""
+    return shorten(repr(value), ECHO_BYTES)
+
+
 def _errors(e: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in e.errors())
+    # A location can be a key of the input (an unknown field, a header name): cut each part.
+    return shorten(
+        "; ".join(
+            f"{'.'.join(shorten(str(p), ECHO_BYTES) for p in err['loc']) or 'input'}: {err['msg']}"
+            for err in e.errors()
+        ),
+        _MAX_ERRORS_BYTES,
+    )
+
+
+def _lone_surrogate(parsed: BaseModel) -> str | None:
+    """The first field of ``parsed`` holding text with a lone surrogate (JSON ``"\\ud800"``
+    decodes to one), or None. Such text has no UTF-8 form: no path, command, request or wire
+    message can carry it, and encoding it would raise ``UnicodeEncodeError`` deep in a tool."""
+    for name, value in parsed:
+        texts = [value] if isinstance(value, str) else []
+        if isinstance(value, dict):
+            texts = [str(t) for item in value.items() for t in item]
+        for text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return str(name)
+    return None
 
 
 class SandboxTool(ABC, Generic[InputT, OptionsT]):
@@ -69,13 +104,18 @@ class SandboxTool(ABC, Generic[InputT, OptionsT]):
         """Validate ``input`` and run the tool.
 
         Raises:
-            ToolError: ``invalid_input`` when the input does not match the schema, or
-                whatever the tool raises.
+            ToolError: ``invalid_input`` when the input does not match the schema or holds
+                text with a lone surrogate, or whatever the tool raises.
         """
         try:
             parsed = self.input_model.model_validate(input)
         except ValidationError as e:
             raise ToolError.invalid_input(f"{self.name}: {_errors(e)}") from e
+        field = _lone_surrogate(parsed)
+        if field is not None:
+            raise ToolError.invalid_input(
+                f"{self.name}: {field}: text holds a lone surrogate (not valid Unicode)"
+            )
         return await self.run(parsed, ctx)  # type: ignore[arg-type]
 
     @abstractmethod

@@ -140,6 +140,8 @@ class BashTool(SandboxTool[BashInput, BashOptions]):
 
     async def run(self, input: BashInput, ctx: ToolContext) -> JsonValue:
         """Run the command; see the class docstring."""
+        if "\x00" in input.command:  # no argv can carry it: spawning would raise ValueError
+            raise ToolError.invalid_input("command must not contain NUL bytes")
         timeout = min(input.timeout_s or self.options.timeout_s, self.options.timeout_s)
         env = {k: v for k, v in os.environ.items() if k not in _HIDDEN_ENV}
         # Our own pipes, not asyncio's PIPE: the output is read to EOF separately from the

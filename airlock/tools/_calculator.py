@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, JsonValue
 
-from airlock.errors import ToolError
+from airlock.errors import ToolError, shorten
 from airlock.turn import ToolContext
 
 from ._base import SandboxTool, ToolInput, ToolOptions
@@ -27,9 +27,21 @@ _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Pow: operator.pow,
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+#: ``round``'s digits are clamped to this: beyond it no result changes (an int within
+#: :data:`_MAX_BITS` has fewer than 1234 digits, a float's exponent stays within ±324).
+_ROUND_DIGITS = 1300
+
+
+def _round(value: Number, ndigits: Any = None) -> Number:
+    # int.__round__ computes 10 ** -ndigits: round(5, -10**9) would run for hours.
+    if isinstance(ndigits, int) and not isinstance(ndigits, bool):
+        ndigits = max(-_ROUND_DIGITS, min(_ROUND_DIGITS, ndigits))
+    return round(value) if ndigits is None else round(value, ndigits)
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "abs": abs,
-    "round": round,
+    "round": _round,
     "min": min,
     "max": max,
     "sqrt": math.sqrt,
@@ -51,6 +63,9 @@ _CONSTANTS: dict[str, Number] = {"pi": math.pi, "e": math.e, "tau": math.tau}
 #: Largest integer result, in bits (keeps ``9**9**9`` from eating the sandbox's CPU).
 _MAX_BITS = 4096
 _MAX_EXPRESSION = 1000
+#: Deepest nesting evaluated: the walk recurses once per level, and ``-`` repeated 999 times
+#: would exhaust Python's stack (RecursionError). A sum of 500 terms is 500 levels deep.
+_MAX_DEPTH = 500
 
 
 class CalculatorInput(ToolInput):
@@ -101,8 +116,13 @@ def evaluate(expression: str) -> Number:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as e:
         raise ToolError.invalid_input(f"invalid expression: {e.msg}") from e
+    except (RecursionError, MemoryError) as e:  # the parser's own nesting limits
+        raise ToolError.invalid_input("expression nested too deeply") from e
 
-    def walk(node: ast.AST) -> Number:
+    def walk(node: ast.AST, depth: int = 0) -> Number:
+        if depth > _MAX_DEPTH:
+            raise ToolError.invalid_input(f"expression nested more than {_MAX_DEPTH} levels deep")
+        depth += 1
         if (
             isinstance(node, ast.Constant)
             and isinstance(node.value, int | float)
@@ -110,12 +130,12 @@ def evaluate(expression: str) -> Number:
         ):
             return _check(node.value)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            left, right = walk(node.left), walk(node.right)
+            left, right = walk(node.left, depth), walk(node.right, depth)
             if isinstance(node.op, ast.Pow):
                 return _check(_pow(left, right))
             return _check(_BINARY[type(node.op)](left, right))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return _check(_UNARY[type(node.op)](walk(node.operand)))
+            return _check(_UNARY[type(node.op)](walk(node.operand, depth)))
         if isinstance(node, ast.Name) and node.id in _CONSTANTS:
             return _CONSTANTS[node.id]
         if (
@@ -124,18 +144,24 @@ def evaluate(expression: str) -> Number:
             and node.func.id in _FUNCTIONS
             and not node.keywords
         ):
-            args = [walk(a) for a in node.args]
+            args = [walk(a, depth) for a in node.args]
             if node.func.id == "factorial" and (
                 len(args) != 1 or not isinstance(args[0], int) or args[0] > 1000
             ):
                 raise ToolError.invalid_input("factorial takes one integer up to 1000")
             return _check(_FUNCTIONS[node.func.id](*args))
-        raise ToolError.invalid_input(f"unsupported element in expression: {ast.unparse(node)!r}")
+        try:
+            element = shorten(repr(ast.unparse(node)), 200)
+        except RecursionError:  # ``not`` nested hundreds of times
+            element = type(node).__name__
+        raise ToolError.invalid_input(f"unsupported element in expression: {element}")
 
     try:
         return walk(tree.body)
     except ZeroDivisionError as e:
         raise ToolError.execution_failed("division by zero") from e
+    except RecursionError as e:  # a caller already deep in its stack
+        raise ToolError.invalid_input("expression nested too deeply") from e
     except (ValueError, OverflowError, TypeError) as e:
         raise ToolError.execution_failed(f"math error: {e}") from e
 

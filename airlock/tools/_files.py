@@ -16,13 +16,14 @@ from pydantic import Field, JsonValue
 from airlock.errors import ToolError
 from airlock.turn import ToolContext
 
-from ._base import InputT, OptionsT, SandboxTool, ToolInput, ToolOptions
+from ._base import InputT, OptionsT, SandboxTool, ToolInput, ToolOptions, shown
 from ._workspace import Workspace
 
 _MIB = 1024 * 1024
 
 
 def _os_error(path: str, e: OSError) -> ToolError:
+    path = shown(path)  # quoted and cut: a path of megabytes must not come back whole
     if isinstance(e, FileNotFoundError):
         return ToolError.execution_failed(f"{path}: no such file or directory")
     if isinstance(e, IsADirectoryError):
@@ -32,6 +33,22 @@ def _os_error(path: str, e: OSError) -> ToolError:
     if isinstance(e, PermissionError):
         return ToolError.permission_denied(f"{path}: permission denied")
     return ToolError.execution_failed(f"{path}: {e.strerror or e}")
+
+
+def _refuse_special(target: Path, path: str) -> None:
+    """Refuse a FIFO, socket or device file (a command may create one in the workspace):
+    opening it could block the worker thread forever. Missing files and directories pass (the
+    open reports them).
+
+    Raises:
+        OSError: the file cannot be inspected.
+    """
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ToolError.execution_failed(f"{shown(path)} is not a regular file")
 
 
 class _FileTool(SandboxTool[InputT, OptionsT]):
@@ -68,6 +85,7 @@ class ReadFileTool(_FileTool[ReadFileInput, ReadFileOptions]):
         def read() -> str:
             target = self.workspace.resolve(path)
             try:
+                _refuse_special(target, path)
                 with open(target, "rb") as f:
                     data = f.read(limit + 1)
                     size = os.fstat(f.fileno()).st_size
@@ -118,6 +136,7 @@ class WriteFileTool(_FileTool[WriteFileInput, WriteFileOptions]):
         def write() -> str:
             target = self.workspace.resolve(path)
             try:
+                _refuse_special(target, path)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
             except OSError as e:
@@ -230,10 +249,11 @@ class EditFileTool(_FileTool[EditFileInput, EditFileOptions]):
         def apply() -> str:
             target = self.workspace.resolve(edit.path)
             try:
+                _refuse_special(target, edit.path)
                 size = target.stat().st_size
                 if size > limit:
                     raise ToolError.invalid_input(
-                        f"{edit.path} is {size} bytes; edit_file edits at most {limit}"
+                        f"{shown(edit.path)} is {size} bytes; edit_file edits at most {limit}"
                     )
                 raw = target.read_bytes()
             except OSError as e:
@@ -241,21 +261,23 @@ class EditFileTool(_FileTool[EditFileInput, EditFileOptions]):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise ToolError.execution_failed(f"{edit.path} is not UTF-8 text") from e
+                raise ToolError.execution_failed(f"{shown(edit.path)} is not UTF-8 text") from e
             count = text.count(edit.old_string)
             if count == 0:
-                raise ToolError.execution_failed(f"old_string not found in {edit.path}")
+                raise ToolError.execution_failed(f"old_string not found in {shown(edit.path)}")
             if count > 1 and not edit.replace_all:
                 raise ToolError.execution_failed(
-                    f"old_string occurs {count} times in {edit.path}; add surrounding context to make it "
-                    "unique, or set replace_all"
+                    f"old_string occurs {count} times in {shown(edit.path)}; add surrounding context to "
+                    "make it unique, or set replace_all"
                 )
-            new = text.replace(edit.old_string, edit.new_string)
-            encoded = new.encode("utf-8")
-            if len(encoded) > limit:
+            # The size first, from the count: replace_all of a 1-byte string occurring a million
+            # times by a megabyte would build a terabyte before any check on the result.
+            grown = len(edit.new_string.encode("utf-8")) - len(edit.old_string.encode("utf-8"))
+            if len(raw) + count * grown > limit:
                 raise ToolError.invalid_input(
-                    f"the edited file would be {len(encoded)} bytes (limit {limit})"
+                    f"the edited file would be {len(raw) + count * grown} bytes (limit {limit})"
                 )
+            encoded = text.replace(edit.old_string, edit.new_string).encode("utf-8")
             try:
                 target.write_bytes(encoded)
             except OSError as e:

@@ -11,10 +11,10 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, JsonValue
 
-from airlock.errors import ToolError
+from airlock.errors import ToolError, shorten
 from airlock.turn import ToolContext
 
-from ._base import SandboxTool, ToolInput, ToolOptions, cap_text
+from ._base import SandboxTool, ToolInput, ToolOptions, cap_text, shown
 
 
 class HttpRequestInput(ToolInput):
@@ -47,13 +47,24 @@ class HttpRequestTool(SandboxTool[HttpRequestInput, HttpRequestOptions]):
         """Send the request.
 
         Raises:
-            ToolError: ``invalid_input`` for a non-HTTP(S) URL; ``execution_failed`` when the
+            ToolError: ``invalid_input`` for a non-HTTP(S) or malformed URL, a port outside
+                1-65535, or a header name or value that is not ASCII; ``execution_failed`` when the
                 request fails (connection refused, timeout, proxy denial, …).
         """
         import httpx  # lazy: keeps runner start-up fast
 
+        url = shown(input.url)  # for messages: a URL of megabytes must not come back whole
         if not input.url.lower().startswith(("http://", "https://")):
-            raise ToolError.invalid_input(f"url must start with http:// or https://, got {input.url!r}")
+            raise ToolError.invalid_input(f"url must start with http:// or https://, got {url}")
+        try:
+            port = httpx.URL(input.url).port
+        except httpx.InvalidURL as e:
+            raise ToolError.invalid_input(f"invalid url {url}: {shorten(str(e), 400)}") from e
+        if port is not None and not 0 < port < 65536:  # httpx would pass it on to connect()
+            raise ToolError.invalid_input(f"invalid url {url}: port {port} is not in 1-65535")
+        for name, value in input.headers.items():  # httpx encodes headers as ASCII
+            if not (name.isascii() and value.isascii()):
+                raise ToolError.invalid_input(f"header {shown(name)}: names and values must be ASCII")
         limit = self.options.max_response_bytes
         try:
             async with (
@@ -77,10 +88,10 @@ class HttpRequestTool(SandboxTool[HttpRequestInput, HttpRequestOptions]):
                         truncated = True
                         break
         except httpx.InvalidURL as e:
-            raise ToolError.invalid_input(f"invalid url {input.url!r}: {e}") from e
+            raise ToolError.invalid_input(f"invalid url {url}: {shorten(str(e), 400)}") from e
         except httpx.HTTPError as e:
             raise ToolError.execution_failed(
-                f"{input.method} {input.url} failed: {type(e).__name__}: {e}"
+                f"{input.method} {url} failed: {type(e).__name__}: {shorten(str(e), 400)}"
             ) from e
         text = cap_text(bytes(body[:limit]), limit)
         if truncated:

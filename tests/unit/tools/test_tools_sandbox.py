@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -329,3 +330,84 @@ def test_calculator_refuses(expression: str, kind: str) -> None:
 
 async def test_calculator_tool_returns_text() -> None:
     assert await _tool("calculator", None).call({"expression": "6*7"}, CTX) == "42"
+
+
+# --- hostile arguments (regressions found by tests/adversarial/test_fuzz_tools.py) ------------
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("read_file", {"path": "\ud800"}),
+        ("write_file", {"path": "x.txt", "content": "\ud800"}),
+        ("edit_file", {"path": "hello.txt", "old_string": "hello", "new_string": "\udcff"}),
+        ("bash", {"command": "echo a\x00b"}),
+        ("http_request", {"url": "http://127.0.0.1:1/", "body": "\ud800"}),
+        ("http_request", {"url": "http://127.0.0.1:1/", "headers": {"x": "€"}}),
+        ("http_request", {"url": "http://127.0.0.1:99999/"}),
+        ("read_file", {"path": "a/" * 3000}),
+    ],
+)
+async def test_unusable_text_is_invalid_input(ws: Path, name: str, args: dict[str, Any]) -> None:
+    with pytest.raises(ToolError) as e:
+        await _tool(name, ws).call(args, CTX)
+    assert e.value.kind == "invalid_input", e.value.message
+    assert (ws / "hello.txt").read_text() == "hello world\n"
+
+
+async def test_echoed_huge_arguments_are_cut(ws: Path) -> None:
+    for name, args in [
+        ("read_file", {"path": "x" * 4000}),
+        ("read_file", {"path": "../" * 1300}),
+        ("read_file", {"x" * 100_000: 1, "path": "hello.txt"}),
+        ("http_request", {"url": "gopher://" + "x" * 100_000}),
+        ("http_request", {"url": "http://127.0.0.1:1/" + "x" * 100_000}),
+    ]:
+        with pytest.raises(ToolError) as e:
+            await _tool(name, ws).call(args, CTX)
+        assert len(e.value.message) < 3000, (name, e.value.message[:100])
+
+
+@pytest.mark.parametrize("name", ["read_file", "write_file", "edit_file"])
+async def test_a_fifo_is_refused_not_opened(ws: Path, name: str) -> None:
+    """Opening a FIFO without a peer blocks forever: it is refused from its type."""
+    os.mkfifo(ws / "fifo")
+    args: dict[str, Any] = {"path": "fifo", "content": "x", "old_string": "x", "new_string": "y"}
+    args = {k: v for k, v in args.items() if k in _tool(name, ws).input_schema["properties"]}
+    with pytest.raises(ToolError, match="not a regular file"):
+        await asyncio.wait_for(_tool(name, ws).call(args, CTX), 5)
+
+
+async def test_edit_file_refuses_growth_before_building_it(ws: Path) -> None:
+    (ws / "a.txt").write_text("a" * 100_000)
+    edit = {"path": "a.txt", "old_string": "a", "new_string": "b" * 1_000_000, "replace_all": True}
+    with pytest.raises(ToolError, match=r"would be 100000000000 bytes \(limit 1048576\)"):
+        await _tool("edit_file", ws).call(edit, CTX)
+    assert (ws / "a.txt").read_text() == "a" * 100_000
+
+
+async def test_list_files_shows_a_non_utf8_name_readably(ws: Path) -> None:
+    (ws / os.fsdecode(b"bad-\xff.txt")).write_text("x")
+    listing = await _tool("list_files", ws).call({}, CTX)
+    assert isinstance(listing, dict)
+    assert [e["path"] for e in listing["entries"]] == ["bad-\ufffd.txt", "hello.txt"]  # type: ignore[index,union-attr]
+
+
+@pytest.mark.parametrize(
+    ("expression", "outcome"),
+    [
+        ("round(5, -10**9)", 0),
+        ("round(1.5, 10**9)", 1.5),
+        ("round(2**4000, -1300)", 0),
+        ("-" * 999 + "1", "invalid_input"),
+        ("not " * 240 + "1", "invalid_input"),
+        ("1" + "+1" * 499, 500),
+    ],
+)
+def test_calculator_bounds_round_and_nesting(expression: str, outcome: float | str) -> None:
+    if isinstance(outcome, str):
+        with pytest.raises(ToolError) as e:
+            evaluate(expression)
+        assert e.value.kind == outcome
+    else:
+        assert evaluate(expression) == outcome
