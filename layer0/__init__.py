@@ -110,7 +110,7 @@ from ._turn import (
     TurnMetadata,
     TurnOutput,
 )
-from ._wire import JSON_MAX_DEPTH, U32_MAX, DurationMs, Json, Money, decimal_to_str
+from ._wire import JSON_MAX_DEPTH, U32_MAX, DurationMs, Json, Money, decimal_to_str, json_depth
 
 TurnOutput.model_rebuild()
 
@@ -208,5 +208,6 @@ __all__ = [
     "WorkflowId",
     "WriteMemory",
     "decimal_to_str",
+    "json_depth",
     "read_only",
 ]

@@ -9,6 +9,7 @@ enums.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, ClassVar, Self
 
@@ -47,18 +48,31 @@ def _sorted_json(value: Any) -> Any:
 JSON_MAX_DEPTH = 100
 
 
+def _walk(value: Any) -> Iterator[tuple[Any, int]]:
+    """Every value inside ``value`` (itself included) with its level, the outermost at 1
+    (iterative: any depth is safe)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        yield item, level
+        if isinstance(item, dict):
+            stack.extend((child, level + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, level + 1) for child in item)
+
+
+def json_depth(value: Any) -> int:
+    """How deeply arrays and objects nest in ``value`` (0 for a scalar)."""
+    return max((level for item, level in _walk(value) if isinstance(item, dict | list)), default=0)
+
+
 def _checked_json(value: JsonValue) -> JsonValue:
     """``value`` if serde_json could write and read it back: no NaN or infinity (JSON has
     none) and at most :data:`JSON_MAX_DEPTH` levels of nesting."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > JSON_MAX_DEPTH:
-                raise ValueError(f"JSON nested deeper than {JSON_MAX_DEPTH} levels")
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-        elif isinstance(item, float) and not math.isfinite(item):
+    for item, level in _walk(value):
+        if isinstance(item, dict | list) and level > JSON_MAX_DEPTH:
+            raise ValueError(f"JSON nested deeper than {JSON_MAX_DEPTH} levels")
+        if isinstance(item, float) and not math.isfinite(item):
             raise ValueError(f"{item} is not a JSON number")
     return value
 

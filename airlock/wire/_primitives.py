@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 from pydantic import JsonValue, ValidationError
 
 from airlock._proto.runner.v1 import runner_pb2 as pb
+from layer0 import json_depth
 
 from ._problems import MalformedMessage, validation_problems
 
@@ -80,24 +81,9 @@ def json_from_proto(message: pb.Json, *, present: bool = True) -> JsonValue:
         raise MalformedMessage(f"JSON text nested deeper than {MAX_JSON_DEPTH} levels") from e
     except ValueError as e:
         raise MalformedMessage(f"invalid JSON text: {e}") from e
-    if _depth(value) > MAX_JSON_DEPTH:
+    if json_depth(value) > MAX_JSON_DEPTH:
         raise MalformedMessage(f"JSON text nested deeper than {MAX_JSON_DEPTH} levels")
     return value
-
-
-def _depth(value: JsonValue) -> int:
-    """How deeply arrays and objects nest in ``value`` (iterative: any depth is safe)."""
-    deepest = 0
-    stack: list[tuple[JsonValue, int]] = [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            deepest = max(deepest, level + 1)
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list):
-            deepest = max(deepest, level + 1)
-            stack.extend((v, level + 1) for v in item)
-    return deepest
 
 
 def json_field(message: Any, field: str) -> JsonValue:
