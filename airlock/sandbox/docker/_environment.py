@@ -561,9 +561,7 @@ def _engine_answers(client: Any) -> bool:
     """Whether the engine answers a ping (blocking)."""
     try:
         return bool(client.ping())
-    except docker_errors().DockerException:
-        return False
-    except OSError:
+    except (docker_errors().DockerException, OSError):
         return False
 
 
