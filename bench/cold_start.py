@@ -35,7 +35,7 @@ from airlock.images import docker_client, require_image, runner_image_tag
 from airlock.sandbox import SandboxDefaults, resolve_limits
 from airlock.sandbox.docker import DockerEnvironment, DockerRuntimes, DockerSettings
 from airlock.sandbox.docker._config import resolve_boundary
-from airlock.sandbox.docker._environment import _Sandbox
+from airlock.sandbox.docker._container import SandboxContainer
 from airlock.testing import scripted_agent, text_step
 from layer0 import EnvironmentSpec, ExitReason, NetworkAction, NetworkPolicy, NetworkRule, TurnInput
 
@@ -72,7 +72,7 @@ async def sandbox_once(
 ) -> tuple[float, float]:
     spec = EnvironmentSpec()
     t0 = time.perf_counter()
-    sandbox = _Sandbox(client, state_dir)
+    sandbox = SandboxContainer(client, state_dir)
     try:
         await sandbox.provision(
             image=image,
@@ -80,7 +80,8 @@ async def sandbox_once(
             runtimes=runtimes,
             boundary=resolve_boundary(spec, runtimes, floor=isolation),
         )
-        await sandbox.wait_serving(30, AGENT)
+        await sandbox.wait_ready(30)
+        sandbox.bind(AGENT)
         ready = time.perf_counter() - t0
     finally:
         t1 = time.perf_counter()

@@ -10,7 +10,7 @@ types never appear in this package's API. This package never imports Docker.
 
 from airlock.wire import MalformedMessage
 
-from ._client import RemoteTurn, RunnerCallError, RunnerEvent, StepInfo, TurnFinished
+from ._client import RemoteTurn, RunnerCallError, RunnerEvent, StepInfo, TurnFinished, wait_until_serving
 from ._server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME, RunnerConfig, RunnerServer, TlsFiles
 
 __all__ = [
@@ -25,4 +25,5 @@ __all__ = [
     "StepInfo",
     "TlsFiles",
     "TurnFinished",
+    "wait_until_serving",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -123,6 +123,8 @@ class RemoteTurn:
         tls_server_name: the name to verify the certificate for, when it differs from the
             address host.
         max_message_bytes: largest message sent or received.
+        environment: variables the runner sets before it builds the turn (a warm sandbox's
+            env_var credentials, bound when it is claimed); secrets, never shown in ``repr``.
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class RemoteTurn:
         root_certificates: bytes | None = None,
         tls_server_name: str | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         if not token:
             raise RunnerError("RemoteTurn needs the runner's token")
@@ -144,6 +147,7 @@ class RemoteTurn:
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._spec_proto = wire.spec_to_proto(spec)
         self._state_proto = wire.state_to_proto(state or [])
+        self._environment = dict(environment or {})
         self._next_id = execution_id
         self.execution_id: str | None = None
         self._root_certificates = root_certificates
@@ -220,6 +224,7 @@ class RemoteTurn:
             input=wire.input_to_proto(input),
             execution_id=self.execution_id,
             state=self._state_proto,
+            environment=self._environment,
         )
         call = stub.Execute(request, metadata=self._metadata)
         try:
@@ -296,12 +301,7 @@ class RemoteTurn:
         """
         self._connect()
         assert self._channel is not None
-        stub = health_pb2_grpc.HealthStub(self._channel)
-        try:
-            response = await stub.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
-        except grpc.aio.AioRpcError as e:
-            raise RunnerCallError(e.code().name, str(e.details())) from e
-        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+        return await _health_status(self._channel)
 
     async def wait_until_serving(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         """Poll health until SERVING.
@@ -309,16 +309,38 @@ class RemoteTurn:
         Raises:
             RunnerCallError: ``DEADLINE_EXCEEDED`` when not serving within ``timeout``.
         """
-        deadline = time.monotonic() + timeout
-        last = "UNKNOWN"
-        while time.monotonic() < deadline:
-            try:
-                last = await self.health()
-                if last == "SERVING":
-                    return
-            except RunnerCallError as e:
-                last = e.code
-            await asyncio.sleep(0.02)
-        raise RunnerCallError(
-            "DEADLINE_EXCEEDED", f"runner at {self.address} not serving after {timeout}s ({last})"
-        )
+        await _poll_serving(self.health, self.address, timeout)
+
+
+async def wait_until_serving(address: str, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    """Poll the health of the runner at ``address`` (plaintext: a Unix socket or loopback)
+    until SERVING, before any agent is known (e.g. a warm pool member).
+
+    Raises:
+        RunnerCallError: ``DEADLINE_EXCEEDED`` when not serving within ``timeout``.
+    """
+    async with grpc.aio.insecure_channel(address) as channel:
+        await _poll_serving(lambda: _health_status(channel), address, timeout)
+
+
+async def _health_status(channel: grpc.aio.Channel) -> str:
+    stub = health_pb2_grpc.HealthStub(channel)
+    try:
+        response = await stub.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
+    except grpc.aio.AioRpcError as e:
+        raise RunnerCallError(e.code().name, str(e.details())) from e
+    return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+
+
+async def _poll_serving(check: Callable[[], Awaitable[str]], address: str, timeout: float) -> None:  # noqa: ASYNC109
+    deadline = time.monotonic() + timeout
+    last = "UNKNOWN"
+    while time.monotonic() < deadline:
+        try:
+            last = await check()
+            if last == "SERVING":
+                return
+        except RunnerCallError as e:
+            last = e.code
+        await asyncio.sleep(0.02)
+    raise RunnerCallError("DEADLINE_EXCEEDED", f"runner at {address} not serving after {timeout}s ({last})")

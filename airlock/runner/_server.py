@@ -32,6 +32,7 @@ from airlock.state import InMemoryStore
 from airlock.turn import TurnEvent
 from layer0 import Scope, TurnError, TurnInput, TurnOutput, read_only
 
+from ._environ import apply_environment, environment_problems
 from ._log import logger
 
 if TYPE_CHECKING:
@@ -202,6 +203,7 @@ def _decode(request: pb.ExecuteRequest) -> tuple[AgentSpec, TurnInput, list[tupl
     state = read("state", wire.state_from_proto, request.state)
     if input is not None and not input.message.as_blocks():
         problems.append(wire.Problem("input.message", "empty: send the text or blocks of the turn"))
+    problems.extend(environment_problems(request.environment))
     if problems or spec is None or input is None or state is None:
         raise wire.MalformedMessage(problems=problems)
     return spec, input, state
@@ -321,6 +323,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
         one line per problem, each led by the request field it is about)."""
         try:
             spec, input, state = _decode(request)
+            apply_environment(request.environment)
             store = InMemoryStore()
             for scope, key, value in state:
                 await store.write(scope, key, value)

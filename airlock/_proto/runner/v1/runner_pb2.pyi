@@ -1741,10 +1741,31 @@ class ExecuteRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class EnvironmentEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     AGENT_FIELD_NUMBER: _builtins.int
     INPUT_FIELD_NUMBER: _builtins.int
     EXECUTION_ID_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
+    ENVIRONMENT_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Chosen by the caller; names this execution in Cancel/Pause/Resume/Step. Empty: the runner
     picks none and the execution cannot be controlled.
@@ -1757,6 +1778,16 @@ class ExecuteRequest(_message.Message):
     def state(self) -> _containers.RepeatedCompositeFieldContainer[Global___StateEntry]:
         """Read-only state snapshot visible to the turn (e.g. the session's history)."""
 
+    @_builtins.property
+    def environment(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Environment variables the runner sets before it builds the turn, so the turn's provider
+        and tool processes see them: the env_var credentials of a sandbox started ahead of its
+        job (a warm pool member holds no secret until it is claimed). Names are POSIX names
+        ([A-Za-z_][A-Za-z0-9_]*) and never AIRLOCK_*; values are secrets: the runner redacts them
+        from its logs. They are process-wide and stay set for later executions (a sandbox serves
+        one job).
+        """
+
     def __init__(
         self,
         *,
@@ -1764,10 +1795,11 @@ class ExecuteRequest(_message.Message):
         input: Global___TurnInput | None = ...,
         execution_id: _builtins.str = ...,
         state: _abc.Iterable[Global___StateEntry] | None = ...,
+        environment: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "input", b"input"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "execution_id", b"execution_id", "input", b"input", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "environment", b"environment", "execution_id", b"execution_id", "input", b"input", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

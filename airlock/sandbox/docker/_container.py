@@ -1,0 +1,394 @@
+"""One sandbox container: its control directory, token and container; torn down exactly once.
+
+:class:`SandboxContainer` is the lifecycle behind :class:`~._environment.DockerSandbox` (see
+its module for the control channel): ``provision`` (control dir, token, hardened container,
+and the egress side when there is one), ``wait_ready`` (socket, directory locked, health
+SERVING: no agent is needed yet, so a warm pool member stops here), ``bind`` (the job's agent,
+state snapshot and late-bound environment), ``execute`` and ``teardown_shielded``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import stat
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from airlock.images import docker_errors
+from airlock.sandbox._events import EventSink
+from airlock.sandbox._lifecycle import oom_exceeded, settle, shielded
+from airlock.sandbox._limits import Limits
+from airlock.sandbox._turn import timeout_output
+from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
+
+from ._config import SOCKET_NAME, TOKEN_NAME, Boundary, container_config
+from ._egress import EgressWiring
+from ._labels import LABEL_SANDBOX, owner_labels
+from ._reaper import owner_file, write_owner_file
+
+if TYPE_CHECKING:
+    from airlock.runner import RemoteTurn
+    from airlock.spec import AgentSpec
+
+__all__ = ["SandboxContainer", "call_engine"]
+
+_log = logging.getLogger("airlock.sandbox.docker")
+_T = TypeVar("_T")
+_POLL_S = 0.01
+_LOG_TAIL = 30
+
+
+class SandboxContainer:
+    """One sandbox: its control dir, token and container; torn down exactly once.
+
+    ``labels`` are added to the owner labels of every object it creates; ``extra`` adds
+    container settings (env, mounts) as :func:`~._config.container_config` takes them;
+    ``dirs`` are host directories of its own, removed at teardown.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        state_dir: Path,
+        *,
+        labels: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+        dirs: Iterable[Path] = (),
+    ) -> None:
+        self.client = client
+        self.state_dir = state_dir
+        self.id = f"sb-{secrets.token_hex(8)}"
+        self.dir = state_dir / self.id
+        self.socket = self.dir / SOCKET_NAME
+        self.token = secrets.token_urlsafe(32)
+        self.container: Any = None
+        self.started_at = 0.0
+        self.locked = False
+        root = os.geteuid() == 0
+        # Root hands the directory to uid 65534; otherwise the sandbox runs as our own uid.
+        self.user = (65534, 65534) if root else (os.getuid(), os.getgid())
+        self.root = root
+        #: The network side (internal network, proxy, credentials); set by the environment.
+        self.wiring: EgressWiring | None = None
+        self._inflight: asyncio.Future[Any] | None = None
+        self.remote: RemoteTurn | None = None
+        self.labels = {**owner_labels(self.id), **(labels or {})}
+        self.extra = dict(extra or {})
+        self.dirs = tuple(dirs)
+        self._torn_down = False
+
+    # -- provisioning -------------------------------------------------------------------
+
+    async def provision(
+        self, *, image: str, limits: Limits, runtimes: frozenset[str], boundary: Boundary
+    ) -> None:
+        self.started_at = time.time()
+        # Shielded: if we are cancelled mid-create, teardown waits for it and removes it.
+        self._inflight = asyncio.ensure_future(
+            self._provision(image, limits, runtimes, boundary, self.labels)
+        )
+        await asyncio.shield(self._inflight)
+
+    async def _provision(
+        self, image: str, limits: Limits, runtimes: frozenset[str], boundary: Boundary, labels: dict[str, str]
+    ) -> None:
+        wiring = self.wiring
+        await asyncio.to_thread(write_owner_file, self.state_dir, self.id, labels)
+        if wiring is not None:
+            await call_engine(wiring.write_files)
+            if wiring.needs_network:
+                await call_engine(wiring.create_network)
+                await wiring.serve_events()
+        config = container_config(
+            image=image,
+            sandbox_id=self.id,
+            control_dir=str(self.dir),
+            labels=labels,
+            limits=limits,
+            runtimes=runtimes,
+            user=self.user,
+            boundary=boundary,
+            extra=wiring.sandbox_settings() if wiring is not None else self.extra,
+        )
+        steps = [asyncio.to_thread(self._create_and_start, config)]
+        if wiring is not None and wiring.needs_network:
+            steps.append(asyncio.to_thread(wiring.create_proxy))
+        results = await asyncio.gather(*steps, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+
+    def _create_and_start(self, config: dict[str, Any]) -> None:
+        errors = docker_errors()
+        self.dir.mkdir(mode=0o700)
+        token_path = self.dir / TOKEN_NAME
+        fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.token)
+        if self.root:
+            os.chown(token_path, *self.user)
+            os.chown(self.dir, *self.user)
+        try:
+            self.container = self.client.containers.create(**config)
+            self.container.start()
+        except errors.ImageNotFound as e:
+            raise EnvError.provision_failed(
+                f"sandbox image {config['image']} is missing; build it with: airlock images build"
+            ) from e
+        except errors.APIError as e:
+            raise EnvError.provision_failed(
+                f"cannot start the sandbox container: {e.explanation or e}"
+            ) from e
+        except errors.DockerException as e:
+            raise EnvError.provision_failed(f"cannot start the sandbox container: {e}") from e
+
+    async def wait_ready(self, timeout: float) -> None:  # noqa: ASYNC109
+        """Wait for the socket, lock the directory, then wait for health SERVING (and for the
+        egress proxy, when there is one). No agent is needed yet."""
+        from airlock.runner import RunnerCallError, wait_until_serving
+
+        deadline = time.monotonic() + timeout
+        checked = time.monotonic()
+        while not await asyncio.to_thread(self._socket_ready):
+            if time.monotonic() > deadline:
+                await self._fail_start(f"no runner socket after {timeout:.0f}s")
+            if time.monotonic() - checked > 0.25:
+                checked = time.monotonic()
+                await self._fail_if_exited()
+            await asyncio.sleep(_POLL_S)
+        await asyncio.to_thread(self._lock)
+        try:
+            await wait_until_serving(self.address, max(0.1, deadline - time.monotonic()))
+        except RunnerCallError as e:
+            await self._fail_start(f"runner not SERVING ({e})")
+        if self.wiring is not None and self.wiring.needs_network:
+            await self.wiring.wait_ready(max(0.1, deadline - time.monotonic()))
+
+    @property
+    def address(self) -> str:
+        """The runner's gRPC address on this host."""
+        return f"unix:{self.socket}"
+
+    def bind(
+        self,
+        agent: AgentSpec,
+        state: Iterable[tuple[Scope, str, Any]] | None = None,
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
+        """The job's agent, state snapshot and late-bound environment, for :meth:`execute`."""
+        from airlock.runner import RemoteTurn
+
+        self.remote = RemoteTurn(self.address, self.token, agent, state=state, environment=environment)
+
+    async def healthy(self) -> bool:
+        """Whether the runner still answers SERVING (a quick check over its socket)."""
+        from airlock.runner import RunnerCallError, wait_until_serving
+
+        try:
+            await wait_until_serving(self.address, 0.5)
+        except RunnerCallError:
+            return False
+        return True
+
+    def _socket_ready(self) -> bool:
+        try:
+            st = os.lstat(self.socket)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != self.user[0]:
+            raise EnvError.isolation_violation(
+                f"sandbox {self.id}: {SOCKET_NAME} is not a socket owned by the sandbox user; refusing it"
+            )
+        return True
+
+    def _lock(self) -> None:
+        """Take the control directory back: the sandbox can no longer change its entries."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.dir / TOKEN_NAME).unlink()  # normally the runner already deleted it
+        if self.root:
+            os.chown(self.dir, 0, 0)
+        os.chmod(self.dir, 0o700)
+        self.locked = True
+        self._socket_ready()  # re-check now that nothing can swap it
+
+    async def _fail_if_exited(self) -> None:
+        state = await self._state()
+        if state.get("Status") in ("exited", "dead"):
+            await self._fail_start(f"the runner exited with code {state.get('ExitCode')}")
+
+    async def _fail_start(self, why: str) -> None:
+        logs = await self.logs()
+        raise EnvError.provision_failed(
+            f"sandbox {self.id} did not become ready: {why}; last log lines:\n{logs or '(no output)'}"
+        )
+
+    async def _state(self) -> dict[str, Any]:
+        errors = docker_errors()
+        try:
+            info = await asyncio.to_thread(self.client.api.inspect_container, self.container.id)
+        except errors.DockerException:
+            return {}
+        return dict(info.get("State") or {})
+
+    async def logs(self) -> str:
+        """The container's last log lines (empty when unavailable)."""
+        errors = docker_errors()
+        if self.container is None:
+            return ""
+        try:
+            raw = await asyncio.to_thread(self.container.logs, tail=_LOG_TAIL)
+        except errors.DockerException:
+            return ""
+        return bytes(raw).decode(errors="replace").strip()
+
+    # -- the turn -----------------------------------------------------------------------
+
+    async def execute(
+        self,
+        input: TurnInput,
+        events: EventSink | None,
+        timeout: float | None,  # noqa: ASYNC109
+        limits: Limits,
+    ) -> TurnOutput:
+        remote = self.remote
+        assert remote is not None, "bind() first"
+        began = time.monotonic()
+        try:
+            try:
+                output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
+            except TimeoutError:
+                await self._kill()
+                elapsed = time.monotonic() - began
+                return timeout_output(f"sandbox {self.id}", timeout or elapsed, elapsed)
+            except TurnError as e:
+                await self._raise_if_oom(limits, e)
+                state = await self._state()
+                if state.get("Status") in ("exited", "dead"):
+                    logs = await self.logs()
+                    raise EnvError.other(
+                        f"sandbox {self.id} died during the turn (exit code {state.get('ExitCode')}): "
+                        f"{e}; last log lines:\n{logs}"
+                    ) from e
+                raise EnvError.from_turn_error(e) from e
+        finally:
+            await remote.close()
+        await self._raise_if_oom(limits, None)
+        return output
+
+    async def _raise_if_oom(self, limits: Limits, cause: BaseException | None) -> None:
+        state = await self._state()
+        oom = bool(state.get("OOMKilled")) or await self._oom_events() > 0
+        if oom:
+            raise oom_exceeded(self.id, limits) from cause
+
+    async def _oom_events(self) -> int:
+        errors = docker_errors()
+
+        def count() -> int:
+            stream = self.client.events(
+                since=int(self.started_at) - 1,
+                until=f"{time.time():.3f}",
+                filters={"container": self.container.id, "event": "oom"},
+                decode=True,
+            )
+            try:
+                return sum(1 for _ in stream)
+            finally:
+                stream.close()
+
+        try:
+            return await asyncio.to_thread(count)
+        except errors.DockerException:
+            return 0
+
+    async def _kill(self) -> None:
+        errors = docker_errors()
+        with contextlib.suppress(errors.DockerException):
+            await asyncio.to_thread(self.container.kill)
+
+    # -- teardown -----------------------------------------------------------------------
+
+    async def teardown_shielded(self) -> None:
+        """Tear down even if we are cancelled (again) meanwhile."""
+        await shielded(self._teardown)
+
+    async def _teardown(self) -> None:
+        if self._torn_down:
+            return
+        self._torn_down = True
+        await settle(self._inflight)
+        if self.remote is not None:
+            await self.remote.close()
+        problems = await asyncio.to_thread(self._remove_all)
+        for delay in _ENGINE_RETRY_DELAYS:  # the engine restarting: wait for it, then finish
+            if not problems or await asyncio.to_thread(_engine_answers, self.client):
+                break
+            _log.info("engine unreachable during teardown of sandbox %s; retrying in %.1fs", self.id, delay)
+            await asyncio.sleep(delay)
+            problems = await asyncio.to_thread(self._remove_all)
+        if problems:
+            # Kept for the reaper (``airlock gc``): the owner file says whose it was.
+            _log.warning("teardown of sandbox %s incomplete: %s", self.id, "; ".join(problems))
+        else:
+            owner_file(self.state_dir, self.id).unlink(missing_ok=True)
+        if self.wiring is not None:
+            await self.wiring.close_events()
+
+    def _remove_all(self) -> list[str]:
+        """Remove the container(s), the egress wiring and the control directory (idempotent);
+        return what could not be removed."""
+        errors = docker_errors()
+        problems: list[str] = []
+        targets = [self.container] if self.container is not None else []
+        if not targets:  # create may have succeeded without us learning the id
+            try:
+                targets = self.client.containers.list(
+                    all=True, filters={"label": f"{LABEL_SANDBOX}={self.id}"}
+                )
+            except errors.DockerException as e:
+                problems.append(f"listing: {e}")
+        for c in targets:
+            try:
+                self.client.api.remove_container(c.id, force=True)
+            except errors.NotFound:
+                pass
+            except errors.DockerException as e:
+                problems.append(f"container {c.id[:12]}: {e}")
+        if self.wiring is not None:
+            problems += self.wiring.remove()
+        for d in (self.dir, *self.dirs):
+            try:
+                if d.is_dir() and not d.is_symlink():
+                    shutil.rmtree(d)
+            except OSError as e:
+                problems.append(f"{d}: {e}")
+        return problems
+
+
+#: Pauses between teardown attempts while the engine does not answer (about 30 s in all:
+#: long enough for a daemon restart, short enough not to hold a job's end for long).
+_ENGINE_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0)
+
+
+def _engine_answers(client: Any) -> bool:
+    """Whether the engine answers a ping (blocking)."""
+    try:
+        return bool(client.ping())
+    except (docker_errors().DockerException, OSError):
+        return False
+
+
+async def call_engine(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """A blocking docker-py call in a thread, its errors mapped to EnvError.provision_failed."""
+    errors = docker_errors()
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except errors.DockerException as e:
+        raise EnvError.provision_failed(f"Docker engine error: {e}") from e

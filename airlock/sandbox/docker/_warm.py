@@ -1,0 +1,130 @@
+"""The Docker backend's warm pool members: their shape, and credentials bound at claim time.
+
+A member is a started, SERVING sandbox container holding no secret and no agent. Its shape
+is what was fixed when it started: image, isolation boundary, resource limits, and where
+file credentials will appear (their target paths, not their values or names). Sandboxes
+with a network (an egress allow rule or a sidecar credential) are not pooled yet: they
+start cold.
+
+Credentials are bound when a job claims the member:
+
+* ``env_var``: sent with the job's Execute (``ExecuteRequest.environment``); the runner sets
+  them before it builds the turn, so ``docker inspect`` never shows them;
+* ``file``: each target path is a read-only bind mount of an empty placeholder on the host
+  (0600, owned by the sandbox user) since the container started; the claim writes the value
+  into that same file (the mount follows the inode) and makes it 0400.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airlock.policy import ResolvedCredentials, SandboxPlan
+from airlock.sandbox._limits import Limits
+
+from ._config import Boundary
+from ._container import SandboxContainer
+
+__all__ = ["LABEL_POOL", "DockerShape", "LateFiles", "WarmMember", "late_environment", "shape_of"]
+
+#: Label of every pool member: its shape's id (a member claimed by a job keeps it).
+LABEL_POOL = "airlock.pool"
+
+
+@dataclass(frozen=True)
+class DockerShape:
+    """Everything a Docker sandbox fixes when it starts (a warm pool's key)."""
+
+    image: str
+    boundary: Boundary
+    limits: Limits
+    #: Target paths of the file credentials, sorted.
+    files: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        """A short stable id (the members' :data:`LABEL_POOL`)."""
+        return hashlib.sha256(repr(self).encode()).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        """One line for logs and statistics."""
+        mib = self.limits.memory_bytes // 2**20
+        cpus = self.limits.nano_cpus / 1e9
+        files = f", {len(self.files)} file credential(s)" if self.files else ""
+        return f"{self.image} {self.boundary.kind} cpu={cpus:g} memory={mib}Mi{files} [{self.id}]"
+
+
+def shape_of(plan: SandboxPlan, image: str, boundary: Boundary, limits: Limits) -> DockerShape:
+    """The shape of a sandbox for ``plan``."""
+    files = tuple(sorted(c.path for c in plan.credentials if c.kind == "file" and c.path is not None))
+    return DockerShape(image=image, boundary=boundary, limits=limits, files=files)
+
+
+def late_environment(plan: SandboxPlan, credentials: ResolvedCredentials) -> dict[str, str]:
+    """The env_var credentials of ``plan``, by variable name, for the job's Execute."""
+    return {
+        c.var_name: credentials.values[c.name]
+        for c in plan.credentials
+        if c.kind == "env_var" and c.var_name is not None
+    }
+
+
+class LateFiles:
+    """Placeholders of a member's file credentials, filled when a job claims it (blocking)."""
+
+    def __init__(self, directory: Path, paths: tuple[str, ...], user: tuple[int, int], root: bool) -> None:
+        self.dir = directory
+        self.paths = paths
+        self.user = user
+        self.root = root
+
+    def _host(self, index: int) -> Path:
+        return self.dir / str(index)
+
+    def settings(self) -> dict[str, Any]:
+        """The member's read-only bind mounts (``container_config``'s ``extra``)."""
+        return {"volumes": {str(self._host(i)): {"bind": p, "mode": "ro"} for i, p in enumerate(self.paths)}}
+
+    def create(self) -> None:
+        """Empty 0600 placeholders owned by the sandbox user."""
+        if not self.paths:
+            return
+        self.dir.mkdir(mode=0o755)
+        for i in range(len(self.paths)):
+            fd = os.open(self._host(i), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            os.close(fd)
+            if self.root:
+                os.chown(self._host(i), *self.user)
+
+    def fill(self, plan: SandboxPlan, credentials: ResolvedCredentials) -> None:
+        """Write each file credential of ``plan`` into its placeholder, then make it 0400."""
+        for c in plan.credentials:
+            if c.kind != "file" or c.path is None:
+                continue
+            path = self._host(self.paths.index(c.path))
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(credentials.values[c.name])
+                f.flush()
+                os.fchmod(f.fileno(), 0o400)
+
+
+class WarmMember:
+    """A started sandbox in the pool (a :class:`~airlock.sandbox.PoolMember`)."""
+
+    def __init__(self, sandbox: SandboxContainer, files: LateFiles) -> None:
+        self.sandbox = sandbox
+        self.files = files
+
+    async def healthy(self) -> bool:
+        """Whether its runner still answers SERVING."""
+        return await self.sandbox.healthy()
+
+    async def destroy(self) -> None:
+        """Remove the container, its control directory and placeholders."""
+        await self.sandbox.teardown_shielded()
