@@ -13,8 +13,8 @@ from pydantic import BaseModel, ValidationError
 from airlock.errors import shorten
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
+from airlock.sandbox import PoolSettings, backend_names
 from airlock.sandbox import backend as sandbox_backend
-from airlock.sandbox import backend_names
 from airlock.spec import TOOL_NAMES, AgentSpec
 from layer0 import (
     ContainerIsolation,
@@ -86,7 +86,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
                 doc.issue(
                     (),
                     "the top level must be a mapping with `agents:` (and optionally "
-                    "`secrets:`, `defaults:`, `backends:`, `version:`)",
+                    "`secrets:`, `defaults:`, `backends:`, `pool:`, `version:`)",
                 )
             )
             continue
@@ -106,7 +106,14 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
     default_where: dict[str, str] = {}
     agent_where: dict[str, str] = {}
     entries: list[tuple[LocatedDocument, str, dict[str, Any]]] = []
+    pool: tuple[PoolSettings, str] | None = None
     for doc, parsed in files:
+        if parsed.pool is not None:
+            where = _where(doc, ("pool",))
+            if pool is not None:
+                issues.append(doc.issue(("pool",), f"pool is set twice: {pool[1]} and {where}"))
+            else:
+                pool = (parsed.pool, where)
         for name, source in parsed.secrets.items():
             path: KeyPath = ("secrets", name)
             where = _where(doc, path)
@@ -170,7 +177,11 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
     if issues:
         raise InvalidConfigError(issues)
     return AirlockConfig(
-        files=tuple(d.file for d in docs), agents=agents, secrets=secrets, backend_settings=settings
+        files=tuple(d.file for d in docs),
+        agents=agents,
+        secrets=secrets,
+        backend_settings=settings,
+        pool=pool[0] if pool is not None else PoolSettings(),
     )
 
 

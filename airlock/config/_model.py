@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 from airlock.errors import ConfigError
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
-from airlock.sandbox import backend_names
+from airlock.sandbox import PoolSettings, backend_names
 from airlock.spec import AgentSpec
 from layer0 import (
     CredentialInjection,
@@ -144,6 +144,8 @@ class AirlockConfig(BaseModel):
     secrets: dict[str, SecretSource] = Field(default_factory=dict)
     #: Each backend's ``backends.<name>`` section (an instance of ``Backend.settings``).
     backend_settings: dict[str, SerializeAsAny[BaseModel]] = Field(default_factory=dict)
+    #: Warm sandboxes kept per sandbox shape (the ``pool`` section; ``size: 0``: none).
+    pool: PoolSettings = Field(default_factory=PoolSettings)
 
     def settings_of(self, backend: str) -> BaseModel | None:
         """The configured settings of ``backend`` (None: its defaults)."""

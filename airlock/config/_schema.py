@@ -20,7 +20,7 @@ from pydantic import (
 
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SidecarRoute
-from airlock.sandbox import backend_names
+from airlock.sandbox import PoolSettings, backend_names
 from layer0 import U32_MAX, Money
 
 from ._values import check_env_name, normalise_destination, parse_duration, parse_quantity
@@ -235,5 +235,7 @@ class FileConfig(_Config):
     #: Each sandbox backend's settings by backend name, validated in a second step against
     #: the backend's own model (``backends: {kubernetes: {namespace: ...}}``).
     backends: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: Warm sandboxes kept per sandbox shape (``pool: {size: 2}``; unset: none).
+    pool: PoolSettings | None = None
     #: Agent entries, validated in a second step (SandboxConfig + AgentSpec).
     agents: dict[str, dict[str, Any]] = Field(default_factory=dict)

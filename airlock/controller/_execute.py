@@ -13,7 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 from airlock.config import ConfigSecretResolver
 from airlock.policy import ChainResolver
-from airlock.sandbox import EventSink, Sandbox, SandboxEvent, SandboxRequest, backend, backends
+from airlock.sandbox import (
+    EventSink,
+    PoolStats,
+    Sandbox,
+    SandboxEvent,
+    SandboxRequest,
+    WarmableSandbox,
+    WarmPool,
+    backend,
+    backends,
+    compile_sandbox_plan,
+)
 from airlock.spec import AgentSpec
 from layer0 import EnvError, Scope, TurnInput, TurnOutput
 
@@ -75,7 +86,9 @@ class AgentRunner:
 
     One sandbox backend instance per agent is kept (its engine client and runtime probe are
     reused); the managed local model server is started on first use by an agent that names
-    ``local-model`` and stopped by :meth:`aclose` if this runner started it.
+    ``local-model`` and stopped by :meth:`aclose` if this runner started it. With a ``pool``
+    configured, each backend gets one warm pool shared by all its agents (:meth:`warm` fills
+    it; :meth:`aclose` empties it).
 
     Args:
         config: the loaded configuration.
@@ -108,6 +121,7 @@ class AgentRunner:
         self._keys: dict[str, LocalModelKey] = {}
         self._local_model: LocalModelServer | None = None
         self._local_lock = asyncio.Lock()
+        self._pools: dict[str, WarmPool[Any]] = {}
 
     def agent(self, name: str) -> AgentConfig:
         """The configured agent ``name``.
@@ -132,9 +146,42 @@ class AgentRunner:
                 image=self.image,
                 sweep=self.sweep,
                 settings=self.config.settings_of(agent.backend),
+                pool=self._pool(agent.backend),
             )
             self._sandboxes[agent.name] = sandbox
         return sandbox
+
+    def _pool(self, backend_name: str) -> WarmPool[Any] | None:
+        if self.config.pool.size == 0:
+            return None
+        pool = self._pools.get(backend_name)
+        if pool is None:
+            pool = self._pools[backend_name] = WarmPool(self.config.pool, name=backend_name)
+        return pool
+
+    async def warm(self) -> list[str]:
+        """Keep sandboxes for every agent's sandbox shape started in its backend's pool (none
+        when ``pool.size`` is 0); one line per agent whose sandboxes are not pooled, and why."""
+        skipped: list[str] = []
+        if self.config.pool.size == 0:
+            return skipped
+        for agent in self.config.agents.values():
+            sandbox = self._sandbox(agent)
+            if agent.uses_local_model or not isinstance(sandbox, WarmableSandbox):
+                why = "its model endpoint needs a network" if agent.uses_local_model else "no warm pool"
+                skipped.append(f"{agent.name}: {agent.backend}: {why}")
+                continue
+            try:
+                plan = compile_sandbox_plan(agent.environment, agent.sidecar_routes)
+                if not await sandbox.warm(agent.environment, plan):
+                    skipped.append(f"{agent.name}: its sandbox has a network; it starts cold")
+            except EnvError as e:
+                skipped.append(f"{agent.name}: {e}")
+        return skipped
+
+    def pool_stats(self) -> dict[str, PoolStats]:
+        """Each backend's warm pool statistics (empty without a pool)."""
+        return {name: pool.stats() for name, pool in self._pools.items()}
 
     async def prepare(self, agent: AgentConfig) -> None:
         """Bring up what ``agent``'s jobs share before any of them runs: the managed local
@@ -218,7 +265,9 @@ class AgentRunner:
         return lines
 
     async def aclose(self) -> None:
-        """Stop the local model server if this runner started it."""
+        """Empty the warm pools; stop the local model server if this runner started it."""
+        pools, self._pools = list(self._pools.values()), {}
+        await asyncio.gather(*(p.aclose() for p in pools), return_exceptions=True)
         server, self._local_model = self._local_model, None
         if server is not None and server.started_here:
             with contextlib.suppress(Exception):

@@ -191,6 +191,10 @@ class JobService:
                 f"orphaned sandboxes reaped at restart ({removed})"
             )
             self.recovered = await self.store.recover(_STOPPED, log)
+        elif self.runner.config.pool.size:  # a crashed controller's pool members
+            await self.runner.reap()
+        for line in await self.runner.warm():
+            _log.info("warm pool: not pooled: %s", line)
         for job in await self.store.queued():
             self._queue.push(QueuedJob(job.id, job.queue, job.session))
         self._workers = [

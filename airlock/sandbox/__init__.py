@@ -16,7 +16,8 @@ from ._environment import SandboxEnvironment, state_snapshot
 from ._events import EventSink, SandboxEvent
 from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
-from ._port import Sandbox, SandboxRequest, StateEntry, compile_sandbox_plan
+from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
+from ._port import Sandbox, SandboxRequest, StateEntry, WarmableSandbox, compile_sandbox_plan
 from ._registry import backend, backend_names, backends
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "DoctorCheck",
     "EventSink",
     "Limits",
+    "PoolSettings",
+    "PoolStats",
     "Reaped",
     "Reaper",
     "RequestedIsolation",
@@ -33,7 +36,10 @@ __all__ = [
     "SandboxEnvironment",
     "SandboxEvent",
     "SandboxRequest",
+    "ShapeStats",
     "StateEntry",
+    "WarmPool",
+    "WarmableSandbox",
     "backend",
     "backend_names",
     "backends",

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from airlock.policy import SandboxPlan, SecretResolver
 from layer0 import IsolationBoundary
 
+from ._pool import WarmPool
 from ._port import Sandbox
 
 __all__ = ["Backend", "Capabilities", "DoctorCheck", "Reaped", "Reaper"]
@@ -89,7 +90,8 @@ class Backend:
     #: The boundaries an agent gets when its config names none.
     default_isolation: tuple[IsolationBoundary, ...]
     capabilities: Capabilities
-    #: Builds a sandbox: ``factory(secrets=, state_dir=, image=, sweep=, settings=)`` (see :meth:`create`).
+    #: Builds a sandbox: ``factory(secrets=, state_dir=, image=, sweep=, settings=, pool=)``
+    #: (see :meth:`create`).
     factory: Callable[..., Sandbox] = field(repr=False)
     #: This machine's readiness for the backend (engine or cluster reachable, image, runtimes),
     #: given its settings (None: its defaults).
@@ -119,10 +121,15 @@ class Backend:
         image: str | None = None,
         sweep: bool = False,
         settings: BaseModel | None = None,
+        pool: WarmPool[Any] | None = None,
     ) -> Sandbox:
         """A sandbox of this backend: ``secrets`` resolves the agents' credentials; ``state_dir``
         (its control directories) and ``image`` (the runner image) apply where the backend
         has such things (None: its defaults); ``sweep`` removes what dead owners left behind
         before its first run (a one-shot command's start-up sweep); ``settings`` is its
-        section of the configuration (an instance of :attr:`settings`; None: its defaults)."""
-        return self.factory(secrets=secrets, state_dir=state_dir, image=image, sweep=sweep, settings=settings)
+        section of the configuration (an instance of :attr:`settings`; None: its defaults);
+        ``pool`` is the warm pool its sandboxes share, where the backend keeps one (one per
+        backend and controller: see :class:`~._pool.WarmPool`)."""
+        return self.factory(
+            secrets=secrets, state_dir=state_dir, image=image, sweep=sweep, settings=settings, pool=pool
+        )

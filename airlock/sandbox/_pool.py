@@ -239,7 +239,8 @@ class WarmPool(Generic[M]):
             )
 
     async def _refill_forever(self) -> None:
-        while True:
+        # ``wait_for`` may swallow a cancel that meets its inner wait's completion: check too.
+        while not self._closed:
             self._wanted.clear()
             wake = self._refill_once(time.monotonic())
             with contextlib.suppress(TimeoutError):

@@ -20,7 +20,7 @@ from layer0 import EnvError, EnvironmentSpec, Scope, TurnInput, TurnOutput
 
 from ._events import EventSink
 
-__all__ = ["Sandbox", "SandboxRequest", "StateEntry", "compile_sandbox_plan"]
+__all__ = ["Sandbox", "SandboxRequest", "StateEntry", "WarmableSandbox", "compile_sandbox_plan"]
 
 
 class StateEntry(NamedTuple):
@@ -109,5 +109,20 @@ class Sandbox(Protocol):
 
         Raises:
             EnvError: ``provision_failed`` when the backend has no such address.
+        """
+        ...
+
+
+@runtime_checkable
+class WarmableSandbox(Protocol):
+    """A backend that can keep sandboxes started ahead of their jobs (a warm pool)."""
+
+    async def warm(self, environment: EnvironmentSpec, plan: SandboxPlan) -> bool:
+        """Keep sandboxes for ``environment`` (compiled to ``plan``) started, holding no secret
+        and no agent, for later :meth:`Sandbox.run` calls to claim; False when this backend
+        keeps none for it (no pool configured, or a shape it does not pool).
+
+        Raises:
+            EnvError: what a cold start of such a sandbox would raise.
         """
         ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -11,6 +12,7 @@ from layer0 import ContainerIsolation
 
 from .._backend import Backend, Capabilities, DoctorCheck
 from .._limits import SandboxDefaults
+from .._pool import WarmPool
 from ._doctor import doctor_checks
 from ._environment import DockerEnvironment, DockerSandbox
 from ._labels import LABEL_OWNER, LABEL_SANDBOX
@@ -69,9 +71,15 @@ def _create(
     image: str | None,
     sweep: bool,
     settings: BaseModel | None,
+    pool: WarmPool[Any] | None = None,
 ) -> DockerSandbox:
     return DockerSandbox(
-        secrets=secrets, state_dir=state_dir, image=image, sweep=sweep, settings=_settings(settings)
+        secrets=secrets,
+        state_dir=state_dir,
+        image=image,
+        sweep=sweep,
+        settings=_settings(settings),
+        pool=pool,
     )
 
 

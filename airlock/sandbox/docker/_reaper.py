@@ -97,21 +97,24 @@ def reap_orphans(client: Any, state_dir: Path | None = None, *, include_live: bo
         return include_live or owner_is_gone(owner, hostname=host)
 
     try:
-        containers = client.containers.list(all=True, filters={"label": LABEL_SANDBOX})
+        # The low-level listing: ``containers.list`` inspects each container in turn and fails
+        # outright when one is removed meanwhile (another controller's teardown).
+        containers = client.api.containers(all=True, filters={"label": LABEL_SANDBOX})
         networks = client.networks.list(filters={"label": LABEL_SANDBOX})
     except errors.DockerException as e:
         report.errors.append(f"listing sandbox objects failed: {e}")
         return report
     for c in containers:
-        labels = c.labels or {}
+        labels = c.get("Labels") or {}
+        name = ((c.get("Names") or ["?"])[0]).lstrip("/")
         if orphaned(labels):
             try:
-                c.remove(force=True)
-                report.containers.append(f"{c.name} ({labels.get(LABEL_SANDBOX)})")
+                client.api.remove_container(c["Id"], force=True)
+                report.containers.append(f"{name} ({labels.get(LABEL_SANDBOX)})")
             except errors.NotFound:
                 pass
             except errors.DockerException as e:
-                report.errors.append(f"container {c.name}: {e}")
+                report.errors.append(f"container {name}: {e}")
     for n in networks:
         if orphaned(n.attrs.get("Labels") or {}):
             try:

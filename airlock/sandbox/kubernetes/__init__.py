@@ -18,6 +18,7 @@ from layer0 import ContainerIsolation
 
 from .._backend import Backend, Capabilities
 from .._limits import SandboxDefaults, resolve_limits
+from .._pool import WarmPool
 from ._addresses import SandboxAddress, sandbox_addresses
 from ._doctor import REQUIRED_ACCESS, doctor_checks
 from ._names import CREDENTIAL_PORT_BASE, EGRESS_PORT, RUNNER_PORT, Owner
@@ -78,8 +79,10 @@ def _create(
     image: str | None,
     sweep: bool,
     settings: BaseModel | None,
+    pool: WarmPool[Any] | None = None,
 ) -> KubernetesSandbox:
-    """A Kubernetes sandbox (it has no control directories: ``state_dir`` does not apply)."""
+    """A Kubernetes sandbox (it has no control directories: ``state_dir`` does not apply; it
+    keeps no warm pool yet: every pod starts cold)."""
     return KubernetesSandbox(settings=_settings(settings), secrets=secrets, image=image, sweep=sweep)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -11,6 +12,7 @@ from airlock.policy import SecretResolver
 from layer0 import ProcessIsolation
 
 from .._backend import Backend, Capabilities, DoctorCheck
+from .._pool import WarmPool
 from ._environment import LocalProcessEnvironment, ProcessSandbox
 
 __all__ = ["BACKEND", "LocalProcessEnvironment", "ProcessSandbox"]
@@ -33,9 +35,10 @@ def _create(
     image: str | None,
     sweep: bool,
     settings: BaseModel | None,
+    pool: WarmPool[Any] | None = None,
 ) -> ProcessSandbox:
-    """A process sandbox: it has no control directory of its own to place, no image, and
-    leaves nothing behind to sweep (its runner dies with its process group)."""
+    """A process sandbox: it has no control directory of its own to place, no image, leaves
+    nothing behind to sweep (its runner dies with its process group), and keeps no pool."""
     return ProcessSandbox(secrets=secrets)
 
 

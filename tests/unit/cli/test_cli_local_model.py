@@ -217,7 +217,7 @@ def test_the_configured_secrets_resolve_through_the_chain(runner: CliRunner) -> 
     assert result.exit_code == 0, result.output
     assert FakeDocker.seen["other"] == "sk-ant-not-for-the-demo"
     assert FakeDocker.seen["key"] is None  # no local model: nothing under that name
-    assert set(FakeDocker.made) == {"secrets", "state_dir", "image", "sweep", "settings"}
+    assert set(FakeDocker.made) == {"secrets", "state_dir", "image", "sweep", "settings", "pool"}
     assert FakeDocker.made["sweep"] is True  # a one-shot run sweeps what dead owners left
     assert FakeServer.instances == []
 
