@@ -179,6 +179,11 @@ class AgentRunner:
                 skipped.append(f"{agent.name}: {e}")
         return skipped
 
+    async def pools_ready(self, timeout: float = 60.0) -> bool:  # noqa: ASYNC109
+        """Wait until every pool holds its ``size`` of each declared shape; False on timeout."""
+        results = await asyncio.gather(*(p.wait_ready(timeout) for p in self._pools.values()))
+        return all(results)
+
     def pool_stats(self) -> dict[str, PoolStats]:
         """Each backend's warm pool statistics (empty without a pool)."""
         return {name: pool.stats() for name, pool in self._pools.items()}

@@ -785,3 +785,21 @@ async def test_shared_bring_up_is_not_counted_in_the_jobs_max_duration(
         done = await service.get(job.id)
         assert done.state is JobState.SUCCEEDED, done.error
         assert _SlowBringUpRunner.prepared == ["probe"]
+
+
+async def test_a_warm_pool_serves_every_agent_of_one_sandbox_shape(
+    tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, docker_client: Any, no_leaks: None
+) -> None:
+    agents = {"first": quick("from first", "echo one"), "second": quick("from second", "echo two")}
+    config = write_config(tmp_path, agents, pool={"size": 1})
+    async with running_controller(config, data_dir, state_dir, runner_image) as (controller, client):
+        runner = controller.service.runner
+        for name in ("first", "second", "first"):
+            assert await runner.pools_ready(60)
+            job = await client.submit(name, "go")
+            done = await client.wait(job.id)
+            assert done.state is JobState.SUCCEEDED, done.error
+        stats = runner.pool_stats()["docker"]
+        assert (stats.hits, stats.misses) == (3, 0)
+        assert len(stats.shapes) == 1  # both agents' sandboxes have one shape: one pool
+        assert len(my_containers(docker_client)) >= 1  # the refilled member, until the controller stops

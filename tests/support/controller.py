@@ -40,13 +40,18 @@ def agent_config(steps: Sequence[Mapping[str, Any]], tools: Sequence[str], **san
 
 
 def write_config(
-    directory: Path, agents: dict[str, dict[str, Any]], backends: dict[str, Any] | None = None
+    directory: Path,
+    agents: dict[str, dict[str, Any]],
+    backends: dict[str, Any] | None = None,
+    pool: dict[str, Any] | None = None,
 ) -> Path:
-    """An airlock.yaml (JSON is YAML) defining ``agents`` (and ``backends`` settings)."""
+    """An airlock.yaml (JSON is YAML) defining ``agents`` (and ``backends`` and ``pool`` settings)."""
     path = directory / "airlock.yaml"
     config: dict[str, Any] = {"version": 1, "agents": agents}
     if backends:
         config["backends"] = backends
+    if pool:
+        config["pool"] = pool
     path.write_text(json.dumps(config, indent=2))
     return path
 
