@@ -12,6 +12,7 @@ from airlock.sandbox._limits import SandboxDefaults
 
 from ._config import GVISOR_HOST_PIDS_BASE, GVISOR_HOST_PIDS_PER_PROCESS
 from ._settings import GVISOR_ARGS, GVISOR_NETWORKED_ARGS, DockerRuntimes, DockerSettings, daemon_json_text
+from ._subnets import Claim, capacity, conflicts, docker_subnets, host_networks
 
 __all__ = ["doctor_checks"]
 
@@ -27,6 +28,7 @@ def _checks(settings: DockerSettings) -> list[DoctorCheck]:
     if client is not None:
         try:
             checks.append(_check_image(client))
+            checks.append(_check_subnets(client, settings))
             checks += _check_runtimes(client, settings)
         finally:
             client.close()
@@ -78,6 +80,41 @@ def _check_image(client: Any) -> DoctorCheck:
             "run: airlock images build",
         )
     return DoctorCheck("image", "ok", found)
+
+
+def _check_subnets(client: Any, settings: DockerSettings, host: list[Claim] | None = None) -> DoctorCheck:
+    """How many sandboxes with egress the internal range holds, and what else overlaps it
+    (another Docker network, a host route or address: those subnets are skipped)."""
+    pool, prefix = settings.internal_range, settings.internal_prefix
+    try:
+        subnets = docker_subnets(client)
+    except docker_errors().DockerException as e:
+        return DoctorCheck("subnets", "error", f"cannot list Docker networks: {e}", "check the Docker engine")
+    host = host_networks() if host is None else host
+    cap = capacity(pool, prefix, [s.network for s in subnets] + [c.network for c in host])
+    ours = sum(1 for s in subnets if s.ours and s.network.subnet_of(pool))
+    found = (
+        f"internal networks: /{prefix} subnets of {pool} (backends.docker.internal_subnets): "
+        f"{cap.total} in all, {cap.in_use} in use ({ours} by sandboxes), {cap.free} free"
+    )
+    clash = conflicts(pool, subnets, host)
+    if clash:
+        more = f" and {len(clash) - 5} more" if len(clash) > 5 else ""
+        shown = ", ".join(c.what for c in clash[:5]) + more
+        return DoctorCheck(
+            "subnets",
+            "warning",
+            f"{found}; the range overlaps {shown} (those subnets are never used)",
+            "set backends.docker.internal_subnets to a private range no host route or other network uses",
+        )
+    if not cap.free:
+        return DoctorCheck(
+            "subnets",
+            "warning",
+            f"{found}: a new sandbox with egress waits for one, then fails",
+            "raise backends.docker.internal_subnets (or internal_prefix, up to 29) or lower concurrency",
+        )
+    return DoctorCheck("subnets", "ok", found)
 
 
 def _check_runtimes(client: Any, settings: DockerSettings) -> list[DoctorCheck]:

@@ -6,7 +6,8 @@ Topology of a sandbox whose plan allows some egress (or uses a sidecar credentia
                                                  egress proxy :3128
                                                  credential proxies :8081…
 
-* The sandbox joins only a per-sandbox **internal** network created with
+* The sandbox joins only a per-sandbox **internal** network (on a /28 of its own from
+  ``backends.docker.internal_subnets``, :mod:`._subnets`) created with
   ``internal=True`` and ``com.docker.network.bridge.inhibit_ipv4``: no route out, and no
   address of the host on that bridge either (a plain internal network still lets a
   container reach the host's services through the gateway IP; measured). Its DNS forwards
@@ -40,12 +41,16 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airlock.images import docker_errors
 from airlock.policy import CredentialPlacement, ResolvedCredentials, SandboxPlan, redact
 from layer0 import EnvError
+
+from ._settings import DockerSettings
+from ._subnets import allocate
 
 if TYPE_CHECKING:
     from airlock.sandbox._events import EventSink
@@ -128,8 +133,11 @@ class EgressWiring:
         credentials: ResolvedCredentials,
         egress_networks: Sequence[str],
         events: EventSink | None,
+        settings: DockerSettings | None = None,
     ) -> None:
         self.client = client
+        #: The internal network's subnet range and size (``backends.docker``).
+        self.settings = settings or DockerSettings()
         self.sandbox_id = sandbox_id
         self.labels = labels
         self.user = user
@@ -148,6 +156,11 @@ class EgressWiring:
         self._events_server: asyncio.Server | None = None
         self._event_tasks: set[asyncio.Task[None]] = set()
         self.events_seen = 0
+        # The task whose cancellation ends a wait for a free subnet (None outside a loop).
+        try:
+            self._owner: asyncio.Task[Any] | None = asyncio.current_task()
+        except RuntimeError:
+            self._owner = None
 
     @property
     def needs_network(self) -> bool:
@@ -213,21 +226,55 @@ class EgressWiring:
             os.chown(path, *owner)
 
     def create_network(self) -> None:
-        """The internal network (no route out, no host address on it)."""
-        self.network = self.client.networks.create(
-            f"airlock-{self.sandbox_id}",
-            driver="bridge",
-            internal=True,
-            check_duplicate=True,
-            labels=dict(self.labels),
-            options={"com.docker.network.bridge.inhibit_ipv4": "true"},
-        )
+        """The internal network (no route out, no host address on it), on a small subnet of
+        its own from ``internal_subnets`` (:mod:`._subnets`); waits up to
+        ``internal_subnet_wait`` while the range is full, then fails having created nothing."""
+        import docker.types
+
+        errors = docker_errors()
+        name = f"airlock-{self.sandbox_id}"
+
+        def create(subnet: IPv4Network) -> Any:
+            ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet))])
+            return self.client.networks.create(
+                name,
+                driver="bridge",
+                internal=True,
+                check_duplicate=True,
+                labels=dict(self.labels),
+                options={"com.docker.network.bridge.inhibit_ipv4": "true"},
+                ipam=ipam,
+            )
+
+        settings = self.settings
+        try:
+            self.network, subnet = allocate(
+                self.client,
+                settings.internal_range,
+                settings.internal_prefix,
+                create,
+                wait=settings.internal_subnet_wait,
+                what=f"internal network of sandbox {self.sandbox_id}",
+                cancelled=self._cancelled,
+            )
+        except errors.DockerException:
+            # A create that failed late (a timeout) may still have made it: teardown removes it.
+            with contextlib.suppress(errors.DockerException):
+                found = [n for n in self.client.networks.list(names=[name]) if n.name == name]
+                self.network = found[0] if found else None
+            raise
         self.network.reload()
         configs = (self.network.attrs.get("IPAM") or {}).get("Config") or []
-        subnets = [str(c["Subnet"]) for c in configs if c.get("Subnet")]
-        if not subnets:
-            raise EnvError.provision_failed(f"internal network of {self.sandbox_id} has no subnet")
-        self.subnet = subnets[0]
+        if str(subnet) not in [str(c.get("Subnet")) for c in configs]:
+            raise EnvError.provision_failed(
+                f"internal network of {self.sandbox_id} lacks the subnet {subnet} it was created with"
+            )
+        self.subnet = str(subnet)
+
+    def _cancelled(self) -> bool:
+        """Whether the task that created this wiring was cancelled (read from a thread)."""
+        task = self._owner
+        return task is not None and (task.done() or task.cancelling() > 0)
 
     def bundle_config_json(self) -> str:
         """The proxy bundle's configuration (no secret values: only their file paths)."""

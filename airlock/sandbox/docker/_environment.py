@@ -260,6 +260,7 @@ class DockerSandbox:
             credentials=credentials,
             egress_networks=await self._egress_networks(client) if plan.needs_egress_proxy else (),
             events=sink,
+            settings=self.settings,
         )
         sandbox.wiring = wiring
         try:

@@ -20,9 +20,12 @@ checks the arguments.
 from __future__ import annotations
 
 import json
+from ipaddress import IPv4Network
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from ._subnets import MAX_PREFIX, parse_range
 
 __all__ = [
     "GVISOR_ARGS",
@@ -77,6 +80,38 @@ class DockerSettings(BaseModel):
     #: The weakest boundary any sandbox gets: ``gvisor`` runs every agent that asks for a
     #: plain container under gVisor instead (an upgrade, never a downgrade: micro_vm stays).
     isolation_floor: Literal["container", "gvisor"] = "container"
+    #: The private range every sandbox's internal network takes its subnet from; it must not
+    #: overlap the host's routes or other networks (``airlock doctor`` checks).
+    internal_subnets: str = "10.213.0.0/16"
+    #: The size of each internal network's subnet: a /28 (16 addresses) by default, at most
+    #: a /29; the range holds ``2 ** (internal_prefix - range prefix)`` sandboxes with egress.
+    internal_prefix: int = 28
+    #: Seconds a sandbox with egress waits for a free subnet while the range is full (0:
+    #: fails at once).
+    internal_subnet_wait: float = Field(default=30.0, ge=0)
+
+    @field_validator("internal_subnets")
+    @classmethod
+    def _private_range(cls, value: str) -> str:
+        return str(parse_range(value))
+
+    @field_validator("internal_prefix")
+    @classmethod
+    def _prefix_fits(cls, value: int, info: ValidationInfo) -> int:
+        pool = info.data.get("internal_subnets")  # absent when it was refused itself
+        low = IPv4Network(pool).prefixlen if pool else 8
+        if not low <= value <= MAX_PREFIX:
+            of = f" (the prefix of internal_subnets {pool})" if pool else ""
+            raise ValueError(
+                f"must be between {low}{of} and {MAX_PREFIX} (a smaller subnet cannot hold the "
+                f"sandbox and its proxy), not {value}"
+            )
+        return value
+
+    @property
+    def internal_range(self) -> IPv4Network:
+        """:attr:`internal_subnets` as a network."""
+        return IPv4Network(self.internal_subnets)
 
 
 def daemon_json(runtimes: DockerRuntimes | None = None, runsc: str = "/usr/bin/runsc") -> dict[str, Any]:

@@ -59,7 +59,8 @@ def test_unknown_key_inside_agent_spec_part(write: Write, one_issue: One) -> Non
 def test_unknown_top_level_key(write: Write, one_issue: One) -> None:
     path = write("agent:\n  coder: {}\n")
     assert one_issue(path) == (
-        f"{path}:1:1: agent: unknown key 'agent'; valid keys: agents, backends, defaults, pool, secrets, version"
+        f"{path}:1:1: agent: unknown key 'agent'; "
+        "valid keys: agents, backends, defaults, pool, secrets, version"
     )
 
 
