@@ -25,10 +25,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airlock.build import build_turn
 from airlock.images import docker_client, require_image, runner_image_tag
@@ -37,34 +40,14 @@ from airlock.sandbox.docker import DockerEnvironment, DockerRuntimes, DockerSett
 from airlock.sandbox.docker._config import resolve_boundary
 from airlock.sandbox.docker._container import SandboxContainer
 from airlock.testing import scripted_agent, text_step
+from bench._common import BENCH_LABEL, floor_once, pct
 from layer0 import EnvironmentSpec, ExitReason, NetworkAction, NetworkPolicy, NetworkRule, TurnInput
 
 AGENT = scripted_agent([text_step("ok")], name="bench")
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def floor_once(client: Any, image: str, runtime: str = "runc") -> tuple[float, float]:
-    t0 = time.perf_counter()
-    c = client.containers.create(
-        image,
-        entrypoint=["sleep", "600"],
-        detach=True,
-        init=True,
-        network_mode="none",
-        labels={"bench": "1"},
-        runtime=runtime,
-    )
-    c.start()
-    result = c.exec_run(["true"])
-    ready = time.perf_counter() - t0
-    assert result.exit_code == 0
-    t1 = time.perf_counter()
-    c.remove(force=True)
-    return ready, time.perf_counter() - t1
+#: Label on the floor containers.
+FLOOR_LABELS = {BENCH_LABEL: "cold_start"}
 
 
 async def sandbox_once(
@@ -122,7 +105,7 @@ class Series:
 async def measure(
     series: Series, client: Any, state_dir: Path, image: str, runtimes: frozenset[str], env: DockerEnvironment
 ) -> None:
-    r, td = await asyncio.to_thread(floor_once, client, image, series.runtime)
+    r, td = await asyncio.to_thread(floor_once, client, image, series.runtime, FLOOR_LABELS)
     series.floor.append(r)
     series.floor_td.append(td)
     r, td = await sandbox_once(client, state_dir, image, runtimes, series.isolation)
@@ -155,7 +138,7 @@ async def main() -> None:
     all_series = [Series(kind) for kind in kinds]
 
     for series in all_series:  # one warm-up of each (page cache, image layers), not counted
-        await asyncio.to_thread(floor_once, client, image, series.runtime)
+        await asyncio.to_thread(floor_once, client, image, series.runtime, FLOOR_LABELS)
         await sandbox_once(client, state_dir, image, runtimes, series.isolation)
         await job_once(envs[series.isolation])
         await job_once(envs[series.isolation], EGRESS_SPEC)

@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from airlock.build import build_turn
 from airlock.config import AgentConfig, AirlockConfig, load_config
 from airlock.controller import (
@@ -56,6 +58,7 @@ from airlock.images import docker_client, require_image, runner_image_tag
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.sandbox.docker._labels import LABEL_OWNER, current_owner
 from airlock.testing import calculator_script, script_yaml
+from bench._common import BENCH_LABEL, loadavg, pct
 from layer0 import ExitReason, TurnInput
 
 AGENT = "bench-scripted"
@@ -77,19 +80,13 @@ agents:
     resources: {{cpu: "1", memory: 256Mi}}
     defaults: {{max_turns: 6, max_duration: 30s}}
 """
-#: Label on the raw-floor containers (airlock's own carry ``airlock.owner``).
-BENCH_LABEL = "airlock.bench"
+#: Label value on the raw-floor containers (airlock's own carry ``airlock.owner``).
 BENCH_VALUE = "jobs_throughput"
 
 RAW = "raw docker (true)"
 DIRECT = "environment direct"
 CONTROLLER = "controller (gRPC)"
 RECORD = "controller, job record"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 @dataclass
@@ -234,6 +231,19 @@ async def controller_run(
     return client_side, record
 
 
+def prepare(tmp: Path, extra: str = "") -> tuple[AirlockConfig, Path, Path]:
+    """Write the agent's configuration (plus the YAML ``extra``) and script under ``tmp``;
+    (config, state dir, workspace)."""
+    (tmp / "scripts").mkdir()
+    (tmp / "scripts" / "calculator.yaml").write_text(script_yaml(calculator_script()), encoding="utf-8")
+    (tmp / "airlock.yaml").write_text(CONFIG + extra, encoding="utf-8")
+    state_dir = tmp / "sandboxes"
+    state_dir.mkdir()
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    return load_config(tmp / "airlock.yaml"), state_dir, workspace
+
+
 def sweep_leftovers(client: Any) -> int:
     """Remove (and count) containers and networks this process left behind."""
     owner = f"{LABEL_OWNER}={current_owner().ident}"
@@ -254,10 +264,6 @@ def stamped(load1: float, *results: Result) -> list[Result]:
     for r in results:
         r.load_at_start = load1
     return list(results)
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def print_table(results: list[Result], context: dict[str, Any]) -> None:
@@ -314,15 +320,8 @@ async def main() -> int:
     left_behind = 0
     load_before = loadavg()
     try:
-        (tmp / "scripts").mkdir()
-        (tmp / "scripts" / "calculator.yaml").write_text(script_yaml(calculator_script()), encoding="utf-8")
-        (tmp / "airlock.yaml").write_text(CONFIG, encoding="utf-8")
-        config = load_config(tmp / "airlock.yaml")
+        config, state_dir, workspace = prepare(tmp)
         agent = config.agent(AGENT)
-        state_dir = tmp / "sandboxes"
-        state_dir.mkdir()
-        workspace = tmp / "workspace"
-        workspace.mkdir()
 
         # One warm-up of each floor (page cache, image layers), not counted.
         await asyncio.to_thread(raw_once, client, image)

@@ -27,9 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from airlock.runner import RemoteTurn
 from airlock.spec import AgentSpec
 from airlock.testing import scripted_agent, text_step
+from bench._common import pct
 from layer0 import TurnInput
 
 
@@ -39,7 +42,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _private_mib(pid: int) -> float:
+def private_mib(pid: int) -> float:
     """Private (unshared) memory: what each extra runner really costs (USS)."""
     total = 0
     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
@@ -48,14 +51,14 @@ def _private_mib(pid: int) -> float:
     return total / 1024
 
 
-def _rss_mib(pid: int) -> float:
+def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
 
-async def _start(workspace: Path, token: str) -> tuple[asyncio.subprocess.Process, str, float, float]:
+async def start_runner(workspace: Path, token: str) -> tuple[asyncio.subprocess.Process, str, float, float]:
     """Spawn a runner; returns (process, address, its startup_ms, wall ms until health SERVING)."""
     port = _free_port()
     address = f"127.0.0.1:{port}"
@@ -80,7 +83,7 @@ async def _start(workspace: Path, token: str) -> tuple[asyncio.subprocess.Proces
             startup_ms = float(entry["startup_ms"])
             break
     _DRAINS.append(asyncio.create_task(_drain(proc.stdout)))  # a full pipe would block the runner
-    probe = RemoteTurn(address, token, _spec())
+    probe = RemoteTurn(address, token, pong_agent())
     await probe.wait_until_serving(30)
     wall_ms = (time.perf_counter() - spawned) * 1000
     await probe.close()
@@ -95,18 +98,13 @@ async def _drain(stream: asyncio.StreamReader) -> None:
         pass
 
 
-def _spec() -> AgentSpec:
+def pong_agent() -> AgentSpec:
     return scripted_agent([text_step("pong", usage=(3, 1), cost="0.000001")], name="bench")
 
 
-async def _stop(proc: asyncio.subprocess.Process) -> None:
+async def stop_runner(proc: asyncio.subprocess.Process) -> None:
     proc.terminate()
     await asyncio.wait_for(proc.wait(), 15)
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def main() -> None:
@@ -124,15 +122,15 @@ async def main() -> None:
         rss_start: list[float] = []
         private_start: list[float] = []
         for _ in range(args.starts):
-            proc, _, startup_ms, wall_ms = await _start(workspace, token)
+            proc, _, startup_ms, wall_ms = await start_runner(workspace, token)
             startups.append(startup_ms)
             walls.append(wall_ms)
-            rss_start.append(_rss_mib(proc.pid))
-            private_start.append(_private_mib(proc.pid))
-            await _stop(proc)
+            rss_start.append(rss_mib(proc.pid))
+            private_start.append(private_mib(proc.pid))
+            await stop_runner(proc)
 
-        proc, address, _, _ = await _start(workspace, token)
-        turn = RemoteTurn(address, token, _spec())
+        proc, address, _, _ = await start_runner(workspace, token)
+        turn = RemoteTurn(address, token, pong_agent())
         input = TurnInput.new("ping")
         for _ in range(30):  # warm-up: lazy imports, channel, first-call paths
             await turn.execute(input)
@@ -142,13 +140,13 @@ async def main() -> None:
             output = await turn.execute(input)
             times.append((time.perf_counter() - started) * 1000)
             assert output.message.as_text() == "pong"
-        rss_after = _rss_mib(proc.pid)
+        rss_after = rss_mib(proc.pid)
         await turn.close()
-        await _stop(proc)
+        await stop_runner(proc)
 
     rows = [
         ("round trip p50 (ms)", statistics.median(times), "≤ 3"),
-        ("round trip p95 (ms)", _pct(times, 0.95), ""),
+        ("round trip p95 (ms)", pct(times, 0.95), ""),
         ("start → SERVING, runner log, median (ms)", statistics.median(startups), "≤ 400"),
         ("spawn → health SERVING, wall, median (ms)", statistics.median(walls), ""),
         ("RSS after start, median (MiB)", statistics.median(rss_start), "≤ 50"),
