@@ -172,6 +172,16 @@ class WarmPool(Generic[M]):
         finally:
             self._kick()
 
+    def retire(self, teardown: Awaitable[None]) -> None:
+        """Finish a claimed member's removal in the background (its job is done and nothing
+        runs in it); :meth:`settle` and :meth:`aclose` wait for it."""
+        self._spawn(teardown)
+
+    async def settle(self) -> None:
+        """Wait for every removal under way (retired members, expired or unhealthy ones)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
     async def wait_ready(self, timeout: float = 60.0) -> bool:  # noqa: ASYNC109
         """Wait until every declared shape holds ``size`` ready members; False on timeout."""
 
@@ -225,7 +235,8 @@ class WarmPool(Generic[M]):
         members = [m for s in self._shapes.values() for m in s.ready]
         for s in self._shapes.values():
             s.ready.clear()
-        await asyncio.gather(*(self._destroy(m) for m in members), *self._background, return_exceptions=True)
+        await asyncio.gather(*(self._destroy(m) for m in members), return_exceptions=True)
+        await self.settle()
         if self._hits or self._misses:
             _log.info("%s pool closed: %s", self.name, self.stats().model_dump_json(exclude={"shapes"}))
 

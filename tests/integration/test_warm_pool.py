@@ -126,6 +126,7 @@ async def test_a_job_claims_a_warm_sandbox_and_its_credentials_are_bound_late(
     assert file_lines.split()[0] == sha(VALUES["DEPLOY_KEY"]) and file_lines.split()[-1] == "400"
     assert pool.stats().hits == 1 and pool.stats().misses == 0
     # The claimed member is gone with its job; the pool refilled behind it.
+    await pool.settle()
     assert await pool.wait_ready(60)
     left = {c.id for c in members(docker_client)}
     assert len(left) == 2 and len(left & {c.id for c in waiting}) == 1
@@ -145,6 +146,7 @@ async def test_no_sandbox_is_used_twice(
         output, events = await run(sandbox, spec, environment)
         assert output.exit_reason == ExitReason.complete()
         assert stdout(events)[0] == ""  # nothing of an earlier job
+        await pool.settle()
         used = before - {c.id for c in members(docker_client)}
         assert len(used) == 1 and not used & claimed
         claimed |= used

@@ -140,7 +140,9 @@ class DockerSandbox:
         self.swept: ReapReport | None = None
 
     async def run(self, request: SandboxRequest) -> TurnOutput:
-        """Run ``request``'s turn in a fresh container, removed before this returns.
+        """Run ``request``'s turn in a fresh container, removed before this returns (a warm
+        pool member's removal, after a turn that ended, finishes in the background instead:
+        :meth:`WarmPool.settle <airlock.sandbox.WarmPool.settle>` and its close wait for it).
 
         The state snapshot travels with the turn's request, so the sandbox needs no path
         back to any store. ``request.events`` receives the turn's events and, when the
@@ -175,7 +177,14 @@ class DockerSandbox:
         try:
             deadline = hard_timeout_s(agent, request.input, self.turn_timeout, self.timeout_grace)
             output = await sandbox.execute(request.input, sink, deadline, shape.limits)
-        finally:
+        except BaseException:
+            await sandbox.teardown_shielded()
+            raise
+        if member is not None and self.pool is not None:
+            # The turn is over and every tool process was killed at the end of its call: the
+            # job need not wait for the engine to remove the container (the pool's close does).
+            self.pool.retire(sandbox.teardown_shielded())
+        else:
             await sandbox.teardown_shielded()
         if credentials.values:
             output = redacted_output(output, credentials.secrets)

@@ -178,3 +178,34 @@ def test_settings_are_validated() -> None:
     for bad in ({"size": -1}, {"max": 0}, {"idle_timeout_s": 0}, {"refill_concurrency": 0}, {"sise": 2}):
         with pytest.raises(ValidationError):
             PoolSettings.model_validate(bad)
+
+
+async def test_a_retired_member_is_removed_in_the_background_and_awaited_by_close() -> None:
+    p, start = pool(size=1), Starter()
+    p.declare("a", start, label="a")
+    assert await p.wait_ready(5)
+    member = await p.claim("a")
+    assert member is not None
+    removing = asyncio.Event()
+
+    async def slow_teardown() -> None:
+        await removing.wait()
+        await member.destroy()
+
+    p.retire(slow_teardown())
+    await asyncio.sleep(0.01)
+    assert member.destroyed == 0
+    removing.set()
+    await p.settle()
+    assert member.destroyed == 1
+    second = await p.claim("a") if await p.wait_ready(5) else None
+    assert second is not None
+    gate = asyncio.Event()
+
+    async def last_teardown() -> None:
+        await asyncio.sleep(0.05)
+        gate.set()
+
+    p.retire(last_teardown())
+    await p.aclose()
+    assert gate.is_set()  # close waited for it
