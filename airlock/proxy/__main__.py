@@ -6,10 +6,13 @@
     python -m airlock.proxy credentials --listen HOST:PORT --upstream URL --header NAME
         [--value-prefix 'Bearer '] [--credential NAME] (--secret-file F | --secret-env VAR)
         [--ca-file F] [--events SINK ...]
-    python -m airlock.proxy bundle --config BUNDLE.json
+    python -m airlock.proxy bundle --config BUNDLE.json [--wait-config]
 
 ``BUNDLE.json`` is a ``BundleConfig`` (``airlock/proxy/bundle.py``): the egress proxy and a
-sandbox's credential proxies in one process, as the Docker backend runs them.
+sandbox's credential proxies in one process, as the Docker backend runs them. With
+``--wait-config`` a missing file is waited for (a warm pool's proxy, started before its job's
+rules and secrets exist); the line ``airlock-proxy bundle waiting for its configuration`` says
+so, and SIGTERM ends the wait.
 
 ``PLAN.json`` is an ``EgressPlan`` as JSON (``SandboxPlan.egress.model_dump_json()``).
 ``SINK`` is ``stdout`` (default), ``file:/path`` or ``unix:/path``; repeat for several.
@@ -63,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     cr.add_argument("--ca-file", type=Path, help="CA bundle for an https upstream (default: system)")
     bu = sub.add_parser("bundle", help="egress + credential proxies of one sandbox (BundleConfig JSON)")
     bu.add_argument("--config", type=Path, required=True, help="BundleConfig JSON")
+    bu.add_argument(
+        "--wait-config", action="store_true", help="wait for the config file to appear (a warm pool's proxy)"
+    )
     for p in (eg, cr):
         p.add_argument(
             "--events", action="append", default=[], metavar="SINK", help="stdout | file:P | unix:P"
@@ -88,6 +94,8 @@ def _read_secret(args: argparse.Namespace) -> str:
 
 
 async def _serve_bundle(args: argparse.Namespace) -> None:
+    if args.wait_config and not await _config_written(args.config):
+        return
     try:
         config = BundleConfig.model_validate_json(await asyncio.to_thread(args.config.read_bytes))
     except (OSError, ValidationError) as e:
@@ -108,6 +116,20 @@ async def _serve_bundle(args: argparse.Namespace) -> None:
     finally:
         await bundle.aclose()
         await sink.aclose()
+
+
+async def _config_written(path: Path, poll_s: float = 0.005) -> bool:
+    """Wait until ``path`` exists (the backend writes it whole, by renaming); False when a
+    SIGTERM/SIGINT came first."""
+    if await asyncio.to_thread(path.exists):
+        return True
+    stop = _stop_on_signals()
+    print("airlock-proxy bundle waiting for its configuration", file=sys.stderr, flush=True)
+    while not await asyncio.to_thread(path.exists):
+        if stop.is_set():
+            return False
+        await asyncio.sleep(poll_s)
+    return True
 
 
 def _stop_on_signals() -> asyncio.Event:

@@ -132,3 +132,49 @@ def test_bundle_secret_files_must_exist(tmp_path: Path) -> None:
     (tmp_path / "missing").write_text("\n")
     with pytest.raises(ValueError, match="secret of k is empty"):
         ProxyBundle.read_secrets(BundleConfig(credentials=(listener,)))
+
+
+async def test_a_waiting_bundle_starts_when_its_config_appears(
+    tmp_path: Path, http_server: RecordingServer
+) -> None:
+    path = tmp_path / "bundle.json"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "airlock.proxy", "bundle", "--config", str(path), "--wait-config",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        waiting = await asyncio.wait_for(proc.stderr.readline(), 20)
+        assert waiting.decode().strip() == "airlock-proxy bundle waiting for its configuration"
+        config = BundleConfig(
+            host="127.0.0.1",
+            egress_port=0,
+            plan=EgressPlan(rules=(allow(http_server.port),)),
+            clients=("127.0.0.0/8",),
+        )
+        staged = tmp_path / "bundle.json.tmp"
+        staged.write_text(config.model_dump_json())
+        staged.rename(path)  # written whole, as the backend does
+        lines = [(await asyncio.wait_for(proc.stderr.readline(), 20)).decode().strip() for _ in range(2)]
+        assert lines[0].startswith("airlock-proxy egress listening on 127.0.0.1:")
+        assert lines[1] == "airlock-proxy bundle ready"
+        address = lines[0].rsplit(" ", 1)[1]
+        async with httpx.AsyncClient(proxy=f"http://{address}", trust_env=False, timeout=10) as c:
+            assert (await c.get(f"http://127.0.0.1:{http_server.port}/late")).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 0
+
+
+async def test_a_waiting_bundle_stops_on_sigterm(tmp_path: Path) -> None:
+    never = str(tmp_path / "never.json")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "airlock.proxy", "bundle", "--config", never, "--wait-config",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    await asyncio.wait_for(proc.stderr.readline(), 20)
+    proc.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 0
