@@ -174,7 +174,7 @@ class AgentRunner:
             try:
                 plan = compile_sandbox_plan(agent.environment, agent.sidecar_routes)
                 if not await sandbox.warm(agent.environment, plan):
-                    skipped.append(f"{agent.name}: its sandbox has a network; it starts cold")
+                    skipped.append(f"{agent.name}: {agent.backend} keeps no pool for it")
             except EnvError as e:
                 skipped.append(f"{agent.name}: {e}")
         return skipped

@@ -33,6 +33,7 @@ import pytest
 from airlock.build import build_turn
 from airlock.policy.secrets import EnvSecretResolver
 from airlock.proxy import CredentialProxyEvent, EgressEvent
+from airlock.sandbox import PoolSettings, WarmPool, compile_sandbox_plan
 from airlock.sandbox.docker import DockerEnvironment, DockerSettings
 from airlock.spec import AgentSpec, ProviderSpec
 from airlock.testing import FakeAnthropicServer, bash_agent, text_block, tool_use_block
@@ -175,10 +176,17 @@ def nets(runner_image: str, docker_client: Any) -> Iterator[Net]:
         net_b.remove()
 
 
-@pytest.fixture
+@pytest.fixture(params=["cold", "warm"])
 def penv(
-    runner_image: str, state_dir: Path, docker_client: Any, nets: Net, docker_settings: DockerSettings
+    request: pytest.FixtureRequest,
+    runner_image: str,
+    state_dir: Path,
+    docker_client: Any,
+    nets: Net,
+    docker_settings: DockerSettings,
 ) -> Iterator[tuple[DockerEnvironment, dict[str, str]]]:
+    """The environment, and the secrets it resolves; ``warm``: each :func:`run` claims a
+    sandbox a warm pool started before the job's rules and secrets were known."""
     values: dict[str, str] = {}
     env = DockerEnvironment(
         image=runner_image,
@@ -188,7 +196,9 @@ def penv(
         egress_networks=[nets.a, nets.b],
         secrets=EnvSecretResolver(values),
     )
+    WARM[id(env)] = request.param == "warm"
     yield env, values
+    WARM.pop(id(env))
     assert_none_left(docker_client)
     assert docker_client.networks.list(filters={"label": f"airlock.owner={OWNER}"}) == []
 
@@ -203,6 +213,26 @@ def spec_allowing(*rules: tuple[str, int | None], **kw: Any) -> EnvironmentSpec:
     )
 
 
+#: Whether each environment of :func:`penv` runs its jobs in warm sandboxes.
+WARM: dict[int, bool] = {}
+
+
+async def warmed(env: DockerEnvironment, spec: EnvironmentSpec, routes: Any) -> WarmPool[Any] | None:
+    """A pool holding one started sandbox of ``spec``'s shape, no rule or secret bound yet
+    (None for a cold environment, or a spec no sandbox can have)."""
+    if not WARM.get(id(env)):
+        return None
+    try:
+        plan = compile_sandbox_plan(spec, {**env.sidecar_routes, **(routes or {})})
+    except EnvError:
+        return None  # the run refuses it
+    pool: WarmPool[Any] = WarmPool(PoolSettings(size=1))
+    env.sandbox.pool = pool
+    assert await env.sandbox.warm(spec, plan)
+    assert await pool.wait_ready(60), pool.stats()
+    return pool
+
+
 async def run(
     env: DockerEnvironment,
     agent: AgentSpec,
@@ -212,8 +242,14 @@ async def run(
     **kw: Any,
 ) -> tuple[Any, list[Any]]:
     events: list[Any] = []
+    pool = await warmed(env, spec, kw.get("sidecar_routes"))
+    closing: list[asyncio.Future[None]] = []
 
     async def sink(event: Any) -> None:
+        if pool is not None:  # the job holds its sandbox: no refill for the test to see
+            if not closing:
+                closing.append(asyncio.ensure_future(pool.aclose()))
+            await asyncio.shield(closing[0])
         events.append(event)
         if watch is not None:
             await watch(event)
@@ -221,9 +257,16 @@ async def run(
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     turn = build_turn(agent, workspace=workspace)
-    output = await env.run(
-        turn, TurnInput(message=Content.text("go"), trigger=TriggerType.user()), spec, events=sink, **kw
-    )
+    try:
+        output = await env.run(
+            turn, TurnInput(message=Content.text("go"), trigger=TriggerType.user()), spec, events=sink, **kw
+        )
+    finally:
+        if pool is not None:
+            await pool.aclose()
+            await pool.settle()
+            env.sandbox.pool = None
+    assert pool is None or pool.stats().hits == 1, "the warm run started cold"
     return output, events
 
 
@@ -466,10 +509,8 @@ async def test_sidecar_secret_never_enters_the_sandbox(
         )
         route = SidecarRoute(upstream=api.base_url, header="x-api-key")
         inspected: list[str] = []
-        events: list[Any] = []
 
-        async def sink(event: Any) -> None:
-            events.append(event)
+        async def look(event: Any) -> None:
             if isinstance(event, ToolStarted):  # the sandbox and its proxy, mid-turn
                 for c in await asyncio.to_thread(my_containers, docker_client):
                     inspected.append(
@@ -478,14 +519,8 @@ async def test_sidecar_secret_never_enters_the_sandbox(
                     inspected.append((await asyncio.to_thread(c.logs)).decode(errors="replace"))
 
         caplog.set_level(logging.DEBUG)
-        workspace = tmp_path / "ws"
-        workspace.mkdir()
-        output = await env.run(
-            build_turn(agent, workspace=workspace),
-            TurnInput(message=Content.text("check"), trigger=TriggerType.user()),
-            spec,
-            events=sink,
-            sidecar_routes={"anthropic-api-key": route},
+        output, events = await run(
+            env, agent, spec, tmp_path, look, sidecar_routes={"anthropic-api-key": route}
         )
         requests = list(api.requests)
     assert output.exit_reason.kind == "complete", output

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from airlock.policy import EnvSecretResolver
+from airlock.policy import EnvSecretResolver, SidecarRoute
 from airlock.sandbox import PoolSettings, SandboxRequest, WarmPool, compile_sandbox_plan
 from airlock.sandbox.docker import DockerSandbox, DockerSettings, reap_orphans
 from airlock.sandbox.docker._warm import LABEL_POOL
@@ -170,17 +170,31 @@ async def test_a_shape_that_matches_no_pool_starts_cold(
     assert {c.id for c in members(docker_client)} == waiting  # the pool was not touched
 
 
-async def test_a_sandbox_with_a_network_is_not_pooled(
-    runner_image: str, state_dir: Path, pool: WarmPool[Any]
+async def test_a_sandbox_with_a_network_waits_with_its_proxy_unconfigured(
+    runner_image: str, state_dir: Path, pool: WarmPool[Any], docker_client: Any
 ) -> None:
+    """No traffic: the rule names an address nothing here uses, and no job runs. The claims
+    themselves (rules, sidecar secrets, egress) run the network attacks in warm sandboxes
+    (``tests/adversarial/test_network.py``, ``[warm-…]``)."""
     sandbox = sandbox_for(runner_image, state_dir, pool)
     networked = EnvironmentSpec(
         network=NetworkPolicy(
             default=NetworkAction.DENY,
             rules=[NetworkRule(destination="10.213.254.1/32", port=9, action=NetworkAction.ALLOW)],
-        )
+        ),
+        credentials=[CredentialRef(name="side-key", injection=CredentialInjection.sidecar())],
     )
-    assert not await sandbox.warm(networked, compile_sandbox_plan(networked))
+    routes = {"side-key": SidecarRoute(upstream="http://10.213.254.1:9", header="x-key")}
+    assert await sandbox.warm(networked, compile_sandbox_plan(networked, routes))
+    assert await pool.wait_ready(60), pool.stats()
+    containers = my_containers(docker_client)
+    roles = sorted(c.labels.get("airlock.role", "sandbox") for c in containers)
+    assert roles == ["proxy", "proxy", "sandbox", "sandbox"]
+    for c in containers:
+        if c.labels.get("airlock.role") == "proxy":
+            assert "waiting for its configuration" in bytes(c.logs()).decode()
+            proxy_dir = state_dir / f"{c.labels['airlock.sandbox']}.proxy"
+            assert sorted(p.name for p in proxy_dir.iterdir()) == ["events.sock"]  # no rules, no secret
 
 
 async def test_pool_size_zero_behaves_as_no_pool(

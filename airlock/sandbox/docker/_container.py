@@ -115,7 +115,7 @@ class SandboxContainer:
             runtimes=runtimes,
             user=self.user,
             boundary=boundary,
-            extra=wiring.sandbox_settings() if wiring is not None else self.extra,
+            extra=_merged(wiring.sandbox_settings() if wiring is not None else {}, self.extra),
         )
         steps = [asyncio.to_thread(self._create_and_start, config)]
         if wiring is not None and wiring.needs_network:
@@ -392,3 +392,11 @@ async def call_engine(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         return await asyncio.to_thread(fn, *args, **kwargs)
     except errors.DockerException as e:
         raise EnvError.provision_failed(f"Docker engine error: {e}") from e
+
+
+def _merged(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """Two sets of extra container settings as one (environments and mounts joined)."""
+    out = {**first, **second}
+    for key in ("environment", "volumes"):
+        out[key] = {**(first.get(key) or {}), **(second.get(key) or {})}
+    return out

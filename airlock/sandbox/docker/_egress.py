@@ -73,6 +73,7 @@ PROXY_DIR = "/run/airlock-proxy"
 EGRESS_PORT = 3128
 CREDENTIAL_PORT_BASE = 8081
 _READY_LINE = "airlock-proxy bundle ready"
+_WAITING_LINE = "airlock-proxy bundle waiting for its configuration"
 _LABEL_EGRESS = "airlock.egress"
 
 
@@ -134,7 +135,11 @@ class EgressWiring:
         egress_networks: Sequence[str],
         events: EventSink | None,
         settings: DockerSettings | None = None,
+        late: tuple[bool] | None = None,
     ) -> None:
+        """``late=(resolves_names,)``: a warm pool member's wiring, its network and proxy up
+        before any plan: ``plan`` is then empty and :meth:`bind` gives the job's (the proxy
+        waits for its configuration; ``resolves_names`` fixes its DNS, as a name rule would)."""
         self.client = client
         #: The internal network's subnet range and size (``backends.docker``).
         self.settings = settings or DockerSettings()
@@ -152,7 +157,11 @@ class EgressWiring:
         self.network: Any = None
         self.proxy: Any = None
         self.subnet = ""
-        self.ports: dict[str, int] = {c.name: CREDENTIAL_PORT_BASE + i for i, c in enumerate(plan.sidecars)}
+        self.ports = _ports(plan)
+        #: Whether the job's plan is known (a warm member's is bound when a job claims it).
+        self.bound = late is None
+        self.networked = not self.bound or plan.needs_egress_proxy or bool(plan.sidecars)
+        self.resolves_names = late[0] if late is not None else plan.egress.resolves_names
         self._events_server: asyncio.Server | None = None
         self._event_tasks: set[asyncio.Task[None]] = set()
         self.events_seen = 0
@@ -165,7 +174,20 @@ class EgressWiring:
     @property
     def needs_network(self) -> bool:
         """Whether the sandbox needs the internal network and the proxy."""
-        return self.plan.needs_egress_proxy or bool(self.plan.sidecars)
+        return self.networked
+
+    def bind(self, plan: SandboxPlan, credentials: ResolvedCredentials, events: EventSink | None) -> None:
+        """Give a warm member's proxy its job: the sidecar secrets, then the configuration,
+        written whole (by a rename) so the waiting proxy never reads half of it (blocking)."""
+        assert not self.bound, "bound twice"
+        self.plan, self.credentials, self.events = plan, credentials, events
+        self.ports = _ports(plan)
+        self.bound = True
+        self._write_sidecar_secrets()
+        staged = self.proxy_dir / "config.json.tmp"
+        staged.write_text(self.bundle_config_json(), encoding="utf-8")
+        os.chmod(staged, 0o444)
+        os.rename(staged, self.proxy_dir / "config.json")
 
     # -- sandbox side ---------------------------------------------------------------------
 
@@ -211,9 +233,12 @@ class EgressWiring:
                 self._write_secret(self.files_dir / f"{i}", self.credentials.values[c.name], self.user)
         if self.needs_network:
             self.proxy_dir.mkdir(mode=0o755)
-            proxy_user = (65534, 65534) if self._root else self.user
-            for c in self.plan.sidecars:
-                self._write_secret(self._secret_path(c), self.credentials.values[c.name], proxy_user)
+            self._write_sidecar_secrets()
+
+    def _write_sidecar_secrets(self) -> None:
+        proxy_user = (65534, 65534) if self._root else self.user
+        for c in self.plan.sidecars:
+            self._write_secret(self._secret_path(c), self.credentials.values[c.name], proxy_user)
 
     def _secret_path(self, c: CredentialPlacement) -> Path:
         return self.proxy_dir / f"secret-{self.ports[c.name]}"
@@ -304,8 +329,9 @@ class EgressWiring:
         """Create (not start) the proxy container on the internal and egress networks."""
         errors = docker_errors()
         config_path = self.proxy_dir / "config.json"
-        config_path.write_text(self.bundle_config_json(), encoding="utf-8")
-        os.chmod(config_path, 0o444)
+        if self.bound:
+            config_path.write_text(self.bundle_config_json(), encoding="utf-8")
+            os.chmod(config_path, 0o444)
         networking = self.client.api.create_networking_config(
             {self.network.name: self.client.api.create_endpoint_config(aliases=[PROXY_ALIAS])}
         )
@@ -329,7 +355,12 @@ class EgressWiring:
             created = self.client.api.create_container(
                 image=self.image,
                 entrypoint=["/opt/venv/bin/python", "-m", "airlock.proxy"],
-                command=["bundle", "--config", f"{PROXY_DIR}/config.json"],
+                command=[
+                    "bundle",
+                    "--config",
+                    f"{PROXY_DIR}/config.json",
+                    *([] if self.bound else ["--wait-config"]),
+                ],
                 name=f"airlock-{self.sandbox_id}-proxy",
                 hostname="airlock-proxy",
                 user=f"{uid}:{gid}",
@@ -359,7 +390,7 @@ class EgressWiring:
         nothing (``127.0.0.1``), so even a bug in the proxy could not leak a name. With name
         rules the engine's resolver stays; the proxy never asks it about other names.
         """
-        if self.plan.egress.resolves_names:
+        if self.resolves_names:
             return {}
         return {"dns": ["127.0.0.1"], "dns_opt": ["timeout:1", "attempts:1"]}
 
@@ -452,16 +483,17 @@ class EgressWiring:
             writer.close()
             self._event_tasks.discard(task)
 
-    async def wait_ready(self, timeout: float) -> None:  # noqa: ASYNC109
-        """Wait until the bundle reports ready.
+    async def wait_ready(self, timeout: float, poll: float = 0.02) -> None:  # noqa: ASYNC109
+        """Wait until the bundle reports ready (unbound: that it waits for its configuration).
 
         Raises:
             EnvError: ``provision_failed`` with the proxy's last log lines.
         """
+        line = _READY_LINE if self.bound else _WAITING_LINE
         deadline = time.monotonic() + timeout
         while True:
             status, logs = await asyncio.to_thread(self.proxy_status)
-            if _READY_LINE in logs:
+            if line in logs:
                 return
             if status in ("exited", "dead") or time.monotonic() > deadline:
                 exited = status in ("exited", "dead")
@@ -471,7 +503,7 @@ class EgressWiring:
                     f"egress proxy of sandbox {self.sandbox_id} {why}; last log lines:\n"
                     f"{logs.strip() or '(no output)'}"
                 )
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(poll)
 
     async def close_events(self, grace: float = 0.5) -> None:
         """Stop listening; let readers drain what the proxy already sent."""
@@ -483,3 +515,8 @@ class EgressWiring:
                 t.cancel()
             await asyncio.gather(*self._event_tasks, return_exceptions=True)
             self._events_server = None
+
+
+def _ports(plan: SandboxPlan) -> dict[str, int]:
+    """Each sidecar credential's port on the proxy."""
+    return {c.name: CREDENTIAL_PORT_BASE + i for i, c in enumerate(plan.sidecars)}

@@ -158,20 +158,14 @@ class DockerSandbox:
         """
         agent, plan = request.agent, request.plan
         client, runtimes = await self._prepare()
-        shape, pooled = self._shape(request.environment, plan, runtimes)
+        shape = self._shape(request.environment, plan, runtimes)
         credentials = await resolve_credentials(plan, self.secrets)
         sink = request.events
         if sink is not None and credentials.values:
             sink = redacting_sink(sink, credentials.secrets)
-        member = await self.pool.claim(shape) if self.pool is not None and pooled else None
+        member = await self.pool.claim(shape) if self.pool is not None else None
         if member is not None:
-            sandbox = member.sandbox
-            try:
-                await asyncio.to_thread(member.files.fill, plan, credentials)
-                sandbox.bind(agent, request.state, late_environment(plan, credentials))
-            except BaseException:
-                await sandbox.teardown_shielded()
-                raise
+            sandbox = await self._bind_member(member, request, credentials, sink)
         else:
             sandbox = await self._start_cold(client, runtimes, shape, request, credentials, sink)
         try:
@@ -192,7 +186,7 @@ class DockerSandbox:
 
     async def warm(self, environment: EnvironmentSpec, plan: SandboxPlan) -> bool:
         """Keep sandboxes of this environment's shape started in the pool, ahead of its jobs;
-        False when none are kept (no pool, ``size: 0``, or a sandbox with a network).
+        False when none are kept (no pool, or ``size: 0``).
 
         Raises:
             EnvError: what a cold start would raise for this environment (isolation the engine
@@ -201,17 +195,15 @@ class DockerSandbox:
         if self.pool is None or not self.pool.enabled:
             return False
         client, runtimes = await self._prepare()
-        shape, pooled = self._shape(environment, plan, runtimes)
-        if not pooled:
-            return False
+        shape = self._shape(environment, plan, runtimes)
         await asyncio.to_thread(require_image, client, shape.image)
         self.pool.declare(shape, lambda: self._start_member(client, runtimes, shape), label=shape.label)
         return True
 
     def _shape(
         self, environment: EnvironmentSpec, plan: SandboxPlan, runtimes: frozenset[str]
-    ) -> tuple[DockerShape, bool]:
-        """The job's sandbox shape, and whether such sandboxes can be pooled.
+    ) -> DockerShape:
+        """The job's sandbox shape.
 
         Raises:
             EnvError: isolation the engine cannot provide, or bad limits.
@@ -226,13 +218,29 @@ class DockerSandbox:
         )
         limits = resolve_limits(environment, self.defaults)
         image = boundary.image or self.image
-        return shape_of(plan, image, boundary, limits), not networked
+        return shape_of(plan, image, boundary, limits)
 
     async def _start_member(self, client: Any, runtimes: frozenset[str], shape: DockerShape) -> WarmMember:
         """A started, SERVING sandbox of ``shape`` holding no secret and no agent."""
         sandbox = SandboxContainer(client, self.state_dir, labels={LABEL_POOL: shape.id})
         files = LateFiles(self.state_dir / f"{sandbox.id}.files", shape.files, sandbox.user, sandbox.root)
         sandbox.extra, sandbox.dirs = files.settings(), (files.dir,)
+        if shape.network is not None:
+            sandbox.wiring = EgressWiring(
+                client=client,
+                sandbox_id=sandbox.id,
+                state_dir=self.state_dir,
+                labels=sandbox.labels,
+                user=sandbox.user,
+                root=sandbox.root,
+                image=self.image,
+                plan=SandboxPlan(),
+                credentials=ResolvedCredentials(),
+                egress_networks=await self._egress_networks(client) if shape.network.egress else (),
+                events=None,
+                settings=self.settings,
+                late=(shape.network.resolves_names,),
+            )
         try:
             await call_engine(files.create)
             await sandbox.provision(
@@ -243,6 +251,28 @@ class DockerSandbox:
             await sandbox.teardown_shielded()
             raise
         return WarmMember(sandbox, files)
+
+    async def _bind_member(
+        self,
+        member: WarmMember,
+        request: SandboxRequest,
+        credentials: ResolvedCredentials,
+        sink: EventSink | None,
+    ) -> SandboxContainer:
+        """A claimed member given its job: credentials, the proxy's rules, the agent."""
+        sandbox, plan, agent = member.sandbox, request.plan, request.agent
+        try:
+            await asyncio.to_thread(member.files.fill, plan, credentials)
+            wiring = sandbox.wiring
+            if wiring is not None:
+                await call_engine(wiring.bind, plan, credentials, sink)
+                await wiring.wait_ready(self.start_timeout, poll=0.005)
+                agent = sidecar_agent(agent, plan, proxy_urls(wiring.ports))
+            sandbox.bind(agent, request.state, late_environment(plan, credentials))
+        except BaseException:
+            await sandbox.teardown_shielded()
+            raise
+        return sandbox
 
     async def _start_cold(
         self,

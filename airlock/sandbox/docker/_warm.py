@@ -2,9 +2,10 @@
 
 A member is a started, SERVING sandbox container holding no secret and no agent. Its shape
 is what was fixed when it started: image, isolation boundary, resource limits, and where
-file credentials will appear (their target paths, not their values or names). Sandboxes
-with a network (an egress allow rule or a sidecar credential) are not pooled yet: they
-start cold.
+file credentials will appear (their target paths, not their values or names), and its
+network profile: none, or an internal network with a proxy container (joined to the egress
+networks when anything may leave, with DNS when a name rule needs it). A member with a
+network has both up, the proxy waiting for its configuration.
 
 Credentials are bound when a job claims the member:
 
@@ -12,7 +13,9 @@ Credentials are bound when a job claims the member:
   them before it builds the turn, so ``docker inspect`` never shows them;
 * ``file``: each target path is a read-only bind mount of an empty placeholder on the host
   (0600, owned by the sandbox user) since the container started; the claim writes the value
-  into that same file (the mount follows the inode) and makes it 0400.
+  into that same file (the mount follows the inode) and makes it 0400;
+* ``sidecar``, and the egress rules: the claim writes the secrets into the proxy's own
+  directory, then its configuration; the waiting proxy starts its listeners on it.
 """
 
 from __future__ import annotations
@@ -29,10 +32,28 @@ from airlock.sandbox._limits import Limits
 from ._config import Boundary
 from ._container import SandboxContainer
 
-__all__ = ["LABEL_POOL", "DockerShape", "LateFiles", "WarmMember", "late_environment", "shape_of"]
+__all__ = [
+    "LABEL_POOL",
+    "DockerShape",
+    "LateFiles",
+    "NetworkProfile",
+    "WarmMember",
+    "late_environment",
+    "shape_of",
+]
 
 #: Label of every pool member: its shape's id (a member claimed by a job keeps it).
 LABEL_POOL = "airlock.pool"
+
+
+@dataclass(frozen=True)
+class NetworkProfile:
+    """What a sandbox's network fixes when it starts (the rules and secrets come later)."""
+
+    #: The proxy joins the egress networks (some egress is allowed).
+    egress: bool
+    #: The proxy has a resolver (a name rule, or an allow default).
+    resolves_names: bool
 
 
 @dataclass(frozen=True)
@@ -44,6 +65,8 @@ class DockerShape:
     limits: Limits
     #: Target paths of the file credentials, sorted.
     files: tuple[str, ...] = ()
+    #: None: no network at all.
+    network: NetworkProfile | None = None
 
     @property
     def id(self) -> str:
@@ -56,13 +79,22 @@ class DockerShape:
         mib = self.limits.memory_bytes // 2**20
         cpus = self.limits.nano_cpus / 1e9
         files = f", {len(self.files)} file credential(s)" if self.files else ""
-        return f"{self.image} {self.boundary.kind} cpu={cpus:g} memory={mib}Mi{files} [{self.id}]"
+        net = self.network
+        network = (
+            ""
+            if net is None
+            else f", proxy{' + egress' if net.egress else ''}{' + dns' if net.resolves_names else ''}"
+        )
+        return f"{self.image} {self.boundary.kind} cpu={cpus:g} memory={mib}Mi{files}{network} [{self.id}]"
 
 
 def shape_of(plan: SandboxPlan, image: str, boundary: Boundary, limits: Limits) -> DockerShape:
     """The shape of a sandbox for ``plan``."""
     files = tuple(sorted(c.path for c in plan.credentials if c.kind == "file" and c.path is not None))
-    return DockerShape(image=image, boundary=boundary, limits=limits, files=files)
+    network = None
+    if plan.needs_egress_proxy or plan.sidecars:
+        network = NetworkProfile(egress=plan.needs_egress_proxy, resolves_names=plan.egress.resolves_names)
+    return DockerShape(image=image, boundary=boundary, limits=limits, files=files, network=network)
 
 
 def late_environment(plan: SandboxPlan, credentials: ResolvedCredentials) -> dict[str, str]:
