@@ -394,12 +394,14 @@ class EgressWiring:
             return {}
         return {"dns": ["127.0.0.1"], "dns_opt": ["timeout:1", "attempts:1"]}
 
-    def proxy_status(self) -> tuple[str, str]:
-        """``(status, logs)`` of the proxy container."""
+    def proxy_status(self, logs_only: bool = False) -> tuple[str, str]:
+        """``(status, logs)`` of the proxy container (``logs_only``: one call, status "")."""
         errors = docker_errors()
         try:
-            info = self.client.api.inspect_container(self.proxy.id)
             logs = bytes(self.proxy.logs(tail=30)).decode(errors="replace")
+            if logs_only:
+                return "", logs
+            info = self.client.api.inspect_container(self.proxy.id)
         except errors.DockerException as e:
             return "unknown", str(e)
         return str((info.get("State") or {}).get("Status", "")), logs
@@ -491,8 +493,13 @@ class EgressWiring:
         """
         line = _READY_LINE if self.bound else _WAITING_LINE
         deadline = time.monotonic() + timeout
+        checked = time.monotonic()
         while True:
-            status, logs = await asyncio.to_thread(self.proxy_status)
+            # The status (a second call) only now and then: a dead proxy is rare.
+            full = time.monotonic() - checked > 0.25 or time.monotonic() > deadline
+            if full:
+                checked = time.monotonic()
+            status, logs = await asyncio.to_thread(self.proxy_status, not full)
             if line in logs:
                 return
             if status in ("exited", "dead") or time.monotonic() > deadline:
