@@ -2,7 +2,8 @@
 
 The one place that knows the tool catalog (:mod:`airlock.tools`), the provider factory
 (:mod:`airlock.providers`) and the hooks and context strategies of :mod:`airlock.turn`; it
-imports them, and none of them imports this.
+imports them, and none of them imports this. It imports them when it builds, not when it is
+imported: a runner serves health before it builds its first turn.
 """
 
 from __future__ import annotations
@@ -10,25 +11,14 @@ from __future__ import annotations
 import logging
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airlock.errors import SpecError
-from airlock.providers import create_provider
 from airlock.spec import EFFECT_TOOLS, AgentSpec, ContextSpec, HookSpec
-from airlock.tools import build_tools
-from airlock.turn import (
-    BudgetHook,
-    Composite,
-    ContextStrategy,
-    EventSink,
-    LoggingHook,
-    NeuronTurn,
-    NoCompaction,
-    Provider,
-    SlidingWindow,
-    Summarization,
-)
-from layer0 import Hook, StateReader
+
+if TYPE_CHECKING:
+    from airlock.turn import ContextStrategy, EventSink, NeuronTurn, Provider
+    from layer0 import Hook, StateReader
 
 __all__ = ["HOOK_NAMES", "build_context", "build_hook", "build_turn"]
 
@@ -57,6 +47,10 @@ def build_turn(
         SpecError: an unknown tool or hook (the message lists the valid ones), invalid
             tool or hook options, or a provider the spec cannot build.
     """
+    from airlock.providers import create_provider
+    from airlock.tools import build_tools
+    from airlock.turn import NeuronTurn
+
     if provider is None:
         provider = create_provider(spec.provider)
     tools = build_tools(list(spec.tools), dict(spec.tool_options), workspace)
@@ -82,6 +76,8 @@ def build_turn(
 
 def build_context(spec: ContextSpec, provider: Provider) -> ContextStrategy:
     """The context strategy a ContextSpec names (``composite``: sliding window, then summarization)."""
+    from airlock.turn import Composite, NoCompaction, SlidingWindow, Summarization
+
     if spec.strategy == "sliding_window":
         return SlidingWindow(keep_last=spec.keep_last, max_tokens=spec.max_tokens)
     if spec.strategy == "summarization":
@@ -103,6 +99,8 @@ def build_hook(spec: HookSpec) -> Hook:
     Raises:
         SpecError: an unknown hook name (the message lists the valid ones) or invalid options.
     """
+    from airlock.turn import BudgetHook, LoggingHook
+
     options: dict[str, Any] = dict(spec.options)
     if spec.name == "budget":
         unknown = set(options) - {"max_cost", "warn_at"}

@@ -14,7 +14,12 @@ Four protocols and two interfaces, and the messages they exchange:
 Every message type is a frozen pydantic model (or a tagged union of them) whose JSON
 is byte-compatible with the Rust ``layer0`` crate; ``layer0/README.md`` states the
 conventions. This package depends on pydantic and the standard library only.
+
+The environment, hook, lifecycle and orchestration types load at first use (:func:`__getattr__`):
+a sandbox's runner serves its health check with the turn's types alone.
 """
+
+import typing as _typing  # as private names: this package exports exactly __all__
 
 from ._content import (
     Base64Source,
@@ -41,24 +46,6 @@ from ._effect import (
     SignalPayload,
     WriteMemory,
 )
-from ._environment import (
-    ContainerIsolation,
-    CredentialInjection,
-    CredentialRef,
-    CustomIsolation,
-    Environment,
-    EnvironmentSpec,
-    GvisorIsolation,
-    IsolationBoundary,
-    MicroVmIsolation,
-    NetworkAction,
-    NetworkPolicy,
-    NetworkPolicyIsolation,
-    NetworkRule,
-    ProcessIsolation,
-    ResourceLimits,
-    WasmIsolation,
-)
 from ._error import (
     EnvError,
     HookError,
@@ -68,32 +55,7 @@ from ._error import (
     StateError,
     TurnError,
 )
-from ._hook import (
-    Hook,
-    HookAction,
-    HookContext,
-    HookContinue,
-    HookHalt,
-    HookModifyToolInput,
-    HookPoint,
-    HookSkipTool,
-)
 from ._id import AgentId, ScopeId, SessionId, WorkflowId
-from ._lifecycle import (
-    BudgetAction,
-    BudgetDecision,
-    BudgetEvent,
-    BudgetWarning,
-    CompactionComplete,
-    CompactionEvent,
-    ContextPressure,
-    CostIncurred,
-    EventSource,
-    ObservableEvent,
-    PreCompactionFlush,
-    ProviderManaged,
-)
-from ._orchestrator import Orchestrator, QueryPayload
 from ._state import ReadOnlyState, SearchResult, StateReader, StateStore, read_only
 from ._turn import (
     ExitReason,
@@ -111,6 +73,51 @@ from ._turn import (
     TurnOutput,
 )
 from ._wire import JSON_MAX_DEPTH, U32_MAX, DurationMs, Json, Money, decimal_to_str, json_depth
+
+if _typing.TYPE_CHECKING:
+    from ._environment import (
+        ContainerIsolation,
+        CredentialInjection,
+        CredentialRef,
+        CustomIsolation,
+        Environment,
+        EnvironmentSpec,
+        GvisorIsolation,
+        IsolationBoundary,
+        MicroVmIsolation,
+        NetworkAction,
+        NetworkPolicy,
+        NetworkPolicyIsolation,
+        NetworkRule,
+        ProcessIsolation,
+        ResourceLimits,
+        WasmIsolation,
+    )
+    from ._hook import (
+        Hook,
+        HookAction,
+        HookContext,
+        HookContinue,
+        HookHalt,
+        HookModifyToolInput,
+        HookPoint,
+        HookSkipTool,
+    )
+    from ._lifecycle import (
+        BudgetAction,
+        BudgetDecision,
+        BudgetEvent,
+        BudgetWarning,
+        CompactionComplete,
+        CompactionEvent,
+        ContextPressure,
+        CostIncurred,
+        EventSource,
+        ObservableEvent,
+        PreCompactionFlush,
+        ProviderManaged,
+    )
+    from ._orchestrator import Orchestrator, QueryPayload
 
 TurnOutput.model_rebuild()
 
@@ -211,3 +218,22 @@ __all__ = [
     "json_depth",
     "read_only",
 ]
+
+#: The public names defined by the modules loaded at first use.
+_LAZY = frozenset(__all__) - globals().keys()
+
+if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
+
+    def __getattr__(name: str) -> object:
+        """Load the environment, hook, lifecycle and orchestration types at first use."""
+        if name not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from . import _environment, _hook, _lifecycle, _orchestrator
+
+        for module in (_environment, _hook, _lifecycle, _orchestrator):
+            for public in _LAZY & vars(module).keys():
+                globals()[public] = getattr(module, public)
+        return globals()[name]
+
+    def __dir__() -> list[str]:
+        return sorted(globals().keys() | _LAZY)

@@ -8,7 +8,9 @@ Pipeline (all on the host; the sandbox never reaches a package index):
    extra) for the image's Python and glibc; ``pip wheel --no-deps`` builds airlock itself.
 3. The ``.deb`` files are unpacked into a merged-/usr rootfs, ``python3 -m venv /opt/venv``
    runs in a chroot, the gVisor compatibility library is compiled in (:mod:`._compat`),
-   and the wheels are installed there with ``pip install --no-index``.
+   and the wheels are installed there with ``pip install --no-index``. The standard library
+   and the venv are byte-compiled by the image's python (:mod:`._bytecode`), and importing
+   the recipe's start-up module is checked to load bytecode only.
 4. The rootfs is streamed into ``docker import`` with ENV/USER/WORKDIR/ENTRYPOINT changes
    and labels (version, source digest, package closure).
 
@@ -43,7 +45,7 @@ from airlock import __version__
 from airlock.errors import ImageError
 from layer0 import EnvError
 
-from . import _rootfs, _wheels
+from . import _bytecode, _rootfs, _wheels
 from ._compat import add_statx_compat
 from ._dockerapi import docker_client, docker_errors
 
@@ -86,6 +88,8 @@ class ImageRecipe:
     workdir: str = WORKSPACE
     #: Modules the image must not contain (checked after installing).
     forbidden_modules: tuple[str, ...] = ()
+    #: Imported at build time to check that it loads bytecode only (no compiling at start).
+    startup_module: str | None = None
 
     def tag(self, version: str = __version__) -> str:
         return f"{self.repository}:{version}"
@@ -98,6 +102,7 @@ RUNNER = ImageRecipe(
     _wheels.RUNNER_EXTRAS,
     (f"{VENV}/bin/python", "-m", "airlock.runner"),
     forbidden_modules=("docker", "typer", "rich"),
+    startup_module="airlock.runner.__main__",
 )
 #: The controller's image: the ``airlock`` CLI (``serve`` by default) with every extra.
 CONTROLLER = ImageRecipe(
@@ -107,6 +112,7 @@ CONTROLLER = ImageRecipe(
     (f"{VENV}/bin/airlock",),
     cmd=("serve",),
     workdir="/tmp",
+    startup_module="airlock.cli",
 )
 RECIPES = {r.name: r for r in (RUNNER, CONTROLLER)}
 
@@ -302,10 +308,15 @@ async def _install_wheels(
             "-q",
             "--no-index",
             "--no-cache-dir",
+            "--no-compile",  # compiled below, once, as unchecked-hash pycs
             "--find-links",
             "/tmp/airlock-wheels",
             f"/tmp/airlock-wheels/{airlock_wheel}[{extras}]",
             what="pip install in the image",
+        )
+        python = f"{VENV}/bin/python"
+        await _rootfs.in_chroot(
+            root, *_bytecode.compile_argv(f"{VENV}/lib", python=python), what="compiling the venv"
         )
         if recipe.forbidden_modules:  # e.g. the runner starts with no controller-side package
             await _rootfs.in_chroot(
@@ -316,6 +327,12 @@ async def _install_wheels(
                 f"bad = [m for m in {recipe.forbidden_modules!r} if u.find_spec(m)]; "
                 f"sys.exit('the {recipe.name} image must not hold: ' + ', '.join(bad) if bad else 0)",
                 what=f"checking the {recipe.name} image holds none of {', '.join(recipe.forbidden_modules)}",
+            )
+        if recipe.startup_module:  # what a read-only sandbox compiles, it compiles at every start
+            await _rootfs.in_chroot(
+                root,
+                *_bytecode.check_argv(recipe.startup_module, python),
+                what=f"checking that {recipe.startup_module} loads bytecode only",
             )
     finally:
         shutil.rmtree(staging, ignore_errors=True)

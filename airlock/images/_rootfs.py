@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 from airlock.errors import ImageError
 
+from ._bytecode import compile_argv
 from ._proc import run_command
 
 #: What the runner image needs: python (+ venv), libstdc++ for grpcio, CA certificates, a
@@ -257,14 +258,7 @@ async def finish_base(root: Path) -> None:
     # Debian byte-compiles the stdlib in postinst (skipped here); the root fs is read-only at
     # run time, so without this every sandbox start would compile it again (~100 ms).
     await in_chroot(
-        root,
-        "python3",
-        "-m",
-        "compileall",
-        "-q",
-        "/usr/lib/python3",
-        "/usr/lib/python3.11",
-        what="compiling the standard library",
+        root, *compile_argv("/usr/lib/python3", "/usr/lib/python3.11"), what="compiling the standard library"
     )
     await asyncio.to_thread(_dirs, root)
 

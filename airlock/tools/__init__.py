@@ -4,50 +4,48 @@ Every file tool and ``bash`` is confined to a workspace root: paths that resolve
 (``..``, absolute paths, symlinks) are refused with ``ToolError.permission_denied``. Effect
 tools (``write_memory``, ``delete_memory``, ``delegate``, ``handoff``, ``signal``) belong to
 the turn, not here: :func:`build_tools` skips their names.
+
+The tools' modules load at first use (:func:`build_tools`, or any of their names): a runner
+adopts orphans (:func:`adopt_orphans`) at start and builds its tools at its first turn.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airlock.errors import SpecError
-from airlock.spec import EFFECT_TOOLS, SANDBOX_TOOLS
-from airlock.turn import ToolDyn
 
-from ._base import SandboxTool, ToolInput, ToolOptions
-from ._bash import BashInput, BashOptions, BashTool
-from ._calculator import CalculatorInput, CalculatorTool, evaluate
-from ._files import (
-    EditFileInput,
-    EditFileOptions,
-    EditFileTool,
-    ListFilesInput,
-    ListFilesOptions,
-    ListFilesTool,
-    ReadFileInput,
-    ReadFileOptions,
-    ReadFileTool,
-    WriteFileInput,
-    WriteFileOptions,
-    WriteFileTool,
-)
-from ._http import HttpRequestInput, HttpRequestOptions, HttpRequestTool
 from ._orphans import adopt_orphans
-from ._workspace import Workspace
 
-_WORKSPACE_TOOLS: dict[str, Any] = {
-    "bash": BashTool,
-    "read_file": ReadFileTool,
-    "write_file": WriteFileTool,
-    "list_files": ListFilesTool,
-    "edit_file": EditFileTool,
-}
-_PLAIN_TOOLS: dict[str, Any] = {"http_request": HttpRequestTool, "calculator": CalculatorTool}
+if TYPE_CHECKING:
+    from airlock.turn import ToolDyn
+
+    from ._base import SandboxTool, ToolInput, ToolOptions
+    from ._bash import BashInput, BashOptions, BashTool
+    from ._calculator import CalculatorInput, CalculatorTool, evaluate
+    from ._files import (
+        EditFileInput,
+        EditFileOptions,
+        EditFileTool,
+        ListFilesInput,
+        ListFilesOptions,
+        ListFilesTool,
+        ReadFileInput,
+        ReadFileOptions,
+        ReadFileTool,
+        WriteFileInput,
+        WriteFileOptions,
+        WriteFileTool,
+    )
+    from ._http import HttpRequestInput, HttpRequestOptions, HttpRequestTool
+    from ._workspace import Workspace
 
 
 def available_tools() -> list[str]:
     """Names of the tools an AgentSpec may enable (effect tools are listed by the turn)."""
+    from airlock.spec import SANDBOX_TOOLS
+
     return list(SANDBOX_TOOLS)
 
 
@@ -65,19 +63,35 @@ def build_tools(
             for a tool, or a workspace tool (bash, file tools) requested without a workspace
             or with one that is not a directory.
     """
+    from airlock.spec import EFFECT_TOOLS
+
+    from ._bash import BashTool
+    from ._calculator import CalculatorTool
+    from ._files import EditFileTool, ListFilesTool, ReadFileTool, WriteFileTool
+    from ._http import HttpRequestTool
+    from ._workspace import Workspace
+
+    workspace_tools: dict[str, Any] = {
+        "bash": BashTool,
+        "read_file": ReadFileTool,
+        "write_file": WriteFileTool,
+        "list_files": ListFilesTool,
+        "edit_file": EditFileTool,
+    }
+    plain_tools: dict[str, Any] = {"http_request": HttpRequestTool, "calculator": CalculatorTool}
     tools: list[ToolDyn] = []
     root: Workspace | None = None
     for name in names:
         if name in EFFECT_TOOLS:
             continue
-        if name in _PLAIN_TOOLS:
-            cls = _PLAIN_TOOLS[name]
+        if name in plain_tools:
+            cls = plain_tools[name]
             tools.append(cls(cls.parse_options(options.get(name))))
-        elif name in _WORKSPACE_TOOLS:
+        elif name in workspace_tools:
             if workspace is None:
                 raise SpecError(f"tool {name!r} needs a workspace directory, and none was given")
             root = root or Workspace(workspace)
-            cls = _WORKSPACE_TOOLS[name]
+            cls = workspace_tools[name]
             tools.append(cls(cls.parse_options(options.get(name)), root))
         else:
             valid = ", ".join(sorted([*available_tools(), *EFFECT_TOOLS]))
@@ -115,3 +129,22 @@ __all__ = [
     "build_tools",
     "evaluate",
 ]
+
+#: The public names defined by the modules loaded at first use.
+_LAZY = frozenset(__all__) - globals().keys()
+
+if not TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
+
+    def __getattr__(name: str) -> Any:
+        """Load the tools' modules at first use."""
+        if name not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from . import _base, _bash, _calculator, _files, _http, _workspace
+
+        for module in (_base, _bash, _calculator, _files, _http, _workspace):
+            for public in _LAZY & vars(module).keys():
+                globals()[public] = getattr(module, public)
+        return globals()[name]
+
+    def __dir__() -> list[str]:
+        return sorted(globals().keys() | _LAZY)

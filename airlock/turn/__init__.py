@@ -1,14 +1,11 @@
-"""NeuronTurn: the ReAct loop (call model, run tools, repeat) implementing ``layer0.Turn``."""
+"""NeuronTurn: the ReAct loop (call model, run tools, repeat) implementing ``layer0.Turn``.
 
-from ._context import (
-    Composite,
-    ContextStrategy,
-    NoCompaction,
-    SlidingWindow,
-    Summarization,
-    estimate_tokens,
-)
-from ._effect_tools import EFFECT_BACKFILL, EFFECT_TOOL_SCHEMAS
+The loop, its tool registry, hooks and context strategies load at first use (:func:`__getattr__`):
+a runner imports the event and message types to serve health, and builds its first turn later.
+"""
+
+import typing as _typing  # as private names: this package exports exactly __all__
+
 from ._events import (
     EventSink,
     InferenceFinished,
@@ -20,15 +17,6 @@ from ._events import (
     TurnPaused,
     TurnStarted,
 )
-from ._function_tool import FunctionTool, tool
-from ._hooks import BudgetHook, HookDecision, HookRegistry
-from ._logging_hook import LoggingHook
-from ._neuron import NeuronTurn
-from ._provider import Provider
-from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
-from ._session import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSession, TurnSessionError
-from ._state import SessionState, StepResult, ToolExecution
-from ._tool import ToolContext, ToolDyn
 from ._types import (
     ContentPart,
     ImagePart,
@@ -45,6 +33,26 @@ from ._types import (
     block_to_part,
     part_to_block,
 )
+
+if _typing.TYPE_CHECKING:
+    from ._context import (
+        Composite,
+        ContextStrategy,
+        NoCompaction,
+        SlidingWindow,
+        Summarization,
+        estimate_tokens,
+    )
+    from ._effect_tools import EFFECT_BACKFILL, EFFECT_TOOL_SCHEMAS
+    from ._function_tool import FunctionTool, tool
+    from ._hooks import BudgetHook, HookDecision, HookRegistry
+    from ._logging_hook import LoggingHook
+    from ._neuron import NeuronTurn
+    from ._provider import Provider
+    from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
+    from ._session import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSession, TurnSessionError
+    from ._state import SessionState, StepResult, ToolExecution
+    from ._tool import ToolContext, ToolDyn
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
@@ -100,3 +108,35 @@ __all__ = [
     "part_to_block",
     "tool",
 ]
+
+#: The public names defined by the modules loaded at first use.
+_LAZY = frozenset(__all__) - globals().keys()
+
+if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
+
+    def __getattr__(name: str) -> object:
+        """Load the loop and its parts (every module but the event and message types) at first use."""
+        if name not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from . import (
+            _context,
+            _effect_tools,
+            _function_tool,
+            _hooks,
+            _logging_hook,
+            _neuron,
+            _provider,
+            _registry,
+            _session,
+            _state,
+            _tool,
+        )
+
+        modules = (_context, _effect_tools, _function_tool, _hooks, _logging_hook, _neuron, _provider)
+        for module in (*modules, _registry, _session, _state, _tool):
+            for public in _LAZY & vars(module).keys():
+                globals()[public] = getattr(module, public)
+        return globals()[name]
+
+    def __dir__() -> list[str]:
+        return sorted(globals().keys() | _LAZY)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
 from pydantic import JsonValue
 
 from layer0 import (
@@ -24,6 +24,9 @@ from layer0 import (
 )
 
 from ._types import ToolSchema
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 _SCOPE = {
     "type": "string",
@@ -101,12 +104,17 @@ EFFECT_BACKFILL = {
 }
 
 
-_VALIDATORS = {name: Draft202012Validator(s.input_schema) for name, s in EFFECT_TOOL_SCHEMAS.items()}
+@cache
+def _validator(name: str) -> Validator:
+    """Effect tool ``name``'s input validator, built at first use (jsonschema loads lazily)."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(EFFECT_TOOL_SCHEMAS[name].input_schema)
 
 
 def effect_validation_error(name: str, input: JsonValue) -> str | None:
     """Why ``input`` does not fit effect tool ``name``'s schema, or None when it does."""
-    errors = sorted(_VALIDATORS[name].iter_errors(input), key=lambda e: list(e.path))
+    errors = sorted(_validator(name).iter_errors(input), key=lambda e: list(e.path))
     if not errors:
         return None
     details = "; ".join(

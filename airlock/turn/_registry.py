@@ -11,18 +11,17 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 from pydantic import JsonValue
 
 from airlock.errors import SpecError, ToolError
 
 from ._tool import ToolContext, ToolDyn
 from ._types import ToolSchema
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +47,10 @@ def result_text(value: JsonValue) -> str:
 
 
 def _make_validator(name: str, schema: dict[str, Any]) -> Validator:
+    from jsonschema import Draft202012Validator  # lazy: a runner serves health without jsonschema
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
     cls = validator_for(schema, default=Draft202012Validator)
     try:
         cls.check_schema(schema)
