@@ -8,10 +8,14 @@ The wire contract is ``protos/airlock/runner/v1/runner.proto`` and its converter
 types never appear in this package's API. This package never imports Docker.
 """
 
-from airlock.wire import MalformedMessage
+import importlib as _importlib
+import typing as _typing  # as private names: this package exports exactly __all__
 
-from ._client import RemoteTurn, RunnerCallError, RunnerEvent, StepInfo, TurnFinished, wait_until_serving
-from ._server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME, RunnerConfig, RunnerServer, TlsFiles
+if _typing.TYPE_CHECKING:
+    from airlock.wire import MalformedMessage
+
+    from ._client import RemoteTurn, RunnerCallError, RunnerEvent, StepInfo, TurnFinished, wait_until_serving
+    from ._server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME, RunnerConfig, RunnerServer, TlsFiles
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -27,3 +31,30 @@ __all__ = [
     "TurnFinished",
     "wait_until_serving",
 ]
+
+#: Each name's module, loaded at its first use: ``python -m airlock.runner`` imports this
+#: package first, and the client (pydantic, the turn's events) is no part of serving.
+_WHERE = {
+    "MalformedMessage": "airlock.wire",
+    **dict.fromkeys(
+        ("RemoteTurn", "RunnerCallError", "RunnerEvent", "StepInfo", "TurnFinished", "wait_until_serving"),
+        "airlock.runner._client",
+    ),
+    **dict.fromkeys(
+        ("DEFAULT_MAX_MESSAGE_BYTES", "SERVICE_NAME", "RunnerConfig", "RunnerServer", "TlsFiles"),
+        "airlock.runner._server",
+    ),
+}
+
+if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
+
+    def __getattr__(name: str) -> object:
+        """Load the module defining ``name`` at its first use."""
+        if name not in _WHERE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(_importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(globals().keys() | _WHERE.keys())

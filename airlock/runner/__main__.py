@@ -157,10 +157,18 @@ def preload() -> None:
     the modules its package defers)."""
     import jsonschema  # noqa: F401  (tool input schemas)
 
-    import airlock.providers  # noqa: F401
+    import airlock.build
+    import airlock.providers
+    import airlock.state  # noqa: F401
+    from airlock import wire
     from airlock.tools import BashTool  # noqa: F401
     from airlock.turn import NeuronTurn  # noqa: F401
     from layer0 import Hook  # noqa: F401
+
+    from . import _environ  # noqa: F401
+
+    for name in wire.__all__:  # the converters an Execute uses load with their modules
+        getattr(wire, name)
 
 
 def confine_self() -> None:

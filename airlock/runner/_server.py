@@ -20,23 +20,20 @@ from uuid import uuid4
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
-from pydantic import JsonValue
 
 from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
-from airlock.build import build_turn
 from airlock.errors import RunnerError, SpecError, bounded_detail
-from airlock.spec import AgentSpec
-from airlock.state import InMemoryStore
-from airlock.turn import TurnEvent
-from layer0 import Scope, TurnError, TurnInput, TurnOutput, read_only
 
-from ._environ import apply_environment, environment_problems
 from ._log import logger
 
-if TYPE_CHECKING:
-    from airlock.turn import NeuronTurn, StepResult, TurnSession
+if TYPE_CHECKING:  # the turn's machinery loads at the first Execute, not before SERVING
+    from pydantic import JsonValue
+
+    from airlock.spec import AgentSpec
+    from airlock.turn import NeuronTurn, StepResult, TurnEvent, TurnSession
+    from layer0 import Scope, TurnInput, TurnOutput
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_EVENT_PAYLOAD_BYTES = 16 * 1024
@@ -121,6 +118,8 @@ class _Execution:
 
     async def drive(self) -> None:
         """Run the turn to its end, honouring pause/step/resume; put the final event."""
+        from layer0 import TurnError
+
         final: pb.TurnEvent
         try:
             output = await self._run()
@@ -203,6 +202,8 @@ def _decode(request: pb.ExecuteRequest) -> tuple[AgentSpec, TurnInput, list[tupl
     state = read("state", wire.state_from_proto, request.state)
     if input is not None and not input.message.as_blocks():
         problems.append(wire.Problem("input.message", "empty: send the text or blocks of the turn"))
+    from ._environ import environment_problems
+
     problems.extend(environment_problems(request.environment))
     if problems or spec is None or input is None or state is None:
         raise wire.MalformedMessage(problems=problems)
@@ -321,6 +322,12 @@ class _RunnerService(pb_grpc.RunnerServicer):
     ) -> tuple[NeuronTurn, TurnInput]:
         """Decode and validate the request and build the turn (INVALID_ARGUMENT on bad input,
         one line per problem, each led by the request field it is about)."""
+        from airlock.build import build_turn
+        from airlock.state import InMemoryStore
+        from layer0 import read_only
+
+        from ._environ import apply_environment
+
         try:
             spec, input, state = _decode(request)
             apply_environment(request.environment)

@@ -12,56 +12,60 @@ answer to a client in any language. :class:`BearerAuth`, :class:`RejectCorruptRe
 :func:`add_reflection` are the gRPC server plumbing both airlock services share.
 """
 
-from ._auth import BearerAuth
-from ._content import (
-    block_from_proto,
-    block_to_proto,
-    content_from_proto,
-    content_to_proto,
-    image_source_from_proto,
-    image_to_proto,
-)
-from ._enums import (
-    CONTEXT_STRATEGY,
-    LOG_LEVEL,
-    PROVIDER_KIND,
-    STOP_REASON,
-    TURN_ERROR_KIND,
-    TURN_ERROR_KINDS,
-    WIRE_ENUMS,
-    WireEnum,
-)
-from ._events import error_event, event_from_proto, event_to_proto, output_event, turn_error_from_proto
-from ._primitives import duration_from_proto, duration_to_proto, json_from_proto, json_text, json_to_proto
-from ._problems import MalformedMessage, Problem, located, problems_of, validation_problems
-from ._server import HEALTH_SERVICE_NAME, RejectCorruptRequests, add_reflection
-from ._spec import AGENT_SPEC_FIELDS, PROVIDER_SPEC_FIELDS, spec_from_proto, spec_to_proto
-from ._tagged import (
-    exit_reason_from_proto,
-    exit_reason_to_proto,
-    scope_from_proto,
-    scope_to_proto,
-    trigger_from_proto,
-    trigger_to_proto,
-)
-from ._turn import (
-    config_from_proto,
-    config_to_proto,
-    effect_from_proto,
-    effect_to_proto,
-    input_from_proto,
-    input_to_proto,
-    metadata_from_proto,
-    metadata_to_proto,
-    output_from_proto,
-    output_to_proto,
-    signal_payload_from_proto,
-    signal_payload_to_proto,
-    state_from_proto,
-    state_to_proto,
-    tool_call_from_proto,
-    tool_call_to_proto,
-)
+import importlib as _importlib
+import typing as _typing  # as private names: this package exports exactly __all__
+
+if _typing.TYPE_CHECKING:
+    from ._auth import BearerAuth
+    from ._content import (
+        block_from_proto,
+        block_to_proto,
+        content_from_proto,
+        content_to_proto,
+        image_source_from_proto,
+        image_to_proto,
+    )
+    from ._enums import (
+        CONTEXT_STRATEGY,
+        LOG_LEVEL,
+        PROVIDER_KIND,
+        STOP_REASON,
+        TURN_ERROR_KIND,
+        TURN_ERROR_KINDS,
+        WIRE_ENUMS,
+        WireEnum,
+    )
+    from ._events import error_event, event_from_proto, event_to_proto, output_event, turn_error_from_proto
+    from ._primitives import duration_from_proto, duration_to_proto, json_from_proto, json_text, json_to_proto
+    from ._problems import MalformedMessage, Problem, located, problems_of, validation_problems
+    from ._server import HEALTH_SERVICE_NAME, RejectCorruptRequests, add_reflection
+    from ._spec import AGENT_SPEC_FIELDS, PROVIDER_SPEC_FIELDS, spec_from_proto, spec_to_proto
+    from ._tagged import (
+        exit_reason_from_proto,
+        exit_reason_to_proto,
+        scope_from_proto,
+        scope_to_proto,
+        trigger_from_proto,
+        trigger_to_proto,
+    )
+    from ._turn import (
+        config_from_proto,
+        config_to_proto,
+        effect_from_proto,
+        effect_to_proto,
+        input_from_proto,
+        input_to_proto,
+        metadata_from_proto,
+        metadata_to_proto,
+        output_from_proto,
+        output_to_proto,
+        signal_payload_from_proto,
+        signal_payload_to_proto,
+        state_from_proto,
+        state_to_proto,
+        tool_call_from_proto,
+        tool_call_to_proto,
+    )
 
 __all__ = [
     "AGENT_SPEC_FIELDS",
@@ -124,3 +128,80 @@ __all__ = [
     "turn_error_from_proto",
     "validation_problems",
 ]
+
+#: Each name's module: importing the wire costs nothing until a name is used, so a runner
+#: serves its health check before it loads the turn's converters (and pydantic, layer0).
+_WHERE = {
+    "BearerAuth": "._auth",
+    "block_from_proto": "._content",
+    "block_to_proto": "._content",
+    "content_from_proto": "._content",
+    "content_to_proto": "._content",
+    "image_source_from_proto": "._content",
+    "image_to_proto": "._content",
+    "CONTEXT_STRATEGY": "._enums",
+    "LOG_LEVEL": "._enums",
+    "PROVIDER_KIND": "._enums",
+    "STOP_REASON": "._enums",
+    "TURN_ERROR_KIND": "._enums",
+    "TURN_ERROR_KINDS": "._enums",
+    "WIRE_ENUMS": "._enums",
+    "WireEnum": "._enums",
+    "error_event": "._events",
+    "event_from_proto": "._events",
+    "event_to_proto": "._events",
+    "output_event": "._events",
+    "turn_error_from_proto": "._events",
+    "duration_from_proto": "._primitives",
+    "duration_to_proto": "._primitives",
+    "json_from_proto": "._primitives",
+    "json_text": "._primitives",
+    "json_to_proto": "._primitives",
+    "MalformedMessage": "._problems",
+    "Problem": "._problems",
+    "located": "._problems",
+    "problems_of": "._problems",
+    "validation_problems": "._problems",
+    "HEALTH_SERVICE_NAME": "._server",
+    "RejectCorruptRequests": "._server",
+    "add_reflection": "._server",
+    "AGENT_SPEC_FIELDS": "._spec",
+    "PROVIDER_SPEC_FIELDS": "._spec",
+    "spec_from_proto": "._spec",
+    "spec_to_proto": "._spec",
+    "exit_reason_from_proto": "._tagged",
+    "exit_reason_to_proto": "._tagged",
+    "scope_from_proto": "._tagged",
+    "scope_to_proto": "._tagged",
+    "trigger_from_proto": "._tagged",
+    "trigger_to_proto": "._tagged",
+    "config_from_proto": "._turn",
+    "config_to_proto": "._turn",
+    "effect_from_proto": "._turn",
+    "effect_to_proto": "._turn",
+    "input_from_proto": "._turn",
+    "input_to_proto": "._turn",
+    "metadata_from_proto": "._turn",
+    "metadata_to_proto": "._turn",
+    "output_from_proto": "._turn",
+    "output_to_proto": "._turn",
+    "signal_payload_from_proto": "._turn",
+    "signal_payload_to_proto": "._turn",
+    "state_from_proto": "._turn",
+    "state_to_proto": "._turn",
+    "tool_call_from_proto": "._turn",
+    "tool_call_to_proto": "._turn",
+}
+
+if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
+
+    def __getattr__(name: str) -> object:
+        """Load the module defining ``name`` at its first use."""
+        if name not in _WHERE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(_importlib.import_module(_WHERE[name], __name__), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(globals().keys() | _WHERE.keys())

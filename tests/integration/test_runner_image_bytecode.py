@@ -13,8 +13,11 @@ from airlock.images._bytecode import check_argv
 pytestmark = pytest.mark.docker
 
 PYTHON = "/opt/venv/bin/python"
-#: What ``python -m airlock.runner`` imports before it serves.
-IMPORTS = "import airlock.runner.__main__; from airlock.tools import adopt_orphans"
+#: What ``python -m airlock.runner`` imports before it serves, then what a turn needs.
+IMPORTS = (
+    "import airlock.runner.__main__; from airlock.tools import adopt_orphans; "
+    "airlock.runner.__main__.preload()"
+)
 
 
 def run(client: Any, image: str, argv: list[str], **options: Any) -> str:

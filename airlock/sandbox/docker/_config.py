@@ -87,8 +87,9 @@ def resolve_boundary(
     return Boundary("container", "runc", asked.image)
 
 
-def runner_command() -> list[str]:
-    """Arguments to the image's entrypoint (``python -m airlock.runner``)."""
+def runner_command(preload: bool = False) -> list[str]:
+    """Arguments to the image's entrypoint (``python -m airlock.runner``); ``preload``: import
+    the turn's machinery once SERVING (a warm pool member, idle until its job)."""
     return [
         "--listen",
         f"unix:{CONTROL_DIR}/{SOCKET_NAME}",
@@ -97,6 +98,7 @@ def runner_command() -> list[str]:
         "--token-file-delete",
         "--workspace",
         WORKSPACE,
+        *(["--preload"] if preload else []),
     ]
 
 
@@ -138,6 +140,7 @@ def container_config(
     runtimes: Collection[str],
     user: tuple[int, int] = (65534, 65534),
     extra: Mapping[str, Any] | None = None,
+    preload: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for ``DockerClient.containers.create``: the hardened sandbox.
 
@@ -157,7 +160,7 @@ def container_config(
     uid, gid = user
     config: dict[str, Any] = {
         "image": image,
-        "command": runner_command(),
+        "command": runner_command(preload),
         "name": f"airlock-{sandbox_id}",
         "hostname": "sandbox",
         "user": f"{uid}:{gid}",

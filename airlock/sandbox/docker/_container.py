@@ -82,6 +82,8 @@ class SandboxContainer:
         self.labels = {**owner_labels(self.id), **(labels or {})}
         self.extra = dict(extra or {})
         self.dirs = tuple(dirs)
+        #: The runner imports the turn's machinery once SERVING (a warm member: idle until its job).
+        self.preload = False
         self._torn_down = False
 
     # -- provisioning -------------------------------------------------------------------
@@ -116,6 +118,7 @@ class SandboxContainer:
             user=self.user,
             boundary=boundary,
             extra=_merged(wiring.sandbox_settings() if wiring is not None else {}, self.extra),
+            preload=self.preload,
         )
         steps = [asyncio.to_thread(self._create_and_start, config)]
         if wiring is not None and wiring.needs_network:

@@ -224,7 +224,7 @@ class DockerSandbox:
         """A started, SERVING sandbox of ``shape`` holding no secret and no agent."""
         sandbox = SandboxContainer(client, self.state_dir, labels={LABEL_POOL: shape.id})
         files = LateFiles(self.state_dir / f"{sandbox.id}.files", shape.files, sandbox.user, sandbox.root)
-        sandbox.extra, sandbox.dirs = files.settings(), (files.dir,)
+        sandbox.extra, sandbox.dirs, sandbox.preload = files.settings(), (files.dir,), True
         if shape.network is not None:
             sandbox.wiring = EgressWiring(
                 client=client,

@@ -17,7 +17,7 @@ from .runner_helpers import scripted_spec, text_step
 
 
 def test_exports_match_all() -> None:
-    public = {n for n in vars(runner_pkg) if not n.startswith("_")}
+    public = {n for n in dir(runner_pkg) if not n.startswith("_")}
     assert set(runner_pkg.__all__) <= public
     assert {"RemoteTurn", "RunnerServer", "RunnerConfig", "RunnerEvent", "TurnFinished"} <= set(
         runner_pkg.__all__
