@@ -8,8 +8,9 @@ The wire contract is ``protos/airlock/runner/v1/runner.proto`` and its converter
 types never appear in this package's API. This package never imports Docker.
 """
 
-import importlib as _importlib
 import typing as _typing  # as private names: this package exports exactly __all__
+
+from airlock.lazy import lazy_names as _lazy_names
 
 if _typing.TYPE_CHECKING:
     from airlock.wire import MalformedMessage
@@ -47,14 +48,4 @@ _WHERE = {
 }
 
 if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
-
-    def __getattr__(name: str) -> object:
-        """Load the module defining ``name`` at its first use."""
-        if name not in _WHERE:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(_importlib.import_module(_WHERE[name]), name)
-        globals()[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted(globals().keys() | _WHERE.keys())
+    __getattr__, __dir__ = _lazy_names(__name__, globals(), _WHERE)

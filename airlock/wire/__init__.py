@@ -12,8 +12,9 @@ answer to a client in any language. :class:`BearerAuth`, :class:`RejectCorruptRe
 :func:`add_reflection` are the gRPC server plumbing both airlock services share.
 """
 
-import importlib as _importlib
 import typing as _typing  # as private names: this package exports exactly __all__
+
+from airlock.lazy import lazy_names as _lazy_names
 
 if _typing.TYPE_CHECKING:
     from ._auth import BearerAuth
@@ -194,14 +195,4 @@ _WHERE = {
 }
 
 if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
-
-    def __getattr__(name: str) -> object:
-        """Load the module defining ``name`` at its first use."""
-        if name not in _WHERE:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(_importlib.import_module(_WHERE[name], __name__), name)
-        globals()[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted(globals().keys() | _WHERE.keys())
+    __getattr__, __dir__ = _lazy_names(__name__, globals(), _WHERE)
