@@ -2,8 +2,10 @@
 
 The renderers (:mod:`._render`) turn a compiled plan into the pod, its proxy pod, Secrets and
 NetworkPolicies as plain objects; :class:`KubernetesSandbox` creates them through the official
-client, waits for the runner, runs the turn and deletes them all. Settings come from the
-``backends.kubernetes`` section of ``airlock.yaml`` (:class:`KubernetesSettings`).
+client, waits for the runner, runs the turn and deletes them all; with a warm pool, sandboxes
+without a network or file credential come from pods started ahead of their jobs
+(:mod:`._warm`). Settings come from the ``backends.kubernetes`` section of ``airlock.yaml``
+(:class:`KubernetesSettings`).
 """
 
 from __future__ import annotations
@@ -81,9 +83,11 @@ def _create(
     settings: BaseModel | None,
     pool: WarmPool[Any] | None = None,
 ) -> KubernetesSandbox:
-    """A Kubernetes sandbox (it has no control directories: ``state_dir`` does not apply; it
-    keeps no warm pool yet: every pod starts cold)."""
-    return KubernetesSandbox(settings=_settings(settings), secrets=secrets, image=image, sweep=sweep)
+    """A Kubernetes sandbox (it has no control directories: ``state_dir`` does not apply);
+    ``pool`` keeps warm pods of the shapes it pools (no network, no file credential)."""
+    return KubernetesSandbox(
+        settings=_settings(settings), secrets=secrets, image=image, sweep=sweep, pool=pool
+    )
 
 
 BACKEND = Backend(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,8 @@ class KubeApi:
         self.authorization = client.AuthorizationV1Api(api_client)
         self.rbac = client.RbacAuthorizationV1Api(api_client)
         self.version = client.VersionApi(api_client)
+        self._forward_lock = threading.Lock()
+        self._forward_core: Any = None
 
     @classmethod
     async def connect(cls, settings: KubernetesSettings) -> KubeApi:
@@ -117,9 +120,28 @@ class KubeApi:
         except ValueError:
             return {"text": data.decode("utf-8", errors="replace")}
 
+    def port_forward_blocking(self, pod: str, namespace: str, port: int) -> Any:
+        """One port-forward WebSocket to ``pod``'s ``port`` (the client's ``PortForward``; blocking).
+
+        The client's WebSocket helper swaps its ApiClient's transport while it connects, so
+        a call made meanwhile from another thread would go out as a WebSocket: forwards use
+        an ApiClient of their own, and connect one at a time.
+        """
+        from kubernetes import client
+        from kubernetes.stream import portforward
+
+        with self._forward_lock:
+            if self._forward_core is None:
+                self._forward_core = client.CoreV1Api(client.ApiClient(self.api_client.configuration))
+            return portforward(
+                self._forward_core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port)
+            )
+
     def close(self) -> None:
-        """Release the connection pool."""
+        """Release the connection pools."""
         self.api_client.close()
+        if self._forward_core is not None:
+            self._forward_core.api_client.close()
 
 
 def _api_client(settings: KubernetesSettings) -> Any:

@@ -75,14 +75,7 @@ class PortForward:
 
     def _open(self) -> socket.socket:
         """One port-forward WebSocket; the client hands back one end of a socket pair."""
-        from kubernetes.stream import portforward
-
-        forward = portforward(
-            self.api.core.connect_get_namespaced_pod_portforward,
-            self.pod,
-            self.namespace,
-            ports=str(self.port),
-        )
+        forward = self.api.port_forward_blocking(self.pod, self.namespace, self.port)
         self._forwards.append(forward)
         wrapped = forward.socket(self.port)
         sock: socket.socket = wrapped._socket  # the socket-pair end under the client's wrapper

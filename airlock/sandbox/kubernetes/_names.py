@@ -14,7 +14,8 @@ NetworkPolicy      ``airlock-<id>-proxy``      the proxy pod's ingress/egress
 =================  ==========================  =============================================
 
 Every object carries :data:`LABEL_MANAGED` (``airlock``), :data:`LABEL_SANDBOX`,
-:data:`LABEL_ROLE` and :data:`LABEL_OWNER`, and an ownerReference to its controller's
+:data:`LABEL_ROLE` and :data:`LABEL_OWNER` (a warm pool member's also :data:`LABEL_POOL`),
+and an ownerReference to its controller's
 owner :class:`Owner` (a Lease the controller renews), so a cluster's garbage collector
 removes them once the owner is gone, and ``airlock gc`` finds them by label.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "EGRESS_PORT",
     "LABEL_MANAGED",
     "LABEL_OWNER",
+    "LABEL_POOL",
     "LABEL_ROLE",
     "LABEL_SANDBOX",
     "MANAGED_BY",
@@ -54,6 +56,8 @@ MANAGED_BY = "airlock"
 LABEL_SANDBOX = "airlock.dev/sandbox"
 LABEL_ROLE = "airlock.dev/role"
 LABEL_OWNER = "airlock.dev/owner"
+#: A warm pool member's shape id (its objects keep it once a job claimed it).
+LABEL_POOL = "airlock.dev/pool"
 #: The namespace-wide default-deny NetworkPolicy.
 DEFAULT_DENY_POLICY = "airlock-default-deny"
 

@@ -49,6 +49,7 @@ from ._names import (
     DEFAULT_DENY_POLICY,
     EGRESS_PORT,
     LABEL_MANAGED,
+    LABEL_POOL,
     MANAGED_BY,
     RUNNER_PORT,
     Owner,
@@ -117,6 +118,8 @@ class SandboxShape:
     active_deadline_s: int | None
     #: Where the controller's pods run (the only peers allowed into the runner's port).
     controller_namespace: str
+    #: A warm pool member's shape id (its objects' :data:`~._names.LABEL_POOL`); None: a cold start.
+    pool: str | None = None
 
 
 # --- the proxy's ports and URLs ------------------------------------------------------------
@@ -172,10 +175,13 @@ def bundle_config(shape: SandboxShape) -> BundleConfig:
 
 
 def _metadata(shape: SandboxShape, role: Role) -> dict[str, Any]:
+    labels = sandbox_labels(shape.sandbox_id, role, shape.owner)
+    if shape.pool is not None:
+        labels[LABEL_POOL] = shape.pool
     return {
         "name": object_name(shape.sandbox_id, role),
         "namespace": shape.namespace,
-        "labels": sandbox_labels(shape.sandbox_id, role, shape.owner),
+        "labels": labels,
         "ownerReferences": [shape.owner.reference()],
     }
 

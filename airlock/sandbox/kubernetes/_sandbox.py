@@ -5,77 +5,69 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
 1. **Refuse what cannot be provided, before creating anything:** the isolation asked for
    (``gvisor``/``micro_vm`` need their RuntimeClass in the cluster: ``isolation_violation``
    otherwise, never a downgrade), the limits, the credentials' values.
-2. **Owner:** the controller's Lease (:mod:`._owner`) is acquired; every object names it.
-3. **Provision:** the sandbox's Secret (runner token, env_var/file credentials) and its
+2. **Claim** a warm pod of the sandbox's shape when a pool keeps them (:mod:`._warm`: no
+   network, no file credential); it skips steps 3 and 4, and its env_var credentials travel
+   with the job's Execute. Otherwise (and when none is ready) the sandbox starts cold:
+3. **Owner:** the controller's Lease (:mod:`._owner`) is acquired; every object names it.
+4. **Provision:** the sandbox's Secret (runner token, env_var/file credentials) and its
    NetworkPolicies; when the plan allows any egress or uses a sidecar credential, the proxy
    pod's Secret (bundle config, sidecar secrets) and the proxy pod, followed until its bundle
    is ready; then the sandbox pod, pointed at the proxy pod's IP. Deny-all sandboxes get no
-   proxy and no egress at all.
-4. **Ready:** the pod runs and the runner answers health SERVING within ``start_timeout``
-   (from the first create); otherwise ``provision_failed`` with the pod's phase,
-   conditions, container states and last events (ImagePullBackOff, Unschedulable, OOMKilled,
-   DeadlineExceeded, …). Hopeless states fail at once.
+   proxy and no egress at all. The pod runs and the runner answers health SERVING within
+   ``start_timeout`` (from the first create); otherwise ``provision_failed`` with the pod's
+   phase, conditions, container states and last events (ImagePullBackOff, Unschedulable,
+   OOMKilled, DeadlineExceeded, …). Hopeless states fail at once.
 5. **Turn:** through :class:`~airlock.runner.RemoteTurn` (pod IP or port-forward:
    :mod:`._channel`), with the same deadline as Docker (``max_duration`` + grace, capped by
    ``turn_timeout``; the pod's ``activeDeadlineSeconds`` is a backstop beyond it). Past the
    deadline the pod is deleted and the output says ``timeout``; an OOM kill is
    ``resource_exceeded``.
-6. **Teardown** in ``finally`` (shielded; waits for a create still in flight, so a cancel
-   mid-provision leaves nothing): pods, policies and Secrets deleted. What a crash leaves is
-   removed by the cluster's garbage collector once the reaper deletes the expired Lease.
+6. **Teardown** (shielded; waits for a create still in flight, so a cancel mid-provision
+   leaves nothing): pods, policies and Secrets deleted, before ``run`` returns; a claimed
+   pod's, after a turn that ended, in the background (the pool's ``settle``/close wait for
+   it). What a crash leaves is removed by the cluster's garbage collector once the reaper
+   deletes the expired Lease.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import secrets
-import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airlock.images import runner_image_tag
-from airlock.policy import ResolvedCredentials, SecretResolver, resolve_credentials, sidecar_agent
-from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
+from airlock.policy import (
+    ResolvedCredentials,
+    SandboxPlan,
+    SecretResolver,
+    resolve_credentials,
+    sidecar_agent,
+)
+from layer0 import EnvError, EnvironmentSpec, TurnOutput
 
 from .._events import EventSink
 from .._isolation import IsolationKind, requested_isolation
-from .._lifecycle import oom_exceeded, settle, shielded
+from .._lifecycle import settle
 from .._limits import Limits, SandboxDefaults, resolve_limits
+from .._pool import WarmPool
 from .._port import SandboxRequest
 from .._redact import redacted_output, redacting_sink
-from .._turn import hard_timeout_s, timeout_output
+from .._turn import hard_timeout_s
 from ._api import ApiFailure, KubeApi, in_cluster, own_namespace
-from ._channel import PortForward, pod_ip_target
-from ._diagnose import describe_pod, oom_killed, start_failure
-from ._names import DEFAULT_DENY_POLICY, object_name
+from ._names import DEFAULT_DENY_POLICY, Owner
 from ._owner import OwnerLease
-from ._proxy_log import ProxyLog
-from ._render import (
-    SandboxShape,
-    needs_proxy,
-    proxy_urls,
-    render_default_deny,
-    render_network_policies,
-    render_pod,
-    render_proxy_pod,
-    render_proxy_secret,
-    render_secret,
-)
+from ._pod import DEADLINE_MARGIN_S, PodSandbox, api_step, provision_error
+from ._render import SandboxShape, proxy_urls, render_default_deny, render_pod
 from ._settings import KubernetesSettings
-
-if TYPE_CHECKING:
-    from airlock.runner import RemoteTurn
-    from airlock.spec import AgentSpec
+from ._warm import KubeShape, WarmPod, late_environment, poolable
 
 __all__ = ["KubernetesSandbox"]
 
 _log = logging.getLogger("airlock.sandbox.kubernetes")
-_POLL_S = (0.05, 0.1, 0.2, 0.5)
-#: Seconds the pod's own deadline lies beyond the controller's (a backstop, never the first to fire).
-_DEADLINE_MARGIN_S = 60
+#: The owner a member's pod is rendered with when ``warm`` only checks that it can be.
+_EXAMPLE_OWNER = Owner(name="airlock-owner-example", uid="00000000-0000-0000-0000-000000000000")
 
 
 class KubernetesSandbox:
@@ -90,6 +82,9 @@ class KubernetesSandbox:
         timeout_grace: extra seconds past ``max_duration`` before the pod is deleted.
         defaults: limits for what ``spec.resources`` leaves unset.
         api: a connected :class:`KubeApi` (default: from ``settings``).
+        pool: a warm pool (shared by every KubernetesSandbox of one controller): a job whose
+            sandbox is pooled (:meth:`warm`: no network, no file credential) claims a started
+            pod instead of starting one; None or ``size: 0``: every pod starts cold.
     """
 
     def __init__(
@@ -103,6 +98,7 @@ class KubernetesSandbox:
         timeout_grace: float = 5.0,
         defaults: SandboxDefaults | None = None,
         api: KubeApi | None = None,
+        pool: WarmPool[WarmPod] | None = None,
     ) -> None:
         self.settings = settings or KubernetesSettings()
         self.secrets = secrets
@@ -110,11 +106,13 @@ class KubernetesSandbox:
         self.turn_timeout = turn_timeout
         self.timeout_grace = timeout_grace
         self.defaults = defaults or SandboxDefaults()
+        self.pool = pool
         self._sweep = sweep
         self._api = api
         self._lease: OwnerLease | None = None
         self._ready = asyncio.Lock()
         self._policy_ready = False
+        self._controller_ns: str | None = None
         #: What the start-up sweep removed (None until it ran).
         self.swept: Any = None
 
@@ -125,7 +123,8 @@ class KubernetesSandbox:
 
     async def run(self, request: SandboxRequest) -> TurnOutput:
         """Run ``request``'s turn in a fresh pod, removed (with its proxy, policies and
-        Secrets) before this returns.
+        Secrets) before this returns; a warm pod claimed from the pool is removed in the
+        background once its turn has ended (the pool's ``settle`` and close wait for it).
 
         Raises:
             EnvError: ``isolation_violation`` for a RuntimeClass the cluster lacks;
@@ -143,7 +142,33 @@ class KubernetesSandbox:
         if sink is not None and credentials.values:
             sink = redacting_sink(sink, credentials.secrets)
         deadline = hard_timeout_s(agent, request.input, self.turn_timeout, self.timeout_grace)
-        owner = await _api_step("acquire the owner Lease", lease.acquire)
+        member: WarmPod | None = None
+        if self.pool is not None and poolable(plan):
+            member = await self.pool.claim(self._shape_key(runtime_class, limits))
+        if member is not None:
+            output = await self._run_member(member, request, credentials, sink, deadline, limits)
+        else:
+            output = await self._run_cold(
+                api, lease, request, credentials, sink, deadline, limits, runtime_class
+            )
+        if credentials.values:
+            output = redacted_output(output, credentials.secrets)
+        return output
+
+    async def _run_cold(
+        self,
+        api: KubeApi,
+        lease: OwnerLease,
+        request: SandboxRequest,
+        credentials: ResolvedCredentials,
+        sink: EventSink | None,
+        deadline: float | None,
+        limits: Limits,
+        runtime_class: str | None,
+    ) -> TurnOutput:
+        """The turn in a pod started for this job alone, removed before this returns."""
+        agent, plan = request.agent, request.plan
+        owner = await api_step("acquire the owner Lease", lease.acquire)
         try:
             shape = SandboxShape(
                 sandbox_id=f"sb-{secrets.token_hex(8)}",
@@ -155,26 +180,121 @@ class KubernetesSandbox:
                 limits=limits,
                 runtime_class=runtime_class,
                 active_deadline_s=(
-                    math.ceil(self.settings.start_timeout + deadline) + _DEADLINE_MARGIN_S
+                    math.ceil(self.settings.start_timeout + deadline) + DEADLINE_MARGIN_S
                     if deadline is not None
                     else None
                 ),
-                controller_namespace=self.settings.controller_namespace or own_namespace() or self.namespace,
+                controller_namespace=self._controller_namespace(),
             )
-            sandbox = _PodSandbox(api, shape, credentials, sink, port_forward=self._port_forward())
+            sandbox = PodSandbox(api, shape, credentials, sink, port_forward=self._port_forward())
             try:
                 await sandbox.provision(self.settings.start_timeout)
                 if sandbox.proxy_ip is not None:
                     agent = sidecar_agent(agent, plan, proxy_urls(plan, sandbox.proxy_ip))
-                await sandbox.wait_serving(agent, request.state)
-                output = await sandbox.execute(request.input, sink, deadline, limits)
+                await sandbox.wait_ready()
+                sandbox.bind(agent, request.state)
+                return await sandbox.execute(request.input, sink, deadline, limits)
             finally:
                 await sandbox.teardown_shielded()
         finally:
             await lease.release()
-        if credentials.values:
-            output = redacted_output(output, credentials.secrets)
+
+    async def _run_member(
+        self,
+        member: WarmPod,
+        request: SandboxRequest,
+        credentials: ResolvedCredentials,
+        sink: EventSink | None,
+        deadline: float | None,
+        limits: Limits,
+    ) -> TurnOutput:
+        """The turn in a claimed warm pod: its env_var credentials travel with the Execute;
+        its deadline backstop is lowered alongside; the pod is never handed out again."""
+        assert self.pool is not None
+        sandbox = member.sandbox
+        backstop: asyncio.Future[None] | None = None
+        try:
+            sandbox.bind(request.agent, request.state, late_environment(request.plan, credentials))
+            if deadline is not None:
+                backstop = asyncio.ensure_future(sandbox.limit_lifetime(deadline))
+            output = await sandbox.execute(request.input, sink, deadline, limits)
+        except BaseException:
+            if backstop is not None:
+                backstop.cancel()
+            await member.destroy()
+            raise
+        # The turn is over (every tool process was killed at the end of its call): the job
+        # need not wait for the pod's deletion (the pool's close does).
+        self.pool.retire(_retire(member, backstop))
         return output
+
+    async def warm(self, environment: EnvironmentSpec, plan: SandboxPlan) -> bool:
+        """Keep pods of this environment's shape started in the pool, ahead of its jobs; False
+        when none are kept: no pool (or ``size: 0``), or a sandbox that needs a proxy pod
+        (egress, sidecar credentials) or has a file credential: those always start cold
+        (see :mod:`._warm`).
+
+        Raises:
+            EnvError: what a cold start would raise for this environment (a RuntimeClass the
+                cluster lacks, bad limits); ``provision_failed`` for an unreachable cluster.
+        """
+        if self.pool is None or not self.pool.enabled or not poolable(plan):
+            return False
+        api, lease = await self._prepare()
+        runtime_class = await self._runtime_class(api, requested_isolation(environment, "kubernetes").kind)
+        key = self._shape_key(runtime_class, resolve_limits(environment, self.defaults))
+        render_pod(self._member_shape(key, _EXAMPLE_OWNER), proxy_ip=None)  # what a pod cannot ask for
+        self.pool.declare(key, lambda: self._start_member(api, lease, key), label=key.label)
+        return True
+
+    def _shape_key(self, runtime_class: str | None, limits: Limits) -> KubeShape:
+        return KubeShape(
+            image=self.image,
+            runtime_class=runtime_class,
+            limits=limits,
+            settings=self.settings.model_dump_json(),
+            controller_namespace=self._controller_namespace(),
+        )
+
+    def _member_shape(self, key: KubeShape, owner: Owner) -> SandboxShape:
+        """A member's objects: no credential, no network, no deadline while it waits."""
+        return SandboxShape(
+            sandbox_id=f"sb-{secrets.token_hex(8)}",
+            namespace=self.namespace,
+            owner=owner,
+            settings=self.settings,
+            image=key.image,
+            plan=SandboxPlan(),
+            limits=key.limits,
+            runtime_class=key.runtime_class,
+            active_deadline_s=None,
+            controller_namespace=key.controller_namespace,
+            pool=key.id,
+        )
+
+    async def _start_member(self, api: KubeApi, lease: OwnerLease, key: KubeShape) -> WarmPod:
+        """A started pod of shape ``key``, its runner SERVING, holding no secret and no agent;
+        it holds a use of the owner Lease until it is destroyed."""
+        owner = await api_step("acquire the owner Lease", lease.acquire)
+        sandbox = PodSandbox(
+            api,
+            self._member_shape(key, owner),
+            ResolvedCredentials(),
+            None,
+            port_forward=self._port_forward(),
+        )
+        member = WarmPod(sandbox, lease)
+        try:
+            await sandbox.provision(self.settings.start_timeout)
+            await sandbox.wait_ready()
+        except BaseException:
+            await member.destroy()
+            raise
+        return member
+
+    def _controller_namespace(self) -> str:
+        assert self._controller_ns is not None, "_prepare() first"
+        return self._controller_ns
 
     async def host_address(self) -> str:
         """Where a service of the controller's host is reachable from the proxy pods:
@@ -214,6 +334,9 @@ class KubernetesSandbox:
                 self.swept = await reap_with(api, self.settings)
                 if self.swept.removed:
                     _log.info("removed leftovers of dead controllers: %s", self.swept.summary())
+            if self._controller_ns is None:
+                found = self.settings.controller_namespace or await asyncio.to_thread(own_namespace)
+                self._controller_ns = found or self.namespace
             if not self._policy_ready:
                 await self._ensure_default_deny(api)
                 self._policy_ready = True
@@ -230,7 +353,7 @@ class KubernetesSandbox:
         except ApiFailure as e:
             if e.status == 409:
                 return
-            raise _provision_error(f"cannot create NetworkPolicy {DEFAULT_DENY_POLICY}", e) from e
+            raise provision_error(f"cannot create NetworkPolicy {DEFAULT_DENY_POLICY}", e) from e
 
     async def _runtime_class(self, api: KubeApi, kind: IsolationKind) -> str | None:
         """The RuntimeClass ``kind`` runs under, checked to exist (None: the default runtime).
@@ -254,243 +377,10 @@ class KubernetesSandbox:
                     "install it (or name the one you have in backends.kubernetes.runtime_classes) — "
                     "airlock never falls back to a weaker boundary"
                 ) from e
-            raise _provision_error(f"cannot read RuntimeClass {name!r}", e) from e
+            raise provision_error(f"cannot read RuntimeClass {name!r}", e) from e
         return name
 
 
-async def _api_step(what: str, fn: Callable[[], Any]) -> Any:
-    try:
-        return await fn()
-    except ApiFailure as e:
-        raise _provision_error(f"cannot {what}", e) from e
-
-
-def _provision_error(what: str, e: ApiFailure) -> EnvError:
-    if e.status == 403:
-        return EnvError.provision_failed(f"{what}: the API server refused it (RBAC): {e.message}")
-    if e.status == 0:
-        return EnvError.provision_failed(f"{what}: the API server is unreachable ({e.message})")
-    return EnvError.provision_failed(f"{what}: {e}")
-
-
-class _PodSandbox:
-    """One sandbox's objects on the cluster; torn down exactly once."""
-
-    def __init__(
-        self,
-        api: KubeApi,
-        shape: SandboxShape,
-        credentials: ResolvedCredentials,
-        events: EventSink | None,
-        *,
-        port_forward: bool,
-    ) -> None:
-        self.api = api
-        self.shape = shape
-        self.id = shape.sandbox_id
-        self.namespace = shape.namespace
-        self.credentials = credentials
-        self.events = events
-        self.token = secrets.token_urlsafe(32)
-        self.pod = object_name(self.id)
-        self.proxy_pod = object_name(self.id, "proxy")
-        self.use_port_forward = port_forward
-        self.proxy_ip: str | None = None
-        self.proxy_log: ProxyLog | None = None
-        self.forward: PortForward | None = None
-        self.remote: RemoteTurn | None = None
-        self.deadline = 0.0
-        self._inflight: asyncio.Future[None] | None = None
-        self._torn_down = False
-
-    # -- provisioning -------------------------------------------------------------------
-
-    async def provision(self, timeout: float) -> None:  # noqa: ASYNC109
-        """Create the Secrets, policies, proxy (when needed) and the sandbox pod."""
-        self.deadline = time.monotonic() + timeout
-        # Shielded: if we are cancelled mid-create, teardown waits for it, then removes it all.
-        self._inflight = asyncio.ensure_future(self._provision())
-        await asyncio.shield(self._inflight)
-
-    async def _provision(self) -> None:
-        api, ns, shape = self.api, self.namespace, self.shape
-        await self._create(
-            "Secret", api.core.create_namespaced_secret, render_secret(shape, self.token, self.credentials)
-        )
-        for policy in render_network_policies(shape):
-            await self._create("NetworkPolicy", api.networking.create_namespaced_network_policy, policy)
-        if needs_proxy(shape.plan):
-            await self._create(
-                "Secret", api.core.create_namespaced_secret, render_proxy_secret(shape, self.credentials)
-            )
-            await self._create("Pod", api.core.create_namespaced_pod, render_proxy_pod(shape))
-            proxy = await self._wait_running(self.proxy_pod, "egress proxy")
-            self.proxy_ip = str(proxy["status"]["podIP"])
-            self.proxy_log = ProxyLog(
-                api, ns, self.proxy_pod, secrets=self.credentials.secrets, events=self.events
-            )
-            self.proxy_log.start()
-            await self.proxy_log.wait_ready(max(0.1, self.deadline - time.monotonic()))
-        await self._create("Pod", api.core.create_namespaced_pod, render_pod(shape, proxy_ip=self.proxy_ip))
-
-    async def _create(self, kind: str, fn: Callable[..., Any], body: dict[str, Any]) -> None:
-        try:
-            await self.api.call(fn, self.namespace, body)
-        except ApiFailure as e:
-            name = body["metadata"]["name"]
-            raise _provision_error(f"cannot create {kind} {name} of sandbox {self.id}", e) from e
-
-    async def _read_pod(self, name: str) -> dict[str, Any]:
-        try:
-            pod: dict[str, Any] = await self.api.call(self.api.core.read_namespaced_pod, name, self.namespace)
-        except ApiFailure as e:
-            raise _provision_error(f"cannot read pod {name}", e) from e
-        return pod
-
-    async def _events_of(self, name: str) -> list[dict[str, Any]]:
-        try:
-            found = await self.api.call(
-                self.api.core.list_namespaced_event,
-                self.namespace,
-                field_selector=f"involvedObject.name={name}",
-            )
-        except ApiFailure:
-            return []
-        return list(found.get("items") or [])
-
-    async def _wait_running(self, name: str, what: str) -> dict[str, Any]:
-        """The pod once it runs with an IP.
-
-        Raises:
-            EnvError: ``provision_failed`` once it cannot start, or at the start deadline.
-        """
-        polls = 0
-        while True:
-            pod = await self._read_pod(name)
-            failure = start_failure(pod)
-            status = pod.get("status") or {}
-            if failure is None and status.get("phase") == "Running" and status.get("podIP"):
-                return pod
-            late = time.monotonic() > self.deadline
-            if failure is not None or late:
-                why = failure or "not running before the start timeout"
-                await self._fail(name, what, why, pod)
-            await asyncio.sleep(_POLL_S[min(polls, len(_POLL_S) - 1)])
-            polls += 1
-
-    async def _fail(self, name: str, what: str, why: str, pod: dict[str, Any] | None = None) -> None:
-        if pod is None:
-            with contextlib.suppress(EnvError):
-                pod = await self._read_pod(name)
-        detail = describe_pod(pod or {}, await self._events_of(name))
-        raise EnvError.provision_failed(
-            f"sandbox {self.id}: the {what} pod {name} cannot start: {why}\n{detail}"
-        )
-
-    async def wait_serving(
-        self, agent: AgentSpec, state: Iterable[tuple[Scope, str, Any]] | None = None
-    ) -> None:
-        """Wait for the sandbox pod to run, open the channel, wait for health SERVING."""
-        from airlock.runner import RemoteTurn, RunnerCallError
-
-        pod = await self._wait_running(self.pod, "sandbox")
-        if self.use_port_forward:
-            self.forward = PortForward(self.api, self.namespace, self.pod)
-            target = await self.forward.start()
-        else:
-            found = pod_ip_target(pod)
-            assert found is not None  # _wait_running returns a pod with an IP
-            target = found
-        self.remote = RemoteTurn(target, self.token, agent, state=state)
-        try:
-            await self.remote.wait_until_serving(max(0.1, self.deadline - time.monotonic()))
-        except RunnerCallError as e:
-            await self._fail(self.pod, "sandbox", f"the runner is not SERVING ({e})")
-
-    # -- the turn -----------------------------------------------------------------------
-
-    async def execute(
-        self,
-        input: TurnInput,
-        events: EventSink | None,
-        timeout: float | None,  # noqa: ASYNC109
-        limits: Limits,
-    ) -> TurnOutput:
-        remote = self.remote
-        assert remote is not None, "wait_serving() first"
-        began = time.monotonic()
-        try:
-            try:
-                output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
-            except TimeoutError:
-                await self._delete("Pod", self.api.core.delete_namespaced_pod, self.pod)
-                elapsed = time.monotonic() - began
-                return timeout_output(f"sandbox {self.id}", timeout or elapsed, elapsed)
-            except TurnError as e:
-                pod = await self._pod_or_empty()
-                self._raise_if_oom(pod, limits, e)
-                if (pod.get("status") or {}).get("phase") not in (None, "Running"):
-                    detail = describe_pod(pod, await self._events_of(self.pod))
-                    raise EnvError.other(f"sandbox {self.id} died during the turn: {e}\n{detail}") from e
-                raise EnvError.from_turn_error(e) from e
-        finally:
-            await remote.close()
-        self._raise_if_oom(await self._pod_or_empty(), limits, None)
-        return output
-
-    async def _pod_or_empty(self) -> dict[str, Any]:
-        try:
-            pod: dict[str, Any] = await self.api.call(
-                self.api.core.read_namespaced_pod, self.pod, self.namespace
-            )
-        except ApiFailure:
-            return {}
-        return pod
-
-    def _raise_if_oom(self, pod: dict[str, Any], limits: Limits, cause: BaseException | None) -> None:
-        if oom_killed(pod):
-            raise oom_exceeded(self.id, limits) from cause
-
-    # -- teardown -----------------------------------------------------------------------
-
-    async def teardown_shielded(self) -> None:
-        """Tear down even if we are cancelled (again) meanwhile."""
-        await shielded(self._teardown)
-
-    async def _teardown(self) -> None:
-        if self._torn_down:
-            return
-        self._torn_down = True
-        await settle(self._inflight)
-        if self.remote is not None:
-            await self.remote.close()
-        if self.forward is not None:
-            await self.forward.aclose()
-        core, net = self.api.core, self.api.networking
-        problems = [
-            p
-            for p in await asyncio.gather(
-                self._delete("Pod", core.delete_namespaced_pod, self.pod),
-                self._delete("Pod", core.delete_namespaced_pod, self.proxy_pod),
-                self._delete("NetworkPolicy", net.delete_namespaced_network_policy, self.pod),
-                self._delete("NetworkPolicy", net.delete_namespaced_network_policy, self.proxy_pod),
-                self._delete("Secret", core.delete_namespaced_secret, self.pod),
-                self._delete("Secret", core.delete_namespaced_secret, self.proxy_pod),
-            )
-            if p
-        ]
-        if self.proxy_log is not None:
-            await self.proxy_log.close()
-        if problems:
-            # Left for the reaper: their owner Lease expires once this controller is gone.
-            _log.warning("teardown of sandbox %s incomplete: %s", self.id, "; ".join(problems))
-
-    async def _delete(self, kind: str, fn: Callable[..., Any], name: str) -> str | None:
-        """Delete one object now (no grace); a problem as text (an absent object is none)."""
-        try:
-            await self.api.call(
-                fn, name, self.namespace, grace_period_seconds=0, propagation_policy="Background"
-            )
-        except ApiFailure as e:
-            return None if e.status == 404 else f"{kind} {name}: {e}"
-        return None
+async def _retire(member: WarmPod, backstop: asyncio.Future[None] | None) -> None:
+    await settle(backstop)
+    await member.destroy()

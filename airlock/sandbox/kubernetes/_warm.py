@@ -1,0 +1,103 @@
+"""The Kubernetes backend's warm pool members: which sandboxes are pooled, their shape, the member.
+
+A member is a sandbox pod started ahead of its job, its runner SERVING, holding no secret and
+no agent: its Secret holds only the runner token. What is pooled (:func:`poolable`):
+
+* sandboxes with **no network** (no egress allowed, no sidecar credential: no proxy pod),
+* whose credentials are all ``env_var``: they are bound when a job claims the member, sent
+  with its Execute (``ExecuteRequest.environment``); the runner sets them before it builds
+  the turn, so they are never in the member's Secret or pod spec.
+
+Not pooled (they start cold, as without a pool): a sandbox with a **proxy pod** (its Secret,
+bundle configuration and NetworkPolicies are per job), and one with a **file credential**
+(a Secret volume's content is fixed once mounted: the kubelet syncs a changed Secret only
+lazily, so a value could not be bound at claim time).
+
+The shape (:class:`KubeShape`) is what a pod fixes when it starts: image, RuntimeClass,
+resource limits, and the backend's settings (cluster, namespace, placement, channel).
+
+Ownership: a member holds a use of its creator's owner Lease from its start until it is
+destroyed (claimed or not), so the Lease is renewed while any member exists, and a crashed
+controller's members go with its expired Lease (reaper, garbage collector). A member's pod has
+no ``activeDeadlineSeconds`` while it waits; a claim lowers it to the pod's age plus the job's
+deadline and the margin (a backstop: the controller enforces the job's deadline itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from airlock.policy import ResolvedCredentials, SandboxPlan
+
+from .._lifecycle import shielded
+from .._limits import Limits
+from ._owner import OwnerLease
+from ._pod import PodSandbox
+from ._render import needs_proxy
+
+__all__ = ["KubeShape", "WarmPod", "late_environment", "poolable"]
+
+
+def poolable(plan: SandboxPlan) -> bool:
+    """Whether a sandbox for ``plan`` can come from the pool: no proxy pod, no file credential."""
+    return not needs_proxy(plan) and all(c.kind == "env_var" for c in plan.credentials)
+
+
+def late_environment(plan: SandboxPlan, credentials: ResolvedCredentials) -> dict[str, str]:
+    """The env_var credentials of ``plan``, by variable name, for the job's Execute."""
+    return {
+        c.var_name: credentials.values[c.name]
+        for c in plan.credentials
+        if c.kind == "env_var" and c.var_name is not None
+    }
+
+
+@dataclass(frozen=True)
+class KubeShape:
+    """Everything a pooled sandbox pod fixes when it starts (a warm pool's key)."""
+
+    image: str
+    #: None: the cluster's default runtime.
+    runtime_class: str | None
+    limits: Limits
+    #: The backend's settings as JSON (cluster, namespace, placement, channel, timeouts).
+    settings: str
+    controller_namespace: str
+
+    @property
+    def id(self) -> str:
+        """A short stable id (the members' ``airlock.dev/pool`` label)."""
+        return hashlib.sha256(repr(self).encode()).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        """One line for logs and statistics."""
+        mib = self.limits.memory_bytes // 2**20
+        cpus = self.limits.nano_cpus / 1e9
+        runtime = self.runtime_class or "default runtime"
+        return f"{self.image} {runtime} cpu={cpus:g} memory={mib}Mi [{self.id}]"
+
+
+class WarmPod:
+    """A started sandbox pod in the pool (a :class:`~airlock.sandbox.PoolMember`)."""
+
+    def __init__(self, sandbox: PodSandbox, lease: OwnerLease) -> None:
+        self.sandbox = sandbox
+        self.lease = lease
+        self._released = False
+
+    async def healthy(self) -> bool:
+        """Whether its runner still answers SERVING."""
+        return await self.sandbox.healthy()
+
+    async def destroy(self) -> None:
+        """Delete its pod, policy and Secret, then give up its use of the owner Lease (both
+        run to their end even if the caller is cancelled meanwhile)."""
+        await shielded(self._destroy)
+
+    async def _destroy(self) -> None:
+        await self.sandbox.teardown_shielded()
+        if not self._released:
+            self._released = True
+            await self.lease.release()
