@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from airlock.build import build_turn
-from airlock.images import docker_client, require_image, runner_image_tag
+from airlock.images import docker_client, docker_errors, require_image, runner_image_tag
 from airlock.policy.resources import parse_memory
 from airlock.sandbox import SandboxDefaults
 from airlock.sandbox.docker import LABEL_OWNER, LABEL_SANDBOX, DockerEnvironment, DockerSettings
 from airlock.sandbox.docker._labels import current_owner
 from airlock.testing import bash_agent
 from airlock.turn import ToolStarted
-from layer0 import EnvironmentSpec, NetworkAction, NetworkPolicy, NetworkRule, TurnInput
+from layer0 import EnvironmentSpec, NetworkAction, NetworkPolicy, NetworkRule, TurnConfig, TurnInput
 
 #: An allow rule that is never used: each sandbox gets its internal network and egress proxy.
 EGRESS_SPEC = EnvironmentSpec(
@@ -58,9 +58,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def memory_mib(container: Any) -> float:
-    """The container's memory as ``docker stats`` shows it (usage less inactive file cache)."""
-    stats = container.stats(stream=False, one_shot=True)
+def memory_mib(container: Any) -> float | None:
+    """The container's memory as ``docker stats`` shows it (usage less inactive file cache);
+    None when it is gone."""
+    try:
+        stats = container.stats(stream=False, one_shot=True)
+    except docker_errors().NotFound:
+        return None
     mem = stats.get("memory_stats") or {}
     inner = mem.get("stats") or {}
     cache = inner.get("total_inactive_file", inner.get("inactive_file", 0))
@@ -96,7 +100,10 @@ def measure(client: Any) -> dict[str, dict[str, float]]:
     for c in containers:
         role = "proxy" if (c.labels or {}).get("airlock.role") == "proxy" else "runner"
         sandbox = out[(c.labels or {})[LABEL_SANDBOX]]
-        sandbox[role] = memory_mib(c)
+        used = memory_mib(c)
+        if used is None:
+            continue
+        sandbox[role] = used
         sandbox["shims"] = sandbox.get("shims", 0.0) + shims.get(c.id, 0.0)
     return dict(out)
 
@@ -124,7 +131,9 @@ async def main() -> None:
                 idle[i].set()
 
         turn = build_turn(agent, workspace=Path(tempfile.mkdtemp(dir=work)))
-        await env.run(turn, TurnInput.new("idle"), EGRESS_SPEC, events=sink)
+        # An hour's max_duration: starting hundreds takes minutes, and none may end meanwhile.
+        long = TurnInput.new("idle").model_copy(update={"config": TurnConfig(max_duration=3_600_000)})
+        await env.run(turn, long, EGRESS_SPEC, events=sink)
 
     async def idle_or_failed(i: int) -> None:
         waiting = asyncio.ensure_future(idle[i].wait())
@@ -138,6 +147,7 @@ async def main() -> None:
     failures = [t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception()]
     await asyncio.sleep(args.settle)
     per = await asyncio.to_thread(measure, client)
+    ended = [t for t in tasks if t.done()]  # a sandbox must stay up until the teardown below
     owned = {"label": f"{LABEL_OWNER}={current_owner().ident}"}
     nets = await asyncio.to_thread(client.networks.list, filters=owned)
     subnets = sorted({str(c["Subnet"]) for n in nets for c in n.attrs["IPAM"]["Config"]})
@@ -162,7 +172,8 @@ async def main() -> None:
     }
     print(
         f"idle sandboxes with egress: {args.n} started at once [{args.isolation}], "
-        f"{len(full)} idle after {started:.1f}s, {len(failures)} failed; teardown of all {teardown:.1f}s"
+        f"{len(full)} idle after {started:.1f}s, {len(failures)} failed, {len(ended)} ended before "
+        f"the teardown; teardown of all {teardown:.1f}s"
     )
     print(
         f"internal networks: {len(nets)}, on {len(subnets)} distinct subnets of "
