@@ -12,7 +12,13 @@ Backend-neutral and cheap to import (pydantic and the standard library):
 * :mod:`.resources` — Kubernetes-style quantities (``512Mi``, ``500m``).
 """
 
-from .credentials import PROVIDER_DEFAULT_URLS, ResolvedCredentials, resolve_credentials, sidecar_agent
+from .credentials import (
+    PROVIDER_DEFAULT_URLS,
+    ResolvedCredentials,
+    env_var_values,
+    resolve_credentials,
+    sidecar_agent,
+)
 from .decision import Decision, decide, precheck
 from .effects import EffectContext, EffectPolicy, check_effect
 from .plan import (
@@ -57,6 +63,7 @@ __all__ = [
     "check_effect",
     "compile_plan",
     "decide",
+    "env_var_values",
     "parse_cpu",
     "parse_memory",
     "precheck",

@@ -15,7 +15,13 @@ from layer0 import EnvError
 from .plan import SandboxPlan
 from .secrets import SecretResolver, resolve_secret
 
-__all__ = ["PROVIDER_DEFAULT_URLS", "ResolvedCredentials", "resolve_credentials", "sidecar_agent"]
+__all__ = [
+    "PROVIDER_DEFAULT_URLS",
+    "ResolvedCredentials",
+    "env_var_values",
+    "resolve_credentials",
+    "sidecar_agent",
+]
 
 #: Where each provider kind sends requests when its ``base_url`` is unset.
 PROVIDER_DEFAULT_URLS = {
@@ -54,6 +60,16 @@ async def resolve_credentials(plan: SandboxPlan, resolver: SecretResolver | None
     for c in plan.credentials:
         out.values[c.name] = await resolve_secret(resolver, c.name)
     return out
+
+
+def env_var_values(plan: SandboxPlan, credentials: ResolvedCredentials) -> dict[str, str]:
+    """``plan``'s env_var credentials by variable name (a warm sandbox gets them with its
+    job's Execute, ``ExecuteRequest.environment``)."""
+    return {
+        c.var_name: credentials.values[c.name]
+        for c in plan.credentials
+        if c.kind == "env_var" and c.var_name is not None
+    }
 
 
 def sidecar_agent(agent: AgentSpec, plan: SandboxPlan, proxy_urls: Mapping[str, str]) -> AgentSpec:

@@ -37,6 +37,10 @@ class Limits:
     pids: int
     gpus: int | None  # None: no GPU; -1: all
 
+    def describe(self) -> str:
+        """``cpu=… memory=…Mi`` for logs."""
+        return f"cpu={self.nano_cpus / 1e9:g} memory={self.memory_bytes // 2**20}Mi"
+
 
 def resolve_limits(spec: EnvironmentSpec, defaults: SandboxDefaults = SandboxDefaults()) -> Limits:
     """Parse ``spec.resources`` over ``defaults``.

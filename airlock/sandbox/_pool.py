@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import statistics
 import time
@@ -29,7 +30,7 @@ from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["PoolMember", "PoolSettings", "PoolStats", "ShapeStats", "WarmPool"]
+__all__ = ["PoolMember", "PoolSettings", "PoolStats", "ShapeStats", "WarmPool", "shape_id"]
 
 _log = logging.getLogger("airlock.sandbox.pool")
 
@@ -37,6 +38,12 @@ _log = logging.getLogger("airlock.sandbox.pool")
 _MAX_BACKOFF_S = 60.0
 #: Claim latencies kept for the statistics.
 _LATENCIES_KEPT = 1024
+
+
+def shape_id(shape: object) -> str:
+    """A short stable id of a shape (its ``repr``: a frozen dataclass's fields), for the labels
+    of its members."""
+    return hashlib.sha256(repr(shape).encode()).hexdigest()[:12]
 
 
 class PoolSettings(BaseModel):

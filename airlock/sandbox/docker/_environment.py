@@ -55,6 +55,7 @@ from airlock.policy import (
     SandboxPlan,
     SecretResolver,
     SidecarRoute,
+    env_var_values,
     resolve_credentials,
     sidecar_agent,
 )
@@ -73,7 +74,7 @@ from ._egress import EGRESS_NETWORK, EgressWiring, ensure_egress_network, networ
 from ._labels import owner_labels
 from ._reaper import ReapReport, default_state_dir, reap_orphans
 from ._settings import DockerSettings
-from ._warm import LABEL_POOL, DockerShape, LateFiles, WarmMember, late_environment, shape_of
+from ._warm import LABEL_POOL, DockerShape, LateFiles, WarmMember, shape_of
 
 __all__ = ["DockerEnvironment", "DockerSandbox"]
 
@@ -268,7 +269,7 @@ class DockerSandbox:
                 await call_engine(wiring.bind, plan, credentials, sink)
                 await wiring.wait_ready(self.start_timeout, poll=0.005)
                 agent = sidecar_agent(agent, plan, proxy_urls(wiring.ports))
-            sandbox.bind(agent, request.state, late_environment(plan, credentials))
+            sandbox.bind(agent, request.state, env_var_values(plan, credentials))
         except BaseException:
             await sandbox.teardown_shielded()
             raise

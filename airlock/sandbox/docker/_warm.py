@@ -20,7 +20,6 @@ Credentials are bound when a job claims the member:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 from airlock.policy import ResolvedCredentials, SandboxPlan
 from airlock.sandbox._limits import Limits
+from airlock.sandbox._pool import shape_id
 
 from ._config import Boundary
 from ._container import SandboxContainer
@@ -38,7 +38,6 @@ __all__ = [
     "LateFiles",
     "NetworkProfile",
     "WarmMember",
-    "late_environment",
     "shape_of",
 ]
 
@@ -71,13 +70,11 @@ class DockerShape:
     @property
     def id(self) -> str:
         """A short stable id (the members' :data:`LABEL_POOL`)."""
-        return hashlib.sha256(repr(self).encode()).hexdigest()[:12]
+        return shape_id(self)
 
     @property
     def label(self) -> str:
         """One line for logs and statistics."""
-        mib = self.limits.memory_bytes // 2**20
-        cpus = self.limits.nano_cpus / 1e9
         files = f", {len(self.files)} file credential(s)" if self.files else ""
         net = self.network
         network = (
@@ -85,7 +82,7 @@ class DockerShape:
             if net is None
             else f", proxy{' + egress' if net.egress else ''}{' + dns' if net.resolves_names else ''}"
         )
-        return f"{self.image} {self.boundary.kind} cpu={cpus:g} memory={mib}Mi{files}{network} [{self.id}]"
+        return f"{self.image} {self.boundary.kind} {self.limits.describe()}{files}{network} [{self.id}]"
 
 
 def shape_of(plan: SandboxPlan, image: str, boundary: Boundary, limits: Limits) -> DockerShape:
@@ -95,15 +92,6 @@ def shape_of(plan: SandboxPlan, image: str, boundary: Boundary, limits: Limits) 
     if plan.needs_egress_proxy or plan.sidecars:
         network = NetworkProfile(egress=plan.needs_egress_proxy, resolves_names=plan.egress.resolves_names)
     return DockerShape(image=image, boundary=boundary, limits=limits, files=files, network=network)
-
-
-def late_environment(plan: SandboxPlan, credentials: ResolvedCredentials) -> dict[str, str]:
-    """The env_var credentials of ``plan``, by variable name, for the job's Execute."""
-    return {
-        c.var_name: credentials.values[c.name]
-        for c in plan.credentials
-        if c.kind == "env_var" and c.var_name is not None
-    }
 
 
 class LateFiles:

@@ -42,6 +42,7 @@ from airlock.policy import (
     ResolvedCredentials,
     SandboxPlan,
     SecretResolver,
+    env_var_values,
     resolve_credentials,
     sidecar_agent,
 )
@@ -61,7 +62,7 @@ from ._owner import OwnerLease
 from ._pod import DEADLINE_MARGIN_S, PodSandbox, api_step, provision_error
 from ._render import SandboxShape, proxy_urls, render_default_deny, render_pod
 from ._settings import KubernetesSettings
-from ._warm import KubeShape, WarmPod, late_environment, poolable
+from ._warm import KubeShape, WarmPod, poolable
 
 __all__ = ["KubernetesSandbox"]
 
@@ -214,7 +215,7 @@ class KubernetesSandbox:
         sandbox = member.sandbox
         backstop: asyncio.Future[None] | None = None
         try:
-            sandbox.bind(request.agent, request.state, late_environment(request.plan, credentials))
+            sandbox.bind(request.agent, request.state, env_var_values(request.plan, credentials))
             if deadline is not None:
                 backstop = asyncio.ensure_future(sandbox.limit_lifetime(deadline))
             output = await sandbox.execute(request.input, sink, deadline, limits)

@@ -25,32 +25,23 @@ deadline and the margin (a backstop: the controller enforces the job's deadline 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
-from airlock.policy import ResolvedCredentials, SandboxPlan
+from airlock.policy import SandboxPlan
 
 from .._lifecycle import shielded
 from .._limits import Limits
+from .._pool import shape_id
 from ._owner import OwnerLease
 from ._pod import PodSandbox
 from ._render import needs_proxy
 
-__all__ = ["KubeShape", "WarmPod", "late_environment", "poolable"]
+__all__ = ["KubeShape", "WarmPod", "poolable"]
 
 
 def poolable(plan: SandboxPlan) -> bool:
     """Whether a sandbox for ``plan`` can come from the pool: no proxy pod, no file credential."""
     return not needs_proxy(plan) and all(c.kind == "env_var" for c in plan.credentials)
-
-
-def late_environment(plan: SandboxPlan, credentials: ResolvedCredentials) -> dict[str, str]:
-    """The env_var credentials of ``plan``, by variable name, for the job's Execute."""
-    return {
-        c.var_name: credentials.values[c.name]
-        for c in plan.credentials
-        if c.kind == "env_var" and c.var_name is not None
-    }
 
 
 @dataclass(frozen=True)
@@ -68,15 +59,13 @@ class KubeShape:
     @property
     def id(self) -> str:
         """A short stable id (the members' ``airlock.dev/pool`` label)."""
-        return hashlib.sha256(repr(self).encode()).hexdigest()[:12]
+        return shape_id(self)
 
     @property
     def label(self) -> str:
         """One line for logs and statistics."""
-        mib = self.limits.memory_bytes // 2**20
-        cpus = self.limits.nano_cpus / 1e9
         runtime = self.runtime_class or "default runtime"
-        return f"{self.image} {runtime} cpu={cpus:g} memory={mib}Mi [{self.id}]"
+        return f"{self.image} {runtime} {self.limits.describe()} [{self.id}]"
 
 
 class WarmPod:
