@@ -63,7 +63,7 @@ def memory_mib(container: Any) -> float | None:
     None when it is gone."""
     try:
         stats = container.stats(stream=False, one_shot=True)
-    except docker_errors().NotFound:
+    except (docker_errors().DockerException, ValueError):  # removed meanwhile, or being removed
         return None
     mem = stats.get("memory_stats") or {}
     inner = mem.get("stats") or {}
@@ -122,7 +122,8 @@ async def main() -> None:
     state_dir = Path(tempfile.mkdtemp(prefix="al-idle-"))
     work = Path(tempfile.mkdtemp(prefix="al-idle-ws-"))  # the turns' host workspaces (unused)
     env = DockerEnvironment(image=image, state_dir=state_dir, client=client, settings=settings, sweep=False)
-    agent = bash_agent("sleep 3600")
+    # The bash tool stops a command after 120 s unless its options allow more.
+    agent = bash_agent("sleep 3600", tool_options={"bash": {"timeout_s": 3600}})
     idle = [asyncio.Event() for _ in range(args.n)]
 
     async def one(i: int) -> None:
