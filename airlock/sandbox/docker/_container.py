@@ -159,8 +159,9 @@ class SandboxContainer:
 
         deadline = time.monotonic() + timeout
         checked = time.monotonic()
-        while not await asyncio.to_thread(self._socket_ready):
+        while not await asyncio.to_thread(self._socket_ready, False):
             if time.monotonic() > deadline:
+                await asyncio.to_thread(self._socket_ready)  # a wrong entry: isolation_violation
                 await self._fail_start(f"no runner socket after {timeout:.0f}s")
             if time.monotonic() - checked > 0.25:
                 checked = time.monotonic()
@@ -200,12 +201,17 @@ class SandboxContainer:
             return False
         return True
 
-    def _socket_ready(self) -> bool:
+    def _socket_ready(self, strict: bool = True) -> bool:
+        """Whether the runner's socket is there, a socket owned by the sandbox user. Anything
+        else in its place raises ``isolation_violation`` (``strict=False``: is not ready yet;
+        gVisor may show the entry before it is the bound socket)."""
         try:
             st = os.lstat(self.socket)
         except FileNotFoundError:
             return False
         if not stat.S_ISSOCK(st.st_mode) or st.st_uid != self.user[0]:
+            if not strict:
+                return False
             raise EnvError.isolation_violation(
                 f"sandbox {self.id}: {SOCKET_NAME} is not a socket owned by the sandbox user; refusing it"
             )
