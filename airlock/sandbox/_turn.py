@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from layer0 import EnvError, ExitReason, Turn, TurnInput, TurnMetadata, TurnOutput
+from layer0 import EnvError, ExitReason, Turn, TurnError, TurnInput, TurnMetadata, TurnOutput
 
 if TYPE_CHECKING:
+    from airlock.runner import RemoteTurn
     from airlock.spec import AgentSpec
+
+    from ._events import EventSink
 
 
 def agent_spec_of(turn: Turn) -> AgentSpec:
@@ -45,3 +51,35 @@ def timeout_output(who: str, limit_s: float, elapsed_s: float) -> TurnOutput:
         exit_reason=ExitReason.timeout(),
         metadata=TurnMetadata.empty().model_copy(update={"duration": int(elapsed_s * 1000)}),
     )
+
+
+async def run_in_sandbox(
+    who: str,
+    remote: RemoteTurn,
+    input: TurnInput,
+    events: EventSink | None,
+    timeout: float | None,  # noqa: ASYNC109
+    *,
+    stop: Callable[[], Awaitable[object]],
+    failed: Callable[[TurnError], Awaitable[EnvError]],
+    finished: Callable[[], Awaitable[None]],
+) -> TurnOutput:
+    r"""A sandbox's turn through ``remote``, the same on every backend: past ``timeout`` the
+    backend ``stop``\ s the sandbox and the output says timeout; a turn that fails becomes the
+    EnvError ``failed`` makes of it (an OOM kill, a dead sandbox); after a turn that ended,
+    ``finished`` raises what the sandbox went through meanwhile (an OOM kill). The channel is
+    closed in every case."""
+    began = time.monotonic()
+    try:
+        try:
+            output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
+        except TimeoutError:
+            await stop()
+            elapsed = time.monotonic() - began
+            return timeout_output(who, timeout or elapsed, elapsed)
+        except TurnError as e:
+            raise await failed(e) from e
+    finally:
+        await remote.close()
+    await finished()
+    return output

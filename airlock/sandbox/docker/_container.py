@@ -25,7 +25,7 @@ from airlock.images import docker_errors
 from airlock.sandbox._events import EventSink
 from airlock.sandbox._lifecycle import oom_exceeded, settle, shielded
 from airlock.sandbox._limits import Limits
-from airlock.sandbox._turn import timeout_output
+from airlock.sandbox._turn import run_in_sandbox
 from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
 
 from ._config import SOCKET_NAME, TOKEN_NAME, Boundary, container_config
@@ -266,30 +266,29 @@ class SandboxContainer:
         timeout: float | None,  # noqa: ASYNC109
         limits: Limits,
     ) -> TurnOutput:
-        remote = self.remote
-        assert remote is not None, "bind() first"
-        began = time.monotonic()
-        try:
-            try:
-                output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
-            except TimeoutError:
-                await self._kill()
-                elapsed = time.monotonic() - began
-                return timeout_output(f"sandbox {self.id}", timeout or elapsed, elapsed)
-            except TurnError as e:
-                await self._raise_if_oom(limits, e)
-                state = await self._state()
-                if state.get("Status") in ("exited", "dead"):
-                    logs = await self.logs()
-                    raise EnvError.other(
-                        f"sandbox {self.id} died during the turn (exit code {state.get('ExitCode')}): "
-                        f"{e}; last log lines:\n{logs}"
-                    ) from e
-                raise EnvError.from_turn_error(e) from e
-        finally:
-            await remote.close()
-        await self._raise_if_oom(limits, None)
-        return output
+        assert self.remote is not None, "bind() first"
+
+        async def failed(e: TurnError) -> EnvError:
+            await self._raise_if_oom(limits, e)
+            state = await self._state()
+            if state.get("Status") in ("exited", "dead"):
+                logs = await self.logs()
+                return EnvError.other(
+                    f"sandbox {self.id} died during the turn (exit code {state.get('ExitCode')}): "
+                    f"{e}; last log lines:\n{logs}"
+                )
+            return EnvError.from_turn_error(e)
+
+        return await run_in_sandbox(
+            f"sandbox {self.id}",
+            self.remote,
+            input,
+            events,
+            timeout,
+            stop=self._kill,
+            failed=failed,
+            finished=lambda: self._raise_if_oom(limits, None),
+        )
 
     async def _raise_if_oom(self, limits: Limits, cause: BaseException | None) -> None:
         state = await self._state()

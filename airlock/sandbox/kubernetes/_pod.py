@@ -23,7 +23,7 @@ from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
 from .._events import EventSink
 from .._lifecycle import oom_exceeded, settle, shielded
 from .._limits import Limits
-from .._turn import timeout_output
+from .._turn import run_in_sandbox
 from ._api import ApiFailure, KubeApi
 from ._channel import PortForward, pod_ip_target
 from ._diagnose import describe_pod, oom_killed, start_failure
@@ -255,27 +255,29 @@ class PodSandbox:
         timeout: float | None,  # noqa: ASYNC109
         limits: Limits,
     ) -> TurnOutput:
-        remote = self.remote
-        assert remote is not None, "bind() first"
-        began = time.monotonic()
-        try:
-            try:
-                output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
-            except TimeoutError:
-                await self._delete("Pod", self.api.core.delete_namespaced_pod, self.pod)
-                elapsed = time.monotonic() - began
-                return timeout_output(f"sandbox {self.id}", timeout or elapsed, elapsed)
-            except TurnError as e:
-                pod = await self._pod_or_empty()
-                self._raise_if_oom(pod, limits, e)
-                if (pod.get("status") or {}).get("phase") not in (None, "Running"):
-                    detail = describe_pod(pod, await self._events_of(self.pod))
-                    raise EnvError.other(f"sandbox {self.id} died during the turn: {e}\n{detail}") from e
-                raise EnvError.from_turn_error(e) from e
-        finally:
-            await remote.close()
-        self._raise_if_oom(await self._pod_or_empty(), limits, None)
-        return output
+        assert self.remote is not None, "bind() first"
+
+        async def failed(e: TurnError) -> EnvError:
+            pod = await self._pod_or_empty()
+            self._raise_if_oom(pod, limits, e)
+            if (pod.get("status") or {}).get("phase") not in (None, "Running"):
+                detail = describe_pod(pod, await self._events_of(self.pod))
+                return EnvError.other(f"sandbox {self.id} died during the turn: {e}\n{detail}")
+            return EnvError.from_turn_error(e)
+
+        async def finished() -> None:
+            self._raise_if_oom(await self._pod_or_empty(), limits, None)
+
+        return await run_in_sandbox(
+            f"sandbox {self.id}",
+            self.remote,
+            input,
+            events,
+            timeout,
+            stop=lambda: self._delete("Pod", self.api.core.delete_namespaced_pod, self.pod),
+            failed=failed,
+            finished=finished,
+        )
 
     async def _pod_or_empty(self) -> dict[str, Any]:
         try:
