@@ -71,6 +71,7 @@ def build_turn(
         name=spec.name,
         events=events,
         spec=spec,
+        approval=spec.approval,
     )
 
 

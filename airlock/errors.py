@@ -15,6 +15,8 @@ the rest live here)::
     │   └── MalformedMessage     a protobuf message does not carry a valid value [airlock.wire]
     ├── ImageError               a sandbox image is missing or cannot be built
     ├── TurnSessionError         a turn session is misused (a step while one runs) [airlock.turn]
+    ├── SuspendedForApproval     a turn stopped before calls that wait for approval [airlock.turn]
+    ├── WeaveError               a stored weave cannot be read back or written [airlock.weave]
     ├── LocalModelError          the local model cannot be prepared, started or stopped
     │   │                         [airlock.localmodel]
     │   ├── ModelFileError       the cached model file is missing, partial or corrupt

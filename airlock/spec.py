@@ -8,6 +8,7 @@ imports nothing of airlock but its errors, so every layer may describe an agent.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -32,6 +33,21 @@ EFFECT_TOOLS = ("write_memory", "delete_memory", "delegate", "handoff", "signal"
 SANDBOX_TOOLS = ("bash", "read_file", "write_file", "list_files", "edit_file", "http_request", "calculator")
 #: Every tool name an AgentSpec may list.
 TOOL_NAMES = SANDBOX_TOOLS + EFFECT_TOOLS
+#: Risk classes a tool may declare; an approval gate may name them.
+RISK_CLASSES = ("destructive", "external")
+#: The risk classes of the built-in tools: ``destructive`` changes what the sandbox or the
+#: agent's state holds, ``external`` reaches beyond the sandbox (the network, other agents).
+TOOL_RISKS: dict[str, tuple[str, ...]] = {
+    "bash": ("destructive", "external"),
+    "write_file": ("destructive",),
+    "edit_file": ("destructive",),
+    "http_request": ("external",),
+    "write_memory": ("destructive",),
+    "delete_memory": ("destructive",),
+    "delegate": ("external",),
+    "handoff": ("external",),
+    "signal": ("external",),
+}
 #: The session-scope state key holding a session's conversation history.
 HISTORY_KEY = "history"
 #: The most values an agent spec's YAML may expand to, counting each use of an alias anew.
@@ -126,6 +142,30 @@ class LoopLimits(_Spec):
     stuck_threshold: int = Field(default=4, gt=1)
 
 
+class ApprovalGate(_Spec):
+    """Which tool calls wait for a person's approval before they run: a call matches by its
+    tool's name (``fnmatch`` globs: ``bash``, ``*_file``) or by a risk class the tool
+    declares (``destructive``, ``external``). Who approves, and how, is the controller's
+    policy (``airlock.policy.ApprovalPolicy``)."""
+
+    tools: list[str] = Field(default_factory=list)
+    risks: list[str] = Field(default_factory=list)
+
+    @field_validator("risks")
+    @classmethod
+    def _known_risks(cls, value: list[str]) -> list[str]:
+        unknown = [r for r in value if r not in RISK_CLASSES]
+        if unknown:
+            raise ValueError(f"unknown risk class(es) {', '.join(unknown)}; valid: {', '.join(RISK_CLASSES)}")
+        return value
+
+    def needs(self, tool: str, risks: Iterable[str] = ()) -> bool:
+        """Whether a call of ``tool`` (declaring ``risks``) waits for approval."""
+        from fnmatch import fnmatchcase
+
+        return any(fnmatchcase(tool, pattern) for pattern in self.tools) or bool(set(self.risks) & set(risks))
+
+
 class AgentSpec(_Spec):
     """Everything needed to build a NeuronTurn, as data."""
 
@@ -141,6 +181,8 @@ class AgentSpec(_Spec):
     defaults: TurnConfig = Field(default_factory=TurnConfig)
     hooks: list[HookSpec] = Field(default_factory=list)
     limits: LoopLimits = Field(default_factory=LoopLimits)
+    #: Tool calls that wait for a person's approval (None: none do).
+    approval: ApprovalGate | None = None
 
     @field_validator("tools")
     @classmethod

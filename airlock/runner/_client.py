@@ -19,14 +19,18 @@ from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.errors import RunnerError
 from airlock.spec import AgentSpec
 from airlock.turn import (
+    Checkpoint,
     EventSink,
     InferenceFinished,
     InferenceStarted,
+    SignalDelivered,
+    SuspendedForApproval,
     ToolFinished,
     ToolStarted,
     TurnLog,
     TurnPaused,
     TurnStarted,
+    TurnSuspended,
 )
 from layer0 import Scope, TurnError, TurnInput, TurnOutput
 
@@ -42,7 +46,8 @@ class TurnFinished(BaseModel):
     output: TurnOutput
 
 
-#: Everything ``RemoteTurn.events()`` yields: the turn's events, then ``TurnFinished``.
+#: Everything ``RemoteTurn.events()`` yields: the turn's events, then ``TurnFinished`` (or
+#: ``TurnSuspended`` when the turn stopped before calls that wait for approval).
 RunnerEvent = Annotated[
     TurnStarted
     | InferenceStarted
@@ -51,6 +56,9 @@ RunnerEvent = Annotated[
     | ToolFinished
     | TurnLog
     | TurnPaused
+    | Checkpoint
+    | SignalDelivered
+    | TurnSuspended
     | TurnFinished,
     Field(discriminator="type"),
 ]
@@ -125,6 +133,8 @@ class RemoteTurn:
         max_message_bytes: largest message sent or received.
         environment: variables the runner sets before it builds the turn (a warm sandbox's
             env_var credentials, bound when it is claimed); secrets, never shown in ``repr``.
+        resume: a session snapshot (``SessionState`` JSON with every message) the next
+            execution continues from instead of starting the turn.
     """
 
     def __init__(
@@ -139,6 +149,7 @@ class RemoteTurn:
         tls_server_name: str | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         environment: Mapping[str, str] | None = None,
+        resume: str | None = None,
     ) -> None:
         if not token:
             raise RunnerError("RemoteTurn needs the runner's token")
@@ -148,6 +159,7 @@ class RemoteTurn:
         self._spec_proto = wire.spec_to_proto(spec)
         self._state_proto = wire.state_to_proto(state or [])
         self._environment = dict(environment or {})
+        self._resume = resume
         self._next_id = execution_id
         self.execution_id: str | None = None
         self._root_certificates = root_certificates
@@ -200,10 +212,15 @@ class RemoteTurn:
                 runner is unreachable, the connection drops or the runner is busy,
                 ``non_retryable`` for a refused request (bad token, invalid spec or input,
                 oversized message).
+            SuspendedForApproval: the turn stopped before calls that wait for approval.
         """
         async for event in self.events(input):
             if isinstance(event, TurnFinished):
                 return event.output
+            if isinstance(event, TurnSuspended):
+                if events is not None:
+                    await events(event)
+                raise SuspendedForApproval(event)
             if events is not None:
                 await events(event)
         raise TurnError.retryable(f"runner at {self.address}: the stream ended without a result")
@@ -226,6 +243,8 @@ class RemoteTurn:
             state=self._state_proto,
             environment=self._environment,
         )
+        if self._resume is not None:
+            request.resume.CopyFrom(pb.Json(text=self._resume))
         call = stub.Execute(request, metadata=self._metadata)
         try:
             async for message in call:
@@ -236,6 +255,8 @@ class RemoteTurn:
                 if isinstance(item, TurnError):
                     raise item
                 yield item
+                if isinstance(item, TurnSuspended):
+                    return
         except grpc.aio.AioRpcError as e:
             raise _turn_error(e, self.address) from e
         except wire.MalformedMessage as e:
@@ -292,6 +313,18 @@ class RemoteTurn:
         """
         response = await self._control("Step", pb.StepRequest(execution_id=self._current()))
         return StepInfo(complete=response.complete, text=response.text, tools=list(response.tools))
+
+    async def signal(self, signal_type: str, data: Any = None) -> None:
+        """Hand the current execution a signal, applied at its next step boundary
+        (``cancel``, ``budget``, or feedback the model reads).
+
+        Raises:
+            RunnerCallError: as :meth:`cancel`.
+        """
+        request = pb.SignalRequest(
+            execution_id=self._current(), signal_type=signal_type, data=wire.json_to_proto(data)
+        )
+        await self._control("Signal", request)
 
     async def health(self) -> str:
         """The runner's health status (``SERVING``, ``NOT_SERVING``, …); no token needed.

@@ -93,11 +93,23 @@ class RunnerConfig:
 class _Execution:
     """One running turn: its session, its event queue and the task driving it."""
 
-    def __init__(self, execution_id: str, turn: NeuronTurn, input: TurnInput, payload_limit: int) -> None:
+    def __init__(
+        self,
+        execution_id: str,
+        turn: NeuronTurn,
+        input: TurnInput,
+        config: RunnerConfig,
+        resume: str | None,
+    ) -> None:
         self.id = execution_id
         self.events: asyncio.Queue[pb.TurnEvent] = asyncio.Queue()
-        self.payload_limit = payload_limit
-        self.session: TurnSession = turn.start(input, events=self._sink)
+        self.payload_limit = config.event_payload_bytes
+        self.message_limit = config.max_message_bytes - 1024
+        self.session: TurnSession = (
+            turn.resume(resume, events=self._sink)
+            if resume is not None
+            else turn.start(input, events=self._sink)
+        )
         self.task: asyncio.Task[None] | None = None
         self.paused = False
         self.resume_requested = False
@@ -108,22 +120,42 @@ class _Execution:
         self.stopping = False
 
     async def _sink(self, event: TurnEvent) -> None:
+        from airlock.turn import TurnLog as TurnLogEvent
+
+        if event.type == "suspended":
+            return  # the stream's last event, put by drive()
         try:
             message = wire.event_to_proto(event, payload_limit=self.payload_limit)
         except wire.MalformedMessage as e:  # a value outside the wire's closed sets: not sent
             _log.warning("event not sent", extra={"execution_id": self.id, "error": str(e)})
             return
+        if message is not None and message.WhichOneof("kind") == "checkpoint":
+            size = message.ByteSize()
+            if size > self.message_limit:  # a resume continues from the previous checkpoint
+                _log.warning("checkpoint not sent", extra={"execution_id": self.id, "bytes": size})
+                text = (
+                    f"checkpoint not sent: {size} bytes, more than the runner's message limit; a resume "
+                    "of this turn would continue from the previous checkpoint"
+                )
+                message = wire.event_to_proto(TurnLogEvent(level="warn", message=text), payload_limit=0)
         if message is not None:
             self.events.put_nowait(message)
 
     async def drive(self) -> None:
         """Run the turn to its end, honouring pause/step/resume; put the final event."""
+        from airlock.turn import TurnSuspended
         from layer0 import TurnError
 
         final: pb.TurnEvent
         try:
             output = await self._run()
-            final = wire.output_event(output)
+            if output is None:
+                calls = self.session.awaiting
+                final = wire.suspended_event(
+                    TurnSuspended(iteration=self.session.state.iterations, calls=calls)
+                )
+            else:
+                final = wire.output_event(output)
         except asyncio.CancelledError:
             final = self._stopped_event() if self.stopping else wire.output_event(self._cancelled_output())
         except TurnError as e:
@@ -148,11 +180,14 @@ class _Execution:
             f"{len(meta.tools_called)} finished tool call(s), cost {meta.cost}; the turn did not finish",
         )
 
-    async def _run(self) -> TurnOutput:
+    async def _run(self) -> TurnOutput | None:
+        """The turn's output; None when it stopped before calls that wait for approval."""
         while True:
             output = await self.session.run()
             if output is not None:
                 return output
+            if self.session.awaiting:
+                return None
             # Paused at a turn boundary: wait for Resume or Step.
             self.paused = True
             if self.resume_requested:
@@ -170,6 +205,8 @@ class _Execution:
                 if result.output is not None:
                     self.paused = False
                     return result.output
+                if result.awaiting:
+                    return None
 
     def _fail_pending_steps(self) -> None:
         while not self.commands.empty():
@@ -178,7 +215,9 @@ class _Execution:
                 reply.set_exception(RunnerError("the execution ended"))
 
 
-def _decode(request: pb.ExecuteRequest) -> tuple[AgentSpec, TurnInput, list[tuple[Scope, str, JsonValue]]]:
+def _decode(
+    request: pb.ExecuteRequest,
+) -> tuple[AgentSpec, TurnInput, list[tuple[Scope, str, JsonValue]], str | None]:
     """The spec, input and state snapshot of an Execute request.
 
     Raises:
@@ -205,9 +244,31 @@ def _decode(request: pb.ExecuteRequest) -> tuple[AgentSpec, TurnInput, list[tupl
     from ._environ import environment_problems
 
     problems.extend(environment_problems(request.environment))
+    resume = request.resume.text if request.HasField("resume") and request.resume.text else None
+    if resume is not None and input is not None:
+        problems.extend(_resume_problems(resume, input))
     if problems or spec is None or input is None or state is None:
         raise wire.MalformedMessage(problems=problems)
-    return spec, input, state
+    return spec, input, state, resume
+
+
+def _resume_problems(resume: str, input: TurnInput) -> list[wire.Problem]:
+    """Why a snapshot cannot continue the request's turn (it does not validate, or it names
+    another input: a caller may not change what the turn was asked)."""
+    from pydantic import ValidationError
+
+    from airlock.turn import SessionState
+
+    try:
+        state = SessionState.model_validate_json(resume)
+    except ValidationError as e:
+        return [
+            wire.Problem(f"resume.{p.path}" if p.path else "resume", p.text)
+            for p in wire.validation_problems(e)
+        ]
+    if state.input != input:
+        return [wire.Problem("resume.input", "differs from the request's input")]
+    return []
 
 
 def _step_response(result: StepResult) -> pb.StepResponse:
@@ -265,8 +326,8 @@ class _RunnerService(pb_grpc.RunnerServicer):
         key = execution_id or f"anonymous-{uuid4()}"
         execution: _Execution | None = None
         try:
-            turn, input = await self._prepare(request, context)
-            execution = _Execution(key, turn, input, self.config.event_payload_bytes)
+            turn, input, resume = await self._prepare(request, context)
+            execution = _Execution(key, turn, input, self.config, resume)
             self.executions[key] = execution
             started = time.monotonic()
             _log.info("execution started", extra={"execution_id": execution_id, "agent": request.agent.name})
@@ -274,7 +335,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
             while True:
                 event = await execution.events.get()
                 kind = event.WhichOneof("kind")
-                if kind in ("output", "error"):
+                if kind in ("output", "error", "suspended"):
                     event = self._fit(event)
                     kind = event.WhichOneof("kind")
                     _log.info(
@@ -284,7 +345,9 @@ class _RunnerService(pb_grpc.RunnerServicer):
                             "result": kind,
                             "exit_reason": str(wire.exit_reason_from_proto(event.output.exit_reason))
                             if kind == "output"
-                            else wire.turn_error_from_proto(event.error).kind,
+                            else wire.turn_error_from_proto(event.error).kind
+                            if kind == "error"
+                            else "awaiting approval",
                             "ms": round((time.monotonic() - started) * 1000, 1),
                         },
                     )
@@ -319,7 +382,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
 
     async def _prepare(
         self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
-    ) -> tuple[NeuronTurn, TurnInput]:
+    ) -> tuple[NeuronTurn, TurnInput, str | None]:
         """Decode and validate the request and build the turn (INVALID_ARGUMENT on bad input,
         one line per problem, each led by the request field it is about)."""
         from airlock.build import build_turn
@@ -329,7 +392,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
         from ._environ import apply_environment
 
         try:
-            spec, input, state = _decode(request)
+            spec, input, state, resume = _decode(request)
             apply_environment(request.environment)
             store = InMemoryStore()
             for scope, key, value in state:
@@ -350,7 +413,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 f"cannot build the turn: {type(e).__name__}: {e}",
                 "internal",
             )
-        return turn, input
+        return turn, input, resume
 
     async def _invalid(self, context: grpc.aio.ServicerContext, problems: Sequence[wire.Problem]) -> NoReturn:
         details = "\n".join(str(p) for p in problems)
@@ -389,6 +452,20 @@ class _RunnerService(pb_grpc.RunnerServicer):
         else:
             execution.resume_requested = True
         return pb.ResumeResponse()
+
+    async def Signal(self, request: pb.SignalRequest, context: grpc.aio.ServicerContext) -> pb.SignalResponse:
+        execution = await self._get(request.execution_id, context)
+        if not request.signal_type:
+            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, "signal_type: required", "invalid")
+        try:
+            data = wire.json_from_proto(request.data, present=request.HasField("data"))
+        except wire.MalformedMessage as e:
+            await self._invalid(context, [p.under("data") for p in e.problems])
+        execution.session.deliver(request.signal_type, data)
+        _log.info(
+            "signal delivered", extra={"execution_id": execution.id, "signal_type": request.signal_type}
+        )
+        return pb.SignalResponse()
 
     async def Step(self, request: pb.StepRequest, context: grpc.aio.ServicerContext) -> pb.StepResponse:
         execution = await self._get(request.execution_id, context)

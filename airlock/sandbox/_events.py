@@ -9,13 +9,16 @@ from pydantic import Field
 
 from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.turn import (
+    Checkpoint,
     InferenceFinished,
     InferenceStarted,
+    SignalDelivered,
     ToolFinished,
     ToolStarted,
     TurnLog,
     TurnPaused,
     TurnStarted,
+    TurnSuspended,
 )
 
 __all__ = ["EventSink", "SandboxEvent"]
@@ -30,6 +33,9 @@ SandboxEvent = Annotated[
     | ToolFinished
     | TurnLog
     | TurnPaused
+    | Checkpoint
+    | TurnSuspended
+    | SignalDelivered
     | EgressEvent
     | CredentialProxyEvent,
     Field(discriminator="type"),

@@ -8,15 +8,18 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from airlock.errors import AirlockError
+
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class TurnStarted(_Event):
-    """The turn began."""
+    """The turn began (``resumed``: it continues from a snapshot taken elsewhere)."""
 
     type: Literal["started"] = "started"
+    resumed: bool = False
 
 
 class InferenceStarted(_Event):
@@ -79,9 +82,76 @@ class TurnPaused(_Event):
     iteration: int
 
 
+class Checkpoint(_Event):
+    """The session's state at a point a resumed session can continue from: after context
+    assembly, after each model response, after each tool call, and at each step's end.
+
+    ``state`` is the ``SessionState`` as JSON whose ``messages`` hold only the messages from
+    index ``messages_from`` on (the ones before are unchanged since the previous checkpoint;
+    0 after a compaction rewrote them): apply it with ``SessionState.apply_checkpoint``.
+    """
+
+    type: Literal["checkpoint"] = "checkpoint"
+    messages_from: int
+    state: dict[str, JsonValue]
+
+
+class PendingCall(_Event):
+    """A tool call of the open step that waits for a person's approval."""
+
+    tool_use_id: str
+    name: str
+    input: JsonValue
+    #: The risk classes the tool declares (``destructive``, ``external``).
+    risks: list[str] = []
+
+
+class TurnSuspended(_Event):
+    """The turn stopped before tool calls that need a person's approval; the latest
+    checkpoint holds the state to resume from once they are decided."""
+
+    type: Literal["suspended"] = "suspended"
+    iteration: int
+    calls: list[PendingCall]
+
+
+class SignalDelivered(_Event):
+    """A signal reached the turn at a step boundary, and what it did (``feedback``: shown to
+    the model; ``budget``: limits changed; ``cancel``: the turn ends; ``ignored``)."""
+
+    type: Literal["signal"] = "signal"
+    signal_type: str
+    action: Literal["feedback", "budget", "cancel", "ignored"]
+    detail: str = ""
+
+
+class SuspendedForApproval(AirlockError):
+    """Raised where a turn's output was expected: it stopped before tool calls that wait for a
+    person's approval (``calls``); its latest Checkpoint is the state to resume from."""
+
+    def __init__(self, event: TurnSuspended) -> None:
+        names = ", ".join(c.name for c in event.calls)
+        super().__init__(f"the turn waits for approval of {names}")
+        self.event = event
+
+    @property
+    def calls(self) -> list[PendingCall]:
+        """The calls waiting for approval."""
+        return list(self.event.calls)
+
+
 #: Everything a turn reports while it runs (``"type"``-tagged).
 TurnEvent = Annotated[
-    TurnStarted | InferenceStarted | InferenceFinished | ToolStarted | ToolFinished | TurnLog | TurnPaused,
+    TurnStarted
+    | InferenceStarted
+    | InferenceFinished
+    | ToolStarted
+    | ToolFinished
+    | TurnLog
+    | TurnPaused
+    | Checkpoint
+    | TurnSuspended
+    | SignalDelivered,
     Field(discriminator="type"),
 ]
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from airlock.errors import SpecError
-from airlock.spec import EFFECT_TOOLS, AgentSpec, LoopLimits
+from airlock.spec import EFFECT_TOOLS, AgentSpec, ApprovalGate, LoopLimits
 from layer0 import Hook, StateReader, TurnConfig, TurnInput, TurnOutput
 
 from ._context import ContextStrategy, NoCompaction
@@ -48,6 +48,8 @@ class NeuronTurn:
         name: the agent's name (tool contexts, logs).
         events: default event sink for ``execute`` and ``start``.
         spec: the AgentSpec this turn was built from, if any (kept as ``.spec``).
+        approval: tool calls that wait for a person's approval: the session suspends before
+            them (``TurnSession.awaiting``) until it is resumed with them decided.
 
     Raises:
         SpecError: an unknown effect tool, or a tool named like an effect tool.
@@ -72,6 +74,7 @@ class NeuronTurn:
         name: str = "agent",
         events: EventSink | None = None,
         spec: AgentSpec | None = None,
+        approval: ApprovalGate | None = None,
     ) -> None:
         self.provider = provider
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -95,6 +98,7 @@ class NeuronTurn:
         self.name = name
         self.events = events
         self.spec = spec
+        self.approval = approval
 
     # -- layer0.Turn --------------------------------------------------------------------
 
@@ -105,8 +109,15 @@ class NeuronTurn:
             layer0.TurnError: provider failures (never retried here), truncated output,
                 exceeded context window, unreadable history.
         """
-        output = await self.start(input).run()
+        session = self.start(input)
+        output = await session.run()
         if output is None:  # nobody else holds this session, so nobody can pause it
+            if session.awaiting:
+                names = ", ".join(c.name for c in session.awaiting)
+                raise TurnSessionError(
+                    f"the turn waits for approval of {names}: run it with start()/run() and resume "
+                    "its state with the calls decided"
+                )
             raise TurnSessionError("the turn paused without a pause request")
         return output
 

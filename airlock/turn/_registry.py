@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue
 
 from airlock.errors import SpecError, ToolError
+from airlock.spec import TOOL_RISKS
 
 from ._tool import ToolContext, ToolDyn
 from ._types import ToolSchema
@@ -107,6 +108,14 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+    def risks(self, name: str) -> tuple[str, ...]:
+        """The risk classes of tool ``name``: what the tool declares (a ``risks`` attribute),
+        else the built-in tools' table (``airlock.spec.TOOL_RISKS``); none for others."""
+        declared = getattr(self._tools.get(name), "risks", None)
+        if declared is not None:
+            return tuple(declared)
+        return TOOL_RISKS.get(name, ())
 
     def schemas(self, only: Sequence[str] | None = None) -> list[ToolSchema]:
         """The tools as offered to the model; ``only`` keeps just those names."""

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from airlock.errors import AirlockError
+from airlock.errors import AirlockError, shorten
 from airlock.spec import HISTORY_KEY
 from layer0 import (
     Content,
@@ -36,12 +37,15 @@ from ._effect_tools import EFFECT_BACKFILL, EffectToolError, effect_from_call, e
 from ._events import (
     InferenceFinished,
     InferenceStarted,
+    PendingCall,
+    SignalDelivered,
     ToolFinished,
     ToolStarted,
     TurnEvent,
     TurnLog,
     TurnPaused,
     TurnStarted,
+    TurnSuspended,
 )
 from ._hooks import HookDecision
 from ._registry import ToolOutcome, ToolRegistry
@@ -52,6 +56,7 @@ from ._types import (
     ProviderRequest,
     Role,
     StopReason,
+    TextPart,
     ToolResultPart,
     ToolSchema,
     ToolUsePart,
@@ -98,6 +103,44 @@ def call_signature(name: str, input: JsonValue) -> str:
     return name + ":" + json.dumps(input, sort_keys=True, separators=(",", ":"))
 
 
+_BUDGET_KEYS = {"max_turns": "max_turns", "max_cost": "max_cost", "max_duration_ms": "max_duration_ms"}
+
+
+def _budget_problem(data: JsonValue) -> str | None:
+    """Why ``data`` is not a budget change (an object of max_turns, max_cost, max_duration_ms)."""
+    if not isinstance(data, dict) or not data:
+        return "a budget signal's data is an object of max_turns, max_cost, max_duration_ms"
+    unknown = sorted(set(data) - set(_BUDGET_KEYS))
+    if unknown:
+        return f"unknown budget key(s) {', '.join(unknown)}; valid: {', '.join(_BUDGET_KEYS)}"
+    for key in ("max_turns", "max_duration_ms"):
+        value = data.get(key)
+        if key in data and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            return f"{key} must be a positive integer"
+    if "max_cost" in data:
+        try:
+            cost = Decimal(str(data["max_cost"]))
+        except ArithmeticError:
+            return "max_cost must be a decimal amount"
+        if not cost.is_finite() or cost < 0 or isinstance(data["max_cost"], bool):
+            return "max_cost must be a decimal amount of at least 0"
+    return None
+
+
+def _overridden(cfg: ResolvedConfig, overrides: dict[str, Any]) -> ResolvedConfig:
+    """``cfg`` with the limits a budget signal changed."""
+    if not overrides:
+        return cfg
+    changes: dict[str, Any] = {}
+    if "max_turns" in overrides:
+        changes["max_turns"] = int(overrides["max_turns"])
+    if "max_cost" in overrides:
+        changes["max_cost"] = Decimal(str(overrides["max_cost"]))
+    if "max_duration_ms" in overrides:
+        changes["max_duration_ms"] = int(overrides["max_duration_ms"])
+    return dataclasses.replace(cfg, **changes)
+
+
 class TurnSession:
     """One turn in progress; step it, run it, pause it, snapshot it.
 
@@ -108,8 +151,13 @@ class TurnSession:
         self._turn = turn
         self._state = state
         self._events = events
-        self._cfg = turn.resolve_config(state.input)
+        self._cfg = _overridden(turn.resolve_config(state.input), state.overrides)
         self._pause_requested = False
+        self._awaiting: list[PendingCall] = []
+        self._inbox: list[tuple[str, JsonValue]] = []
+        #: Messages the latest checkpoint carried (a checkpoint sends only the ones after).
+        self._journaled: int | None = None
+        self._announced = False
         self._boundary: SessionState | None = None
         self._step_t0: float | None = None
         self._step_base_ms = 0.0
@@ -144,6 +192,21 @@ class TurnSession:
         """Whether a pause is pending."""
         return self._pause_requested
 
+    @property
+    def awaiting(self) -> list[PendingCall]:
+        """Tool calls waiting for a person's approval: the session is suspended before them
+        (``run`` returns None; resume its ``state`` with them decided)."""
+        return list(self._awaiting)
+
+    def deliver(self, signal_type: str, data: JsonValue = None) -> None:
+        """Hand the turn a signal, applied at its next step boundary.
+
+        ``cancel`` ends the turn there (``custom("cancelled")``); ``budget`` changes its
+        limits (``data``: any of ``max_turns``, ``max_cost``, ``max_duration_ms``); any other
+        type is feedback the model reads with the next call (``data`` as text).
+        """
+        self._inbox.append((signal_type, data))
+
     def request_pause(self) -> None:
         """Make ``run()`` stop at the next step boundary (also before the first step).
 
@@ -155,6 +218,8 @@ class TurnSession:
     async def run(self) -> TurnOutput | None:
         """Step until the turn ends (its output) or a pause is honoured (None)."""
         while self._output is None:
+            if self._awaiting:
+                return None
             if self._pause_requested:
                 self._pause_requested = False
                 await self._emit(TurnPaused(iteration=self._state.iterations))
@@ -183,12 +248,20 @@ class TurnSession:
             )
         if self._step_t0 is not None:
             raise TurnSessionError("a step of this session is already running")
+        if self._awaiting:
+            names = ", ".join(c.name for c in self._awaiting)
+            raise TurnSessionError(
+                f"the session waits for approval of {names}; resume its state once decided"
+            )
         st = self._state
         self._boundary = st.model_copy(
             update={
                 "messages": list(st.messages),
                 "tool_records": list(st.tool_records),
                 "effects": list(st.effects),
+                "completed": list(st.completed),
+                "approved": list(st.approved),
+                "overrides": dict(st.overrides),
             }
         )
         self._step_base_ms = st.elapsed_ms
@@ -240,7 +313,7 @@ class TurnSession:
             return await self._step_body()
         except _DeadlineReached:
             self._close_dangling("not run: the turn's time limit was reached")
-            return self._finish(ExitReason.timeout(), iteration=self._state.iterations)
+            return await self._finish(ExitReason.timeout(), iteration=self._state.iterations)
 
     async def _step_body(self) -> StepResult:
         st = self._state
@@ -248,14 +321,28 @@ class TurnSession:
         turn = self._turn
         if not st.started:
             await self._assemble()
+        elif not self._announced:
+            self._announced = True
+            await self._emit(TurnStarted(resumed=True))
+            await self._checkpoint()
+        uses = st.open_uses()
+        if uses:  # resumed inside a step: the model call is done, its tools are not
+            return await self._act(uses, st.iterations, "", None)
+        ended = self._ended_before_resume()
+        if ended is not None:
+            return await self._finish(ended, st.iterations, st.final_text)
+        signalled = await self._deliver_signals()
+        if signalled is not None:
+            return await self._finish(signalled, iteration=0)
+        cfg = self._cfg
         early = self._limit_exit()
         if early is not None:
-            return self._finish(early, iteration=0)
+            return await self._finish(early, iteration=0)
         iteration = st.iterations + 1
 
         decision = await self._fire(HookPoint.PRE_INFERENCE)
         if decision.halt is not None:
-            return self._finish(ExitReason.observer_halt(decision.halt), iteration=0)
+            return await self._finish(ExitReason.observer_halt(decision.halt), iteration=0)
 
         request = ProviderRequest(
             model=cfg.model,
@@ -276,7 +363,7 @@ class TurnSession:
             raise
         except TimeoutError as e:
             if deadline.expired():
-                return self._finish(ExitReason.timeout(), iteration=iteration)
+                return await self._finish(ExitReason.timeout(), iteration=iteration)
             raise TurnError.retryable(f"provider {turn.provider.name} timed out: {e}") from e
         except Exception as e:
             raise TurnError.other(f"provider {turn.provider.name} failed: {type(e).__name__}: {e}") from e
@@ -299,6 +386,7 @@ class TurnSession:
             )
         )
         stop = response.stop_reason
+        st.last_stop = stop.value
         if stop is StopReason.MAX_TOKENS:
             raise TurnError.model("output truncated")
         if stop is StopReason.CONTEXT_WINDOW_EXCEEDED:
@@ -309,6 +397,11 @@ class TurnSession:
         if response.content:
             st.messages.append(ProviderMessage(role=Role.ASSISTANT, content=list(response.content)))
         uses = response.tool_uses()
+        stuck = self._note_calls(uses)
+        if stuck is not None:
+            self._close_open_uses(uses, stuck)
+            return await self._finish(ExitReason.custom("stuck_detected"), iteration, text, stop)
+        await self._checkpoint()
 
         decision = await self._fire(
             HookPoint.POST_INFERENCE,
@@ -316,20 +409,35 @@ class TurnSession:
         )
         if decision.halt is not None:
             self._close_open_uses(uses, "not run: the turn was halted by an observer")
-            return self._finish(ExitReason.observer_halt(decision.halt), iteration, text, stop)
+            return await self._finish(ExitReason.observer_halt(decision.halt), iteration, text, stop)
         if stop in (StopReason.REFUSAL, StopReason.CONTENT_FILTER):
             self._close_open_uses(uses, "not run: the model's response was stopped")
-            return self._finish(
+            return await self._finish(
                 ExitReason.safety_stop(response.stop_detail or stop.value), iteration, text, stop
             )
         if not uses:
             if stop is StopReason.TOOL_USE:
                 raise TurnError.model("the model stopped for tool use but asked for no tool")
             if stop is not StopReason.PAUSE_TURN:
-                return self._finish(ExitReason.complete(), iteration, text, stop)
-            executions: list[ToolExecution] = []
-            exit_reason: ExitReason | None = None
-        else:
+                return await self._finish(ExitReason.complete(), iteration, text, stop)
+        return await self._act(uses, iteration, text, stop)
+
+    async def _act(
+        self, uses: list[ToolUsePart], iteration: int, text: str, stop: StopReason | None
+    ) -> StepResult:
+        """The second half of a step: run the tools asked for, then check the limits and
+        compact; a step resumed from a checkpoint starts here."""
+        st = self._state
+        turn = self._turn
+        executions: list[ToolExecution] = []
+        exit_reason: ExitReason | None = None
+        if uses:
+            awaiting = self._needs_approval(uses)
+            if awaiting:
+                self._awaiting = awaiting
+                await self._emit(TurnSuspended(iteration=iteration, calls=awaiting))
+                await self._checkpoint()
+                return StepResult(iteration=iteration, text=text, stop_reason=stop, awaiting=awaiting)
             executions, exit_reason = await self._run_tools(uses)
         if exit_reason is None:
             exit_reason = self._limit_exit()
@@ -338,7 +446,7 @@ class TurnSession:
             if decision.halt is not None:
                 exit_reason = ExitReason.observer_halt(decision.halt)
         if exit_reason is not None:
-            return self._finish(exit_reason, iteration, text, stop, executions)
+            return await self._finish(exit_reason, iteration, text, stop, executions)
         strategy = turn.context
         if strategy.should_compact(st.messages, turn.context_limit):
             deadline = self._deadline()
@@ -350,7 +458,107 @@ class TurnSession:
                     raise _DeadlineReached from None
                 raise
             st.messages = compacted
+            self._journaled = 0
+        await self._checkpoint()
         return StepResult(iteration=iteration, text=text, stop_reason=stop, tool_executions=executions)
+
+    def _ended_before_resume(self) -> ExitReason | None:
+        """How a resumed turn had ended when its last checkpoint is the model's final answer
+        (its process was lost before it finished): never call the model again for it."""
+        st = self._state
+        if not st.messages or st.messages[-1].role is not Role.ASSISTANT or st.last_stop is None:
+            return None
+        if st.last_stop == StopReason.PAUSE_TURN.value:
+            return None
+        if st.last_stop in (StopReason.REFUSAL.value, StopReason.CONTENT_FILTER.value):
+            return ExitReason.safety_stop(st.last_stop)
+        return ExitReason.complete()
+
+    def _note_calls(self, uses: list[ToolUsePart]) -> str | None:
+        """Count repeated identical calls; why the step stops when they count as stuck."""
+        st = self._state
+        for use in uses:
+            sig = call_signature(use.name, use.input)
+            if sig == st.last_call:
+                st.last_call_repeats += 1
+            else:
+                st.last_call, st.last_call_repeats = sig, 1
+            if st.last_call_repeats >= self._turn.limits.stuck_threshold:
+                return (
+                    f"not run: the same call was repeated {st.last_call_repeats} times in a row "
+                    "(loop detected)"
+                )
+        return None
+
+    def _needs_approval(self, uses: list[ToolUsePart]) -> list[PendingCall]:
+        """The open step's calls that wait for approval (none ran, none was approved)."""
+        gate = self._turn.approval
+        if gate is None:
+            return []
+        st = self._state
+        settled = {ex.tool_use_id for ex in st.completed} | set(st.approved)
+        registry = self._turn.tools
+        pending = []
+        for use in uses:
+            if use.id in settled or use.name not in self._cfg.offered:
+                continue
+            risks = registry.risks(use.name)
+            if gate.needs(use.name, risks):
+                pending.append(
+                    PendingCall(tool_use_id=use.id, name=use.name, input=use.input, risks=list(risks))
+                )
+        return pending
+
+    async def _deliver_signals(self) -> ExitReason | None:
+        """Apply the signals delivered since the last boundary; an exit reason for ``cancel``."""
+        st = self._state
+        while self._inbox:
+            signal_type, data = self._inbox.pop(0)
+            if signal_type == "cancel":
+                detail = data if isinstance(data, str) else json.dumps(data)
+                await self._emit(SignalDelivered(signal_type=signal_type, action="cancel", detail=detail))
+                st.effects.append(
+                    Log(level=LogLevel.WARN, message=f"turn cancelled by a signal: {detail}", data=data)
+                )
+                return ExitReason.custom("cancelled")
+            if signal_type == "budget":
+                problem = _budget_problem(data)
+                if problem is not None:
+                    await self._emit(
+                        SignalDelivered(signal_type=signal_type, action="ignored", detail=problem)
+                    )
+                    continue
+                assert isinstance(data, dict)
+                st.overrides.update(data)
+                self._cfg = _overridden(self._cfg, data)
+                await self._emit(
+                    SignalDelivered(
+                        signal_type=signal_type, action="budget", detail=json.dumps(data, sort_keys=True)
+                    )
+                )
+                continue
+            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+            note = TextPart(text=f"[signal {signal_type}] {text}")
+            last = st.messages[-1] if st.messages else None
+            if last is not None and last.role is Role.USER:
+                st.messages[-1] = ProviderMessage(role=Role.USER, content=[*last.content, note])
+                if self._journaled is not None:
+                    self._journaled = min(self._journaled, len(st.messages) - 1)
+            else:
+                st.messages.append(ProviderMessage(role=Role.USER, content=[note]))
+            await self._emit(
+                SignalDelivered(signal_type=signal_type, action="feedback", detail=shorten(text, 200))
+            )
+        return None
+
+    async def _checkpoint(self) -> None:
+        """Report the state to resume from (the messages since the previous checkpoint)."""
+        if self._events is None:
+            return
+        st = self._state
+        since = 0 if self._journaled is None else min(self._journaled, len(st.messages))
+        await self._emit(st.checkpoint(since))
+        self._journaled = len(st.messages)
 
     def _limit_exit(self) -> ExitReason | None:
         st = self._state
@@ -386,35 +594,28 @@ class TurnSession:
             raise TurnError.context_assembly("the input message is empty")
         st.messages = [*history, ProviderMessage(role=Role.USER, content=parts)]
         st.started = True
+        self._announced = True
         await self._emit(TurnStarted())
+        await self._checkpoint()
 
     async def _run_tools(self, uses: list[ToolUsePart]) -> tuple[list[ToolExecution], ExitReason | None]:
         st = self._state
         turn = self._turn
         limits = turn.limits
 
-        for use in uses:
-            sig = call_signature(use.name, use.input)
-            if sig == st.last_call:
-                st.last_call_repeats += 1
-            else:
-                st.last_call, st.last_call_repeats = sig, 1
-            if st.last_call_repeats >= limits.stuck_threshold:
-                self._close_open_uses(
-                    uses,
-                    f"not run: the same call was repeated {st.last_call_repeats} times in a row "
-                    "(loop detected)",
-                )
-                return [], ExitReason.custom("stuck_detected")
-
+        done = {ex.tool_use_id: ex for ex in st.completed}
         results: dict[int, ToolExecution] = {}
         scheduled: list[tuple[int, ToolUsePart, JsonValue]] = []
-        new_effects = []
         for idx, use in enumerate(uses):
+            if use.id in done:  # ran before the session was resumed (or was decided)
+                results[idx] = done[use.id]
+                continue
             if use.name not in self._cfg.offered:
                 text = ToolRegistry.unknown_tool_message(use.name, sorted(self._cfg.offered))
-                results[idx] = ToolExecution(
-                    tool_use_id=use.id, name=use.name, input=use.input, output=text, is_error=True
+                results[idx] = self._completed(
+                    ToolExecution(
+                        tool_use_id=use.id, name=use.name, input=use.input, output=text, is_error=True
+                    )
                 )
                 continue
             decision = await self._fire(HookPoint.PRE_TOOL_USE, tool_name=use.name, tool_input=use.input)
@@ -422,54 +623,33 @@ class TurnSession:
                 self._close_open_uses(uses, "not run: the turn was halted by an observer")
                 return [], ExitReason.observer_halt(decision.halt)
             if decision.skip is not None:
-                results[idx] = ToolExecution(
-                    tool_use_id=use.id,
-                    name=use.name,
-                    input=use.input,
-                    output=f"skipped by policy: {decision.skip}",
-                    is_error=True,
-                    skipped=True,
+                results[idx] = self._completed(
+                    ToolExecution(
+                        tool_use_id=use.id,
+                        name=use.name,
+                        input=use.input,
+                        output=f"skipped by policy: {decision.skip}",
+                        is_error=True,
+                        skipped=True,
+                    )
                 )
                 continue
             tool_input = decision.new_input if decision.modified else use.input
             if use.name in turn.effect_tools:
-                problem = effect_validation_error(use.name, tool_input)
-                effect = None
-                if problem is None:
-                    try:
-                        effect = effect_from_call(use.name, tool_input, st.input.session)
-                    except EffectToolError as err:
-                        problem = f"{use.name}: {err}"
-                if effect is not None:
-                    new_effects.append(effect)
-                execution = ToolExecution(
-                    tool_use_id=use.id,
-                    name=use.name,
-                    input=tool_input,
-                    output=problem or EFFECT_BACKFILL[use.name],
-                    is_error=problem is not None,
-                    effect=True,
-                )
-                results[idx] = execution
-                await self._emit(ToolStarted(tool_use_id=use.id, name=use.name, input=tool_input))
-                await self._emit(
-                    ToolFinished(
-                        tool_use_id=use.id,
-                        name=use.name,
-                        duration_ms=0,
-                        success=not execution.is_error,
-                        output=execution.output,
-                    )
-                )
+                results[idx] = await self._declare_effect(use, tool_input)
                 continue
             scheduled.append((idx, use, tool_input))
 
         timed_out = False
         if scheduled:
             timed_out = await self._execute_scheduled(scheduled, results)
-        st.effects.extend(new_effects)
+        for ex in (results[i] for i in range(len(uses))):
+            if ex.declared is not None:
+                st.effects.append(ex.declared)
 
         executions = [results[i] for i in range(len(uses))]
+        st.completed = []
+        st.approved = []
         st.messages.append(
             ProviderMessage(
                 role=Role.USER,
@@ -498,6 +678,45 @@ class TurnSession:
                 return executions, ExitReason.observer_halt(decision.halt)
         return executions, None
 
+    def _completed(self, execution: ToolExecution) -> ToolExecution:
+        """Note a call of the open step as done (a checkpoint from now on carries it)."""
+        self._state.completed.append(execution)
+        return execution
+
+    async def _declare_effect(self, use: ToolUsePart, tool_input: JsonValue) -> ToolExecution:
+        """An effect tool's call: declared as an Effect (applied with the step's results),
+        never run in the sandbox."""
+        problem = effect_validation_error(use.name, tool_input)
+        effect = None
+        if problem is None:
+            try:
+                effect = effect_from_call(use.name, tool_input, self._state.input.session)
+            except EffectToolError as err:
+                problem = f"{use.name}: {err}"
+        execution = self._completed(
+            ToolExecution(
+                tool_use_id=use.id,
+                name=use.name,
+                input=tool_input,
+                output=problem or EFFECT_BACKFILL[use.name],
+                is_error=problem is not None,
+                effect=True,
+                declared=effect,
+            )
+        )
+        await self._emit(ToolStarted(tool_use_id=use.id, name=use.name, input=tool_input))
+        await self._emit(
+            ToolFinished(
+                tool_use_id=use.id,
+                name=use.name,
+                duration_ms=0,
+                success=not execution.is_error,
+                output=execution.output,
+            )
+        )
+        await self._checkpoint()
+        return execution
+
     async def _execute_scheduled(
         self, scheduled: list[tuple[int, ToolUsePart, JsonValue]], results: dict[int, ToolExecution]
     ) -> bool:
@@ -513,13 +732,15 @@ class TurnSession:
             ctx = ToolContext(tool_use_id=use.id, agent=self._turn.name, metadata=ctx_meta)
             outcome: ToolOutcome = await registry.execute(use.name, tool_input, ctx, allowed=offered)
             duration = (time.perf_counter() - t0) * 1000
-            results[idx] = ToolExecution(
-                tool_use_id=use.id,
-                name=use.name,
-                input=tool_input,
-                output=outcome.content,
-                is_error=outcome.is_error,
-                duration_ms=duration,
+            results[idx] = self._completed(
+                ToolExecution(
+                    tool_use_id=use.id,
+                    name=use.name,
+                    input=tool_input,
+                    output=outcome.content,
+                    is_error=outcome.is_error,
+                    duration_ms=duration,
+                )
             )
             await self._emit(
                 ToolFinished(
@@ -530,6 +751,7 @@ class TurnSession:
                     output=outcome.content,
                 )
             )
+            await self._checkpoint()
 
         deadline = self._deadline()
         try:
@@ -569,7 +791,7 @@ class TurnSession:
                 )
             )
 
-    def _finish(
+    async def _finish(
         self,
         reason: ExitReason,
         iteration: int,
@@ -589,6 +811,7 @@ class TurnSession:
                 )
             )
             log.info("%s (agent %s)", message, self._turn.name)
+        await self._checkpoint()
         return StepResult(
             iteration=iteration,
             text=text,

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from layer0 import Effect, ExitReason, Json, Money, ToolCallRecord, TurnInput, TurnOutput
 
-from ._types import ProviderMessage, StopReason
+from ._events import Checkpoint, PendingCall
+from ._types import ProviderMessage, Role, StopReason, ToolUsePart
 
 
 class SessionState(BaseModel):
@@ -47,6 +48,50 @@ class SessionState(BaseModel):
     final_text: str = ""
     #: Set once the turn has ended.
     exit_reason: ExitReason | None = None
+    #: The open step's tool calls that already ran (when the last message is the model's
+    #: call for tools, the step is open: a resumed session runs only the calls not here).
+    completed: list[ToolExecution] = Field(default_factory=list)
+    #: Ids of the open step's calls a person approved (they run without asking again).
+    approved: list[str] = Field(default_factory=list)
+    #: Why the model stopped in its latest response (a resumed session whose last message is
+    #: that response knows whether the turn had ended).
+    last_stop: str | None = None
+    #: Turn limits changed by ``budget`` signals (max_turns, max_cost, max_duration_ms).
+    overrides: dict[str, Json] = Field(default_factory=dict)
+
+    def open_uses(self) -> list[ToolUsePart]:
+        """The tool calls of the open step: the last message's, when it is the model's
+        call for tools that no result answers yet (empty when no step is open)."""
+        if self.exit_reason is not None or not self.messages:
+            return []
+        last = self.messages[-1]
+        if last.role is not Role.ASSISTANT:
+            return []
+        return [p for p in last.content if isinstance(p, ToolUsePart)]
+
+    def checkpoint(self, messages_from: int) -> Checkpoint:
+        """This state as a Checkpoint event carrying the messages from ``messages_from`` on."""
+        data = self.model_dump(mode="json", exclude={"messages"})
+        data["messages"] = [m.model_dump(mode="json") for m in self.messages[messages_from:]]
+        return Checkpoint(messages_from=messages_from, state=data)
+
+    @classmethod
+    def from_checkpoint(cls, event: Checkpoint, previous: SessionState | None = None) -> SessionState:
+        """The state a checkpoint describes, its unchanged messages taken from ``previous``.
+
+        Raises:
+            ValueError: the checkpoint keeps more messages than ``previous`` has, or its state
+                does not validate.
+        """
+        kept = previous.messages[: event.messages_from] if previous is not None else []
+        if len(kept) != event.messages_from:
+            have = len(previous.messages) if previous is not None else 0
+            raise ValueError(
+                f"the checkpoint keeps the first {event.messages_from} message(s), but only {have} are known"
+            )
+        state = cls.model_validate(event.state)
+        state.messages = [*kept, *state.messages]
+        return state
 
 
 class ToolExecution(BaseModel):
@@ -65,6 +110,8 @@ class ToolExecution(BaseModel):
     skipped: bool = False
     #: An effect tool: intercepted and declared as an Effect instead of run.
     effect: bool = False
+    #: The Effect an effect tool's call declared (None when its input was refused).
+    declared: Effect | None = None
 
 
 class StepResult(BaseModel):
@@ -83,3 +130,8 @@ class StepResult(BaseModel):
     exit_reason: ExitReason | None = None
     #: The turn's output, when ``is_complete``.
     output: TurnOutput | None = None
+    #: Calls that need a person's approval before they run: the session is suspended.
+    awaiting: list[PendingCall] = Field(default_factory=list)
+
+
+SessionState.model_rebuild()

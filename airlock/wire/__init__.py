@@ -36,7 +36,14 @@ if _typing.TYPE_CHECKING:
         WIRE_ENUMS,
         WireEnum,
     )
-    from ._events import error_event, event_from_proto, event_to_proto, output_event, turn_error_from_proto
+    from ._events import (
+        error_event,
+        event_from_proto,
+        event_to_proto,
+        output_event,
+        suspended_event,
+        turn_error_from_proto,
+    )
     from ._primitives import duration_from_proto, duration_to_proto, json_from_proto, json_text, json_to_proto
     from ._problems import MalformedMessage, Problem, located, problems_of, validation_problems
     from ._server import HEALTH_SERVICE_NAME, RejectCorruptRequests, add_reflection
@@ -122,6 +129,7 @@ __all__ = [
     "spec_to_proto",
     "state_from_proto",
     "state_to_proto",
+    "suspended_event",
     "tool_call_from_proto",
     "tool_call_to_proto",
     "trigger_from_proto",
@@ -152,6 +160,7 @@ _WHERE = {
     "event_from_proto": "._events",
     "event_to_proto": "._events",
     "output_event": "._events",
+    "suspended_event": "._events",
     "turn_error_from_proto": "._events",
     "duration_from_proto": "._primitives",
     "duration_to_proto": "._primitives",

@@ -6,14 +6,18 @@ from typing import Any, cast
 
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.turn import (
+    Checkpoint,
     InferenceFinished,
     InferenceStarted,
+    PendingCall,
+    SignalDelivered,
     ToolFinished,
     ToolStarted,
     TurnEvent,
     TurnLog,
     TurnPaused,
     TurnStarted,
+    TurnSuspended,
 )
 from layer0 import TurnError, TurnOutput, decimal_to_str
 
@@ -49,7 +53,7 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
         MalformedMessage: a stop reason or log level outside its closed set.
     """
     if isinstance(event, TurnStarted):
-        return pb.TurnEvent(started=pb.TurnStarted())
+        return pb.TurnEvent(started=pb.TurnStarted(resumed=event.resumed))
     if isinstance(event, InferenceStarted):
         started = pb.InferenceStarted(iteration=event.iteration)
         if event.model is not None:
@@ -94,7 +98,25 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
         return pb.TurnEvent(log=pb.TurnLogEvent(level=LOG_LEVEL.to_proto(event.level), message=event.message))
     if isinstance(event, TurnPaused):
         return pb.TurnEvent(paused=pb.TurnPaused(iteration=event.iteration))
+    if isinstance(event, Checkpoint):
+        state = json_to_proto(event.state)
+        return pb.TurnEvent(checkpoint=pb.Checkpoint(messages_from=event.messages_from, state=state))
+    if isinstance(event, TurnSuspended):
+        return suspended_event(event)
+    if isinstance(event, SignalDelivered):
+        return pb.TurnEvent(
+            signal=pb.SignalDelivered(signal_type=event.signal_type, action=event.action, detail=event.detail)
+        )
     return None
+
+
+def suspended_event(event: TurnSuspended) -> pb.TurnEvent:
+    """The final ``suspended`` event (calls' inputs carried whole: a person decides on them)."""
+    calls = [
+        pb.PendingCall(tool_use_id=c.tool_use_id, name=c.name, input=json_to_proto(c.input), risks=c.risks)
+        for c in event.calls
+    ]
+    return pb.TurnEvent(suspended=pb.TurnSuspended(iteration=event.iteration, calls=calls))
 
 
 def output_event(output: TurnOutput) -> pb.TurnEvent:
@@ -134,7 +156,26 @@ def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnErro
         if kind == "error":
             return turn_error_from_proto(message.error)
         if kind == "started":
-            return TurnStarted()
+            return TurnStarted(resumed=message.started.resumed)
+        if kind == "checkpoint":
+            state = json_field(message.checkpoint, "state")
+            if not isinstance(state, dict):
+                raise MalformedMessage("a checkpoint's state is a JSON object", path="state")
+            return Checkpoint(messages_from=message.checkpoint.messages_from, state=state)
+        if kind == "suspended":
+            s2 = message.suspended
+            calls = [
+                PendingCall(
+                    tool_use_id=c.tool_use_id, name=c.name, input=json_field(c, "input"), risks=list(c.risks)
+                )
+                for c in s2.calls
+            ]
+            return TurnSuspended(iteration=s2.iteration, calls=calls)
+        if kind == "signal":
+            g = message.signal
+            if g.action not in ("feedback", "budget", "cancel", "ignored"):
+                raise MalformedMessage(f"unknown signal action {g.action!r}", path="action")
+            return SignalDelivered(signal_type=g.signal_type, action=g.action, detail=g.detail)
         if kind == "inference_started":
             s = message.inference_started
             return InferenceStarted(iteration=s.iteration, model=s.model if s.HasField("model") else None)

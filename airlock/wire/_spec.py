@@ -20,7 +20,18 @@ _T = TypeVar("_T")
 
 #: The AgentSpec/ProviderSpec fields this module carries; a test fails when the models grow.
 AGENT_SPEC_FIELDS = frozenset(
-    ("name", "provider", "system", "tools", "tool_options", "context", "defaults", "hooks", "limits")
+    (
+        "name",
+        "provider",
+        "system",
+        "tools",
+        "tool_options",
+        "context",
+        "defaults",
+        "hooks",
+        "limits",
+        "approval",
+    )
 )
 PROVIDER_SPEC_FIELDS = frozenset(
     (
@@ -56,7 +67,7 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
         price = getattr(p, name)
         if price is not None:
             setattr(provider, name, decimal_to_str(price))
-    return pb.AgentSpec(
+    message = pb.AgentSpec(
         name=spec.name,
         provider=provider,
         system=spec.system,
@@ -77,6 +88,9 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
             stuck_threshold=spec.limits.stuck_threshold,
         ),
     )
+    if spec.approval is not None:
+        message.approval.CopyFrom(pb.ApprovalGate(tools=spec.approval.tools, risks=spec.approval.risks))
+    return message
 
 
 def _present(message: Any, names: Iterable[str]) -> dict[str, Any]:
@@ -155,6 +169,8 @@ def spec_from_proto(message: pb.AgentSpec) -> AgentSpec:
         data["defaults"] = problems.read("defaults", config_from_proto, message.defaults)
     if message.HasField("limits"):
         data["limits"] = _present(message.limits, ("circuit_breaker_threshold", "stuck_threshold"))
+    if message.HasField("approval"):
+        data["approval"] = {"tools": list(message.approval.tools), "risks": list(message.approval.risks)}
     if problems.found:
         raise MalformedMessage(problems=problems.found)
     try:

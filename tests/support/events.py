@@ -7,14 +7,18 @@ from decimal import Decimal
 from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.sandbox import SandboxEvent
 from airlock.turn import (
+    Checkpoint,
     InferenceFinished,
     InferenceStarted,
+    PendingCall,
+    SignalDelivered,
     ToolFinished,
     ToolStarted,
     TurnEvent,
     TurnLog,
     TurnPaused,
     TurnStarted,
+    TurnSuspended,
 )
 
 EGRESS = EgressEvent(
@@ -63,6 +67,17 @@ TURN_EVENTS: list[TurnEvent] = [
     ToolFinished(tool_use_id="t2", name="bash", duration_ms=30_000, success=False, output="killed ✗"),
     TurnLog(level="warn", message="turn ended: max_turns"),
     TurnPaused(iteration=2),
+    TurnStarted(resumed=True),
+    Checkpoint(messages_from=2, state={"version": 1, "iterations": 1, "messages": [], "cost": "0.01"}),
+    TurnSuspended(
+        iteration=1,
+        calls=[
+            PendingCall(tool_use_id="t9", name="bash", input={"command": "rm -rf out"}, risks=["destructive"])
+        ],
+    ),
+    TurnSuspended(iteration=3, calls=[]),
+    SignalDelivered(signal_type="budget", action="budget", detail='{"max_turns": 3}'),
+    SignalDelivered(signal_type="feedback", action="feedback"),
 ]
 
 #: The turn events and the proxies' (egress decisions and closes, credential-proxy requests).

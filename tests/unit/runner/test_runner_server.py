@@ -24,6 +24,7 @@ from airlock.runner import (
 )
 from airlock.state import InMemoryStore
 from airlock.turn import (
+    Checkpoint,
     InferenceFinished,
     InferenceStarted,
     ToolFinished,
@@ -55,6 +56,11 @@ def _no_durations(value: Any) -> Any:
         return value.model_copy(update={"metadata": metadata})
     if hasattr(value, "duration_ms"):
         return value.model_copy(update={"duration_ms": 0})
+    if isinstance(value, Checkpoint):
+        state = {**value.state, "elapsed_ms": 0}
+        state["tool_records"] = [{**r, "duration": 0} for r in state["tool_records"]]  # type: ignore[dict-item, union-attr]
+        state["completed"] = [{**c, "duration_ms": 0} for c in state["completed"]]  # type: ignore[dict-item, union-attr]
+        return value.model_copy(update={"state": state})
     return value
 
 
@@ -112,7 +118,15 @@ async def test_execute_end_to_end_matches_in_process(
 
     kinds = [type(e) for e in remote_events]
     assert kinds[0] is TurnStarted
-    assert kinds[1:5] == [InferenceStarted, InferenceFinished, ToolStarted, ToolFinished]
+    assert kinds[1:8] == [
+        Checkpoint,
+        InferenceStarted,
+        InferenceFinished,
+        Checkpoint,
+        ToolStarted,
+        ToolFinished,
+        Checkpoint,
+    ]
     finished = [e for e in remote_events if isinstance(e, ToolFinished)]
     assert finished[0].output == "42" and finished[0].success
 

@@ -381,12 +381,18 @@ async def test_events_in_order_with_running_totals() -> None:
     await turn.execute(TurnInput.new("x"))
     assert rec.types() == [
         "started",
+        "checkpoint",  # context assembled
         "inference_started",
         "inference_finished",
+        "checkpoint",  # the model asked for a tool
         "tool_started",
         "tool_finished",
+        "checkpoint",  # the tool ran
+        "checkpoint",  # the step ended
         "inference_started",
         "inference_finished",
+        "checkpoint",  # the final answer
+        "checkpoint",  # the turn ended
     ]
     finished = [e for e in rec.events if e.type == "inference_finished"]
     assert [e.total_cost for e in finished] == [Decimal("0.01"), Decimal("0.03")]  # type: ignore[union-attr]

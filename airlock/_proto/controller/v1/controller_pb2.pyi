@@ -417,6 +417,9 @@ class SandboxEvent(_message.Message):
     PAUSED_FIELD_NUMBER: _builtins.int
     EGRESS_FIELD_NUMBER: _builtins.int
     CREDENTIAL_PROXY_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_FIELD_NUMBER: _builtins.int
+    SUSPENDED_FIELD_NUMBER: _builtins.int
+    SIGNAL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def started(self) -> _runner_pb2.TurnStarted: ...
     @_builtins.property
@@ -435,6 +438,20 @@ class SandboxEvent(_message.Message):
     def egress(self) -> Global___EgressEvent: ...
     @_builtins.property
     def credential_proxy(self) -> Global___CredentialProxyEvent: ...
+    @_builtins.property
+    def checkpoint(self) -> _runner_pb2.Checkpoint:
+        """The session's state to resume from (the controller keeps the latest; a job's record
+        does not hold these).
+        """
+
+    @_builtins.property
+    def suspended(self) -> _runner_pb2.TurnSuspended:
+        """The turn stopped before calls that wait for approval."""
+
+    @_builtins.property
+    def signal(self) -> _runner_pb2.SignalDelivered:
+        """A signal reached the turn at a step boundary."""
+
     def __init__(
         self,
         *,
@@ -447,12 +464,15 @@ class SandboxEvent(_message.Message):
         paused: _runner_pb2.TurnPaused | None = ...,
         egress: Global___EgressEvent | None = ...,
         credential_proxy: Global___CredentialProxyEvent | None = ...,
+        checkpoint: _runner_pb2.Checkpoint | None = ...,
+        suspended: _runner_pb2.TurnSuspended | None = ...,
+        signal: _runner_pb2.SignalDelivered | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "started", b"started", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "started", b"started", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "egress", "credential_proxy"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "egress", "credential_proxy", "checkpoint", "suspended", "signal"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 

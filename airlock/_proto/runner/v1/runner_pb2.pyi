@@ -1378,6 +1378,36 @@ class LoopLimits(_message.Message):
 Global___LoopLimits: _TypeAlias = LoopLimits  # noqa: Y015
 
 @_typing.final
+class ApprovalGate(_message.Message):
+    """Which tool calls wait for a person's approval: a call matches by its tool's name (fnmatch
+    globs such as "bash", "*_file") or by a risk class its tool declares ("destructive",
+    "external"; an unknown class is INVALID_ARGUMENT). The turn suspends before such a call
+    (the stream ends with `suspended`) until it is resumed with the call decided.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOLS_FIELD_NUMBER: _builtins.int
+    RISKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def risks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        tools: _abc.Iterable[_builtins.str] | None = ...,
+        risks: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["risks", b"risks", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApprovalGate: _TypeAlias = ApprovalGate  # noqa: Y015
+
+@_typing.final
 class AgentSpec(_message.Message):
     """Everything needed to build a NeuronTurn, as data."""
 
@@ -1392,6 +1422,7 @@ class AgentSpec(_message.Message):
     DEFAULTS_FIELD_NUMBER: _builtins.int
     HOOKS_FIELD_NUMBER: _builtins.int
     LIMITS_FIELD_NUMBER: _builtins.int
+    APPROVAL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Required, non-empty."""
     system: _builtins.str
@@ -1422,6 +1453,10 @@ class AgentSpec(_message.Message):
     def hooks(self) -> _containers.RepeatedCompositeFieldContainer[Global___HookSpec]: ...
     @_builtins.property
     def limits(self) -> Global___LoopLimits: ...
+    @_builtins.property
+    def approval(self) -> Global___ApprovalGate:
+        """Absent: no call waits for approval."""
+
     def __init__(
         self,
         *,
@@ -1434,10 +1469,11 @@ class AgentSpec(_message.Message):
         defaults: Global___TurnConfig | None = ...,
         hooks: _abc.Iterable[Global___HookSpec] | None = ...,
         limits: Global___LoopLimits | None = ...,
+        approval: Global___ApprovalGate | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "defaults", b"defaults", "limits", b"limits", "provider", b"provider"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "context", b"context", "defaults", b"defaults", "limits", b"limits", "provider", b"provider"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["context", b"context", "defaults", b"defaults", "hooks", b"hooks", "limits", b"limits", "name", b"name", "provider", b"provider", "system", b"system", "tool_options", b"tool_options", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "context", b"context", "defaults", b"defaults", "hooks", b"hooks", "limits", b"limits", "name", b"name", "provider", b"provider", "system", b"system", "tool_options", b"tool_options", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1451,12 +1487,17 @@ class TurnStarted(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    RESUMED_FIELD_NUMBER: _builtins.int
+    resumed: _builtins.bool
+    """The turn continues from a snapshot (ExecuteRequest.resume) instead of starting anew."""
     def __init__(
         self,
+        *,
+        resumed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resumed", b"resumed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1646,6 +1687,128 @@ class TurnPaused(_message.Message):
 Global___TurnPaused: _TypeAlias = TurnPaused  # noqa: Y015
 
 @_typing.final
+class Checkpoint(_message.Message):
+    """The session's state at a point a resumed execution can continue from: after context
+    assembly, after each model response, after each tool call, and at the end of each step.
+    `state` is the JSON of the turn's SessionState (airlock.turn.SessionState: the input, the
+    conversation, the counters, the open step's finished calls) whose `messages` hold only the
+    messages from index `messages_from` on; the ones before are those of the previous
+    checkpoint of this execution (0: all messages are here, e.g. after a compaction). The
+    first checkpoint of an execution always carries every message.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FROM_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    messages_from: _builtins.int
+    @_builtins.property
+    def state(self) -> Global___Json: ...
+    def __init__(
+        self,
+        *,
+        messages_from: _builtins.int = ...,
+        state: Global___Json | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["state", b"state"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages_from", b"messages_from", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Checkpoint: _TypeAlias = Checkpoint  # noqa: Y015
+
+@_typing.final
+class PendingCall(_message.Message):
+    """A tool call that waits for a person's approval."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_USE_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    INPUT_FIELD_NUMBER: _builtins.int
+    RISKS_FIELD_NUMBER: _builtins.int
+    tool_use_id: _builtins.str
+    name: _builtins.str
+    @_builtins.property
+    def input(self) -> Global___Json: ...
+    @_builtins.property
+    def risks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The risk classes the tool declares."""
+
+    def __init__(
+        self,
+        *,
+        tool_use_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        input: Global___Json | None = ...,
+        risks: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "name", b"name", "risks", b"risks", "tool_use_id", b"tool_use_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingCall: _TypeAlias = PendingCall  # noqa: Y015
+
+@_typing.final
+class TurnSuspended(_message.Message):
+    """The turn stopped before calls that wait for approval; the checkpoint just before holds the
+    state to resume from once they are decided. The last event of the stream.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITERATION_FIELD_NUMBER: _builtins.int
+    CALLS_FIELD_NUMBER: _builtins.int
+    iteration: _builtins.int
+    @_builtins.property
+    def calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingCall]: ...
+    def __init__(
+        self,
+        *,
+        iteration: _builtins.int = ...,
+        calls: _abc.Iterable[Global___PendingCall] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "iteration", b"iteration"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnSuspended: _TypeAlias = TurnSuspended  # noqa: Y015
+
+@_typing.final
+class SignalDelivered(_message.Message):
+    """A signal reached the turn at a step boundary. `action`: "feedback" (shown to the model),
+    "budget" (limits changed), "cancel" (the turn ends), "ignored" (`detail` says why).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SIGNAL_TYPE_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    signal_type: _builtins.str
+    action: _builtins.str
+    detail: _builtins.str
+    def __init__(
+        self,
+        *,
+        signal_type: _builtins.str = ...,
+        action: _builtins.str = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "detail", b"detail", "signal_type", b"signal_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SignalDelivered: _TypeAlias = SignalDelivered  # noqa: Y015
+
+@_typing.final
 class TurnFailed(_message.Message):
     """The turn failed. A reader treats an UNSPECIFIED or unknown `kind` as OTHER."""
 
@@ -1678,7 +1841,7 @@ Global___TurnFailed: _TypeAlias = TurnFailed  # noqa: Y015
 @_typing.final
 class TurnEvent(_message.Message):
     """Everything that happens during an execution, in order. The stream of an Execute call ends
-    with exactly one `output` or `error`.
+    with exactly one `output`, `error` or `suspended`.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -1692,6 +1855,9 @@ class TurnEvent(_message.Message):
     PAUSED_FIELD_NUMBER: _builtins.int
     OUTPUT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_FIELD_NUMBER: _builtins.int
+    SUSPENDED_FIELD_NUMBER: _builtins.int
+    SIGNAL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def started(self) -> Global___TurnStarted: ...
     @_builtins.property
@@ -1710,6 +1876,12 @@ class TurnEvent(_message.Message):
     def output(self) -> Global___TurnOutput: ...
     @_builtins.property
     def error(self) -> Global___TurnFailed: ...
+    @_builtins.property
+    def checkpoint(self) -> Global___Checkpoint: ...
+    @_builtins.property
+    def suspended(self) -> Global___TurnSuspended: ...
+    @_builtins.property
+    def signal(self) -> Global___SignalDelivered: ...
     def __init__(
         self,
         *,
@@ -1722,12 +1894,15 @@ class TurnEvent(_message.Message):
         paused: Global___TurnPaused | None = ...,
         output: Global___TurnOutput | None = ...,
         error: Global___TurnFailed | None = ...,
+        checkpoint: Global___Checkpoint | None = ...,
+        suspended: Global___TurnSuspended | None = ...,
+        signal: Global___SignalDelivered | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "started", b"started", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "started", b"started", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -1766,6 +1941,7 @@ class ExecuteRequest(_message.Message):
     EXECUTION_ID_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     ENVIRONMENT_FIELD_NUMBER: _builtins.int
+    RESUME_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Chosen by the caller; names this execution in Cancel/Pause/Resume/Step. Empty: the runner
     picks none and the execution cannot be controlled.
@@ -1788,6 +1964,15 @@ class ExecuteRequest(_message.Message):
         one job).
         """
 
+    @_builtins.property
+    def resume(self) -> Global___Json:
+        """Continue a turn instead of starting it: the JSON of a SessionState as the checkpoints
+        carry it, with every message. Its `input` must equal `input`. A step left open (the
+        model's tool calls, some finished: `completed`) runs only the calls not finished; calls
+        listed in `approved` run without waiting for approval again. A snapshot that does not
+        validate, or names another input: INVALID_ARGUMENT (`resume: ...`).
+        """
+
     def __init__(
         self,
         *,
@@ -1796,10 +1981,11 @@ class ExecuteRequest(_message.Message):
         execution_id: _builtins.str = ...,
         state: _abc.Iterable[Global___StateEntry] | None = ...,
         environment: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        resume: Global___Json | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "input", b"input"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "input", b"input", "resume", b"resume"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "environment", b"environment", "execution_id", b"execution_id", "input", b"input", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "environment", b"environment", "execution_id", b"execution_id", "input", b"input", "resume", b"resume", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1925,6 +2111,50 @@ class StepRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StepRequest: _TypeAlias = StepRequest  # noqa: Y015
+
+@_typing.final
+class SignalRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    SIGNAL_TYPE_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    signal_type: _builtins.str
+    """"cancel" (data: the reason), "budget" (data: an object of max_turns, max_cost as decimal
+    text, max_duration_ms), or any other type: feedback the model reads with its next call.
+    """
+    @_builtins.property
+    def data(self) -> Global___Json: ...
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        signal_type: _builtins.str = ...,
+        data: Global___Json | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["data", b"data"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "execution_id", b"execution_id", "signal_type", b"signal_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SignalRequest: _TypeAlias = SignalRequest  # noqa: Y015
+
+@_typing.final
+class SignalResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SignalResponse: _TypeAlias = SignalResponse  # noqa: Y015
 
 @_typing.final
 class StepResponse(_message.Message):

@@ -70,6 +70,11 @@ class RunnerStub:
                 request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.StepRequest.SerializeToString,
                 response_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.StepResponse.FromString,
                 _registered_method=True)
+        self.Signal = channel.unary_unary(
+                '/airlock.runner.v1.Runner/Signal',
+                request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SignalRequest.SerializeToString,
+                response_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SignalResponse.FromString,
+                _registered_method=True)
 
 
 class RunnerServicer:
@@ -130,6 +135,14 @@ class RunnerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Signal(self, request, context):
+        """Hands the execution a signal, applied at its next step boundary (a `signal` event then
+        reports what it did). Unknown execution: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunnerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -157,6 +170,11 @@ def add_RunnerServicer_to_server(servicer, server):
                     servicer.Step,
                     request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.StepRequest.FromString,
                     response_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.StepResponse.SerializeToString,
+            ),
+            'Signal': grpc.unary_unary_rpc_method_handler(
+                    servicer.Signal,
+                    request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SignalRequest.FromString,
+                    response_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SignalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -305,6 +323,33 @@ class Runner:
             '/airlock.runner.v1.Runner/Step',
             airlock_dot_runner_dot_v1_dot_runner__pb2.StepRequest.SerializeToString,
             airlock_dot_runner_dot_v1_dot_runner__pb2.StepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Signal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.runner.v1.Runner/Signal',
+            airlock_dot_runner_dot_v1_dot_runner__pb2.SignalRequest.SerializeToString,
+            airlock_dot_runner_dot_v1_dot_runner__pb2.SignalResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -89,6 +89,10 @@ class RunnerStub:
     and returns when it is done; the execution stays paused unless the step finished the turn.
     Not paused: FAILED_PRECONDITION. Unknown execution: NOT_FOUND.
     """
+    Signal: _grpc.UnaryUnaryMultiCallable[_runner_pb2.SignalRequest, _runner_pb2.SignalResponse]
+    """Hands the execution a signal, applied at its next step boundary (a `signal` event then
+    reports what it did). Unknown execution: NOT_FOUND.
+    """
 
 @_typing.type_check_only
 class RunnerAsyncStub(RunnerStub):
@@ -129,6 +133,10 @@ class RunnerAsyncStub(RunnerStub):
     """Runs exactly one step (one model call and the tools it asked for) of a paused execution
     and returns when it is done; the execution stays paused unless the step finished the turn.
     Not paused: FAILED_PRECONDITION. Unknown execution: NOT_FOUND.
+    """
+    Signal: _aio.UnaryUnaryMultiCallable[_runner_pb2.SignalRequest, _runner_pb2.SignalResponse]  # type: ignore[assignment]
+    """Hands the execution a signal, applied at its next step boundary (a `signal` event then
+    reports what it did). Unknown execution: NOT_FOUND.
     """
 
 class RunnerServicer(metaclass=_abc_1.ABCMeta):
@@ -197,6 +205,16 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
         """Runs exactly one step (one model call and the tools it asked for) of a paused execution
         and returns when it is done; the execution stays paused unless the step finished the turn.
         Not paused: FAILED_PRECONDITION. Unknown execution: NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def Signal(
+        self,
+        request: _runner_pb2.SignalRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_runner_pb2.SignalResponse, _abc.Awaitable[_runner_pb2.SignalResponse]]:
+        """Hands the execution a signal, applied at its next step boundary (a `signal` event then
+        reports what it did). Unknown execution: NOT_FOUND.
         """
 
 def add_RunnerServicer_to_server(servicer: RunnerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,43 @@
+"""airlock.weave: a job tree's turn records as one causal trace.
+
+The controller records each step of a job as an immutable, hash-chained :class:`TurnRecord`.
+The records of a submitted job and its delegated children form a :class:`Weave`: a
+Mazurkiewicz trace, a partial order in which records of different threads (jobs) with no
+causal link commute.
+
+* :mod:`._record` — :class:`RecordDraft` (what a caller supplies) and :class:`TurnRecord`.
+* :mod:`._hashing` — :func:`canonical_json`, :func:`state_hash`, :func:`content_digest`.
+* :mod:`._chain` — :func:`verify` of a stored sequence (:class:`ChainReport`).
+* :mod:`._weave` — :class:`Weave`: recording, Lamport clocks, linearization, equivalence, cones.
+* :mod:`._store` — :class:`WeaveStore`: weaves in a layer0 ``StateStore``.
+* :mod:`._fixed_point` — :class:`FixedPoint`: stop an iteration when stable, cycling or spent.
+"""
+
+from ._chain import ChainBreak, ChainReport, record_hash, verify
+from ._fixed_point import FixedPoint, FixedPointExit, FixedPointResult, detect_cycle, is_stable
+from ._hashing import canonical_json, content_digest, state_hash
+from ._record import RecordDraft, RecordType, TurnRecord
+from ._store import WeaveError, WeaveStore
+from ._weave import ConeMetrics, Weave
+
+__all__ = [
+    "ChainBreak",
+    "ChainReport",
+    "ConeMetrics",
+    "FixedPoint",
+    "FixedPointExit",
+    "FixedPointResult",
+    "RecordDraft",
+    "RecordType",
+    "TurnRecord",
+    "Weave",
+    "WeaveError",
+    "WeaveStore",
+    "canonical_json",
+    "content_digest",
+    "detect_cycle",
+    "is_stable",
+    "record_hash",
+    "state_hash",
+    "verify",
+]

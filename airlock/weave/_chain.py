@@ -1,0 +1,143 @@
+"""The hash chain: each record's hash, and :func:`verify` of a stored sequence of records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from ._hashing import canonical_json, content_digest, seal_matches, sha256_of
+from ._record import TurnRecord
+
+
+def record_hash(record: TurnRecord) -> str:
+    """``"sha256:<hex>"`` over the canonical JSON of every field but ``hash`` and ``seal``."""
+    return sha256_of(canonical_json(record.model_dump(mode="python", exclude={"hash", "seal"})))
+
+
+class ChainBreak(BaseModel):
+    """One problem found in a stored sequence: where (0-based), which record, and what."""
+
+    model_config = ConfigDict(frozen=True)
+
+    position: int
+    record_id: str
+    problem: str
+
+
+class ChainReport(BaseModel):
+    """What :func:`verify` found: ``ok`` when nothing is broken."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    records: int
+    breaks: list[ChainBreak]
+
+    @property
+    def first_break(self) -> ChainBreak | None:
+        """The earliest problem, or None."""
+        return self.breaks[0] if self.breaks else None
+
+
+def _content_problems(record: TurnRecord, key: bytes | None) -> list[str]:
+    """A record's problems on its own: digest, hash, id and (with a key) seal."""
+    rid = record.id
+    problems = []
+    try:
+        if content_digest(record.content) != record.digest:
+            problems.append(f"record {rid} was modified: its digest does not match its content")
+        if record_hash(record) != record.hash:
+            problems.append(f"record {rid} was modified: its hash does not match its fields")
+    except (TypeError, ValueError) as e:
+        problems.append(f"record {rid} cannot be hashed: {e}")
+    if rid != f"{record.job}:{record.n}":
+        expected = f"{record.job}:{record.n}"
+        problems.append(f"record {rid} has the wrong id: its job and n make it {expected}")
+    if key is not None:
+        if record.seal is None:
+            problems.append(f"record {rid} is unsealed: it has no seal but the chain is verified with a key")
+        elif not seal_matches(record.seal, record.hash, key):
+            problems.append(
+                f"record {rid} is forged: its seal does not match its hash under the key "
+                "(the record was changed and its hash recomputed without the key)"
+            )
+    return problems
+
+
+def verify(records: Sequence[TurnRecord], key: bytes | None = None) -> ChainReport:
+    """Re-check ``records`` in their storage order.
+
+    Each record's digest and hash must match its fields, its ``n`` must follow its thread's
+    previous ``n``, its ``prev_hash`` must be that record's hash, every dependency must come
+    earlier, its clock must exceed its dependencies' and its thread predecessor's, and with a
+    ``key`` its seal must match. Without a key seals are not checked. A thread's last records
+    cut off the end of the sequence leave no trace in the chain: compare the count or the tips
+    with a copy kept elsewhere to detect that.
+    """
+    breaks: list[ChainBreak] = []
+    seen: dict[str, int] = {}  # id -> position of its first occurrence
+    last: dict[str, TurnRecord] = {}  # job -> its thread's latest stored record
+    clocks: dict[str, int] = {}  # id -> clock
+    where = {r.id: i for i, r in reversed(list(enumerate(records)))}  # id -> first position
+
+    for position, record in enumerate(records):
+        rid = record.id
+        problems = _content_problems(record, key)
+        if rid in seen:
+            problems.append(f"record {rid} appears twice (first at position {seen[rid]})")
+
+        prev = last.get(record.job)
+        if prev is None:
+            if record.n != 1:
+                missing = (
+                    f"{record.job}:1 is"
+                    if record.n == 2
+                    else f"{record.job}:1 to {record.job}:{record.n - 1} are"
+                )
+                problems.append(f"record {rid} is the first of thread {record.job}: {missing} missing")
+            if record.prev_hash is not None:
+                problems.append(
+                    f"record {rid} is the first of thread {record.job} "
+                    "but its prev_hash names a previous record"
+                )
+        else:
+            if record.n > prev.n + 1:
+                gap = (
+                    f"{record.job}:{prev.n + 1} is"
+                    if record.n == prev.n + 2
+                    else f"{record.job}:{prev.n + 1} to {record.job}:{record.n - 1} are"
+                )
+                problems.append(f"record {rid} follows {prev.id}: {gap} missing")
+            elif record.n <= prev.n:
+                problems.append(f"record {rid} comes after {prev.id}: thread {record.job} is out of order")
+            if record.prev_hash != prev.hash:
+                problems.append(
+                    f"record {rid}'s prev_hash does not match the hash of {prev.id}, "
+                    f"the record before it in thread {record.job}"
+                )
+            if record.clock <= prev.clock:
+                problems.append(
+                    f"record {rid} has clock {record.clock}, not greater than the clock {prev.clock} "
+                    f"of {prev.id}, the record before it in thread {record.job}"
+                )
+
+        for dep in record.depends_on:
+            if dep == rid:
+                problems.append(f"record {rid} depends on itself")
+            elif dep not in where:
+                problems.append(f"record {rid} depends on {dep}, which is missing")
+            elif dep not in clocks:
+                problems.append(f"record {rid} depends on {dep}, which comes later (position {where[dep]})")
+            elif record.clock <= clocks[dep]:
+                problems.append(
+                    f"record {rid} has clock {record.clock}, not greater than the clock {clocks[dep]} "
+                    f"of its dependency {dep}"
+                )
+
+        breaks.extend(ChainBreak(position=position, record_id=rid, problem=p) for p in problems)
+        seen.setdefault(rid, position)
+        clocks.setdefault(rid, record.clock)
+        last[record.job] = record
+
+    return ChainReport(ok=not breaks, records=len(records), breaks=breaks)
