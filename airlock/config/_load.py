@@ -39,6 +39,7 @@ from ._schema import (
     LITERAL_SECRET_KEYS,
     LOCAL_MODEL,
     SANDBOX_KEYS,
+    ApprovalConfig,
     ContainerIsolationConfig,
     DefaultsConfig,
     EnvVarInjection,
@@ -259,8 +260,9 @@ def _compile_agent(
 
     spec_raw = _anchor_script(doc, prefix, spec_raw, issues)
     spec: AgentSpec | None = None
+    gate = sandbox.approval.policy().gate() if sandbox is not None and sandbox.approval is not None else None
     try:
-        spec = AgentSpec.model_validate({**spec_raw, "name": name, "defaults": defaults})
+        spec = AgentSpec.model_validate({**spec_raw, "name": name, "defaults": defaults, "approval": gate})
     except ValidationError as e:
         issues += _map_errors(doc, prefix, e, AgentSpec, raw=spec_raw)
 
@@ -283,6 +285,7 @@ def _compile_agent(
         issues += [_policy_issue(doc, prefix, sandbox, p) for p in e.problems]
         return None
     issues += _check_effect_tools(doc, prefix, spec, sandbox.effects)
+    issues += _check_approval(doc, prefix, spec, sandbox.approval)
     if len(issues) > before:
         return None
     used = {c.name for c in environment.credentials}
@@ -294,10 +297,34 @@ def _compile_agent(
         defaults=defaults,
         sidecar_routes=routes,
         effects=sandbox.effects,
+        approval=sandbox.approval.policy() if sandbox.approval is not None else None,
+        durability=sandbox.durability,
         secrets={k: v for k, v in secrets.items() if k in used},
         source=doc.file,
         line=doc.locate(prefix)[1].line,
     )
+
+
+def _check_approval(
+    doc: LocatedDocument, prefix: KeyPath, spec: AgentSpec, approval: ApprovalConfig | None
+) -> list[ConfigIssue]:
+    """Every ``approval.tools`` entry must match one of the agent's tools (a typo would let
+    the call it meant run unapproved)."""
+    if approval is None:
+        return []
+    from fnmatch import fnmatchcase
+
+    issues = []
+    for i, pattern in enumerate(approval.tools):
+        if not any(fnmatchcase(tool, pattern) for tool in spec.tools):
+            issues.append(
+                doc.issue(
+                    (*prefix, "approval", "tools", i),
+                    f"{pattern!r} matches none of the agent's tools ({', '.join(spec.tools) or 'none'}); "
+                    "a misspelt name would let the call it meant run without approval",
+                )
+            )
+    return issues
 
 
 #: Effect tools, the ``effects:`` grant without which every call of them is refused, and

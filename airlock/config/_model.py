@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
 from airlock.errors import ConfigError
+from airlock.policy.approval import ApprovalPolicy
+from airlock.policy.durability import DurabilityPolicy
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
 from airlock.sandbox import PoolSettings, backend_names
@@ -46,6 +48,10 @@ class AgentConfig(BaseModel):
     sidecar_routes: dict[str, SidecarRoute] = Field(default_factory=dict)
     #: The effects its turns may declare; the controller refuses any other.
     effects: EffectPolicy = Field(default_factory=EffectPolicy)
+    #: Who approves its gated tool calls (None: no call waits); the gate is ``spec.approval``.
+    approval: ApprovalPolicy | None = None
+    #: What becomes of its jobs when their sandbox or controller is lost mid-turn.
+    durability: DurabilityPolicy = Field(default_factory=DurabilityPolicy)
     #: Sources of the secrets this agent's credentials name (a subset of ``secrets:``).
     secrets: dict[str, SecretSource] = Field(default_factory=dict)
     #: The file and 1-based line the agent is defined at.

@@ -13,11 +13,14 @@ from pydantic import (
     Discriminator,
     Field,
     Strict,
+    StringConstraints,
     Tag,
     field_validator,
     model_validator,
 )
 
+from airlock.policy.approval import ApprovalPolicy
+from airlock.policy.durability import DurabilityPolicy
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SidecarRoute
 from airlock.sandbox import PoolSettings, backend_names
@@ -201,6 +204,38 @@ IsolationConfig = Annotated[
 ]
 
 
+class ApprovalConfig(_Config):
+    """Which tool calls wait for a person, who decides, and what a timeout decides."""
+
+    tools: list[Annotated[str, StringConstraints(min_length=1)]] = Field(default_factory=list)
+    risks: list[Literal["destructive", "external"]] = Field(default_factory=list)
+    approvers: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
+        default_factory=list
+    )
+    strategy: Literal["all", "any", "majority"] = "any"
+    timeout: Duration = 3_600_000
+    on_timeout: Literal["approve", "reject"] = "reject"
+
+    @model_validator(mode="after")
+    def _gates_something(self) -> ApprovalConfig:
+        if not self.tools and not self.risks:
+            raise ValueError("name the calls that wait: `tools:` (names or globs) and/or `risks:`")
+        if len(set(self.approvers)) != len(self.approvers):
+            raise ValueError("an approver is listed twice")
+        return self
+
+    def policy(self) -> ApprovalPolicy:
+        """The controller's approval policy."""
+        return ApprovalPolicy(
+            tools=tuple(self.tools),
+            risks=tuple(self.risks),
+            approvers=tuple(self.approvers),
+            strategy=self.strategy,
+            timeout_ms=self.timeout,
+            on_timeout=self.on_timeout,
+        )
+
+
 class SandboxConfig(_Config):
     """The sandbox part of an agent entry (the rest of the entry is its AgentSpec)."""
 
@@ -212,6 +247,10 @@ class SandboxConfig(_Config):
     defaults: DefaultsConfig = Field(default_factory=DefaultsConfig)
     #: The effects the agent's turns may declare (checked by the controller before applying).
     effects: EffectPolicy = Field(default_factory=EffectPolicy)
+    #: Tool calls that wait for a person's approval (unset: none).
+    approval: ApprovalConfig | None = None
+    #: What becomes of its jobs when their sandbox or controller is lost mid-turn.
+    durability: DurabilityPolicy = Field(default_factory=DurabilityPolicy)
 
     @field_validator("backend")
     @classmethod

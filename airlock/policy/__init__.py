@@ -10,8 +10,11 @@ Backend-neutral and cheap to import (pydantic and the standard library):
 * :mod:`.credentials` — resolving a plan's credentials and pointing an agent at its sidecar.
 * :mod:`.effects` — the effect policy a sandbox's declared effects are checked against.
 * :mod:`.resources` — Kubernetes-style quantities (``512Mi``, ``500m``).
+* :mod:`.approval` — who approves an agent's gated tool calls, and how decisions combine.
+* :mod:`.durability` — what becomes of a job whose sandbox or controller was lost.
 """
 
+from .approval import ApprovalDecision, ApprovalPolicy
 from .credentials import (
     PROVIDER_DEFAULT_URLS,
     ResolvedCredentials,
@@ -20,6 +23,7 @@ from .credentials import (
     sidecar_agent,
 )
 from .decision import Decision, decide, precheck
+from .durability import LOST_CALL, DurabilityPolicy
 from .effects import EffectContext, EffectPolicy, check_effect
 from .plan import (
     SIDECAR_CONVENTIONS,
@@ -43,12 +47,16 @@ from .secrets import (
 )
 
 __all__ = [
+    "LOST_CALL",
     "PROVIDER_DEFAULT_URLS",
     "REDACTED",
     "SIDECAR_CONVENTIONS",
+    "ApprovalDecision",
+    "ApprovalPolicy",
     "ChainResolver",
     "CredentialPlacement",
     "Decision",
+    "DurabilityPolicy",
     "EffectContext",
     "EffectPolicy",
     "EgressPlan",
