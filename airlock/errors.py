@@ -16,6 +16,7 @@ the rest live here)::
     ├── ImageError               a sandbox image is missing or cannot be built
     ├── TurnSessionError         a turn session is misused (a step while one runs) [airlock.turn]
     ├── SuspendedForApproval     a turn stopped before calls that wait for approval [airlock.turn]
+    ├── TurnNotRunning           a turn has no runner to control now [airlock.sandbox]
     ├── WeaveError               a stored weave cannot be read back or written [airlock.weave]
     ├── LocalModelError          the local model cannot be prepared, started or stopped
     │   │                         [airlock.localmodel]

@@ -133,7 +133,7 @@ class RemoteTurn:
         max_message_bytes: largest message sent or received.
         environment: variables the runner sets before it builds the turn (a warm sandbox's
             env_var credentials, bound when it is claimed); secrets, never shown in ``repr``.
-        resume: a session snapshot (``SessionState`` JSON with every message) the next
+        resume_from: a session snapshot (``SessionState`` JSON with every message) the next
             execution continues from instead of starting the turn.
     """
 
@@ -149,7 +149,7 @@ class RemoteTurn:
         tls_server_name: str | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         environment: Mapping[str, str] | None = None,
-        resume: str | None = None,
+        resume_from: str | None = None,
     ) -> None:
         if not token:
             raise RunnerError("RemoteTurn needs the runner's token")
@@ -159,7 +159,8 @@ class RemoteTurn:
         self._spec_proto = wire.spec_to_proto(spec)
         self._state_proto = wire.state_to_proto(state or [])
         self._environment = dict(environment or {})
-        self._resume = resume
+        #: The snapshot the next execution continues from (None: it starts the turn).
+        self.resume_from = resume_from
         self._next_id = execution_id
         self.execution_id: str | None = None
         self._root_certificates = root_certificates
@@ -243,8 +244,8 @@ class RemoteTurn:
             state=self._state_proto,
             environment=self._environment,
         )
-        if self._resume is not None:
-            request.resume.CopyFrom(pb.Json(text=self._resume))
+        if self.resume_from is not None:
+            request.resume.CopyFrom(pb.Json(text=self.resume_from))
         call = stub.Execute(request, metadata=self._metadata)
         try:
             async for message in call:

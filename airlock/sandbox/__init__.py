@@ -14,6 +14,7 @@ up by name. :class:`SandboxEnvironment` adapts any backend to ``layer0.Environme
 from ._backend import Backend, Capabilities, DoctorCheck, Reaped, Reaper
 from ._environment import SandboxEnvironment, state_snapshot
 from ._events import EventSink, SandboxEvent
+from ._handle import TurnHandle, TurnNotRunning
 from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
 from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
@@ -38,6 +39,8 @@ __all__ = [
     "SandboxRequest",
     "ShapeStats",
     "StateEntry",
+    "TurnHandle",
+    "TurnNotRunning",
     "WarmPool",
     "WarmableSandbox",
     "backend",

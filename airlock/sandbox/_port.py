@@ -19,6 +19,7 @@ from airlock.spec import AgentSpec
 from layer0 import EnvError, EnvironmentSpec, Scope, TurnInput, TurnOutput
 
 from ._events import EventSink
+from ._handle import TurnHandle
 
 __all__ = ["Sandbox", "SandboxRequest", "StateEntry", "WarmableSandbox", "compile_sandbox_plan"]
 
@@ -47,6 +48,9 @@ class SandboxRequest(BaseModel):
     state: tuple[StateEntry, ...] = ()
     #: Receives the turn's events and its proxies' decisions as they happen.
     events: EventSink | None = None
+    #: The snapshot the turn resumes from, and its controls while it runs (None: a turn
+    #: started anew that nobody controls).
+    session: TurnHandle | None = None
 
     @classmethod
     def compile(
@@ -58,6 +62,7 @@ class SandboxRequest(BaseModel):
         sidecar_routes: Mapping[str, SidecarRoute] | None = None,
         state: Iterable[tuple[Scope, str, Any]] = (),
         events: EventSink | None = None,
+        session: TurnHandle | None = None,
     ) -> Self:
         """A request whose plan is compiled from ``environment`` and ``sidecar_routes``.
 
@@ -72,6 +77,7 @@ class SandboxRequest(BaseModel):
             plan=compile_sandbox_plan(environment, sidecar_routes),
             state=tuple(StateEntry(*entry) for entry in state),
             events=events,
+            session=session,
         )
 
 

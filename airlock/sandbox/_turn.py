@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from airlock.spec import AgentSpec
 
     from ._events import EventSink
+    from ._handle import TurnHandle
 
 
 def agent_spec_of(turn: Turn) -> AgentSpec:
@@ -63,13 +64,18 @@ async def run_in_sandbox(
     stop: Callable[[], Awaitable[object]],
     failed: Callable[[TurnError], Awaitable[EnvError]],
     finished: Callable[[], Awaitable[None]],
+    session: TurnHandle | None = None,
 ) -> TurnOutput:
     r"""A sandbox's turn through ``remote``, the same on every backend: past ``timeout`` the
     backend ``stop``\ s the sandbox and the output says timeout; a turn that fails becomes the
     EnvError ``failed`` makes of it (an OOM kill, a dead sandbox); after a turn that ended,
     ``finished`` raises what the sandbox went through meanwhile (an OOM kill). The channel is
-    closed in every case."""
+    closed in every case. With ``session``, the turn continues from its snapshot (``resume``)
+    and the handle's control calls reach it while it runs."""
     began = time.monotonic()
+    if session is not None:
+        remote.resume_from = session.resume_from
+        session.attach(remote)
     try:
         try:
             output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
@@ -80,6 +86,8 @@ async def run_in_sandbox(
         except TurnError as e:
             raise await failed(e) from e
     finally:
+        if session is not None:
+            session.detach(remote)
         await remote.close()
     await finished()
     return output

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airlock.images import docker_errors
 from airlock.sandbox._events import EventSink
+from airlock.sandbox._handle import TurnHandle
 from airlock.sandbox._lifecycle import oom_exceeded, settle, shielded
 from airlock.sandbox._limits import Limits
 from airlock.sandbox._turn import run_in_sandbox
@@ -265,6 +266,7 @@ class SandboxContainer:
         events: EventSink | None,
         timeout: float | None,  # noqa: ASYNC109
         limits: Limits,
+        session: TurnHandle | None = None,
     ) -> TurnOutput:
         assert self.remote is not None, "bind() first"
 
@@ -288,6 +290,7 @@ class SandboxContainer:
             stop=self._kill,
             failed=failed,
             finished=lambda: self._raise_if_oom(limits, None),
+            session=session,
         )
 
     async def _raise_if_oom(self, limits: Limits, cause: BaseException | None) -> None:

@@ -171,7 +171,7 @@ class DockerSandbox:
             sandbox = await self._start_cold(client, runtimes, shape, request, credentials, sink)
         try:
             deadline = hard_timeout_s(agent, request.input, self.turn_timeout, self.timeout_grace)
-            output = await sandbox.execute(request.input, sink, deadline, shape.limits)
+            output = await sandbox.execute(request.input, sink, deadline, shape.limits, request.session)
         except BaseException:
             await sandbox.teardown_shielded()
             raise

@@ -21,6 +21,7 @@ from airlock.policy import ResolvedCredentials
 from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
 
 from .._events import EventSink
+from .._handle import TurnHandle
 from .._lifecycle import oom_exceeded, settle, shielded
 from .._limits import Limits
 from .._turn import run_in_sandbox
@@ -254,6 +255,7 @@ class PodSandbox:
         events: EventSink | None,
         timeout: float | None,  # noqa: ASYNC109
         limits: Limits,
+        session: TurnHandle | None = None,
     ) -> TurnOutput:
         assert self.remote is not None, "bind() first"
 
@@ -277,6 +279,7 @@ class PodSandbox:
             stop=lambda: self._delete("Pod", self.api.core.delete_namespaced_pod, self.pod),
             failed=failed,
             finished=finished,
+            session=session,
         )
 
     async def _pod_or_empty(self) -> dict[str, Any]:

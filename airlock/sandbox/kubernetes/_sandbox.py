@@ -194,7 +194,7 @@ class KubernetesSandbox:
                     agent = sidecar_agent(agent, plan, proxy_urls(plan, sandbox.proxy_ip))
                 await sandbox.wait_ready()
                 sandbox.bind(agent, request.state)
-                return await sandbox.execute(request.input, sink, deadline, limits)
+                return await sandbox.execute(request.input, sink, deadline, limits, request.session)
             finally:
                 await sandbox.teardown_shielded()
         finally:
@@ -218,7 +218,7 @@ class KubernetesSandbox:
             sandbox.bind(request.agent, request.state, env_var_values(request.plan, credentials))
             if deadline is not None:
                 backstop = asyncio.ensure_future(sandbox.limit_lifetime(deadline))
-            output = await sandbox.execute(request.input, sink, deadline, limits)
+            output = await sandbox.execute(request.input, sink, deadline, limits, request.session)
         except BaseException:
             if backstop is not None:
                 backstop.cancel()

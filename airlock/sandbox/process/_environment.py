@@ -32,6 +32,7 @@ import airlock
 from airlock.policy import SecretResolver
 from airlock.sandbox._environment import SandboxEnvironment
 from airlock.sandbox._events import EventSink
+from airlock.sandbox._handle import TurnHandle
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._turn import hard_timeout_s, timeout_output
 from layer0 import (
@@ -98,7 +99,7 @@ class ProcessSandbox:
         try:
             await proc.start(agent, self.start_timeout, request.state)
             deadline = hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace)
-            return await proc.execute(input, request.events, deadline)
+            return await proc.execute(input, request.events, deadline, request.session)
         finally:
             await _shielded(proc.stop())
 
@@ -224,12 +225,21 @@ class _RunnerProcess:
             f"local runner did not become ready: {why}; its output:\n{log.strip()}"
         )
 
-    async def execute(self, input: TurnInput, events: EventSink | None, timeout: float | None) -> TurnOutput:  # noqa: ASYNC109
+    async def execute(
+        self,
+        input: TurnInput,
+        events: EventSink | None,
+        timeout: float | None,  # noqa: ASYNC109
+        session: TurnHandle | None = None,
+    ) -> TurnOutput:
         from airlock.runner import RemoteTurn
 
         remote = self.remote
         assert isinstance(remote, RemoteTurn)
         began = time.monotonic()
+        if session is not None:
+            remote.resume_from = session.resume_from
+            session.attach(remote)
         try:
             return await asyncio.wait_for(remote.execute(input, events=events), timeout)
         except TimeoutError:
@@ -239,6 +249,9 @@ class _RunnerProcess:
             return timeout_output(who, timeout or elapsed, elapsed)
         except TurnError as e:
             raise EnvError.from_turn_error(e) from e
+        finally:
+            if session is not None:
+                session.detach(remote)
 
     def _kill_group(self) -> None:
         if self.proc is not None and self.proc.returncode is None:

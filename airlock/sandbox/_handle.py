@@ -1,0 +1,87 @@
+"""TurnHandle: the controls of a sandboxed turn while it runs, and the snapshot it resumes from.
+
+A caller creates one per request (:attr:`SandboxRequest.session`); the backend attaches the
+runner's channel to it for the duration of the turn. Pause, resume, step and signal then
+reach the runner inside the sandbox; outside that window they raise ``TurnNotRunning``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from airlock.errors import AirlockError
+
+if TYPE_CHECKING:
+    from airlock.runner import RemoteTurn, StepInfo
+
+__all__ = ["TurnHandle", "TurnNotRunning"]
+
+
+class TurnNotRunning(AirlockError):
+    """The turn has no runner to control now (not started yet, or already ended)."""
+
+
+class TurnHandle:
+    """Controls of one sandboxed turn.
+
+    Args:
+        resume_from: a session snapshot (``SessionState`` JSON, every message) the turn continues
+            from instead of starting anew.
+    """
+
+    def __init__(self, resume_from: str | None = None) -> None:
+        self.resume_from = resume_from
+        self._remote: RemoteTurn | None = None
+        self._attached = asyncio.Event()
+
+    def attach(self, remote: RemoteTurn) -> None:
+        """The backend: the turn runs through ``remote`` from now on."""
+        self._remote = remote
+        self._attached.set()
+
+    def detach(self, remote: RemoteTurn) -> None:
+        """The backend: the turn through ``remote`` ended."""
+        if self._remote is remote:
+            self._remote = None
+            self._attached.clear()
+
+    @property
+    def running(self) -> bool:
+        """Whether a runner is attached now."""
+        return self._remote is not None
+
+    async def wait_running(self, timeout: float) -> bool:  # noqa: ASYNC109
+        """Wait until a runner is attached (its sandbox is ready); False on timeout."""
+        try:
+            await asyncio.wait_for(self._attached.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _current(self) -> RemoteTurn:
+        if self._remote is None or self._remote.execution_id is None:
+            raise TurnNotRunning("the turn is not running in a sandbox now")
+        return self._remote
+
+    async def pause(self) -> None:
+        """Stop at the next step boundary.
+
+        Raises:
+            TurnNotRunning: no turn runs now.
+            RunnerCallError: the runner refused or is unreachable.
+        """
+        await self._current().pause()
+
+    async def resume(self) -> None:
+        """Let a paused turn run on (raises as :meth:`pause`)."""
+        await self._current().resume()
+
+    async def step(self) -> StepInfo:
+        """Run exactly one step of the paused turn (raises as :meth:`pause`; not paused:
+        ``RunnerCallError`` ``FAILED_PRECONDITION``)."""
+        return await self._current().step()
+
+    async def signal(self, signal_type: str, data: Any = None) -> None:
+        """Hand the turn a signal for its next step boundary (raises as :meth:`pause`)."""
+        await self._current().signal(signal_type, data)
