@@ -16,6 +16,8 @@ class JobState(StrEnum):
     QUEUED = "queued"
     PROVISIONING = "provisioning"
     RUNNING = "running"
+    #: Stopped before tool calls that wait for a person; holds no sandbox and no worker.
+    AWAITING_APPROVAL = "awaiting_approval"
     APPLYING_EFFECTS = "applying_effects"
     SUCCEEDED = "succeeded"
     FAILED = "failed"

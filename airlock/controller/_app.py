@@ -12,6 +12,7 @@ from ._grpc import DEFAULT_ADDRESS, ControllerServer, load_or_create_token
 from ._paths import default_data_dir
 from ._service import JobService, ServiceSettings
 from ._store import SqliteJobStore
+from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key
 
 if TYPE_CHECKING:
     from airlock.config import AirlockConfig
@@ -22,8 +23,9 @@ class ControllerOptions:
     """Where the controller keeps its data, where it listens, and how it schedules.
 
     Attributes:
-        data_dir: ``jobs.db`` (the job store), ``state.db`` (memory and session histories)
-            and ``token`` (the bearer token) live here.
+        data_dir: ``jobs.db`` (the job store), ``state.db`` (memory, session histories and
+            turn records), ``token`` (the bearer token) and ``audit.key`` (which seals the
+            turn records) live here.
         address: ``host:port`` (``:0`` picks a port) or ``unix:/path``.
         token: the bearer token; None: read ``data_dir/token``, generating it if absent.
         settings: concurrency and limits.
@@ -82,8 +84,9 @@ class Controller:
             store = await self._stack.enter_async_context(SqliteJobStore(self.data_dir / "jobs.db"))
             state = await self._stack.enter_async_context(SqliteStore(self.data_dir / "state.db"))
             runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
+            key = load_or_create_audit_key(self.data_dir / AUDIT_KEY_FILE)
             self.service = await self._stack.enter_async_context(
-                JobService(store, runner, state, self.options.settings)
+                JobService(store, runner, state, self.options.settings, audit_key=key)
             )
             self.server = await self._stack.enter_async_context(
                 ControllerServer(self.service, token, self.options.address)

@@ -19,6 +19,7 @@ from airlock.sandbox import (
     Sandbox,
     SandboxEvent,
     SandboxRequest,
+    TurnHandle,
     WarmableSandbox,
     WarmPool,
     backend,
@@ -237,8 +238,10 @@ class AgentRunner:
         *,
         events: EventSink | None = None,
         state: Iterable[tuple[Scope, str, Any]] = (),
+        session: TurnHandle | None = None,
     ) -> TurnOutput:
-        """One turn of ``agent`` in a fresh sandbox; ``state`` is its read-only snapshot.
+        """One turn of ``agent`` in a fresh sandbox; ``state`` is its read-only snapshot;
+        ``session`` the snapshot it resumes from and its controls while it runs.
 
         Raises:
             EnvError: the sandbox could not be provisioned, or its turn failed.
@@ -254,6 +257,7 @@ class AgentRunner:
             sidecar_routes=agent.sidecar_routes,
             state=state,
             events=_both(self.observe, events),
+            session=session,
         )
         return await sandbox.run(request)
 

@@ -4,9 +4,10 @@ Version 0 (the first controllers) kept each event as a ``kind`` and free JSON ``
 event under ``turn``, proxy events under ``egress`` / ``credential_proxy``, an effect's outcome
 flattened with its depth and source. Version 1 keeps each event's ``data`` as the JSON of
 :data:`~airlock.controller._model.JobEventData` (``kind`` inside it; sandbox events under
-``sandbox``). Upgrading rewrites every old row once, in the opening transaction; a row that
-does not read as any event (none written by airlock should) becomes a ``log`` line saying so,
-with the old row in its ``data``.
+``sandbox``). Version 2 adds the jobs' ``resumes``, ``approval`` and ``fixed_point`` columns
+(the ``checkpoints`` table is created with the schema). Upgrading rewrites every old row once,
+in the opening transaction; a row that does not read as any event (none written by airlock
+should) becomes a ``log`` line saying so, with the old row in its ``data``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from ._model import JOB_EVENT_DATA, JobEventData, LogLine
 from .effects import EffectOutcome
 
 #: The schema version this code writes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Columns version 2 added to ``jobs`` (a file created by version 2 has them already).
+_V2_COLUMNS = {
+    "resumes": "INTEGER NOT NULL DEFAULT 0",
+    "approval": "TEXT",
+    "fixed_point": "TEXT",
+}
 
 _SANDBOX_KINDS = frozenset({"turn", "egress", "credential_proxy"})
 
@@ -33,6 +41,13 @@ def schema_version(conn: sqlite3.Connection) -> int:
 def upgrade(conn: sqlite3.Connection) -> int:
     """Bring a file at an older version to :data:`SCHEMA_VERSION` (inside the caller's
     transaction); how many event rows were rewritten."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)").fetchall()}
+    for column, kind in _V2_COLUMNS.items():
+        if column not in have:
+            conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+    if schema_version(conn) >= 1:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        return 0
     rows = conn.execute("SELECT job_id, seq, kind, data FROM events").fetchall()
     for job_id, seq, kind, text in rows:
         data = event_from_v0(kind, text)

@@ -9,7 +9,10 @@ A job's events are one discriminated union, :data:`JobEventData`, tagged by ``ki
 - ``effect``: one declared effect was applied, refused or skipped (:class:`EffectApplied`);
 - ``child``: a delegate/handoff child job started or finished (:class:`ChildJobChanged`);
 - ``signal``: a signal was sent by, or to, the job's workflow (:class:`SignalRecorded`);
-- ``log``: a log line from the controller, the turn or a Log effect (:class:`LogLine`).
+- ``log``: a log line from the controller, the turn or a Log effect (:class:`LogLine`);
+- ``approval``: tool calls began to wait for a person, one was decided, or the wait ended
+  (:class:`ApprovalChanged`);
+- ``resume``: the job continued in a fresh sandbox from its last checkpoint (:class:`JobResumed`).
 
 The store keeps each as its JSON (``JOB_EVENT_DATA.dump_json``) and reads it back through
 :data:`JOB_EVENT_DATA`; the wire carries one typed protobuf message per kind.
@@ -23,7 +26,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
 
 from airlock.jobstate import ACTIVE_STATES, TERMINAL_STATES, JobState
+from airlock.policy import ApprovalDecision
 from airlock.sandbox import SandboxEvent
+from airlock.turn import PendingCall
 from layer0 import LogLevel, TurnInput, TurnOutput
 
 from .effects import EffectOutcome
@@ -32,28 +37,36 @@ __all__ = [
     "ACTIVE_STATES",
     "JOB_EVENT_DATA",
     "TERMINAL_STATES",
+    "ApprovalChanged",
+    "ApprovalWait",
     "ChildJobChanged",
     "EffectApplied",
     "EventKind",
+    "FixedPointRun",
     "Job",
     "JobError",
     "JobEvent",
     "JobEventData",
     "JobFilter",
     "JobOrigin",
+    "JobResumed",
     "JobState",
     "LogLine",
+    "ResumeCause",
     "SandboxActivity",
     "SignalRecorded",
     "StateChanged",
     "utcnow",
 ]
 
+#: Why a job continued in a fresh sandbox.
+ResumeCause = Literal["restart", "lost", "approval"]
+
 #: How a job came to be.
 JobOrigin = Literal["submit", "delegate", "handoff"]
 
 #: Kinds of job events (the ``kind`` tag of :data:`JobEventData`).
-EventKind = Literal["state", "sandbox", "effect", "child", "signal", "log"]
+EventKind = Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume"]
 
 
 def utcnow() -> datetime:
@@ -70,6 +83,42 @@ class JobError(BaseModel):
     #: ``interrupted``.
     kind: str
     message: str
+
+
+class ApprovalWait(BaseModel):
+    """Tool calls a job waits on a person for, and the decisions so far."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: list[PendingCall]
+    #: The model call whose tool calls wait (1-based).
+    iteration: int
+    requested_at: datetime
+    #: When the policy's timeout decides.
+    deadline: datetime
+    approvers: list[str] = Field(default_factory=list)
+    strategy: str = "any"
+    on_timeout: Literal["approve", "reject"] = "reject"
+    decisions: list[ApprovalDecision] = Field(default_factory=list)
+    #: ``approved`` / ``rejected`` once decided (the job then resumes).
+    outcome: Literal["approved", "rejected"] | None = None
+
+
+class FixedPointRun(BaseModel):
+    """A job run ``until_stable``: its settings, each iteration's state hashes, and why it
+    stopped (``exit``: ``stable``, ``cycle`` or ``max_iterations``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_iterations: int = Field(default=10, ge=1, le=1000)
+    window: int = Field(default=3, ge=2, le=1000)
+    #: ``[state_hash_pre, state_hash_post]`` of each iteration so far.
+    hashes: list[tuple[str, str]] = Field(default_factory=list)
+    #: Each iteration's output so far.
+    outputs: list[TurnOutput] = Field(default_factory=list)
+    exit: Literal["stable", "cycle", "max_iterations"] | None = None
+    #: The 0-based iteration whose output is the job's output.
+    chosen: int | None = None
 
 
 class Job(BaseModel):
@@ -98,6 +147,12 @@ class Job(BaseModel):
     children: list[str] = Field(default_factory=list)
     #: The effect executor's report (``EffectReport`` as JSON), once effects were applied.
     effects: JsonValue = None
+    #: How often the job continued in a fresh sandbox from its last checkpoint.
+    resumes: int = 0
+    #: The calls it waits (or waited) on a person for.
+    approval: ApprovalWait | None = None
+    #: Set for a job run until its output is stable.
+    fixed_point: FixedPointRun | None = None
 
     @property
     def session(self) -> str | None:
@@ -193,9 +248,44 @@ class LogLine(_EventData):
     job: str | None = None
 
 
+class ApprovalChanged(_EventData):
+    """``requested``: tool calls began to wait for a person (``calls``); ``decided``: one
+    approver decided (``decision``); ``resolved``: the policy's outcome (``outcome``), the job
+    resumes."""
+
+    kind: Literal["approval"] = "approval"
+    phase: Literal["requested", "decided", "resolved"]
+    calls: list[PendingCall] = Field(default_factory=list)
+    decision: ApprovalDecision | None = None
+    outcome: Literal["approved", "rejected"] | None = None
+
+
+class JobResumed(_EventData):
+    """The job continues in a fresh sandbox from its last checkpoint (``resume``-th time)."""
+
+    kind: Literal["resume"] = "resume"
+    resume: int
+    #: ``restart``: the controller restarted; ``lost``: the sandbox was lost; ``approval``:
+    #: the calls it waited for were decided. Only the first two count towards max_resumes.
+    cause: ResumeCause
+    #: Why, in words.
+    reason: str
+    #: Model calls already made (not made again).
+    iteration: int
+    #: Tool calls that were running when the sandbox was lost, and what became of them.
+    lost_calls: list[str] = Field(default_factory=list)
+
+
 #: What a job event says, tagged by ``kind`` (see the module's docstring).
 JobEventData = Annotated[
-    StateChanged | SandboxActivity | EffectApplied | ChildJobChanged | SignalRecorded | LogLine,
+    StateChanged
+    | SandboxActivity
+    | EffectApplied
+    | ChildJobChanged
+    | SignalRecorded
+    | LogLine
+    | ApprovalChanged
+    | JobResumed,
     Field(discriminator="kind"),
 ]
 

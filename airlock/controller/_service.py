@@ -21,19 +21,22 @@ import logging
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
 from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectReport
-from airlock.errors import AirlockError, ConfigError
+from airlock.errors import AirlockError, ConfigError, shorten
+from airlock.policy import ApprovalDecision
 from airlock.policy.effects import EffectContext, check_effect
-from airlock.sandbox import SandboxEvent
+from airlock.sandbox import SandboxEvent, TurnHandle, TurnNotRunning
 from airlock.spec import HISTORY_KEY, AgentSpec
-from airlock.turn import TurnLog, TurnStarted
+from airlock.turn import PendingCall, SessionState, SuspendedForApproval, TurnLog, TurnStarted
+from airlock.weave import ChainReport, RecordType, TurnRecord
 from layer0 import (
     AgentId,
     Effect,
+    EnvError,
     Layer0Error,
     Log,
     LogLevel,
@@ -47,9 +50,14 @@ from layer0 import (
     WorkflowId,
 )
 
+from . import _approvals
+from ._durable import lost_sandbox, resume_state
 from ._execute import AgentRunner
+from ._journal import JobJournal
 from ._model import (
     ACTIVE_STATES,
+    ApprovalChanged,
+    ApprovalWait,
     ChildJobChanged,
     EffectApplied,
     Job,
@@ -58,13 +66,20 @@ from ._model import (
     JobEventData,
     JobFilter,
     JobOrigin,
+    JobResumed,
     JobState,
     LogLine,
+    ResumeCause,
     SandboxActivity,
     SignalRecorded,
+    utcnow,
 )
 from ._queue import FairQueue, QueuedJob
 from ._store import SqliteJobStore
+from ._weaving import Weaves
+
+if TYPE_CHECKING:
+    from airlock.runner import StepInfo
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -78,6 +93,26 @@ DEFAULT_SLACK_MS = 60_000
 
 class JobNotFound(AirlockError):
     """No job has this id."""
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """A job's session as of its latest checkpoint (``state``: None before the first)."""
+
+    job: Job
+    state: SessionState | None
+    running: bool
+    paused: bool
+    pending: list[PendingCall]
+
+
+class JobNotAwaiting(AirlockError):
+    """The job is not in the state the request needs (e.g. an approval of a job that waits
+    for none, a step of a job whose turn is not running)."""
+
+
+class NotAnApprover(AirlockError):
+    """The name given may not decide on this job's calls."""
 
 
 @dataclass(frozen=True)
@@ -138,8 +173,10 @@ class JobService:
     Args:
         store: the durable job record.
         runner: runs agents' turns in sandboxes.
-        state: where memory effects and session histories live.
+        state: where memory effects, session histories and the turn records live.
         settings: concurrency and limits.
+        audit_key: seals the turn records (``jobs verify`` then detects a record rewritten
+            with its hash chain recomputed); None: records are hash-chained only.
     """
 
     def __init__(
@@ -148,11 +185,20 @@ class JobService:
         runner: AgentRunner,
         state: StateStore,
         settings: ServiceSettings | None = None,
+        audit_key: bytes | None = None,
     ) -> None:
         self.store = store
         self.runner = runner
         self.state = state
         self.settings = settings or ServiceSettings()
+        #: Every job tree's turn records (sealed with ``audit_key``).
+        self.weaves = Weaves(state, audit_key)
+        #: Running jobs' turn controls and journals.
+        self._handles: dict[str, TurnHandle] = {}
+        self._journals: dict[str, JobJournal] = {}
+        #: Approval timeouts, and children waiting in place for a decision.
+        self._approval_timers: dict[str, asyncio.Task[None]] = {}
+        self._decided: dict[str, asyncio.Event] = {}
         self._queue = FairQueue()
         self._wake = asyncio.Condition()
         self._tasks: dict[str, asyncio.Task[Any]] = {}
@@ -181,22 +227,34 @@ class JobService:
     async def start(self) -> None:
         """Recover from a previous controller, then start the workers.
 
-        Jobs the previous controller held are marked interrupted and their sandboxes
-        reaped (their owner process is gone); queued jobs are queued again, in order.
+        The sandboxes of jobs the previous controller held are reaped (their owner process is
+        gone). A submitted job whose turn was provisioning or running is queued to resume
+        from its last checkpoint in a fresh sandbox (within its agent's ``max_resumes``);
+        the others are marked interrupted. Queued jobs are queued again, in order; jobs
+        waiting for approval keep waiting (their timeouts run again).
         """
-        if await self.store.held():
+        held = await self.store.held()
+        if held:
             removed = "; ".join(await self.runner.reap())
             log = (
                 "interrupted: the controller stopped while this job ran; "
                 f"orphaned sandboxes reaped at restart ({removed})"
             )
-            self.recovered = await self.store.recover(_STOPPED, log)
+            keep = [job for job in held if await self._resumable_after_restart(job)]
+            self.recovered = await self.store.recover(_STOPPED, log, keep=[j.id for j in keep])
+            for job in keep:
+                why = f"the controller restarted; its sandboxes were reaped ({removed})"
+                await self._requeue_resumed(job, why)
         elif self.runner.config.pool.size:  # a crashed controller's pool members
             await self.runner.reap()
         for line in await self.runner.warm():
             _log.info("warm pool: not pooled: %s", line)
         for job in await self.store.queued():
             self._queue.push(QueuedJob(job.id, job.queue, job.session))
+        waiting = JobFilter(states=frozenset({JobState.AWAITING_APPROVAL}), limit=1000)
+        for job in await self.store.find(waiting):
+            if job.approval is not None and job.origin == "submit":
+                self._arm_approval_timeout(job.id, job.approval)
         self._workers = [
             asyncio.create_task(self._worker(), name=f"airlock-worker-{i}")
             for i in range(self.settings.concurrency)
@@ -205,6 +263,9 @@ class JobService:
     async def stop(self) -> None:
         """Stop: running jobs are cancelled (sandboxes removed) and marked interrupted;
         queued jobs stay queued for the next start."""
+        for timer in self._approval_timers.values():
+            timer.cancel()
+        self._approval_timers.clear()
         for worker in self._workers:
             worker.cancel()
         for job_id, task in list(self._tasks.items()):
@@ -353,6 +414,19 @@ class JobService:
         if job.state.terminal:
             return job
         detail = f"cancelled: {reason}" if reason else "cancelled by a user"
+        if job.state is JobState.AWAITING_APPROVAL and job_id not in self._tasks:
+            timer = self._approval_timers.pop(job_id, None)
+            if timer is not None:
+                timer.cancel()
+            cancelled = await self._transition(
+                job_id,
+                JobState.CANCELLED,
+                detail=detail,
+                error=JobError(kind="cancelled", message=detail),
+                only_from=[JobState.AWAITING_APPROVAL],
+            )
+            if cancelled is not None:
+                return cancelled
         async with self._wake:
             queued = self._queue.remove(job_id)
         if queued or (job.state is JobState.QUEUED and job_id not in self._tasks):
@@ -445,6 +519,8 @@ class JobService:
             await self.runner.prepare(self.runner.agent(job.agent))
             async with asyncio.timeout(limit_s):
                 output = await self._turn(job)
+                if output is None:
+                    return None  # waits for approval, holding no worker and no sandbox
                 await self._transition(job.id, JobState.APPLYING_EFFECTS, output=output)
                 # A child's effects are applied by its parent's executor, which then ends it.
                 if apply_effects:
@@ -493,13 +569,73 @@ class JobService:
             await done
             raise
 
-    async def _turn(self, job: Job) -> TurnOutput:
+    async def _turn(self, job: Job) -> TurnOutput | None:
+        """The job's turn to its output, resumed in a fresh sandbox from its last checkpoint
+        when the sandbox is lost (within its agent's ``max_resumes``) or when its approval is
+        decided; None when a submitted job now waits for approval (it holds no worker)."""
+        if job.fixed_point is not None:
+            from ._fixed_point import run_until_stable
+
+            return await run_until_stable(self, job)
+        return await self._turn_of(job, job.input)
+
+    async def _turn_of(self, job: Job, input: TurnInput) -> TurnOutput | None:
+        agent = self.runner.agent(job.agent)
+        while True:
+            try:
+                return await self._execute(job, input)
+            except SuspendedForApproval as suspended:
+                if not await self._await_approval(job, suspended):
+                    if job.origin == "submit":
+                        return None
+                    await self._wait_decision(job.id)
+                job = await self._resumed(job, "approval", "the approval was decided")
+            except EnvError as e:
+                if not lost_sandbox(e):
+                    raise
+                crashes = await self._crash_resumes(job.id)
+                if crashes >= agent.durability.max_resumes:
+                    raise EnvError.other(
+                        f"{e}; not resumed: the job was already resumed {crashes} time(s) after a lost "
+                        f"sandbox (durability.max_resumes: {agent.durability.max_resumes})"
+                    ) from e
+                job = await self._resumed(job, "lost", f"its sandbox was lost: {shorten(str(e), 300)}")
+
+    async def _execute(self, job: Job, input: TurnInput) -> TurnOutput:
+        """One execution of the job's turn in a fresh sandbox: started anew, or continued from
+        its last checkpoint. The runner's checkpoints become the job's and its turn records."""
         agent = self.runner.agent(job.agent)
         state: list[tuple[Scope, str, Any]] = []
-        if job.input.session is not None:
-            history = await self.state.read(Scope.session(job.input.session), HISTORY_KEY)
+        if input.session is not None:
+            history = await self.state.read(Scope.session(input.session), HISTORY_KEY)
             if history is not None:
-                state = [(Scope.session(job.input.session), HISTORY_KEY, history)]
+                state = [(Scope.session(input.session), HISTORY_KEY, history)]
+        root = await self._root(job)
+        saved = await self.store.checkpoint(job.id)
+        base: SessionState | None = None
+        if saved is None:
+            anchor = await self._record_input(root, job, input)
+        else:
+            base, lost = resume_state(saved[0], saved[1], input, agent.durability)
+            tip = await self.weaves.tip(root, job.id)
+            anchor = (tip.id,) if tip is not None else ()
+            if lost:
+                fate = "run again" if agent.durability.in_flight == "rerun" else "answered as lost"
+                await self._log(
+                    job.id, "warn", f"call(s) {', '.join(lost)} ran when the sandbox was lost: {fate}"
+                )
+        journal = JobJournal(
+            self.weaves,
+            root,
+            job=job.id,
+            agent=job.agent,
+            input=input,
+            base=base,
+            gate=agent.spec.approval,
+            approved=base.approved if base is not None else (),
+            anchor=anchor,
+        )
+        handle = TurnHandle(resume_from=base.model_dump_json() if base is not None else None)
         running = False
 
         async def sink(event: SandboxEvent) -> None:
@@ -507,9 +643,370 @@ class JobService:
             if not running and isinstance(event, TurnStarted):
                 running = True
                 await self._transition(job.id, JobState.RUNNING, detail="the turn started in its sandbox")
+            started = len(journal.started)
+            if await journal.observe(event):
+                assert journal.state is not None
+                await self.store.save_checkpoint(job.id, journal.state.model_dump_json(), journal.started)
+                return
+            if len(journal.started) != started:
+                await self.store.save_started(job.id, journal.started)
             await self._emit(job.id, _event_data(event))
 
-        return await self.runner.run(agent, job.input, events=sink, state=state)
+        self._handles[job.id], self._journals[job.id] = handle, journal
+        try:
+            return await self.runner.run(agent, input, events=sink, state=state, session=handle)
+        finally:
+            if self._handles.get(job.id) is handle:
+                del self._handles[job.id], self._journals[job.id]
+
+    # -- records, resumes and approvals ------------------------------------------------------------
+
+    async def _root(self, job: Job) -> str:
+        """The root of ``job``'s tree (the submitted job its weave is kept under)."""
+        while job.parent_id is not None:
+            parent = await self.store.get(job.parent_id)
+            if parent is None:
+                break
+            job = parent
+        return job.id
+
+    async def _record_input(self, root: str, job: Job, input: TurnInput) -> tuple[str, ...]:
+        """Record what the job was asked (once); the records its first response depends on."""
+        tip = await self.weaves.tip(root, job.id)
+        if tip is not None:
+            return (tip.id,)
+        deps: tuple[str, ...] = ()
+        if job.parent_id is not None:
+            parent_tip = await self.weaves.tip(root, job.parent_id)
+            deps = (parent_tip.id,) if parent_tip is not None else ()
+        content = {"message": input.message.model_dump(mode="json"), "origin": job.origin}
+        record = await self.weaves.record(
+            root,
+            job=job.id,
+            agent=job.agent,
+            type=RecordType.SPEECH,
+            kind="input",
+            content=content,
+            depends_on=deps,
+        )
+        return (record.id,)
+
+    async def _yield_record(self, job: Job, kind: str, content: dict[str, Any]) -> TurnRecord:
+        return await self.weaves.record(
+            await self._root(job),
+            job=job.id,
+            agent=job.agent,
+            type=RecordType.YIELD,
+            kind=kind,
+            content=content,
+        )
+
+    async def _log(self, job_id: str, level: str, message: str) -> None:
+        await self._emit(
+            job_id, LogLine(level=_LOG_LEVELS.get(level, LogLevel.INFO), message=message, source="controller")
+        )
+
+    async def _crash_resumes(self, job_id: str) -> int:
+        events = await self.store.events(job_id, kind="resume")
+        return sum(1 for e in events if isinstance(e.data, JobResumed) and e.data.cause != "approval")
+
+    async def _resumable_after_restart(self, job: Job) -> bool:
+        if job.origin != "submit" or job.state not in (JobState.PROVISIONING, JobState.RUNNING):
+            return False
+        try:
+            agent = self.runner.agent(job.agent)
+        except ConfigError:
+            return False
+        return await self._crash_resumes(job.id) < agent.durability.max_resumes
+
+    async def _resume_event(self, job: Job, cause: ResumeCause, reason: str) -> JobResumed:
+        saved = await self.store.checkpoint(job.id)
+        iteration = SessionState.model_validate_json(saved[0]).iterations if saved is not None else 0
+        event = JobResumed(resume=job.resumes + 1, cause=cause, reason=reason, iteration=iteration)
+        await self._emit(job.id, event)
+        root = await self._root(job)
+        await self.weaves.record(
+            root,
+            job=job.id,
+            agent=job.agent,
+            type=RecordType.SILENCE,
+            kind="resume",
+            content={"cause": cause, "reason": reason, "iteration": iteration, "resume": job.resumes + 1},
+        )
+        return event
+
+    async def _resumed(self, job: Job, cause: ResumeCause, reason: str) -> Job:
+        """Note that ``job`` continues in a fresh sandbox from its last checkpoint."""
+        event = await self._resume_event(job, cause, reason)
+        detail = f"resume {event.resume} ({reason}); continuing after model call {event.iteration}"
+        return await self._transition(job.id, JobState.PROVISIONING, detail=detail, resumed=True) or job
+
+    async def _requeue_resumed(self, job: Job, reason: str) -> None:
+        """A job the previous controller held: queued to resume from its last checkpoint."""
+        event = await self._resume_event(job, "restart", reason)
+        detail = f"resume {event.resume} ({reason}); continuing after model call {event.iteration}"
+        await self._transition(job.id, JobState.QUEUED, detail=detail, resumed=True)
+
+    async def _await_approval(self, job: Job, suspended: SuspendedForApproval) -> bool:
+        """Record that ``job`` waits for approval of ``suspended``'s calls; True when the policy
+        decided at once (no approver configured: the job resumes now)."""
+        agent = self.runner.agent(job.agent)
+        policy = agent.approval
+        journal_state = await self.store.checkpoint(job.id)
+        iteration = SessionState.model_validate_json(journal_state[0]).iterations if journal_state else 0
+        now = utcnow()
+        wait = _approvals.new_wait(policy, suspended.calls, iteration, now)
+        await self._yield_record(
+            job,
+            "approval_requested",
+            {
+                "calls": [c.model_dump(mode="json") for c in wait.calls],
+                "approvers": wait.approvers,
+                "strategy": wait.strategy,
+                "deadline": wait.deadline.isoformat(),
+            },
+        )
+        await self._emit(job.id, ApprovalChanged(phase="requested", calls=wait.calls))
+        if policy is None or not policy.approvers:
+            why = "no approver is configured for this agent: approved at once"
+            await self._decide(job, wait, _approvals.automatic(True, why, now))
+            return True
+        names = ", ".join(f"{c.name} ({c.tool_use_id})" for c in wait.calls)
+        await self._transition(
+            job.id,
+            JobState.AWAITING_APPROVAL,
+            detail=f"waiting for approval of {names} by {policy.strategy} of {', '.join(policy.approvers)}",
+            approval=wait,
+        )
+        if job.origin != "submit":
+            self._decided[job.id] = asyncio.Event()
+        self._arm_approval_timeout(job.id, wait)
+        return False
+
+    async def _wait_decision(self, job_id: str) -> None:
+        event = self._decided.get(job_id)
+        if event is not None:
+            try:
+                await event.wait()
+            finally:
+                self._decided.pop(job_id, None)
+
+    def _arm_approval_timeout(self, job_id: str, wait: ApprovalWait) -> None:
+        async def fire() -> None:
+            await asyncio.sleep(max(0.0, (wait.deadline - utcnow()).total_seconds()))
+            self._approval_timers.pop(job_id, None)
+            job = await self.store.get(job_id)
+            if job is None or job.state is not JobState.AWAITING_APPROVAL or job.approval is None:
+                return
+            approve = job.approval.on_timeout == "approve"
+            why = f"no decision within the approval timeout: {job.approval.on_timeout}ed by the policy"
+            await self._decide(job, job.approval, _approvals.automatic(approve, why, utcnow()))
+
+        old = self._approval_timers.pop(job_id, None)
+        if old is not None:
+            old.cancel()
+        self._approval_timers[job_id] = asyncio.create_task(fire(), name=f"airlock-approval-{job_id}")
+
+    async def approve(self, job_id: str, approver: str, comment: str = "") -> Job:
+        """Record ``approver``'s approval of the calls ``job_id`` waits for; the job resumes
+        once the agent's strategy is satisfied.
+
+        Raises:
+            JobNotFound: no such job.
+            JobNotAwaiting: the job waits for no approval.
+            NotAnApprover: ``approver`` is not one of the agent's approvers.
+        """
+        return await self._human_decision(job_id, approver, True, comment)
+
+    async def reject(self, job_id: str, approver: str, reason: str) -> Job:
+        """Record ``approver``'s rejection (``reason`` is what the model reads); raises as
+        :meth:`approve`."""
+        return await self._human_decision(job_id, approver, False, reason)
+
+    async def _human_decision(self, job_id: str, approver: str, approve: bool, comment: str) -> Job:
+        job = await self.get(job_id)
+        if job.state is not JobState.AWAITING_APPROVAL or job.approval is None:
+            raise JobNotAwaiting(f"job {job_id} is {job.state.value}: it waits for no approval")
+        policy = self.runner.agent(job.agent).approval
+        problem = policy.approver_problem(approver) if policy is not None else "no approval policy"
+        if problem is not None:
+            raise NotAnApprover(problem)
+        decision = ApprovalDecision(approver=approver, approve=approve, comment=comment, time=utcnow())
+        await self._decide(job, job.approval, decision)
+        return await self.get(job_id)
+
+    async def _decide(self, job: Job, wait: ApprovalWait, decision: ApprovalDecision) -> None:
+        """Record one decision; once the policy settles the wait, apply it to the job's
+        checkpoint and let the job resume."""
+        wait = wait.model_copy(update={"decisions": [*wait.decisions, decision]})
+        await self._yield_record(job, "approval_decision", decision.model_dump(mode="json"))
+        await self._emit(job.id, ApprovalChanged(phase="decided", decision=decision))
+        outcome = _approvals.outcome_of(self.runner.agent(job.agent).approval, wait)
+        if outcome is None:
+            await self.store.update(job.id, approval=wait)
+            return
+        wait = wait.model_copy(update={"outcome": outcome})
+        await self._yield_record(
+            job, "approval_resolved", {"outcome": outcome, "calls": [c.tool_use_id for c in wait.calls]}
+        )
+        saved = await self.store.checkpoint(job.id)
+        if saved is not None:
+            state = _approvals.apply_outcome(SessionState.model_validate_json(saved[0]), wait)
+            await self.store.save_checkpoint(job.id, state.model_dump_json(), saved[1])
+        await self._emit(job.id, ApprovalChanged(phase="resolved", outcome=outcome))
+        timer = self._approval_timers.pop(job.id, None)
+        if timer is not None and timer is not asyncio.current_task():
+            timer.cancel()
+        if job.state is not JobState.AWAITING_APPROVAL:  # decided at once, the job still runs
+            await self.store.update(job.id, approval=wait)
+            return
+        if job.origin != "submit":
+            await self.store.update(job.id, approval=wait)
+            event = self._decided.get(job.id)
+            if event is not None:
+                event.set()
+            return
+        requeued = await self._transition(
+            job.id,
+            JobState.QUEUED,
+            detail=f"{outcome}; the job resumes from its checkpoint",
+            approval=wait,
+            only_from=[JobState.AWAITING_APPROVAL],
+        )
+        if requeued is not None:
+            async with self._wake:
+                self._queue.push(QueuedJob(requeued.id, requeued.queue, requeued.session))
+                self._wake.notify()
+
+    # -- controls of a running turn -----------------------------------------------------------
+
+    def _handle(self, job_id: str) -> TurnHandle:
+        handle = self._handles.get(job_id)
+        if handle is None or not handle.running:
+            raise JobNotAwaiting(f"job {job_id} has no turn running in a sandbox now")
+        return handle
+
+    async def _control(self, job_id: str, call: str) -> Any:
+        await self.get(job_id)
+        handle = self._handle(job_id)
+        from airlock.runner import RunnerCallError
+
+        try:
+            return await getattr(handle, call)()
+        except (RunnerCallError, TurnNotRunning) as e:
+            raise JobNotAwaiting(f"job {job_id}: {e}") from e
+
+    async def pause(self, job_id: str) -> None:
+        """Pause the job's running turn at its next step boundary.
+
+        Raises:
+            JobNotFound: no such job.
+            JobNotAwaiting: no turn of it runs in a sandbox now.
+        """
+        await self._control(job_id, "pause")
+        await self._log(job_id, "info", "pause requested: the turn stops at its next step boundary")
+
+    async def resume(self, job_id: str) -> None:
+        """Let the job's paused turn run on (raises as :meth:`pause`)."""
+        await self._control(job_id, "resume")
+        await self._log(job_id, "info", "resumed by a user")
+
+    async def step(self, job_id: str) -> tuple[StepInfo, list[JobEvent]]:
+        """Run exactly one step of the job's paused turn: what it did, and the events the job
+        recorded meanwhile (raises as :meth:`pause`; not paused: JobNotAwaiting)."""
+        before = await self.store.events(job_id)
+        after = before[-1].seq if before else 0
+        info: StepInfo = await self._control(job_id, "step")
+        return info, await self.store.events(job_id, after_seq=after)
+
+    async def inspect(self, job_id: str) -> Inspection:
+        """The job's session as of its latest checkpoint: messages, counters, and the calls of
+        its open step that are not finished (or wait for approval)."""
+        job = await self.get(job_id)
+        journal = self._journals.get(job_id)
+        state = journal.state if journal is not None else None
+        if state is None:
+            saved = await self.store.checkpoint(job_id)
+            state = SessionState.model_validate_json(saved[0]) if saved is not None else None
+        handle = self._handles.get(job_id)
+        paused = False
+        if handle is not None and handle.running:
+            events = await self.store.events(job_id, kind="sandbox")
+            for event in reversed(events):
+                kind = event.data.event.type if isinstance(event.data, SandboxActivity) else ""
+                if kind in ("paused", "inference_started", "tool_started"):
+                    paused = kind == "paused"
+                    break
+        pending: list[PendingCall] = []
+        if job.state is JobState.AWAITING_APPROVAL and job.approval is not None:
+            pending = list(job.approval.calls)
+        elif state is not None:
+            done = {c.tool_use_id for c in state.completed}
+            pending = [
+                PendingCall(tool_use_id=u.id, name=u.name, input=u.input)
+                for u in state.open_uses()
+                if u.id not in done
+            ]
+        running = handle is not None and handle.running
+        return Inspection(job=job, state=state, running=running, paused=paused, pending=pending)
+
+    async def signal(self, workflow: str, signal_type: str, data: JsonValue = None) -> tuple[int, list[str]]:
+        """Record a signal for ``workflow`` (as a Signal effect would) and deliver it into the
+        running turns of its jobs at their next step boundary: the number of signals the
+        workflow has received, and the jobs it reached."""
+        count = await self.store.record_signal(workflow, signal_type, data, None)
+        sent = SignalRecorded(target=workflow, signal_type=signal_type, data=data, count=count)
+        delivered = []
+        for job in await self.store.find(JobFilter(workflow=workflow, limit=100)):
+            if job.state.terminal:
+                continue
+            await self._emit(job.id, sent)
+            if await self.deliver(job, signal_type, data, None):
+                delivered.append(job.id)
+        return count, delivered
+
+    async def deliver(self, job: Job, signal_type: str, data: JsonValue, sender: str | None) -> bool:
+        """Hand a signal to ``job``'s running turn (recorded in its thread); False when no turn
+        of it runs now (the signal stays recorded for the workflow)."""
+        handle = self._handles.get(job.id)
+        journal = self._journals.get(job.id)
+        if handle is None or not handle.running or journal is None:
+            return False
+        if signal_type == "budget" and isinstance(data, dict):
+            journal.allow_overrides(data)
+        try:
+            await handle.signal(signal_type, data)
+        except Exception as e:  # the turn ended meanwhile
+            _log.info("signal %s not delivered to job %s: %s", signal_type, job.id, e)
+            return False
+        root = await self._root(job)
+        deps: tuple[str, ...] = ()
+        tip = await self.weaves.tip(root, job.id)
+        if sender is not None:
+            sender_tip = await self.weaves.tip(root, sender)
+            deps = tuple(r.id for r in (tip, sender_tip) if r is not None)
+        await self.weaves.record(
+            root,
+            job=job.id,
+            agent=job.agent,
+            type=RecordType.SPEECH,
+            kind="signal",
+            content={"signal_type": signal_type, "data": data, "from_job": sender},
+            depends_on=tuple(dict.fromkeys(deps)),
+        )
+        return True
+
+    # -- the audit ----------------------------------------------------------------------------------
+
+    async def weave(self, job_id: str) -> tuple[str, list[TurnRecord]]:
+        """The root of ``job_id``'s tree and every turn record of it, as stored."""
+        root = await self._root(await self.get(job_id))
+        return root, await self.weaves.load(root)
+
+    async def verify(self, job_id: str) -> tuple[str, ChainReport]:
+        """Check the hash chain (and, with the audit key, the seals) of ``job_id``'s tree."""
+        root = await self._root(await self.get(job_id))
+        return root, await self.weaves.verify(root)
 
     # -- effects ---------------------------------------------------------------------------------
 
@@ -700,7 +1197,8 @@ class JobOrchestrator:
 
     async def signal(self, target: WorkflowId, signal: SignalPayload) -> None:
         """Record ``signal`` for ``target`` durably, on this job's record, and on the record of
-        every job of that workflow that is not finished (they see it in their watch stream)."""
+        every job of that workflow that is not finished (they see it in their watch stream);
+        a turn of such a job that runs now receives it at its next step boundary."""
         service = self._service
         count = await service.store.record_signal(
             str(target), signal.signal_type, signal.data, self.current.id
@@ -713,6 +1211,7 @@ class JobOrchestrator:
         for job in receivers:
             if job.id != self._job.id and not job.state.terminal:
                 await service._emit(job.id, sent.model_copy(update={"from_job": self.current.id}))
+                await service.deliver(job, signal.signal_type, signal.data, self.current.id)
 
     async def query(self, target: WorkflowId, query: QueryPayload) -> Any:
         """``signals``: the signals recorded for ``target``; ``signal_count``: how many."""

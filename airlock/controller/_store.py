@@ -32,7 +32,9 @@ from . import _migrate
 from ._model import (
     ACTIVE_STATES,
     JOB_EVENT_DATA,
+    ApprovalWait,
     EventKind,
+    FixedPointRun,
     Job,
     JobError,
     JobEvent,
@@ -66,7 +68,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished_at REAL,
     max_duration_ms INTEGER,
     children TEXT NOT NULL DEFAULT '[]',
-    effects TEXT
+    effects TEXT,
+    resumes INTEGER NOT NULL DEFAULT 0,
+    approval TEXT,
+    fixed_point TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
 CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
@@ -89,15 +94,26 @@ CREATE TABLE IF NOT EXISTS signals (
     time REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS signals_workflow ON signals(workflow, n);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    job_id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    started TEXT NOT NULL DEFAULT '[]',
+    time REAL NOT NULL
+);
 """
 
-#: Jobs a worker holds: active, or a child created but not started (children never queue).
-_HELD = f"state IN ({', '.join('?' * len(ACTIVE_STATES))}) OR (state = ? AND origin != 'submit')"
-_HELD_ARGS = (*sorted(s.value for s in ACTIVE_STATES), JobState.QUEUED.value)
+#: Jobs a worker holds: active, or a child created but not started or waiting for approval
+#: (children never queue: their parent's worker runs them).
+_HELD = f"state IN ({', '.join('?' * len(ACTIVE_STATES))}) OR (state IN (?, ?) AND origin != 'submit')"
+_HELD_ARGS = (
+    *sorted(s.value for s in ACTIVE_STATES),
+    JobState.QUEUED.value,
+    JobState.AWAITING_APPROVAL.value,
+)
 
 _COLUMNS = (
     "id, agent, state, queue, parent_id, origin, workflow, session, input, output, error, "
-    "created_at, started_at, finished_at, max_duration_ms, children, effects"
+    "created_at, started_at, finished_at, max_duration_ms, children, effects, resumes, approval, fixed_point"
 )
 
 
@@ -142,6 +158,9 @@ def _job(row: sqlite3.Row) -> Job:
         max_duration_ms=row["max_duration_ms"],
         children=json.loads(row["children"]),
         effects=json.loads(row["effects"]) if row["effects"] else None,
+        resumes=row["resumes"],
+        approval=ApprovalWait.model_validate_json(row["approval"]) if row["approval"] else None,
+        fixed_point=FixedPointRun.model_validate_json(row["fixed_point"]) if row["fixed_point"] else None,
     )
 
 
@@ -260,6 +279,7 @@ class SqliteJobStore(SqliteThread):
         workflow: str | None = None,
         max_duration_ms: int | None = None,
         state: JobState = JobState.QUEUED,
+        fixed_point: FixedPointRun | None = None,
     ) -> tuple[Job, JobEvent]:
         """Record a new job (and its first ``state`` event) durably; return both."""
         job_id = new_job_id()
@@ -275,11 +295,12 @@ class SqliteJobStore(SqliteThread):
             workflow=workflow or job_id,
             created_at=now,
             max_duration_ms=max_duration_ms,
+            fixed_point=fixed_point,
         )
 
         def op(conn: sqlite3.Connection) -> JobEvent:
             conn.execute(
-                f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * 17)})",
+                f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * 20)})",
                 (
                     job.id,
                     job.agent,
@@ -298,6 +319,9 @@ class SqliteJobStore(SqliteThread):
                     max_duration_ms,
                     "[]",
                     None,
+                    0,
+                    None,
+                    fixed_point.model_dump_json() if fixed_point is not None else None,
                 ),
             )
             if parent_id is not None:
@@ -319,11 +343,15 @@ class SqliteJobStore(SqliteThread):
         error: JobError | None = None,
         effects: JsonValue = None,
         only_from: Iterable[JobState] | None = None,
+        approval: ApprovalWait | None = None,
+        fixed_point: FixedPointRun | None = None,
+        resumed: bool = False,
     ) -> tuple[Job, JobEvent] | None:
         """Move a job to ``state`` (with its ``state`` event) and return both.
 
         Entering an active state first sets ``started_at``; entering a terminal one sets
-        ``finished_at``. With ``only_from``, nothing happens (None is returned) unless the
+        ``finished_at``. ``approval`` / ``fixed_point`` replace the job's; ``resumed`` counts
+        one more resume. With ``only_from``, nothing happens (None is returned) unless the
         job is in one of those states: a cancel and a finishing worker cannot both win.
 
         Raises:
@@ -349,6 +377,12 @@ class SqliteJobStore(SqliteThread):
                 sets["error"] = error.model_dump_json()
             if effects is not None:
                 sets["effects"] = _dump(effects)
+            if approval is not None:
+                sets["approval"] = approval.model_dump_json()
+            if fixed_point is not None:
+                sets["fixed_point"] = fixed_point.model_dump_json()
+            if resumed:
+                sets["resumes"] = row["resumes"] + 1
             assignments = ", ".join(f"{k} = ?" for k in sets)
             conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
             changed = StateChanged(state=state, previous=JobState(row["state"]), detail=detail, error=error)
@@ -361,6 +395,70 @@ class SqliteJobStore(SqliteThread):
     async def append(self, job_id: str, data: JobEventData) -> JobEvent:
         """Append one event to a job's record."""
         return await self._run(lambda conn: self._append(conn, job_id, data, utcnow()))
+
+    async def update(
+        self, job_id: str, *, approval: ApprovalWait | None = None, fixed_point: FixedPointRun | None = None
+    ) -> Job:
+        """Replace a job's approval wait and/or fixed-point record (its state unchanged).
+
+        Raises:
+            JobStoreError: no such job.
+        """
+        sets: dict[str, Any] = {}
+        if approval is not None:
+            sets["approval"] = approval.model_dump_json()
+        if fixed_point is not None:
+            sets["fixed_point"] = fixed_point.model_dump_json()
+
+        def op(conn: sqlite3.Connection) -> Job:
+            if sets:
+                assignments = ", ".join(f"{k} = ?" for k in sets)
+                conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
+            row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise JobStoreError(f"no job {job_id}")
+            return _job(row)
+
+        return await self._run(op)
+
+    async def save_checkpoint(self, job_id: str, state: str, started: Iterable[str]) -> None:
+        """Keep ``state`` (a SessionState's JSON, every message) as the job's latest checkpoint,
+        with the open step's calls that were started."""
+        started_json = json.dumps(sorted(started))
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO checkpoints (job_id, state, started, time) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, started = excluded.started, "
+                "time = excluded.time",
+                (job_id, state, started_json, time.time()),
+            )
+
+        await self._run(op)
+
+    async def save_started(self, job_id: str, started: Iterable[str]) -> None:
+        """Keep which calls of the job's open step started (their checkpoint unchanged)."""
+        started_json = json.dumps(sorted(started))
+        await self._run(
+            lambda conn: conn.execute(
+                "UPDATE checkpoints SET started = ? WHERE job_id = ?", (started_json, job_id)
+            )
+        )
+
+    async def clear_checkpoint(self, job_id: str) -> None:
+        """Forget the job's checkpoint (its next execution starts the turn anew)."""
+        await self._run(lambda conn: conn.execute("DELETE FROM checkpoints WHERE job_id = ?", (job_id,)))
+
+    async def checkpoint(self, job_id: str) -> tuple[str, list[str]] | None:
+        """The job's latest checkpoint: the state's JSON and the open step's started calls."""
+
+        def op(conn: sqlite3.Connection) -> tuple[str, list[str]] | None:
+            row = conn.execute(
+                "SELECT state, started FROM checkpoints WHERE job_id = ?", (job_id,)
+            ).fetchone()
+            return (row[0], list(json.loads(row[1]))) if row is not None else None
+
+        return await self._run(op)
 
     async def record_signal(
         self, workflow: str, signal_type: str, data: JsonValue, source_job: str | None
@@ -384,8 +482,9 @@ class SqliteJobStore(SqliteThread):
         sql = f"SELECT {_COLUMNS} FROM jobs WHERE {_HELD} ORDER BY n"
         return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, _HELD_ARGS).fetchall()])
 
-    async def recover(self, detail: str, log: str | None = None) -> list[Job]:
-        """Mark every job a worker held (see :meth:`held`) interrupted.
+    async def recover(self, detail: str, log: str | None = None, keep: Iterable[str] = ()) -> list[Job]:
+        """Mark every job a worker held (see :meth:`held`) interrupted, but those in ``keep``
+        (the caller resumes them).
 
         Called once at start: those jobs' controller is gone. With ``log``, a ``log`` event
         (source ``controller``) is written before the terminal ``state`` event, in the same
@@ -393,9 +492,11 @@ class SqliteJobStore(SqliteThread):
         """
         error = JobError(kind="interrupted", message=detail)
         select = f"SELECT {_COLUMNS} FROM jobs WHERE id = ?"
+        kept = set(keep)
 
         def op(conn: sqlite3.Connection) -> list[Job]:
             rows = conn.execute(f"SELECT id, state FROM jobs WHERE {_HELD} ORDER BY n", _HELD_ARGS).fetchall()
+            rows = [(job_id, state) for job_id, state in rows if job_id not in kept]
             now = utcnow()
             for job_id, state in rows:
                 if log is not None:

@@ -57,7 +57,13 @@ class _JobStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobState.Val
     JOB_STATE_TIMED_OUT: _JobState.ValueType  # 8
     """Ran past its max_duration; cancelled and its sandbox removed."""
     JOB_STATE_INTERRUPTED: _JobState.ValueType  # 9
-    """The controller stopped while the job ran; its sandbox was reaped at the next start."""
+    """The controller stopped while the job ran; its sandbox was reaped at the next start (a
+    submitted job whose turn had started resumes instead, within its agent's max_resumes).
+    """
+    JOB_STATE_AWAITING_APPROVAL: _JobState.ValueType  # 10
+    """Stopped before tool calls that wait for a person's approval (see `approval`); it holds no
+    sandbox and no worker. ApproveJob/RejectJob decide; it then resumes from its checkpoint.
+    """
 
 class JobState(_JobState, metaclass=_JobStateEnumTypeWrapper):
     """Where a job is in its life. Terminal: SUCCEEDED, FAILED, CANCELLED, TIMED_OUT, INTERRUPTED."""
@@ -82,8 +88,81 @@ JOB_STATE_CANCELLED: JobState.ValueType  # 7
 JOB_STATE_TIMED_OUT: JobState.ValueType  # 8
 """Ran past its max_duration; cancelled and its sandbox removed."""
 JOB_STATE_INTERRUPTED: JobState.ValueType  # 9
-"""The controller stopped while the job ran; its sandbox was reaped at the next start."""
+"""The controller stopped while the job ran; its sandbox was reaped at the next start (a
+submitted job whose turn had started resumes instead, within its agent's max_resumes).
+"""
+JOB_STATE_AWAITING_APPROVAL: JobState.ValueType  # 10
+"""Stopped before tool calls that wait for a person's approval (see `approval`); it holds no
+sandbox and no worker. ApproveJob/RejectJob decide; it then resumes from its checkpoint.
+"""
 Global___JobState: _TypeAlias = JobState  # noqa: Y015
+
+class _ApprovalOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ApprovalOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApprovalOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    APPROVAL_OUTCOME_UNSPECIFIED: _ApprovalOutcome.ValueType  # 0
+    APPROVAL_OUTCOME_APPROVED: _ApprovalOutcome.ValueType  # 1
+    APPROVAL_OUTCOME_REJECTED: _ApprovalOutcome.ValueType  # 2
+
+class ApprovalOutcome(_ApprovalOutcome, metaclass=_ApprovalOutcomeEnumTypeWrapper): ...
+
+APPROVAL_OUTCOME_UNSPECIFIED: ApprovalOutcome.ValueType  # 0
+APPROVAL_OUTCOME_APPROVED: ApprovalOutcome.ValueType  # 1
+APPROVAL_OUTCOME_REJECTED: ApprovalOutcome.ValueType  # 2
+Global___ApprovalOutcome: _TypeAlias = ApprovalOutcome  # noqa: Y015
+
+class _ApprovalPhase:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ApprovalPhaseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApprovalPhase.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    APPROVAL_PHASE_UNSPECIFIED: _ApprovalPhase.ValueType  # 0
+    APPROVAL_PHASE_REQUESTED: _ApprovalPhase.ValueType  # 1
+    """`calls` began to wait."""
+    APPROVAL_PHASE_DECIDED: _ApprovalPhase.ValueType  # 2
+    """One approver decided: `decision`."""
+    APPROVAL_PHASE_RESOLVED: _ApprovalPhase.ValueType  # 3
+    """The policy's `outcome`: the job resumes."""
+
+class ApprovalPhase(_ApprovalPhase, metaclass=_ApprovalPhaseEnumTypeWrapper): ...
+
+APPROVAL_PHASE_UNSPECIFIED: ApprovalPhase.ValueType  # 0
+APPROVAL_PHASE_REQUESTED: ApprovalPhase.ValueType  # 1
+"""`calls` began to wait."""
+APPROVAL_PHASE_DECIDED: ApprovalPhase.ValueType  # 2
+"""One approver decided: `decision`."""
+APPROVAL_PHASE_RESOLVED: ApprovalPhase.ValueType  # 3
+"""The policy's `outcome`: the job resumes."""
+Global___ApprovalPhase: _TypeAlias = ApprovalPhase  # noqa: Y015
+
+class _ResumeCause:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ResumeCauseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ResumeCause.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RESUME_CAUSE_UNSPECIFIED: _ResumeCause.ValueType  # 0
+    RESUME_CAUSE_RESTART: _ResumeCause.ValueType  # 1
+    """The controller restarted while the job ran."""
+    RESUME_CAUSE_LOST: _ResumeCause.ValueType  # 2
+    """The job's sandbox was lost (it died, was removed, ran out of memory, lost its node)."""
+    RESUME_CAUSE_APPROVAL: _ResumeCause.ValueType  # 3
+    """The calls it waited for were decided."""
+
+class ResumeCause(_ResumeCause, metaclass=_ResumeCauseEnumTypeWrapper): ...
+
+RESUME_CAUSE_UNSPECIFIED: ResumeCause.ValueType  # 0
+RESUME_CAUSE_RESTART: ResumeCause.ValueType  # 1
+"""The controller restarted while the job ran."""
+RESUME_CAUSE_LOST: ResumeCause.ValueType  # 2
+"""The job's sandbox was lost (it died, was removed, ran out of memory, lost its node)."""
+RESUME_CAUSE_APPROVAL: ResumeCause.ValueType  # 3
+"""The calls it waited for were decided."""
+Global___ResumeCause: _TypeAlias = ResumeCause  # noqa: Y015
 
 class _EgressPhase:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -160,6 +239,183 @@ CHILD_PHASE_STARTED: ChildPhase.ValueType  # 1
 CHILD_PHASE_FINISHED: ChildPhase.ValueType  # 2
 Global___ChildPhase: _TypeAlias = ChildPhase  # noqa: Y015
 
+class _RecordType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecordTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecordType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECORD_TYPE_UNSPECIFIED: _RecordType.ValueType  # 0
+    RECORD_TYPE_SPEECH: _RecordType.ValueType  # 1
+    RECORD_TYPE_ACTION: _RecordType.ValueType  # 2
+    RECORD_TYPE_THOUGHT: _RecordType.ValueType  # 3
+    RECORD_TYPE_YIELD: _RecordType.ValueType  # 4
+    RECORD_TYPE_SILENCE: _RecordType.ValueType  # 5
+
+class RecordType(_RecordType, metaclass=_RecordTypeEnumTypeWrapper): ...
+
+RECORD_TYPE_UNSPECIFIED: RecordType.ValueType  # 0
+RECORD_TYPE_SPEECH: RecordType.ValueType  # 1
+RECORD_TYPE_ACTION: RecordType.ValueType  # 2
+RECORD_TYPE_THOUGHT: RecordType.ValueType  # 3
+RECORD_TYPE_YIELD: RecordType.ValueType  # 4
+RECORD_TYPE_SILENCE: RecordType.ValueType  # 5
+Global___RecordType: _TypeAlias = RecordType  # noqa: Y015
+
+@_typing.final
+class ApprovalDecision(_message.Message):
+    """One approver's decision on the calls a job waits for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    APPROVER_FIELD_NUMBER: _builtins.int
+    APPROVE_FIELD_NUMBER: _builtins.int
+    COMMENT_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    AUTOMATIC_FIELD_NUMBER: _builtins.int
+    approver: _builtins.str
+    approve: _builtins.bool
+    comment: _builtins.str
+    """The approver's comment, or the reason of a rejection."""
+    automatic: _builtins.bool
+    """Made by the policy itself (no approver configured, or the timeout's default)."""
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        approver: _builtins.str = ...,
+        approve: _builtins.bool = ...,
+        comment: _builtins.str = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        automatic: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approve", b"approve", "approver", b"approver", "automatic", b"automatic", "comment", b"comment", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApprovalDecision: _TypeAlias = ApprovalDecision  # noqa: Y015
+
+@_typing.final
+class ApprovalWait(_message.Message):
+    """The tool calls a job waits (or waited) on a person for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLS_FIELD_NUMBER: _builtins.int
+    ITERATION_FIELD_NUMBER: _builtins.int
+    REQUESTED_AT_FIELD_NUMBER: _builtins.int
+    DEADLINE_FIELD_NUMBER: _builtins.int
+    APPROVERS_FIELD_NUMBER: _builtins.int
+    STRATEGY_FIELD_NUMBER: _builtins.int
+    ON_TIMEOUT_FIELD_NUMBER: _builtins.int
+    DECISIONS_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    iteration: _builtins.int
+    """The model call whose tool calls wait (1-based)."""
+    strategy: _builtins.str
+    """"all" | "any" | "majority"."""
+    on_timeout: _builtins.str
+    """"approve" | "reject"."""
+    outcome: Global___ApprovalOutcome.ValueType
+    """UNSPECIFIED while undecided."""
+    @_builtins.property
+    def calls(self) -> _containers.RepeatedCompositeFieldContainer[_runner_pb2.PendingCall]: ...
+    @_builtins.property
+    def requested_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def deadline(self) -> _timestamp_pb2.Timestamp:
+        """When the agent's policy decides by itself (`on_timeout`)."""
+
+    @_builtins.property
+    def approvers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def decisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ApprovalDecision]: ...
+    def __init__(
+        self,
+        *,
+        calls: _abc.Iterable[_runner_pb2.PendingCall] | None = ...,
+        iteration: _builtins.int = ...,
+        requested_at: _timestamp_pb2.Timestamp | None = ...,
+        deadline: _timestamp_pb2.Timestamp | None = ...,
+        approvers: _abc.Iterable[_builtins.str] | None = ...,
+        strategy: _builtins.str = ...,
+        on_timeout: _builtins.str = ...,
+        decisions: _abc.Iterable[Global___ApprovalDecision] | None = ...,
+        outcome: Global___ApprovalOutcome.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "requested_at", b"requested_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approvers", b"approvers", "calls", b"calls", "deadline", b"deadline", "decisions", b"decisions", "iteration", b"iteration", "on_timeout", b"on_timeout", "outcome", b"outcome", "requested_at", b"requested_at", "strategy", b"strategy"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApprovalWait: _TypeAlias = ApprovalWait  # noqa: Y015
+
+@_typing.final
+class FixedPointRun(_message.Message):
+    """A job run until its output is stable (SubmitJobRequest.until_stable)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_ITERATIONS_FIELD_NUMBER: _builtins.int
+    WINDOW_FIELD_NUMBER: _builtins.int
+    HASHES_FIELD_NUMBER: _builtins.int
+    EXIT_FIELD_NUMBER: _builtins.int
+    CHOSEN_FIELD_NUMBER: _builtins.int
+    max_iterations: _builtins.int
+    window: _builtins.int
+    exit: _builtins.str
+    """"stable" | "cycle" | "max_iterations"; empty while it runs."""
+    chosen: _builtins.int
+    """The 0-based iteration whose output is the job's."""
+    @_builtins.property
+    def hashes(self) -> _containers.RepeatedCompositeFieldContainer[Global___IterationHashes]:
+        """Each iteration's state hashes: of the message it was given and of the one it returned."""
+
+    def __init__(
+        self,
+        *,
+        max_iterations: _builtins.int = ...,
+        window: _builtins.int = ...,
+        hashes: _abc.Iterable[Global___IterationHashes] | None = ...,
+        exit: _builtins.str = ...,
+        chosen: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_chosen", b"_chosen", "chosen", b"chosen"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_chosen", b"_chosen", "chosen", b"chosen", "exit", b"exit", "hashes", b"hashes", "max_iterations", b"max_iterations", "window", b"window"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__chosen: _TypeAlias = _typing.Literal["chosen"]  # noqa: Y015
+    _WhichOneofArgType__chosen: _TypeAlias = _typing.Literal["_chosen", b"_chosen"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__chosen) -> _WhichOneofReturnType__chosen | None: ...
+
+Global___FixedPointRun: _TypeAlias = FixedPointRun  # noqa: Y015
+
+@_typing.final
+class IterationHashes(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRE_FIELD_NUMBER: _builtins.int
+    POST_FIELD_NUMBER: _builtins.int
+    pre: _builtins.str
+    post: _builtins.str
+    def __init__(
+        self,
+        *,
+        pre: _builtins.str = ...,
+        post: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["post", b"post", "pre", b"pre"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IterationHashes: _TypeAlias = IterationHashes  # noqa: Y015
+
 @_typing.final
 class JobError(_message.Message):
     """Why a job ended without an output."""
@@ -205,6 +461,9 @@ class Job(_message.Message):
     MAX_DURATION_FIELD_NUMBER: _builtins.int
     CHILDREN_FIELD_NUMBER: _builtins.int
     EFFECTS_FIELD_NUMBER: _builtins.int
+    RESUMES_FIELD_NUMBER: _builtins.int
+    APPROVAL_FIELD_NUMBER: _builtins.int
+    FIXED_POINT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     agent: _builtins.str
     state: Global___JobState.ValueType
@@ -216,6 +475,8 @@ class Job(_message.Message):
     """"submit" | "delegate" | "handoff"."""
     workflow: _builtins.str
     """The workflow signals to this job's turns are recorded under (default: the job id)."""
+    resumes: _builtins.int
+    """How often the job continued in a fresh sandbox from its last checkpoint."""
     @_builtins.property
     def input(self) -> _runner_pb2.TurnInput: ...
     @_builtins.property
@@ -242,6 +503,10 @@ class Job(_message.Message):
     def effects(self) -> _runner_pb2.Json:
         """The effect executor's report (JSON of airlock EffectReport), once effects were applied."""
 
+    @_builtins.property
+    def approval(self) -> Global___ApprovalWait: ...
+    @_builtins.property
+    def fixed_point(self) -> Global___FixedPointRun: ...
     def __init__(
         self,
         *,
@@ -261,15 +526,22 @@ class Job(_message.Message):
         max_duration: _duration_pb2.Duration | None = ...,
         children: _abc.Iterable[_builtins.str] | None = ...,
         effects: _runner_pb2.Json | None = ...,
+        resumes: _builtins.int = ...,
+        approval: Global___ApprovalWait | None = ...,
+        fixed_point: Global___FixedPointRun | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_finished_at", b"_finished_at", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "_finished_at", b"_finished_at", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "parent_id", b"parent_id", "queue", b"queue", "started_at", b"started_at", "state", b"state", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__approval: _TypeAlias = _typing.Literal["approval"]  # noqa: Y015
+    _WhichOneofArgType__approval: _TypeAlias = _typing.Literal["_approval", b"_approval"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
     _WhichOneofReturnType__finished_at: _TypeAlias = _typing.Literal["finished_at"]  # noqa: Y015
     _WhichOneofArgType__finished_at: _TypeAlias = _typing.Literal["_finished_at", b"_finished_at"]  # noqa: Y015
+    _WhichOneofReturnType__fixed_point: _TypeAlias = _typing.Literal["fixed_point"]  # noqa: Y015
+    _WhichOneofArgType__fixed_point: _TypeAlias = _typing.Literal["_fixed_point", b"_fixed_point"]  # noqa: Y015
     _WhichOneofReturnType__max_duration: _TypeAlias = _typing.Literal["max_duration"]  # noqa: Y015
     _WhichOneofArgType__max_duration: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration"]  # noqa: Y015
     _WhichOneofReturnType__output: _TypeAlias = _typing.Literal["output"]  # noqa: Y015
@@ -277,9 +549,13 @@ class Job(_message.Message):
     _WhichOneofReturnType__started_at: _TypeAlias = _typing.Literal["started_at"]  # noqa: Y015
     _WhichOneofArgType__started_at: _TypeAlias = _typing.Literal["_started_at", b"_started_at"]  # noqa: Y015
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__approval) -> _WhichOneofReturnType__approval | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__finished_at) -> _WhichOneofReturnType__finished_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__fixed_point) -> _WhichOneofReturnType__fixed_point | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_duration) -> _WhichOneofReturnType__max_duration | None: ...
     @_typing.overload
@@ -307,6 +583,8 @@ class JobEvent(_message.Message):
     CHILD_FIELD_NUMBER: _builtins.int
     SIGNAL_FIELD_NUMBER: _builtins.int
     LOG_FIELD_NUMBER: _builtins.int
+    APPROVAL_FIELD_NUMBER: _builtins.int
+    RESUME_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     seq: _builtins.int
     @_builtins.property
@@ -335,6 +613,14 @@ class JobEvent(_message.Message):
     def log(self) -> Global___LogLine:
         """A log line (the controller's, the turn's, or a Log effect's)."""
 
+    @_builtins.property
+    def approval(self) -> Global___ApprovalChanged:
+        """Tool calls began to wait for approval, one approver decided, or the wait was settled."""
+
+    @_builtins.property
+    def resume(self) -> Global___JobResumed:
+        """The job continued in a fresh sandbox from its last checkpoint."""
+
     def __init__(
         self,
         *,
@@ -347,16 +633,84 @@ class JobEvent(_message.Message):
         child: Global___ChildJobChanged | None = ...,
         signal: Global___SignalRecorded | None = ...,
         log: Global___LogLine | None = ...,
+        approval: Global___ApprovalChanged | None = ...,
+        resume: Global___JobResumed | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["child", b"child", "effect", b"effect", "event", b"event", "log", b"log", "sandbox", b"sandbox", "signal", b"signal", "state", b"state", "time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "signal", b"signal", "state", b"state", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["child", b"child", "effect", b"effect", "event", b"event", "job_id", b"job_id", "log", b"log", "sandbox", b"sandbox", "seq", b"seq", "signal", b"signal", "state", b"state", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "job_id", b"job_id", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "seq", b"seq", "signal", b"signal", "state", b"state", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["state", "sandbox", "effect", "child", "signal", "log"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
+
+@_typing.final
+class ApprovalChanged(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PHASE_FIELD_NUMBER: _builtins.int
+    CALLS_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    phase: Global___ApprovalPhase.ValueType
+    outcome: Global___ApprovalOutcome.ValueType
+    @_builtins.property
+    def calls(self) -> _containers.RepeatedCompositeFieldContainer[_runner_pb2.PendingCall]: ...
+    @_builtins.property
+    def decision(self) -> Global___ApprovalDecision: ...
+    def __init__(
+        self,
+        *,
+        phase: Global___ApprovalPhase.ValueType = ...,
+        calls: _abc.Iterable[_runner_pb2.PendingCall] | None = ...,
+        decision: Global___ApprovalDecision | None = ...,
+        outcome: Global___ApprovalOutcome.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_decision", b"_decision", "decision", b"decision"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_decision", b"_decision", "calls", b"calls", "decision", b"decision", "outcome", b"outcome", "phase", b"phase"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__decision: _TypeAlias = _typing.Literal["decision"]  # noqa: Y015
+    _WhichOneofArgType__decision: _TypeAlias = _typing.Literal["_decision", b"_decision"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__decision) -> _WhichOneofReturnType__decision | None: ...
+
+Global___ApprovalChanged: _TypeAlias = ApprovalChanged  # noqa: Y015
+
+@_typing.final
+class JobResumed(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESUME_FIELD_NUMBER: _builtins.int
+    CAUSE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    ITERATION_FIELD_NUMBER: _builtins.int
+    LOST_CALLS_FIELD_NUMBER: _builtins.int
+    resume: _builtins.int
+    """The how-manyeth resume."""
+    cause: Global___ResumeCause.ValueType
+    reason: _builtins.str
+    iteration: _builtins.int
+    """Model calls already made (never made again)."""
+    @_builtins.property
+    def lost_calls(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        resume: _builtins.int = ...,
+        cause: Global___ResumeCause.ValueType = ...,
+        reason: _builtins.str = ...,
+        iteration: _builtins.int = ...,
+        lost_calls: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cause", b"cause", "iteration", b"iteration", "lost_calls", b"lost_calls", "reason", b"reason", "resume", b"resume"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobResumed: _TypeAlias = JobResumed  # noqa: Y015
 
 @_typing.final
 class JobStateChanged(_message.Message):
@@ -803,6 +1157,7 @@ class SubmitJobRequest(_message.Message):
     QUEUE_FIELD_NUMBER: _builtins.int
     MAX_DURATION_FIELD_NUMBER: _builtins.int
     WORKFLOW_FIELD_NUMBER: _builtins.int
+    UNTIL_STABLE_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """The configured agent's name. Unknown: NOT_FOUND (the message lists the agents)."""
     queue: _builtins.str
@@ -815,6 +1170,10 @@ class SubmitJobRequest(_message.Message):
     def max_duration(self) -> _duration_pb2.Duration:
         """Limit on the job's life (default: the agent's max_duration, else the controller's)."""
 
+    @_builtins.property
+    def until_stable(self) -> Global___UntilStable:
+        """Run the agent on its own output until it is stable (absent: one turn)."""
+
     def __init__(
         self,
         *,
@@ -823,16 +1182,449 @@ class SubmitJobRequest(_message.Message):
         queue: _builtins.str = ...,
         max_duration: _duration_pb2.Duration | None = ...,
         workflow: _builtins.str = ...,
+        until_stable: Global___UntilStable | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "input", b"input", "max_duration", b"max_duration"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "_until_stable", b"_until_stable", "input", b"input", "max_duration", b"max_duration", "until_stable", b"until_stable"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "agent", b"agent", "input", b"input", "max_duration", b"max_duration", "queue", b"queue", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "_until_stable", b"_until_stable", "agent", b"agent", "input", b"input", "max_duration", b"max_duration", "queue", b"queue", "until_stable", b"until_stable", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_duration: _TypeAlias = _typing.Literal["max_duration"]  # noqa: Y015
     _WhichOneofArgType__max_duration: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration"]  # noqa: Y015
+    _WhichOneofReturnType__until_stable: _TypeAlias = _typing.Literal["until_stable"]  # noqa: Y015
+    _WhichOneofArgType__until_stable: _TypeAlias = _typing.Literal["_until_stable", b"_until_stable"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_duration) -> _WhichOneofReturnType__max_duration | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__until_stable) -> _WhichOneofReturnType__until_stable | None: ...
 
 Global___SubmitJobRequest: _TypeAlias = SubmitJobRequest  # noqa: Y015
+
+@_typing.final
+class UntilStable(_message.Message):
+    """Fixed-point mode: iterate until the output equals the input (stable), an output repeats one
+    of the last `window` (a limit cycle), or `max_iterations` ran.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_ITERATIONS_FIELD_NUMBER: _builtins.int
+    WINDOW_FIELD_NUMBER: _builtins.int
+    max_iterations: _builtins.int
+    """0: 10."""
+    window: _builtins.int
+    """0: 3; at least 2."""
+    def __init__(
+        self,
+        *,
+        max_iterations: _builtins.int = ...,
+        window: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_iterations", b"max_iterations", "window", b"window"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UntilStable: _TypeAlias = UntilStable  # noqa: Y015
+
+@_typing.final
+class ApproveJobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    APPROVER_FIELD_NUMBER: _builtins.int
+    COMMENT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    approver: _builtins.str
+    """Who approves: one of the agent's approvers."""
+    comment: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        approver: _builtins.str = ...,
+        comment: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approver", b"approver", "comment", b"comment", "id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApproveJobRequest: _TypeAlias = ApproveJobRequest  # noqa: Y015
+
+@_typing.final
+class RejectJobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    APPROVER_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    approver: _builtins.str
+    reason: _builtins.str
+    """What the model reads."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        approver: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approver", b"approver", "id", b"id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RejectJobRequest: _TypeAlias = RejectJobRequest  # noqa: Y015
+
+@_typing.final
+class JobControlRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobControlRequest: _TypeAlias = JobControlRequest  # noqa: Y015
+
+@_typing.final
+class JobControlResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobControlResponse: _TypeAlias = JobControlResponse  # noqa: Y015
+
+@_typing.final
+class StepJobResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMPLETE_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    complete: _builtins.bool
+    """The step finished the turn."""
+    text: _builtins.str
+    """The model's text in this step."""
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The tools run in this step, in request order."""
+
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobEvent]:
+        """What the job recorded during the step."""
+
+    def __init__(
+        self,
+        *,
+        complete: _builtins.bool = ...,
+        text: _builtins.str = ...,
+        tools: _abc.Iterable[_builtins.str] | None = ...,
+        events: _abc.Iterable[Global___JobEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "events", b"events", "text", b"text", "tools", b"tools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StepJobResponse: _TypeAlias = StepJobResponse  # noqa: Y015
+
+@_typing.final
+class InspectJobResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNNING_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    running: _builtins.bool
+    """A runner is attached to the job's turn now."""
+    paused: _builtins.bool
+    """The turn is paused at a step boundary."""
+    @_builtins.property
+    def state(self) -> _runner_pb2.Json:
+        """The session's latest checkpoint (airlock.turn.SessionState JSON); null before the first."""
+
+    @_builtins.property
+    def pending(self) -> _containers.RepeatedCompositeFieldContainer[_runner_pb2.PendingCall]:
+        """Calls of the open step not finished yet (and those waiting for approval)."""
+
+    def __init__(
+        self,
+        *,
+        running: _builtins.bool = ...,
+        paused: _builtins.bool = ...,
+        state: _runner_pb2.Json | None = ...,
+        pending: _abc.Iterable[_runner_pb2.PendingCall] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["state", b"state"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["paused", b"paused", "pending", b"pending", "running", b"running", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InspectJobResponse: _TypeAlias = InspectJobResponse  # noqa: Y015
+
+@_typing.final
+class SignalWorkflowRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKFLOW_FIELD_NUMBER: _builtins.int
+    SIGNAL_TYPE_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    workflow: _builtins.str
+    signal_type: _builtins.str
+    """"cancel", "budget" ({max_turns, max_cost, max_duration_ms}) or any feedback type."""
+    @_builtins.property
+    def data(self) -> _runner_pb2.Json: ...
+    def __init__(
+        self,
+        *,
+        workflow: _builtins.str = ...,
+        signal_type: _builtins.str = ...,
+        data: _runner_pb2.Json | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["data", b"data"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "signal_type", b"signal_type", "workflow", b"workflow"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SignalWorkflowRequest: _TypeAlias = SignalWorkflowRequest  # noqa: Y015
+
+@_typing.final
+class SignalWorkflowResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COUNT_FIELD_NUMBER: _builtins.int
+    DELIVERED_TO_FIELD_NUMBER: _builtins.int
+    count: _builtins.int
+    """Signals the workflow has received."""
+    @_builtins.property
+    def delivered_to(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The running jobs the signal reached (at their next step boundary)."""
+
+    def __init__(
+        self,
+        *,
+        count: _builtins.int = ...,
+        delivered_to: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "delivered_to", b"delivered_to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SignalWorkflowResponse: _TypeAlias = SignalWorkflowResponse  # noqa: Y015
+
+@_typing.final
+class TurnRecord(_message.Message):
+    """One step of a job, as the controller recorded it (airlock.weave.TurnRecord)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    N_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    CLOCK_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_FIELD_NUMBER: _builtins.int
+    STATE_HASH_PRE_FIELD_NUMBER: _builtins.int
+    STATE_HASH_POST_FIELD_NUMBER: _builtins.int
+    DIGEST_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    TOKENS_IN_FIELD_NUMBER: _builtins.int
+    TOKENS_OUT_FIELD_NUMBER: _builtins.int
+    COST_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    PREV_HASH_FIELD_NUMBER: _builtins.int
+    HASH_FIELD_NUMBER: _builtins.int
+    SEAL_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    job: _builtins.str
+    agent: _builtins.str
+    n: _builtins.int
+    type: Global___RecordType.ValueType
+    kind: _builtins.str
+    clock: _builtins.int
+    """Lamport clock."""
+    state_hash_pre: _builtins.str
+    state_hash_post: _builtins.str
+    digest: _builtins.str
+    tokens_in: _builtins.int
+    tokens_out: _builtins.int
+    cost: _builtins.str
+    """Decimal text."""
+    prev_hash: _builtins.str
+    hash: _builtins.str
+    seal: _builtins.str
+    @_builtins.property
+    def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def content(self) -> _runner_pb2.Json: ...
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        job: _builtins.str = ...,
+        agent: _builtins.str = ...,
+        n: _builtins.int = ...,
+        type: Global___RecordType.ValueType = ...,
+        kind: _builtins.str = ...,
+        clock: _builtins.int = ...,
+        depends_on: _abc.Iterable[_builtins.str] | None = ...,
+        state_hash_pre: _builtins.str = ...,
+        state_hash_post: _builtins.str = ...,
+        digest: _builtins.str = ...,
+        content: _runner_pb2.Json | None = ...,
+        tokens_in: _builtins.int = ...,
+        tokens_out: _builtins.int = ...,
+        cost: _builtins.str = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        prev_hash: _builtins.str | None = ...,
+        hash: _builtins.str = ...,
+        seal: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_prev_hash", b"_prev_hash", "_seal", b"_seal", "content", b"content", "prev_hash", b"prev_hash", "seal", b"seal", "time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prev_hash", b"_prev_hash", "_seal", b"_seal", "agent", b"agent", "clock", b"clock", "content", b"content", "cost", b"cost", "depends_on", b"depends_on", "digest", b"digest", "hash", b"hash", "id", b"id", "job", b"job", "kind", b"kind", "n", b"n", "prev_hash", b"prev_hash", "seal", b"seal", "state_hash_post", b"state_hash_post", "state_hash_pre", b"state_hash_pre", "time", b"time", "tokens_in", b"tokens_in", "tokens_out", b"tokens_out", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__prev_hash: _TypeAlias = _typing.Literal["prev_hash"]  # noqa: Y015
+    _WhichOneofArgType__prev_hash: _TypeAlias = _typing.Literal["_prev_hash", b"_prev_hash"]  # noqa: Y015
+    _WhichOneofReturnType__seal: _TypeAlias = _typing.Literal["seal"]  # noqa: Y015
+    _WhichOneofArgType__seal: _TypeAlias = _typing.Literal["_seal", b"_seal"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__prev_hash) -> _WhichOneofReturnType__prev_hash | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seal) -> _WhichOneofReturnType__seal | None: ...
+
+Global___TurnRecord: _TypeAlias = TurnRecord  # noqa: Y015
+
+@_typing.final
+class GetWeaveRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Any job of the tree; the weave is its root's."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWeaveRequest: _TypeAlias = GetWeaveRequest  # noqa: Y015
+
+@_typing.final
+class GetWeaveResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROOT_FIELD_NUMBER: _builtins.int
+    RECORDS_FIELD_NUMBER: _builtins.int
+    root: _builtins.str
+    @_builtins.property
+    def records(self) -> _containers.RepeatedCompositeFieldContainer[Global___TurnRecord]: ...
+    def __init__(
+        self,
+        *,
+        root: _builtins.str = ...,
+        records: _abc.Iterable[Global___TurnRecord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["records", b"records", "root", b"root"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetWeaveResponse: _TypeAlias = GetWeaveResponse  # noqa: Y015
+
+@_typing.final
+class ChainBreak(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POSITION_FIELD_NUMBER: _builtins.int
+    RECORD_ID_FIELD_NUMBER: _builtins.int
+    PROBLEM_FIELD_NUMBER: _builtins.int
+    position: _builtins.int
+    record_id: _builtins.str
+    problem: _builtins.str
+    def __init__(
+        self,
+        *,
+        position: _builtins.int = ...,
+        record_id: _builtins.str = ...,
+        problem: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["position", b"position", "problem", b"problem", "record_id", b"record_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChainBreak: _TypeAlias = ChainBreak  # noqa: Y015
+
+@_typing.final
+class VerifyJobResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROOT_FIELD_NUMBER: _builtins.int
+    OK_FIELD_NUMBER: _builtins.int
+    RECORDS_FIELD_NUMBER: _builtins.int
+    BREAKS_FIELD_NUMBER: _builtins.int
+    SEALED_FIELD_NUMBER: _builtins.int
+    root: _builtins.str
+    ok: _builtins.bool
+    records: _builtins.int
+    sealed: _builtins.bool
+    """Seals were checked with the controller's audit key."""
+    @_builtins.property
+    def breaks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChainBreak]: ...
+    def __init__(
+        self,
+        *,
+        root: _builtins.str = ...,
+        ok: _builtins.bool = ...,
+        records: _builtins.int = ...,
+        breaks: _abc.Iterable[Global___ChainBreak] | None = ...,
+        sealed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breaks", b"breaks", "ok", b"ok", "records", b"records", "root", b"root", "sealed", b"sealed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyJobResponse: _TypeAlias = VerifyJobResponse  # noqa: Y015
 
 @_typing.final
 class GetJobRequest(_message.Message):

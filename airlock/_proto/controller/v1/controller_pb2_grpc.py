@@ -69,6 +69,51 @@ class ControllerStub:
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsResponse.FromString,
                 _registered_method=True)
+        self.ApproveJob = channel.unary_unary(
+                '/airlock.controller.v1.Controller/ApproveJob',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ApproveJobRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Job.FromString,
+                _registered_method=True)
+        self.RejectJob = channel.unary_unary(
+                '/airlock.controller.v1.Controller/RejectJob',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.RejectJobRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Job.FromString,
+                _registered_method=True)
+        self.PauseJob = channel.unary_unary(
+                '/airlock.controller.v1.Controller/PauseJob',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.FromString,
+                _registered_method=True)
+        self.ResumeJob = channel.unary_unary(
+                '/airlock.controller.v1.Controller/ResumeJob',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.FromString,
+                _registered_method=True)
+        self.StepJob = channel.unary_unary(
+                '/airlock.controller.v1.Controller/StepJob',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.StepJobResponse.FromString,
+                _registered_method=True)
+        self.InspectJob = channel.unary_unary(
+                '/airlock.controller.v1.Controller/InspectJob',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.InspectJobResponse.FromString,
+                _registered_method=True)
+        self.SignalWorkflow = channel.unary_unary(
+                '/airlock.controller.v1.Controller/SignalWorkflow',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowResponse.FromString,
+                _registered_method=True)
+        self.GetWeave = channel.unary_unary(
+                '/airlock.controller.v1.Controller/GetWeave',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveResponse.FromString,
+                _registered_method=True)
+        self.VerifyJob = channel.unary_unary(
+                '/airlock.controller.v1.Controller/VerifyJob',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -122,6 +167,70 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ApproveJob(self, request, context):
+        """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
+        of the agent's approvers: PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RejectJob(self, request, context):
+        """Reject them (as ApproveJob); the model reads the reason.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseJob(self, request, context):
+        """Pause the running turn at its next step boundary. No turn running: FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeJob(self, request, context):
+        """Let a paused turn run on (as PauseJob).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StepJob(self, request, context):
+        """Run exactly one step of a paused turn and report it (not paused: FAILED_PRECONDITION).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InspectJob(self, request, context):
+        """The job's session as of its latest checkpoint.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SignalWorkflow(self, request, context):
+        """Record a signal for a workflow and deliver it into its running turns.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWeave(self, request, context):
+        """The turn records of the job's tree.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyJob(self, request, context):
+        """Check the hash chain (and seals) of the job's tree.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -159,6 +268,51 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListAgents,
                     request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'ApproveJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveJob,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ApproveJobRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Job.SerializeToString,
+            ),
+            'RejectJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RejectJob,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.RejectJobRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Job.SerializeToString,
+            ),
+            'PauseJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseJob,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.SerializeToString,
+            ),
+            'ResumeJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeJob,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.SerializeToString,
+            ),
+            'StepJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.StepJob,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.StepJobResponse.SerializeToString,
+            ),
+            'InspectJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.InspectJob,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.InspectJobResponse.SerializeToString,
+            ),
+            'SignalWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignalWorkflow,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowResponse.SerializeToString,
+            ),
+            'GetWeave': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWeave,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveResponse.SerializeToString,
+            ),
+            'VerifyJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyJob,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -350,6 +504,249 @@ class Controller:
             '/airlock.controller.v1.Controller/ListAgents',
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApproveJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/ApproveJob',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ApproveJobRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RejectJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/RejectJob',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.RejectJobRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/PauseJob',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/ResumeJob',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StepJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/StepJob',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.StepJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InspectJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/InspectJob',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.InspectJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignalWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/SignalWorkflow',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWeave(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/GetWeave',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/VerifyJob',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,6 +54,26 @@ class ControllerStub:
     GetJobLogs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]
     ListAgents: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListAgentsRequest, _controller_pb2.ListAgentsResponse]
     """The agents this controller can run."""
+    ApproveJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ApproveJobRequest, _controller_pb2.Job]
+    """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
+    of the agent's approvers: PERMISSION_DENIED.
+    """
+    RejectJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RejectJobRequest, _controller_pb2.Job]
+    """Reject them (as ApproveJob); the model reads the reason."""
+    PauseJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]
+    """Pause the running turn at its next step boundary. No turn running: FAILED_PRECONDITION."""
+    ResumeJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]
+    """Let a paused turn run on (as PauseJob)."""
+    StepJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.StepJobResponse]
+    """Run exactly one step of a paused turn and report it (not paused: FAILED_PRECONDITION)."""
+    InspectJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.InspectJobResponse]
+    """The job's session as of its latest checkpoint."""
+    SignalWorkflow: _grpc.UnaryUnaryMultiCallable[_controller_pb2.SignalWorkflowRequest, _controller_pb2.SignalWorkflowResponse]
+    """Record a signal for a workflow and deliver it into its running turns."""
+    GetWeave: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.GetWeaveResponse]
+    """The turn records of the job's tree."""
+    VerifyJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.VerifyJobResponse]
+    """Check the hash chain (and seals) of the job's tree."""
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -72,6 +92,26 @@ class ControllerAsyncStub(ControllerStub):
     GetJobLogs: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]  # type: ignore[assignment]
     ListAgents: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListAgentsRequest, _controller_pb2.ListAgentsResponse]  # type: ignore[assignment]
     """The agents this controller can run."""
+    ApproveJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.ApproveJobRequest, _controller_pb2.Job]  # type: ignore[assignment]
+    """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
+    of the agent's approvers: PERMISSION_DENIED.
+    """
+    RejectJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.RejectJobRequest, _controller_pb2.Job]  # type: ignore[assignment]
+    """Reject them (as ApproveJob); the model reads the reason."""
+    PauseJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]  # type: ignore[assignment]
+    """Pause the running turn at its next step boundary. No turn running: FAILED_PRECONDITION."""
+    ResumeJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]  # type: ignore[assignment]
+    """Let a paused turn run on (as PauseJob)."""
+    StepJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.StepJobResponse]  # type: ignore[assignment]
+    """Run exactly one step of a paused turn and report it (not paused: FAILED_PRECONDITION)."""
+    InspectJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.InspectJobResponse]  # type: ignore[assignment]
+    """The job's session as of its latest checkpoint."""
+    SignalWorkflow: _aio.UnaryUnaryMultiCallable[_controller_pb2.SignalWorkflowRequest, _controller_pb2.SignalWorkflowResponse]  # type: ignore[assignment]
+    """Record a signal for a workflow and deliver it into its running turns."""
+    GetWeave: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.GetWeaveResponse]  # type: ignore[assignment]
+    """The turn records of the job's tree."""
+    VerifyJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.VerifyJobResponse]  # type: ignore[assignment]
+    """Check the hash chain (and seals) of the job's tree."""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -129,5 +169,79 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.ListAgentsResponse, _abc.Awaitable[_controller_pb2.ListAgentsResponse]]:
         """The agents this controller can run."""
+
+    @_abc_1.abstractmethod
+    def ApproveJob(
+        self,
+        request: _controller_pb2.ApproveJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.Job, _abc.Awaitable[_controller_pb2.Job]]:
+        """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
+        of the agent's approvers: PERMISSION_DENIED.
+        """
+
+    @_abc_1.abstractmethod
+    def RejectJob(
+        self,
+        request: _controller_pb2.RejectJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.Job, _abc.Awaitable[_controller_pb2.Job]]:
+        """Reject them (as ApproveJob); the model reads the reason."""
+
+    @_abc_1.abstractmethod
+    def PauseJob(
+        self,
+        request: _controller_pb2.JobControlRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.JobControlResponse, _abc.Awaitable[_controller_pb2.JobControlResponse]]:
+        """Pause the running turn at its next step boundary. No turn running: FAILED_PRECONDITION."""
+
+    @_abc_1.abstractmethod
+    def ResumeJob(
+        self,
+        request: _controller_pb2.JobControlRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.JobControlResponse, _abc.Awaitable[_controller_pb2.JobControlResponse]]:
+        """Let a paused turn run on (as PauseJob)."""
+
+    @_abc_1.abstractmethod
+    def StepJob(
+        self,
+        request: _controller_pb2.JobControlRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.StepJobResponse, _abc.Awaitable[_controller_pb2.StepJobResponse]]:
+        """Run exactly one step of a paused turn and report it (not paused: FAILED_PRECONDITION)."""
+
+    @_abc_1.abstractmethod
+    def InspectJob(
+        self,
+        request: _controller_pb2.JobControlRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.InspectJobResponse, _abc.Awaitable[_controller_pb2.InspectJobResponse]]:
+        """The job's session as of its latest checkpoint."""
+
+    @_abc_1.abstractmethod
+    def SignalWorkflow(
+        self,
+        request: _controller_pb2.SignalWorkflowRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.SignalWorkflowResponse, _abc.Awaitable[_controller_pb2.SignalWorkflowResponse]]:
+        """Record a signal for a workflow and deliver it into its running turns."""
+
+    @_abc_1.abstractmethod
+    def GetWeave(
+        self,
+        request: _controller_pb2.GetWeaveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.GetWeaveResponse, _abc.Awaitable[_controller_pb2.GetWeaveResponse]]:
+        """The turn records of the job's tree."""
+
+    @_abc_1.abstractmethod
+    def VerifyJob(
+        self,
+        request: _controller_pb2.GetWeaveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.VerifyJobResponse, _abc.Awaitable[_controller_pb2.VerifyJobResponse]]:
+        """Check the hash chain (and seals) of the job's tree."""
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

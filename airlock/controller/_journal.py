@@ -1,0 +1,297 @@
+"""JobJournal: one job's turn as the controller follows it, from the runner's typed events.
+
+Each ``checkpoint`` the runner reports is rebuilt into the session's full state (the delta on
+the previous one), checked, and kept as the job's latest checkpoint (the state a resumed job
+continues from). What changed since the previous checkpoint becomes turn records in the job
+tree's weave: a model response (SPEECH, THOUGHT, or SILENCE when it said nothing), each tool
+call once its result is known (ACTION). The sandbox is untrusted, so a checkpoint that
+changes the turn's input, lowers a counter, or shows a gated call that ran without the
+approval the controller granted, fails the job instead of being recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from pydantic import JsonValue, ValidationError
+
+from airlock.errors import AirlockError, shorten
+from airlock.spec import TOOL_RISKS, ApprovalGate
+from airlock.turn import (
+    Checkpoint,
+    ProviderMessage,
+    Role,
+    SessionState,
+    TextPart,
+    ToolExecution,
+    ToolResultPart,
+    ToolStarted,
+    ToolUsePart,
+)
+from airlock.weave import RecordType, TurnRecord, state_hash
+from layer0 import TurnInput
+
+from ._weaving import Weaves
+
+#: Characters of a tool's output (and of an oversized input) kept in its record; the record
+#: keeps the digest and size of the whole.
+RECORD_TEXT_LIMIT = 4096
+
+
+class JournalViolation(AirlockError):
+    """The sandbox reported something no well-behaved runner sends (the job fails)."""
+
+    kind = "isolation_violation"
+
+
+def session_hash(state: SessionState) -> str:
+    """The stable hash of a session's conversation state: its messages and the open step's
+    finished calls."""
+    return state_hash(
+        {
+            "messages": [m.model_dump(mode="json") for m in state.messages],
+            "completed": [
+                {"id": c.tool_use_id, "output": c.output, "is_error": c.is_error} for c in state.completed
+            ],
+        }
+    )
+
+
+def _text_digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def _cut(text: str) -> tuple[str, bool]:
+    return (text, False) if len(text) <= RECORD_TEXT_LIMIT else (shorten(text, RECORD_TEXT_LIMIT), True)
+
+
+def call_content(use: ToolUsePart | None, result: ToolExecution | ToolResultPart) -> JsonValue:
+    """A tool call's record content: name, input, the output (cut) with the digest and size of
+    the whole, and whether it failed."""
+    output = result.output if isinstance(result, ToolExecution) else result.content
+    shown, cut = _cut(output)
+    content: dict[str, JsonValue] = {
+        "tool_use_id": result.tool_use_id,
+        "tool": use.name if use is not None else getattr(result, "name", "?"),
+        "input": use.input if use is not None else getattr(result, "input", None),
+        "output": shown,
+        "output_digest": _text_digest(output),
+        "output_chars": len(output),
+        "is_error": result.is_error,
+    }
+    if cut:
+        content["output_cut"] = True
+    return content
+
+
+def _response_type(message: ProviderMessage) -> RecordType:
+    text = "".join(p.text for p in message.content if isinstance(p, TextPart)).strip()
+    calls = any(isinstance(p, ToolUsePart) for p in message.content)
+    if calls:
+        return RecordType.THOUGHT if text else RecordType.ACTION
+    return RecordType.SPEECH if text else RecordType.SILENCE
+
+
+class JobJournal:
+    """Follows one execution of a job's turn (a fresh one per sandbox).
+
+    Args:
+        weaves: where the records go.
+        root: the job tree's root job id.
+        job: this job's id; ``agent``: its agent; ``input``: what it was asked (a checkpoint
+            may not change it).
+        base: the checkpoint the execution resumes from (None: it starts the turn).
+        gate: the agent's approval gate; ``approved``: the calls the controller approved.
+    """
+
+    def __init__(
+        self,
+        weaves: Weaves,
+        root: str,
+        *,
+        job: str,
+        agent: str,
+        input: TurnInput,
+        base: SessionState | None = None,
+        gate: ApprovalGate | None = None,
+        approved: Iterable[str] = (),
+        anchor: tuple[str, ...] = (),
+    ) -> None:
+        self.weaves = weaves
+        self.root = root
+        self.job = job
+        self.agent = agent
+        self.input = input
+        self.gate = gate
+        self.approved = set(approved)
+        #: The latest full state (what a resume continues from).
+        self.state: SessionState | None = base
+        #: The open step's calls that started (a lost sandbox leaves them in flight).
+        self.started: set[str] = set()
+        self._delta_base: SessionState | None = None
+        self._recorded: set[str] = set(self._answered(base)) if base is not None else set()
+        self._response: dict[str, str] = {}  # tool_use_id -> the record of the response asking for it
+        self._since_response: list[str] = []  # records the next response depends on
+        self._anchor = anchor
+        self._overrides: dict[str, JsonValue] = dict(base.overrides) if base is not None else {}
+        self.records: list[TurnRecord] = []
+
+    @staticmethod
+    def _answered(state: SessionState) -> list[str]:
+        ids = [c.tool_use_id for c in state.completed]
+        for message in state.messages:
+            ids += [p.tool_use_id for p in message.content if isinstance(p, ToolResultPart)]
+        return ids
+
+    def allow_overrides(self, overrides: dict[str, JsonValue]) -> None:
+        """The controller sent a budget signal: its limits may appear in later checkpoints."""
+        self._overrides.update(overrides)
+
+    async def observe(self, event: object) -> bool:
+        """Follow one sandbox event; True when it is the journal's alone (a checkpoint: not
+        recorded as a job event).
+
+        Raises:
+            JournalViolation: the checkpoint is inconsistent or shows an unapproved gated call.
+        """
+        if isinstance(event, ToolStarted):
+            self.started.add(event.tool_use_id)
+            return False
+        if not isinstance(event, Checkpoint):
+            return False
+        try:
+            new = SessionState.from_checkpoint(event, self._delta_base)
+        except (ValueError, ValidationError) as e:
+            raise JournalViolation(
+                f"the sandbox sent an unreadable checkpoint: {shorten(str(e), 300)}"
+            ) from e
+        self._check(new)
+        await self._record(self.state, new)
+        self._delta_base = new
+        if not new.open_uses():
+            self.started.clear()
+        self.state = new
+        return True
+
+    def _check(self, new: SessionState) -> None:
+        if new.input != self.input:
+            raise JournalViolation("the sandbox's checkpoint changed the turn's input")
+        old = self.state
+        if old is not None:
+            for counter in ("iterations", "tokens_in", "tokens_out"):
+                if getattr(new, counter) < getattr(old, counter):
+                    raise JournalViolation(f"the sandbox's checkpoint lowered {counter}")
+            if new.cost < old.cost:
+                raise JournalViolation("the sandbox's checkpoint lowered the cost")
+        for key, value in new.overrides.items():
+            if key not in self._overrides or self._overrides[key] != value:
+                raise JournalViolation(f"the sandbox's checkpoint changed {key} without a budget signal")
+        if self.gate is not None:
+            for call in new.completed:
+                if call.tool_use_id in self.approved or call.tool_use_id in self._recorded:
+                    continue
+                if call.is_error or call.skipped:
+                    continue
+                if self.gate.needs(call.name, TOOL_RISKS.get(call.name, ())):
+                    raise JournalViolation(
+                        f"the sandbox ran {call.name} (call {call.tool_use_id}) without the approval "
+                        "its agent's policy requires"
+                    )
+
+    async def _record(self, old: SessionState | None, new: SessionState) -> None:
+        if old is None and new.iterations == 0:
+            return  # context assembled: the input is recorded by the controller
+        pre = session_hash(old) if old is not None else ""
+        post = session_hash(new)
+        before = old.iterations if old is not None else new.iterations
+        if new.iterations > before:
+            response = self._last_response(new)
+            if response is not None:
+                await self._response_record(old, new, response, pre, post)
+                pre = post
+        uses = {u.id: u for u in new.open_uses()}
+        for call in new.completed:
+            if call.tool_use_id not in self._recorded:
+                await self._call_record(uses.get(call.tool_use_id), call, pre, post)
+                pre = post
+        # results answered at the step's end without a checkpoint of their own
+        if new.messages and new.messages[-1].role is Role.USER:
+            asked = self._asked(new)
+            for part in new.messages[-1].content:
+                if isinstance(part, ToolResultPart) and part.tool_use_id not in self._recorded:
+                    await self._call_record(asked.get(part.tool_use_id), part, pre, post)
+                    pre = post
+
+    @staticmethod
+    def _last_response(state: SessionState) -> ProviderMessage | None:
+        for message in reversed(state.messages):
+            if message.role is Role.ASSISTANT:
+                return message
+        return None
+
+    @staticmethod
+    def _asked(state: SessionState) -> dict[str, ToolUsePart]:
+        if len(state.messages) < 2:
+            return {}
+        return {p.id: p for p in state.messages[-2].content if isinstance(p, ToolUsePart)}
+
+    async def _response_record(
+        self, old: SessionState | None, new: SessionState, message: ProviderMessage, pre: str, post: str
+    ) -> None:
+        tokens_in = new.tokens_in - (old.tokens_in if old is not None else 0)
+        tokens_out = new.tokens_out - (old.tokens_out if old is not None else 0)
+        cost = new.cost - (old.cost if old is not None else Decimal(0))
+        deps = tuple(self._since_response) or self._anchor
+        record = await self._add(
+            _response_type(message),
+            "model_response",
+            {"iteration": new.iterations, "content": [p.model_dump(mode="json") for p in message.content]},
+            deps,
+            pre,
+            post,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost=cost,
+        )
+        self._since_response = []
+        self._anchor = ()
+        for part in message.content:
+            if isinstance(part, ToolUsePart):
+                self._response[part.id] = record.id
+
+    async def _call_record(
+        self, use: ToolUsePart | None, result: ToolExecution | ToolResultPart, pre: str, post: str
+    ) -> None:
+        self._recorded.add(result.tool_use_id)
+        asked_by = self._response.get(result.tool_use_id)
+        deps = (asked_by,) if asked_by is not None else ()
+        record = await self._add(RecordType.ACTION, "tool_call", call_content(use, result), deps, pre, post)
+        self._since_response.append(record.id)
+
+    async def _add(
+        self,
+        type: RecordType,
+        kind: str,
+        content: JsonValue,
+        deps: tuple[str, ...],
+        pre: str,
+        post: str,
+        **usage: Any,
+    ) -> TurnRecord:
+        record = await self.weaves.record(
+            self.root,
+            job=self.job,
+            agent=self.agent,
+            type=type,
+            kind=kind,
+            content=content,
+            depends_on=deps,
+            pre=pre,
+            post=post,
+            **usage,
+        )
+        self.records.append(record)
+        return record

@@ -1,0 +1,111 @@
+"""The controller's weaves: one per job tree, its turn records written through the StateStore.
+
+Only the controller writes records (from what the runner reports and what the controller
+itself decides); the sandbox cannot. Each record is sealed with the controller's audit key
+(``audit.key`` in its data directory, 0600), so a record rewritten in the database, even with
+its hash chain recomputed, fails verification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue
+
+from airlock.weave import ChainReport, RecordDraft, RecordType, TurnRecord, Weave, WeaveStore, verify
+from layer0 import StateStore
+
+#: The audit key's file in the controller's data directory.
+AUDIT_KEY_FILE = "audit.key"
+
+
+def load_or_create_audit_key(path: Path) -> bytes:
+    """The controller's audit key (32 random bytes, hex in a 0600 file), created if absent."""
+    with contextlib.suppress(FileNotFoundError):
+        return bytes.fromhex(path.read_text().strip())
+    key = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key.hex())
+    return key
+
+
+class Weaves:
+    """The weave of each job tree (by its root job), loaded on first use, appended to in order.
+
+    Args:
+        state: the StateStore the records are written through.
+        key: the audit key records are sealed with (None: unsealed).
+    """
+
+    def __init__(self, state: StateStore, key: bytes | None = None) -> None:
+        self.store = WeaveStore(state)
+        self.key = key
+        self._weaves: dict[str, Weave] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def _weave(self, root: str) -> Weave:
+        weave = self._weaves.get(root)
+        if weave is None:
+            records = await self.store.load(root)
+            weave = self._weaves[root] = Weave(records, key=self.key)
+        return weave
+
+    async def record(
+        self,
+        root: str,
+        *,
+        job: str,
+        agent: str,
+        type: RecordType,
+        kind: str,
+        content: JsonValue = None,
+        depends_on: tuple[str, ...] = (),
+        pre: str = "",
+        post: str = "",
+        **usage: Any,
+    ) -> TurnRecord:
+        """Append one record to ``root``'s weave and persist it (in weave order)."""
+        lock = self._locks.setdefault(root, asyncio.Lock())
+        async with lock:
+            weave = await self._weave(root)
+            draft = RecordDraft(
+                job=job,
+                agent=agent,
+                type=type,
+                kind=kind,
+                depends_on=depends_on,
+                state_hash_pre=pre,
+                state_hash_post=post,
+                content=content,
+                time=datetime.now(UTC),
+                **usage,
+            )
+            record = weave.record(draft)
+            await self.store.append(root, record, len(weave) - 1)
+            return record
+
+    async def tip(self, root: str, job: str) -> TurnRecord | None:
+        """The latest record of ``job``'s thread."""
+        thread = (await self._weave(root)).job_thread(job)
+        return thread[-1] if thread else None
+
+    async def load(self, root: str) -> list[TurnRecord]:
+        """Every record of ``root``'s weave, as stored (not the cached copy)."""
+        return await self.store.load(root)
+
+    async def verify(self, root: str) -> ChainReport:
+        """Check ``root``'s stored records: hash chain, order, dependencies, clocks and (with
+        the key) seals."""
+        return verify(await self.store.load(root), self.key)
+
+    def forget(self, root: str) -> None:
+        """Drop the cached weave of a finished job tree (it is reloaded if needed)."""
+        self._weaves.pop(root, None)
+        self._locks.pop(root, None)
