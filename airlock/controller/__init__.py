@@ -30,14 +30,18 @@ from ._grpc import (
 )
 from ._model import (
     JOB_EVENT_DATA,
+    ApprovalChanged,
+    ApprovalWait,
     ChildJobChanged,
     EffectApplied,
     EventKind,
+    FixedPointRun,
     Job,
     JobError,
     JobEvent,
     JobEventData,
     JobFilter,
+    JobResumed,
     JobState,
     LogLine,
     SandboxActivity,
@@ -46,7 +50,15 @@ from ._model import (
 )
 from ._paths import default_data_dir
 from ._queue import FairQueue, QueuedJob
-from ._service import JobNotFound, JobOrchestrator, JobService, ServiceSettings
+from ._service import (
+    Inspection,
+    JobNotAwaiting,
+    JobNotFound,
+    JobOrchestrator,
+    JobService,
+    NotAnApprover,
+    ServiceSettings,
+)
 from ._store import JobStoreError, SqliteJobStore
 from .effects import EffectExecutor, EffectOutcome, EffectReport
 
@@ -54,6 +66,8 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "JOB_EVENT_DATA",
     "AgentRunner",
+    "ApprovalChanged",
+    "ApprovalWait",
     "ChildJobChanged",
     "Controller",
     "ControllerClient",
@@ -67,18 +81,23 @@ __all__ = [
     "EffectReport",
     "EventKind",
     "FairQueue",
+    "FixedPointRun",
+    "Inspection",
     "Job",
     "JobError",
     "JobEvent",
     "JobEventData",
     "JobFilter",
+    "JobNotAwaiting",
     "JobNotFound",
     "JobOrchestrator",
+    "JobResumed",
     "JobService",
     "JobState",
     "JobStoreError",
     "LocalModelKey",
     "LogLine",
+    "NotAnApprover",
     "QueuedJob",
     "SandboxActivity",
     "ServiceSettings",

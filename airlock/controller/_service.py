@@ -60,6 +60,7 @@ from ._model import (
     ApprovalWait,
     ChildJobChanged,
     EffectApplied,
+    FixedPointRun,
     Job,
     JobError,
     JobEvent,
@@ -287,15 +288,23 @@ class JobService:
         queue: str | None = None,
         max_duration_ms: int | None = None,
         workflow: str | None = None,
+        until_stable: FixedPointRun | None = None,
     ) -> Job:
-        """Record a job for ``agent`` (durably) and queue it.
+        """Record a job for ``agent`` (durably) and queue it; with ``until_stable``, the agent
+        is re-run on its own output until it is stable (a fixed-point job).
 
         Raises:
             ConfigError: unknown agent (the message lists the configured ones), or a
                 non-positive ``max_duration_ms``.
         """
         return await self._submit(
-            agent, input, queue=queue, max_duration_ms=max_duration_ms, workflow=workflow, awaited=False
+            agent,
+            input,
+            queue=queue,
+            max_duration_ms=max_duration_ms,
+            workflow=workflow,
+            awaited=False,
+            until_stable=until_stable,
         )
 
     async def run(self, agent: str, input: TurnInput) -> Job:
@@ -323,6 +332,7 @@ class JobService:
         max_duration_ms: int | None,
         workflow: str | None,
         awaited: bool,
+        until_stable: FixedPointRun | None = None,
     ) -> Job:
         config = self.runner.agent(agent)
         if max_duration_ms is not None and max_duration_ms <= 0:
@@ -330,7 +340,12 @@ class JobService:
         if max_duration_ms is None:
             max_duration_ms = _job_limit_ms(config.spec, input) or self.settings.default_max_duration_ms
         job, event = await self.store.create(
-            agent=agent, input=input, queue=queue, workflow=workflow, max_duration_ms=max_duration_ms
+            agent=agent,
+            input=input,
+            queue=queue,
+            workflow=workflow,
+            max_duration_ms=max_duration_ms,
+            fixed_point=until_stable,
         )
         self._notify(event)
         if awaited:
