@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from airlock.controller import (
+    ApprovalChanged,
     ChildJobChanged,
     ControllerClient,
     ControllerError,
@@ -33,6 +34,7 @@ from airlock.controller import (
     Job,
     JobEvent,
     JobFilter,
+    JobResumed,
     JobState,
     LogLine,
     SandboxActivity,
@@ -72,6 +74,7 @@ _CODE_EXITS = {
     "INVALID_ARGUMENT": EXIT_USAGE,
     "UNAUTHENTICATED": EXIT_USAGE,
     "PERMISSION_DENIED": EXIT_USAGE,
+    "FAILED_PRECONDITION": EXIT_USAGE,
     "UNAVAILABLE": EXIT_ENV,
     "DEADLINE_EXCEEDED": EXIT_ENV,
     "CANCELLED": EXIT_ENV,
@@ -92,6 +95,7 @@ _STATE_COLOURS = {
     JobState.CANCELLED: "yellow",
     JobState.TIMED_OUT: "yellow",
     JobState.INTERRUPTED: "yellow",
+    JobState.AWAITING_APPROVAL: "magenta",
 }
 
 
@@ -108,7 +112,8 @@ class Target:
 
 
 def controller_exit_code(error: ControllerError) -> int:
-    """2 for NOT_FOUND / INVALID_ARGUMENT / UNAUTHENTICATED, 3 for UNAVAILABLE, else 4."""
+    """2 for NOT_FOUND / INVALID_ARGUMENT / UNAUTHENTICATED / PERMISSION_DENIED /
+    FAILED_PRECONDITION, 3 for UNAVAILABLE, else 4."""
     return _CODE_EXITS.get(error.code, EXIT_TURN)
 
 
@@ -290,6 +295,10 @@ class JobView(RunView):
                 self._on_child(data)
             case SignalRecorded():
                 self.line(f"[cyan]signal[/] {escape(data.signal_type)} → {escape(data.target)}")
+            case ApprovalChanged():
+                self._on_approval(data)
+            case JobResumed():
+                self._on_resume(data)
             case _:
                 assert_never(data)
 
@@ -303,6 +312,8 @@ class JobView(RunView):
             self.provisioning()
         elif state is JobState.APPLYING_EFFECTS:
             self.status("applying effects…")
+        elif state is JobState.AWAITING_APPROVAL:
+            self.status("waiting for approval…")
         elif state.terminal:
             self.stop()
             why = data.error.message if data.error is not None else data.detail
@@ -322,6 +333,41 @@ class JobView(RunView):
         if outcome.detail:
             parts.append(f"[dim]{escape(outcome.detail)}[/]")
         self.line(" ".join(parts))
+
+    def _on_approval(self, data: ApprovalChanged) -> None:
+        job = escape(self.job.id)
+        if data.phase == "requested":
+            for call in data.calls:
+                risks = f" [red]{escape(', '.join(call.risks))}[/]" if call.risks else ""
+                self.line(
+                    f"[magenta]approval[/] requested for {escape(call.name)} "
+                    f"[dim]{escape(preview(call.input))}[/]{risks}"
+                )
+            self.line(f"[dim]decide with: airlock approve {job} / airlock reject {job} --reason TEXT[/]")
+        elif data.phase == "decided" and data.decision is not None:
+            self.line(f"[magenta]approval[/] {decision_text(data.decision)}")
+        elif data.outcome is not None:
+            colour = "green" if data.outcome == "approved" else "red"
+            self.line(f"[magenta]approval[/] resolved: [{colour}]{data.outcome}[/]; the job resumes")
+
+    def _on_resume(self, data: JobResumed) -> None:
+        self.line(
+            f"[yellow]resume[/] {data.resume} ({escape(data.cause)}): {escape(data.reason)}; "
+            f"continuing after model call {data.iteration}"
+        )
+        for lost in data.lost_calls:
+            self.line(f"  [dim]lost call {escape(lost)}[/]")
+
+    def _on_suspended(self, event: TurnSuspended) -> None:
+        names = ", ".join(c.name for c in event.calls) or "no calls"
+        self.line(f"[magenta]suspended[/] after model call {event.iteration}: {escape(names)} wait for approval")
+
+    def _on_signal(self, event: SignalDelivered) -> None:
+        detail = f" [dim]{escape(event.detail)}[/]" if event.detail else ""
+        self.line(f"[cyan]signal[/] {escape(event.signal_type)} reached the turn: {escape(event.action)}{detail}")
+
+    def _on_checkpoint(self, event: Checkpoint) -> None:
+        self.line(f"[dim]checkpoint (iteration {event.state.get('iterations', '?')})[/]")
 
     def _on_child(self, data: ChildJobChanged) -> None:
         head = f"[cyan]child[/] job {escape(data.job)} ({escape(data.agent)}, {escape(data.origin)})"

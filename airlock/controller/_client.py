@@ -1,25 +1,34 @@
-"""ControllerClient: the async client of ``airlock serve`` (what the CLI verbs use)."""
+"""ControllerClient: the async client of ``airlock serve`` (what the CLI verbs use).
+
+Its methods mirror :class:`JobService`'s and return the same types (a job, its events, an
+:class:`Inspection`, the weave's records, a ChainReport)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import grpc
+from pydantic import JsonValue, ValidationError
 
 from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError
+from airlock.weave import ChainBreak, ChainReport, TurnRecord
 from layer0 import TurnInput
 
 from . import _convert as jc
 from . import _event_wire as ew
 from ._grpc import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
-from ._model import Job, JobEvent, JobFilter
+from ._model import FixedPointRun, Job, JobEvent, JobFilter
 from ._paths import default_data_dir
+from ._service import Inspection
+
+if TYPE_CHECKING:
+    from airlock.runner import StepInfo
 
 #: Environment variables the client reads when not given an address or token.
 ADDRESS_ENV = "AIRLOCK_CONTROLLER"
@@ -120,14 +129,19 @@ class ControllerClient:
         queue: str | None = None,
         max_duration_ms: int | None = None,
         workflow: str | None = None,
+        until_stable: FixedPointRun | None = None,
     ) -> Job:
-        """Submit a job; it comes back QUEUED (a plain string is a user message)."""
+        """Submit a job; it comes back QUEUED (a plain string is a user message). With
+        ``until_stable`` (its ``max_iterations`` and ``window``), the agent is re-run on its own
+        output until it is stable."""
         turn_input = TurnInput.new(input) if isinstance(input, str) else input
         request = cpb.SubmitJobRequest(
             agent=agent, input=cv.input_to_proto(turn_input), queue=queue or "", workflow=workflow or ""
         )
         if max_duration_ms is not None:
             request.max_duration.CopyFrom(cv.duration_to_proto(max_duration_ms))
+        if until_stable is not None:
+            request.until_stable.CopyFrom(jc.until_stable_to_proto(until_stable))
         return jc.job_from_proto(await self._call("SubmitJob", request))
 
     async def get(self, job_id: str) -> Job:
@@ -157,6 +171,82 @@ class ControllerClient:
             {"name": a.name, "backend": a.backend, "provider": a.provider, "model": a.model or None}
             for a in response.agents
         ]
+
+    # -- approvals ---------------------------------------------------------------------------------
+
+    async def approve(self, job_id: str, approver: str, comment: str = "") -> Job:
+        """Record ``approver``'s approval of the calls the job waits for; the job as it is then
+        (``ControllerError`` FAILED_PRECONDITION: it waits for none; PERMISSION_DENIED: not
+        one of its agent's approvers)."""
+        request = cpb.ApproveJobRequest(id=job_id, approver=approver, comment=comment)
+        return jc.job_from_proto(await self._call("ApproveJob", request))
+
+    async def reject(self, job_id: str, approver: str, reason: str) -> Job:
+        """Record ``approver``'s rejection (the model reads ``reason``); raises as :meth:`approve`."""
+        request = cpb.RejectJobRequest(id=job_id, approver=approver, reason=reason)
+        return jc.job_from_proto(await self._call("RejectJob", request))
+
+    # -- control of a running turn -----------------------------------------------------------------
+
+    async def pause(self, job_id: str) -> None:
+        """Pause the job's turn at its next step boundary (FAILED_PRECONDITION: none runs)."""
+        await self._call("PauseJob", cpb.JobControlRequest(id=job_id))
+
+    async def resume(self, job_id: str) -> None:
+        """Let the job's paused turn run on (as :meth:`pause`)."""
+        await self._call("ResumeJob", cpb.JobControlRequest(id=job_id))
+
+    async def step(self, job_id: str) -> tuple[StepInfo, list[JobEvent]]:
+        """Run one step of the job's paused turn: what it did, and what the job recorded
+        meanwhile (FAILED_PRECONDITION: not paused)."""
+        from airlock.runner import StepInfo
+
+        response = await self._call("StepJob", cpb.JobControlRequest(id=job_id), None)
+        info = StepInfo(complete=response.complete, text=response.text, tools=list(response.tools))
+        return info, [ew.event_from_proto(e) for e in response.events]
+
+    async def inspect(self, job_id: str) -> Inspection:
+        """The job, and its session as of its latest checkpoint: messages, counters, and the
+        calls of its open step not finished (or waiting for approval)."""
+        from airlock.turn import SessionState
+
+        job = await self.get(job_id)
+        response = await self._call("InspectJob", cpb.JobControlRequest(id=job_id))
+        data = cv.json_from_proto(response.state, present=response.HasField("state"))
+        try:
+            state = SessionState.model_validate(data) if data is not None else None
+        except ValidationError as e:
+            raise cv.MalformedMessage(problems=cv.validation_problems(e)).under("state") from e
+        pending = [jc.pending_call_from_proto(c) for c in response.pending]
+        return Inspection(
+            job=job, state=state, running=response.running, paused=response.paused, pending=pending
+        )
+
+    async def signal(self, workflow: str, signal_type: str, data: JsonValue = None) -> tuple[int, list[str]]:
+        """Record a signal for ``workflow`` and deliver it into its running turns: how many
+        signals the workflow has received, and the jobs it reached."""
+        request = cpb.SignalWorkflowRequest(
+            workflow=workflow, signal_type=signal_type, data=cv.json_to_proto(data)
+        )
+        response = await self._call("SignalWorkflow", request)
+        return int(response.count), list(response.delivered_to)
+
+    # -- the audit -----------------------------------------------------------------------------------
+
+    async def weave(self, job_id: str) -> tuple[str, list[TurnRecord]]:
+        """The root of the job's tree and every turn record of it, in storage order."""
+        response = await self._call("GetWeave", cpb.GetWeaveRequest(id=job_id))
+        return response.root, [jc.record_from_proto(r) for r in response.records]
+
+    async def verify(self, job_id: str) -> tuple[str, ChainReport, bool]:
+        """Check the hash chain of the job's tree: its root, what the check found, and whether
+        seals were checked too (the controller has an audit key)."""
+        response = await self._call("VerifyJob", cpb.GetWeaveRequest(id=job_id))
+        breaks = [
+            ChainBreak(position=b.position, record_id=b.record_id, problem=b.problem) for b in response.breaks
+        ]
+        report = ChainReport(ok=response.ok, records=response.records, breaks=breaks)
+        return response.root, report, response.sealed
 
     async def watch(self, job_id: str, after_seq: int = 0) -> AsyncIterator[JobEvent]:
         """The job's events after ``after_seq``, live, until it is terminal."""

@@ -1,19 +1,38 @@
-"""Jobs, states and filters to and from the controller's protobuf messages (job events:
-``_event_wire``; only these two modules touch ``airlock._proto.controller``)."""
+"""Jobs, states, filters, approvals and turn records to and from the controller's protobuf
+messages (job events: ``_event_wire``).
+
+Every conversion is lossless for the values the models allow, except a fixed-point run's
+``outputs``: they stay on the controller (the job's output is the chosen one).
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Literal
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
+from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock.policy import ApprovalDecision
+from airlock.turn import PendingCall
+from airlock.weave import RecordType, TurnRecord
+from layer0 import decimal_to_str
 
-from ._model import Job, JobError, JobFilter, JobState
+from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobState
+
+#: How an approval wait was settled (None: not yet).
+Outcome = Literal["approved", "rejected"]
 
 #: JobState ↔ ``JOB_STATE_*``.
 JOB_STATE: cv.WireEnum[JobState] = cv.WireEnum(cpb.JobState, "JOB_STATE_", JobState, "job state")
+#: An approval's outcome ↔ ``APPROVAL_OUTCOME_*`` (UNSPECIFIED: undecided).
+APPROVAL_OUTCOME: cv.WireEnum[Outcome] = cv.WireEnum(
+    cpb.ApprovalOutcome, "APPROVAL_OUTCOME_", ("approved", "rejected"), "approval outcome"
+)
+#: A turn record's type ↔ ``RECORD_TYPE_*``.
+RECORD_TYPE: cv.WireEnum[RecordType] = cv.WireEnum(cpb.RecordType, "RECORD_TYPE_", RecordType, "record type")
 
 
 def state_to_proto(state: JobState) -> cpb.JobState.ValueType:
@@ -71,6 +90,11 @@ def job_to_proto(job: Job) -> cpb.Job:
         message.max_duration.CopyFrom(cv.duration_to_proto(job.max_duration_ms))
     if job.effects is not None:
         message.effects.CopyFrom(cv.json_to_proto(job.effects))
+    message.resumes = job.resumes
+    if job.approval is not None:
+        message.approval.CopyFrom(approval_to_proto(job.approval))
+    if job.fixed_point is not None:
+        message.fixed_point.CopyFrom(fixed_point_to_proto(job.fixed_point))
     return message
 
 
@@ -101,6 +125,9 @@ def job_from_proto(message: cpb.Job) -> Job:
         else None,
         children=list(message.children),
         effects=cv.json_from_proto(message.effects, present=message.HasField("effects")),
+        resumes=message.resumes,
+        approval=approval_from_proto(message.approval) if message.HasField("approval") else None,
+        fixed_point=fixed_point_from_proto(message.fixed_point) if message.HasField("fixed_point") else None,
     )
 
 
@@ -132,3 +159,215 @@ def filter_to_proto(where: JobFilter) -> cpb.ListJobsRequest:
         limit=where.limit,
         before_id=where.before_id or "",
     )
+
+
+# -- approvals ---------------------------------------------------------------------------------------
+
+
+def pending_call_to_proto(call: PendingCall) -> pb.PendingCall:
+    """A call waiting for approval (its input whole: a person decides on it)."""
+    return pb.PendingCall(
+        tool_use_id=call.tool_use_id, name=call.name, input=cv.json_to_proto(call.input), risks=call.risks
+    )
+
+
+def pending_call_from_proto(message: pb.PendingCall) -> PendingCall:
+    """A call waiting for approval, from the wire."""
+    return PendingCall(
+        tool_use_id=message.tool_use_id,
+        name=message.name,
+        input=cv.json_from_proto(message.input, present=message.HasField("input")),
+        risks=list(message.risks),
+    )
+
+
+def decision_to_proto(decision: ApprovalDecision) -> cpb.ApprovalDecision:
+    """One approver's decision on the wire."""
+    return cpb.ApprovalDecision(
+        approver=decision.approver,
+        approve=decision.approve,
+        comment=decision.comment,
+        time=timestamp_to_proto(decision.time),
+        automatic=decision.automatic,
+    )
+
+
+def decision_from_proto(message: cpb.ApprovalDecision) -> ApprovalDecision:
+    """One approver's decision from the wire."""
+    return ApprovalDecision(
+        approver=message.approver,
+        approve=message.approve,
+        comment=message.comment,
+        time=timestamp_from_proto(message.time),
+        automatic=message.automatic,
+    )
+
+
+def outcome_to_proto(outcome: Outcome | None) -> cpb.ApprovalOutcome.ValueType:
+    """An approval outcome's wire enum (None: UNSPECIFIED)."""
+    if outcome is None:
+        return cpb.APPROVAL_OUTCOME_UNSPECIFIED
+    return APPROVAL_OUTCOME.to_proto(outcome)  # type: ignore[no-any-return]
+
+
+def outcome_from_proto(value: int, path: str = "outcome") -> Outcome | None:
+    """An approval outcome from its wire enum (UNSPECIFIED: None).
+
+    Raises:
+        MalformedMessage: an unknown value.
+    """
+    return None if value == 0 else APPROVAL_OUTCOME.from_proto(value, path)
+
+
+def approval_to_proto(wait: ApprovalWait) -> cpb.ApprovalWait:
+    """What a job waits (or waited) on a person for, on the wire."""
+    return cpb.ApprovalWait(
+        calls=[pending_call_to_proto(c) for c in wait.calls],
+        iteration=wait.iteration,
+        requested_at=timestamp_to_proto(wait.requested_at),
+        deadline=timestamp_to_proto(wait.deadline),
+        approvers=wait.approvers,
+        strategy=wait.strategy,
+        on_timeout=wait.on_timeout,
+        decisions=[decision_to_proto(d) for d in wait.decisions],
+        outcome=outcome_to_proto(wait.outcome),
+    )
+
+
+def approval_from_proto(message: cpb.ApprovalWait) -> ApprovalWait:
+    """What a job waits on a person for, from the wire.
+
+    Raises:
+        MalformedMessage: a value that does not validate (located under ``approval``).
+    """
+    with cv.located("approval"):
+        return ApprovalWait.model_validate(
+            {
+                "calls": [pending_call_from_proto(c) for c in message.calls],
+                "iteration": message.iteration,
+                "requested_at": timestamp_from_proto(message.requested_at),
+                "deadline": timestamp_from_proto(message.deadline),
+                "approvers": list(message.approvers),
+                "strategy": message.strategy,
+                "on_timeout": message.on_timeout,
+                "decisions": [decision_from_proto(d) for d in message.decisions],
+                "outcome": outcome_from_proto(message.outcome),
+            }
+        )
+
+
+# -- fixed-point runs --------------------------------------------------------------------------------
+
+
+def fixed_point_to_proto(run: FixedPointRun) -> cpb.FixedPointRun:
+    """A fixed-point run's settings, hashes and exit (not its outputs) on the wire."""
+    message = cpb.FixedPointRun(
+        max_iterations=run.max_iterations,
+        window=run.window,
+        hashes=[cpb.IterationHashes(pre=pre, post=post) for pre, post in run.hashes],
+        exit=run.exit or "",
+    )
+    if run.chosen is not None:
+        message.chosen = run.chosen
+    return message
+
+
+def fixed_point_from_proto(message: cpb.FixedPointRun) -> FixedPointRun:
+    """A fixed-point run from the wire (``outputs`` empty: they stay on the controller).
+
+    Raises:
+        MalformedMessage: a value that does not validate (located under ``fixed_point``).
+    """
+    with cv.located("fixed_point"):
+        return FixedPointRun.model_validate(
+            {
+                "max_iterations": message.max_iterations,
+                "window": message.window,
+                "hashes": [(h.pre, h.post) for h in message.hashes],
+                "exit": message.exit or None,
+                "chosen": message.chosen if message.HasField("chosen") else None,
+            }
+        )
+
+
+def until_stable_from_proto(message: cpb.UntilStable) -> FixedPointRun:
+    """A SubmitJob request's ``until_stable`` as the run's settings (0: the default).
+
+    Raises:
+        MalformedMessage: a bound out of range (located under ``until_stable``).
+    """
+    defaults = FixedPointRun()
+    with cv.located("until_stable"):
+        return FixedPointRun(
+            max_iterations=message.max_iterations or defaults.max_iterations,
+            window=message.window or defaults.window,
+        )
+
+
+def until_stable_to_proto(run: FixedPointRun) -> cpb.UntilStable:
+    """A fixed-point run's settings as a SubmitJob request's ``until_stable``."""
+    return cpb.UntilStable(max_iterations=run.max_iterations, window=run.window)
+
+
+# -- turn records ------------------------------------------------------------------------------------
+
+
+def record_to_proto(record: TurnRecord) -> cpb.TurnRecord:
+    """A turn record on the wire (cost as decimal text, content as JSON text)."""
+    message = cpb.TurnRecord(
+        id=record.id,
+        job=record.job,
+        agent=record.agent,
+        n=record.n,
+        type=RECORD_TYPE.to_proto(record.type),
+        kind=record.kind,
+        clock=record.clock,
+        depends_on=record.depends_on,
+        state_hash_pre=record.state_hash_pre,
+        state_hash_post=record.state_hash_post,
+        digest=record.digest,
+        content=cv.json_to_proto(record.content),
+        tokens_in=record.tokens_in,
+        tokens_out=record.tokens_out,
+        cost=decimal_to_str(record.cost),
+        time=timestamp_to_proto(record.time),
+        hash=record.hash,
+    )
+    if record.prev_hash is not None:
+        message.prev_hash = record.prev_hash
+    if record.seal is not None:
+        message.seal = record.seal
+    return message
+
+
+def record_from_proto(message: cpb.TurnRecord) -> TurnRecord:
+    """A turn record from the wire.
+
+    Raises:
+        MalformedMessage: an unknown type, bad JSON or decimal text, or a value that does not
+            validate.
+    """
+    with cv.located("record"):
+        return TurnRecord.model_validate(
+            {
+                "id": message.id,
+                "job": message.job,
+                "agent": message.agent,
+                "n": message.n,
+                "type": RECORD_TYPE.from_proto(message.type, "type"),
+                "kind": message.kind,
+                "clock": message.clock,
+                "depends_on": tuple(message.depends_on),
+                "state_hash_pre": message.state_hash_pre,
+                "state_hash_post": message.state_hash_post,
+                "digest": message.digest,
+                "content": cv.json_from_proto(message.content, present=message.HasField("content")),
+                "tokens_in": message.tokens_in,
+                "tokens_out": message.tokens_out,
+                "cost": message.cost or "0",
+                "time": timestamp_from_proto(message.time),
+                "prev_hash": message.prev_hash if message.HasField("prev_hash") else None,
+                "hash": message.hash,
+                "seal": message.seal if message.HasField("seal") else None,
+            }
+        )

@@ -1,9 +1,9 @@
 """Job events to and from the controller's ``JobEvent`` message: one typed message per kind.
 
 A sandbox's turn events travel as the runner's own messages (converted by
-:mod:`airlock.wire`); proxy events, effect outcomes, child jobs, signals and log lines have
-messages of their own in ``controller.proto``. Every conversion is lossless for the values the
-models allow.
+:mod:`airlock.wire`); proxy events, effect outcomes, child jobs, signals, log lines, approvals
+and resumes have messages of their own in ``controller.proto``. Every conversion is lossless
+for the values the models allow.
 """
 
 from __future__ import annotations
@@ -19,16 +19,30 @@ from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.sandbox import SandboxEvent
 from layer0 import AgentId, TurnError, TurnOutput
 
-from ._convert import state_from_proto, state_to_proto, timestamp_from_proto, timestamp_to_proto
+from ._convert import (
+    decision_from_proto,
+    decision_to_proto,
+    outcome_from_proto,
+    outcome_to_proto,
+    pending_call_from_proto,
+    pending_call_to_proto,
+    state_from_proto,
+    state_to_proto,
+    timestamp_from_proto,
+    timestamp_to_proto,
+)
 from ._model import (
+    ApprovalChanged,
     ChildJobChanged,
     EffectApplied,
     JobError,
     JobEvent,
     JobEventData,
     JobOrigin,
+    JobResumed,
     JobState,
     LogLine,
+    ResumeCause,
     SandboxActivity,
     SignalRecorded,
     StateChanged,
@@ -46,6 +60,12 @@ _EGRESS_PHASE: wire.WireEnum[Literal["decision", "closed"]] = wire.WireEnum(
 )
 _CHILD_PHASE: wire.WireEnum[Literal["started", "finished"]] = wire.WireEnum(
     cpb.ChildPhase, "CHILD_PHASE_", ("started", "finished"), "child phase"
+)
+_APPROVAL_PHASE: wire.WireEnum[Literal["requested", "decided", "resolved"]] = wire.WireEnum(
+    cpb.ApprovalPhase, "APPROVAL_PHASE_", ("requested", "decided", "resolved"), "approval phase"
+)
+_RESUME_CAUSE: wire.WireEnum[ResumeCause] = wire.WireEnum(
+    cpb.ResumeCause, "RESUME_CAUSE_", get_args(ResumeCause), "resume cause"
 )
 
 
@@ -71,6 +91,10 @@ def event_to_proto(event: JobEvent) -> cpb.JobEvent:
             message.signal.CopyFrom(_signal_to_proto(data))
         case LogLine():
             message.log.CopyFrom(_log_to_proto(data))
+        case ApprovalChanged():
+            message.approval.CopyFrom(_approval_to_proto(data))
+        case JobResumed():
+            message.resume.CopyFrom(_resume_to_proto(data))
         case _:
             assert_never(data)
     return message
@@ -98,6 +122,10 @@ def event_from_proto(message: cpb.JobEvent) -> JobEvent:
                 data = _signal_from_proto(message.signal)
             elif kind == "log":
                 data = _log_from_proto(message.log)
+            elif kind == "approval":
+                data = _approval_from_proto(message.approval)
+            elif kind == "resume":
+                data = _resume_from_proto(message.resume)
             else:
                 raise wire.MalformedMessage("no event set")
     except ValidationError as e:
@@ -250,6 +278,49 @@ def _credential_from_proto(message: cpb.CredentialProxyEvent) -> CredentialProxy
         bytes_down=message.bytes_down,
         duration_ms=wire.duration_from_proto(message.duration),
         redacted=message.redacted,
+    )
+
+
+# -- approvals and resumes --------------------------------------------------------------------------
+
+
+def _approval_to_proto(data: ApprovalChanged) -> cpb.ApprovalChanged:
+    message = cpb.ApprovalChanged(
+        phase=_APPROVAL_PHASE.to_proto(data.phase),
+        calls=[pending_call_to_proto(c) for c in data.calls],
+        outcome=outcome_to_proto(data.outcome),
+    )
+    if data.decision is not None:
+        message.decision.CopyFrom(decision_to_proto(data.decision))
+    return message
+
+
+def _approval_from_proto(message: cpb.ApprovalChanged) -> ApprovalChanged:
+    return ApprovalChanged(
+        phase=_APPROVAL_PHASE.from_proto(message.phase, "phase"),
+        calls=[pending_call_from_proto(c) for c in message.calls],
+        decision=decision_from_proto(message.decision) if message.HasField("decision") else None,
+        outcome=outcome_from_proto(message.outcome),
+    )
+
+
+def _resume_to_proto(data: JobResumed) -> cpb.JobResumed:
+    return cpb.JobResumed(
+        resume=data.resume,
+        cause=_RESUME_CAUSE.to_proto(data.cause),
+        reason=data.reason,
+        iteration=data.iteration,
+        lost_calls=data.lost_calls,
+    )
+
+
+def _resume_from_proto(message: cpb.JobResumed) -> JobResumed:
+    return JobResumed(
+        resume=message.resume,
+        cause=_RESUME_CAUSE.from_proto(message.cause, "cause"),
+        reason=message.reason,
+        iteration=message.iteration,
+        lost_calls=list(message.lost_calls),
     )
 
 

@@ -1,5 +1,7 @@
 """The controller's gRPC face: the Controller service, health, server reflection, bearer-token
-auth, and the token file. Requests that do not parse or do not validate are INVALID_ARGUMENT."""
+auth, and the token file. Requests that do not parse or do not validate are INVALID_ARGUMENT;
+an unknown job is NOT_FOUND, a job not in the state a request needs FAILED_PRECONDITION, and
+a name that may not decide on a job's calls PERMISSION_DENIED."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from airlock.errors import AirlockError, ConfigError, bounded_detail
 
 from . import _convert as jc
 from . import _event_wire as ew
-from ._service import JobNotFound, JobService
+from ._service import JobNotAwaiting, JobNotFound, JobService, NotAnApprover
 
 _log = logging.getLogger("airlock.controller")
 
@@ -106,6 +108,21 @@ async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, messa
     raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
 
+#: The service's refusals of a request about one job, and their status codes.
+_JOB_ERRORS: dict[type[AirlockError], grpc.StatusCode] = {
+    JobNotFound: grpc.StatusCode.NOT_FOUND,
+    JobNotAwaiting: grpc.StatusCode.FAILED_PRECONDITION,
+    NotAnApprover: grpc.StatusCode.PERMISSION_DENIED,
+}
+_JOB_ERROR_TYPES = tuple(_JOB_ERRORS)
+
+
+async def _refuse(context: grpc.aio.ServicerContext, error: AirlockError) -> NoReturn:
+    """Abort with the status code of one of the service's refusals (:data:`_JOB_ERRORS`)."""
+    code = next((c for kind, c in _JOB_ERRORS.items() if isinstance(error, kind)), grpc.StatusCode.INTERNAL)
+    await _abort(context, code, str(error))
+
+
 class _Servicer(cpb_grpc.ControllerServicer):
     """Maps Controller RPCs onto a JobService; errors become status codes."""
 
@@ -131,6 +148,12 @@ class _Servicer(cpb_grpc.ControllerServicer):
         if not turn_input.message.as_blocks():
             return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input.message: empty")
         max_ms = wire.duration_from_proto(request.max_duration) if request.HasField("max_duration") else None
+        until_stable = None
+        if request.HasField("until_stable"):
+            try:
+                until_stable = jc.until_stable_from_proto(request.until_stable)
+            except wire.MalformedMessage as e:
+                return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         try:
             job = await self.service.submit(
                 request.agent,
@@ -138,6 +161,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
                 queue=request.queue or None,
                 max_duration_ms=max_ms,
                 workflow=request.workflow or None,
+                until_stable=until_stable,
             )
         except ConfigError as e:
             code = (
@@ -200,6 +224,122 @@ class _Servicer(cpb_grpc.ControllerServicer):
                 info.model = agent.spec.provider.model
             agents.append(info)
         return cpb.ListAgentsResponse(agents=agents)
+
+    # -- approvals and control of a running turn -----------------------------------------------
+
+    async def ApproveJob(self, request: cpb.ApproveJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        if not request.approver:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "approver is required")
+        try:
+            job = await self.service.approve(request.id, request.approver, request.comment)
+        except _JOB_ERROR_TYPES as e:
+            return await _refuse(context, e)
+        return jc.job_to_proto(job)
+
+    async def RejectJob(self, request: cpb.RejectJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        if not request.approver:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "approver is required")
+        if not request.reason.strip():
+            return await _abort(
+                context, grpc.StatusCode.INVALID_ARGUMENT, "reason is required (the model reads it)"
+            )
+        try:
+            job = await self.service.reject(request.id, request.approver, request.reason)
+        except _JOB_ERROR_TYPES as e:
+            return await _refuse(context, e)
+        return jc.job_to_proto(job)
+
+    async def PauseJob(
+        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.JobControlResponse:
+        try:
+            await self.service.pause(request.id)
+        except _JOB_ERROR_TYPES as e:
+            return await _refuse(context, e)
+        return cpb.JobControlResponse()
+
+    async def ResumeJob(
+        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.JobControlResponse:
+        try:
+            await self.service.resume(request.id)
+        except _JOB_ERROR_TYPES as e:
+            return await _refuse(context, e)
+        return cpb.JobControlResponse()
+
+    async def StepJob(
+        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.StepJobResponse:
+        try:
+            info, events = await self.service.step(request.id)
+        except _JOB_ERROR_TYPES as e:
+            return await _refuse(context, e)
+        try:
+            recorded = [ew.event_to_proto(e) for e in events]
+        except wire.MalformedMessage as e:
+            return await _abort(
+                context, grpc.StatusCode.INTERNAL, f"an event of job {request.id} cannot be sent: {e}"
+            )
+        return cpb.StepJobResponse(complete=info.complete, text=info.text, tools=info.tools, events=recorded)
+
+    async def InspectJob(
+        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.InspectJobResponse:
+        try:
+            found = await self.service.inspect(request.id)
+        except _JOB_ERROR_TYPES as e:
+            return await _refuse(context, e)
+        state = found.state.model_dump(mode="json") if found.state is not None else None
+        return cpb.InspectJobResponse(
+            running=found.running,
+            paused=found.paused,
+            state=wire.json_to_proto(state),
+            pending=[jc.pending_call_to_proto(c) for c in found.pending],
+        )
+
+    async def SignalWorkflow(
+        self, request: cpb.SignalWorkflowRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.SignalWorkflowResponse:
+        if not request.workflow:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "workflow is required")
+        if not request.signal_type:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "signal_type is required")
+        try:
+            data = wire.json_from_proto(request.data, present=request.HasField("data"))
+        except wire.MalformedMessage as e:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e.under("data")))
+        count, delivered = await self.service.signal(request.workflow, request.signal_type, data)
+        return cpb.SignalWorkflowResponse(count=count, delivered_to=delivered)
+
+    # -- the audit ----------------------------------------------------------------------------
+
+    async def GetWeave(
+        self, request: cpb.GetWeaveRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.GetWeaveResponse:
+        try:
+            root, records = await self.service.weave(request.id)
+        except _JOB_ERROR_TYPES as e:
+            return await _refuse(context, e)
+        return cpb.GetWeaveResponse(root=root, records=[jc.record_to_proto(r) for r in records])
+
+    async def VerifyJob(
+        self, request: cpb.GetWeaveRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.VerifyJobResponse:
+        try:
+            root, report = await self.service.verify(request.id)
+        except _JOB_ERROR_TYPES as e:
+            return await _refuse(context, e)
+        breaks = [
+            cpb.ChainBreak(position=b.position, record_id=b.record_id, problem=b.problem)
+            for b in report.breaks
+        ]
+        return cpb.VerifyJobResponse(
+            root=root,
+            ok=report.ok,
+            records=report.records,
+            breaks=breaks,
+            sealed=self.service.weaves.key is not None,
+        )
 
 
 class ControllerServer:

@@ -105,6 +105,8 @@ class JobJournal:
             may not change it).
         base: the checkpoint the execution resumes from (None: it starts the turn).
         gate: the agent's approval gate; ``approved``: the calls the controller approved.
+        anchor: the records the first new record depends on (the input, or the thread's tip).
+        recorded: the tool calls of this job already recorded (by an earlier execution).
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class JobJournal:
         gate: ApprovalGate | None = None,
         approved: Iterable[str] = (),
         anchor: tuple[str, ...] = (),
+        recorded: Iterable[str] = (),
     ) -> None:
         self.weaves = weaves
         self.root = root
@@ -132,19 +135,12 @@ class JobJournal:
         #: The open step's calls that started (a lost sandbox leaves them in flight).
         self.started: set[str] = set()
         self._delta_base: SessionState | None = None
-        self._recorded: set[str] = set(self._answered(base)) if base is not None else set()
+        self._recorded: set[str] = set(recorded)
         self._response: dict[str, str] = {}  # tool_use_id -> the record of the response asking for it
         self._since_response: list[str] = []  # records the next response depends on
         self._anchor = anchor
         self._overrides: dict[str, JsonValue] = dict(base.overrides) if base is not None else {}
         self.records: list[TurnRecord] = []
-
-    @staticmethod
-    def _answered(state: SessionState) -> list[str]:
-        ids = [c.tool_use_id for c in state.completed]
-        for message in state.messages:
-            ids += [p.tool_use_id for p in message.content if isinstance(p, ToolResultPart)]
-        return ids
 
     def allow_overrides(self, overrides: dict[str, JsonValue]) -> None:
         """The controller sent a budget signal: its limits may appear in later checkpoints."""

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -262,15 +262,21 @@ class JobService:
         ]
 
     async def stop(self) -> None:
-        """Stop: running jobs are cancelled (sandboxes removed) and marked interrupted;
-        queued jobs stay queued for the next start."""
+        """Stop: running jobs are cancelled (sandboxes removed); a submitted job whose turn
+        can resume (its agent's ``max_resumes`` not spent) is queued again to resume from its
+        last checkpoint at the next start, any other is marked interrupted; queued jobs stay
+        queued."""
         for timer in self._approval_timers.values():
             timer.cancel()
         self._approval_timers.clear()
         for worker in self._workers:
             worker.cancel()
         for job_id, task in list(self._tasks.items()):
-            self._stopping.setdefault(job_id, (JobState.INTERRUPTED, _STOPPED))
+            job = await self.store.get(job_id)
+            if job is not None and await self._resumable_after_restart(job):
+                self._stopping.setdefault(job_id, (JobState.QUEUED, _STOPPED))
+            else:
+                self._stopping.setdefault(job_id, (JobState.INTERRUPTED, _STOPPED))
             task.cancel()
         pending = [*self._workers, *self._tasks.values()]
         if pending:
@@ -558,6 +564,9 @@ class JobService:
         except asyncio.CancelledError:
             default = (JobState.INTERRUPTED, _STOPPED) if apply_effects else (JobState.CANCELLED, "cancelled")
             why, detail = self._stopping.pop(job.id, default)
+            if why is JobState.QUEUED:
+                await self._shielded(self._requeue_resumed(job, f"{detail}; its sandbox was removed"))
+                raise
             message = f"{detail}; its sandbox was removed"
             await self._finish_shielded(job.id, why, JobError(kind=why.value, message=message))
             raise
@@ -575,9 +584,14 @@ class JobService:
 
     async def _finish_shielded(self, job_id: str, state: JobState, error: JobError) -> None:
         active = [JobState.QUEUED, *ACTIVE_STATES]
-        done = asyncio.ensure_future(
+        await self._shielded(
             self._transition(job_id, state, error=error, detail=error.message, only_from=active)
         )
+
+    @staticmethod
+    async def _shielded(work: Awaitable[Any]) -> None:
+        """Finish ``work`` even when the caller is being cancelled."""
+        done = asyncio.ensure_future(work)
         try:
             await asyncio.shield(done)
         except asyncio.CancelledError:
@@ -628,6 +642,10 @@ class JobService:
         root = await self._root(job)
         saved = await self.store.checkpoint(job.id)
         base: SessionState | None = None
+        thread = await self.weaves.thread(root, job.id)
+        recorded = [
+            r.content["tool_use_id"] for r in thread if r.kind == "tool_call" and isinstance(r.content, dict)
+        ]
         if saved is None:
             anchor = await self._record_input(root, job, input)
         else:
@@ -649,6 +667,7 @@ class JobService:
             gate=agent.spec.approval,
             approved=base.approved if base is not None else (),
             anchor=anchor,
+            recorded=[str(r) for r in recorded],
         )
         handle = TurnHandle(resume_from=base.model_dump_json() if base is not None else None)
         running = False
@@ -881,12 +900,14 @@ class JobService:
             if event is not None:
                 event.set()
             return
+        event = await self._resume_event(job, "approval", f"the calls it waited for were {outcome}")
         requeued = await self._transition(
             job.id,
             JobState.QUEUED,
-            detail=f"{outcome}; the job resumes from its checkpoint",
+            detail=f"{outcome}; resume {event.resume} continues from its checkpoint",
             approval=wait,
             only_from=[JobState.AWAITING_APPROVAL],
+            resumed=True,
         )
         if requeued is not None:
             async with self._wake:

@@ -96,6 +96,10 @@ class Weaves:
         thread = (await self._weave(root)).job_thread(job)
         return thread[-1] if thread else None
 
+    async def thread(self, root: str, job: str) -> list[TurnRecord]:
+        """The records of ``job``'s thread so far."""
+        return (await self._weave(root)).job_thread(job)
+
     async def load(self, root: str) -> list[TurnRecord]:
         """Every record of ``root``'s weave, as stored (not the cached copy)."""
         return await self.store.load(root)

@@ -160,6 +160,11 @@ class ScriptedProvider:
         """True once every step has been played."""
         return self._next >= len(self.script.steps)
 
+    def resume_at(self, calls: int) -> None:
+        """A resumed turn already made ``calls`` model calls (in another process): the next
+        request is answered by step ``calls + 1``."""
+        self._next = max(0, calls)
+
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         """The next step's response.
 

@@ -15,6 +15,10 @@ class Provider(Protocol):
     connection errors, ``model`` or ``non_retryable`` for other failures, and
     ``model`` for a stop reason they cannot map. They never retry on their own
     behalf beyond what the SDK is configured for; the orchestrator decides.
+
+    A provider that keeps its place in a conversation (the scripted one) may also define
+    ``resume_at(calls: int) -> None``: a session resumed from a snapshot calls it with the
+    model calls already made.
     """
 
     #: Short name used in logs and AgentSpecs (``anthropic``, ``openai_compat``, ``scripted``).

@@ -158,6 +158,10 @@ class TurnSession:
         #: Messages the latest checkpoint carried (a checkpoint sends only the ones after).
         self._journaled: int | None = None
         self._announced = False
+        if state.started and state.iterations:  # a provider keeping its place follows the snapshot
+            resume_at = getattr(turn.provider, "resume_at", None)
+            if callable(resume_at):
+                resume_at(state.iterations)
         self._boundary: SessionState | None = None
         self._step_t0: float | None = None
         self._step_base_ms = 0.0

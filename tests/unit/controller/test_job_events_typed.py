@@ -17,6 +17,7 @@ from airlock.config import load_config
 from airlock.controller import (
     JOB_EVENT_DATA,
     AgentRunner,
+    ApprovalChanged,
     ChildJobChanged,
     ControllerClient,
     ControllerServer,
@@ -26,6 +27,7 @@ from airlock.controller import (
     JobError,
     JobEvent,
     JobEventData,
+    JobResumed,
     JobService,
     JobState,
     JobStoreError,
@@ -37,16 +39,20 @@ from airlock.controller import (
 )
 from airlock.controller import _event_wire as ew
 from airlock.controller._migrate import SCHEMA_VERSION
+from airlock.policy import ApprovalDecision
 from airlock.proxy import CredentialProxyEvent
 from airlock.sandbox import SandboxEvent
 from airlock.state import SqliteStore
 from airlock.turn import (
     InferenceFinished,
+    PendingCall,
     ToolStarted,
     TurnStarted,
 )
 from layer0 import AgentId, LogLevel, TurnInput
 from tests.support.events import EGRESS, SANDBOX_EVENTS
+
+DECIDED_AT = datetime(2026, 11, 23, 10, 5, 0, 654321, tzinfo=UTC)
 
 #: One of each job event kind, optional fields set and not.
 EVENTS: list[JobEventData] = [
@@ -70,6 +76,30 @@ EVENTS: list[JobEventData] = [
     SignalRecorded(target="wf", signal_type="pong", count=2, from_job="j-other"),
     LogLine(level=LogLevel.WARN, message="reaped", source="controller"),
     LogLine(level=LogLevel.ERROR, message="x", source="calc", data={"k": [1.5, "v"]}, job="j-child"),
+    ApprovalChanged(
+        phase="requested",
+        calls=[
+            PendingCall(
+                tool_use_id="t9", name="bash", input={"command": "rm -rf out"}, risks=["destructive"]
+            ),
+            PendingCall(tool_use_id="t10", name="http", input=None),
+        ],
+    ),
+    ApprovalChanged(
+        phase="decided",
+        decision=ApprovalDecision(approver="ana", approve=False, comment="no", time=DECIDED_AT),
+    ),
+    ApprovalChanged(
+        phase="decided",
+        decision=ApprovalDecision(approver="policy", approve=True, time=DECIDED_AT, automatic=True),
+    ),
+    ApprovalChanged(phase="resolved", outcome="rejected"),
+    ApprovalChanged(phase="resolved", outcome="approved"),
+    JobResumed(
+        resume=1, cause="lost", reason="the sandbox died", iteration=2, lost_calls=["t1 bash: re-run"]
+    ),
+    JobResumed(resume=2, cause="restart", reason="the controller restarted", iteration=3),
+    JobResumed(resume=3, cause="approval", reason="approved", iteration=0),
     StateChanged(
         state=JobState.FAILED,
         previous=JobState.RUNNING,
@@ -118,7 +148,13 @@ def test_a_message_without_an_event_is_malformed() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "field", "named"),
-    [("effect", "status", "effect status"), ("child", "phase", "child phase")],
+    [
+        ("effect", "status", "effect status"),
+        ("child", "phase", "child phase"),
+        ("approval", "phase", "approval phase"),
+        ("approval", "outcome", "approval outcome"),
+        ("resume", "cause", "resume cause"),
+    ],
 )
 def test_an_unknown_enum_number_is_malformed_and_names_the_valid_ones(
     kind: str, field: str, named: str
