@@ -77,12 +77,14 @@ def build_turn(
 
 def build_context(spec: ContextSpec, provider: Provider) -> ContextStrategy:
     """The context strategy a ContextSpec names (``composite``: sliding window, then summarization)."""
-    from airlock.turn import Composite, NoCompaction, SlidingWindow, Summarization
+    from airlock.turn import CausalCone, Composite, NoCompaction, SlidingWindow, Summarization
 
     if spec.strategy == "sliding_window":
         return SlidingWindow(keep_last=spec.keep_last, max_tokens=spec.max_tokens)
     if spec.strategy == "summarization":
         return Summarization(provider, keep_last=spec.keep_last, max_tokens=spec.max_tokens)
+    if spec.strategy == "causal_cone":
+        return CausalCone()
     if spec.strategy == "composite":
         return Composite(
             [

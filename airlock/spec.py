@@ -119,7 +119,9 @@ class ProviderSpec(_Spec):
 class ContextSpec(_Spec):
     """How the conversation is kept within the model's window."""
 
-    strategy: Literal["none", "sliding_window", "summarization", "composite"] = "none"
+    #: ``causal_cone``: for delegated jobs, the context begins with the turn's causal past in
+    #: its job tree (given by the controller), not the whole shared history.
+    strategy: Literal["none", "sliding_window", "summarization", "composite", "causal_cone"] = "none"
     #: Token budget the strategy compacts to.
     max_tokens: int = Field(default=100_000, gt=0)
     #: sliding_window: messages kept at the end (tool pairs never split).

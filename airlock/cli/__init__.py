@@ -1,13 +1,15 @@
 """The ``airlock`` command. Only this package imports typer and rich.
 
 Structure: one typer app with a sub-app per noun (``images``, ``agents``, ``jobs``) and
-top-level verbs (``run``, ``serve``, ``submit``, ``doctor``, ``gc``); the verbs' work lives in
-this package's private modules (``_run``, ``_jobs``, ``_serve``, ``_agents``, ``_doctor``).
+top-level verbs (``run``, ``serve``, ``submit``, ``approve``, ``reject``, ``signal``,
+``doctor``, ``gc``); the verbs' work lives in this package's private modules (``_run``,
+``_jobs``, ``_governance``, ``_audit``, ``_serve``, ``_agents``, ``_doctor``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -44,7 +46,8 @@ app.add_typer(images_app, name="images")
 agents_app = typer.Typer(help="List and inspect the configured agents.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 jobs_app = typer.Typer(
-    help="List, inspect, follow and cancel the jobs of a controller (airlock serve).", no_args_is_help=True
+    help="List, inspect, follow, steer, audit and cancel the jobs of a controller (airlock serve).",
+    no_args_is_help=True,
 )
 app.add_typer(jobs_app, name="jobs")
 
@@ -82,12 +85,36 @@ JOB_EXIT_CODES_HELP = (
     "provided (provisioning, isolation, credentials, resources), else 4; an interrupted job (the "
     "controller stopped while it ran) 3; a cancelled job (airlock jobs cancel) 130. Ctrl-C while "
     "watching only stops watching (the job keeps running; cancel it with airlock jobs cancel ID) "
-    "and exits 130. Controller errors: 2 unknown job or agent, invalid argument, missing or wrong "
-    "token; 3 no controller at the address."
+    "and exits 130. Controller errors: 2 unknown job or agent, invalid argument, a job not in the "
+    "state the command needs, not an approver, missing or wrong token; 3 no controller at the address."
 )
 
 
 JobIdArgument = Annotated[str, typer.Argument(help="The job's id (see: airlock jobs ls).")]
+#: Controller errors of the verbs that steer a job (approve, jobs pause, …).
+CONTROL_EXIT_CODES_HELP = (
+    "Exit codes: 0 done; 2 unknown job, invalid argument, a job not in the state the command needs "
+    "(not waiting for approval, no turn running or paused), not an approver, missing or wrong token; "
+    "3 no controller at the address."
+)
+
+
+def _user() -> str:
+    """Who decides by default: the OS user."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid (e.g. a bare container)
+        return ""
+
+
+ApproverOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as",
+        help="The approver deciding (one of the agent's approvers; default: your OS user name).",
+        show_default=False,
+    ),
+]
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -261,6 +288,26 @@ def submit(
         bool,
         typer.Option("--wait", help="Follow the job until it ends (Ctrl-C stops watching, not the job)."),
     ] = False,
+    until_stable: Annotated[
+        bool,
+        typer.Option(
+            "--until-stable",
+            help="Re-run the agent on its own output until it is stable: the output equals its input, "
+            "repeats one of the last --cycle-window outputs, or --max-iterations ran.",
+        ),
+    ] = False,
+    max_iterations: Annotated[
+        int | None,
+        typer.Option(
+            "--max-iterations", min=1, max=1000, help="With --until-stable: at most this many runs [10]."
+        ),
+    ] = None,
+    cycle_window: Annotated[
+        int | None,
+        typer.Option(
+            "--cycle-window", min=2, max=1000, help="With --until-stable: outputs compared for a cycle [3]."
+        ),
+    ] = None,
     address: AddressOption = None,
     token: TokenOption = None,
     as_json: JsonOption = False,
@@ -269,6 +316,8 @@ def submit(
     from airlock.cli._jobs import SubmitOptions, Target
     from airlock.cli._jobs import submit as submit_job
 
+    if not until_stable and (max_iterations is not None or cycle_window is not None):
+        raise _fail("--max-iterations and --cycle-window need --until-stable", EXIT_USAGE)
     opts = SubmitOptions(
         agent=agent,
         message=message,
@@ -277,6 +326,7 @@ def submit(
         timeout=timeout,
         wait=wait,
         as_json=as_json,
+        until_stable=(max_iterations or 10, cycle_window or 3) if until_stable else None,
     )
     submit_job(Target(address, token), opts)
 
@@ -367,6 +417,186 @@ def jobs_cancel(
     from airlock.cli._jobs import jobs_cancel as cancel_job
 
     cancel_job(Target(address, token), job_id, reason, as_json)
+
+
+@jobs_app.command(
+    "pause", help="Pause a job's running turn at its next step boundary.\n\n" + CONTROL_EXIT_CODES_HELP
+)
+def jobs_pause(
+    job_id: JobIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Pause a job's turn (see the command help)."""
+    from airlock.cli._governance import control
+    from airlock.cli._jobs import Target
+
+    control(Target(address, token), job_id, "pause", as_json)
+
+
+@jobs_app.command("resume", help="Let a job's paused turn run on.\n\n" + CONTROL_EXIT_CODES_HELP)
+def jobs_resume(
+    job_id: JobIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Resume a paused turn (see the command help)."""
+    from airlock.cli._governance import control
+    from airlock.cli._jobs import Target
+
+    control(Target(address, token), job_id, "resume", as_json)
+
+
+@jobs_app.command(
+    "step",
+    help="Run exactly one step (one model call and the tools it asks for) of a paused turn, then print "
+    "what it did: the model's text, the tools run, and the events the job recorded.\n\n"
+    + CONTROL_EXIT_CODES_HELP,
+)
+def jobs_step(
+    job_id: JobIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Step a paused turn (see the command help)."""
+    from airlock.cli._governance import step
+    from airlock.cli._jobs import Target
+
+    step(Target(address, token), job_id, as_json)
+
+
+@jobs_app.command(
+    "inspect",
+    help="Show a job's session as of its latest checkpoint: iterations, tokens, cost, tool calls, the "
+    "messages, the calls not finished (or waiting for approval), and whether the turn runs or is paused.",
+)
+def jobs_inspect(
+    job_id: JobIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Inspect a job's session (see the command help)."""
+    from airlock.cli._governance import inspect
+    from airlock.cli._jobs import Target
+
+    inspect(Target(address, token), job_id, as_json)
+
+
+@jobs_app.command(
+    "audit",
+    help="Show the turn records of a job's tree as a timeline per job, delegated jobs under their "
+    "parent: clock, id, type, kind, what happened, tokens and cost, and the records each depends on.",
+)
+def jobs_audit(
+    job_id: JobIdArgument,
+    thoughts: Annotated[
+        bool, typer.Option("--thoughts", help="Also show THOUGHT records (model text before tool calls).")
+    ] = False,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the turn records as one JSON list instead of a tree.")
+    ] = False,
+) -> None:
+    """Audit a job tree's records (see the command help)."""
+    from airlock.cli._audit import audit
+    from airlock.cli._jobs import Target
+
+    audit(Target(address, token), job_id, thoughts=thoughts, as_json=as_json)
+
+
+@jobs_app.command(
+    "verify",
+    help="Check the hash chain of a job tree's turn records (and their seals, when the controller "
+    "has an audit key). Exit codes: 0 intact; 1 broken (each problem is listed); 2 unknown job, "
+    "missing or wrong token; 3 no controller at the address.",
+)
+def jobs_verify(
+    job_id: JobIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Verify a job tree's records (see the command help)."""
+    from airlock.cli._audit import verify
+    from airlock.cli._jobs import Target
+
+    verify(Target(address, token), job_id, as_json)
+
+
+@app.command(
+    "approve",
+    help="Approve the tool calls a job waits for (its state: awaiting_approval). The job resumes once "
+    "its agent's strategy (all, any, majority of its approvers) is met.\n\n" + CONTROL_EXIT_CODES_HELP,
+)
+def approve(
+    job_id: JobIdArgument,
+    approver: ApproverOption = None,
+    comment: Annotated[str, typer.Option("--comment", help="Why (recorded with the decision).")] = "",
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Approve a job's waiting calls (see the command help)."""
+    from airlock.cli._governance import decide
+    from airlock.cli._jobs import Target
+
+    name = approver or _user()
+    if not name:
+        raise _fail("cannot tell who you are: pass --as NAME", EXIT_USAGE)
+    decide(Target(address, token), job_id, name, approve=True, comment=comment, as_json=as_json)
+
+
+@app.command(
+    "reject",
+    help="Reject the tool calls a job waits for; the model reads the reason and the job resumes "
+    "without running them.\n\n" + CONTROL_EXIT_CODES_HELP,
+)
+def reject(
+    job_id: JobIdArgument,
+    reason: Annotated[str, typer.Option("--reason", help="Why (the model reads it).", show_default=False)],
+    approver: ApproverOption = None,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Reject a job's waiting calls (see the command help)."""
+    from airlock.cli._governance import decide
+    from airlock.cli._jobs import Target
+
+    name = approver or _user()
+    if not name:
+        raise _fail("cannot tell who you are: pass --as NAME", EXIT_USAGE)
+    if not reason.strip():
+        raise _fail("--reason must not be empty (the model reads it)", EXIT_USAGE)
+    decide(Target(address, token), job_id, name, approve=False, comment=reason, as_json=as_json)
+
+
+@app.command(
+    "signal",
+    help="Send a signal to a workflow (a job's id, unless it was submitted with another): it is "
+    "recorded for the workflow and delivered into its running turns at their next step boundary. "
+    "TYPE cancel ends them; budget changes their limits (--data '{\"max_turns\": 3}'); any other type "
+    "is feedback the model reads.\n\nExit codes: 0 sent; 2 invalid --data or argument, missing or "
+    "wrong token; 3 no controller at the address.",
+)
+def signal(
+    workflow: Annotated[str, typer.Argument(help="The workflow (default of a job: its id).")],
+    signal_type: Annotated[str, typer.Argument(metavar="TYPE", help="cancel, budget, or a feedback type.")],
+    data: Annotated[str | None, typer.Option("--data", help="The signal's data, as JSON.")] = None,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Signal a workflow (see the command help)."""
+    from airlock.cli._governance import signal as send_signal
+    from airlock.cli._jobs import Target
+
+    send_signal(Target(address, token), workflow, signal_type, data, as_json)
 
 
 @agents_app.command("ls")

@@ -31,6 +31,7 @@ from airlock.controller import (
     ControllerClient,
     ControllerError,
     EffectApplied,
+    FixedPointRun,
     Job,
     JobEvent,
     JobFilter,
@@ -42,6 +43,7 @@ from airlock.controller import (
     StateChanged,
 )
 from airlock.errors import AirlockError
+from airlock.turn import Checkpoint, SignalDelivered, TurnSuspended
 from layer0 import Layer0Error
 
 from ._agents import format_ms
@@ -61,6 +63,7 @@ from ._common import (
     on_stop_signals,
     report_error,
 )
+from ._render import approval_rows, call_line, decision_text, fixed_point_text
 from ._run import RunView, _print_result, summary_of
 
 if TYPE_CHECKING:
@@ -338,11 +341,7 @@ class JobView(RunView):
         job = escape(self.job.id)
         if data.phase == "requested":
             for call in data.calls:
-                risks = f" [red]{escape(', '.join(call.risks))}[/]" if call.risks else ""
-                self.line(
-                    f"[magenta]approval[/] requested for {escape(call.name)} "
-                    f"[dim]{escape(preview(call.input))}[/]{risks}"
-                )
+                self.line(f"[magenta]approval[/] requested for {call_line(call)}")
             self.line(f"[dim]decide with: airlock approve {job} / airlock reject {job} --reason TEXT[/]")
         elif data.phase == "decided" and data.decision is not None:
             self.line(f"[magenta]approval[/] {decision_text(data.decision)}")
@@ -360,11 +359,15 @@ class JobView(RunView):
 
     def _on_suspended(self, event: TurnSuspended) -> None:
         names = ", ".join(c.name for c in event.calls) or "no calls"
-        self.line(f"[magenta]suspended[/] after model call {event.iteration}: {escape(names)} wait for approval")
+        self.line(
+            f"[magenta]suspended[/] after model call {event.iteration}: {escape(names)} wait for approval"
+        )
 
     def _on_signal(self, event: SignalDelivered) -> None:
         detail = f" [dim]{escape(event.detail)}[/]" if event.detail else ""
-        self.line(f"[cyan]signal[/] {escape(event.signal_type)} reached the turn: {escape(event.action)}{detail}")
+        self.line(
+            f"[cyan]signal[/] {escape(event.signal_type)} reached the turn: {escape(event.action)}{detail}"
+        )
 
     def _on_checkpoint(self, event: Checkpoint) -> None:
         self.line(f"[dim]checkpoint (iteration {event.state.get('iterations', '?')})[/]")
@@ -527,6 +530,8 @@ class SubmitOptions:
     timeout: str | None = None
     wait: bool = False
     as_json: bool = False
+    #: Run until stable: ``(max_iterations, cycle window)``; None: one turn.
+    until_stable: tuple[int, int] | None = None
 
 
 def _max_duration(timeout: str | None) -> int | None:
@@ -545,11 +550,16 @@ def submit(target: Target, opts: SubmitOptions) -> None:
     from layer0 import SessionId, TurnInput
 
     max_ms = _max_duration(opts.timeout)
+    until_stable = None
+    if opts.until_stable is not None:
+        until_stable = FixedPointRun(max_iterations=opts.until_stable[0], window=opts.until_stable[1])
     turn_input = TurnInput.new(opts.message, session=SessionId(opts.session) if opts.session else None)
     out = _progress_console(opts.as_json)
 
     async def work(client: ControllerClient) -> _Followed:
-        job = await client.submit(opts.agent, turn_input, queue=opts.queue, max_duration_ms=max_ms)
+        job = await client.submit(
+            opts.agent, turn_input, queue=opts.queue, max_duration_ms=max_ms, until_stable=until_stable
+        )
         if not opts.wait:
             return _Followed(job, JobView(None, job, RemoteAgent(job.agent)))
         view = JobView(out, job, await _agent_of(client, job.agent))
@@ -679,6 +689,12 @@ def jobs_show(target: Target, job_id: str, as_json: bool) -> None:
     ]
     if job.error is not None:
         rows.append(("error", f"[red]{escape(job.error.kind)}[/]: {escape(job.error.message)}"))
+    if job.resumes:
+        rows.append(("resumes", str(job.resumes)))
+    if job.approval is not None:
+        rows.extend(approval_rows(job.approval, job.agent))
+    if job.fixed_point is not None:
+        rows.append(("fixed point", escape(fixed_point_text(job.fixed_point))))
     if job.output is not None:
         m = job.output.metadata
         tools = Counter(t.name for t in m.tools_called)

@@ -31,7 +31,15 @@ from airlock.policy import ApprovalDecision
 from airlock.policy.effects import EffectContext, check_effect
 from airlock.sandbox import SandboxEvent, TurnHandle, TurnNotRunning
 from airlock.spec import HISTORY_KEY, AgentSpec
-from airlock.turn import PendingCall, SessionState, SuspendedForApproval, TurnLog, TurnStarted
+from airlock.turn import (
+    CONE_KEY,
+    CONE_SCOPE,
+    PendingCall,
+    SessionState,
+    SuspendedForApproval,
+    TurnLog,
+    TurnStarted,
+)
 from airlock.weave import ChainReport, RecordType, TurnRecord
 from layer0 import (
     AgentId,
@@ -657,6 +665,8 @@ class JobService:
                 await self._log(
                     job.id, "warn", f"call(s) {', '.join(lost)} ran when the sandbox was lost: {fate}"
                 )
+        if agent.spec.context.strategy == "causal_cone" and anchor:
+            state.append(await self._cone_entry(root, anchor[0]))
         journal = JobJournal(
             self.weaves,
             root,
@@ -704,6 +714,18 @@ class JobService:
             job = parent
         return job.id
 
+    async def _cone_entry(self, root: str, tip: str) -> tuple[Scope, str, Any]:
+        """The state entry a causal_cone turn reads: the records ``tip`` depends on (itself,
+        the turn's input, aside), linearized, and the size of the whole weave. The sandbox
+        receives no record outside the cone."""
+        cone, total = await self.weaves.cone(root, tip)
+        records = [
+            {"id": r.id, "agent": r.agent, "type": r.type.value, "kind": r.kind, "content": r.content}
+            for r in cone
+            if r.id != tip
+        ]
+        return Scope.custom(CONE_SCOPE), CONE_KEY, {"records": records, "total": total}
+
     async def _record_input(self, root: str, job: Job, input: TurnInput) -> tuple[str, ...]:
         """Record what the job was asked (once); the records its first response depends on."""
         tip = await self.weaves.tip(root, job.id)
@@ -711,8 +733,8 @@ class JobService:
             return (tip.id,)
         deps: tuple[str, ...] = ()
         if job.parent_id is not None:
-            parent_tip = await self.weaves.tip(root, job.parent_id)
-            deps = (parent_tip.id,) if parent_tip is not None else ()
+            asked = await self._delegating_record(root, job.parent_id, job.agent, input)
+            deps = (asked.id,) if asked is not None else ()
         content = {"message": input.message.model_dump(mode="json"), "origin": job.origin}
         record = await self.weaves.record(
             root,
@@ -724,6 +746,23 @@ class JobService:
             depends_on=deps,
         )
         return (record.id,)
+
+    async def _delegating_record(
+        self, root: str, parent: str, agent: str, input: TurnInput
+    ) -> TurnRecord | None:
+        """The parent's call that asked for this child (a delegate or handoff naming it): what
+        the child read. Its sibling children are not in its past. Else the parent's last record."""
+        thread = await self.weaves.thread(root, parent)
+        text = input.message.joined_text()
+        for record in reversed(thread):
+            content = record.content
+            if record.kind != "tool_call" or not isinstance(content, dict):
+                continue
+            asked = content.get("input")
+            if content.get("tool") in ("delegate", "handoff") and isinstance(asked, dict):
+                if asked.get("agent") == agent and asked.get("message", text) == text:
+                    return record
+        return thread[-1] if thread else None
 
     async def _yield_record(self, job: Job, kind: str, content: dict[str, Any]) -> TurnRecord:
         return await self.weaves.record(
@@ -896,15 +935,15 @@ class JobService:
             return
         if job.origin != "submit":
             await self.store.update(job.id, approval=wait)
-            event = self._decided.get(job.id)
-            if event is not None:
-                event.set()
+            decided = self._decided.get(job.id)
+            if decided is not None:
+                decided.set()
             return
-        event = await self._resume_event(job, "approval", f"the calls it waited for were {outcome}")
+        resumed = await self._resume_event(job, "approval", f"the calls it waited for were {outcome}")
         requeued = await self._transition(
             job.id,
             JobState.QUEUED,
-            detail=f"{outcome}; resume {event.resume} continues from its checkpoint",
+            detail=f"{outcome}; resume {resumed.resume} continues from its checkpoint",
             approval=wait,
             only_from=[JobState.AWAITING_APPROVAL],
             resumed=True,
@@ -1069,12 +1108,14 @@ class JobService:
                 await self._emit(job.id, data.model_copy(update={"job": owner.id}))
 
         async def on_outcome(outcome: EffectOutcome, depth: int, source: AgentId | None) -> None:
+            child = None
             if outcome.effect in ("delegate", "handoff") and outcome.status == "ok":
                 child = orchestrator.follow_up_done()
                 if child is not None:
                     await self._finish_child(child, outcome)
             declared_by = str(source) if source is not None else job.agent
             await record(EffectApplied(outcome=outcome, depth=depth, source=declared_by))
+            await self._effect_record(job, orchestrator.current, outcome, child)
 
         async def on_log(effect: Log, source: AgentId | None) -> None:
             declared_by = str(source) if source is not None else job.agent
@@ -1102,6 +1143,24 @@ class JobService:
                 message = f"its parent job {job.id} ended before this job's effects were applied"
                 await self._finish_shielded(child.id, why, JobError(kind=why.value, message=message))
         return report
+
+    async def _effect_record(self, root: Job, owner: Job, outcome: EffectOutcome, child: Job | None) -> None:
+        """One applied (or refused) effect in its declaring job's thread; a delegate's or
+        handoff's outcome also depends on the child's last record (a knot of the two)."""
+        deps: tuple[str, ...] = ()
+        if child is not None:
+            tips = [await self.weaves.tip(root.id, owner.id), await self.weaves.tip(root.id, child.id)]
+            deps = tuple(dict.fromkeys(t.id for t in tips if t is not None))
+        content = outcome.model_dump(mode="json", exclude={"child_output", "follow_up"}, exclude_none=True)
+        await self.weaves.record(
+            root.id,
+            job=owner.id,
+            agent=owner.agent,
+            type=RecordType.ACTION,
+            kind="effect",
+            content=content,
+            depends_on=deps,
+        )
 
     async def _finish_child(self, child: Job, outcome: EffectOutcome) -> None:
         """A child's own effects were applied: it succeeded; tell its parent's record."""

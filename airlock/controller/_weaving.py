@@ -96,6 +96,12 @@ class Weaves:
         thread = (await self._weave(root)).job_thread(job)
         return thread[-1] if thread else None
 
+    async def cone(self, root: str, record_id: str) -> tuple[list[TurnRecord], int]:
+        """``record_id``'s causal cone (itself and what it depends on, linearized) and the
+        number of records in the weave."""
+        weave = await self._weave(root)
+        return weave.cone_of(record_id), len(weave)
+
     async def thread(self, root: str, job: str) -> list[TurnRecord]:
         """The records of ``job``'s thread so far."""
         return (await self._weave(root)).job_thread(job)

@@ -20,6 +20,7 @@ from airlock.errors import RunnerError
 from airlock.spec import AgentSpec
 from airlock.turn import (
     Checkpoint,
+    ContextCompacted,
     EventSink,
     InferenceFinished,
     InferenceStarted,
@@ -58,6 +59,7 @@ RunnerEvent = Annotated[
     | TurnPaused
     | Checkpoint
     | SignalDelivered
+    | ContextCompacted
     | TurnSuspended
     | TurnFinished,
     Field(discriminator="type"),

@@ -10,6 +10,7 @@ from pydantic import Field
 from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.turn import (
     Checkpoint,
+    ContextCompacted,
     InferenceFinished,
     InferenceStarted,
     SignalDelivered,
@@ -36,6 +37,7 @@ SandboxEvent = Annotated[
     | Checkpoint
     | TurnSuspended
     | SignalDelivered
+    | ContextCompacted
     | EgressEvent
     | CredentialProxyEvent,
     Field(discriminator="type"),

@@ -8,6 +8,7 @@ import typing as _typing  # as private names: this package exports exactly __all
 
 from ._events import (
     Checkpoint,
+    ContextCompacted,
     EventSink,
     InferenceFinished,
     InferenceStarted,
@@ -41,6 +42,9 @@ from ._types import (
 
 if _typing.TYPE_CHECKING:
     from ._context import (
+        CONE_KEY,
+        CONE_SCOPE,
+        CausalCone,
         Composite,
         ContextStrategy,
         NoCompaction,
@@ -60,13 +64,17 @@ if _typing.TYPE_CHECKING:
     from ._tool import ToolContext, ToolDyn
 
 __all__ = [
+    "CONE_KEY",
+    "CONE_SCOPE",
     "DEFAULT_MAX_TURNS",
     "EFFECT_BACKFILL",
     "EFFECT_TOOL_SCHEMAS",
     "BudgetHook",
+    "CausalCone",
     "Checkpoint",
     "Composite",
     "ContentPart",
+    "ContextCompacted",
     "ContextStrategy",
     "EventSink",
     "FunctionTool",

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+from layer0 import Scope, StateReader
 
 from ._provider import Provider
 from ._types import ImagePart, ProviderMessage, ProviderRequest, Role, TextPart, ToolResultPart, ToolUsePart
@@ -263,3 +265,71 @@ class Composite:
             if strategy.should_compact(messages, self.limit):
                 messages = await strategy.compact(messages)
         return messages
+
+
+#: Where the controller puts a turn's causal cone in its read-only state snapshot
+#: (``Scope.custom(CONE_SCOPE)``, key ``CONE_KEY``: ``{"records": [...], "total": n}``).
+CONE_SCOPE = "causal_cone"
+CONE_KEY = "cone"
+#: Characters of one record shown in the projected context.
+CONE_RECORD_CHARS = 600
+
+
+def _summary(record: dict[str, Any]) -> str:
+    """One turn record (its JSON) as a line of context."""
+    content = record.get("content")
+    kind = str(record.get("kind", "?"))
+    text: str
+    if isinstance(content, dict) and kind == "input":
+        message = content.get("message")
+        text = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
+    elif isinstance(content, dict) and kind == "model_response":
+        pieces = []
+        for part in content.get("content") or []:
+            if isinstance(part, dict) and part.get("type") == "text":
+                pieces.append(str(part.get("text", "")))
+            elif isinstance(part, dict) and part.get("type") == "tool_use":
+                pieces.append(
+                    f"calls {part.get('name')}({json.dumps(part.get('input'), ensure_ascii=False)})"
+                )
+        text = " ".join(pieces)
+    elif isinstance(content, dict) and kind == "tool_call":
+        args = json.dumps(content.get("input"), ensure_ascii=False)
+        failed = " (failed)" if content.get("is_error") else ""
+        text = f"{content.get('tool')}({args}){failed} -> {content.get('output', '')}"
+    else:
+        text = json.dumps(content, ensure_ascii=False)
+    if len(text) > CONE_RECORD_CHARS:
+        text = text[: CONE_RECORD_CHARS - 1] + "…"
+    return f"- [{record.get('agent', '?')}] {str(record.get('type', '?')).upper()} {kind}: {text}"
+
+
+class CausalCone(NoCompaction):
+    """Gives a turn its causal past instead of the whole shared history: the records of its
+    job tree that its input transitively depends on, linearized, before its input message.
+
+    The controller computes the cone (it holds the weave; the sandbox only receives the cone)
+    and hands it over in the state snapshot; a turn without one (a submitted job, or a
+    runner used directly) keeps its usual history. Later steps keep every message.
+    """
+
+    name = "causal_cone"
+
+    async def project(self, reader: StateReader | None) -> tuple[list[TextPart], int, int] | None:
+        """The cone as context parts, its size and the weave's size; None without a cone."""
+        if reader is None:
+            return None
+        raw = await reader.read(Scope.custom(CONE_SCOPE), CONE_KEY)
+        if not isinstance(raw, dict) or not isinstance(raw.get("records"), list):
+            return None
+        records = [r for r in raw["records"] if isinstance(r, dict)]
+        total = raw.get("total")
+        total = total if isinstance(total, int) and total >= len(records) else len(records)
+        if not records:
+            return None
+        lines = "\n".join(_summary(r) for r in records)
+        header = (
+            f"Context: the {len(records)} record(s) of this job's history that your task depends on "
+            f"(of {total} in all), oldest first:\n"
+        )
+        return [TextPart(text=header + lines)], len(records), total

@@ -96,6 +96,20 @@ class Checkpoint(_Event):
     state: dict[str, JsonValue]
 
 
+class ContextCompacted(_Event):
+    """The context strategy changed the conversation (a compaction; or the causal cone put
+    before the input: ``cone_size`` of ``cone_total`` records, ``compression_ratio`` =
+    1 - cone_size / cone_total)."""
+
+    type: Literal["compacted"] = "compacted"
+    strategy: str
+    messages_before: int
+    messages_after: int
+    cone_size: int | None = None
+    cone_total: int | None = None
+    compression_ratio: float | None = None
+
+
 class PendingCall(_Event):
     """A tool call of the open step that waits for a person's approval."""
 
@@ -151,7 +165,8 @@ TurnEvent = Annotated[
     | TurnPaused
     | Checkpoint
     | TurnSuspended
-    | SignalDelivered,
+    | SignalDelivered
+    | ContextCompacted,
     Field(discriminator="type"),
 ]
 

@@ -35,6 +35,7 @@ from layer0 import (
 
 from ._effect_tools import EFFECT_BACKFILL, EffectToolError, effect_from_call, effect_validation_error
 from ._events import (
+    ContextCompacted,
     InferenceFinished,
     InferenceStarted,
     PendingCall,
@@ -461,6 +462,13 @@ class TurnSession:
                 if deadline.expired():
                     raise _DeadlineReached from None
                 raise
+            await self._emit(
+                ContextCompacted(
+                    strategy=type(strategy).__name__,
+                    messages_before=len(st.messages),
+                    messages_after=len(compacted),
+                )
+            )
             st.messages = compacted
             self._journaled = 0
         await self._checkpoint()
@@ -596,11 +604,37 @@ class TurnSession:
         parts = [block_to_part(b) for b in st.input.message.as_blocks()]
         if not parts:
             raise TurnError.context_assembly("the input message is empty")
+        cone = await self._project_cone()
+        if cone is not None:  # the causal past replaces the shared history
+            context, size, total = cone
+            before = len(history) + 1
+            history, parts = [], [*context, *parts]
+            ratio = 1 - size / total if total else 0.0
+            await self._emit(
+                ContextCompacted(
+                    strategy="causal_cone",
+                    messages_before=before,
+                    messages_after=1,
+                    cone_size=size,
+                    cone_total=total,
+                    compression_ratio=ratio,
+                )
+            )
         st.messages = [*history, ProviderMessage(role=Role.USER, content=parts)]
         st.started = True
         self._announced = True
         await self._emit(TurnStarted())
         await self._checkpoint()
+
+    async def _project_cone(self) -> tuple[list[TextPart], int, int] | None:
+        project = getattr(self._turn.context, "project", None)
+        if project is None:
+            return None
+        try:
+            result: tuple[list[TextPart], int, int] | None = await project(self._turn.state)
+        except Exception as e:
+            raise TurnError.context_assembly(f"cannot read the turn's causal cone: {e}") from e
+        return result
 
     async def _run_tools(self, uses: list[ToolUsePart]) -> tuple[list[ToolExecution], ExitReason | None]:
         st = self._state

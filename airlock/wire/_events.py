@@ -7,6 +7,7 @@ from typing import Any, cast
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.turn import (
     Checkpoint,
+    ContextCompacted,
     InferenceFinished,
     InferenceStarted,
     PendingCall,
@@ -103,6 +104,16 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
         return pb.TurnEvent(checkpoint=pb.Checkpoint(messages_from=event.messages_from, state=state))
     if isinstance(event, TurnSuspended):
         return suspended_event(event)
+    if isinstance(event, ContextCompacted):
+        compacted = pb.ContextCompacted(
+            strategy=event.strategy,
+            messages_before=event.messages_before,
+            messages_after=event.messages_after,
+        )
+        for name in ("cone_size", "cone_total", "compression_ratio"):
+            if getattr(event, name) is not None:
+                setattr(compacted, name, getattr(event, name))
+        return pb.TurnEvent(compacted=compacted)
     if isinstance(event, SignalDelivered):
         return pb.TurnEvent(
             signal=pb.SignalDelivered(signal_type=event.signal_type, action=event.action, detail=event.detail)
@@ -171,6 +182,16 @@ def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnErro
                 for c in s2.calls
             ]
             return TurnSuspended(iteration=s2.iteration, calls=calls)
+        if kind == "compacted":
+            c = message.compacted
+            return ContextCompacted(
+                strategy=c.strategy,
+                messages_before=c.messages_before,
+                messages_after=c.messages_after,
+                cone_size=c.cone_size if c.HasField("cone_size") else None,
+                cone_total=c.cone_total if c.HasField("cone_total") else None,
+                compression_ratio=c.compression_ratio if c.HasField("compression_ratio") else None,
+            )
         if kind == "signal":
             g = message.signal
             if g.action not in ("feedback", "budget", "cancel", "ignored"):

@@ -8,6 +8,7 @@ from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.sandbox import SandboxEvent
 from airlock.turn import (
     Checkpoint,
+    ContextCompacted,
     InferenceFinished,
     InferenceStarted,
     PendingCall,
@@ -78,6 +79,15 @@ TURN_EVENTS: list[TurnEvent] = [
     TurnSuspended(iteration=3, calls=[]),
     SignalDelivered(signal_type="budget", action="budget", detail='{"max_turns": 3}'),
     SignalDelivered(signal_type="feedback", action="feedback"),
+    ContextCompacted(strategy="sliding_window", messages_before=40, messages_after=21),
+    ContextCompacted(
+        strategy="causal_cone",
+        messages_before=1,
+        messages_after=1,
+        cone_size=3,
+        cone_total=8,
+        compression_ratio=0.625,
+    ),
 ]
 
 #: The turn events and the proxies' (egress decisions and closes, credential-proxy requests).

@@ -424,6 +424,8 @@ def test_jobs_logs_after_a_restart_interrupted_a_job(
             job, _ = await store.create(agent="calc", input=TurnInput.new("hi"))
             await store.transition(job.id, JobState.PROVISIONING)
             await store.transition(job.id, JobState.RUNNING)
+            # applying its effects: a job that far is interrupted (a running turn would resume)
+            await store.transition(job.id, JobState.APPLYING_EFFECTS)
             return job.id
 
     job_id = asyncio.run(leave_a_running_job())

@@ -774,6 +774,7 @@ class SandboxEvent(_message.Message):
     CHECKPOINT_FIELD_NUMBER: _builtins.int
     SUSPENDED_FIELD_NUMBER: _builtins.int
     SIGNAL_FIELD_NUMBER: _builtins.int
+    COMPACTED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def started(self) -> _runner_pb2.TurnStarted: ...
     @_builtins.property
@@ -806,6 +807,10 @@ class SandboxEvent(_message.Message):
     def signal(self) -> _runner_pb2.SignalDelivered:
         """A signal reached the turn at a step boundary."""
 
+    @_builtins.property
+    def compacted(self) -> _runner_pb2.ContextCompacted:
+        """The context strategy compacted the conversation, or projected the causal cone."""
+
     def __init__(
         self,
         *,
@@ -821,12 +826,13 @@ class SandboxEvent(_message.Message):
         checkpoint: _runner_pb2.Checkpoint | None = ...,
         suspended: _runner_pb2.TurnSuspended | None = ...,
         signal: _runner_pb2.SignalDelivered | None = ...,
+        compacted: _runner_pb2.ContextCompacted | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "egress", "credential_proxy", "checkpoint", "suspended", "signal"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "egress", "credential_proxy", "checkpoint", "suspended", "signal", "compacted"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 

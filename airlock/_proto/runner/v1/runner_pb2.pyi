@@ -122,6 +122,12 @@ class _ContextStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Conte
     """Summarize older messages with the same model, keep the last `keep_last`."""
     CONTEXT_STRATEGY_COMPOSITE: _ContextStrategy.ValueType  # 4
     """Summarization, then a sliding window."""
+    CONTEXT_STRATEGY_CAUSAL_CONE: _ContextStrategy.ValueType  # 5
+    """For delegated multi-agent jobs: the turn's context begins with its causal past only (the
+    records of its job tree it transitively depends on, linearized), handed over by the
+    controller in the state snapshot (scope custom "causal_cone", key "cone": {"records":
+    [...], "total": n}); later steps keep everything.
+    """
 
 class ContextStrategy(_ContextStrategy, metaclass=_ContextStrategyEnumTypeWrapper):
     """How the conversation is kept within the model's window."""
@@ -135,6 +141,12 @@ CONTEXT_STRATEGY_SUMMARIZATION: ContextStrategy.ValueType  # 3
 """Summarize older messages with the same model, keep the last `keep_last`."""
 CONTEXT_STRATEGY_COMPOSITE: ContextStrategy.ValueType  # 4
 """Summarization, then a sliding window."""
+CONTEXT_STRATEGY_CAUSAL_CONE: ContextStrategy.ValueType  # 5
+"""For delegated multi-agent jobs: the turn's context begins with its causal past only (the
+records of its job tree it transitively depends on, linearized), handed over by the
+controller in the state snapshot (scope custom "causal_cone", key "cone": {"records":
+[...], "total": n}); later steps keep everything.
+"""
 Global___ContextStrategy: _TypeAlias = ContextStrategy  # noqa: Y015
 
 class _StopReason:
@@ -1687,6 +1699,56 @@ class TurnPaused(_message.Message):
 Global___TurnPaused: _TypeAlias = TurnPaused  # noqa: Y015
 
 @_typing.final
+class ContextCompacted(_message.Message):
+    """The context strategy changed the conversation: a compaction, or (causal_cone) the causal
+    past put before the turn's input. For a cone, `cone_size` records of `cone_total` in the job
+    tree and compression_ratio = 1 - cone_size / cone_total.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STRATEGY_FIELD_NUMBER: _builtins.int
+    MESSAGES_BEFORE_FIELD_NUMBER: _builtins.int
+    MESSAGES_AFTER_FIELD_NUMBER: _builtins.int
+    CONE_SIZE_FIELD_NUMBER: _builtins.int
+    CONE_TOTAL_FIELD_NUMBER: _builtins.int
+    COMPRESSION_RATIO_FIELD_NUMBER: _builtins.int
+    strategy: _builtins.str
+    messages_before: _builtins.int
+    messages_after: _builtins.int
+    cone_size: _builtins.int
+    cone_total: _builtins.int
+    compression_ratio: _builtins.float
+    def __init__(
+        self,
+        *,
+        strategy: _builtins.str = ...,
+        messages_before: _builtins.int = ...,
+        messages_after: _builtins.int = ...,
+        cone_size: _builtins.int | None = ...,
+        cone_total: _builtins.int | None = ...,
+        compression_ratio: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_compression_ratio", b"_compression_ratio", "_cone_size", b"_cone_size", "_cone_total", b"_cone_total", "compression_ratio", b"compression_ratio", "cone_size", b"cone_size", "cone_total", b"cone_total"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_compression_ratio", b"_compression_ratio", "_cone_size", b"_cone_size", "_cone_total", b"_cone_total", "compression_ratio", b"compression_ratio", "cone_size", b"cone_size", "cone_total", b"cone_total", "messages_after", b"messages_after", "messages_before", b"messages_before", "strategy", b"strategy"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__compression_ratio: _TypeAlias = _typing.Literal["compression_ratio"]  # noqa: Y015
+    _WhichOneofArgType__compression_ratio: _TypeAlias = _typing.Literal["_compression_ratio", b"_compression_ratio"]  # noqa: Y015
+    _WhichOneofReturnType__cone_size: _TypeAlias = _typing.Literal["cone_size"]  # noqa: Y015
+    _WhichOneofArgType__cone_size: _TypeAlias = _typing.Literal["_cone_size", b"_cone_size"]  # noqa: Y015
+    _WhichOneofReturnType__cone_total: _TypeAlias = _typing.Literal["cone_total"]  # noqa: Y015
+    _WhichOneofArgType__cone_total: _TypeAlias = _typing.Literal["_cone_total", b"_cone_total"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__compression_ratio) -> _WhichOneofReturnType__compression_ratio | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cone_size) -> _WhichOneofReturnType__cone_size | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cone_total) -> _WhichOneofReturnType__cone_total | None: ...
+
+Global___ContextCompacted: _TypeAlias = ContextCompacted  # noqa: Y015
+
+@_typing.final
 class Checkpoint(_message.Message):
     """The session's state at a point a resumed execution can continue from: after context
     assembly, after each model response, after each tool call, and at the end of each step.
@@ -1858,6 +1920,7 @@ class TurnEvent(_message.Message):
     CHECKPOINT_FIELD_NUMBER: _builtins.int
     SUSPENDED_FIELD_NUMBER: _builtins.int
     SIGNAL_FIELD_NUMBER: _builtins.int
+    COMPACTED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def started(self) -> Global___TurnStarted: ...
     @_builtins.property
@@ -1882,6 +1945,8 @@ class TurnEvent(_message.Message):
     def suspended(self) -> Global___TurnSuspended: ...
     @_builtins.property
     def signal(self) -> Global___SignalDelivered: ...
+    @_builtins.property
+    def compacted(self) -> Global___ContextCompacted: ...
     def __init__(
         self,
         *,
@@ -1897,12 +1962,13 @@ class TurnEvent(_message.Message):
         checkpoint: Global___Checkpoint | None = ...,
         suspended: Global___TurnSuspended | None = ...,
         signal: Global___SignalDelivered | None = ...,
+        compacted: Global___ContextCompacted | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal", "compacted"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
