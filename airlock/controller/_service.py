@@ -759,9 +759,13 @@ class JobService:
             if record.kind != "tool_call" or not isinstance(content, dict):
                 continue
             asked = content.get("input")
-            if content.get("tool") in ("delegate", "handoff") and isinstance(asked, dict):
-                if asked.get("agent") == agent and asked.get("message", text) == text:
-                    return record
+            if (
+                content.get("tool") in ("delegate", "handoff")
+                and isinstance(asked, dict)
+                and asked.get("agent") == agent
+                and asked.get("message", text) == text
+            ):
+                return record
         return thread[-1] if thread else None
 
     async def _yield_record(self, job: Job, kind: str, content: dict[str, Any]) -> TurnRecord:

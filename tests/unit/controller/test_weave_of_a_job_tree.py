@@ -82,7 +82,7 @@ async def test_a_delegated_tree_is_one_weave_in_causal_order(tmp_path: Path) -> 
         job = await service.submit("lead", TurnInput.new("split the work"))
         done = await service.wait(job.id)
         assert done.state is JobState.SUCCEEDED, done.error
-        left_id, right_id = done.children
+        left_id, _ = done.children
         root, records = await service.weave(left_id)
         assert root == job.id
         weave = Weave(records, key=KEY)
@@ -115,7 +115,7 @@ async def test_a_causal_cone_child_sees_its_past_only_and_reports_the_compressio
     async with service_of(tmp_path) as service:
         job = await service.submit("lead", TurnInput.new("split the work"))
         done = await service.wait(job.id)
-        left_id, right_id = done.children
+        _, right_id = done.children
         saved = await service.store.checkpoint(right_id)
         assert saved is not None
         first = SessionState.model_validate_json(saved[0]).messages[0]
