@@ -141,6 +141,8 @@ class JobJournal:
         self._anchor = anchor
         self._overrides: dict[str, JsonValue] = dict(base.overrides) if base is not None else {}
         self.records: list[TurnRecord] = []
+        #: Checkpoints received in this execution.
+        self.checkpoints = 0
 
     def allow_overrides(self, overrides: dict[str, JsonValue]) -> None:
         """The controller sent a budget signal: its limits may appear in later checkpoints."""
@@ -165,6 +167,7 @@ class JobJournal:
                 f"the sandbox sent an unreadable checkpoint: {shorten(str(e), 300)}"
             ) from e
         self._check(new)
+        self.checkpoints += 1
         await self._record(self.state, new)
         self._delta_base = new
         if not new.open_uses():

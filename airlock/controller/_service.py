@@ -208,6 +208,8 @@ class JobService:
         #: Approval timeouts, and children waiting in place for a decision.
         self._approval_timers: dict[str, asyncio.Task[None]] = {}
         self._decided: dict[str, asyncio.Event] = {}
+        #: Whether a job's latest execution got its turn going (a checkpoint came back).
+        self._progressed: dict[str, bool] = {}
         self._queue = FairQueue()
         self._wake = asyncio.Condition()
         self._tasks: dict[str, asyncio.Task[Any]] = {}
@@ -274,19 +276,21 @@ class JobService:
         can resume (its agent's ``max_resumes`` not spent) is queued again to resume from its
         last checkpoint at the next start, any other is marked interrupted; queued jobs stay
         queued."""
+        tasks = dict(self._tasks)  # a cancelled worker forgets its job's task
+        fates = {}
+        for job_id in tasks:
+            job = await self.store.get(job_id)
+            resumable = job is not None and await self._resumable_after_restart(job)
+            fates[job_id] = (JobState.QUEUED if resumable else JobState.INTERRUPTED, _STOPPED)
         for timer in self._approval_timers.values():
             timer.cancel()
         self._approval_timers.clear()
         for worker in self._workers:
             worker.cancel()
-        for job_id, task in list(self._tasks.items()):
-            job = await self.store.get(job_id)
-            if job is not None and await self._resumable_after_restart(job):
-                self._stopping.setdefault(job_id, (JobState.QUEUED, _STOPPED))
-            else:
-                self._stopping.setdefault(job_id, (JobState.INTERRUPTED, _STOPPED))
+        for job_id, task in tasks.items():
+            self._stopping.setdefault(job_id, fates[job_id])
             task.cancel()
-        pending = [*self._workers, *self._tasks.values()]
+        pending = [*self._workers, *tasks.values()]
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         self._workers = []
@@ -628,8 +632,8 @@ class JobService:
                     await self._wait_decision(job.id)
                 job = await self._resumed(job, "approval", "the approval was decided")
             except EnvError as e:
-                if not lost_sandbox(e):
-                    raise
+                if not lost_sandbox(e) or not self._progressed.pop(job.id, False):
+                    raise  # a sandbox that never ran the turn would fail the same way again
                 crashes = await self._crash_resumes(job.id)
                 if crashes >= agent.durability.max_resumes:
                     raise EnvError.other(
@@ -700,6 +704,7 @@ class JobService:
         try:
             return await self.runner.run(agent, input, events=sink, state=state, session=handle)
         finally:
+            self._progressed[job.id] = journal.checkpoints > 0
             if self._handles.get(job.id) is handle:
                 del self._handles[job.id], self._journals[job.id]
 
