@@ -55,6 +55,8 @@ agents:
     backend: docker
     resources: {cpu: "1", memory: 256Mi}
     defaults: {max_turns: 4, max_duration: 2m}
+    # never resumed: these tests follow an interrupted job (test_durable_jobs.py: a resumed one)
+    durability: {max_resumes: 0}
 """
 
 

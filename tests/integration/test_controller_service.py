@@ -472,7 +472,9 @@ asyncio.run(main())
 async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_queued_ones(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, docker_client: Any, no_leaks: None
 ) -> None:
-    config = write_config(tmp_path, {"sleeper": sleeper(), "echo": quick("after restart")})
+    # max_resumes 0: the job may not resume (test_durable_jobs.py covers the resume)
+    never_resumed = {**sleeper(), "durability": {"max_resumes": 0}}
+    config = write_config(tmp_path, {"sleeper": never_resumed, "echo": quick("after restart")})
     proc = subprocess.Popen(  # noqa: ASYNC220 - killed with SIGKILL below; asyncio's would reap it
         [sys.executable, "-c", _SERVE, str(config), str(data_dir), str(state_dir), runner_image],
         stdout=subprocess.PIPE,
@@ -517,7 +519,8 @@ async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_qu
 async def test_stopping_the_controller_interrupts_running_jobs_and_keeps_queued_ones(
     tmp_path: Path, data_dir: Path, state_dir: Path, runner_image: str, docker_client: Any, no_leaks: None
 ) -> None:
-    config = write_config(tmp_path, {"sleeper": sleeper(), "echo": quick("later")})
+    never_resumed = {**sleeper(), "durability": {"max_resumes": 0}}
+    config = write_config(tmp_path, {"sleeper": never_resumed, "echo": quick("later")})
     async with running_controller(config, data_dir, state_dir, runner_image, concurrency=1) as (_, client):
         running = await client.submit("sleeper", "sleep")
         queued = await client.submit("echo", "wait for me")
