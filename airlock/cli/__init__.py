@@ -489,7 +489,8 @@ def jobs_inspect(
 @jobs_app.command(
     "audit",
     help="Show the turn records of a job's tree as a timeline per job, delegated jobs under their "
-    "parent: clock, id, type, kind, what happened, tokens and cost, and the records each depends on.",
+    "parent. Each record: its Lamport clock, #n in its job's thread, type, kind, what happened, tokens "
+    "and cost, and the records it depends on (#n in the same job, else JOB:n).",
 )
 def jobs_audit(
     job_id: JobIdArgument,

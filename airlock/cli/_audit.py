@@ -124,18 +124,26 @@ def summary(record: TurnRecord) -> str:
     return "" if content is None else preview(content, _SUMMARY)
 
 
+def _ref(record_id: str, job: str) -> str:
+    """A record id as a thread's line shows it: ``#n`` in the same thread, else ``job:n``."""
+    thread, _, n = record_id.rpartition(":")
+    return f"#{n}" if thread == job else record_id
+
+
 def record_line(record: TurnRecord) -> str:
-    """One record on one line (markup): clock, id, type, kind, summary, usage, dependencies."""
+    """One record on one line (markup): clock, ``#n`` in its thread, type, kind, summary,
+    usage, and the records it depends on (``#n`` in its thread, else ``job:n``)."""
     colour = _TYPE_COLOURS[record.type]
     usage = ""
     if record.tokens_in or record.tokens_out:
         usage += f"  [dim]{record.tokens_in}/{record.tokens_out} tokens[/]"
     if record.cost:
         usage += f"  [dim]${record.cost.normalize():f}[/]"
-    deps = f"  [dim]<- {escape(', '.join(record.depends_on))}[/]" if record.depends_on else ""
+    deps = ", ".join(_ref(d, record.job) for d in record.depends_on)
+    after = f"  [dim]<- {escape(deps)}[/]" if deps else ""
     return (
-        f"[dim]{record.clock:>4}[/] {escape(record.id)} [{colour}]{record.type.value.upper():<7}[/] "
-        f"[bold]{escape(record.kind)}[/] {escape(summary(record))}{usage}{deps}"
+        f"[dim]{record.clock:>4}[/] #{record.n:<3} [{colour}]{record.type.value.upper():<7}[/] "
+        f"[bold]{escape(record.kind)}[/] {escape(summary(record))}{usage}{after}"
     )
 
 

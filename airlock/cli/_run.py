@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import json
 import shutil
 import sys
@@ -47,6 +48,7 @@ from ._common import (
     on_stop_signals,
     report_error,
 )
+from ._run_controls import RunControls
 
 if TYPE_CHECKING:
     from airlock.controller import AgentRunner
@@ -66,6 +68,10 @@ class RunOptions:
     as_json: bool = False
     #: Where the state store (session histories, memory) lives (None: the default data dir).
     data_dir: Path | None = None
+    #: Pause before the first model call and take commands from stdin (``--step``).
+    step: bool = False
+    #: Who approvals typed at the terminal are made as (None: the OS user).
+    approve_as: str | None = None
 
 
 def turn_config(opts: RunOptions) -> TurnConfig | None:
@@ -205,6 +211,24 @@ class RunView:
     def _on_paused(self, event: Any) -> None:
         self.line(f"[yellow]paused[/] after iteration {event.iteration}")
 
+    def _on_suspended(self, event: Any) -> None:
+        names = ", ".join(c.name for c in event.calls)
+        self.line(f"[yellow]waiting for approval[/] of {escape(names)} (the sandbox is released meanwhile)")
+        self.status("waiting for approval…")
+
+    def _on_signal(self, event: Any) -> None:
+        detail = f": {escape(event.detail)}" if event.detail else ""
+        self.line(f"[blue]signal[/] {escape(event.signal_type)} → {escape(event.action)}{detail}")
+
+    def _on_compacted(self, event: Any) -> None:
+        if event.cone_size is not None:
+            self.line(
+                f"[dim]context: causal cone of {event.cone_size} of {event.cone_total} records "
+                f"(compression {event.compression_ratio:.2f})[/]"
+            )
+        else:
+            self.line(f"[dim]context compacted: {event.messages_before} → {event.messages_after} messages[/]")
+
     # -- proxy events (EgressEvent, CredentialProxyEvent) ----------------------------------------
 
     def _on_egress(self, event: Any) -> None:
@@ -296,7 +320,13 @@ async def _job(
     await asyncio.to_thread(data_dir.mkdir, mode=0o700, parents=True, exist_ok=True)
     records = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="airlock-run-"))
     setup = _SetupProgress(view.out)
-    runner = AgentRunner(config, sweep=True, progress=setup, observe=view.sink)
+    controls = RunControls(None, view, step=opts.step, approver=opts.approve_as or getpass.getuser())
+
+    async def observe(event: Any) -> None:
+        await view.sink(event)
+        await controls.event(event)
+
+    runner = AgentRunner(config, sweep=True, progress=setup, observe=observe)
     try:
         async with (
             SqliteJobStore(records / "jobs.db") as store,
@@ -312,14 +342,18 @@ async def _job(
             turn_input = TurnInput.new(
                 opts.message, session=SessionId(opts.session) if opts.session else None, config=turn_config
             )
+            controls.service = service
+            if not controls.start() and opts.step:
+                raise EnvError.other("--step reads its commands from stdin: run it on a terminal or a pipe")
             view.provisioning()
-            job = await service.run(agent.name, turn_input)
+            job = await service.run(agent.name, turn_input, on_submitted=controls.attach)
             if job.output is None:
                 message = job.error.message if job.error is not None else f"the job ended {job.state.value}"
                 raise EnvError.other(message)
             view.effects = job.effects
             return job.output
     finally:
+        controls.close()
         await asyncio.to_thread(shutil.rmtree, records, True)
 
 

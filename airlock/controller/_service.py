@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -325,14 +325,19 @@ class JobService:
             until_stable=until_stable,
         )
 
-    async def run(self, agent: str, input: TurnInput) -> Job:
-        """Submit a job for ``agent`` and wait, in this process, until it is terminal.
+    async def run(
+        self, agent: str, input: TurnInput, *, on_submitted: Callable[[str], None] | None = None
+    ) -> Job:
+        """Submit a job for ``agent`` and wait, in this process, until it is terminal
+        (``on_submitted`` receives its id first).
 
         Raises:
             ConfigError: unknown agent.
             BaseException: what the job failed with (its record keeps only kind and message).
         """
         job = await self._submit(agent, input, queue=None, max_duration_ms=None, workflow=None, awaited=True)
+        if on_submitted is not None:
+            on_submitted(job.id)
         try:
             job = await self.wait(job.id)
         finally:

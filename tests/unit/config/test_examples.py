@@ -27,10 +27,12 @@ def rules(agent: AgentConfig) -> list[tuple[str, int | None, str]]:
 def test_example_defines_the_documented_agents(config: AirlockConfig) -> None:
     assert sorted(config.agents) == [
         "budgeted",
+        "careful",
         "coder",
         "demo",
         "demo-claude",
         "demo-scripted",
+        "planner",
         "researcher",
     ]
     assert config.files == (EXAMPLES / "airlock.yaml",)
@@ -126,7 +128,7 @@ def test_local_model_placeholder_is_resolved_for_the_cli(config: AirlockConfig) 
 
 
 def test_unknown_agent_lists_defined_ones(config: AirlockConfig) -> None:
-    with pytest.raises(ConfigError, match=r"unknown agent 'nope'; defined agents: budgeted, coder, demo"):
+    with pytest.raises(ConfigError, match=r"unknown agent 'nope'; defined agents: budgeted, careful, coder, demo"):
         config.agent("nope")
 
 
@@ -160,9 +162,18 @@ def test_example_effect_policies(config: AirlockConfig) -> None:
         (),
     )
     assert (coder.max_effects, coder.max_value_bytes) == (32, 262144)
+    assert config.agent("planner").effects.delegate == ("demo-scripted",)
     # Every other agent keeps the default: nothing but its own session.
     assert all(
         a.effects.delegate == () and a.effects.memory == ("session",)
         for a in config.agents.values()
-        if a.name != "coder"
+        if a.name not in ("coder", "planner")
     )
+
+
+def test_the_careful_agent_waits_for_alice_or_bob_before_any_shell_call(config: AirlockConfig) -> None:
+    careful = config.agent("careful")
+    assert careful.spec.approval is not None and careful.spec.approval.needs("bash")
+    assert careful.approval is not None
+    assert (careful.approval.approvers, careful.approval.strategy) == (("alice", "bob"), "any")
+    assert careful.approval.on_timeout == "reject" and careful.approval.timeout_ms == 3_600_000
