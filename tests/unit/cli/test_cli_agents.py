@@ -15,7 +15,16 @@ from .clihelp import EXAMPLE
 def test_ls_lists_every_agent_with_its_sandbox(runner: CliRunner) -> None:
     result = runner.invoke(app, ["agents", "ls", "--config", str(EXAMPLE)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    for name in ("coder", "researcher", "budgeted", "demo", "demo-claude", "demo-scripted"):
+    for name in (
+        "coder",
+        "researcher",
+        "budgeted",
+        "demo",
+        "demo-claude",
+        "demo-scripted",
+        "careful",
+        "planner",
+    ):
         assert name in result.stdout
     assert "api.anthropic.com:443" in result.stdout
     assert "anthropic-api-key (sidecar)" in result.stdout
@@ -27,7 +36,16 @@ def test_ls_json(runner: CliRunner) -> None:
     result = runner.invoke(app, ["agents", "ls", "--config", str(EXAMPLE), "--json"])
     assert result.exit_code == 0, result.output
     agents = {a["name"]: a for a in json.loads(result.stdout)}
-    assert set(agents) == {"coder", "researcher", "budgeted", "demo", "demo-claude", "demo-scripted"}
+    assert set(agents) == {
+        "coder",
+        "researcher",
+        "budgeted",
+        "demo",
+        "demo-claude",
+        "demo-scripted",
+        "careful",
+        "planner",
+    }
     coder = agents["coder"]
     assert coder["backend"] == "docker"
     assert coder["provider"] == {"kind": "anthropic", "model": "claude-haiku-4-5", "base_url": None}
@@ -80,7 +98,9 @@ def test_unknown_agent_exits_2_listing_the_valid_names(runner: CliRunner) -> Non
         result = runner.invoke(app, [*args, "--config", str(EXAMPLE)])
         assert result.exit_code == 2, result.output
         assert "unknown agent 'nope'" in result.stderr
-        assert "budgeted, coder, demo, demo-claude, demo-scripted, researcher" in result.stderr
+        assert (
+            "budgeted, careful, coder, demo, demo-claude, demo-scripted, planner, researcher" in result.stderr
+        )
 
 
 def test_invalid_config_exits_2_with_file_line_col(runner: CliRunner, write_config) -> None:  # type: ignore[no-untyped-def]

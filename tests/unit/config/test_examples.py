@@ -128,7 +128,9 @@ def test_local_model_placeholder_is_resolved_for_the_cli(config: AirlockConfig) 
 
 
 def test_unknown_agent_lists_defined_ones(config: AirlockConfig) -> None:
-    with pytest.raises(ConfigError, match=r"unknown agent 'nope'; defined agents: budgeted, careful, coder, demo"):
+    with pytest.raises(
+        ConfigError, match=r"unknown agent 'nope'; defined agents: budgeted, careful, coder, demo"
+    ):
         config.agent("nope")
 
 

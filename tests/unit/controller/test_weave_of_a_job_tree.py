@@ -152,5 +152,5 @@ async def test_verify_names_a_record_tampered_with_in_the_store(tmp_path: Path) 
         assert not report.ok
         assert report.first_break is not None and report.first_break.position == 2
         await service.state.delete(scope, keys[2])  # removing it instead is caught too
-        with pytest.raises(Exception, match="gap|missing"):
+        with pytest.raises(Exception, match=r"gap|missing"):
             await store.load(job.id)
