@@ -158,6 +158,23 @@ def run(
             "$XDG_STATE_HOME/airlock/controller or ~/.local/state/airlock/controller).",
         ),
     ] = None,
+    step: Annotated[
+        bool,
+        typer.Option(
+            "--step",
+            help="Pause before the first model call and take commands on stdin, one per line: "
+            "s runs exactly one model call and its tools, r resumes, i inspects the session. "
+            "Without --step, typing p (then Enter) pauses a running turn.",
+        ),
+    ] = False,
+    approve_as: Annotated[
+        str | None,
+        typer.Option(
+            "--approve-as",
+            help="The approver a y/n typed at the terminal decides as, for calls the agent's "
+            "approval policy gates (default: your user name).",
+        ),
+    ] = None,
 ) -> None:
     """Run one job (see the command help for the exit codes)."""
     from airlock.cli._common import EXIT_CANCELLED
@@ -173,6 +190,8 @@ def run(
             timeout=timeout,
             as_json=as_json,
             data_dir=data_dir,
+            step=step,
+            approve_as=approve_as,
         )
         run_agent(airlock_config, agent_config, opts)
     except KeyboardInterrupt:  # before or after the job's event loop (the job handles its own)
@@ -186,8 +205,9 @@ def run(
     "dir), bounded workers each running a job in its agent's own sandbox, and an authenticated "
     "gRPC API for airlock submit / airlock jobs. On first start it generates a bearer token, "
     "saves it (mode 0600) in DATA_DIR/token and prints it once. Ctrl-C or SIGTERM stops it "
-    "gracefully: running jobs are interrupted and their sandboxes removed; queued jobs stay "
-    "queued for the next start. Exit codes: 0 stopped; 2 configuration error; 3 cannot start "
+    "gracefully: running jobs' sandboxes are removed and each job resumes from its last "
+    "checkpoint at the next start (interrupted when its agent allows no resume); queued jobs "
+    "stay queued. Exit codes: 0 stopped; 2 configuration error; 3 cannot start "
     "(address in use, unreadable data dir or token file).",
 )
 def serve(

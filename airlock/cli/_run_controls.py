@@ -103,15 +103,15 @@ class RunControls:
             task.cancel()
 
     def attach(self, job_id: str) -> None:
-        """The job was submitted."""
+        """The job was submitted (with ``--step``, its turn starts paused)."""
         self.job_id = job_id
+        if self.step:
+            self.service.start_paused(job_id)
 
     async def event(self, event: object) -> None:
         """A sandbox event of the job (the run view's observer)."""
         kind = getattr(event, "type", None)
-        if kind == "started" and self.step:
-            self._spawn(self._pause_now())
-        elif kind == "suspended":
+        if kind == "suspended":
             self.awaiting = True
             calls = getattr(event, "calls", [])
             for call in calls:
@@ -153,9 +153,6 @@ class RunControls:
     async def _serial(self, work: Any) -> None:
         async with self._lock:  # one command at a time, in the order typed
             await work
-
-    async def _pause_now(self) -> None:
-        await self.command("p")
 
     async def command(self, line: str) -> None:
         """Apply one typed line."""
@@ -199,6 +196,12 @@ class RunControls:
             self.view.line(f"  pending {escape(call.name)} {escape(json.dumps(call.input)[:200])}")
 
     async def _decide(self, job: str, approve: bool, text: str) -> None:
+        from airlock.controller import JobState
+
+        for _ in range(600):  # the suspension is reported before the job is marked waiting
+            if (await self.service.get(job)).state is not JobState.RUNNING:
+                break
+            await asyncio.sleep(0.05)
         if approve:
             done = await self.service.approve(job, self.approver, text)
         else:

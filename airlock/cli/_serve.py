@@ -151,7 +151,12 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
             await stop.wait()
             running = controller.service.running_count if controller.service is not None else 0
             queued = controller.service.queued_count if controller.service is not None else 0
-            what = f"interrupting {running} running job(s) and removing their sandboxes" if running else ""
+            what = (
+                f"interrupting {running} running job(s) and removing their sandboxes (each resumes from "
+                "its last checkpoint at the next start, where its agent allows)"
+                if running
+                else ""
+            )
             keep = f"{queued} queued job(s) stay queued for the next start" if queued else ""
             detail = "; ".join(p for p in (what, keep) if p)
             err_console.print(f"[yellow]stopping[/]{': ' + detail if detail else ''}", highlight=False)

@@ -210,6 +210,8 @@ class JobService:
         self._decided: dict[str, asyncio.Event] = {}
         #: Whether a job's latest execution got its turn going (a checkpoint came back).
         self._progressed: dict[str, bool] = {}
+        #: Jobs whose next execution starts paused (before its first model call).
+        self._paused_at_start: set[str] = set()
         self._queue = FairQueue()
         self._wake = asyncio.Condition()
         self._tasks: dict[str, asyncio.Task[Any]] = {}
@@ -688,7 +690,11 @@ class JobService:
             anchor=anchor,
             recorded=[str(r) for r in recorded],
         )
-        handle = TurnHandle(resume_from=base.model_dump_json() if base is not None else None)
+        handle = TurnHandle(
+            resume_from=base.model_dump_json() if base is not None else None,
+            start_paused=job.id in self._paused_at_start,
+        )
+        self._paused_at_start.discard(job.id)
         running = False
 
         async def sink(event: SandboxEvent) -> None:
@@ -968,6 +974,11 @@ class JobService:
                 self._wake.notify()
 
     # -- controls of a running turn -----------------------------------------------------------
+
+    def start_paused(self, job_id: str) -> None:
+        """Start the job's next execution paused, before its first model call (``airlock run
+        --step``); step or resume it from there."""
+        self._paused_at_start.add(job_id)
 
     def _handle(self, job_id: str) -> TurnHandle:
         handle = self._handles.get(job_id)

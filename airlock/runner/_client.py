@@ -163,6 +163,8 @@ class RemoteTurn:
         self._environment = dict(environment or {})
         #: The snapshot the next execution continues from (None: it starts the turn).
         self.resume_from = resume_from
+        #: The next execution pauses before its first step.
+        self.start_paused = False
         self._next_id = execution_id
         self.execution_id: str | None = None
         self._root_certificates = root_certificates
@@ -248,6 +250,7 @@ class RemoteTurn:
         )
         if self.resume_from is not None:
             request.resume.CopyFrom(pb.Json(text=self.resume_from))
+        request.start_paused = self.start_paused
         call = stub.Execute(request, metadata=self._metadata)
         try:
             async for message in call:

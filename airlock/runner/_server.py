@@ -328,6 +328,8 @@ class _RunnerService(pb_grpc.RunnerServicer):
         try:
             turn, input, resume = await self._prepare(request, context)
             execution = _Execution(key, turn, input, self.config, resume)
+            if request.start_paused:
+                execution.session.request_pause()
             self.executions[key] = execution
             started = time.monotonic()
             _log.info("execution started", extra={"execution_id": execution_id, "agent": request.agent.name})

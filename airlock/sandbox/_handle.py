@@ -28,10 +28,13 @@ class TurnHandle:
     Args:
         resume_from: a session snapshot (``SessionState`` JSON, every message) the turn continues
             from instead of starting anew.
+        start_paused: the turn pauses before its first step.
     """
 
-    def __init__(self, resume_from: str | None = None) -> None:
+    def __init__(self, resume_from: str | None = None, *, start_paused: bool = False) -> None:
         self.resume_from = resume_from
+        #: The turn starts paused, before its first step (then step or resume it).
+        self.start_paused = start_paused
         self._remote: RemoteTurn | None = None
         self._attached = asyncio.Event()
 

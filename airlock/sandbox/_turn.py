@@ -75,6 +75,7 @@ async def run_in_sandbox(
     began = time.monotonic()
     if session is not None:
         remote.resume_from = session.resume_from
+        remote.start_paused = session.start_paused
         session.attach(remote)
     try:
         try:

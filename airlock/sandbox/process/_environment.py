@@ -239,6 +239,7 @@ class _RunnerProcess:
         began = time.monotonic()
         if session is not None:
             remote.resume_from = session.resume_from
+            remote.start_paused = session.start_paused
             session.attach(remote)
         try:
             return await asyncio.wait_for(remote.execute(input, events=events), timeout)

@@ -2008,10 +2008,13 @@ class ExecuteRequest(_message.Message):
     STATE_FIELD_NUMBER: _builtins.int
     ENVIRONMENT_FIELD_NUMBER: _builtins.int
     RESUME_FIELD_NUMBER: _builtins.int
+    START_PAUSED_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Chosen by the caller; names this execution in Cancel/Pause/Resume/Step. Empty: the runner
     picks none and the execution cannot be controlled.
     """
+    start_paused: _builtins.bool
+    """Pause before the first step (a `paused` event follows); Step or Resume it from there."""
     @_builtins.property
     def agent(self) -> Global___AgentSpec: ...
     @_builtins.property
@@ -2048,10 +2051,11 @@ class ExecuteRequest(_message.Message):
         state: _abc.Iterable[Global___StateEntry] | None = ...,
         environment: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         resume: Global___Json | None = ...,
+        start_paused: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "input", b"input", "resume", b"resume"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "environment", b"environment", "execution_id", b"execution_id", "input", b"input", "resume", b"resume", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "environment", b"environment", "execution_id", b"execution_id", "input", b"input", "resume", b"resume", "start_paused", b"start_paused", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
