@@ -458,25 +458,13 @@ class JobService:
             timer = self._approval_timers.pop(job_id, None)
             if timer is not None:
                 timer.cancel()
-            cancelled = await self._transition(
-                job_id,
-                JobState.CANCELLED,
-                detail=detail,
-                error=JobError(kind="cancelled", message=detail),
-                only_from=[JobState.AWAITING_APPROVAL],
-            )
+            cancelled = await self._cancel_unheld(job_id, detail, JobState.AWAITING_APPROVAL)
             if cancelled is not None:
                 return cancelled
         async with self._wake:
             queued = self._queue.remove(job_id)
         if queued or (job.state is JobState.QUEUED and job_id not in self._tasks):
-            cancelled = await self._transition(
-                job_id,
-                JobState.CANCELLED,
-                detail=detail,
-                error=JobError(kind="cancelled", message=detail),
-                only_from=[JobState.QUEUED],
-            )
+            cancelled = await self._cancel_unheld(job_id, detail, JobState.QUEUED)
             if cancelled is not None:
                 return cancelled
         task = self._tasks.get(job_id)
@@ -486,6 +474,13 @@ class JobService:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(asyncio.wait([task]))
         return await self.get(job_id)
+
+    async def _cancel_unheld(self, job_id: str, detail: str, state: JobState) -> Job | None:
+        """Cancel a job no worker holds, if it is still ``state``."""
+        error = JobError(kind="cancelled", message=detail)
+        return await self._transition(
+            job_id, JobState.CANCELLED, detail=detail, error=error, only_from=[state]
+        )
 
     @property
     def queued_count(self) -> int:

@@ -25,7 +25,12 @@ def config(tmp_path: Path, **agent: object) -> Path:
         tool_step("bash", {"command": "echo two"}, id="a2"),
         text_step("counted to two"),
     ]
-    body = {"provider": {"kind": "scripted", "script": steps}, "tools": ["bash"], "backend": "process", **agent}
+    body = {
+        "provider": {"kind": "scripted", "script": steps},
+        "tools": ["bash"],
+        "backend": "process",
+        **agent,
+    }
     path = tmp_path / "airlock.yaml"
     path.write_text(json.dumps({"version": 1, "agents": {"counter": body}}))
     return path

@@ -353,7 +353,8 @@ def test_invalid_agent_spec_names_each_problem_on_its_own_line() -> None:
     # Enum problems are reported first (the spec cannot be built without them) ...
     assert _problems(several) == [
         "context.strategy: required (got CONTEXT_STRATEGY_UNSPECIFIED); valid: CONTEXT_STRATEGY_NONE, "
-        "CONTEXT_STRATEGY_SLIDING_WINDOW, CONTEXT_STRATEGY_SUMMARIZATION, CONTEXT_STRATEGY_COMPOSITE"
+        "CONTEXT_STRATEGY_SLIDING_WINDOW, CONTEXT_STRATEGY_SUMMARIZATION, CONTEXT_STRATEGY_COMPOSITE, "
+        "CONTEXT_STRATEGY_CAUSAL_CONE"
     ]
     several.context.strategy = pb.CONTEXT_STRATEGY_COMPOSITE
     # ... then every validation problem at once, without pydantic's URLs or class names.
