@@ -107,6 +107,7 @@ class JobJournal:
         gate: the agent's approval gate; ``approved``: the calls the controller approved.
         anchor: the records the first new record depends on (the input, or the thread's tip).
         recorded: the tool calls of this job already recorded (by an earlier execution).
+        max_turns: the most model calls the turn may make (a checkpoint claiming more is a lie).
     """
 
     def __init__(
@@ -122,6 +123,7 @@ class JobJournal:
         approved: Iterable[str] = (),
         anchor: tuple[str, ...] = (),
         recorded: Iterable[str] = (),
+        max_turns: int | None = None,
     ) -> None:
         self.weaves = weaves
         self.root = root
@@ -130,6 +132,7 @@ class JobJournal:
         self.input = input
         self.gate = gate
         self.approved = set(approved)
+        self.max_turns = max_turns
         #: The latest full state (what a resume continues from).
         self.state: SessionState | None = base
         #: The open step's calls that started (a lost sandbox leaves them in flight).
@@ -139,7 +142,9 @@ class JobJournal:
         self._response: dict[str, str] = {}  # tool_use_id -> the record of the response asking for it
         self._since_response: list[str] = []  # records the next response depends on
         self._anchor = anchor
-        self._overrides: dict[str, JsonValue] = dict(base.overrides) if base is not None else {}
+        self._overrides: dict[str, JsonValue] = {}
+        if base is not None:
+            self.allow_overrides(dict(base.overrides))
         self.records: list[TurnRecord] = []
         #: Checkpoints received in this execution.
         self.checkpoints = 0
@@ -147,6 +152,9 @@ class JobJournal:
     def allow_overrides(self, overrides: dict[str, JsonValue]) -> None:
         """The controller sent a budget signal: its limits may appear in later checkpoints."""
         self._overrides.update(overrides)
+        turns = overrides.get("max_turns")
+        if isinstance(turns, int) and self.max_turns is not None:
+            self.max_turns = max(self.max_turns, turns)
 
     async def observe(self, event: object) -> bool:
         """Follow one sandbox event; True when it is the journal's alone (a checkpoint: not
@@ -178,6 +186,11 @@ class JobJournal:
     def _check(self, new: SessionState) -> None:
         if new.input != self.input:
             raise JournalViolation("the sandbox's checkpoint changed the turn's input")
+        if self.max_turns is not None and new.iterations > self.max_turns:
+            raise JournalViolation(
+                f"the sandbox's checkpoint reports {new.iterations} model calls; "
+                f"the turn allows {self.max_turns}"
+            )
         old = self.state
         if old is not None:
             for counter in ("iterations", "tokens_in", "tokens_out"):

@@ -34,10 +34,12 @@ from airlock.spec import HISTORY_KEY, AgentSpec
 from airlock.turn import (
     CONE_KEY,
     CONE_SCOPE,
+    DEFAULT_MAX_TURNS,
     PendingCall,
     SessionState,
     SuspendedForApproval,
     TurnLog,
+    TurnPaused,
     TurnStarted,
 )
 from airlock.weave import ChainReport, RecordType, TurnRecord
@@ -171,6 +173,15 @@ def _job_limit_ms(agent: AgentSpec, input: TurnInput) -> int | None:
     return turn + DEFAULT_SLACK_MS if turn is not None else None
 
 
+def _max_turns(agent: AgentSpec, input: TurnInput) -> int:
+    """The model calls a turn may make: its input's max_turns, else its agent's, else the loop's
+    default (a checkpoint claiming more is refused)."""
+    for config in (input.config, agent.defaults):
+        if config is not None and config.max_turns is not None:
+            return config.max_turns
+    return DEFAULT_MAX_TURNS
+
+
 def _error_of(e: BaseException) -> JobError:
     kind = getattr(e, "kind", None)
     return JobError(kind=kind if isinstance(kind, str) else "controller", message=str(e) or type(e).__name__)
@@ -212,6 +223,8 @@ class JobService:
         self._progressed: dict[str, bool] = {}
         #: Jobs whose next execution starts paused (before its first model call).
         self._paused_at_start: set[str] = set()
+        #: Jobs whose turn is paused now (a ``paused`` event came; resumed or ended since: not).
+        self._paused: set[str] = set()
         self._queue = FairQueue()
         self._wake = asyncio.Condition()
         self._tasks: dict[str, asyncio.Task[Any]] = {}
@@ -539,7 +552,10 @@ class JobService:
         job = await self._transition(job_id, JobState.PROVISIONING, only_from=[JobState.QUEUED])
         if job is None:
             return  # cancelled while it waited
-        await self._run(job, apply_effects=True)
+        try:
+            await self._run(job, apply_effects=True)
+        finally:
+            self.weaves.forget(job_id)  # the tree's records stay in the store
 
     async def _run(self, job: Job, *, apply_effects: bool) -> TurnOutput | None:
         """Run ``job`` (already PROVISIONING) to a terminal state; its output if it has one.
@@ -684,6 +700,7 @@ class JobService:
             approved=base.approved if base is not None else (),
             anchor=anchor,
             recorded=[str(r) for r in recorded],
+            max_turns=_max_turns(agent.spec, input),
         )
         handle = TurnHandle(
             resume_from=base.model_dump_json() if base is not None else None,
@@ -697,6 +714,8 @@ class JobService:
             if not running and isinstance(event, TurnStarted):
                 running = True
                 await self._transition(job.id, JobState.RUNNING, detail="the turn started in its sandbox")
+            if isinstance(event, TurnPaused):
+                self._paused.add(job.id)
             started = len(journal.started)
             if await journal.observe(event):
                 assert journal.state is not None
@@ -710,6 +729,7 @@ class JobService:
         try:
             return await self.runner.run(agent, input, events=sink, state=state, session=handle)
         finally:
+            self._paused.discard(job.id)
             self._progressed[job.id] = journal.checkpoints > 0
             if self._handles.get(job.id) is handle:
                 del self._handles[job.id], self._journals[job.id]
@@ -1004,6 +1024,7 @@ class JobService:
     async def resume(self, job_id: str) -> None:
         """Let the job's paused turn run on (raises as :meth:`pause`)."""
         await self._control(job_id, "resume")
+        self._paused.discard(job_id)
         await self._log(job_id, "info", "resumed by a user")
 
     async def step(self, job_id: str) -> tuple[StepInfo, list[JobEvent]]:
@@ -1024,14 +1045,7 @@ class JobService:
             saved = await self.store.checkpoint(job_id)
             state = SessionState.model_validate_json(saved[0]) if saved is not None else None
         handle = self._handles.get(job_id)
-        paused = False
-        if handle is not None and handle.running:
-            events = await self.store.events(job_id, kind="sandbox")
-            for event in reversed(events):
-                kind = event.data.event.type if isinstance(event.data, SandboxActivity) else ""
-                if kind in ("paused", "inference_started", "tool_started"):
-                    paused = kind == "paused"
-                    break
+        paused = handle is not None and handle.running and job_id in self._paused
         pending: list[PendingCall] = []
         if job.state is JobState.AWAITING_APPROVAL and job.approval is not None:
             pending = list(job.approval.calls)

@@ -1,0 +1,114 @@
+"""The journal of a turn: records from checkpoints, and what a lying sandbox cannot slip past."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from airlock.controller._journal import JobJournal, JournalViolation
+from airlock.controller._weaving import Weaves
+from airlock.spec import ApprovalGate
+from airlock.state import InMemoryStore
+from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
+from airlock.turn import Checkpoint, NeuronTurn, TurnEvent, tool
+from airlock.weave import RecordType
+from layer0 import TurnInput
+
+INPUT = TurnInput.new("go")
+
+
+@tool
+async def bash(command: str) -> str:
+    """Pretend to run a command."""
+    return f"ran {command}"
+
+
+async def checkpoints(**turn: Any) -> list[Checkpoint]:
+    events: list[TurnEvent] = []
+
+    async def sink(event: TurnEvent) -> None:
+        events.append(event)
+
+    provider = FakeProvider(
+        [
+            tool_response(("c1", "bash", {"command": "ls"}), text="looking", cost=Decimal("0.01")),
+            text_response("done", cost=Decimal("0.02")),
+        ]
+    )
+    await NeuronTurn(provider, tools=[bash], events=sink, **turn).start(INPUT).run()
+    return [e for e in events if isinstance(e, Checkpoint)]
+
+
+def journal(**kwargs: Any) -> JobJournal:
+    return JobJournal(Weaves(InMemoryStore()), "root", job="root", agent="a", input=INPUT, **kwargs)
+
+
+async def test_records_follow_the_checkpoints() -> None:
+    j = journal()
+    for event in await checkpoints():
+        assert await j.observe(event)
+    kinds = [(r.type, r.kind) for r in j.records]
+    assert kinds == [
+        (RecordType.THOUGHT, "model_response"),
+        (RecordType.ACTION, "tool_call"),
+        (RecordType.SPEECH, "model_response"),
+    ]
+    response, call, answer = j.records
+    assert call.depends_on == (response.id,) and answer.depends_on == (call.id,)
+    assert response.cost == Decimal("0.01") and answer.cost == Decimal("0.02")
+    assert call.content["output"] == "ran ls"  # type: ignore[index, call-overload]
+    assert all(r.state_hash_pre != r.state_hash_post for r in j.records)
+
+
+def lie(event: Checkpoint, **changes: Any) -> Checkpoint:
+    return event.model_copy(update={"state": {**event.state, **changes}})
+
+
+async def test_a_checkpoint_that_changes_the_input_fails() -> None:
+    first, *_ = await checkpoints()
+    with pytest.raises(JournalViolation, match="changed the turn's input"):
+        await journal().observe(lie(first, input=TurnInput.new("other").model_dump(mode="json")))
+
+
+async def test_a_checkpoint_that_lowers_the_cost_fails() -> None:
+    events = await checkpoints()
+    j = journal()
+    for event in events[:3]:
+        await j.observe(event)
+    with pytest.raises(JournalViolation, match="lowered the cost"):
+        await j.observe(lie(events[3], cost="0"))
+
+
+async def test_more_model_calls_than_the_turn_allows_fails() -> None:
+    first, *_ = await checkpoints()
+    with pytest.raises(JournalViolation, match="reports 99 model calls; the turn allows 6"):
+        await journal(max_turns=6).observe(lie(first, iterations=99))
+
+
+async def test_a_limit_raised_without_a_budget_signal_fails() -> None:
+    first, *_ = await checkpoints()
+    with pytest.raises(JournalViolation, match="changed max_turns without a budget signal"):
+        await journal().observe(lie(first, overrides={"max_turns": 1000}))
+    allowed = journal()
+    allowed.allow_overrides({"max_turns": 1000})
+    assert await allowed.observe(lie(first, overrides={"max_turns": 1000}))
+
+
+async def test_a_gated_call_that_ran_without_approval_fails() -> None:
+    events = await checkpoints()  # the runner here was not gated: it ran bash
+    gate = ApprovalGate(tools=["bash"])
+    j = journal(gate=gate)
+    with pytest.raises(JournalViolation, match="ran bash \\(call c1\\) without the approval"):
+        for event in events:
+            await j.observe(event)
+    approved = journal(gate=gate, approved=["c1"])
+    for event in events:
+        await approved.observe(event)
+
+
+async def test_an_unreadable_checkpoint_fails() -> None:
+    first, *_ = await checkpoints()
+    with pytest.raises(JournalViolation, match="unreadable checkpoint"):
+        await journal().observe(first.model_copy(update={"messages_from": 5}))
