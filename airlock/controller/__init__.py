@@ -48,17 +48,12 @@ from ._model import (
     SignalRecorded,
     StateChanged,
 )
+from ._orchestrator import JobOrchestrator
 from ._paths import default_data_dir
 from ._queue import FairQueue, QueuedJob
-from ._service import (
-    Inspection,
-    JobNotAwaiting,
-    JobNotFound,
-    JobOrchestrator,
-    JobService,
-    NotAnApprover,
-    ServiceSettings,
-)
+from ._service import JobService
+from ._service_controls import Inspection
+from ._service_core import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
 from ._store import JobStoreError, SqliteJobStore
 from .effects import EffectExecutor, EffectOutcome, EffectReport
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Self
 from ._execute import AgentRunner
 from ._grpc import DEFAULT_ADDRESS, ControllerServer, load_or_create_token
 from ._paths import default_data_dir
-from ._service import JobService, ServiceSettings
+from ._service import JobService
+from ._service_core import ServiceSettings
 from ._store import SqliteJobStore
 from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key
 

@@ -25,7 +25,7 @@ from . import _event_wire as ew
 from ._grpc import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
 from ._model import FixedPointRun, Job, JobEvent, JobFilter
 from ._paths import default_data_dir
-from ._service import Inspection
+from ._service_controls import Inspection
 
 if TYPE_CHECKING:
     from airlock.runner import StepInfo

@@ -25,7 +25,8 @@ from airlock.errors import AirlockError, ConfigError, bounded_detail
 
 from . import _convert as jc
 from . import _event_wire as ew
-from ._service import JobNotAwaiting, JobNotFound, JobService, NotAnApprover
+from ._service import JobService
+from ._service_core import JobNotAwaiting, JobNotFound, NotAnApprover
 
 _log = logging.getLogger("airlock.controller")
 

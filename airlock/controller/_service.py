@@ -8,9 +8,15 @@ go through the layer0 effect executor: memory writes to the StateStore, delegate
 handoffs to child jobs (each in a sandbox of its own agent, with that agent's policy),
 signals to the store, log effects to the job's log. The sandbox is untrusted, so each
 effect is first checked against the declaring agent's ``effects:`` policy; a refused one is
-recorded with status ``refused`` and not applied (the job still succeeds). A session's conversation history is
-read from the StateStore and sent with the next turn of that session as a read-only
-snapshot.
+recorded with status ``refused`` and not applied (the job still succeeds). A session's
+conversation history is read from the StateStore and sent with the next turn of that session
+as a read-only snapshot.
+
+Each execution of a turn is followed by a :class:`JobJournal` (its checkpoints and turn
+records); a job whose sandbox or controller is lost resumes from its last checkpoint. The
+service's other parts are mixins over :class:`ServiceCore`: ``_service_records`` (the
+records the controller writes, resumes), ``_service_approvals`` (waiting for and deciding
+approvals), ``_service_controls`` (pause/step/resume/inspect, signals, the audit).
 """
 
 from __future__ import annotations
@@ -18,31 +24,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
 from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectReport
 from airlock.errors import AirlockError, ConfigError, shorten
-from airlock.policy import ApprovalDecision
 from airlock.policy.effects import EffectContext, check_effect
-from airlock.sandbox import SandboxEvent, TurnHandle, TurnNotRunning
+from airlock.sandbox import SandboxEvent, TurnHandle
 from airlock.spec import HISTORY_KEY, AgentSpec
 from airlock.turn import (
-    CONE_KEY,
-    CONE_SCOPE,
     DEFAULT_MAX_TURNS,
-    PendingCall,
     SessionState,
     SuspendedForApproval,
     TurnLog,
     TurnPaused,
     TurnStarted,
 )
-from airlock.weave import ChainReport, RecordType, TurnRecord
 from layer0 import (
     AgentId,
     Effect,
@@ -51,23 +50,15 @@ from layer0 import (
     Log,
     LogLevel,
     OrchError,
-    QueryPayload,
     Scope,
-    SignalPayload,
-    StateStore,
     TurnInput,
     TurnOutput,
-    WorkflowId,
 )
 
-from . import _approvals
 from ._durable import lost_sandbox, resume_state
-from ._execute import AgentRunner
 from ._journal import JobJournal
 from ._model import (
     ACTIVE_STATES,
-    ApprovalChanged,
-    ApprovalWait,
     ChildJobChanged,
     EffectApplied,
     FixedPointRun,
@@ -77,20 +68,17 @@ from ._model import (
     JobEventData,
     JobFilter,
     JobOrigin,
-    JobResumed,
     JobState,
     LogLine,
-    ResumeCause,
     SandboxActivity,
-    SignalRecorded,
-    utcnow,
 )
-from ._queue import FairQueue, QueuedJob
-from ._store import SqliteJobStore
-from ._weaving import Weaves
+from ._orchestrator import JobOrchestrator
+from ._queue import QueuedJob
+from ._service_approvals import ApprovalsMixin
+from ._service_controls import ControlsMixin
 
 if TYPE_CHECKING:
-    from airlock.runner import StepInfo
+    pass
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -100,54 +88,6 @@ _STOPPED = "the controller stopped while the job ran"
 #: Extra time a job gets beyond its turn's ``max_duration`` (the input's, else its agent's)
 #: by default (sandbox start, effects), when the submitter gives no ``max_duration``.
 DEFAULT_SLACK_MS = 60_000
-
-
-class JobNotFound(AirlockError):
-    """No job has this id."""
-
-
-@dataclass(frozen=True)
-class Inspection:
-    """A job's session as of its latest checkpoint (``state``: None before the first)."""
-
-    job: Job
-    state: SessionState | None
-    running: bool
-    paused: bool
-    pending: list[PendingCall]
-
-
-class JobNotAwaiting(AirlockError):
-    """The job is not in the state the request needs (e.g. an approval of a job that waits
-    for none, a step of a job whose turn is not running)."""
-
-
-class NotAnApprover(AirlockError):
-    """The name given may not decide on this job's calls."""
-
-
-@dataclass(frozen=True)
-class ServiceSettings:
-    """How the controller schedules and bounds jobs.
-
-    Attributes:
-        concurrency: jobs running at once (each holds one sandbox, children aside).
-        default_max_duration_ms: a job's limit when neither the submitter nor its agent sets
-            one.
-        max_depth: levels of delegate/handoff children under a submitted job.
-        max_follow_ups: children one submitted job may start in all (delegation loops stop).
-    """
-
-    concurrency: int = 4
-    default_max_duration_ms: int = 3_600_000
-    max_depth: int = 4
-    max_follow_ups: int = 16
-
-    def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
-        if self.max_depth < 0 or self.max_follow_ups < 0:
-            raise ConfigError("max_depth and max_follow_ups must not be negative")
 
 
 _LOG_LEVELS = {level.value: level for level in LogLevel}
@@ -187,7 +127,7 @@ def _error_of(e: BaseException) -> JobError:
     return JobError(kind=kind if isinstance(kind, str) else "controller", message=str(e) or type(e).__name__)
 
 
-class JobService:
+class JobService(ApprovalsMixin, ControlsMixin):
     """Accepts, schedules, runs and records jobs. Use as an async context manager.
 
     Args:
@@ -198,48 +138,6 @@ class JobService:
         audit_key: seals the turn records (``jobs verify`` then detects a record rewritten
             with its hash chain recomputed); None: records are hash-chained only.
     """
-
-    def __init__(
-        self,
-        store: SqliteJobStore,
-        runner: AgentRunner,
-        state: StateStore,
-        settings: ServiceSettings | None = None,
-        audit_key: bytes | None = None,
-    ) -> None:
-        self.store = store
-        self.runner = runner
-        self.state = state
-        self.settings = settings or ServiceSettings()
-        #: Every job tree's turn records (sealed with ``audit_key``).
-        self.weaves = Weaves(state, audit_key)
-        #: Running jobs' turn controls and journals.
-        self._handles: dict[str, TurnHandle] = {}
-        self._journals: dict[str, JobJournal] = {}
-        #: Approval timeouts, and children waiting in place for a decision.
-        self._approval_timers: dict[str, asyncio.Task[None]] = {}
-        self._decided: dict[str, asyncio.Event] = {}
-        #: Whether a job's latest execution got its turn going (a checkpoint came back).
-        self._progressed: dict[str, bool] = {}
-        #: Jobs whose next execution starts paused (before its first model call).
-        self._paused_at_start: set[str] = set()
-        #: Jobs whose turn is paused now (a ``paused`` event came; resumed or ended since: not).
-        self._paused: set[str] = set()
-        self._queue = FairQueue()
-        self._wake = asyncio.Condition()
-        self._tasks: dict[str, asyncio.Task[Any]] = {}
-        #: Why a job's task is being cancelled: CANCELLED (with the user's detail) or INTERRUPTED.
-        self._stopping: dict[str, tuple[JobState, str]] = {}
-        self._busy_sessions: Counter[str] = Counter()
-        self._watchers: dict[str, set[asyncio.Event]] = {}
-        self._workers: list[asyncio.Task[None]] = []
-        self._running_now = 0
-        #: The most jobs seen running at once (for tests and the bench).
-        self.peak_running = 0
-        #: Jobs marked interrupted at start (their controller was gone).
-        self.recovered: list[Job] = []
-        #: Jobs submitted by :meth:`run`: the exception each ended with, if it failed with one.
-        self._awaited: dict[str, BaseException | None] = {}
 
     # -- life --------------------------------------------------------------------------------
 
@@ -397,17 +295,6 @@ class JobService:
         if job_id in self._awaited:
             self._awaited[job_id] = error
 
-    async def get(self, job_id: str) -> Job:
-        """The job.
-
-        Raises:
-            JobNotFound: no such job.
-        """
-        job = await self.store.get(job_id)
-        if job is None:
-            raise JobNotFound(f"no job {job_id!r}")
-        return job
-
     async def find(self, where: JobFilter | None = None) -> list[Job]:
         """Jobs matching ``where``, most recent first."""
         return await self.store.find(where)
@@ -506,22 +393,6 @@ class JobService:
         return self._running_now
 
     # -- events --------------------------------------------------------------------------------
-
-    def _notify(self, event: JobEvent) -> None:
-        for wake in self._watchers.get(event.job_id, ()):
-            wake.set()
-
-    async def _emit(self, job_id: str, data: JobEventData) -> JobEvent:
-        event = await self.store.append(job_id, data)
-        self._notify(event)
-        return event
-
-    async def _transition(self, job_id: str, state: JobState, **kwargs: Any) -> Job | None:
-        changed = await self.store.transition(job_id, state, **kwargs)
-        if changed is None:
-            return None
-        self._notify(changed[1])
-        return changed[0]
 
     # -- workers -------------------------------------------------------------------------------
 
@@ -736,386 +607,9 @@ class JobService:
 
     # -- records, resumes and approvals ------------------------------------------------------------
 
-    async def _root(self, job: Job) -> str:
-        """The root of ``job``'s tree (the submitted job its weave is kept under)."""
-        while job.parent_id is not None:
-            parent = await self.store.get(job.parent_id)
-            if parent is None:
-                break
-            job = parent
-        return job.id
-
-    async def _cone_entry(self, root: str, tip: str) -> tuple[Scope, str, Any]:
-        """The state entry a causal_cone turn reads: the records ``tip`` depends on (itself,
-        the turn's input, aside), linearized, and the size of the whole weave. The sandbox
-        receives no record outside the cone."""
-        cone, total = await self.weaves.cone(root, tip)
-        records = [
-            {"id": r.id, "agent": r.agent, "type": r.type.value, "kind": r.kind, "content": r.content}
-            for r in cone
-            if r.id != tip
-        ]
-        return Scope.custom(CONE_SCOPE), CONE_KEY, {"records": records, "total": total}
-
-    async def _record_input(self, root: str, job: Job, input: TurnInput) -> tuple[str, ...]:
-        """Record what the job was asked (once); the records its first response depends on."""
-        tip = await self.weaves.tip(root, job.id)
-        if tip is not None:
-            return (tip.id,)
-        deps: tuple[str, ...] = ()
-        if job.parent_id is not None:
-            asked = await self._delegating_record(root, job.parent_id, job.agent, input)
-            deps = (asked.id,) if asked is not None else ()
-        content = {"message": input.message.model_dump(mode="json"), "origin": job.origin}
-        record = await self.weaves.record(
-            root,
-            job=job.id,
-            agent=job.agent,
-            type=RecordType.SPEECH,
-            kind="input",
-            content=content,
-            depends_on=deps,
-        )
-        return (record.id,)
-
-    async def _delegating_record(
-        self, root: str, parent: str, agent: str, input: TurnInput
-    ) -> TurnRecord | None:
-        """The parent's call that asked for this child (a delegate or handoff naming it): what
-        the child read. Its sibling children are not in its past. Else the parent's last record."""
-        thread = await self.weaves.thread(root, parent)
-        text = input.message.joined_text()
-        for record in reversed(thread):
-            content = record.content
-            if record.kind != "tool_call" or not isinstance(content, dict):
-                continue
-            asked = content.get("input")
-            if (
-                content.get("tool") in ("delegate", "handoff")
-                and isinstance(asked, dict)
-                and asked.get("agent") == agent
-                and asked.get("message", text) == text
-            ):
-                return record
-        return thread[-1] if thread else None
-
-    async def _yield_record(self, job: Job, kind: str, content: dict[str, Any]) -> TurnRecord:
-        return await self.weaves.record(
-            await self._root(job),
-            job=job.id,
-            agent=job.agent,
-            type=RecordType.YIELD,
-            kind=kind,
-            content=content,
-        )
-
-    async def _log(self, job_id: str, level: str, message: str) -> None:
-        await self._emit(
-            job_id, LogLine(level=_LOG_LEVELS.get(level, LogLevel.INFO), message=message, source="controller")
-        )
-
-    async def _crash_resumes(self, job_id: str) -> int:
-        events = await self.store.events(job_id, kind="resume")
-        return sum(1 for e in events if isinstance(e.data, JobResumed) and e.data.cause != "approval")
-
-    async def _resumable_after_restart(self, job: Job) -> bool:
-        if job.origin != "submit" or job.state not in (JobState.PROVISIONING, JobState.RUNNING):
-            return False
-        try:
-            agent = self.runner.agent(job.agent)
-        except ConfigError:
-            return False
-        return await self._crash_resumes(job.id) < agent.durability.max_resumes
-
-    async def _resume_event(self, job: Job, cause: ResumeCause, reason: str) -> JobResumed:
-        saved = await self.store.checkpoint(job.id)
-        iteration = SessionState.model_validate_json(saved[0]).iterations if saved is not None else 0
-        event = JobResumed(resume=job.resumes + 1, cause=cause, reason=reason, iteration=iteration)
-        await self._emit(job.id, event)
-        root = await self._root(job)
-        await self.weaves.record(
-            root,
-            job=job.id,
-            agent=job.agent,
-            type=RecordType.SILENCE,
-            kind="resume",
-            content={"cause": cause, "reason": reason, "iteration": iteration, "resume": job.resumes + 1},
-        )
-        return event
-
-    async def _resumed(self, job: Job, cause: ResumeCause, reason: str) -> Job:
-        """Note that ``job`` continues in a fresh sandbox from its last checkpoint."""
-        event = await self._resume_event(job, cause, reason)
-        detail = f"resume {event.resume} ({reason}); continuing after model call {event.iteration}"
-        return await self._transition(job.id, JobState.PROVISIONING, detail=detail, resumed=True) or job
-
-    async def _requeue_resumed(self, job: Job, reason: str) -> None:
-        """A job the previous controller held: queued to resume from its last checkpoint."""
-        event = await self._resume_event(job, "restart", reason)
-        detail = f"resume {event.resume} ({reason}); continuing after model call {event.iteration}"
-        await self._transition(job.id, JobState.QUEUED, detail=detail, resumed=True)
-
-    async def _await_approval(self, job: Job, suspended: SuspendedForApproval) -> bool:
-        """Record that ``job`` waits for approval of ``suspended``'s calls; True when the policy
-        decided at once (no approver configured: the job resumes now)."""
-        agent = self.runner.agent(job.agent)
-        policy = agent.approval
-        journal_state = await self.store.checkpoint(job.id)
-        iteration = SessionState.model_validate_json(journal_state[0]).iterations if journal_state else 0
-        now = utcnow()
-        wait = _approvals.new_wait(policy, suspended.calls, iteration, now)
-        await self._yield_record(
-            job,
-            "approval_requested",
-            {
-                "calls": [c.model_dump(mode="json") for c in wait.calls],
-                "approvers": wait.approvers,
-                "strategy": wait.strategy,
-                "deadline": wait.deadline.isoformat(),
-            },
-        )
-        await self._emit(job.id, ApprovalChanged(phase="requested", calls=wait.calls))
-        if policy is None or not policy.approvers:
-            why = "no approver is configured for this agent: approved at once"
-            await self._decide(job, wait, _approvals.automatic(True, why, now))
-            return True
-        names = ", ".join(f"{c.name} ({c.tool_use_id})" for c in wait.calls)
-        await self._transition(
-            job.id,
-            JobState.AWAITING_APPROVAL,
-            detail=f"waiting for approval of {names} by {policy.strategy} of {', '.join(policy.approvers)}",
-            approval=wait,
-        )
-        if job.origin != "submit":
-            self._decided[job.id] = asyncio.Event()
-        self._arm_approval_timeout(job.id, wait)
-        return False
-
-    async def _wait_decision(self, job_id: str) -> None:
-        event = self._decided.get(job_id)
-        if event is not None:
-            try:
-                await event.wait()
-            finally:
-                self._decided.pop(job_id, None)
-
-    def _arm_approval_timeout(self, job_id: str, wait: ApprovalWait) -> None:
-        async def fire() -> None:
-            await asyncio.sleep(max(0.0, (wait.deadline - utcnow()).total_seconds()))
-            self._approval_timers.pop(job_id, None)
-            job = await self.store.get(job_id)
-            if job is None or job.state is not JobState.AWAITING_APPROVAL or job.approval is None:
-                return
-            approve = job.approval.on_timeout == "approve"
-            why = f"no decision within the approval timeout: {job.approval.on_timeout}ed by the policy"
-            await self._decide(job, job.approval, _approvals.automatic(approve, why, utcnow()))
-
-        old = self._approval_timers.pop(job_id, None)
-        if old is not None:
-            old.cancel()
-        self._approval_timers[job_id] = asyncio.create_task(fire(), name=f"airlock-approval-{job_id}")
-
-    async def approve(self, job_id: str, approver: str, comment: str = "") -> Job:
-        """Record ``approver``'s approval of the calls ``job_id`` waits for; the job resumes
-        once the agent's strategy is satisfied.
-
-        Raises:
-            JobNotFound: no such job.
-            JobNotAwaiting: the job waits for no approval.
-            NotAnApprover: ``approver`` is not one of the agent's approvers.
-        """
-        return await self._human_decision(job_id, approver, True, comment)
-
-    async def reject(self, job_id: str, approver: str, reason: str) -> Job:
-        """Record ``approver``'s rejection (``reason`` is what the model reads); raises as
-        :meth:`approve`."""
-        return await self._human_decision(job_id, approver, False, reason)
-
-    async def _human_decision(self, job_id: str, approver: str, approve: bool, comment: str) -> Job:
-        job = await self.get(job_id)
-        if job.state is not JobState.AWAITING_APPROVAL or job.approval is None:
-            raise JobNotAwaiting(f"job {job_id} is {job.state.value}: it waits for no approval")
-        policy = self.runner.agent(job.agent).approval
-        problem = policy.approver_problem(approver) if policy is not None else "no approval policy"
-        if problem is not None:
-            raise NotAnApprover(problem)
-        decision = ApprovalDecision(approver=approver, approve=approve, comment=comment, time=utcnow())
-        await self._decide(job, job.approval, decision)
-        return await self.get(job_id)
-
-    async def _decide(self, job: Job, wait: ApprovalWait, decision: ApprovalDecision) -> None:
-        """Record one decision; once the policy settles the wait, apply it to the job's
-        checkpoint and let the job resume."""
-        wait = wait.model_copy(update={"decisions": [*wait.decisions, decision]})
-        await self._yield_record(job, "approval_decision", decision.model_dump(mode="json"))
-        await self._emit(job.id, ApprovalChanged(phase="decided", decision=decision))
-        outcome = _approvals.outcome_of(self.runner.agent(job.agent).approval, wait)
-        if outcome is None:
-            await self.store.update(job.id, approval=wait)
-            return
-        wait = wait.model_copy(update={"outcome": outcome})
-        await self._yield_record(
-            job, "approval_resolved", {"outcome": outcome, "calls": [c.tool_use_id for c in wait.calls]}
-        )
-        saved = await self.store.checkpoint(job.id)
-        if saved is not None:
-            state = _approvals.apply_outcome(SessionState.model_validate_json(saved[0]), wait)
-            await self.store.save_checkpoint(job.id, state.model_dump_json(), saved[1])
-        await self._emit(job.id, ApprovalChanged(phase="resolved", outcome=outcome))
-        timer = self._approval_timers.pop(job.id, None)
-        if timer is not None and timer is not asyncio.current_task():
-            timer.cancel()
-        if job.state is not JobState.AWAITING_APPROVAL:  # decided at once, the job still runs
-            await self.store.update(job.id, approval=wait)
-            return
-        if job.origin != "submit":
-            await self.store.update(job.id, approval=wait)
-            decided = self._decided.get(job.id)
-            if decided is not None:
-                decided.set()
-            return
-        resumed = await self._resume_event(job, "approval", f"the calls it waited for were {outcome}")
-        requeued = await self._transition(
-            job.id,
-            JobState.QUEUED,
-            detail=f"{outcome}; resume {resumed.resume} continues from its checkpoint",
-            approval=wait,
-            only_from=[JobState.AWAITING_APPROVAL],
-            resumed=True,
-        )
-        if requeued is not None:
-            async with self._wake:
-                self._queue.push(QueuedJob(requeued.id, requeued.queue, requeued.session))
-                self._wake.notify()
-
     # -- controls of a running turn -----------------------------------------------------------
 
-    def start_paused(self, job_id: str) -> None:
-        """Start the job's next execution paused, before its first model call (``airlock run
-        --step``); step or resume it from there."""
-        self._paused_at_start.add(job_id)
-
-    def _handle(self, job_id: str) -> TurnHandle:
-        handle = self._handles.get(job_id)
-        if handle is None or not handle.running:
-            raise JobNotAwaiting(f"job {job_id} has no turn running in a sandbox now")
-        return handle
-
-    async def _control(self, job_id: str, call: str) -> Any:
-        await self.get(job_id)
-        handle = self._handle(job_id)
-        from airlock.runner import RunnerCallError
-
-        try:
-            return await getattr(handle, call)()
-        except (RunnerCallError, TurnNotRunning) as e:
-            raise JobNotAwaiting(f"job {job_id}: {e}") from e
-
-    async def pause(self, job_id: str) -> None:
-        """Pause the job's running turn at its next step boundary.
-
-        Raises:
-            JobNotFound: no such job.
-            JobNotAwaiting: no turn of it runs in a sandbox now.
-        """
-        await self._control(job_id, "pause")
-        await self._log(job_id, "info", "pause requested: the turn stops at its next step boundary")
-
-    async def resume(self, job_id: str) -> None:
-        """Let the job's paused turn run on (raises as :meth:`pause`)."""
-        await self._control(job_id, "resume")
-        self._paused.discard(job_id)
-        await self._log(job_id, "info", "resumed by a user")
-
-    async def step(self, job_id: str) -> tuple[StepInfo, list[JobEvent]]:
-        """Run exactly one step of the job's paused turn: what it did, and the events the job
-        recorded meanwhile (raises as :meth:`pause`; not paused: JobNotAwaiting)."""
-        before = await self.store.events(job_id)
-        after = before[-1].seq if before else 0
-        info: StepInfo = await self._control(job_id, "step")
-        return info, await self.store.events(job_id, after_seq=after)
-
-    async def inspect(self, job_id: str) -> Inspection:
-        """The job's session as of its latest checkpoint: messages, counters, and the calls of
-        its open step that are not finished (or wait for approval)."""
-        job = await self.get(job_id)
-        journal = self._journals.get(job_id)
-        state = journal.state if journal is not None else None
-        if state is None:
-            saved = await self.store.checkpoint(job_id)
-            state = SessionState.model_validate_json(saved[0]) if saved is not None else None
-        handle = self._handles.get(job_id)
-        paused = handle is not None and handle.running and job_id in self._paused
-        pending: list[PendingCall] = []
-        if job.state is JobState.AWAITING_APPROVAL and job.approval is not None:
-            pending = list(job.approval.calls)
-        elif state is not None:
-            done = {c.tool_use_id for c in state.completed}
-            pending = [
-                PendingCall(tool_use_id=u.id, name=u.name, input=u.input)
-                for u in state.open_uses()
-                if u.id not in done
-            ]
-        running = handle is not None and handle.running
-        return Inspection(job=job, state=state, running=running, paused=paused, pending=pending)
-
-    async def signal(self, workflow: str, signal_type: str, data: JsonValue = None) -> tuple[int, list[str]]:
-        """Record a signal for ``workflow`` (as a Signal effect would) and deliver it into the
-        running turns of its jobs at their next step boundary: the number of signals the
-        workflow has received, and the jobs it reached."""
-        count = await self.store.record_signal(workflow, signal_type, data, None)
-        sent = SignalRecorded(target=workflow, signal_type=signal_type, data=data, count=count)
-        delivered = []
-        for job in await self.store.find(JobFilter(workflow=workflow, limit=100)):
-            if job.state.terminal:
-                continue
-            await self._emit(job.id, sent)
-            if await self.deliver(job, signal_type, data, None):
-                delivered.append(job.id)
-        return count, delivered
-
-    async def deliver(self, job: Job, signal_type: str, data: JsonValue, sender: str | None) -> bool:
-        """Hand a signal to ``job``'s running turn (recorded in its thread); False when no turn
-        of it runs now (the signal stays recorded for the workflow)."""
-        handle = self._handles.get(job.id)
-        journal = self._journals.get(job.id)
-        if handle is None or not handle.running or journal is None:
-            return False
-        if signal_type == "budget" and isinstance(data, dict):
-            journal.allow_overrides(data)
-        try:
-            await handle.signal(signal_type, data)
-        except Exception as e:  # the turn ended meanwhile
-            _log.info("signal %s not delivered to job %s: %s", signal_type, job.id, e)
-            return False
-        root = await self._root(job)
-        deps: tuple[str, ...] = ()
-        tip = await self.weaves.tip(root, job.id)
-        if sender is not None:
-            sender_tip = await self.weaves.tip(root, sender)
-            deps = tuple(r.id for r in (tip, sender_tip) if r is not None)
-        await self.weaves.record(
-            root,
-            job=job.id,
-            agent=job.agent,
-            type=RecordType.SPEECH,
-            kind="signal",
-            content={"signal_type": signal_type, "data": data, "from_job": sender},
-            depends_on=tuple(dict.fromkeys(deps)),
-        )
-        return True
-
     # -- the audit ----------------------------------------------------------------------------------
-
-    async def weave(self, job_id: str) -> tuple[str, list[TurnRecord]]:
-        """The root of ``job_id``'s tree and every turn record of it, as stored."""
-        root = await self._root(await self.get(job_id))
-        return root, await self.weaves.load(root)
-
-    async def verify(self, job_id: str) -> tuple[str, ChainReport]:
-        """Check the hash chain (and, with the audit key, the seals) of ``job_id``'s tree."""
-        root = await self._root(await self.get(job_id))
-        return root, await self.weaves.verify(root)
 
     # -- effects ---------------------------------------------------------------------------------
 
@@ -1177,24 +671,6 @@ class JobService:
                 message = f"its parent job {job.id} ended before this job's effects were applied"
                 await self._finish_shielded(child.id, why, JobError(kind=why.value, message=message))
         return report
-
-    async def _effect_record(self, root: Job, owner: Job, outcome: EffectOutcome, child: Job | None) -> None:
-        """One applied (or refused) effect in its declaring job's thread; a delegate's or
-        handoff's outcome also depends on the child's last record (a knot of the two)."""
-        deps: tuple[str, ...] = ()
-        if child is not None:
-            tips = [await self.weaves.tip(root.id, owner.id), await self.weaves.tip(root.id, child.id)]
-            deps = tuple(dict.fromkeys(t.id for t in tips if t is not None))
-        content = outcome.model_dump(mode="json", exclude={"child_output", "follow_up"}, exclude_none=True)
-        await self.weaves.record(
-            root.id,
-            job=owner.id,
-            agent=owner.agent,
-            type=RecordType.ACTION,
-            kind="effect",
-            content=content,
-            depends_on=deps,
-        )
 
     async def _finish_child(self, child: Job, outcome: EffectOutcome) -> None:
         """A child's own effects were applied: it succeeded; tell its parent's record."""
@@ -1270,85 +746,3 @@ class JobService:
                 f"child job {child.id} ({agent}) ended {final.state.value}: {why}"
             )
         return final, output
-
-
-class JobOrchestrator:
-    """The layer0 Orchestrator the effect executor uses for one submitted job.
-
-    ``dispatch`` runs the agent as a child job of the submitted one (its own sandbox and
-    policy, its own record, under the parent); ``signal`` records the signal durably under
-    its workflow and on the job's record; ``query`` answers from those records.
-    """
-
-    def __init__(self, service: JobService, job: Job) -> None:
-        self._service = service
-        self._job = job
-        #: Children whose own effects are being applied (the executor goes depth first, one
-        #: effect at a time): a dispatch now comes from the last of them.
-        self._applying: list[Job] = []
-
-    async def dispatch(self, agent: AgentId, input: TurnInput) -> TurnOutput:
-        """Run ``agent`` on ``input`` as a child job of the job whose effect asked for it;
-        its output (``OrchError`` on failure)."""
-        origin: JobOrigin = (
-            "handoff"
-            if isinstance(input.metadata, dict) and "handoff_state" in input.metadata
-            else "delegate"
-        )
-        parent = self.current
-        child, output = await self._service.run_child(parent, agent, input, origin)
-        self._applying.append(child)
-        return output
-
-    @property
-    def current(self) -> Job:
-        """The job whose effects are being applied now."""
-        return self._applying[-1] if self._applying else self._job
-
-    def follow_up_done(self) -> Job | None:
-        """The executor finished applying the last dispatched child's effects; that child."""
-        return self._applying.pop() if self._applying else None
-
-    def pending(self) -> list[Job]:
-        """Dispatched children whose effects were not (yet) all applied, outermost first."""
-        return list(self._applying)
-
-    async def dispatch_many(self, tasks: list[tuple[AgentId, TurnInput]]) -> list[TurnOutput | OrchError]:
-        """Run children concurrently; failures in their places."""
-
-        async def one(agent: AgentId, input: TurnInput) -> TurnOutput | OrchError:
-            try:
-                return await self.dispatch(agent, input)
-            except OrchError as e:
-                return e
-
-        return list(await asyncio.gather(*(one(a, i) for a, i in tasks)))
-
-    async def signal(self, target: WorkflowId, signal: SignalPayload) -> None:
-        """Record ``signal`` for ``target`` durably, on this job's record, and on the record of
-        every job of that workflow that is not finished (they see it in their watch stream);
-        a turn of such a job that runs now receives it at its next step boundary."""
-        service = self._service
-        count = await service.store.record_signal(
-            str(target), signal.signal_type, signal.data, self.current.id
-        )
-        sent = SignalRecorded(
-            target=str(target), signal_type=signal.signal_type, data=signal.data, count=count
-        )
-        await service._emit(self._job.id, sent)
-        receivers = await service.store.find(JobFilter(workflow=str(target), limit=100))
-        for job in receivers:
-            if job.id != self._job.id and not job.state.terminal:
-                await service._emit(job.id, sent.model_copy(update={"from_job": self.current.id}))
-                await service.deliver(job, signal.signal_type, signal.data, self.current.id)
-
-    async def query(self, target: WorkflowId, query: QueryPayload) -> Any:
-        """``signals``: the signals recorded for ``target``; ``signal_count``: how many."""
-        signals = await self._service.store.signals(str(target))
-        if query.query_type == "signals":
-            return signals
-        if query.query_type == "signal_count":
-            return len(signals)
-        raise OrchError.other(
-            f"unknown query_type {query.query_type!r}; this orchestrator answers: signals, signal_count"
-        )

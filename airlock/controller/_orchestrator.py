@@ -1,0 +1,111 @@
+"""JobOrchestrator: the layer0 Orchestrator the effect executor uses for one submitted job."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from layer0 import (
+    AgentId,
+    OrchError,
+    QueryPayload,
+    SignalPayload,
+    TurnInput,
+    TurnOutput,
+    WorkflowId,
+)
+
+from ._model import (
+    Job,
+    JobFilter,
+    JobOrigin,
+    SignalRecorded,
+)
+
+if TYPE_CHECKING:
+    from ._service import JobService
+
+_log = logging.getLogger("airlock.jobs")
+
+
+class JobOrchestrator:
+    """The layer0 Orchestrator the effect executor uses for one submitted job.
+
+    ``dispatch`` runs the agent as a child job of the submitted one (its own sandbox and
+    policy, its own record, under the parent); ``signal`` records the signal durably under
+    its workflow and on the job's record; ``query`` answers from those records.
+    """
+
+    def __init__(self, service: JobService, job: Job) -> None:
+        self._service = service
+        self._job = job
+        #: Children whose own effects are being applied (the executor goes depth first, one
+        #: effect at a time): a dispatch now comes from the last of them.
+        self._applying: list[Job] = []
+
+    async def dispatch(self, agent: AgentId, input: TurnInput) -> TurnOutput:
+        """Run ``agent`` on ``input`` as a child job of the job whose effect asked for it;
+        its output (``OrchError`` on failure)."""
+        origin: JobOrigin = (
+            "handoff"
+            if isinstance(input.metadata, dict) and "handoff_state" in input.metadata
+            else "delegate"
+        )
+        parent = self.current
+        child, output = await self._service.run_child(parent, agent, input, origin)
+        self._applying.append(child)
+        return output
+
+    @property
+    def current(self) -> Job:
+        """The job whose effects are being applied now."""
+        return self._applying[-1] if self._applying else self._job
+
+    def follow_up_done(self) -> Job | None:
+        """The executor finished applying the last dispatched child's effects; that child."""
+        return self._applying.pop() if self._applying else None
+
+    def pending(self) -> list[Job]:
+        """Dispatched children whose effects were not (yet) all applied, outermost first."""
+        return list(self._applying)
+
+    async def dispatch_many(self, tasks: list[tuple[AgentId, TurnInput]]) -> list[TurnOutput | OrchError]:
+        """Run children concurrently; failures in their places."""
+
+        async def one(agent: AgentId, input: TurnInput) -> TurnOutput | OrchError:
+            try:
+                return await self.dispatch(agent, input)
+            except OrchError as e:
+                return e
+
+        return list(await asyncio.gather(*(one(a, i) for a, i in tasks)))
+
+    async def signal(self, target: WorkflowId, signal: SignalPayload) -> None:
+        """Record ``signal`` for ``target`` durably, on this job's record, and on the record of
+        every job of that workflow that is not finished (they see it in their watch stream);
+        a turn of such a job that runs now receives it at its next step boundary."""
+        service = self._service
+        count = await service.store.record_signal(
+            str(target), signal.signal_type, signal.data, self.current.id
+        )
+        sent = SignalRecorded(
+            target=str(target), signal_type=signal.signal_type, data=signal.data, count=count
+        )
+        await service._emit(self._job.id, sent)
+        receivers = await service.store.find(JobFilter(workflow=str(target), limit=100))
+        for job in receivers:
+            if job.id != self._job.id and not job.state.terminal:
+                await service._emit(job.id, sent.model_copy(update={"from_job": self.current.id}))
+                await service.deliver(job, signal.signal_type, signal.data, self.current.id)
+
+    async def query(self, target: WorkflowId, query: QueryPayload) -> Any:
+        """``signals``: the signals recorded for ``target``; ``signal_count``: how many."""
+        signals = await self._service.store.signals(str(target))
+        if query.query_type == "signals":
+            return signals
+        if query.query_type == "signal_count":
+            return len(signals)
+        raise OrchError.other(
+            f"unknown query_type {query.query_type!r}; this orchestrator answers: signals, signal_count"
+        )

@@ -1,0 +1,164 @@
+"""The JobService's approvals: a job waits (holding no worker), decisions are recorded and
+combined by the agent's policy, a timeout decides by itself, the decided job resumes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from airlock.policy import ApprovalDecision
+from airlock.turn import (
+    SessionState,
+    SuspendedForApproval,
+)
+
+from . import _approvals
+from ._model import (
+    ApprovalChanged,
+    ApprovalWait,
+    Job,
+    JobState,
+    utcnow,
+)
+from ._queue import QueuedJob
+from ._service_core import JobNotAwaiting, NotAnApprover
+from ._service_records import RecordsMixin
+
+_log = logging.getLogger("airlock.jobs")
+
+
+class ApprovalsMixin(RecordsMixin):
+    """Waiting for, and deciding, the tool calls an agent's approval gate stops before."""
+
+    async def _await_approval(self, job: Job, suspended: SuspendedForApproval) -> bool:
+        """Record that ``job`` waits for approval of ``suspended``'s calls; True when the policy
+        decided at once (no approver configured: the job resumes now)."""
+        agent = self.runner.agent(job.agent)
+        policy = agent.approval
+        journal_state = await self.store.checkpoint(job.id)
+        iteration = SessionState.model_validate_json(journal_state[0]).iterations if journal_state else 0
+        now = utcnow()
+        wait = _approvals.new_wait(policy, suspended.calls, iteration, now)
+        await self._yield_record(
+            job,
+            "approval_requested",
+            {
+                "calls": [c.model_dump(mode="json") for c in wait.calls],
+                "approvers": wait.approvers,
+                "strategy": wait.strategy,
+                "deadline": wait.deadline.isoformat(),
+            },
+        )
+        await self._emit(job.id, ApprovalChanged(phase="requested", calls=wait.calls))
+        if policy is None or not policy.approvers:
+            why = "no approver is configured for this agent: approved at once"
+            await self._decide(job, wait, _approvals.automatic(True, why, now))
+            return True
+        names = ", ".join(f"{c.name} ({c.tool_use_id})" for c in wait.calls)
+        await self._transition(
+            job.id,
+            JobState.AWAITING_APPROVAL,
+            detail=f"waiting for approval of {names} by {policy.strategy} of {', '.join(policy.approvers)}",
+            approval=wait,
+        )
+        if job.origin != "submit":
+            self._decided[job.id] = asyncio.Event()
+        self._arm_approval_timeout(job.id, wait)
+        return False
+
+    async def _wait_decision(self, job_id: str) -> None:
+        event = self._decided.get(job_id)
+        if event is not None:
+            try:
+                await event.wait()
+            finally:
+                self._decided.pop(job_id, None)
+
+    def _arm_approval_timeout(self, job_id: str, wait: ApprovalWait) -> None:
+        async def fire() -> None:
+            await asyncio.sleep(max(0.0, (wait.deadline - utcnow()).total_seconds()))
+            self._approval_timers.pop(job_id, None)
+            job = await self.store.get(job_id)
+            if job is None or job.state is not JobState.AWAITING_APPROVAL or job.approval is None:
+                return
+            approve = job.approval.on_timeout == "approve"
+            why = f"no decision within the approval timeout: {job.approval.on_timeout}ed by the policy"
+            await self._decide(job, job.approval, _approvals.automatic(approve, why, utcnow()))
+
+        old = self._approval_timers.pop(job_id, None)
+        if old is not None:
+            old.cancel()
+        self._approval_timers[job_id] = asyncio.create_task(fire(), name=f"airlock-approval-{job_id}")
+
+    async def approve(self, job_id: str, approver: str, comment: str = "") -> Job:
+        """Record ``approver``'s approval of the calls ``job_id`` waits for; the job resumes
+        once the agent's strategy is satisfied.
+
+        Raises:
+            JobNotFound: no such job.
+            JobNotAwaiting: the job waits for no approval.
+            NotAnApprover: ``approver`` is not one of the agent's approvers.
+        """
+        return await self._human_decision(job_id, approver, True, comment)
+
+    async def reject(self, job_id: str, approver: str, reason: str) -> Job:
+        """Record ``approver``'s rejection (``reason`` is what the model reads); raises as
+        :meth:`approve`."""
+        return await self._human_decision(job_id, approver, False, reason)
+
+    async def _human_decision(self, job_id: str, approver: str, approve: bool, comment: str) -> Job:
+        job = await self.get(job_id)
+        if job.state is not JobState.AWAITING_APPROVAL or job.approval is None:
+            raise JobNotAwaiting(f"job {job_id} is {job.state.value}: it waits for no approval")
+        policy = self.runner.agent(job.agent).approval
+        problem = policy.approver_problem(approver) if policy is not None else "no approval policy"
+        if problem is not None:
+            raise NotAnApprover(problem)
+        decision = ApprovalDecision(approver=approver, approve=approve, comment=comment, time=utcnow())
+        await self._decide(job, job.approval, decision)
+        return await self.get(job_id)
+
+    async def _decide(self, job: Job, wait: ApprovalWait, decision: ApprovalDecision) -> None:
+        """Record one decision; once the policy settles the wait, apply it to the job's
+        checkpoint and let the job resume."""
+        wait = wait.model_copy(update={"decisions": [*wait.decisions, decision]})
+        await self._yield_record(job, "approval_decision", decision.model_dump(mode="json"))
+        await self._emit(job.id, ApprovalChanged(phase="decided", decision=decision))
+        outcome = _approvals.outcome_of(self.runner.agent(job.agent).approval, wait)
+        if outcome is None:
+            await self.store.update(job.id, approval=wait)
+            return
+        wait = wait.model_copy(update={"outcome": outcome})
+        await self._yield_record(
+            job, "approval_resolved", {"outcome": outcome, "calls": [c.tool_use_id for c in wait.calls]}
+        )
+        saved = await self.store.checkpoint(job.id)
+        if saved is not None:
+            state = _approvals.apply_outcome(SessionState.model_validate_json(saved[0]), wait)
+            await self.store.save_checkpoint(job.id, state.model_dump_json(), saved[1])
+        await self._emit(job.id, ApprovalChanged(phase="resolved", outcome=outcome))
+        timer = self._approval_timers.pop(job.id, None)
+        if timer is not None and timer is not asyncio.current_task():
+            timer.cancel()
+        if job.state is not JobState.AWAITING_APPROVAL:  # decided at once, the job still runs
+            await self.store.update(job.id, approval=wait)
+            return
+        if job.origin != "submit":
+            await self.store.update(job.id, approval=wait)
+            decided = self._decided.get(job.id)
+            if decided is not None:
+                decided.set()
+            return
+        resumed = await self._resume_event(job, "approval", f"the calls it waited for were {outcome}")
+        requeued = await self._transition(
+            job.id,
+            JobState.QUEUED,
+            detail=f"{outcome}; resume {resumed.resume} continues from its checkpoint",
+            approval=wait,
+            only_from=[JobState.AWAITING_APPROVAL],
+            resumed=True,
+        )
+        if requeued is not None:
+            async with self._wake:
+                self._queue.push(QueuedJob(requeued.id, requeued.queue, requeued.session))
+                self._wake.notify()

@@ -1,0 +1,167 @@
+"""The JobService's turn records and resumes: where a job's tree keeps its weave, what each
+job's first record depends on, and noting that a job continues from its checkpoint."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airlock.controller.effects import EffectOutcome
+from airlock.errors import ConfigError
+from airlock.turn import (
+    CONE_KEY,
+    CONE_SCOPE,
+    SessionState,
+)
+from airlock.weave import RecordType, TurnRecord
+from layer0 import (
+    Scope,
+    TurnInput,
+)
+
+from ._model import (
+    Job,
+    JobResumed,
+    JobState,
+    ResumeCause,
+)
+from ._service_core import ServiceCore
+
+_log = logging.getLogger("airlock.jobs")
+
+
+class RecordsMixin(ServiceCore):
+    """Records of a job tree written by the controller itself (inputs, effects, approvals,
+    resumes), and the resume bookkeeping."""
+
+    async def _root(self, job: Job) -> str:
+        """The root of ``job``'s tree (the submitted job its weave is kept under)."""
+        while job.parent_id is not None:
+            parent = await self.store.get(job.parent_id)
+            if parent is None:
+                break
+            job = parent
+        return job.id
+
+    async def _cone_entry(self, root: str, tip: str) -> tuple[Scope, str, Any]:
+        """The state entry a causal_cone turn reads: the records ``tip`` depends on (itself,
+        the turn's input, aside), linearized, and the size of the whole weave. The sandbox
+        receives no record outside the cone."""
+        cone, total = await self.weaves.cone(root, tip)
+        records = [
+            {"id": r.id, "agent": r.agent, "type": r.type.value, "kind": r.kind, "content": r.content}
+            for r in cone
+            if r.id != tip
+        ]
+        return Scope.custom(CONE_SCOPE), CONE_KEY, {"records": records, "total": total}
+
+    async def _record_input(self, root: str, job: Job, input: TurnInput) -> tuple[str, ...]:
+        """Record what the job was asked (once); the records its first response depends on."""
+        tip = await self.weaves.tip(root, job.id)
+        if tip is not None:
+            return (tip.id,)
+        deps: tuple[str, ...] = ()
+        if job.parent_id is not None:
+            asked = await self._delegating_record(root, job.parent_id, job.agent, input)
+            deps = (asked.id,) if asked is not None else ()
+        content = {"message": input.message.model_dump(mode="json"), "origin": job.origin}
+        record = await self.weaves.record(
+            root,
+            job=job.id,
+            agent=job.agent,
+            type=RecordType.SPEECH,
+            kind="input",
+            content=content,
+            depends_on=deps,
+        )
+        return (record.id,)
+
+    async def _delegating_record(
+        self, root: str, parent: str, agent: str, input: TurnInput
+    ) -> TurnRecord | None:
+        """The parent's call that asked for this child (a delegate or handoff naming it): what
+        the child read. Its sibling children are not in its past. Else the parent's last record."""
+        thread = await self.weaves.thread(root, parent)
+        text = input.message.joined_text()
+        for record in reversed(thread):
+            content = record.content
+            if record.kind != "tool_call" or not isinstance(content, dict):
+                continue
+            asked = content.get("input")
+            if (
+                content.get("tool") in ("delegate", "handoff")
+                and isinstance(asked, dict)
+                and asked.get("agent") == agent
+                and asked.get("message", text) == text
+            ):
+                return record
+        return thread[-1] if thread else None
+
+    async def _yield_record(self, job: Job, kind: str, content: dict[str, Any]) -> TurnRecord:
+        return await self.weaves.record(
+            await self._root(job),
+            job=job.id,
+            agent=job.agent,
+            type=RecordType.YIELD,
+            kind=kind,
+            content=content,
+        )
+
+    async def _crash_resumes(self, job_id: str) -> int:
+        events = await self.store.events(job_id, kind="resume")
+        return sum(1 for e in events if isinstance(e.data, JobResumed) and e.data.cause != "approval")
+
+    async def _resumable_after_restart(self, job: Job) -> bool:
+        if job.origin != "submit" or job.state not in (JobState.PROVISIONING, JobState.RUNNING):
+            return False
+        try:
+            agent = self.runner.agent(job.agent)
+        except ConfigError:
+            return False
+        return await self._crash_resumes(job.id) < agent.durability.max_resumes
+
+    async def _resume_event(self, job: Job, cause: ResumeCause, reason: str) -> JobResumed:
+        saved = await self.store.checkpoint(job.id)
+        iteration = SessionState.model_validate_json(saved[0]).iterations if saved is not None else 0
+        event = JobResumed(resume=job.resumes + 1, cause=cause, reason=reason, iteration=iteration)
+        await self._emit(job.id, event)
+        root = await self._root(job)
+        await self.weaves.record(
+            root,
+            job=job.id,
+            agent=job.agent,
+            type=RecordType.SILENCE,
+            kind="resume",
+            content={"cause": cause, "reason": reason, "iteration": iteration, "resume": job.resumes + 1},
+        )
+        return event
+
+    async def _resumed(self, job: Job, cause: ResumeCause, reason: str) -> Job:
+        """Note that ``job`` continues in a fresh sandbox from its last checkpoint."""
+        event = await self._resume_event(job, cause, reason)
+        detail = f"resume {event.resume} ({reason}); continuing after model call {event.iteration}"
+        return await self._transition(job.id, JobState.PROVISIONING, detail=detail, resumed=True) or job
+
+    async def _requeue_resumed(self, job: Job, reason: str) -> None:
+        """A job the previous controller held: queued to resume from its last checkpoint."""
+        event = await self._resume_event(job, "restart", reason)
+        detail = f"resume {event.resume} ({reason}); continuing after model call {event.iteration}"
+        await self._transition(job.id, JobState.QUEUED, detail=detail, resumed=True)
+
+    async def _effect_record(self, root: Job, owner: Job, outcome: EffectOutcome, child: Job | None) -> None:
+        """One applied (or refused) effect in its declaring job's thread; a delegate's or
+        handoff's outcome also depends on the child's last record (a knot of the two)."""
+        deps: tuple[str, ...] = ()
+        if child is not None:
+            tips = [await self.weaves.tip(root.id, owner.id), await self.weaves.tip(root.id, child.id)]
+            deps = tuple(dict.fromkeys(t.id for t in tips if t is not None))
+        content = outcome.model_dump(mode="json", exclude={"child_output", "follow_up"}, exclude_none=True)
+        await self.weaves.record(
+            root.id,
+            job=owner.id,
+            agent=owner.agent,
+            type=RecordType.ACTION,
+            kind="effect",
+            content=content,
+            depends_on=deps,
+        )
