@@ -88,11 +88,13 @@ class Checkpoint(_Event):
 
     ``state`` is the ``SessionState`` as JSON whose ``messages`` hold only the messages from
     index ``messages_from`` on (the ones before are unchanged since the previous checkpoint;
-    0 after a compaction rewrote them): apply it with ``SessionState.apply_checkpoint``.
+    0 after a compaction rewrote them), and ``tool_records`` those from ``tool_records_from``
+    on: rebuild it with ``SessionState.from_checkpoint``.
     """
 
     type: Literal["checkpoint"] = "checkpoint"
     messages_from: int
+    tool_records_from: int = 0
     state: dict[str, JsonValue]
 
 

@@ -156,8 +156,11 @@ class TurnSession:
         self._pause_requested = False
         self._awaiting: list[PendingCall] = []
         self._inbox: list[tuple[str, JsonValue]] = []
-        #: Messages the latest checkpoint carried (a checkpoint sends only the ones after).
+        #: Messages and tool records the latest checkpoint carried (a checkpoint sends only
+        #: the ones after); whether the state changed since.
         self._journaled: int | None = None
+        self._records_journaled = 0
+        self._unsaved = False
         self._announced = False
         if state.started and state.iterations:  # a provider keeping its place follows the snapshot
             resume_at = getattr(turn.provider, "resume_at", None)
@@ -471,7 +474,9 @@ class TurnSession:
             )
             st.messages = compacted
             self._journaled = 0
-        await self._checkpoint()
+            self._unsaved = True
+        if self._unsaved:  # else the last call's checkpoint already resumes to here
+            await self._checkpoint()
         return StepResult(iteration=iteration, text=text, stop_reason=stop, tool_executions=executions)
 
     def _ended_before_resume(self) -> ExitReason | None:
@@ -569,8 +574,11 @@ class TurnSession:
             return
         st = self._state
         since = 0 if self._journaled is None else min(self._journaled, len(st.messages))
-        await self._emit(st.checkpoint(since))
+        records = 0 if self._journaled is None else min(self._records_journaled, len(st.tool_records))
+        await self._emit(st.checkpoint(since, records))
         self._journaled = len(st.messages)
+        self._records_journaled = len(st.tool_records)
+        self._unsaved = False
 
     def _limit_exit(self) -> ExitReason | None:
         st = self._state
@@ -719,6 +727,7 @@ class TurnSession:
     def _completed(self, execution: ToolExecution) -> ToolExecution:
         """Note a call of the open step as done (a checkpoint from now on carries it)."""
         self._state.completed.append(execution)
+        self._unsaved = True
         return execution
 
     async def _declare_effect(self, use: ToolUsePart, tool_input: JsonValue) -> ToolExecution:

@@ -69,11 +69,13 @@ class SessionState(BaseModel):
             return []
         return [p for p in last.content if isinstance(p, ToolUsePart)]
 
-    def checkpoint(self, messages_from: int) -> Checkpoint:
-        """This state as a Checkpoint event carrying the messages from ``messages_from`` on."""
-        data = self.model_dump(mode="json", exclude={"messages"})
+    def checkpoint(self, messages_from: int, tool_records_from: int = 0) -> Checkpoint:
+        """This state as a Checkpoint event carrying the messages from ``messages_from`` on and
+        the tool records from ``tool_records_from`` on."""
+        data = self.model_dump(mode="json", exclude={"messages", "tool_records"})
         data["messages"] = [m.model_dump(mode="json") for m in self.messages[messages_from:]]
-        return Checkpoint(messages_from=messages_from, state=data)
+        data["tool_records"] = [r.model_dump(mode="json") for r in self.tool_records[tool_records_from:]]
+        return Checkpoint(messages_from=messages_from, tool_records_from=tool_records_from, state=data)
 
     @classmethod
     def from_checkpoint(cls, event: Checkpoint, previous: SessionState | None = None) -> SessionState:
@@ -84,13 +86,16 @@ class SessionState(BaseModel):
                 does not validate.
         """
         kept = previous.messages[: event.messages_from] if previous is not None else []
-        if len(kept) != event.messages_from:
-            have = len(previous.messages) if previous is not None else 0
+        records = previous.tool_records[: event.tool_records_from] if previous is not None else []
+        if len(kept) != event.messages_from or len(records) != event.tool_records_from:
+            have = (len(previous.messages), len(previous.tool_records)) if previous is not None else (0, 0)
             raise ValueError(
-                f"the checkpoint keeps the first {event.messages_from} message(s), but only {have} are known"
+                f"the checkpoint keeps the first {event.messages_from} message(s) and "
+                f"{event.tool_records_from} tool record(s), but only {have[0]} and {have[1]} are known"
             )
         state = cls.model_validate(event.state)
         state.messages = [*kept, *state.messages]
+        state.tool_records = [*records, *state.tool_records]
         return state
 
 

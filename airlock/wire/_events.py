@@ -101,7 +101,10 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
         return pb.TurnEvent(paused=pb.TurnPaused(iteration=event.iteration))
     if isinstance(event, Checkpoint):
         state = json_to_proto(event.state)
-        return pb.TurnEvent(checkpoint=pb.Checkpoint(messages_from=event.messages_from, state=state))
+        checkpoint = pb.Checkpoint(
+            messages_from=event.messages_from, tool_records_from=event.tool_records_from, state=state
+        )
+        return pb.TurnEvent(checkpoint=checkpoint)
     if isinstance(event, TurnSuspended):
         return suspended_event(event)
     if isinstance(event, ContextCompacted):
@@ -172,7 +175,11 @@ def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnErro
             state = json_field(message.checkpoint, "state")
             if not isinstance(state, dict):
                 raise MalformedMessage("a checkpoint's state is a JSON object", path="state")
-            return Checkpoint(messages_from=message.checkpoint.messages_from, state=state)
+            return Checkpoint(
+                messages_from=message.checkpoint.messages_from,
+                tool_records_from=message.checkpoint.tool_records_from,
+                state=state,
+            )
         if kind == "suspended":
             s2 = message.suspended
             calls = [

@@ -87,11 +87,12 @@ async def test_checkpoints_rebuild_the_session_state_from_deltas() -> None:
     output = await session.run()
     assert output is not None and output.exit_reason == ExitReason.complete()
     checkpoints = [e for e in rec.events if isinstance(e, Checkpoint)]
-    # assembly, then per step: the response, each tool, the step's end; the final response
-    # and the end of the turn
-    assert len(checkpoints) == 1 + (1 + 2 + 1) + (1 + 1 + 1) + 1 + 1
+    # assembly, then per step: the response and each tool (the last tool's checkpoint resumes
+    # to the step's end); the final response and the end of the turn
+    assert len(checkpoints) == 1 + (1 + 2) + (1 + 1) + 1 + 1
     assert checkpoints[0].messages_from == 0
     assert all(c.messages_from > 0 for c in checkpoints[1:]), "later ones carry only new messages"
+    assert [c.tool_records_from for c in checkpoints][-1] == 3, "and only new tool records"
     states = mirror(rec.events)
     assert comparable(states[-1]) == comparable(session.state)
 

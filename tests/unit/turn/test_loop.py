@@ -387,8 +387,7 @@ async def test_events_in_order_with_running_totals() -> None:
         "checkpoint",  # the model asked for a tool
         "tool_started",
         "tool_finished",
-        "checkpoint",  # the tool ran
-        "checkpoint",  # the step ended
+        "checkpoint",  # the tool ran (and so the step is done)
         "inference_started",
         "inference_finished",
         "checkpoint",  # the final answer

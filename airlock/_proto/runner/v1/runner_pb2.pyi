@@ -1751,7 +1751,9 @@ Global___ContextCompacted: _TypeAlias = ContextCompacted  # noqa: Y015
 @_typing.final
 class Checkpoint(_message.Message):
     """The session's state at a point a resumed execution can continue from: after context
-    assembly, after each model response, after each tool call, and at the end of each step.
+    assembly, after each model response, after each tool call, at the end of a step whose state
+    the last call's checkpoint does not hold (a compaction, a call that did not run), and at
+    the end of the turn.
     `state` is the JSON of the turn's SessionState (airlock.turn.SessionState: the input, the
     conversation, the counters, the open step's finished calls) whose `messages` hold only the
     messages from index `messages_from` on; the ones before are those of the previous
@@ -1763,7 +1765,10 @@ class Checkpoint(_message.Message):
 
     MESSAGES_FROM_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
+    TOOL_RECORDS_FROM_FIELD_NUMBER: _builtins.int
     messages_from: _builtins.int
+    tool_records_from: _builtins.int
+    """Likewise `state.tool_records` holds only the records from this index on."""
     @_builtins.property
     def state(self) -> Global___Json: ...
     def __init__(
@@ -1771,10 +1776,11 @@ class Checkpoint(_message.Message):
         *,
         messages_from: _builtins.int = ...,
         state: Global___Json | None = ...,
+        tool_records_from: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["state", b"state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages_from", b"messages_from", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages_from", b"messages_from", "state", b"state", "tool_records_from", b"tool_records_from"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
