@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from airlock.errors import AirlockError, shorten
+from airlock.errors import AirlockError
 from airlock.spec import HISTORY_KEY
 from layer0 import (
     Content,
@@ -39,7 +39,6 @@ from ._events import (
     InferenceFinished,
     InferenceStarted,
     PendingCall,
-    SignalDelivered,
     ToolFinished,
     ToolStarted,
     TurnEvent,
@@ -50,6 +49,7 @@ from ._events import (
 )
 from ._hooks import HookDecision
 from ._registry import ToolOutcome, ToolRegistry
+from ._signals import apply_signal
 from ._state import SessionState, StepResult, ToolExecution
 from ._tool import ToolContext
 from ._types import (
@@ -102,30 +102,6 @@ class ResolvedConfig:
 def call_signature(name: str, input: JsonValue) -> str:
     """A tool call's identity for loop detection: name plus canonical JSON input."""
     return name + ":" + json.dumps(input, sort_keys=True, separators=(",", ":"))
-
-
-_BUDGET_KEYS = {"max_turns": "max_turns", "max_cost": "max_cost", "max_duration_ms": "max_duration_ms"}
-
-
-def _budget_problem(data: JsonValue) -> str | None:
-    """Why ``data`` is not a budget change (an object of max_turns, max_cost, max_duration_ms)."""
-    if not isinstance(data, dict) or not data:
-        return "a budget signal's data is an object of max_turns, max_cost, max_duration_ms"
-    unknown = sorted(set(data) - set(_BUDGET_KEYS))
-    if unknown:
-        return f"unknown budget key(s) {', '.join(unknown)}; valid: {', '.join(_BUDGET_KEYS)}"
-    for key in ("max_turns", "max_duration_ms"):
-        value = data.get(key)
-        if key in data and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-            return f"{key} must be a positive integer"
-    if "max_cost" in data:
-        try:
-            cost = Decimal(str(data["max_cost"]))
-        except ArithmeticError:
-            return "max_cost must be a decimal amount"
-        if not cost.is_finite() or cost < 0 or isinstance(data["max_cost"], bool):
-            return "max_cost must be a decimal amount of at least 0"
-    return None
 
 
 def _overridden(cfg: ResolvedConfig, overrides: dict[str, Any]) -> ResolvedConfig:
@@ -528,44 +504,15 @@ class TurnSession:
 
     async def _deliver_signals(self) -> ExitReason | None:
         """Apply the signals delivered since the last boundary; an exit reason for ``cancel``."""
-        st = self._state
         while self._inbox:
-            signal_type, data = self._inbox.pop(0)
-            if signal_type == "cancel":
-                detail = data if isinstance(data, str) else json.dumps(data)
-                await self._emit(SignalDelivered(signal_type=signal_type, action="cancel", detail=detail))
-                st.effects.append(
-                    Log(level=LogLevel.WARN, message=f"turn cancelled by a signal: {detail}", data=data)
-                )
-                return ExitReason.custom("cancelled")
-            if signal_type == "budget":
-                problem = _budget_problem(data)
-                if problem is not None:
-                    await self._emit(
-                        SignalDelivered(signal_type=signal_type, action="ignored", detail=problem)
-                    )
-                    continue
-                assert isinstance(data, dict)
-                st.overrides.update(data)
-                self._cfg = _overridden(self._cfg, data)
-                await self._emit(
-                    SignalDelivered(
-                        signal_type=signal_type, action="budget", detail=json.dumps(data, sort_keys=True)
-                    )
-                )
-                continue
-            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-            note = TextPart(text=f"[signal {signal_type}] {text}")
-            last = st.messages[-1] if st.messages else None
-            if last is not None and last.role is Role.USER:
-                st.messages[-1] = ProviderMessage(role=Role.USER, content=[*last.content, note])
-                if self._journaled is not None:
-                    self._journaled = min(self._journaled, len(st.messages) - 1)
-            else:
-                st.messages.append(ProviderMessage(role=Role.USER, content=[note]))
-            await self._emit(
-                SignalDelivered(signal_type=signal_type, action="feedback", detail=shorten(text, 200))
-            )
+            outcome = apply_signal(self._state, *self._inbox.pop(0))
+            if outcome.overrides:
+                self._cfg = _overridden(self._cfg, outcome.overrides)
+            if outcome.rewrote is not None and self._journaled is not None:
+                self._journaled = min(self._journaled, outcome.rewrote)
+            await self._emit(outcome.event)
+            if outcome.exit is not None:
+                return outcome.exit
         return None
 
     async def _checkpoint(self) -> None:
