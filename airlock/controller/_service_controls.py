@@ -3,6 +3,7 @@ its audit (the weave of a job tree, and its verification)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -88,7 +89,17 @@ class ControlsMixin(RecordsMixin):
         recorded meanwhile (raises as :meth:`pause`; not paused: JobNotAwaiting)."""
         before = await self.store.events(job_id)
         after = before[-1].seq if before else 0
+        journal = self._journals.get(job_id)
+        calls = journal.state.iterations if journal is not None and journal.state is not None else 0
         info: StepInfo = await self._control(job_id, "step")
+        # The step's events travel on the execution's own stream: let its checkpoint land.
+        for _ in range(200):
+            state = journal.state if journal is not None else None
+            if info.complete or journal is None or (state is not None and state.iterations > calls):
+                break
+            if self._journals.get(job_id) is not journal:
+                break
+            await asyncio.sleep(0.01)
         return info, await self.store.events(job_id, after_seq=after)
 
     async def inspect(self, job_id: str) -> Inspection:

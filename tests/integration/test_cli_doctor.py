@@ -35,7 +35,7 @@ def test_doctor_with_the_real_engine(runner: CliRunner) -> None:
     assert docker_line.strip().startswith("OK") and "reachable" in docker_line
     assert any("image:" in line for line in lines)
     assert any("gvisor" in line for line in lines)
-    assert any("config:" in line and "is valid (6 agent(s)" in line for line in lines)
+    assert any("config:" in line and "is valid (8 agent(s)" in line for line in lines)
     # the model cache is a private empty dir (see _isolated): a warning, never an error
     assert any(line.startswith("WARN local model:") for line in lines)
     assert result.exit_code == (1 if any(line.startswith("FAIL") for line in lines) else 0)

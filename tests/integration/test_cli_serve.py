@@ -86,8 +86,10 @@ def cli_env(runner_image: str, state_dir: Path, tmp_path: Path) -> dict[str, str
 
 def _owned_by(client: Any, pid: int) -> tuple[list[Any], list[Any]]:
     owner = f"{socket.gethostname()}:{pid}"
-    containers = client.containers.list(all=True, filters={"label": f"{LABEL_OWNER}={owner}"})
-    networks = client.networks.list(filters={"label": f"{LABEL_OWNER}={owner}"})
+    # The low-level listing: containers.list() inspects each one, which fails for one being
+    # removed meanwhile (a sandbox's teardown, or a turn resumed in a fresh sandbox).
+    containers = client.api.containers(all=True, filters={"label": f"{LABEL_OWNER}={owner}"})
+    networks = client.api.networks(filters={"label": f"{LABEL_OWNER}={owner}"})
     return list(containers), list(networks)
 
 
