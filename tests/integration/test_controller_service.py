@@ -56,6 +56,7 @@ from layer0 import (
 )
 from tests.support.containers import OWNER, assert_none_left, my_containers, require_isolation
 from tests.support.controller import (
+    SERVE_SCRIPT,
     agent_config,
     running_controller,
     running_service,
@@ -449,24 +450,6 @@ async def test_session_history_carries_across_two_jobs(
 
 # -- restart --------------------------------------------------------------------------------------------
 
-_SERVE = """
-import asyncio, sys
-from pathlib import Path
-from airlock.config import load_config
-from airlock.controller import Controller, ControllerOptions, ServiceSettings
-
-async def main() -> None:
-    options = ControllerOptions(
-        data_dir=Path(sys.argv[2]), address="127.0.0.1:0", settings=ServiceSettings(concurrency=1),
-        sandbox_dir=Path(sys.argv[3]), image=sys.argv[4],
-    )
-    async with Controller(load_config(Path(sys.argv[1])), options) as controller:
-        print(controller.address, controller.token, flush=True)
-        await asyncio.Event().wait()
-
-asyncio.run(main())
-"""
-
 
 @pytest.mark.attack("faults")
 async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_queued_ones(
@@ -476,7 +459,7 @@ async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_qu
     never_resumed = {**sleeper(), "durability": {"max_resumes": 0}}
     config = write_config(tmp_path, {"sleeper": never_resumed, "echo": quick("after restart")})
     proc = subprocess.Popen(  # noqa: ASYNC220 - killed with SIGKILL below; asyncio's would reap it
-        [sys.executable, "-c", _SERVE, str(config), str(data_dir), str(state_dir), runner_image],
+        [sys.executable, "-c", SERVE_SCRIPT, str(config), str(data_dir), str(state_dir), runner_image],
         stdout=subprocess.PIPE,
         text=True,
     )

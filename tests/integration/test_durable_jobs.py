@@ -21,27 +21,16 @@ from airlock.turn import ToolStarted
 from airlock.weave import TurnRecord
 from layer0 import TurnInput
 from tests.support.containers import assert_none_left, my_containers
-from tests.support.controller import agent_config, running_controller, running_service, write_config
+from tests.support.controller import (
+    SERVE_SCRIPT,
+    agent_config,
+    running_controller,
+    running_service,
+    write_config,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
-_SERVE = """
-import asyncio, sys
-from pathlib import Path
-from airlock.config import load_config
-from airlock.controller import Controller, ControllerOptions, ServiceSettings
-
-async def main() -> None:
-    options = ControllerOptions(
-        data_dir=Path(sys.argv[2]), address="127.0.0.1:0", settings=ServiceSettings(concurrency=1),
-        sandbox_dir=Path(sys.argv[3]), image=sys.argv[4],
-    )
-    async with Controller(load_config(Path(sys.argv[1])), options) as controller:
-        print(controller.address, controller.token, flush=True)
-        await asyncio.Event().wait()
-
-asyncio.run(main())
-"""
 
 STEPS = [
     tool_step("bash", {"command": "echo one"}, id="c1"),
@@ -75,7 +64,7 @@ async def test_a_controller_killed_mid_job_resumes_it_without_repeating_a_model_
     data_dir = tmp_path / "data"
     config = write_config(tmp_path, {"steps": agent_config(STEPS, ["bash"])})
     proc = subprocess.Popen(  # noqa: ASYNC220 - killed with SIGKILL below
-        [sys.executable, "-c", _SERVE, str(config), str(data_dir), str(state_dir), runner_image],
+        [sys.executable, "-c", SERVE_SCRIPT, str(config), str(data_dir), str(state_dir), runner_image],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -24,6 +24,26 @@ from airlock.controller import (
 from airlock.state import SqliteStore
 from airlock.turn import ToolFinished
 
+#: A controller in a process of its own (``python -c SERVE_SCRIPT CONFIG DATA_DIR SANDBOX_DIR
+#: IMAGE``): prints its address and token, then serves until killed (tests kill it with -9).
+SERVE_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from airlock.config import load_config
+from airlock.controller import Controller, ControllerOptions, ServiceSettings
+
+async def main() -> None:
+    options = ControllerOptions(
+        data_dir=Path(sys.argv[2]), address="127.0.0.1:0", settings=ServiceSettings(concurrency=1),
+        sandbox_dir=Path(sys.argv[3]), image=sys.argv[4],
+    )
+    async with Controller(load_config(Path(sys.argv[1])), options) as controller:
+        print(controller.address, controller.token, flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
 
 def agent_config(steps: Sequence[Mapping[str, Any]], tools: Sequence[str], **sandbox: Any) -> dict[str, Any]:
     """A configuration file's docker agent on the scripted provider playing ``steps``
