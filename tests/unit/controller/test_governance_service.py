@@ -256,9 +256,10 @@ def runner_pids() -> set[int]:
 async def test_a_killed_runner_is_resumed_without_repeating_finished_work(
     tmp_path: Path, in_flight: str
 ) -> None:
+    side = tmp_path / "side-effects.log"  # the process backend's tools write the host's files
     steps = [
-        tool_step("bash", {"command": "echo one"}, id="c1"),
-        tool_step("bash", {"command": "sleep 30; echo two"}, id="c2"),
+        tool_step("bash", {"command": f"echo one >> {side}"}, id="c1"),
+        tool_step("bash", {"command": f"echo two-started >> {side}; sleep 30; echo two >> {side}"}, id="c2"),
         text_step("finished"),
     ]
     config = write(tmp_path, {"slow": agent(steps, ["bash"], durability={"in_flight": in_flight})})
@@ -276,13 +277,18 @@ async def test_a_killed_runner_is_resumed_without_repeating_finished_work(
         if in_flight == "rerun":  # the rerun would sleep 30 s again: shorten the wait by cancelling
             resumed = await wait_resume(service, job.id)
             assert resumed.lost_calls == [] or resumed.cause == "lost"
+            while side.read_text().count("two-started") < 2:  # the rerun c2 is under way
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
             await service.cancel(job.id)
             assert await started_calls(service, job.id) == ["c1", "c2", "c2"]
+            assert side.read_text().splitlines() == ["one", "two-started", "two-started"], "c1 ran once"
             return
         done = await service.wait(job.id)
         assert done.state is JobState.SUCCEEDED, done.error
         assert done.resumes == 1
         assert await started_calls(service, job.id) == ["c1", "c2"], "c1 never ran again; c2 was not rerun"
+        assert side.read_text() == "one\ntwo-started\n", "each side effect happened once"
         weave = await records(service, job.id)
         responses = [r for r in weave if r.kind == "model_response"]
         assert [r.content["iteration"] for r in responses] == [1, 2, 3], "one record per model call"  # type: ignore[index, call-overload]
