@@ -11,7 +11,6 @@ approval the controller granted, fails the job instead of being recorded.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
@@ -31,7 +30,7 @@ from airlock.turn import (
     ToolStarted,
     ToolUsePart,
 )
-from airlock.weave import RecordType, TurnRecord, state_hash
+from airlock.weave import RecordType, TurnRecord, content_digest, state_hash
 from layer0 import TurnInput
 
 from ._weaving import Weaves
@@ -60,10 +59,6 @@ def session_hash(state: SessionState) -> str:
     )
 
 
-def _text_digest(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
 def _cut(text: str) -> tuple[str, bool]:
     return (text, False) if len(text) <= RECORD_TEXT_LIMIT else (shorten(text, RECORD_TEXT_LIMIT), True)
 
@@ -78,7 +73,7 @@ def call_content(use: ToolUsePart | None, result: ToolExecution | ToolResultPart
         "tool": use.name if use is not None else getattr(result, "name", "?"),
         "input": use.input if use is not None else getattr(result, "input", None),
         "output": shown,
-        "output_digest": _text_digest(output),
+        "output_digest": content_digest(output),
         "output_chars": len(output),
         "is_error": result.is_error,
     }
@@ -137,7 +132,6 @@ class JobJournal:
         self.state: SessionState | None = base
         #: The open step's calls that started (a lost sandbox leaves them in flight).
         self.started: set[str] = set()
-        self._delta_base: SessionState | None = None
         self._recorded: set[str] = set(recorded)
         self._response: dict[str, str] = {}  # tool_use_id -> the record of the response asking for it
         self._since_response: list[str] = []  # records the next response depends on
@@ -169,7 +163,7 @@ class JobJournal:
         if not isinstance(event, Checkpoint):
             return False
         try:
-            new = SessionState.from_checkpoint(event, self._delta_base)
+            new = SessionState.from_checkpoint(event, self.state)
         except (ValueError, ValidationError) as e:
             raise JournalViolation(
                 f"the sandbox sent an unreadable checkpoint: {shorten(str(e), 300)}"
@@ -177,7 +171,6 @@ class JobJournal:
         self._check(new)
         self.checkpoints += 1
         await self._record(self.state, new)
-        self._delta_base = new
         if not new.open_uses():
             self.started.clear()
         self.state = new

@@ -35,10 +35,8 @@ class ApprovalsMixin(RecordsMixin):
         decided at once (no approver configured: the job resumes now)."""
         agent = self.runner.agent(job.agent)
         policy = agent.approval
-        journal_state = await self.store.checkpoint(job.id)
-        iteration = SessionState.model_validate_json(journal_state[0]).iterations if journal_state else 0
         now = utcnow()
-        wait = _approvals.new_wait(policy, suspended.calls, iteration, now)
+        wait = _approvals.new_wait(policy, suspended.calls, suspended.event.iteration, now)
         await self._yield_record(
             job,
             "approval_requested",

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import time
@@ -49,7 +48,7 @@ from ._events import (
 )
 from ._hooks import HookDecision
 from ._registry import ToolOutcome, ToolRegistry
-from ._signals import apply_signal
+from ._signals import apply_signal, overridden
 from ._state import SessionState, StepResult, ToolExecution
 from ._tool import ToolContext
 from ._types import (
@@ -104,20 +103,6 @@ def call_signature(name: str, input: JsonValue) -> str:
     return name + ":" + json.dumps(input, sort_keys=True, separators=(",", ":"))
 
 
-def _overridden(cfg: ResolvedConfig, overrides: dict[str, Any]) -> ResolvedConfig:
-    """``cfg`` with the limits a budget signal changed."""
-    if not overrides:
-        return cfg
-    changes: dict[str, Any] = {}
-    if "max_turns" in overrides:
-        changes["max_turns"] = int(overrides["max_turns"])
-    if "max_cost" in overrides:
-        changes["max_cost"] = Decimal(str(overrides["max_cost"]))
-    if "max_duration_ms" in overrides:
-        changes["max_duration_ms"] = int(overrides["max_duration_ms"])
-    return dataclasses.replace(cfg, **changes)
-
-
 class TurnSession:
     """One turn in progress; step it, run it, pause it, snapshot it.
 
@@ -128,7 +113,7 @@ class TurnSession:
         self._turn = turn
         self._state = state
         self._events = events
-        self._cfg = _overridden(turn.resolve_config(state.input), state.overrides)
+        self._cfg = overridden(turn.resolve_config(state.input), state.overrides)
         self._pause_requested = False
         self._awaiting: list[PendingCall] = []
         self._inbox: list[tuple[str, JsonValue]] = []
@@ -301,7 +286,6 @@ class TurnSession:
 
     async def _step_body(self) -> StepResult:
         st = self._state
-        cfg = self._cfg
         turn = self._turn
         if not st.started:
             await self._assemble()
@@ -507,7 +491,7 @@ class TurnSession:
         while self._inbox:
             outcome = apply_signal(self._state, *self._inbox.pop(0))
             if outcome.overrides:
-                self._cfg = _overridden(self._cfg, outcome.overrides)
+                self._cfg = overridden(self._cfg, outcome.overrides)
             if outcome.rewrote is not None and self._journaled is not None:
                 self._journaled = min(self._journaled, outcome.rewrote)
             await self._emit(outcome.event)
@@ -636,11 +620,8 @@ class TurnSession:
         timed_out = False
         if scheduled:
             timed_out = await self._execute_scheduled(scheduled, results)
-        for ex in (results[i] for i in range(len(uses))):
-            if ex.declared is not None:
-                st.effects.append(ex.declared)
-
         executions = [results[i] for i in range(len(uses))]
+        st.effects.extend(ex.declared for ex in executions if ex.declared is not None)
         st.completed = []
         st.approved = []
         st.messages.append(

@@ -8,10 +8,11 @@ joins the last user message (the tool results the model reads next).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
@@ -21,6 +22,9 @@ from layer0 import ExitReason, Log, LogLevel
 from ._events import SignalDelivered
 from ._state import SessionState
 from ._types import ProviderMessage, Role, TextPart
+
+if TYPE_CHECKING:
+    from ._session import ResolvedConfig
 
 BUDGET_KEYS = ("max_turns", "max_cost", "max_duration_ms")
 
@@ -55,6 +59,19 @@ def budget_problem(data: JsonValue) -> str | None:
         if not cost.is_finite() or cost < 0 or isinstance(data["max_cost"], bool):
             return "max_cost must be a decimal amount of at least 0"
     return None
+
+
+def overridden(cfg: ResolvedConfig, overrides: dict[str, Any]) -> ResolvedConfig:
+    """``cfg`` with the limits budget signals changed (``overrides``, validated on arrival)."""
+    if not overrides:
+        return cfg
+    changes: dict[str, Any] = {}
+    for key in ("max_turns", "max_duration_ms"):
+        if key in overrides:
+            changes[key] = int(overrides[key])
+    if "max_cost" in overrides:
+        changes["max_cost"] = Decimal(str(overrides["max_cost"]))
+    return dataclasses.replace(cfg, **changes)
 
 
 def apply_signal(state: SessionState, signal_type: str, data: JsonValue) -> SignalOutcome:
