@@ -19,18 +19,9 @@ from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.errors import RunnerError
 from airlock.spec import AgentSpec
 from airlock.turn import (
-    Checkpoint,
-    ContextCompacted,
+    AnyTurnEvent,
     EventSink,
-    InferenceFinished,
-    InferenceStarted,
-    SignalDelivered,
     SuspendedForApproval,
-    ToolFinished,
-    ToolStarted,
-    TurnLog,
-    TurnPaused,
-    TurnStarted,
     TurnSuspended,
 )
 from layer0 import Scope, TurnError, TurnInput, TurnOutput
@@ -49,21 +40,7 @@ class TurnFinished(BaseModel):
 
 #: Everything ``RemoteTurn.events()`` yields: the turn's events, then ``TurnFinished`` (or
 #: ``TurnSuspended`` when the turn stopped before calls that wait for approval).
-RunnerEvent = Annotated[
-    TurnStarted
-    | InferenceStarted
-    | InferenceFinished
-    | ToolStarted
-    | ToolFinished
-    | TurnLog
-    | TurnPaused
-    | Checkpoint
-    | SignalDelivered
-    | ContextCompacted
-    | TurnSuspended
-    | TurnFinished,
-    Field(discriminator="type"),
-]
+RunnerEvent = Annotated[AnyTurnEvent | TurnFinished, Field(discriminator="type")]
 
 
 @dataclass(frozen=True)

@@ -8,40 +8,13 @@ from typing import Annotated
 from pydantic import Field
 
 from airlock.proxy import CredentialProxyEvent, EgressEvent
-from airlock.turn import (
-    Checkpoint,
-    ContextCompacted,
-    InferenceFinished,
-    InferenceStarted,
-    SignalDelivered,
-    ToolFinished,
-    ToolStarted,
-    TurnLog,
-    TurnPaused,
-    TurnStarted,
-    TurnSuspended,
-)
+from airlock.turn import AnyTurnEvent
 
 __all__ = ["EventSink", "SandboxEvent"]
 
 #: One event of a sandboxed turn, tagged by ``type``: a turn event (``started``,
 #: ``inference_started``, …) or a proxy event (``egress``, ``credential_proxy``).
-SandboxEvent = Annotated[
-    TurnStarted
-    | InferenceStarted
-    | InferenceFinished
-    | ToolStarted
-    | ToolFinished
-    | TurnLog
-    | TurnPaused
-    | Checkpoint
-    | TurnSuspended
-    | SignalDelivered
-    | ContextCompacted
-    | EgressEvent
-    | CredentialProxyEvent,
-    Field(discriminator="type"),
-]
+SandboxEvent = Annotated[AnyTurnEvent | EgressEvent | CredentialProxyEvent, Field(discriminator="type")]
 
 #: Receives each event of a sandboxed turn as it happens; it must be quick (awaited inline).
 EventSink = Callable[[SandboxEvent], Awaitable[None]]

@@ -7,6 +7,7 @@ a runner imports the event and message types to serve health, and builds its fir
 import typing as _typing  # as private names: this package exports exactly __all__
 
 from ._events import (
+    AnyTurnEvent,
     Checkpoint,
     ContextCompacted,
     EventSink,
@@ -69,6 +70,7 @@ __all__ = [
     "DEFAULT_MAX_TURNS",
     "EFFECT_BACKFILL",
     "EFFECT_TOOL_SCHEMAS",
+    "AnyTurnEvent",
     "BudgetHook",
     "CausalCone",
     "Checkpoint",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -156,8 +156,9 @@ class SuspendedForApproval(AirlockError):
         return list(self.event.calls)
 
 
-#: Everything a turn reports while it runs (``"type"``-tagged).
-TurnEvent = Annotated[
+#: Everything a turn reports while it runs, as a bare union: the unions that extend it (a
+#: sandbox's events add its proxies', a runner client's the final output) name it once.
+AnyTurnEvent: TypeAlias = (
     TurnStarted
     | InferenceStarted
     | InferenceFinished
@@ -168,9 +169,11 @@ TurnEvent = Annotated[
     | Checkpoint
     | TurnSuspended
     | SignalDelivered
-    | ContextCompacted,
-    Field(discriminator="type"),
-]
+    | ContextCompacted
+)
+
+#: Everything a turn reports while it runs (``"type"``-tagged).
+TurnEvent = Annotated[AnyTurnEvent, Field(discriminator="type")]
 
 #: A callback that receives turn events; it must be quick (it is awaited inline).
 EventSink = Callable[[TurnEvent], Awaitable[None]]
