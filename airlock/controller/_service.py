@@ -392,8 +392,6 @@ class JobService(ApprovalsMixin, ControlsMixin):
         """Jobs holding a worker now."""
         return self._running_now
 
-    # -- events --------------------------------------------------------------------------------
-
     # -- workers -------------------------------------------------------------------------------
 
     async def _worker(self) -> None:
@@ -604,12 +602,6 @@ class JobService(ApprovalsMixin, ControlsMixin):
             self._progressed[job.id] = journal.checkpoints > 0
             if self._handles.get(job.id) is handle:
                 del self._handles[job.id], self._journals[job.id]
-
-    # -- records, resumes and approvals ------------------------------------------------------------
-
-    # -- controls of a running turn -----------------------------------------------------------
-
-    # -- the audit ----------------------------------------------------------------------------------
 
     # -- effects ---------------------------------------------------------------------------------
 
