@@ -313,16 +313,19 @@ class JobService(ApprovalsMixin, ControlsMixin):
         try:
             while True:
                 wake.clear()
+                # The state is read before the events: a job that was terminal then has all
+                # its events, the final one included, in this read (the other order could see
+                # no event, then the terminal state, and end without sending the last event).
+                ended = job.state.terminal or (await self.get(job_id)).state.terminal
                 events = await self.store.events(job_id, after_seq=seq)
                 for event in events:
                     seq = event.seq
                     yield event
                     if event.terminal:
                         return
+                if ended:
+                    return
                 if not events:
-                    job = await self.get(job_id)
-                    if job.state.terminal:
-                        return
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(wake.wait(), 5.0)
         finally:
