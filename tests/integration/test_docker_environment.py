@@ -185,7 +185,9 @@ async def test_env_timeout_kills_the_sandbox(
     elapsed = time.monotonic() - began
     assert out.exit_reason == ExitReason.timeout()
     assert "killed" in (out.message.as_text() or "")
-    assert 3 <= elapsed < 10
+    # Killed at the deadline, long before the command's 60 s (the bound leaves a busy engine
+    # room to create and remove the container: this is not a timing claim).
+    assert 3 <= elapsed < 30
     assert_clean(docker_client, state_dir)
 
 
@@ -200,7 +202,7 @@ async def test_max_duration_times_out(
         EnvironmentSpec(),
     )
     assert out.exit_reason == ExitReason.timeout()
-    assert time.monotonic() - began < 10
+    assert time.monotonic() - began < 30  # long before the command's 60 s
     assert_clean(docker_client, state_dir)
 
 

@@ -338,10 +338,14 @@ class SandboxContainer:
         if self.remote is not None:
             await self.remote.close()
         problems = await asyncio.to_thread(self._remove_all)
-        for delay in _ENGINE_RETRY_DELAYS:  # the engine restarting: wait for it, then finish
-            if not problems or await asyncio.to_thread(_engine_answers, self.client):
+        # The engine restarting, or one that has not finished killing the sandbox (a gVisor
+        # sandbox reaping hundreds of processes on a busy host): wait for it, then finish.
+        for delay in _ENGINE_RETRY_DELAYS:
+            if not problems:
                 break
-            _log.info("engine unreachable during teardown of sandbox %s; retrying in %.1fs", self.id, delay)
+            answers = await asyncio.to_thread(_engine_answers, self.client)
+            why = "incomplete" if answers else "engine unreachable"
+            _log.info("teardown of sandbox %s %s; retrying in %.1fs", self.id, why, delay)
             await asyncio.sleep(delay)
             problems = await asyncio.to_thread(self._remove_all)
         if problems:
@@ -383,7 +387,7 @@ class SandboxContainer:
         return problems
 
 
-#: Pauses between teardown attempts while the engine does not answer (about 30 s in all:
+#: Pauses between teardown attempts while something remains (about 30 s in all:
 #: long enough for a daemon restart, short enough not to hold a job's end for long).
 _ENGINE_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0)
 

@@ -1,6 +1,6 @@
-"""The Docker sandbox's teardown while the engine restarts: it waits for the engine (a
-bounded number of attempts), then removes everything; an engine that never comes back leaves
-the owner file for the reaper."""
+"""The Docker sandbox's teardown while the engine restarts or is still killing the sandbox: it
+waits (a bounded number of attempts), then removes everything; an engine that never comes back,
+or keeps refusing, leaves the owner file for the reaper."""
 
 from __future__ import annotations
 
@@ -73,14 +73,35 @@ def test_an_engine_that_stays_down_leaves_the_owner_file_for_the_reaper(
     assert "teardown of sandbox" in caplog.text and "incomplete" in caplog.text
 
 
-def test_a_refusal_from_a_live_engine_is_not_retried(tmp_path: Path) -> None:
-    class Refusing(RestartingEngine):
-        def _remove(self, container_id: str, force: bool) -> None:
-            self.calls += 1
-            raise docker.errors.APIError("removal of container c0ffee is already in progress")
+class Refusing(RestartingEngine):
+    """A live engine that refuses the first ``refusals`` removals (still killing the sandbox)."""
 
-    client = Refusing(down_for=0)
+    def __init__(self, refusals: int) -> None:
+        super().__init__(down_for=0)
+        self.refusals = refusals
+        self.attempts = 0
+
+    def _remove(self, container_id: str, force: bool) -> None:
+        self.attempts += 1
+        if self.attempts <= self.refusals:
+            raise docker.errors.APIError("removal of container c0ffee is already in progress")
+        self.removed.append(container_id)
+
+
+def test_a_live_engine_still_killing_the_sandbox_is_asked_again(tmp_path: Path) -> None:
+    client = Refusing(refusals=3)
     sandbox = _sandbox(client, tmp_path)
     asyncio.run(sandbox.teardown_shielded())
-    assert client.calls == 2  # one attempt, one ping that answered: no waiting
+    assert client.attempts == 4 and client.removed == ["c0ffee"]
+    assert not owner_file(tmp_path, sandbox.id).exists()
+
+
+def test_a_live_engine_that_keeps_refusing_leaves_the_owner_file_after_the_last_attempt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = Refusing(refusals=10**6)
+    sandbox = _sandbox(client, tmp_path)
+    asyncio.run(sandbox.teardown_shielded())
+    assert client.attempts == 6  # the first attempt, then one per pause: bounded
     assert owner_file(tmp_path, sandbox.id).exists()
+    assert "incomplete" in caplog.text and "already in progress" in caplog.text
