@@ -27,10 +27,12 @@ from airlock.controller import (
     Controller,
     ControllerOptions,
     JobState,
+    SandboxActivity,
     ServiceSettings,
     SqliteJobStore,
     _execute,
 )
+from airlock.turn import ToolStarted
 from layer0 import TurnInput
 
 from .clihelp import CALC_SCRIPT
@@ -383,9 +385,24 @@ def test_jobs_show_with_children_and_effects(runner: CliRunner, controller: Back
     assert "effect delegate ok → calc" in watched.stdout
 
 
+def wait_for_a_tool_start(controller: BackgroundController, job_id: str, timeout: float = 30) -> None:
+    """Until the job's record shows a tool call started (running is not enough: the turn may
+    still be asking its model)."""
+    service = controller.controller.service
+    assert service is not None
+    deadline = time.monotonic() + timeout
+    while not any(
+        isinstance(e.data, SandboxActivity) and isinstance(e.data.event, ToolStarted)
+        for e in controller.call(service.store.events(job_id))
+    ):
+        assert time.monotonic() < deadline, f"no tool started in job {job_id} within {timeout:g}s"
+        time.sleep(0.05)
+
+
 def test_cancel_a_running_job(runner: CliRunner, controller: BackgroundController) -> None:
     job_id = invoke_json(runner, "submit", "slow", "sleep")["job"]["id"]
     wait_for_state(runner, job_id, JobState.RUNNING)
+    wait_for_a_tool_start(controller, job_id)
     result = invoke(runner, "jobs", "cancel", job_id, "--reason", "no longer needed")
     assert result.exit_code == 0, result.output
     assert f"cancelled job {job_id} (it was running); its sandbox was removed" in result.stdout
