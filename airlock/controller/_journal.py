@@ -139,7 +139,6 @@ class JobJournal:
         self._overrides: dict[str, JsonValue] = {}
         if base is not None:
             self.allow_overrides(dict(base.overrides))
-        self.records: list[TurnRecord] = []
         #: Checkpoints received in this execution.
         self.checkpoints = 0
 
@@ -286,7 +285,7 @@ class JobJournal:
         post: str,
         **usage: Any,
     ) -> TurnRecord:
-        record = await self.weaves.record(
+        return await self.weaves.record(
             self.root,
             job=self.job,
             agent=self.agent,
@@ -298,5 +297,3 @@ class JobJournal:
             post=post,
             **usage,
         )
-        self.records.append(record)
-        return record

@@ -168,7 +168,7 @@ class JobService(ApprovalsMixin, ControlsMixin):
             self.recovered = await self.store.recover(_STOPPED, log, keep=[j.id for j in keep])
             for job in keep:
                 why = f"the controller restarted; its sandboxes were reaped ({removed})"
-                await self._requeue_resumed(job, why)
+                await self._resumed(job, "restart", why, into=JobState.QUEUED)
         elif self.runner.config.pool.size:  # a crashed controller's pool members
             await self.runner.reap()
         for line in await self.runner.warm():
@@ -467,7 +467,8 @@ class JobService(ApprovalsMixin, ControlsMixin):
             default = (JobState.INTERRUPTED, _STOPPED) if apply_effects else (JobState.CANCELLED, "cancelled")
             why, detail = self._stopping.pop(job.id, default)
             if why is JobState.QUEUED:
-                await self._shielded(self._requeue_resumed(job, f"{detail}; its sandbox was removed"))
+                reason = f"{detail}; its sandbox was removed"
+                await self._shielded(self._resumed(job, "restart", reason, into=JobState.QUEUED))
                 raise
             message = f"{detail}; its sandbox was removed"
             await self._finish_shielded(job.id, why, JobError(kind=why.value, message=message))
@@ -548,11 +549,11 @@ class JobService(ApprovalsMixin, ControlsMixin):
         recorded = [
             r.content["tool_use_id"] for r in thread if r.kind == "tool_call" and isinstance(r.content, dict)
         ]
+        tip = thread[-1] if thread else None
         if saved is None:
-            anchor = await self._record_input(root, job, input)
+            anchor = await self._record_input(root, job, input, tip)
         else:
             base, lost = resume_state(saved[0], saved[1], input, agent.durability)
-            tip = await self.weaves.tip(root, job.id)
             anchor = (tip.id,) if tip is not None else ()
             if lost:
                 fate = "run again" if agent.durability.in_flight == "rerun" else "answered as lost"

@@ -156,11 +156,8 @@ class ControlsMixin(RecordsMixin):
             _log.info("signal %s not delivered to job %s: %s", signal_type, job.id, e)
             return False
         root = await self._root(job)
-        deps: tuple[str, ...] = ()
-        tip = await self.weaves.tip(root, job.id)
-        if sender is not None:
-            sender_tip = await self.weaves.tip(root, sender)
-            deps = tuple(r.id for r in (tip, sender_tip) if r is not None)
+        # a signal from another job knots the two threads
+        deps = await self.weaves.tips(root, job.id, sender) if sender is not None else ()
         await self.weaves.record(
             root,
             job=job.id,
@@ -168,7 +165,7 @@ class ControlsMixin(RecordsMixin):
             type=RecordType.SPEECH,
             kind="signal",
             content={"signal_type": signal_type, "data": data, "from_job": sender},
-            depends_on=tuple(dict.fromkeys(deps)),
+            depends_on=deps,
         )
         return True
 

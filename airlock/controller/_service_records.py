@@ -55,9 +55,11 @@ class RecordsMixin(ServiceCore):
         ]
         return Scope.custom(CONE_SCOPE), CONE_KEY, {"records": records, "total": total}
 
-    async def _record_input(self, root: str, job: Job, input: TurnInput) -> tuple[str, ...]:
-        """Record what the job was asked (once); the records its first response depends on."""
-        tip = await self.weaves.tip(root, job.id)
+    async def _record_input(
+        self, root: str, job: Job, input: TurnInput, tip: TurnRecord | None
+    ) -> tuple[str, ...]:
+        """Record what the job was asked (once: not when its thread has a ``tip`` already);
+        the records its first response depends on."""
         if tip is not None:
             return (tip.id,)
         deps: tuple[str, ...] = ()
@@ -121,6 +123,7 @@ class RecordsMixin(ServiceCore):
         return await self._crash_resumes(job.id) < agent.durability.max_resumes
 
     async def _resume_event(self, job: Job, cause: ResumeCause, reason: str) -> JobResumed:
+        """Record (an event and a SILENCE record) that ``job`` continues from its checkpoint."""
         saved = await self.store.checkpoint(job.id)
         iteration = SessionState.model_validate_json(saved[0]).iterations if saved is not None else 0
         event = JobResumed(resume=job.resumes + 1, cause=cause, reason=reason, iteration=iteration)
@@ -136,25 +139,19 @@ class RecordsMixin(ServiceCore):
         )
         return event
 
-    async def _resumed(self, job: Job, cause: ResumeCause, reason: str) -> Job:
-        """Note that ``job`` continues in a fresh sandbox from its last checkpoint."""
+    async def _resumed(
+        self, job: Job, cause: ResumeCause, reason: str, into: JobState = JobState.PROVISIONING
+    ) -> Job:
+        """Note that ``job`` continues in a fresh sandbox from its last checkpoint: now
+        (PROVISIONING), or once a worker takes it (QUEUED: a job the previous controller held)."""
         event = await self._resume_event(job, cause, reason)
         detail = f"resume {event.resume} ({reason}); continuing after model call {event.iteration}"
-        return await self._transition(job.id, JobState.PROVISIONING, detail=detail, resumed=True) or job
-
-    async def _requeue_resumed(self, job: Job, reason: str) -> None:
-        """A job the previous controller held: queued to resume from its last checkpoint."""
-        event = await self._resume_event(job, "restart", reason)
-        detail = f"resume {event.resume} ({reason}); continuing after model call {event.iteration}"
-        await self._transition(job.id, JobState.QUEUED, detail=detail, resumed=True)
+        return await self._transition(job.id, into, detail=detail, resumed=True) or job
 
     async def _effect_record(self, root: Job, owner: Job, outcome: EffectOutcome, child: Job | None) -> None:
         """One applied (or refused) effect in its declaring job's thread; a delegate's or
         handoff's outcome also depends on the child's last record (a knot of the two)."""
-        deps: tuple[str, ...] = ()
-        if child is not None:
-            tips = [await self.weaves.tip(root.id, owner.id), await self.weaves.tip(root.id, child.id)]
-            deps = tuple(dict.fromkeys(t.id for t in tips if t is not None))
+        deps = await self.weaves.tips(root.id, owner.id, child.id) if child is not None else ()
         content = outcome.model_dump(mode="json", exclude={"child_output", "follow_up"}, exclude_none=True)
         await self.weaves.record(
             root.id,

@@ -91,10 +91,11 @@ class Weaves:
             await self.store.append(root, record, len(weave) - 1)
             return record
 
-    async def tip(self, root: str, job: str) -> TurnRecord | None:
-        """The latest record of ``job``'s thread."""
-        thread = (await self._weave(root)).job_thread(job)
-        return thread[-1] if thread else None
+    async def tips(self, root: str, *jobs: str) -> tuple[str, ...]:
+        """The ids of the latest record of each job's thread, once each (a record that depends
+        on them knots the threads)."""
+        weave = await self._weave(root)
+        return tuple(dict.fromkeys(thread[-1].id for job in jobs if (thread := weave.job_thread(job))))
 
     async def cone(self, root: str, record_id: str) -> tuple[list[TurnRecord], int]:
         """``record_id``'s causal cone (itself and what it depends on, linearized) and the
