@@ -34,7 +34,7 @@ from airlock.sandbox._environment import SandboxEnvironment
 from airlock.sandbox._events import EventSink
 from airlock.sandbox._handle import TurnHandle
 from airlock.sandbox._port import SandboxRequest
-from airlock.sandbox._turn import hard_timeout_s, timeout_output
+from airlock.sandbox._turn import hard_timeout_s, run_in_sandbox
 from layer0 import (
     EnvError,
     EnvironmentSpec,
@@ -236,23 +236,27 @@ class _RunnerProcess:
 
         remote = self.remote
         assert isinstance(remote, RemoteTurn)
-        began = time.monotonic()
-        if session is not None:
-            remote.resume_from = session.resume_from
-            remote.start_paused = session.start_paused
-            session.attach(remote)
-        try:
-            return await asyncio.wait_for(remote.execute(input, events=events), timeout)
-        except TimeoutError:
+
+        async def kill() -> None:
             self._kill_group()
-            elapsed = time.monotonic() - began
-            who = f"runner process {self.proc.pid if self.proc else '?'}"
-            return timeout_output(who, timeout or elapsed, elapsed)
-        except TurnError as e:
-            raise EnvError.from_turn_error(e) from e
-        finally:
-            if session is not None:
-                session.detach(remote)
+
+        async def failed(e: TurnError) -> EnvError:
+            return EnvError.from_turn_error(e)
+
+        async def finished() -> None:
+            pass  # a runner process has no memory events to report after the turn
+
+        return await run_in_sandbox(
+            f"runner process {self.proc.pid if self.proc else '?'}",
+            remote,
+            input,
+            events,
+            timeout,
+            stop=kill,
+            failed=failed,
+            finished=finished,
+            session=session,
+        )
 
     def _kill_group(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
