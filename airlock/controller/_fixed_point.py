@@ -18,7 +18,7 @@ from pydantic import JsonValue
 from airlock.weave import FixedPoint, RecordType, state_hash
 from layer0 import ExitReason, TurnInput, TurnMetadata, TurnOutput
 
-from ._model import FixedPointRun, Job
+from ._model import Job
 
 if TYPE_CHECKING:
     from ._service import JobService
@@ -105,8 +105,3 @@ async def run_until_stable(service: JobService, job: Job) -> TurnOutput | None:
         await service.store.update(job.id, fixed_point=run)
         await service.store.clear_checkpoint(job.id)
         current = next_input(job.input, output)
-
-
-def fixed_point_run(max_iterations: int, window: int) -> FixedPointRun:
-    """A new fixed-point record (raises pydantic's ValidationError for bad bounds)."""
-    return FixedPointRun(max_iterations=max_iterations, window=window)

@@ -7,7 +7,6 @@ reach the runner inside the sandbox; outside that window they raise ``TurnNotRun
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from airlock.errors import AirlockError
@@ -36,31 +35,20 @@ class TurnHandle:
         #: The turn starts paused, before its first step (then step or resume it).
         self.start_paused = start_paused
         self._remote: RemoteTurn | None = None
-        self._attached = asyncio.Event()
 
     def attach(self, remote: RemoteTurn) -> None:
         """The backend: the turn runs through ``remote`` from now on."""
         self._remote = remote
-        self._attached.set()
 
     def detach(self, remote: RemoteTurn) -> None:
         """The backend: the turn through ``remote`` ended."""
         if self._remote is remote:
             self._remote = None
-            self._attached.clear()
 
     @property
     def running(self) -> bool:
         """Whether a runner is attached now."""
         return self._remote is not None
-
-    async def wait_running(self, timeout: float) -> bool:  # noqa: ASYNC109
-        """Wait until a runner is attached (its sandbox is ready); False on timeout."""
-        try:
-            await asyncio.wait_for(self._attached.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
 
     def _current(self) -> RemoteTurn:
         if self._remote is None or self._remote.execution_id is None:
