@@ -48,12 +48,11 @@ from ._common import (
     on_stop_signals,
     report_error,
 )
+from ._render import preview
 from ._run_controls import RunControls
 
 if TYPE_CHECKING:
     from airlock.controller import AgentRunner
-
-_OUTPUT_PREVIEW = 160
 
 
 @dataclass(frozen=True)
@@ -100,12 +99,6 @@ def turn_config(opts: RunOptions) -> TurnConfig | None:
 
 def _money(value: Decimal | None) -> str:
     return "?" if value is None else f"${value.normalize():f}" if value else "$0"
-
-
-def _preview(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    text = " ".join(text.split())
-    return text if len(text) <= _OUTPUT_PREVIEW else text[: _OUTPUT_PREVIEW - 1] + "…"
 
 
 class RunView:
@@ -196,12 +189,12 @@ class RunView:
         self.status(f"cost so far {_money(self.total_cost)}")
 
     def _on_tool_started(self, event: Any) -> None:
-        self.line(f"[magenta]tool[/] {escape(event.name)} [dim]{escape(_preview(event.input))}[/]")
+        self.line(f"[magenta]tool[/] {escape(event.name)} [dim]{escape(preview(event.input))}[/]")
         self.status(f"tool {escape(event.name)} running…")
 
     def _on_tool_finished(self, event: Any) -> None:
         mark = "[green]✓[/]" if event.success else "[red]✗[/]"
-        tail = "" if event.success else f": [dim]{escape(_preview(event.output))}[/]"
+        tail = "" if event.success else f": [dim]{escape(preview(event.output))}[/]"
         self.line(f"  {mark} {escape(event.name)} {event.duration_ms} ms{tail}")
         self.status(f"cost so far {_money(self.total_cost)}")
 

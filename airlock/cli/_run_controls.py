@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from airlock.errors import AirlockError
+
+from ._render import call_line
 
 if TYPE_CHECKING:
     from airlock.controller import JobService
@@ -115,11 +116,7 @@ class RunControls:
             self.awaiting = True
             calls = getattr(event, "calls", [])
             for call in calls:
-                risks = f" [{', '.join(call.risks)}]" if call.risks else ""
-                self.view.line(
-                    f"[yellow]approval needed[/]: {escape(call.name)}{escape(risks)} "
-                    f"[dim]{escape(json.dumps(call.input, ensure_ascii=False)[:300])}[/]"
-                )
+                self.view.line(f"[yellow]approval needed[/]: {call_line(call)}")
             how = (
                 "type y [comment] to approve or n reason to reject"
                 if self._fd is not None
@@ -193,7 +190,7 @@ class RunControls:
             f"{len(state.tool_records)} tool call(s)"
         )
         for call in seen.pending:
-            self.view.line(f"  pending {escape(call.name)} {escape(json.dumps(call.input)[:200])}")
+            self.view.line(f"  pending {call_line(call)}")
 
     async def _decide(self, job: str, approve: bool, text: str) -> None:
         from airlock.controller import JobState
