@@ -21,6 +21,12 @@ def lost_sandbox(error: BaseException) -> bool:
     return True
 
 
+def in_flight(state: SessionState, started: list[str]) -> list[str]:
+    """The open step's calls that started but did not finish: running when the sandbox was lost."""
+    done = {c.tool_use_id for c in state.completed}
+    return [u.id for u in state.open_uses() if u.id in started and u.id not in done]
+
+
 def resume_state(
     saved: str, started: list[str], input: TurnInput, policy: DurabilityPolicy
 ) -> tuple[SessionState, list[str]]:
@@ -28,12 +34,12 @@ def resume_state(
     sandbox's), and each call that was running when the sandbox was lost either left to run
     again (``rerun``) or answered as lost (``fail``). Returns the state and the lost calls."""
     state = SessionState.model_validate_json(saved).model_copy(update={"input": input})
-    done = {c.tool_use_id for c in state.completed}
-    lost = [u for u in state.open_uses() if u.id in started and u.id not in done]
+    lost = in_flight(state, started)
     if lost and policy.in_flight == "fail":
         answered = [
             ToolExecution(tool_use_id=u.id, name=u.name, input=u.input, output=LOST_CALL, is_error=True)
-            for u in lost
+            for u in state.open_uses()
+            if u.id in lost
         ]
         state = state.model_copy(update={"completed": [*state.completed, *answered]})
-    return state, [u.id for u in lost]
+    return state, lost

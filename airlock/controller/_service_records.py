@@ -19,6 +19,7 @@ from layer0 import (
     TurnInput,
 )
 
+from ._durable import in_flight
 from ._model import (
     Job,
     JobResumed,
@@ -125,8 +126,12 @@ class RecordsMixin(ServiceCore):
     async def _resume_event(self, job: Job, cause: ResumeCause, reason: str) -> JobResumed:
         """Record (an event and a SILENCE record) that ``job`` continues from its checkpoint."""
         saved = await self.store.checkpoint(job.id)
-        iteration = SessionState.model_validate_json(saved[0]).iterations if saved is not None else 0
-        event = JobResumed(resume=job.resumes + 1, cause=cause, reason=reason, iteration=iteration)
+        state = SessionState.model_validate_json(saved[0]) if saved is not None else None
+        iteration = state.iterations if state is not None else 0
+        lost = in_flight(state, saved[1]) if state is not None and saved is not None else []
+        event = JobResumed(
+            resume=job.resumes + 1, cause=cause, reason=reason, iteration=iteration, lost_calls=lost
+        )
         await self._emit(job.id, event)
         root = await self._root(job)
         await self.weaves.record(

@@ -267,7 +267,8 @@ async def test_a_killed_runner_is_resumed_without_repeating_finished_work(
     async with service_of(tmp_path, config) as service:
         job = await service.submit("slow", TurnInput.new("go"))
         deadline = time.monotonic() + 30
-        while "c2" not in await started_calls(service, job.id):
+        # c2's command is under way (its start event comes before the command runs)
+        while not side.exists() or "two-started" not in side.read_text():
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)
         victims = runner_pids() - before
@@ -276,7 +277,7 @@ async def test_a_killed_runner_is_resumed_without_repeating_finished_work(
             os.kill(pid, signal.SIGKILL)  # the sandbox is lost mid-call
         if in_flight == "rerun":  # the rerun would sleep 30 s again: shorten the wait by cancelling
             resumed = await wait_resume(service, job.id)
-            assert resumed.lost_calls == [] or resumed.cause == "lost"
+            assert resumed.cause == "lost" and resumed.lost_calls == ["c2"], resumed
             while side.read_text().count("two-started") < 2:  # the rerun c2 is under way
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
@@ -287,6 +288,8 @@ async def test_a_killed_runner_is_resumed_without_repeating_finished_work(
         done = await service.wait(job.id)
         assert done.state is JobState.SUCCEEDED, done.error
         assert done.resumes == 1
+        [resume] = [e.data for e in await service.store.events(job.id, kind="resume")]
+        assert isinstance(resume, JobResumed) and resume.cause == "lost" and resume.lost_calls == ["c2"]
         assert await started_calls(service, job.id) == ["c1", "c2"], "c1 never ran again; c2 was not rerun"
         assert side.read_text() == "one\ntwo-started\n", "each side effect happened once"
         weave = await records(service, job.id)
