@@ -260,7 +260,8 @@ def _compile_agent(
 
     spec_raw = _anchor_script(doc, prefix, spec_raw, issues)
     spec: AgentSpec | None = None
-    gate = sandbox.approval.policy().gate() if sandbox is not None and sandbox.approval is not None else None
+    approval = sandbox.approval.policy() if sandbox is not None and sandbox.approval is not None else None
+    gate = approval.gate() if approval is not None else None
     try:
         spec = AgentSpec.model_validate({**spec_raw, "name": name, "defaults": defaults, "approval": gate})
     except ValidationError as e:
@@ -297,7 +298,7 @@ def _compile_agent(
         defaults=defaults,
         sidecar_routes=routes,
         effects=sandbox.effects,
-        approval=sandbox.approval.policy() if sandbox.approval is not None else None,
+        approval=approval,
         durability=sandbox.durability,
         secrets={k: v for k, v in secrets.items() if k in used},
         source=doc.file,

@@ -8,7 +8,6 @@ Every conversion is lossless for the values the models allow, except a fixed-poi
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -16,14 +15,12 @@ from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.policy import ApprovalDecision
+from airlock.policy.approval import Outcome
 from airlock.turn import PendingCall
 from airlock.weave import RecordType, TurnRecord
 from layer0 import decimal_to_str
 
 from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobState
-
-#: How an approval wait was settled (None: not yet).
-Outcome = Literal["approved", "rejected"]
 
 #: JobState ↔ ``JOB_STATE_*``.
 JOB_STATE: cv.WireEnum[JobState] = cv.WireEnum(cpb.JobState, "JOB_STATE_", JobState, "job state")

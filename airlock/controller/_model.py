@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field
 
 from airlock.jobstate import ACTIVE_STATES, TERMINAL_STATES, JobState
 from airlock.policy import ApprovalDecision
+from airlock.policy.approval import Outcome
 from airlock.sandbox import SandboxEvent
 from airlock.turn import PendingCall
 from layer0 import LogLevel, TurnInput, TurnOutput
@@ -101,7 +102,7 @@ class ApprovalWait(BaseModel):
     on_timeout: Literal["approve", "reject"] = "reject"
     decisions: list[ApprovalDecision] = Field(default_factory=list)
     #: ``approved`` / ``rejected`` once decided (the job then resumes).
-    outcome: Literal["approved", "rejected"] | None = None
+    outcome: Outcome | None = None
 
 
 class FixedPointRun(BaseModel):
@@ -257,7 +258,7 @@ class ApprovalChanged(_EventData):
     phase: Literal["requested", "decided", "resolved"]
     calls: list[PendingCall] = Field(default_factory=list)
     decision: ApprovalDecision | None = None
-    outcome: Literal["approved", "rejected"] | None = None
+    outcome: Outcome | None = None
 
 
 class JobResumed(_EventData):

@@ -138,6 +138,16 @@ def _dump(value: JsonValue) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _governance_columns(approval: ApprovalWait | None, fixed_point: FixedPointRun | None) -> dict[str, str]:
+    """The column values that replace a job's approval wait and fixed-point record (those given)."""
+    sets = {}
+    if approval is not None:
+        sets["approval"] = approval.model_dump_json()
+    if fixed_point is not None:
+        sets["fixed_point"] = fixed_point.model_dump_json()
+    return sets
+
+
 def _job(row: sqlite3.Row) -> Job:
     created = _dt(row["created_at"])
     assert created is not None
@@ -377,10 +387,7 @@ class SqliteJobStore(SqliteThread):
                 sets["error"] = error.model_dump_json()
             if effects is not None:
                 sets["effects"] = _dump(effects)
-            if approval is not None:
-                sets["approval"] = approval.model_dump_json()
-            if fixed_point is not None:
-                sets["fixed_point"] = fixed_point.model_dump_json()
+            sets.update(_governance_columns(approval, fixed_point))
             if resumed:
                 sets["resumes"] = row["resumes"] + 1
             assignments = ", ".join(f"{k} = ?" for k in sets)
@@ -404,11 +411,7 @@ class SqliteJobStore(SqliteThread):
         Raises:
             JobStoreError: no such job.
         """
-        sets: dict[str, Any] = {}
-        if approval is not None:
-            sets["approval"] = approval.model_dump_json()
-        if fixed_point is not None:
-            sets["fixed_point"] = fixed_point.model_dump_json()
+        sets = _governance_columns(approval, fixed_point)
 
         def op(conn: sqlite3.Connection) -> Job:
             if sets:
