@@ -217,7 +217,7 @@ class ControllerClient:
             state = SessionState.model_validate(data) if data is not None else None
         except ValidationError as e:
             raise cv.MalformedMessage(problems=cv.validation_problems(e)).under("state") from e
-        pending = [jc.pending_call_from_proto(c) for c in response.pending]
+        pending = [cv.pending_call_from_proto(c) for c in response.pending]
         return Inspection(
             job=job, state=state, running=response.running, paused=response.paused, pending=pending
         )

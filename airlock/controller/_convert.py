@@ -13,10 +13,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
-from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.policy import ApprovalDecision
 from airlock.policy.approval import Outcome
-from airlock.turn import PendingCall
 from airlock.weave import RecordType, TurnRecord
 from layer0 import decimal_to_str
 
@@ -161,23 +159,6 @@ def filter_to_proto(where: JobFilter) -> cpb.ListJobsRequest:
 # -- approvals ---------------------------------------------------------------------------------------
 
 
-def pending_call_to_proto(call: PendingCall) -> pb.PendingCall:
-    """A call waiting for approval (its input whole: a person decides on it)."""
-    return pb.PendingCall(
-        tool_use_id=call.tool_use_id, name=call.name, input=cv.json_to_proto(call.input), risks=call.risks
-    )
-
-
-def pending_call_from_proto(message: pb.PendingCall) -> PendingCall:
-    """A call waiting for approval, from the wire."""
-    return PendingCall(
-        tool_use_id=message.tool_use_id,
-        name=message.name,
-        input=cv.json_from_proto(message.input, present=message.HasField("input")),
-        risks=list(message.risks),
-    )
-
-
 def decision_to_proto(decision: ApprovalDecision) -> cpb.ApprovalDecision:
     """One approver's decision on the wire."""
     return cpb.ApprovalDecision(
@@ -219,7 +200,7 @@ def outcome_from_proto(value: int, path: str = "outcome") -> Outcome | None:
 def approval_to_proto(wait: ApprovalWait) -> cpb.ApprovalWait:
     """What a job waits (or waited) on a person for, on the wire."""
     return cpb.ApprovalWait(
-        calls=[pending_call_to_proto(c) for c in wait.calls],
+        calls=[cv.pending_call_to_proto(c) for c in wait.calls],
         iteration=wait.iteration,
         requested_at=timestamp_to_proto(wait.requested_at),
         deadline=timestamp_to_proto(wait.deadline),
@@ -240,7 +221,7 @@ def approval_from_proto(message: cpb.ApprovalWait) -> ApprovalWait:
     with cv.located("approval"):
         return ApprovalWait.model_validate(
             {
-                "calls": [pending_call_from_proto(c) for c in message.calls],
+                "calls": [cv.pending_call_from_proto(c) for c in message.calls],
                 "iteration": message.iteration,
                 "requested_at": timestamp_from_proto(message.requested_at),
                 "deadline": timestamp_from_proto(message.deadline),

@@ -24,8 +24,6 @@ from ._convert import (
     decision_to_proto,
     outcome_from_proto,
     outcome_to_proto,
-    pending_call_from_proto,
-    pending_call_to_proto,
     state_from_proto,
     state_to_proto,
     timestamp_from_proto,
@@ -287,7 +285,7 @@ def _credential_from_proto(message: cpb.CredentialProxyEvent) -> CredentialProxy
 def _approval_to_proto(data: ApprovalChanged) -> cpb.ApprovalChanged:
     message = cpb.ApprovalChanged(
         phase=_APPROVAL_PHASE.to_proto(data.phase),
-        calls=[pending_call_to_proto(c) for c in data.calls],
+        calls=[wire.pending_call_to_proto(c) for c in data.calls],
         outcome=outcome_to_proto(data.outcome),
     )
     if data.decision is not None:
@@ -298,7 +296,7 @@ def _approval_to_proto(data: ApprovalChanged) -> cpb.ApprovalChanged:
 def _approval_from_proto(message: cpb.ApprovalChanged) -> ApprovalChanged:
     return ApprovalChanged(
         phase=_APPROVAL_PHASE.from_proto(message.phase, "phase"),
-        calls=[pending_call_from_proto(c) for c in message.calls],
+        calls=[wire.pending_call_from_proto(c) for c in message.calls],
         decision=decision_from_proto(message.decision) if message.HasField("decision") else None,
         outcome=outcome_from_proto(message.outcome),
     )

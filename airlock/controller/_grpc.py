@@ -295,7 +295,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
             running=found.running,
             paused=found.paused,
             state=wire.json_to_proto(state),
-            pending=[jc.pending_call_to_proto(c) for c in found.pending],
+            pending=[wire.pending_call_to_proto(c) for c in found.pending],
         )
 
     async def SignalWorkflow(

@@ -124,12 +124,30 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
     return None
 
 
+def pending_call_to_proto(call: PendingCall) -> pb.PendingCall:
+    """A call waiting for approval (its input whole: a person decides on it)."""
+    return pb.PendingCall(
+        tool_use_id=call.tool_use_id, name=call.name, input=json_to_proto(call.input), risks=call.risks
+    )
+
+
+def pending_call_from_proto(message: pb.PendingCall) -> PendingCall:
+    """A call waiting for approval, from the wire.
+
+    Raises:
+        MalformedMessage: its input is not JSON (located at ``input``).
+    """
+    return PendingCall(
+        tool_use_id=message.tool_use_id,
+        name=message.name,
+        input=json_field(message, "input"),
+        risks=list(message.risks),
+    )
+
+
 def suspended_event(event: TurnSuspended) -> pb.TurnEvent:
     """The final ``suspended`` event (calls' inputs carried whole: a person decides on them)."""
-    calls = [
-        pb.PendingCall(tool_use_id=c.tool_use_id, name=c.name, input=json_to_proto(c.input), risks=c.risks)
-        for c in event.calls
-    ]
+    calls = [pending_call_to_proto(c) for c in event.calls]
     return pb.TurnEvent(suspended=pb.TurnSuspended(iteration=event.iteration, calls=calls))
 
 
@@ -182,13 +200,7 @@ def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnErro
             )
         if kind == "suspended":
             s2 = message.suspended
-            calls = [
-                PendingCall(
-                    tool_use_id=c.tool_use_id, name=c.name, input=json_field(c, "input"), risks=list(c.risks)
-                )
-                for c in s2.calls
-            ]
-            return TurnSuspended(iteration=s2.iteration, calls=calls)
+            return TurnSuspended(iteration=s2.iteration, calls=[pending_call_from_proto(c) for c in s2.calls])
         if kind == "compacted":
             c = message.compacted
             return ContextCompacted(
