@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from airlock.policy.approval import ApprovalPolicy
+from airlock.policy.approval import ApprovalPolicy, OnTimeout, Strategy
 from airlock.policy.durability import DurabilityPolicy
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SidecarRoute
@@ -212,9 +212,9 @@ class ApprovalConfig(_Config):
     approvers: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
         default_factory=list
     )
-    strategy: Literal["all", "any", "majority"] = "any"
+    strategy: Strategy = "any"
     timeout: Duration = 3_600_000
-    on_timeout: Literal["approve", "reject"] = "reject"
+    on_timeout: OnTimeout = "reject"
 
     @model_validator(mode="after")
     def _gates_something(self) -> ApprovalConfig:

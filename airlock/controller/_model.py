@@ -27,9 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field
 
 from airlock.jobstate import ACTIVE_STATES, TERMINAL_STATES, JobState
 from airlock.policy import ApprovalDecision
-from airlock.policy.approval import Outcome
+from airlock.policy.approval import OnTimeout, Outcome, Strategy
 from airlock.sandbox import SandboxEvent
 from airlock.turn import PendingCall
+from airlock.weave import FixedPointExit
 from layer0 import LogLevel, TurnInput, TurnOutput
 
 from .effects import EffectOutcome
@@ -98,8 +99,8 @@ class ApprovalWait(BaseModel):
     #: When the policy's timeout decides.
     deadline: datetime
     approvers: list[str] = Field(default_factory=list)
-    strategy: str = "any"
-    on_timeout: Literal["approve", "reject"] = "reject"
+    strategy: Strategy = "any"
+    on_timeout: OnTimeout = "reject"
     decisions: list[ApprovalDecision] = Field(default_factory=list)
     #: ``approved`` / ``rejected`` once decided (the job then resumes).
     outcome: Outcome | None = None
@@ -117,7 +118,7 @@ class FixedPointRun(BaseModel):
     hashes: list[tuple[str, str]] = Field(default_factory=list)
     #: Each iteration's output so far.
     outputs: list[TurnOutput] = Field(default_factory=list)
-    exit: Literal["stable", "cycle", "max_iterations"] | None = None
+    exit: FixedPointExit | None = None
     #: The 0-based iteration whose output is the job's output.
     chosen: int | None = None
 

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import JsonValue
 
@@ -76,9 +76,6 @@ from ._orchestrator import JobOrchestrator
 from ._queue import QueuedJob
 from ._service_approvals import ApprovalsMixin
 from ._service_controls import ControlsMixin
-
-if TYPE_CHECKING:
-    pass
 
 _log = logging.getLogger("airlock.jobs")
 

@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from airlock.spec import ApprovalGate
 
 Strategy = Literal["all", "any", "majority"]
+#: What a timeout decides.
+OnTimeout = Literal["approve", "reject"]
 Outcome = Literal["approved", "rejected"]
 _Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
 
@@ -55,7 +57,7 @@ class ApprovalPolicy(BaseModel):
     #: How long a job waits for the decisions, milliseconds.
     timeout_ms: int = Field(default=3_600_000, gt=0)
     #: What a timeout decides.
-    on_timeout: Literal["approve", "reject"] = "reject"
+    on_timeout: OnTimeout = "reject"
 
     def gate(self) -> ApprovalGate:
         """The part the sandbox enforces: which calls wait."""
