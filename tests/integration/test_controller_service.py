@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -56,8 +54,8 @@ from layer0 import (
 )
 from tests.support.containers import OWNER, assert_none_left, my_containers, require_isolation
 from tests.support.controller import (
-    SERVE_SCRIPT,
     agent_config,
+    controller_process,
     running_controller,
     running_service,
     tool_outputs,
@@ -458,25 +456,14 @@ async def test_restart_interrupts_running_jobs_reaps_their_sandboxes_and_runs_qu
     # max_resumes 0: the job may not resume (test_durable_jobs.py covers the resume)
     never_resumed = {**sleeper(), "durability": {"max_resumes": 0}}
     config = write_config(tmp_path, {"sleeper": never_resumed, "echo": quick("after restart")})
-    proc = subprocess.Popen(  # noqa: ASYNC220 - killed with SIGKILL below; asyncio's would reap it
-        [sys.executable, "-c", SERVE_SCRIPT, str(config), str(data_dir), str(state_dir), runner_image],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        address, token = (await asyncio.to_thread(proc.stdout.readline)).split()
-        async with ControllerClient(address, token) as client:
-            running = await client.submit("sleeper", "sleep")
-            queued = [await client.submit("echo", f"q{i}") for i in range(2)]
-            await wait_state(client, running.id, JobState.RUNNING)
-            owner = {"label": f"{LABEL_OWNER}={os.uname().nodename}:{proc.pid}"}
-            assert len(docker_client.containers.list(filters=owner)) == 1
-            proc.send_signal(signal.SIGKILL)  # no goodbye: the sandbox is left running
-            await asyncio.to_thread(proc.wait)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    async with controller_process(config, data_dir, state_dir, runner_image) as (proc, client):
+        running = await client.submit("sleeper", "sleep")
+        queued = [await client.submit("echo", f"q{i}") for i in range(2)]
+        await wait_state(client, running.id, JobState.RUNNING)
+        owner = {"label": f"{LABEL_OWNER}={os.uname().nodename}:{proc.pid}"}
+        assert len(docker_client.containers.list(filters=owner)) == 1
+        proc.send_signal(signal.SIGKILL)  # no goodbye: the sandbox is left running
+        await asyncio.to_thread(proc.wait)
     leaked = docker_client.containers.list(all=True, filters=owner)
     assert len(leaked) == 1
     async with running_controller(config, data_dir, state_dir, runner_image) as (controller, client):

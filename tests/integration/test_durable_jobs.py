@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,8 +20,8 @@ from airlock.weave import TurnRecord
 from layer0 import TurnInput
 from tests.support.containers import assert_none_left, my_containers
 from tests.support.controller import (
-    SERVE_SCRIPT,
     agent_config,
+    controller_process,
     running_controller,
     running_service,
     write_config,
@@ -63,23 +61,12 @@ async def test_a_controller_killed_mid_job_resumes_it_without_repeating_a_model_
 ) -> None:
     data_dir = tmp_path / "data"
     config = write_config(tmp_path, {"steps": agent_config(STEPS, ["bash"])})
-    proc = subprocess.Popen(  # noqa: ASYNC220 - killed with SIGKILL below
-        [sys.executable, "-c", SERVE_SCRIPT, str(config), str(data_dir), str(state_dir), runner_image],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        address, token = (await asyncio.to_thread(proc.stdout.readline)).split()
-        async with ControllerClient(address, token) as client:
-            job = await client.submit("steps", "go")
-            seen = [e async for e in _events_until(client, job.id, "c2")]
-            assert "c2" in started(seen)
-            proc.send_signal(signal.SIGKILL)  # mid-call: c2 is running in the sandbox
-            await asyncio.to_thread(proc.wait)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    async with controller_process(config, data_dir, state_dir, runner_image) as (proc, client):
+        job = await client.submit("steps", "go")
+        seen = [e async for e in _events_until(client, job.id, "c2")]
+        assert "c2" in started(seen)
+        proc.send_signal(signal.SIGKILL)  # mid-call: c2 is running in the sandbox
+        await asyncio.to_thread(proc.wait)
     async with running_controller(config, data_dir, state_dir, runner_image) as (controller, client):
         assert controller.service.recovered == [], "resumed, not interrupted"
         done = await client.wait(job.id)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,27 @@ async def main() -> None:
 
 asyncio.run(main())
 """
+
+
+@contextlib.asynccontextmanager
+async def controller_process(
+    config: Path, data_dir: Path, sandbox_dir: Path, image: str
+) -> AsyncIterator[tuple[subprocess.Popen[str], ControllerClient]]:
+    """A controller in a process of its own (:data:`SERVE_SCRIPT`) and a client of it; the
+    process is killed on the way out if the test has not killed it."""
+    proc = subprocess.Popen(  # noqa: ASYNC220 - tests kill it with SIGKILL; asyncio's would reap it
+        [sys.executable, "-c", SERVE_SCRIPT, str(config), str(data_dir), str(sandbox_dir), image],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        address, token = (await asyncio.to_thread(proc.stdout.readline)).split()
+        async with ControllerClient(address, token) as client:
+            yield proc, client
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def agent_config(steps: Sequence[Mapping[str, Any]], tools: Sequence[str], **sandbox: Any) -> dict[str, Any]:
