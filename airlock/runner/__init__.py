@@ -15,7 +15,15 @@ from airlock.lazy import lazy_names as _lazy_names
 if _typing.TYPE_CHECKING:
     from airlock.wire import MalformedMessage
 
-    from ._client import RemoteTurn, RunnerCallError, RunnerEvent, StepInfo, TurnFinished, wait_until_serving
+    from ._client import (
+        RemoteTurn,
+        RunnerCallError,
+        RunnerEvent,
+        StepInfo,
+        TurnFinished,
+        channel_lost,
+        wait_until_serving,
+    )
     from ._server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME, RunnerConfig, RunnerServer, TlsFiles
 
 __all__ = [
@@ -30,6 +38,7 @@ __all__ = [
     "StepInfo",
     "TlsFiles",
     "TurnFinished",
+    "channel_lost",
     "wait_until_serving",
 ]
 
@@ -38,7 +47,15 @@ __all__ = [
 _WHERE = {
     "MalformedMessage": "airlock.wire",
     **dict.fromkeys(
-        ("RemoteTurn", "RunnerCallError", "RunnerEvent", "StepInfo", "TurnFinished", "wait_until_serving"),
+        (
+            "RemoteTurn",
+            "RunnerCallError",
+            "RunnerEvent",
+            "StepInfo",
+            "TurnFinished",
+            "channel_lost",
+            "wait_until_serving",
+        ),
         "airlock.runner._client",
     ),
     **dict.fromkeys(

@@ -80,6 +80,13 @@ def _reason(error: grpc.aio.AioRpcError) -> str | None:
     return None
 
 
+def channel_lost(error: BaseException) -> bool:
+    """Whether a failed turn's ``error`` is its runner's channel going away (UNAVAILABLE): the
+    sandbox around the runner may be dying, and may take a while to show it."""
+    cause = error.__cause__
+    return isinstance(cause, grpc.aio.AioRpcError) and cause.code() == grpc.StatusCode.UNAVAILABLE
+
+
 def _turn_error(error: grpc.aio.AioRpcError, address: str) -> TurnError:
     """The TurnError for a failed Execute call (connection loss and busy: retryable)."""
     code = error.code()

@@ -548,18 +548,27 @@ def test_the_rendered_sandbox_pod_runs_a_job_over_grpc(pods: DockerPods, image: 
     pod = _golden_sandbox_pod("env_file_credentials.yaml", image)
     events = Events()
     pods.start(pod, reader({secret["metadata"]["name"]: data}), events)
-    status = until(lambda: (s := pods.status(pod))["phase"] != "Pending" and s, what="the sandbox pod to run")
+    # Generous bounds (hang guards, not timings): under random order this can follow a sandbox
+    # the host is still tearing down.
+    status = until(
+        lambda: (s := pods.status(pod))["phase"] != "Pending" and s, 60, what="the sandbox pod to run"
+    )
     assert status["phase"] == "Running", (status, events.recorded)
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True"
 
     async def job() -> str:
         spec = scripted_agent([text_step("done in the pod")])
         async with RemoteTurn(f"{status['podIP']}:50051", data["token"].decode(), spec) as turn:
-            await turn.wait_until_serving(timeout=20)
+            await turn.wait_until_serving(timeout=60)
             output = await turn.execute(TurnInput.new("go"))
         return output.message.as_text()
 
-    assert asyncio.run(job()) == "done in the pod"
+    try:
+        answer = asyncio.run(job())
+    except Exception as e:
+        log = log_text(pods, pod, "runner", 20)
+        raise AssertionError(f"{e}; the pod: {pods.status(pod)}; its log: {log}") from e
+    assert answer == "done in the pod"
 
 
 def test_through_the_stand_in_api_server_with_the_official_client(

@@ -104,10 +104,20 @@ def runner_command(preload: bool = False) -> list[str]:
 
 #: gVisor's host-side tasks: its kernel's threads (≈42 at rest) plus, on the ptrace platform,
 #: about six per sleeping sandboxed process and up to ≈22 per process under repeated fork
-#: bombs (measured with runsc 20221219: 4901 host tasks for 224 sandboxed processes). The
-#: sandbox dies outright when its cgroup runs out, so the bound leaves room above that.
+#: bombs on an idle machine (measured with runsc 20221219: 4901 host tasks for 224 sandboxed
+#: processes). The bound leaves room above that; past it (under load) the sandbox dies
+#: outright, which is reported as the resource it is (:data:`GVISOR_KERNEL_DIED`).
 GVISOR_HOST_PIDS_BASE = 64
 GVISOR_HOST_PIDS_PER_PROCESS = 32
+
+
+#: The exit code of a gVisor sandbox whose kernel (the sentry, a Go program) died of a fatal
+#: error. On the ptrace platform its host threads grow with the sandboxed processes *and* with
+#: the kernel's own threads that ran them, so under CPU contention many processes at once (a
+#: fork bomb) can reach the host task cap before RLIMIT_NPROC stops them (measured here with
+#: two busy cores: 8256 host tasks, the cap, for 256 processes); the kernel then cannot start
+#: a thread and exits with Go's fatal-error code.
+GVISOR_KERNEL_DIED = 2
 
 
 def process_limits(boundary: Boundary, pids: int) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from airlock.sandbox._limits import Limits
 from airlock.sandbox._turn import run_in_sandbox
 from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
 
-from ._config import SOCKET_NAME, TOKEN_NAME, Boundary, container_config
+from ._config import GVISOR_KERNEL_DIED, SOCKET_NAME, TOKEN_NAME, Boundary, container_config, process_limits
 from ._egress import EgressWiring
 from ._labels import LABEL_SANDBOX, owner_labels
 from ._reaper import owner_file, write_owner_file
@@ -44,6 +44,9 @@ _log = logging.getLogger("airlock.sandbox.docker")
 _T = TypeVar("_T")
 _POLL_S = 0.01
 _LOG_TAIL = 30
+#: How long a sandbox whose runner's channel broke may take to show that it died (a gVisor
+#: kernel going down under load takes seconds), before the break counts as the channel's own.
+_SETTLE_S = 20.0
 
 
 class SandboxContainer:
@@ -76,6 +79,8 @@ class SandboxContainer:
         # Root hands the directory to uid 65534; otherwise the sandbox runs as our own uid.
         self.user = (65534, 65534) if root else (os.getuid(), os.getgid())
         self.root = root
+        #: The isolation it was provisioned with (set by ``provision``).
+        self.boundary: Boundary | None = None
         #: The network side (internal network, proxy, credentials); set by the environment.
         self.wiring: EgressWiring | None = None
         self._inflight: asyncio.Future[Any] | None = None
@@ -93,6 +98,7 @@ class SandboxContainer:
         self, *, image: str, limits: Limits, runtimes: frozenset[str], boundary: Boundary
     ) -> None:
         self.started_at = time.time()
+        self.boundary = boundary
         # Shielded: if we are cancelled mid-create, teardown waits for it and removes it.
         self._inflight = asyncio.ensure_future(
             self._provision(image, limits, runtimes, boundary, self.labels)
@@ -270,10 +276,14 @@ class SandboxContainer:
     ) -> TurnOutput:
         assert self.remote is not None, "bind() first"
 
+        from airlock.runner import channel_lost
+
         async def failed(e: TurnError) -> EnvError:
+            state = await (self._settled_state() if channel_lost(e) else self._state())
             await self._raise_if_oom(limits, e)
-            state = await self._state()
             if state.get("Status") in ("exited", "dead"):
+                if (died := self._kernel_died(state, limits)) is not None:
+                    return died
                 logs = await self.logs()
                 return EnvError.other(
                     f"sandbox {self.id} died during the turn (exit code {state.get('ExitCode')}): "
@@ -291,6 +301,30 @@ class SandboxContainer:
             failed=failed,
             finished=lambda: self._raise_if_oom(limits, None),
             session=session,
+        )
+
+    async def _settled_state(self) -> dict[str, Any]:
+        """The container's state once it stopped running, or as it is after ``_SETTLE_S``: its
+        runner's channel broke, and the sandbox may be dying (its state and OOM flag are set
+        only once it has gone)."""
+        import requests
+
+        errors = docker_errors()
+        with contextlib.suppress(errors.DockerException, requests.RequestException):
+            await asyncio.to_thread(self.client.api.wait, self.container.id, timeout=_SETTLE_S)
+        return await self._state()
+
+    def _kernel_died(self, state: Mapping[str, Any], limits: Limits) -> EnvError | None:
+        """``resource_exceeded`` for a gVisor sandbox whose kernel died (see
+        :data:`~._config.GVISOR_KERNEL_DIED`); None for any other death."""
+        boundary = self.boundary
+        if boundary is None or boundary.kind != "gvisor" or state.get("ExitCode") != GVISOR_KERNEL_DIED:
+            return None
+        cap = process_limits(boundary, limits.pids)["pids_limit"]
+        return EnvError.resource_exceeded(
+            f"processes: sandbox {self.id}'s gVisor kernel died (exit code {GVISOR_KERNEL_DIED}): it "
+            f"could not start a host thread within its cap of {cap} host tasks, which many processes "
+            f"at once reach (the sandbox may run {limits.pids})"
         )
 
     async def _raise_if_oom(self, limits: Limits, cause: BaseException | None) -> None:
