@@ -280,7 +280,7 @@ class SandboxContainer:
 
         async def failed(e: TurnError) -> EnvError:
             state = await (self._settled_state() if channel_lost(e) else self._state())
-            await self._raise_if_oom(limits, e)
+            await self._raise_if_oom(limits, e, state)
             if state.get("Status") in ("exited", "dead"):
                 if (died := self._kernel_died(state, limits)) is not None:
                     return died
@@ -327,8 +327,12 @@ class SandboxContainer:
             f"at once reach (the sandbox may run {limits.pids})"
         )
 
-    async def _raise_if_oom(self, limits: Limits, cause: BaseException | None) -> None:
-        state = await self._state()
+    async def _raise_if_oom(
+        self, limits: Limits, cause: BaseException | None, state: Mapping[str, Any] | None = None
+    ) -> None:
+        """Raise ``resource_exceeded`` if the sandbox was OOM-killed (``state``: the container's
+        state as just read, else read now)."""
+        state = state if state is not None else await self._state()
         oom = bool(state.get("OOMKilled")) or await self._oom_events() > 0
         if oom:
             raise oom_exceeded(self.id, limits) from cause
