@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airlock.policy import LOST_CALL, DurabilityPolicy
-from airlock.turn import SessionState, ToolExecution
+from airlock.turn import SessionState, ToolExecution, ToolUsePart
 from layer0 import EnvError, TurnError, TurnInput
 
 #: Sandbox failures a resume cannot mend (the same request would fail the same way).
@@ -21,10 +21,10 @@ def lost_sandbox(error: BaseException) -> bool:
     return True
 
 
-def in_flight(state: SessionState, started: list[str]) -> list[str]:
+def in_flight(state: SessionState, started: list[str]) -> list[ToolUsePart]:
     """The open step's calls that started but did not finish: running when the sandbox was lost."""
     done = {c.tool_use_id for c in state.completed}
-    return [u.id for u in state.open_uses() if u.id in started and u.id not in done]
+    return [u for u in state.open_uses() if u.id in started and u.id not in done]
 
 
 def resume_state(
@@ -38,8 +38,7 @@ def resume_state(
     if lost and policy.in_flight == "fail":
         answered = [
             ToolExecution(tool_use_id=u.id, name=u.name, input=u.input, output=LOST_CALL, is_error=True)
-            for u in state.open_uses()
-            if u.id in lost
+            for u in lost
         ]
         state = state.model_copy(update={"completed": [*state.completed, *answered]})
-    return state, lost
+    return state, [u.id for u in lost]

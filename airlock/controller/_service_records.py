@@ -128,7 +128,7 @@ class RecordsMixin(ServiceCore):
         saved = await self.store.checkpoint(job.id)
         state = SessionState.model_validate_json(saved[0]) if saved is not None else None
         iteration = state.iterations if state is not None else 0
-        lost = in_flight(state, saved[1]) if state is not None and saved is not None else []
+        lost = [u.id for u in in_flight(state, saved[1])] if state is not None and saved is not None else []
         event = JobResumed(
             resume=job.resumes + 1, cause=cause, reason=reason, iteration=iteration, lost_calls=lost
         )
