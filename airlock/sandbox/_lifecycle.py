@@ -3,7 +3,8 @@
 Provisioning runs shielded, so a cancel mid-create cannot lose track of what was created:
 teardown first waits for the create (:func:`settle`), then removes everything. Teardown
 itself runs to its end even when cancelled again (:func:`shielded`). An OOM kill inside is
-the same ``resource_exceeded`` on every backend (:func:`oom_exceeded`).
+the same ``resource_exceeded`` on every backend (:func:`oom_exceeded`), and a turn whose
+channel broke is judged once the sandbox has had time to show how it ended (:data:`SETTLE_S`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from layer0 import EnvError
 
 from ._limits import Limits
 
-__all__ = ["oom_exceeded", "settle", "shielded"]
+__all__ = ["SETTLE_S", "oom_exceeded", "settle", "shielded"]
+
+#: How long a sandbox whose runner's channel broke may take to show how it ended (a dying
+#: gVisor kernel, an OOM kill its engine or kubelet reports once the sandbox has gone), before
+#: the break counts as the channel's own.
+SETTLE_S = 20.0
 
 
 async def shielded(teardown: Callable[[], Awaitable[None]]) -> None:

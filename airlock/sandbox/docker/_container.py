@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from airlock.images import docker_errors
 from airlock.sandbox._events import EventSink
 from airlock.sandbox._handle import TurnHandle
-from airlock.sandbox._lifecycle import oom_exceeded, settle, shielded
+from airlock.sandbox._lifecycle import SETTLE_S, oom_exceeded, settle, shielded
 from airlock.sandbox._limits import Limits
 from airlock.sandbox._turn import run_in_sandbox
 from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
@@ -44,9 +44,6 @@ _log = logging.getLogger("airlock.sandbox.docker")
 _T = TypeVar("_T")
 _POLL_S = 0.01
 _LOG_TAIL = 30
-#: How long a sandbox whose runner's channel broke may take to show that it died (a gVisor
-#: kernel going down under load takes seconds), before the break counts as the channel's own.
-_SETTLE_S = 20.0
 
 
 class SandboxContainer:
@@ -304,14 +301,14 @@ class SandboxContainer:
         )
 
     async def _settled_state(self) -> dict[str, Any]:
-        """The container's state once it stopped running, or as it is after ``_SETTLE_S``: its
+        """The container's state once it stopped running, or as it is after ``SETTLE_S``: its
         runner's channel broke, and the sandbox may be dying (its state and OOM flag are set
         only once it has gone)."""
         import requests
 
         errors = docker_errors()
         with contextlib.suppress(errors.DockerException, requests.RequestException):
-            await asyncio.to_thread(self.client.api.wait, self.container.id, timeout=_SETTLE_S)
+            await asyncio.to_thread(self.client.api.wait, self.container.id, timeout=SETTLE_S)
         return await self._state()
 
     def _kernel_died(self, state: Mapping[str, Any], limits: Limits) -> EnvError | None:

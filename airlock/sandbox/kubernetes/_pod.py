@@ -22,7 +22,7 @@ from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
 
 from .._events import EventSink
 from .._handle import TurnHandle
-from .._lifecycle import oom_exceeded, settle, shielded
+from .._lifecycle import SETTLE_S, oom_exceeded, settle, shielded
 from .._limits import Limits
 from .._turn import run_in_sandbox
 from ._api import ApiFailure, KubeApi
@@ -259,8 +259,10 @@ class PodSandbox:
     ) -> TurnOutput:
         assert self.remote is not None, "bind() first"
 
+        from airlock.runner import channel_lost
+
         async def failed(e: TurnError) -> EnvError:
-            pod = await self._pod_or_empty()
+            pod = await (self._settled_pod() if channel_lost(e) else self._pod_or_empty())
             self._raise_if_oom(pod, limits, e)
             if (pod.get("status") or {}).get("phase") not in (None, "Running"):
                 detail = describe_pod(pod, await self._events_of(self.pod))
@@ -290,6 +292,18 @@ class PodSandbox:
         except ApiFailure:
             return {}
         return pod
+
+    async def _settled_pod(self) -> dict[str, Any]:
+        """The pod once it stopped running, or as it is after ``SETTLE_S``: its runner's channel
+        broke, and the kubelet reports how a container ended (an OOM kill) only once it has."""
+        deadline = time.monotonic() + SETTLE_S
+        polls = 0
+        while True:
+            pod = await self._pod_or_empty()
+            if (pod.get("status") or {}).get("phase") != "Running" or time.monotonic() > deadline:
+                return pod
+            await asyncio.sleep(_POLL_S[min(polls, len(_POLL_S) - 1)])
+            polls += 1
 
     def _raise_if_oom(self, pod: dict[str, Any], limits: Limits, cause: BaseException | None) -> None:
         if oom_killed(pod):

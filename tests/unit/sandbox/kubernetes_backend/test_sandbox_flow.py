@@ -257,6 +257,24 @@ async def test_an_oom_kill_during_the_turn_is_resource_exceeded(cluster: Cluster
     assert cluster.left() == {}
 
 
+async def test_an_oom_kill_the_kubelet_reports_after_the_channel_broke_is_resource_exceeded(
+    cluster: Cluster,
+) -> None:
+    """The runner's channel breaks first; the pod's status says OOMKilled a moment later."""
+    async with cluster.runners() as runners:
+        run = asyncio.create_task(cluster.sandbox().run(request(bash_agent("sleep 20"))))
+        await until(lambda: runners.processes)
+        await asyncio.sleep(2.0)  # the turn is under way
+        (name,) = runners.processes
+        runners.kill_runner(name)
+        await asyncio.sleep(1.0)
+        cluster.pods.update(NS, name, PodScript(phase="Failed", terminated_reason="OOMKilled", exit_code=137))
+        with pytest.raises(EnvError) as info:
+            await run
+    assert info.value.kind == "resource_exceeded" and "OOM-killed" in str(info.value)
+    assert cluster.left() == {}
+
+
 async def test_past_its_deadline_the_pod_is_deleted_and_the_turn_times_out(cluster: Cluster) -> None:
     agent = bash_agent("sleep 30", defaults=TurnConfig(max_duration=60_000))
     async with cluster.runners() as runners:
