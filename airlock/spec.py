@@ -8,6 +8,7 @@ imports nothing of airlock but its errors, so every layer may describe an agent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
@@ -31,8 +32,14 @@ PROVIDER_KINDS = ("anthropic", "openai_compat", "scripted", "command")
 EFFECT_TOOLS = ("write_memory", "delete_memory", "delegate", "handoff", "signal")
 #: Tools that run inside the sandbox (their implementations: ``airlock.tools``).
 SANDBOX_TOOLS = ("bash", "read_file", "write_file", "list_files", "edit_file", "http_request", "calculator")
-#: Every tool name an AgentSpec may list.
-TOOL_NAMES = SANDBOX_TOOLS + EFFECT_TOOLS
+#: Tools the turn answers from the read-only state snapshot it was given (never written).
+MEMORY_TOOLS = ("read_memory", "search_memory")
+#: Every built-in tool name an AgentSpec may list (besides custom tools by import path).
+TOOL_NAMES = SANDBOX_TOOLS + EFFECT_TOOLS + MEMORY_TOOLS
+#: A custom tool named by import path: ``package.module:function``.
+IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+#: An MCP server's name: its tools are offered as ``<server>.<tool>``.
+MCP_SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 #: Risk classes a tool may declare; an approval gate may name them.
 RISK_CLASSES = ("destructive", "external")
 #: The risk classes of the built-in tools: ``destructive`` changes what the sandbox or the
@@ -98,6 +105,9 @@ class ProviderSpec(_Spec):
     script: str | list[JsonValue] | dict[str, JsonValue] | None = None
     max_tokens: int = Field(default=4096, gt=0)
     temperature: float | None = None
+    #: Anthropic only: server-side compaction (None: off). Works beside the client-side
+    #: context strategies.
+    compaction: ServerCompaction | None = None
     #: Request timeout in seconds.
     timeout_s: float = Field(default=120.0, gt=0)
     #: Retries the SDK itself makes on 429/5xx/connection errors before raising (0: none;
@@ -128,6 +138,93 @@ class ContextSpec(_Spec):
     keep_last: int = Field(default=20, gt=0)
 
 
+class McpServerSpec(_Spec):
+    """An MCP server whose tools the agent may call, offered as ``<name>.<tool>``.
+
+    ``stdio``: ``command`` is started inside the sandbox (from its image), confined like the
+    bash tool. ``http``: the streamable-HTTP endpoint ``url`` is reached through the sandbox's
+    egress proxy, so the agent's network policy governs it; a credential for it is a sidecar
+    credential (the proxy adds it; the sandbox never holds it).
+    """
+
+    name: str
+    transport: Literal["stdio", "http"]
+    #: stdio: the program and its arguments.
+    command: list[str] = Field(default_factory=list)
+    #: stdio: extra environment variables of the server process (not secrets).
+    env: dict[str, str] = Field(default_factory=dict)
+    #: http: the server's MCP endpoint (``http(s)://host[:port]/path``).
+    url: str | None = None
+    #: The server's tools (their own names, ``fnmatch`` globs) the agent may call; None: all.
+    allowed_tools: list[str] | None = None
+    #: Seconds to start the server and list its tools.
+    startup_timeout_s: float = Field(default=30.0, gt=0)
+    #: Seconds one tool call may take.
+    call_timeout_s: float = Field(default=120.0, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not MCP_SERVER_NAME.match(value):
+            raise ValueError(
+                f"MCP server name {value!r} must start with a letter and hold only letters, digits, "
+                "'_' and '-' (at most 32)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> Self:
+        if self.transport == "stdio":
+            if not self.command or self.url is not None:
+                raise ValueError(f"MCP server {self.name!r}: transport stdio takes a command and no url")
+        else:
+            if not self.url or self.command or self.env:
+                raise ValueError(f"MCP server {self.name!r}: transport http takes a url and no command/env")
+            if not re.match(r"^https?://[^/?#]+", self.url):
+                raise ValueError(f"MCP server {self.name!r}: url {self.url!r} is not an http(s) URL")
+        return self
+
+    def allows(self, tool: str) -> bool:
+        """Whether the server's tool ``tool`` (its own name) is offered to the agent."""
+        from fnmatch import fnmatchcase
+
+        return self.allowed_tools is None or any(fnmatchcase(tool, p) for p in self.allowed_tools)
+
+
+class MemorySpec(_Spec):
+    """The memory a turn starts with: values of the read-only state snapshot, by key, placed
+    before the turn's input (the session's scope first, then the global one)."""
+
+    context_keys: list[str] = Field(default_factory=list)
+
+
+class ArtifactSpec(_Spec):
+    """Files a turn leaves in its workspace that come back as the job's artifacts: paths
+    relative to the workspace matching ``globs`` (``**`` spans directories). Regular files
+    only, never through a symbolic link; more than a cap refuses the whole set (never a
+    silent cut)."""
+
+    globs: list[str] = Field(default_factory=lambda: ["out/**"])
+    max_files: int = Field(default=100, gt=0)
+    max_file_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    max_total_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
+
+    @field_validator("globs")
+    @classmethod
+    def _relative(cls, value: list[str]) -> list[str]:
+        for glob in value:
+            if not glob or glob.startswith("/") or ".." in glob.split("/"):
+                raise ValueError(f"artifact glob {glob!r} must be relative to the workspace, without '..'")
+        return value
+
+
+class ServerCompaction(_Spec):
+    """Anthropic only: the API's server-side context compaction (``context_management``)."""
+
+    #: Input tokens at which the API compacts the conversation.
+    trigger_tokens: int = Field(default=150_000, ge=50_000)
+
+
 class HookSpec(_Spec):
     """A hook to enable by name, with its options (e.g. ``{"name": "budget", "max_cost": "1.00"}``)."""
 
@@ -142,6 +239,15 @@ class LoopLimits(_Spec):
     circuit_breaker_threshold: int = Field(default=5, gt=0)
     #: Identical tool calls (same name and input) in a row that count as stuck.
     stuck_threshold: int = Field(default=4, gt=1)
+    #: Fractions of ``max_cost`` at which the turn emits a budget warning (each once).
+    budget_warnings: list[float] = Field(default_factory=lambda: [0.5, 0.8])
+
+    @field_validator("budget_warnings")
+    @classmethod
+    def _fractions(cls, value: list[float]) -> list[float]:
+        if any(not 0 < f < 1 for f in value):
+            raise ValueError("budget warnings are fractions of max_cost, each between 0 and 1")
+        return sorted(set(value))
 
 
 class ApprovalGate(_Spec):
@@ -174,8 +280,16 @@ class AgentSpec(_Spec):
     name: str = Field(min_length=1)
     provider: ProviderSpec
     system: str = ""
-    #: Tool names: sandbox tools (``airlock.tools``) and effect tools (write_memory, …).
+    #: Tool names: sandbox tools (``airlock.tools``), effect tools (write_memory, …), memory
+    #: tools (read_memory, search_memory), and custom tools by import path
+    #: (``package.module:function``, imported by the runner from the sandbox's image).
     tools: list[str] = Field(default_factory=list)
+    #: MCP servers whose tools the agent may call.
+    mcp_servers: list[McpServerSpec] = Field(default_factory=list)
+    #: Memory placed in the context at the start of each turn.
+    memory: MemorySpec = Field(default_factory=MemorySpec)
+    #: Files of the workspace that come back as artifacts.
+    artifacts: ArtifactSpec = Field(default_factory=ArtifactSpec)
     #: Per-tool options, keyed by tool name (e.g. ``{"bash": {"timeout_s": 30}}``).
     tool_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     context: ContextSpec = Field(default_factory=ContextSpec)
@@ -190,12 +304,28 @@ class AgentSpec(_Spec):
     @classmethod
     def _known_tools(cls, value: list[str]) -> list[str]:
         valid = sorted(TOOL_NAMES)
-        unknown = [t for t in value if t not in valid]
+        unknown = [t for t in value if t not in valid and not IMPORT_PATH.match(t)]
         if unknown:
-            raise ValueError(f"unknown tool(s) {', '.join(unknown)}; valid tools: {', '.join(valid)}")
+            raise ValueError(
+                f"unknown tool(s) {', '.join(unknown)}; valid tools: {', '.join(valid)}, or a custom "
+                "tool by import path (package.module:function)"
+            )
         if len(set(value)) != len(value):
             raise ValueError("a tool is listed twice")
         return value
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _unique_servers(cls, value: list[McpServerSpec]) -> list[McpServerSpec]:
+        names = [s.name for s in value]
+        if len(set(names)) != len(names):
+            raise ValueError("an MCP server name is listed twice")
+        return value
+
+    @property
+    def custom_tools(self) -> list[str]:
+        """The custom tools' import paths, in the order listed."""
+        return [t for t in self.tools if t not in TOOL_NAMES]
 
     @model_validator(mode="after")
     def _command_needs_bash(self) -> Self:

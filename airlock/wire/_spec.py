@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from airlock._proto.runner.v1 import runner_pb2 as pb
-from airlock.spec import AgentSpec
+from airlock.spec import AgentSpec, McpServerSpec
 from layer0 import decimal_to_str
 
 from ._enums import CONTEXT_STRATEGY, PROVIDER_KIND
@@ -31,6 +31,9 @@ AGENT_SPEC_FIELDS = frozenset(
         "hooks",
         "limits",
         "approval",
+        "mcp_servers",
+        "memory",
+        "artifacts",
     )
 )
 PROVIDER_SPEC_FIELDS = frozenset(
@@ -46,7 +49,11 @@ PROVIDER_SPEC_FIELDS = frozenset(
         "max_retries",
         "price_per_mtok_in",
         "price_per_mtok_out",
+        "compaction",
     )
+)
+MCP_SERVER_FIELDS = frozenset(
+    ("name", "transport", "command", "env", "url", "allowed_tools", "startup_timeout_s", "call_timeout_s")
 )
 
 
@@ -67,6 +74,8 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
         price = getattr(p, name)
         if price is not None:
             setattr(provider, name, decimal_to_str(price))
+    if p.compaction is not None:
+        provider.compaction.CopyFrom(pb.ServerCompaction(trigger_tokens=p.compaction.trigger_tokens))
     message = pb.AgentSpec(
         name=spec.name,
         provider=provider,
@@ -86,11 +95,49 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
         limits=pb.LoopLimits(
             circuit_breaker_threshold=spec.limits.circuit_breaker_threshold,
             stuck_threshold=spec.limits.stuck_threshold,
+            budget_warnings=json_to_proto(list(spec.limits.budget_warnings)),
+        ),
+        mcp_servers=[_mcp_to_proto(server) for server in spec.mcp_servers],
+        memory=pb.MemorySpec(context_keys=spec.memory.context_keys),
+        artifacts=pb.ArtifactSpec(
+            globs=pb.StringList(values=spec.artifacts.globs),
+            max_files=spec.artifacts.max_files,
+            max_file_bytes=spec.artifacts.max_file_bytes,
+            max_total_bytes=spec.artifacts.max_total_bytes,
         ),
     )
     if spec.approval is not None:
         message.approval.CopyFrom(pb.ApprovalGate(tools=spec.approval.tools, risks=spec.approval.risks))
     return message
+
+
+def _mcp_to_proto(server: McpServerSpec) -> pb.McpServer:
+    message = pb.McpServer(
+        name=server.name,
+        transport=server.transport,
+        command=server.command,
+        env=server.env,
+        startup_timeout_s=server.startup_timeout_s,
+        call_timeout_s=server.call_timeout_s,
+    )
+    if server.url is not None:
+        message.url = server.url
+    if server.allowed_tools is not None:
+        message.allowed_tools.CopyFrom(pb.StringList(values=server.allowed_tools))
+    return message
+
+
+def _mcp_from_proto(message: pb.McpServer) -> dict[str, Any]:
+    server: dict[str, Any] = {
+        "name": message.name,
+        "transport": message.transport,
+        "command": list(message.command),
+        "env": dict(message.env),
+    }
+    server.update(_present(message, ("url", "startup_timeout_s", "call_timeout_s")))
+    if message.HasField("allowed_tools"):
+        server["allowed_tools"] = list(message.allowed_tools.values)
+    return server
 
 
 def _present(message: Any, names: Iterable[str]) -> dict[str, Any]:
@@ -124,6 +171,8 @@ def _provider(p: pb.ProviderSpec, problems: _Problems) -> dict[str, Any]:
         _present(p, ("model", "base_url", "api_key_env", "max_tokens", "temperature", "timeout_s"))
     )
     provider.update(_present(p, ("max_retries", "price_per_mtok_in", "price_per_mtok_out")))
+    if p.HasField("compaction"):
+        provider["compaction"] = _present(p.compaction, ("trigger_tokens",))
     return provider
 
 
@@ -168,7 +217,19 @@ def spec_from_proto(message: pb.AgentSpec) -> AgentSpec:
     if message.HasField("defaults"):
         data["defaults"] = problems.read("defaults", config_from_proto, message.defaults)
     if message.HasField("limits"):
-        data["limits"] = _present(message.limits, ("circuit_breaker_threshold", "stuck_threshold"))
+        limits = _present(message.limits, ("circuit_breaker_threshold", "stuck_threshold"))
+        if message.limits.HasField("budget_warnings"):
+            limits["budget_warnings"] = problems.read("limits", json_field, message.limits, "budget_warnings")
+        data["limits"] = limits
+    data["mcp_servers"] = [_mcp_from_proto(server) for server in message.mcp_servers]
+    if message.HasField("memory"):
+        data["memory"] = {"context_keys": list(message.memory.context_keys)}
+    if message.HasField("artifacts"):
+        a = message.artifacts
+        artifacts = _present(a, ("max_files", "max_file_bytes", "max_total_bytes"))
+        if a.HasField("globs"):
+            artifacts["globs"] = list(a.globs.values)
+        data["artifacts"] = artifacts
     if message.HasField("approval"):
         data["approval"] = {"tools": list(message.approval.tools), "risks": list(message.approval.risks)}
     if problems.found:

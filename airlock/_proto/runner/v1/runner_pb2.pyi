@@ -1149,6 +1149,7 @@ class ProviderSpec(_message.Message):
     MAX_RETRIES_FIELD_NUMBER: _builtins.int
     PRICE_PER_MTOK_IN_FIELD_NUMBER: _builtins.int
     PRICE_PER_MTOK_OUT_FIELD_NUMBER: _builtins.int
+    COMPACTION_FIELD_NUMBER: _builtins.int
     kind: Global___ProviderKind.ValueType
     """Required."""
     model: _builtins.str
@@ -1195,6 +1196,10 @@ class ProviderSpec(_message.Message):
         the turn (TurnFailed kind NON_RETRYABLE).
         """
 
+    @_builtins.property
+    def compaction(self) -> Global___ServerCompaction:
+        """Anthropic only: the API's server-side context compaction. Absent: off."""
+
     def __init__(
         self,
         *,
@@ -1209,10 +1214,11 @@ class ProviderSpec(_message.Message):
         max_retries: _builtins.int | None = ...,
         price_per_mtok_in: _builtins.str | None = ...,
         price_per_mtok_out: _builtins.str | None = ...,
+        compaction: Global___ServerCompaction | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "api_key_env", b"api_key_env", "base_url", b"base_url", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "api_key_env", b"api_key_env", "base_url", b"base_url", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__api_key_env: _TypeAlias = _typing.Literal["api_key_env"]  # noqa: Y015
     _WhichOneofArgType__api_key_env: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env"]  # noqa: Y015
@@ -1252,6 +1258,32 @@ class ProviderSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout_s) -> _WhichOneofReturnType__timeout_s | None: ...
 
 Global___ProviderSpec: _TypeAlias = ProviderSpec  # noqa: Y015
+
+@_typing.final
+class ServerCompaction(_message.Message):
+    """The Messages API's server-side compaction: a response that stops with `compaction` holds a
+    compaction block the loop keeps in its history, and the loop continues by itself.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRIGGER_TOKENS_FIELD_NUMBER: _builtins.int
+    trigger_tokens: _builtins.int
+    """Input tokens at which the API compacts. Default 150000; >= 50000."""
+    def __init__(
+        self,
+        *,
+        trigger_tokens: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_trigger_tokens", b"_trigger_tokens", "trigger_tokens", b"trigger_tokens"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_trigger_tokens", b"_trigger_tokens", "trigger_tokens", b"trigger_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__trigger_tokens: _TypeAlias = _typing.Literal["trigger_tokens"]  # noqa: Y015
+    _WhichOneofArgType__trigger_tokens: _TypeAlias = _typing.Literal["_trigger_tokens", b"_trigger_tokens"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__trigger_tokens) -> _WhichOneofReturnType__trigger_tokens | None: ...
+
+Global___ServerCompaction: _TypeAlias = ServerCompaction  # noqa: Y015
 
 @_typing.final
 class ContextSpec(_message.Message):
@@ -1364,19 +1396,27 @@ class LoopLimits(_message.Message):
 
     CIRCUIT_BREAKER_THRESHOLD_FIELD_NUMBER: _builtins.int
     STUCK_THRESHOLD_FIELD_NUMBER: _builtins.int
+    BUDGET_WARNINGS_FIELD_NUMBER: _builtins.int
     circuit_breaker_threshold: _builtins.int
     """Consecutive failed tool calls that trip the circuit breaker. Default 5; > 0."""
     stuck_threshold: _builtins.int
     """Identical tool calls (same name and input) in a row that count as stuck. Default 4; > 1."""
+    @_builtins.property
+    def budget_warnings(self) -> Global___Json:
+        """Fractions of max_cost at which a budget warning event is emitted (each once), a JSON
+        list of numbers in (0, 1). Absent: [0.5, 0.8].
+        """
+
     def __init__(
         self,
         *,
         circuit_breaker_threshold: _builtins.int | None = ...,
         stuck_threshold: _builtins.int | None = ...,
+        budget_warnings: Global___Json | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_circuit_breaker_threshold", b"_circuit_breaker_threshold", "_stuck_threshold", b"_stuck_threshold", "circuit_breaker_threshold", b"circuit_breaker_threshold", "stuck_threshold", b"stuck_threshold"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_circuit_breaker_threshold", b"_circuit_breaker_threshold", "_stuck_threshold", b"_stuck_threshold", "budget_warnings", b"budget_warnings", "circuit_breaker_threshold", b"circuit_breaker_threshold", "stuck_threshold", b"stuck_threshold"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_circuit_breaker_threshold", b"_circuit_breaker_threshold", "_stuck_threshold", b"_stuck_threshold", "circuit_breaker_threshold", b"circuit_breaker_threshold", "stuck_threshold", b"stuck_threshold"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_circuit_breaker_threshold", b"_circuit_breaker_threshold", "_stuck_threshold", b"_stuck_threshold", "budget_warnings", b"budget_warnings", "circuit_breaker_threshold", b"circuit_breaker_threshold", "stuck_threshold", b"stuck_threshold"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__circuit_breaker_threshold: _TypeAlias = _typing.Literal["circuit_breaker_threshold"]  # noqa: Y015
     _WhichOneofArgType__circuit_breaker_threshold: _TypeAlias = _typing.Literal["_circuit_breaker_threshold", b"_circuit_breaker_threshold"]  # noqa: Y015
@@ -1388,6 +1428,167 @@ class LoopLimits(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__stuck_threshold) -> _WhichOneofReturnType__stuck_threshold | None: ...
 
 Global___LoopLimits: _TypeAlias = LoopLimits  # noqa: Y015
+
+@_typing.final
+class McpServer(_message.Message):
+    """An MCP server whose tools the agent may call, offered as "<name>.<tool>"."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class EnvEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TRANSPORT_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
+    ENV_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    ALLOWED_TOOLS_FIELD_NUMBER: _builtins.int
+    STARTUP_TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    CALL_TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Required: a letter, then letters, digits, '_' or '-' (at most 32)."""
+    transport: _builtins.str
+    """Required: "stdio" (`command` started inside the sandbox) or "http" (streamable HTTP at
+    `url`, reached through the sandbox's egress proxy).
+    """
+    url: _builtins.str
+    """http: the server's MCP endpoint."""
+    startup_timeout_s: _builtins.float
+    """Seconds to start the server and list its tools. Default 30; > 0."""
+    call_timeout_s: _builtins.float
+    """Seconds one call may take. Default 120; > 0."""
+    @_builtins.property
+    def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """stdio: the program and its arguments."""
+
+    @_builtins.property
+    def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """stdio: extra environment variables of the server process."""
+
+    @_builtins.property
+    def allowed_tools(self) -> Global___StringList:
+        """The server's tools (fnmatch globs over its own names) the agent may call. Absent: all."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        transport: _builtins.str = ...,
+        command: _abc.Iterable[_builtins.str] | None = ...,
+        env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        url: _builtins.str | None = ...,
+        allowed_tools: Global___StringList | None = ...,
+        startup_timeout_s: _builtins.float | None = ...,
+        call_timeout_s: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_call_timeout_s", b"_call_timeout_s", "_startup_timeout_s", b"_startup_timeout_s", "_url", b"_url", "allowed_tools", b"allowed_tools", "call_timeout_s", b"call_timeout_s", "startup_timeout_s", b"startup_timeout_s", "url", b"url"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_call_timeout_s", b"_call_timeout_s", "_startup_timeout_s", b"_startup_timeout_s", "_url", b"_url", "allowed_tools", b"allowed_tools", "call_timeout_s", b"call_timeout_s", "command", b"command", "env", b"env", "name", b"name", "startup_timeout_s", b"startup_timeout_s", "transport", b"transport", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__call_timeout_s: _TypeAlias = _typing.Literal["call_timeout_s"]  # noqa: Y015
+    _WhichOneofArgType__call_timeout_s: _TypeAlias = _typing.Literal["_call_timeout_s", b"_call_timeout_s"]  # noqa: Y015
+    _WhichOneofReturnType__startup_timeout_s: _TypeAlias = _typing.Literal["startup_timeout_s"]  # noqa: Y015
+    _WhichOneofArgType__startup_timeout_s: _TypeAlias = _typing.Literal["_startup_timeout_s", b"_startup_timeout_s"]  # noqa: Y015
+    _WhichOneofReturnType__url: _TypeAlias = _typing.Literal["url"]  # noqa: Y015
+    _WhichOneofArgType__url: _TypeAlias = _typing.Literal["_url", b"_url"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__call_timeout_s) -> _WhichOneofReturnType__call_timeout_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__startup_timeout_s) -> _WhichOneofReturnType__startup_timeout_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__url) -> _WhichOneofReturnType__url | None: ...
+
+Global___McpServer: _TypeAlias = McpServer  # noqa: Y015
+
+@_typing.final
+class MemorySpec(_message.Message):
+    """Memory placed in the context at the start of each turn: the values of these keys in the
+    state snapshot (the session's scope first, then the global one).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTEXT_KEYS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def context_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        context_keys: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_keys", b"context_keys"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MemorySpec: _TypeAlias = MemorySpec  # noqa: Y015
+
+@_typing.final
+class ArtifactSpec(_message.Message):
+    """Workspace files that come back as the job's artifacts: paths relative to the workspace
+    matching `globs` ("**" spans directories); regular files only, never through a symbolic
+    link. More than a cap refuses the whole set.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GLOBS_FIELD_NUMBER: _builtins.int
+    MAX_FILES_FIELD_NUMBER: _builtins.int
+    MAX_FILE_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_TOTAL_BYTES_FIELD_NUMBER: _builtins.int
+    max_files: _builtins.int
+    """Defaults: 100 files, 10 MiB a file, 50 MiB in all; each > 0."""
+    max_file_bytes: _builtins.int
+    max_total_bytes: _builtins.int
+    @_builtins.property
+    def globs(self) -> Global___StringList:
+        """Absent: ["out/**"]. Each relative, without ".."."""
+
+    def __init__(
+        self,
+        *,
+        globs: Global___StringList | None = ...,
+        max_files: _builtins.int | None = ...,
+        max_file_bytes: _builtins.int | None = ...,
+        max_total_bytes: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_file_bytes", b"_max_file_bytes", "_max_files", b"_max_files", "_max_total_bytes", b"_max_total_bytes", "globs", b"globs", "max_file_bytes", b"max_file_bytes", "max_files", b"max_files", "max_total_bytes", b"max_total_bytes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_file_bytes", b"_max_file_bytes", "_max_files", b"_max_files", "_max_total_bytes", b"_max_total_bytes", "globs", b"globs", "max_file_bytes", b"max_file_bytes", "max_files", b"max_files", "max_total_bytes", b"max_total_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_file_bytes: _TypeAlias = _typing.Literal["max_file_bytes"]  # noqa: Y015
+    _WhichOneofArgType__max_file_bytes: _TypeAlias = _typing.Literal["_max_file_bytes", b"_max_file_bytes"]  # noqa: Y015
+    _WhichOneofReturnType__max_files: _TypeAlias = _typing.Literal["max_files"]  # noqa: Y015
+    _WhichOneofArgType__max_files: _TypeAlias = _typing.Literal["_max_files", b"_max_files"]  # noqa: Y015
+    _WhichOneofReturnType__max_total_bytes: _TypeAlias = _typing.Literal["max_total_bytes"]  # noqa: Y015
+    _WhichOneofArgType__max_total_bytes: _TypeAlias = _typing.Literal["_max_total_bytes", b"_max_total_bytes"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_file_bytes) -> _WhichOneofReturnType__max_file_bytes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_files) -> _WhichOneofReturnType__max_files | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_total_bytes) -> _WhichOneofReturnType__max_total_bytes | None: ...
+
+Global___ArtifactSpec: _TypeAlias = ArtifactSpec  # noqa: Y015
 
 @_typing.final
 class ApprovalGate(_message.Message):
@@ -1435,6 +1636,9 @@ class AgentSpec(_message.Message):
     HOOKS_FIELD_NUMBER: _builtins.int
     LIMITS_FIELD_NUMBER: _builtins.int
     APPROVAL_FIELD_NUMBER: _builtins.int
+    MCP_SERVERS_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    ARTIFACTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Required, non-empty."""
     system: _builtins.str
@@ -1448,7 +1652,10 @@ class AgentSpec(_message.Message):
         """Tools to enable, each at most once. Sandbox tools (they run in the runner's workspace):
         bash, read_file, write_file, list_files, edit_file, http_request, calculator. Effect tools
         (calling one declares an Effect in the TurnOutput; nothing runs in the sandbox):
-        write_memory, delete_memory, delegate, handoff, signal. Default: none.
+        write_memory, delete_memory, delegate, handoff, signal. Memory tools (answered from the
+        state snapshot): read_memory, search_memory. Custom tools by import path
+        ("package.module:function", imported from the sandbox's image; an import that fails or
+        a function that cannot be a tool: INVALID_ARGUMENT naming the path). Default: none.
         """
 
     @_builtins.property
@@ -1469,6 +1676,12 @@ class AgentSpec(_message.Message):
     def approval(self) -> Global___ApprovalGate:
         """Absent: no call waits for approval."""
 
+    @_builtins.property
+    def mcp_servers(self) -> _containers.RepeatedCompositeFieldContainer[Global___McpServer]: ...
+    @_builtins.property
+    def memory(self) -> Global___MemorySpec: ...
+    @_builtins.property
+    def artifacts(self) -> Global___ArtifactSpec: ...
     def __init__(
         self,
         *,
@@ -1482,10 +1695,13 @@ class AgentSpec(_message.Message):
         hooks: _abc.Iterable[Global___HookSpec] | None = ...,
         limits: Global___LoopLimits | None = ...,
         approval: Global___ApprovalGate | None = ...,
+        mcp_servers: _abc.Iterable[Global___McpServer] | None = ...,
+        memory: Global___MemorySpec | None = ...,
+        artifacts: Global___ArtifactSpec | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "context", b"context", "defaults", b"defaults", "limits", b"limits", "provider", b"provider"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "artifacts", b"artifacts", "context", b"context", "defaults", b"defaults", "limits", b"limits", "memory", b"memory", "provider", b"provider"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "context", b"context", "defaults", b"defaults", "hooks", b"hooks", "limits", b"limits", "name", b"name", "provider", b"provider", "system", b"system", "tool_options", b"tool_options", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "artifacts", b"artifacts", "context", b"context", "defaults", b"defaults", "hooks", b"hooks", "limits", b"limits", "mcp_servers", b"mcp_servers", "memory", b"memory", "name", b"name", "provider", b"provider", "system", b"system", "tool_options", b"tool_options", "tools", b"tools"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
