@@ -51,7 +51,7 @@ def test_unknown_key_inside_agent_spec_part(write: Write, one_issue: One) -> Non
     path = write(AGENT.replace("script: []}", "script: [], modle: x}"))
     assert one_issue(path) == (
         f"{path}:3:44: agents.coder.provider.modle: unknown key 'modle'; valid keys: api_key_env, "
-        "base_url, kind, max_retries, max_tokens, model, price_per_mtok_in, price_per_mtok_out, script, "
+        "base_url, compaction, kind, max_retries, max_tokens, model, price_per_mtok_in, price_per_mtok_out, script, "
         "temperature, timeout_s"
     )
 
@@ -144,8 +144,9 @@ def test_unknown_tool_points_at_the_list_item(write: Write, one_issue: One) -> N
     path = write(AGENT + "    tools:\n      - calculator\n      - rm_rf\n")
     assert one_issue(path) == (
         f"{path}:6:9: agents.coder.tools[1]: unknown tool(s) rm_rf; valid tools: bash, calculator, "
-        "delegate, delete_memory, edit_file, handoff, http_request, list_files, read_file, signal, "
-        "write_file, write_memory"
+        "delegate, delete_memory, edit_file, handoff, http_request, list_files, read_file, read_memory, "
+        "search_memory, signal, write_file, write_memory, or a custom tool by import path "
+        "(package.module:function)"
     )
 
 
