@@ -12,6 +12,7 @@ Backend-neutral and cheap to import (pydantic and the standard library):
 * :mod:`.resources` — Kubernetes-style quantities (``512Mi``, ``500m``).
 * :mod:`.approval` — who approves an agent's gated tool calls, and how decisions combine.
 * :mod:`.durability` — what becomes of a job whose sandbox or controller was lost.
+* :mod:`.workspace` — the paths, globs and caps of files entering and leaving a workspace.
 """
 
 from .approval import ApprovalDecision, ApprovalPolicy
@@ -45,8 +46,10 @@ from .secrets import (
     redact,
     resolve_secret,
 )
+from .workspace import INPUT_CAPS, FileCaps, FileRefused, FilesOverCap, matches, workspace_path
 
 __all__ = [
+    "INPUT_CAPS",
     "LOST_CALL",
     "PROVIDER_DEFAULT_URLS",
     "REDACTED",
@@ -62,7 +65,10 @@ __all__ = [
     "EgressPlan",
     "EgressRule",
     "EnvSecretResolver",
+    "FileCaps",
+    "FileRefused",
     "FileSecretResolver",
+    "FilesOverCap",
     "PolicyError",
     "ResolvedCredentials",
     "SandboxPlan",
@@ -72,6 +78,7 @@ __all__ = [
     "compile_plan",
     "decide",
     "env_var_values",
+    "matches",
     "parse_cpu",
     "parse_memory",
     "precheck",
@@ -79,4 +86,5 @@ __all__ = [
     "resolve_credentials",
     "resolve_secret",
     "sidecar_agent",
+    "workspace_path",
 ]

@@ -25,10 +25,12 @@ if _typing.TYPE_CHECKING:
         wait_until_serving,
     )
     from ._server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME, RunnerConfig, RunnerServer, TlsFiles
+    from ._transfer import Artifacts
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "SERVICE_NAME",
+    "Artifacts",
     "MalformedMessage",
     "RemoteTurn",
     "RunnerCallError",
@@ -46,6 +48,7 @@ __all__ = [
 #: package first, and the client (pydantic, the turn's events) is no part of serving.
 _WHERE = {
     "MalformedMessage": "airlock.wire",
+    "Artifacts": "airlock.runner._transfer",
     **dict.fromkeys(
         (
             "RemoteTurn",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -27,6 +27,7 @@ from airlock.turn import (
 from layer0 import Scope, TurnError, TurnInput, TurnOutput
 
 from ._server import DEFAULT_MAX_MESSAGE_BYTES, REASON_KEY, SERVICE_NAME
+from ._transfer import Artifacts, collect_artifacts, put_files
 
 
 class TurnFinished(BaseModel):
@@ -254,6 +255,35 @@ class RemoteTurn:
         finally:
             call.cancel()
         raise TurnError.retryable(f"runner at {self.address}: the stream ended without a result")
+
+    # --- workspace files -------------------------------------------------------------------
+
+    async def put_files(self, files: Sequence[tuple[str, bytes]]) -> None:
+        """Write ``files`` (``(path relative to the workspace, content)``) into the sandbox's
+        workspace before the turn.
+
+        Raises:
+            FileRefused: a path that is not confined, or the runner's refusal (over its caps,
+                a link in the way).
+            RunnerCallError: the runner is unreachable.
+        """
+        try:
+            await put_files(self._connect(), self._metadata, files)
+        except grpc.aio.AioRpcError as e:
+            raise RunnerCallError(e.code().name, f"runner at {self.address}: {e.details()}") from e
+
+    async def collect_artifacts(self) -> Artifacts:
+        """The files the turn left under the spec's artifact globs (checked on this side).
+
+        Raises:
+            FilesOverCap: more files or bytes than the spec's caps (the whole set refused).
+            FileRefused: what the runner sent is not confined or not asked for.
+            RunnerCallError: the runner is unreachable.
+        """
+        try:
+            return await collect_artifacts(self._connect(), self._metadata, self.spec.artifacts)
+        except grpc.aio.AioRpcError as e:
+            raise RunnerCallError(e.code().name, f"runner at {self.address}: {e.details()}") from e
 
     # --- control ---------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""TurnHandle: the controls of a sandboxed turn while it runs, and the snapshot it resumes from.
+"""TurnHandle: the controls of a sandboxed turn while it runs, the snapshot it resumes from,
+the files it starts with and the artifacts it leaves.
 
 A caller creates one per request (:attr:`SandboxRequest.session`); the backend attaches the
 runner's channel to it for the duration of the turn. Pause, resume, step and signal then
@@ -7,12 +8,13 @@ reach the runner inside the sandbox; outside that window they raise ``TurnNotRun
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airlock.errors import AirlockError
 
 if TYPE_CHECKING:
-    from airlock.runner import RemoteTurn, StepInfo
+    from airlock.runner import Artifacts, RemoteTurn, StepInfo
 
 __all__ = ["TurnHandle", "TurnNotRunning"]
 
@@ -28,12 +30,29 @@ class TurnHandle:
         resume_from: a session snapshot (``SessionState`` JSON, every message) the turn continues
             from instead of starting anew.
         start_paused: the turn pauses before its first step.
+        files: ``(path, content)`` written into the workspace before the turn (paths relative
+            to it).
+        collect_artifacts: after a turn that ended, collect the files under its agent's
+            artifact globs into :attr:`artifacts` (a refusal: :attr:`artifacts_refused`).
     """
 
-    def __init__(self, resume_from: str | None = None, *, start_paused: bool = False) -> None:
+    def __init__(
+        self,
+        resume_from: str | None = None,
+        *,
+        start_paused: bool = False,
+        files: Sequence[tuple[str, bytes]] = (),
+        collect_artifacts: bool = False,
+    ) -> None:
         self.resume_from = resume_from
         #: The turn starts paused, before its first step (then step or resume it).
         self.start_paused = start_paused
+        self.files = list(files)
+        self.collect_artifacts = collect_artifacts
+        #: What the turn left under its artifact globs (checked against the spec's caps).
+        self.artifacts: Artifacts | None = None
+        #: Why the artifacts were refused (over a cap, a path not confined), if they were.
+        self.artifacts_refused: str | None = None
         self._remote: RemoteTurn | None = None
 
     def attach(self, remote: RemoteTurn) -> None:

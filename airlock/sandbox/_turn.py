@@ -78,6 +78,8 @@ async def run_in_sandbox(
         remote.start_paused = session.start_paused
         session.attach(remote)
     try:
+        if session is not None and session.files:
+            await _put_files(who, remote, session.files)
         try:
             output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
         except TimeoutError:
@@ -86,9 +88,33 @@ async def run_in_sandbox(
             return timeout_output(who, timeout or elapsed, elapsed)
         except TurnError as e:
             raise await failed(e) from e
+        if session is not None and session.collect_artifacts:
+            await _collect(remote, session)
     finally:
         if session is not None:
             session.detach(remote)
         await remote.close()
     await finished()
     return output
+
+
+async def _put_files(who: str, remote: RemoteTurn, files: list[tuple[str, bytes]]) -> None:
+    """The job's input files into the fresh workspace (a refusal fails the provisioning)."""
+    from airlock.policy import FileRefused
+    from airlock.runner import RunnerCallError
+
+    try:
+        await remote.put_files(files)
+    except (FileRefused, RunnerCallError) as e:
+        raise EnvError.provision_failed(f"{who}: cannot place the input files: {e}") from e
+
+
+async def _collect(remote: RemoteTurn, session: TurnHandle) -> None:
+    """The turn's artifacts onto ``session``; a refusal is recorded there, never a cut set."""
+    from airlock.policy import FileRefused
+    from airlock.runner import RunnerCallError
+
+    try:
+        session.artifacts = await remote.collect_artifacts()
+    except (FileRefused, RunnerCallError) as e:
+        session.artifacts_refused = str(e)

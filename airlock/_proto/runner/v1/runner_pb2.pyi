@@ -2449,6 +2449,142 @@ class SignalResponse(_message.Message):
 Global___SignalResponse: _TypeAlias = SignalResponse  # noqa: Y015
 
 @_typing.final
+class FileChunk(_message.Message):
+    """One piece of a workspace file. A file's chunks come one after another, the last with `last`
+    set (an empty file is one chunk without data).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    LAST_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Relative to the workspace, "/"-separated, without ".." (at most 1024 characters)."""
+    data: _builtins.bytes
+    last: _builtins.bool
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        data: _builtins.bytes = ...,
+        last: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "last", b"last", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FileChunk: _TypeAlias = FileChunk  # noqa: Y015
+
+@_typing.final
+class PutFilesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILES_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    files: _builtins.int
+    bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        files: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "files", b"files"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutFilesResponse: _TypeAlias = PutFilesResponse  # noqa: Y015
+
+@_typing.final
+class CollectArtifactsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GLOBS_FIELD_NUMBER: _builtins.int
+    MAX_FILES_FIELD_NUMBER: _builtins.int
+    MAX_FILE_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_TOTAL_BYTES_FIELD_NUMBER: _builtins.int
+    max_files: _builtins.int
+    """Caps (each > 0): more matching files or bytes refuse the whole set."""
+    max_file_bytes: _builtins.int
+    max_total_bytes: _builtins.int
+    @_builtins.property
+    def globs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Globs over workspace paths ("**" spans directories); each relative, without ".."."""
+
+    def __init__(
+        self,
+        *,
+        globs: _abc.Iterable[_builtins.str] | None = ...,
+        max_files: _builtins.int = ...,
+        max_file_bytes: _builtins.int = ...,
+        max_total_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["globs", b"globs", "max_file_bytes", b"max_file_bytes", "max_files", b"max_files", "max_total_bytes", b"max_total_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CollectArtifactsRequest: _TypeAlias = CollectArtifactsRequest  # noqa: Y015
+
+@_typing.final
+class SkippedFile(_message.Message):
+    """A matching path that is not collected: a symbolic link (never followed) or not a regular
+    file (a device, a FIFO, a socket).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SkippedFile: _TypeAlias = SkippedFile  # noqa: Y015
+
+@_typing.final
+class ArtifactItem(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHUNK_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def chunk(self) -> Global___FileChunk: ...
+    @_builtins.property
+    def skipped(self) -> Global___SkippedFile: ...
+    def __init__(
+        self,
+        *,
+        chunk: Global___FileChunk | None = ...,
+        skipped: Global___SkippedFile | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "item", b"item", "skipped", b"skipped"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chunk", b"chunk", "item", b"item", "skipped", b"skipped"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["chunk", "skipped"]  # noqa: Y015
+    _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
+
+Global___ArtifactItem: _TypeAlias = ArtifactItem  # noqa: Y015
+
+@_typing.final
 class StepResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

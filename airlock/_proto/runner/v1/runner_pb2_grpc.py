@@ -35,7 +35,7 @@ class RunnerStub:
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `internal` (INTERNAL). A request larger than the runner's message limit is
+    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
 
@@ -75,6 +75,16 @@ class RunnerStub:
                 request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SignalRequest.SerializeToString,
                 response_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SignalResponse.FromString,
                 _registered_method=True)
+        self.PutFiles = channel.stream_unary(
+                '/airlock.runner.v1.Runner/PutFiles',
+                request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.FileChunk.SerializeToString,
+                response_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.PutFilesResponse.FromString,
+                _registered_method=True)
+        self.CollectArtifacts = channel.unary_stream(
+                '/airlock.runner.v1.Runner/CollectArtifacts',
+                request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.CollectArtifactsRequest.SerializeToString,
+                response_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.ArtifactItem.FromString,
+                _registered_method=True)
 
 
 class RunnerServicer:
@@ -87,7 +97,7 @@ class RunnerServicer:
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `internal` (INTERNAL). A request larger than the runner's message limit is
+    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
 
@@ -143,6 +153,27 @@ class RunnerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutFiles(self, request_iterator, context):
+        """Writes files into the workspace (before a turn: a job's input files). Each path is
+        confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
+        in the way is INVALID_ARGUMENT (`invalid`); more than 200 files or 8 MiB in all is
+        RESOURCE_EXHAUSTED (`too_large`). Directories are created as needed; an existing regular
+        file is replaced. Nothing is written unless the whole stream is accepted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CollectArtifacts(self, request, context):
+        """Streams the workspace's files that match the request's globs (after a turn: the job's
+        artifacts), each as its chunks, and a `skipped` item for each match that is a symbolic
+        link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
+        (`too_large`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunnerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -176,6 +207,16 @@ def add_RunnerServicer_to_server(servicer, server):
                     request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SignalRequest.FromString,
                     response_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SignalResponse.SerializeToString,
             ),
+            'PutFiles': grpc.stream_unary_rpc_method_handler(
+                    servicer.PutFiles,
+                    request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.FileChunk.FromString,
+                    response_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.PutFilesResponse.SerializeToString,
+            ),
+            'CollectArtifacts': grpc.unary_stream_rpc_method_handler(
+                    servicer.CollectArtifacts,
+                    request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.CollectArtifactsRequest.FromString,
+                    response_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.ArtifactItem.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'airlock.runner.v1.Runner', rpc_method_handlers)
@@ -194,7 +235,7 @@ class Runner:
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `internal` (INTERNAL). A request larger than the runner's message limit is
+    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
 
@@ -350,6 +391,60 @@ class Runner:
             '/airlock.runner.v1.Runner/Signal',
             airlock_dot_runner_dot_v1_dot_runner__pb2.SignalRequest.SerializeToString,
             airlock_dot_runner_dot_v1_dot_runner__pb2.SignalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutFiles(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/airlock.runner.v1.Runner/PutFiles',
+            airlock_dot_runner_dot_v1_dot_runner__pb2.FileChunk.SerializeToString,
+            airlock_dot_runner_dot_v1_dot_runner__pb2.PutFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CollectArtifacts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/airlock.runner.v1.Runner/CollectArtifacts',
+            airlock_dot_runner_dot_v1_dot_runner__pb2.CollectArtifactsRequest.SerializeToString,
+            airlock_dot_runner_dot_v1_dot_runner__pb2.ArtifactItem.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,7 +57,7 @@ class RunnerStub:
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `internal` (INTERNAL). A request larger than the runner's message limit is
+    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
 
@@ -93,6 +93,19 @@ class RunnerStub:
     """Hands the execution a signal, applied at its next step boundary (a `signal` event then
     reports what it did). Unknown execution: NOT_FOUND.
     """
+    PutFiles: _grpc.StreamUnaryMultiCallable[_runner_pb2.FileChunk, _runner_pb2.PutFilesResponse]
+    """Writes files into the workspace (before a turn: a job's input files). Each path is
+    confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
+    in the way is INVALID_ARGUMENT (`invalid`); more than 200 files or 8 MiB in all is
+    RESOURCE_EXHAUSTED (`too_large`). Directories are created as needed; an existing regular
+    file is replaced. Nothing is written unless the whole stream is accepted.
+    """
+    CollectArtifacts: _grpc.UnaryStreamMultiCallable[_runner_pb2.CollectArtifactsRequest, _runner_pb2.ArtifactItem]
+    """Streams the workspace's files that match the request's globs (after a turn: the job's
+    artifacts), each as its chunks, and a `skipped` item for each match that is a symbolic
+    link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
+    (`too_large`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT.
+    """
 
 @_typing.type_check_only
 class RunnerAsyncStub(RunnerStub):
@@ -105,7 +118,7 @@ class RunnerAsyncStub(RunnerStub):
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `internal` (INTERNAL). A request larger than the runner's message limit is
+    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
 
@@ -138,6 +151,19 @@ class RunnerAsyncStub(RunnerStub):
     """Hands the execution a signal, applied at its next step boundary (a `signal` event then
     reports what it did). Unknown execution: NOT_FOUND.
     """
+    PutFiles: _aio.StreamUnaryMultiCallable[_runner_pb2.FileChunk, _runner_pb2.PutFilesResponse]  # type: ignore[assignment]
+    """Writes files into the workspace (before a turn: a job's input files). Each path is
+    confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
+    in the way is INVALID_ARGUMENT (`invalid`); more than 200 files or 8 MiB in all is
+    RESOURCE_EXHAUSTED (`too_large`). Directories are created as needed; an existing regular
+    file is replaced. Nothing is written unless the whole stream is accepted.
+    """
+    CollectArtifacts: _aio.UnaryStreamMultiCallable[_runner_pb2.CollectArtifactsRequest, _runner_pb2.ArtifactItem]  # type: ignore[assignment]
+    """Streams the workspace's files that match the request's globs (after a turn: the job's
+    artifacts), each as its chunks, and a `skipped` item for each match that is a symbolic
+    link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
+    (`too_large`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT.
+    """
 
 class RunnerServicer(metaclass=_abc_1.ABCMeta):
     """The in-sandbox runner. Every RPC needs `authorization: Bearer <token>` metadata (the scheme
@@ -149,7 +175,7 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `internal` (INTERNAL). A request larger than the runner's message limit is
+    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
 
@@ -215,6 +241,31 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runner_pb2.SignalResponse, _abc.Awaitable[_runner_pb2.SignalResponse]]:
         """Hands the execution a signal, applied at its next step boundary (a `signal` event then
         reports what it did). Unknown execution: NOT_FOUND.
+        """
+
+    @_abc_1.abstractmethod
+    def PutFiles(
+        self,
+        request_iterator: _MaybeAsyncIterator[_runner_pb2.FileChunk],
+        context: _ServicerContext,
+    ) -> _typing.Union[_runner_pb2.PutFilesResponse, _abc.Awaitable[_runner_pb2.PutFilesResponse]]:
+        """Writes files into the workspace (before a turn: a job's input files). Each path is
+        confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
+        in the way is INVALID_ARGUMENT (`invalid`); more than 200 files or 8 MiB in all is
+        RESOURCE_EXHAUSTED (`too_large`). Directories are created as needed; an existing regular
+        file is replaced. Nothing is written unless the whole stream is accepted.
+        """
+
+    @_abc_1.abstractmethod
+    def CollectArtifacts(
+        self,
+        request: _runner_pb2.CollectArtifactsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_runner_pb2.ArtifactItem], _abc.AsyncIterator[_runner_pb2.ArtifactItem]]:
+        """Streams the workspace's files that match the request's globs (after a turn: the job's
+        artifacts), each as its chunks, and a `skipped` item for each match that is a symbolic
+        link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
+        (`too_large`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT.
         """
 
 def add_RunnerServicer_to_server(servicer: RunnerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
