@@ -47,6 +47,7 @@ from ._model import (
     SandboxActivity,
     SignalRecorded,
     StateChanged,
+    StoredFile,
 )
 from ._orchestrator import JobOrchestrator
 from ._paths import default_data_dir
@@ -99,6 +100,7 @@ __all__ = [
     "SignalRecorded",
     "SqliteJobStore",
     "StateChanged",
+    "StoredFile",
     "default_data_dir",
     "inline_script",
     "load_or_create_token",

@@ -6,7 +6,7 @@ Its methods mirror :class:`JobService`'s and return the same types (a job, its e
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -23,7 +23,7 @@ from layer0 import TurnInput
 from . import _convert as jc
 from . import _event_wire as ew
 from ._grpc import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
-from ._model import FixedPointRun, Job, JobEvent, JobFilter
+from ._model import FixedPointRun, Job, JobEvent, JobFilter, StoredFile
 from ._paths import default_data_dir
 from ._service_controls import Inspection
 
@@ -130,13 +130,19 @@ class ControllerClient:
         max_duration_ms: int | None = None,
         workflow: str | None = None,
         until_stable: FixedPointRun | None = None,
+        files: Sequence[tuple[str, bytes]] = (),
     ) -> Job:
         """Submit a job; it comes back QUEUED (a plain string is a user message). With
         ``until_stable`` (its ``max_iterations`` and ``window``), the agent is re-run on its own
-        output until it is stable."""
+        output until it is stable. ``files`` (``(path in the workspace, content)``) are placed
+        in the job's workspace before its turn."""
         turn_input = TurnInput.new(input) if isinstance(input, str) else input
         request = cpb.SubmitJobRequest(
-            agent=agent, input=cv.input_to_proto(turn_input), queue=queue or "", workflow=workflow or ""
+            agent=agent,
+            input=cv.input_to_proto(turn_input),
+            queue=queue or "",
+            workflow=workflow or "",
+            files=[cpb.JobFile(path=path, data=data) for path, data in files],
         )
         if max_duration_ms is not None:
             request.max_duration.CopyFrom(cv.duration_to_proto(max_duration_ms))
@@ -163,6 +169,20 @@ class ControllerClient:
         """The job's log lines (its ``log`` events)."""
         response = await self._call("GetJobLogs", cpb.GetJobLogsRequest(id=job_id, after_seq=after_seq))
         return [ew.event_from_proto(e) for e in response.lines]
+
+    async def artifacts(self, job_id: str) -> list[StoredFile]:
+        """The job's artifacts (path, size, SHA-256), in path order."""
+        response = await self._call("ListArtifacts", cpb.GetJobRequest(id=job_id))
+        return [StoredFile(path=a.path, size=a.size, sha256=a.sha256) for a in response.artifacts]
+
+    async def artifact(self, job_id: str, path: str) -> bytes:
+        """One artifact's content (``ControllerError`` NOT_FOUND: no such job or artifact)."""
+        request = cpb.GetArtifactRequest(id=job_id, path=path)
+        try:
+            pieces = [p.data async for p in self._stub.GetArtifact(request, metadata=self._metadata)]
+        except grpc.aio.AioRpcError as e:
+            raise ControllerError.from_rpc(e, self.address) from None
+        return b"".join(pieces)
 
     async def agents(self) -> list[dict[str, str | None]]:
         """The agents the controller runs: name, backend, provider, model."""

@@ -22,6 +22,7 @@ from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError, ConfigError, bounded_detail
+from airlock.policy import FileRefused, FilesOverCap
 
 from . import _convert as jc
 from . import _event_wire as ew
@@ -109,6 +110,9 @@ async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, messa
     raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
 
+#: Bytes of one piece of an artifact on the wire.
+_ARTIFACT_PIECE = 1024 * 1024
+
 #: The service's refusals of a request about one job, and their status codes.
 _JOB_ERRORS: dict[type[AirlockError], grpc.StatusCode] = {
     JobNotFound: grpc.StatusCode.NOT_FOUND,
@@ -163,7 +167,12 @@ class _Servicer(cpb_grpc.ControllerServicer):
                 max_duration_ms=max_ms,
                 workflow=request.workflow or None,
                 until_stable=until_stable,
+                files=[(f.path, f.data) for f in request.files],
             )
+        except FilesOverCap as e:
+            return await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"files: {e}")
+        except FileRefused as e:
+            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"files: {e}")
         except ConfigError as e:
             code = (
                 grpc.StatusCode.NOT_FOUND if "unknown agent" in str(e) else grpc.StatusCode.INVALID_ARGUMENT
@@ -189,6 +198,27 @@ class _Servicer(cpb_grpc.ControllerServicer):
             await _abort(
                 context, grpc.StatusCode.INTERNAL, f"an event of job {request.id} cannot be sent: {e}"
             )
+
+    async def ListArtifacts(
+        self, request: cpb.GetJobRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListArtifactsResponse:
+        try:
+            found = await self.service.artifacts(request.id)
+        except JobNotFound as e:
+            return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        return cpb.ListArtifactsResponse(
+            artifacts=[cpb.Artifact(path=a.path, size=a.size, sha256=a.sha256) for a in found]
+        )
+
+    async def GetArtifact(
+        self, request: cpb.GetArtifactRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[cpb.ArtifactData]:
+        try:
+            data = await self.service.artifact(request.id, request.path)
+        except JobNotFound as e:
+            await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        for at in range(0, max(len(data), 1), _ARTIFACT_PIECE):
+            yield cpb.ArtifactData(data=data[at : at + _ARTIFACT_PIECE])
 
     async def CancelJob(self, request: cpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
         try:

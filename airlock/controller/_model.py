@@ -58,6 +58,7 @@ __all__ = [
     "SandboxActivity",
     "SignalRecorded",
     "StateChanged",
+    "StoredFile",
     "utcnow",
 ]
 
@@ -74,6 +75,18 @@ EventKind = Literal["state", "sandbox", "effect", "child", "signal", "log", "app
 def utcnow() -> datetime:
     """The current time, UTC, to the microsecond."""
     return datetime.now(UTC)
+
+
+class StoredFile(BaseModel):
+    """One of a job's files as the controller keeps it: an input file or an artifact."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: Relative to the sandbox's workspace.
+    path: str
+    size: int
+    #: Hex SHA-256 of the content.
+    sha256: str
 
 
 class JobError(BaseModel):

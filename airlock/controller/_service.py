@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from pydantic import JsonValue
@@ -76,6 +76,7 @@ from ._orchestrator import JobOrchestrator
 from ._queue import QueuedJob
 from ._service_approvals import ApprovalsMixin
 from ._service_controls import ControlsMixin
+from ._service_files import FilesMixin, checked_input_files
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -124,7 +125,7 @@ def _error_of(e: BaseException) -> JobError:
     return JobError(kind=kind if isinstance(kind, str) else "controller", message=str(e) or type(e).__name__)
 
 
-class JobService(ApprovalsMixin, ControlsMixin):
+class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
     """Accepts, schedules, runs and records jobs. Use as an async context manager.
 
     Args:
@@ -217,13 +218,17 @@ class JobService(ApprovalsMixin, ControlsMixin):
         max_duration_ms: int | None = None,
         workflow: str | None = None,
         until_stable: FixedPointRun | None = None,
+        files: Sequence[tuple[str, bytes]] = (),
     ) -> Job:
-        """Record a job for ``agent`` (durably) and queue it; with ``until_stable``, the agent
-        is re-run on its own output until it is stable (a fixed-point job).
+        """Record a job for ``agent`` (durably, with the input ``files`` placed in its
+        workspace before each of its turns) and queue it; with ``until_stable``, the agent is
+        re-run on its own output until it is stable (a fixed-point job).
 
         Raises:
             ConfigError: unknown agent (the message lists the configured ones), or a
                 non-positive ``max_duration_ms``.
+            FileRefused: a file path that leaves the workspace, or a path twice;
+                ``FilesOverCap`` beyond :data:`airlock.policy.INPUT_CAPS`.
         """
         return await self._submit(
             agent,
@@ -233,19 +238,28 @@ class JobService(ApprovalsMixin, ControlsMixin):
             workflow=workflow,
             awaited=False,
             until_stable=until_stable,
+            files=files,
         )
 
     async def run(
-        self, agent: str, input: TurnInput, *, on_submitted: Callable[[str], None] | None = None
+        self,
+        agent: str,
+        input: TurnInput,
+        *,
+        on_submitted: Callable[[str], None] | None = None,
+        files: Sequence[tuple[str, bytes]] = (),
     ) -> Job:
-        """Submit a job for ``agent`` and wait, in this process, until it is terminal
-        (``on_submitted`` receives its id first).
+        """Submit a job for ``agent`` (with input ``files``, as :meth:`submit`) and wait, in
+        this process, until it is terminal (``on_submitted`` receives its id first).
 
         Raises:
             ConfigError: unknown agent.
+            FileRefused: as :meth:`submit`.
             BaseException: what the job failed with (its record keeps only kind and message).
         """
-        job = await self._submit(agent, input, queue=None, max_duration_ms=None, workflow=None, awaited=True)
+        job = await self._submit(
+            agent, input, queue=None, max_duration_ms=None, workflow=None, awaited=True, files=files
+        )
         if on_submitted is not None:
             on_submitted(job.id)
         try:
@@ -266,8 +280,10 @@ class JobService(ApprovalsMixin, ControlsMixin):
         workflow: str | None,
         awaited: bool,
         until_stable: FixedPointRun | None = None,
+        files: Sequence[tuple[str, bytes]] = (),
     ) -> Job:
         config = self.runner.agent(agent)
+        files = checked_input_files(files)
         if max_duration_ms is not None and max_duration_ms <= 0:
             raise ConfigError(f"max_duration must be positive, got {max_duration_ms} ms")
         if max_duration_ms is None:
@@ -279,6 +295,7 @@ class JobService(ApprovalsMixin, ControlsMixin):
             workflow=workflow,
             max_duration_ms=max_duration_ms,
             fixed_point=until_stable,
+            files=files,
         )
         self._notify(event)
         if awaited:
@@ -575,6 +592,8 @@ class JobService(ApprovalsMixin, ControlsMixin):
         handle = TurnHandle(
             resume_from=base.model_dump_json() if base is not None else None,
             start_paused=job.id in self._paused_at_start,
+            files=await self.store.input_files(job.id),
+            collect_artifacts=True,
         )
         self._paused_at_start.discard(job.id)
         running = False
@@ -597,7 +616,9 @@ class JobService(ApprovalsMixin, ControlsMixin):
 
         self._handles[job.id], self._journals[job.id] = handle, journal
         try:
-            return await self.runner.run(agent, input, events=sink, state=state, session=handle)
+            output = await self.runner.run(agent, input, events=sink, state=state, session=handle)
+            await self._keep_artifacts(job.id, handle)
+            return output
         finally:
             self._paused.discard(job.id)
             self._progressed[job.id] = journal.checkpoints > 0

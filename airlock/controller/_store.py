@@ -13,14 +13,15 @@ An event's ``data`` column holds its :data:`~airlock.controller._model.JobEventD
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import JsonValue, ValidationError
 
@@ -44,6 +45,7 @@ from ._model import (
     JobState,
     LogLine,
     StateChanged,
+    StoredFile,
     utcnow,
 )
 
@@ -99,6 +101,15 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     state TEXT NOT NULL,
     started TEXT NOT NULL DEFAULT '[]',
     time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS job_files (
+    job_id TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('input', 'artifact')),
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (job_id, kind, path)
 );
 """
 
@@ -290,8 +301,10 @@ class SqliteJobStore(SqliteThread):
         max_duration_ms: int | None = None,
         state: JobState = JobState.QUEUED,
         fixed_point: FixedPointRun | None = None,
+        files: Sequence[tuple[str, bytes]] = (),
     ) -> tuple[Job, JobEvent]:
-        """Record a new job (and its first ``state`` event) durably; return both."""
+        """Record a new job (with its input ``files``, and its first ``state`` event) durably;
+        return both."""
         job_id = new_job_id()
         now = utcnow()
         job = Job(
@@ -339,9 +352,59 @@ class SqliteJobStore(SqliteThread):
                 if row is not None:
                     children = [*json.loads(row[0]), job_id]
                     conn.execute("UPDATE jobs SET children = ? WHERE id = ?", (_dump(children), parent_id))
+            self._put_files(conn, job_id, "input", files)
             return self._append(conn, job_id, StateChanged(state=state), now)
 
         return job, await self._run(op)
+
+    @staticmethod
+    def _put_files(
+        conn: sqlite3.Connection, job_id: str, kind: str, files: Iterable[tuple[str, bytes]]
+    ) -> None:
+        conn.execute("DELETE FROM job_files WHERE job_id = ? AND kind = ?", (job_id, kind))
+        conn.executemany(
+            "INSERT INTO job_files (job_id, kind, path, size, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
+            [(job_id, kind, path, len(data), hashlib.sha256(data).hexdigest(), data) for path, data in files],
+        )
+
+    async def save_artifacts(self, job_id: str, files: Iterable[tuple[str, bytes]]) -> None:
+        """Keep ``files`` as the job's artifacts (replacing those of an earlier execution)."""
+        await self._run(lambda conn: self._put_files(conn, job_id, "artifact", list(files)))
+
+    async def files(self, job_id: str, kind: Literal["input", "artifact"]) -> list[StoredFile]:
+        """The job's input files or artifacts (without their content), in path order."""
+
+        def op(conn: sqlite3.Connection) -> list[StoredFile]:
+            rows = conn.execute(
+                "SELECT path, size, sha256 FROM job_files WHERE job_id = ? AND kind = ? ORDER BY path",
+                (job_id, kind),
+            ).fetchall()
+            return [StoredFile(path=r[0], size=r[1], sha256=r[2]) for r in rows]
+
+        return await self._run(op)
+
+    async def file_data(self, job_id: str, kind: Literal["input", "artifact"], path: str) -> bytes | None:
+        """The content of one of the job's files (None: no such file)."""
+
+        def op(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute(
+                "SELECT data FROM job_files WHERE job_id = ? AND kind = ? AND path = ?", (job_id, kind, path)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return await self._run(op)
+
+    async def input_files(self, job_id: str) -> list[tuple[str, bytes]]:
+        """The job's input files with their content, in path order."""
+
+        def op(conn: sqlite3.Connection) -> list[tuple[str, bytes]]:
+            rows = conn.execute(
+                "SELECT path, data FROM job_files WHERE job_id = ? AND kind = 'input' ORDER BY path",
+                (job_id,),
+            ).fetchall()
+            return [(r[0], bytes(r[1])) for r in rows]
+
+        return await self._run(op)
 
     async def transition(
         self,

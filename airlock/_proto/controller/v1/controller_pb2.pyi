@@ -1164,6 +1164,7 @@ class SubmitJobRequest(_message.Message):
     MAX_DURATION_FIELD_NUMBER: _builtins.int
     WORKFLOW_FIELD_NUMBER: _builtins.int
     UNTIL_STABLE_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """The configured agent's name. Unknown: NOT_FOUND (the message lists the agents)."""
     queue: _builtins.str
@@ -1180,6 +1181,13 @@ class SubmitJobRequest(_message.Message):
     def until_stable(self) -> Global___UntilStable:
         """Run the agent on its own output until it is stable (absent: one turn)."""
 
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobFile]:
+        """Files placed in the sandbox's workspace before each of the job's turns. A path is
+        relative to the workspace, without ".." (else INVALID_ARGUMENT); at most 200 files and
+        8 MiB in all (else RESOURCE_EXHAUSTED, naming the cap).
+        """
+
     def __init__(
         self,
         *,
@@ -1189,10 +1197,11 @@ class SubmitJobRequest(_message.Message):
         max_duration: _duration_pb2.Duration | None = ...,
         workflow: _builtins.str = ...,
         until_stable: Global___UntilStable | None = ...,
+        files: _abc.Iterable[Global___JobFile] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "_until_stable", b"_until_stable", "input", b"input", "max_duration", b"max_duration", "until_stable", b"until_stable"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "_until_stable", b"_until_stable", "agent", b"agent", "input", b"input", "max_duration", b"max_duration", "queue", b"queue", "until_stable", b"until_stable", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "_until_stable", b"_until_stable", "agent", b"agent", "files", b"files", "input", b"input", "max_duration", b"max_duration", "queue", b"queue", "until_stable", b"until_stable", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_duration: _TypeAlias = _typing.Literal["max_duration"]  # noqa: Y015
     _WhichOneofArgType__max_duration: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration"]  # noqa: Y015
@@ -1204,6 +1213,120 @@ class SubmitJobRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__until_stable) -> _WhichOneofReturnType__until_stable | None: ...
 
 Global___SubmitJobRequest: _TypeAlias = SubmitJobRequest  # noqa: Y015
+
+@_typing.final
+class JobFile(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    data: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobFile: _TypeAlias = JobFile  # noqa: Y015
+
+@_typing.final
+class Artifact(_message.Message):
+    """One of a job's artifacts: a file its turn left under its agent's artifact globs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Relative to the workspace."""
+    size: _builtins.int
+    sha256: _builtins.str
+    """Hex SHA-256 of the content."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        size: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "sha256", b"sha256", "size", b"size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Artifact: _TypeAlias = Artifact  # noqa: Y015
+
+@_typing.final
+class ListArtifactsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ARTIFACTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def artifacts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Artifact]: ...
+    def __init__(
+        self,
+        *,
+        artifacts: _abc.Iterable[Global___Artifact] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifacts", b"artifacts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListArtifactsResponse: _TypeAlias = ListArtifactsResponse  # noqa: Y015
+
+@_typing.final
+class GetArtifactRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    path: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetArtifactRequest: _TypeAlias = GetArtifactRequest  # noqa: Y015
+
+@_typing.final
+class ArtifactData(_message.Message):
+    """A piece of an artifact's content, in order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ArtifactData: _TypeAlias = ArtifactData  # noqa: Y015
 
 @_typing.final
 class UntilStable(_message.Message):

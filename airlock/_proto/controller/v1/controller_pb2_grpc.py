@@ -69,6 +69,16 @@ class ControllerStub:
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsResponse.FromString,
                 _registered_method=True)
+        self.ListArtifacts = channel.unary_unary(
+                '/airlock.controller.v1.Controller/ListArtifacts',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetJobRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListArtifactsResponse.FromString,
+                _registered_method=True)
+        self.GetArtifact = channel.unary_stream(
+                '/airlock.controller.v1.Controller/GetArtifact',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetArtifactRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ArtifactData.FromString,
+                _registered_method=True)
         self.ApproveJob = channel.unary_unary(
                 '/airlock.controller.v1.Controller/ApproveJob',
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ApproveJobRequest.SerializeToString,
@@ -162,6 +172,20 @@ class ControllerServicer:
 
     def ListAgents(self, request, context):
         """The agents this controller can run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListArtifacts(self, request, context):
+        """The job's artifacts, in path order (unknown id: NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetArtifact(self, request, context):
+        """One artifact's content in pieces (unknown id or path: NOT_FOUND).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -268,6 +292,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListAgents,
                     request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'ListArtifacts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListArtifacts,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetJobRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListArtifactsResponse.SerializeToString,
+            ),
+            'GetArtifact': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetArtifact,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetArtifactRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ArtifactData.SerializeToString,
             ),
             'ApproveJob': grpc.unary_unary_rpc_method_handler(
                     servicer.ApproveJob,
@@ -504,6 +538,60 @@ class Controller:
             '/airlock.controller.v1.Controller/ListAgents',
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListArtifacts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/ListArtifacts',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.GetJobRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListArtifactsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetArtifact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/GetArtifact',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.GetArtifactRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ArtifactData.FromString,
             options,
             channel_credentials,
             insecure,

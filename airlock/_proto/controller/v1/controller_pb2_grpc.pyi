@@ -54,6 +54,10 @@ class ControllerStub:
     GetJobLogs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]
     ListAgents: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListAgentsRequest, _controller_pb2.ListAgentsResponse]
     """The agents this controller can run."""
+    ListArtifacts: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetJobRequest, _controller_pb2.ListArtifactsResponse]
+    """The job's artifacts, in path order (unknown id: NOT_FOUND)."""
+    GetArtifact: _grpc.UnaryStreamMultiCallable[_controller_pb2.GetArtifactRequest, _controller_pb2.ArtifactData]
+    """One artifact's content in pieces (unknown id or path: NOT_FOUND)."""
     ApproveJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ApproveJobRequest, _controller_pb2.Job]
     """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
     of the agent's approvers: PERMISSION_DENIED.
@@ -92,6 +96,10 @@ class ControllerAsyncStub(ControllerStub):
     GetJobLogs: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]  # type: ignore[assignment]
     ListAgents: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListAgentsRequest, _controller_pb2.ListAgentsResponse]  # type: ignore[assignment]
     """The agents this controller can run."""
+    ListArtifacts: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetJobRequest, _controller_pb2.ListArtifactsResponse]  # type: ignore[assignment]
+    """The job's artifacts, in path order (unknown id: NOT_FOUND)."""
+    GetArtifact: _aio.UnaryStreamMultiCallable[_controller_pb2.GetArtifactRequest, _controller_pb2.ArtifactData]  # type: ignore[assignment]
+    """One artifact's content in pieces (unknown id or path: NOT_FOUND)."""
     ApproveJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.ApproveJobRequest, _controller_pb2.Job]  # type: ignore[assignment]
     """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
     of the agent's approvers: PERMISSION_DENIED.
@@ -169,6 +177,22 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.ListAgentsResponse, _abc.Awaitable[_controller_pb2.ListAgentsResponse]]:
         """The agents this controller can run."""
+
+    @_abc_1.abstractmethod
+    def ListArtifacts(
+        self,
+        request: _controller_pb2.GetJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ListArtifactsResponse, _abc.Awaitable[_controller_pb2.ListArtifactsResponse]]:
+        """The job's artifacts, in path order (unknown id: NOT_FOUND)."""
+
+    @_abc_1.abstractmethod
+    def GetArtifact(
+        self,
+        request: _controller_pb2.GetArtifactRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_controller_pb2.ArtifactData], _abc.AsyncIterator[_controller_pb2.ArtifactData]]:
+        """One artifact's content in pieces (unknown id or path: NOT_FOUND)."""
 
     @_abc_1.abstractmethod
     def ApproveJob(

@@ -1,0 +1,92 @@
+"""The JobService's files: a job's input files (checked at submit, placed in the workspace
+before each of its turns) and its artifacts (what the turn left under its agent's artifact
+globs, checked by the runner's client and kept in the job store)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from airlock.policy import INPUT_CAPS, FileRefused, workspace_path
+from airlock.sandbox import TurnHandle
+
+from ._model import LogLine, StoredFile
+from ._service_core import JobNotFound, ServiceCore
+
+
+def checked_input_files(files: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """``files`` with normalised paths, in path order.
+
+    Raises:
+        FileRefused: a path that leaves the workspace, or one path twice; ``FilesOverCap``
+            beyond :data:`~airlock.policy.INPUT_CAPS` (the whole set refused).
+    """
+    checked: dict[str, bytes] = {}
+    for path, data in files:
+        normal = workspace_path(path)
+        if normal in checked:
+            raise FileRefused(f"input file {normal} is given twice")
+        checked[normal] = bytes(data)
+    INPUT_CAPS.check({p: len(d) for p, d in checked.items()}, "input files")
+    return sorted(checked.items())
+
+
+class FilesMixin(ServiceCore):
+    """A job's input files and artifacts."""
+
+    async def artifacts(self, job_id: str) -> list[StoredFile]:
+        """The job's artifacts (path, size, SHA-256), in path order.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        await self.get(job_id)
+        return await self.store.files(job_id, "artifact")
+
+    async def artifact(self, job_id: str, path: str) -> bytes:
+        """The content of one of the job's artifacts.
+
+        Raises:
+            JobNotFound: no such job, or no such artifact of it.
+        """
+        await self.get(job_id)
+        data = await self.store.file_data(job_id, "artifact", path)
+        if data is None:
+            raise JobNotFound(f"job {job_id} has no artifact {path[:200]!r}")
+        return data
+
+    async def input_files(self, job_id: str) -> list[StoredFile]:
+        """The job's input files (path, size, SHA-256), in path order (raises as :meth:`artifacts`)."""
+        await self.get(job_id)
+        return await self.store.files(job_id, "input")
+
+    async def _keep_artifacts(self, job_id: str, handle: TurnHandle) -> None:
+        """Store what the turn left (replacing an earlier execution's) and say so on the job;
+        a refused set is a warning naming why, and nothing is stored."""
+        if handle.artifacts_refused is not None:
+            await self._emit(
+                job_id, LogLine(level="warn", source="controller", message=handle.artifacts_refused)
+            )
+            return
+        found = handle.artifacts
+        if found is None:
+            return
+        for path, reason in found.skipped:
+            await self._emit(
+                job_id,
+                LogLine(
+                    level="warn", source="controller", message=f"artifact {path} not collected: {reason}"
+                ),
+            )
+        if not found.files:
+            return
+        await self.store.save_artifacts(job_id, found.files.items())
+        size = sum(len(d) for d in found.files.values())
+        await self._emit(
+            job_id,
+            LogLine(
+                level="info",
+                source="controller",
+                message=f"{len(found.files)} artifact(s) kept ({size} bytes)",
+                data={"artifacts": list(found.files)},
+            ),
+        )
