@@ -91,6 +91,14 @@ JOB_EXIT_CODES_HELP = (
 
 
 JobIdArgument = Annotated[str, typer.Argument(help="The job's id (see: airlock jobs ls).")]
+InputsOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--in",
+        help="A file or directory placed in the sandbox's workspace before the turn, under its own "
+        "name (repeatable; at most 200 files, 8 MiB in all).",
+    ),
+]
 #: Controller errors of the verbs that steer a job (approve, jobs pause, …).
 CONTROL_EXIT_CODES_HELP = (
     "Exit codes: 0 done; 2 unknown job, invalid argument, a job not in the state the command needs "
@@ -175,6 +183,15 @@ def run(
             "approval policy gates (default: your user name).",
         ),
     ] = None,
+    inputs: InputsOption = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the job's artifacts (the files it leaves under its agent's artifact globs, "
+            "default out/**) below this directory.",
+        ),
+    ] = None,
 ) -> None:
     """Run one job (see the command help for the exit codes)."""
     from airlock.cli._common import EXIT_CANCELLED
@@ -192,6 +209,8 @@ def run(
             data_dir=data_dir,
             step=step,
             approve_as=approve_as,
+            inputs=tuple(inputs or ()),
+            out=out,
         )
         run_agent(airlock_config, agent_config, opts)
     except KeyboardInterrupt:  # before or after the job's event loop (the job handles its own)
@@ -328,6 +347,7 @@ def submit(
             "--cycle-window", min=2, max=1000, help="With --until-stable: outputs compared for a cycle [3]."
         ),
     ] = None,
+    inputs: InputsOption = None,
     address: AddressOption = None,
     token: TokenOption = None,
     as_json: JsonOption = False,
@@ -347,6 +367,7 @@ def submit(
         wait=wait,
         as_json=as_json,
         until_stable=(max_iterations or 10, cycle_window or 3) if until_stable else None,
+        inputs=tuple(inputs or ()),
     )
     submit_job(Target(address, token), opts)
 
@@ -376,6 +397,23 @@ def jobs_ls(
         limit=limit,
         as_json=as_json,
     )
+
+
+@jobs_app.command("artifacts")
+def jobs_artifacts(
+    job_id: JobIdArgument,
+    download: Annotated[
+        Path | None,
+        typer.Option("--download", help="Write every artifact below this directory, at its workspace path."),
+    ] = None,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List a job's artifacts (path, size, SHA-256), or download them."""
+    from airlock.cli._jobs import Target, jobs_artifacts_verb
+
+    jobs_artifacts_verb(Target(address, token), job_id, download, as_json)
 
 
 @jobs_app.command("show")
@@ -695,10 +733,82 @@ def images_build(
             "cluster). Repeatable; default: both.",
         ),
     ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Build a custom sandbox image NAME instead: the runner image plus the packages of "
+            "--requirements and --wheel (for agents with custom tools; name it in the agent's "
+            "`isolation: [{type: container, image: NAME}]`).",
+        ),
+    ] = None,
+    requirements: Annotated[
+        Path | None,
+        typer.Option("--requirements", "-r", help="With --name: a requirements file (requirements by name)."),
+    ] = None,
+    wheel: Annotated[
+        list[Path] | None,
+        typer.Option("--wheel", help="With --name: a local wheel file to install. Repeatable."),
+    ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="With --name: the runner image to build on (default: airlock-runner:<version>)."
+        ),
+    ] = None,
+    find_links: Annotated[
+        list[Path] | None,
+        typer.Option("--find-links", help="With --name: also look for wheels in this directory. Repeatable."),
+    ] = None,
+    no_index: Annotated[
+        bool, typer.Option("--no-index", help="With --name: download from --find-links only, no index.")
+    ] = False,
+    dockerfile: Annotated[
+        bool,
+        typer.Option(
+            "--dockerfile",
+            help="With --name: print the equivalent Dockerfile (FROM the runner image, for a registry) and "
+            "build nothing.",
+        ),
+    ] = False,
 ) -> None:
-    """Build the runner and controller images offline (Debian packages + wheels; no registry). Needs root."""
+    """Build the runner and controller images offline (Debian packages + wheels; no registry). Needs root.
+
+    With --name: build a custom sandbox image on the local runner image instead (its wheels are
+    downloaded on this host for the image's platform and installed with no network).
+    """
     from airlock.images import RECIPES, build_image
 
+    custom_only = {
+        "--requirements": requirements is not None,
+        "--wheel": bool(wheel),
+        "--base": base is not None,
+        "--find-links": bool(find_links),
+        "--no-index": no_index,
+        "--dockerfile": dockerfile,
+    }
+    if name is not None:
+        if image or source is not None:
+            raise _fail("--name builds a custom image; --image and --source build airlock's own", EXIT_USAGE)
+        from airlock.cli._images import build_custom
+
+        options = [
+            *(a for d in find_links or [] for a in ("--find-links", str(d))),
+            *(["--no-index"] if no_index else []),
+        ]
+        raise typer.Exit(
+            build_custom(
+                name,
+                requirements=requirements,
+                wheels=wheel or [],
+                base=base,
+                pip_options=options,
+                force=force,
+                dockerfile=dockerfile,
+            )
+        )
+    if given := [flag for flag, used in custom_only.items() if used]:
+        raise _fail(f"{', '.join(given)} go(es) with --name (a custom sandbox image)", EXIT_USAGE)
     names = image or list(RECIPES)
     unknown = [n for n in names if n not in RECIPES]
     if unknown:

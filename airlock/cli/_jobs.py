@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, assert_never, cast
 
 import typer
@@ -532,6 +533,8 @@ class SubmitOptions:
     as_json: bool = False
     #: Run until stable: ``(max_iterations, cycle window)``; None: one turn.
     until_stable: tuple[int, int] | None = None
+    #: Files and directories placed in the job's workspace (``--in``).
+    inputs: tuple[Path, ...] = ()
 
 
 def _max_duration(timeout: str | None) -> int | None:
@@ -555,10 +558,16 @@ def submit(target: Target, opts: SubmitOptions) -> None:
         until_stable = FixedPointRun(max_iterations=opts.until_stable[0], window=opts.until_stable[1])
     turn_input = TurnInput.new(opts.message, session=SessionId(opts.session) if opts.session else None)
     out = _progress_console(opts.as_json)
+    files = _read_inputs(opts.inputs, opts.as_json)
 
     async def work(client: ControllerClient) -> _Followed:
         job = await client.submit(
-            opts.agent, turn_input, queue=opts.queue, max_duration_ms=max_ms, until_stable=until_stable
+            opts.agent,
+            turn_input,
+            queue=opts.queue,
+            max_duration_ms=max_ms,
+            until_stable=until_stable,
+            files=files,
         )
         if not opts.wait:
             return _Followed(job, JobView(None, job, RemoteAgent(job.agent)))
@@ -585,6 +594,52 @@ def submit(target: Target, opts: SubmitOptions) -> None:
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _read_inputs(paths: tuple[Path, ...], as_json: bool) -> list[tuple[str, bytes]]:
+    from airlock.policy import FileRefused
+
+    from ._files import read_inputs
+
+    try:
+        return read_inputs(paths)
+    except (FileRefused, OSError) as e:
+        if as_json:
+            error = {"type": type(e).__name__, "message": str(e)}
+            print(json.dumps({"error": error, "exit_code": EXIT_USAGE}))
+        fail(str(e), EXIT_USAGE)
+
+
+def jobs_artifacts_verb(target: Target, job_id: str, download: Path | None, as_json: bool) -> None:
+    """List the job's artifacts, or write them below ``download``."""
+    from ._files import write_artifacts
+
+    async def work(client: ControllerClient) -> list[dict[str, Any]]:
+        found = await client.artifacts(job_id)
+        rows = [{"path": a.path, "size": a.size, "sha256": a.sha256, "written": None} for a in found]
+        if download is not None:
+            contents = [(a.path, await client.artifact(job_id, a.path)) for a in found]
+            written = await asyncio.to_thread(write_artifacts, download, contents)
+            for row, path in zip(rows, written, strict=True):
+                row["written"] = str(path)
+        return rows
+
+    rows = _with_client(target, as_json, work)
+    if as_json:
+        print(json.dumps({"job": job_id, "artifacts": rows}))
+        return
+    if not rows:
+        err_console.print(f"[dim]job {escape(job_id)} has no artifacts[/]", highlight=False)
+        return
+    table = Table("path", "bytes", "sha256", *(["written to"] if download is not None else []))
+    for row in rows:
+        table.add_row(
+            escape(row["path"]),
+            str(row["size"]),
+            row["sha256"][:16],
+            *([escape(row["written"])] if download is not None else []),
+        )
+    console.print(table)
 
 
 def jobs_watch(target: Target, job_id: str, as_json: bool) -> None:

@@ -52,7 +52,7 @@ from ._render import preview
 from ._run_controls import RunControls
 
 if TYPE_CHECKING:
-    from airlock.controller import AgentRunner
+    from airlock.controller import AgentRunner, JobService
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,10 @@ class RunOptions:
     step: bool = False
     #: Who approvals typed at the terminal are made as (None: the OS user).
     approve_as: str | None = None
+    #: Files and directories placed in the workspace before the turn (``--in``).
+    inputs: tuple[Path, ...] = ()
+    #: Where the job's artifacts are written (``--out``; None: listed, not kept).
+    out: Path | None = None
 
 
 def turn_config(opts: RunOptions) -> TurnConfig | None:
@@ -120,6 +124,8 @@ class RunView:
         self.local_model: dict[str, Any] | None = None
         #: The report of the effects applied after the turn (JSON), if any.
         self.effects: Any = None
+        #: The job's artifacts: path, size, and where they were written (None: not kept).
+        self.artifacts: list[dict[str, Any]] = []
 
     # -- display primitives -----------------------------------------------------------------
 
@@ -301,7 +307,12 @@ class _SetupProgress:
 
 
 async def _job(
-    config: AirlockConfig, agent: AgentConfig, opts: RunOptions, turn_config: TurnConfig | None, view: RunView
+    config: AirlockConfig,
+    agent: AgentConfig,
+    opts: RunOptions,
+    turn_config: TurnConfig | None,
+    view: RunView,
+    files: list[tuple[str, bytes]],
 ) -> TurnOutput:
     """The job, run by the controller's own service in this process: the same backend choice,
     local-model bring-up, state snapshot and effect application as ``airlock serve``, with
@@ -339,7 +350,8 @@ async def _job(
             if not controls.start() and opts.step:
                 raise EnvError.other("--step reads its commands from stdin: run it on a terminal or a pipe")
             view.provisioning()
-            job = await service.run(agent.name, turn_input, on_submitted=controls.attach)
+            job = await service.run(agent.name, turn_input, on_submitted=controls.attach, files=files)
+            await _take_artifacts(service, job.id, opts.out, view)
             if job.output is None:
                 message = job.error.message if job.error is not None else f"the job ended {job.state.value}"
                 raise EnvError.other(message)
@@ -348,6 +360,22 @@ async def _job(
     finally:
         controls.close()
         await asyncio.to_thread(shutil.rmtree, records, True)
+
+
+async def _take_artifacts(service: JobService, job_id: str, out: Path | None, view: RunView) -> None:
+    """The job's artifacts onto ``view``, written below ``out`` when given (the job store of
+    ``airlock run`` is removed when it ends)."""
+    from ._files import write_artifacts
+
+    stored = await service.artifacts(job_id)
+    contents = [(a.path, await service.artifact(job_id, a.path)) for a in stored] if out else []
+    written: list[Path | None] = [None] * len(stored)
+    if out is not None:
+        written = list(await asyncio.to_thread(write_artifacts, out, contents))
+    view.artifacts = [
+        {"path": a.path, "size": a.size, "sha256": a.sha256, "written": str(w) if w else None}
+        for a, w in zip(stored, written, strict=True)
+    ]
 
 
 def _show_local_model(view: RunView, runner: AgentRunner) -> None:
@@ -488,9 +516,10 @@ def run_agent(config: AirlockConfig, agent: AgentConfig, opts: RunOptions) -> No
     if opts.as_json:
         progress_console = err_console if sys.stderr.isatty() else None
     view = RunView(progress_console, agent)
+    files = _inputs(opts)
     began = time.monotonic()
     try:
-        outcome = asyncio.run(_supervise(lambda: _job(config, agent, opts, turn, view), view))
+        outcome = asyncio.run(_supervise(lambda: _job(config, agent, opts, turn, view, files), view))
     except KeyboardInterrupt:
         outcome = _Outcome(cancelled=True)
     wall = time.monotonic() - began
@@ -508,8 +537,37 @@ def run_agent(config: AirlockConfig, agent: AgentConfig, opts: RunOptions) -> No
         fail("the job ended without an output", EXIT_ENV)
     code = exit_code_for_reason(output.exit_reason)
     summary = summary_of(agent, output, code, wall, view)
+    if view.artifacts:
+        summary["artifacts"] = view.artifacts
     if opts.as_json:
         print(json.dumps({"output": json.loads(output.model_dump_json()), "summary": summary}))
     else:
         _print_result(output, summary)
+        _print_artifacts(view.artifacts)
     raise typer.Exit(code)
+
+
+def _inputs(opts: RunOptions) -> list[tuple[str, bytes]]:
+    """The ``--in`` files, read before the sandbox starts (a refusal exits with 2)."""
+    from airlock.policy import FileRefused
+
+    from ._files import read_inputs
+
+    try:
+        return read_inputs(opts.inputs)
+    except (FileRefused, OSError) as e:
+        if opts.as_json:
+            _json_error(e, EXIT_USAGE)
+        fail(str(e), EXIT_USAGE)
+
+
+def _print_artifacts(artifacts: list[dict[str, Any]]) -> None:
+    if not artifacts:
+        return
+    for a in artifacts:
+        where = f" → {a['written']}" if a["written"] else ""
+        err_console.print(
+            f"[dim]artifact[/] {escape(a['path'])} ({a['size']} bytes){escape(where)}", highlight=False
+        )
+    if not artifacts[0]["written"]:
+        err_console.print("[dim]artifacts are not kept: add --out DIR to write them[/]", highlight=False)
