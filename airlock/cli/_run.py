@@ -126,6 +126,8 @@ class RunView:
         self.effects: Any = None
         #: The job's artifacts: path, size, and where they were written (None: not kept).
         self.artifacts: list[dict[str, Any]] = []
+        #: Why artifacts were refused or skipped (over a cap, a link, a special file).
+        self.artifact_warnings: list[str] = []
 
     # -- display primitives -----------------------------------------------------------------
 
@@ -365,6 +367,8 @@ async def _job(
 async def _take_artifacts(service: JobService, job_id: str, out: Path | None, view: RunView) -> None:
     """The job's artifacts onto ``view``, written below ``out`` when given (the job store of
     ``airlock run`` is removed when it ends)."""
+    from airlock.controller import LogLine
+
     from ._files import write_artifacts
 
     stored = await service.artifacts(job_id)
@@ -376,6 +380,10 @@ async def _take_artifacts(service: JobService, job_id: str, out: Path | None, vi
         {"path": a.path, "size": a.size, "sha256": a.sha256, "written": str(w) if w else None}
         for a, w in zip(stored, written, strict=True)
     ]
+    for event in await service.logs(job_id):
+        line = event.data
+        if isinstance(line, LogLine) and line.level != "info" and line.message.startswith("artifact"):
+            view.artifact_warnings.append(line.message)
 
 
 def _show_local_model(view: RunView, runner: AgentRunner) -> None:
@@ -537,13 +545,14 @@ def run_agent(config: AirlockConfig, agent: AgentConfig, opts: RunOptions) -> No
         fail("the job ended without an output", EXIT_ENV)
     code = exit_code_for_reason(output.exit_reason)
     summary = summary_of(agent, output, code, wall, view)
-    if view.artifacts:
+    if view.artifacts or view.artifact_warnings:
         summary["artifacts"] = view.artifacts
+        summary["artifact_warnings"] = view.artifact_warnings
     if opts.as_json:
         print(json.dumps({"output": json.loads(output.model_dump_json()), "summary": summary}))
     else:
         _print_result(output, summary)
-        _print_artifacts(view.artifacts)
+        _print_artifacts(view.artifacts, view.artifact_warnings)
     raise typer.Exit(code)
 
 
@@ -561,7 +570,9 @@ def _inputs(opts: RunOptions) -> list[tuple[str, bytes]]:
         fail(str(e), EXIT_USAGE)
 
 
-def _print_artifacts(artifacts: list[dict[str, Any]]) -> None:
+def _print_artifacts(artifacts: list[dict[str, Any]], warnings: list[str]) -> None:
+    for warning in warnings:
+        err_console.print(f"[yellow]{escape(warning)}[/]", highlight=False, soft_wrap=True)
     if not artifacts:
         return
     for a in artifacts:
