@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airlock.errors import SpecError
-from airlock.spec import EFFECT_TOOLS, AgentSpec, ContextSpec, HookSpec
+from airlock.spec import EFFECT_TOOLS, MEMORY_TOOLS, AgentSpec, ContextSpec, HookSpec
 
 if TYPE_CHECKING:
-    from airlock.turn import ContextStrategy, EventSink, NeuronTurn, Provider
+    from collections.abc import Sequence
+
+    from airlock.turn import ContextStrategy, EventSink, NeuronTurn, Provider, ToolDyn
     from layer0 import Hook, StateReader
 
 __all__ = ["HOOK_NAMES", "build_context", "build_hook", "build_turn"]
@@ -33,27 +35,38 @@ def build_turn(
     workspace: Path | None = None,
     provider: Provider | None = None,
     events: EventSink | None = None,
+    mcp_tools: Sequence[ToolDyn] = (),
 ) -> NeuronTurn:
     """Build the turn an AgentSpec describes.
 
     Args:
         spec: the blueprint.
-        state: read-only state for the session history.
+        state: read-only state: the session history, the memory of ``spec.memory.context_keys``
+            and of the memory tools.
         workspace: the directory workspace tools (bash, files) are confined to.
         provider: use this provider instead of building one from ``spec.provider``.
         events: default event sink.
+        mcp_tools: the tools of ``spec.mcp_servers``, opened by the caller (``await
+            airlock.tools.open_mcp_tools(spec.mcp_servers, workspace=workspace)``), who closes
+            them when the turn is over. Empty: the turn offers no MCP tool (a turn built here
+            to run in a sandbox: its runner opens them there).
 
     Raises:
         SpecError: an unknown tool or hook (the message lists the valid ones), invalid
             tool or hook options, or a provider the spec cannot build.
     """
     from airlock.providers import create_provider
-    from airlock.tools import build_tools
+    from airlock.tools import build_tools, load_custom_tools
     from airlock.turn import NeuronTurn
 
     if provider is None:
         provider = create_provider(spec.provider)
-    tools = build_tools(list(spec.tools), dict(spec.tool_options), workspace)
+    # the memory tools are the turn's own, like the effect tools
+    custom = spec.custom_tools
+    built_in = [t for t in spec.tools if t not in MEMORY_TOOLS and t not in custom]
+    tools = build_tools(built_in, dict(spec.tool_options), workspace)
+    tools += load_custom_tools(custom, agent=spec.name)
+    tools += mcp_tools
     return NeuronTurn(
         provider,
         tools=tools,
@@ -67,6 +80,8 @@ def build_turn(
         state=state,
         defaults=spec.defaults,
         effect_tools=[t for t in spec.tools if t in EFFECT_TOOLS],
+        memory_tools=[t for t in spec.tools if t in MEMORY_TOOLS],
+        memory_keys=spec.memory.context_keys,
         limits=spec.limits,
         name=spec.name,
         events=events,

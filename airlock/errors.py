@@ -18,6 +18,9 @@ the rest live here)::
     ├── SuspendedForApproval     a turn stopped before calls that wait for approval [airlock.turn]
     ├── TurnNotRunning           a turn has no runner to control now [airlock.sandbox]
     ├── WeaveError               a stored weave cannot be read back or written [airlock.weave]
+    ├── FileRefused              a file may not enter or leave a workspace (a path leaving it, a
+    │   │                         link or special file in the way) [airlock.policy]
+    │   └── FilesOverCap         a set of files over a count or size cap, refused whole
     ├── LocalModelError          the local model cannot be prepared, started or stopped
     │   │                         [airlock.localmodel]
     │   ├── ModelFileError       the cached model file is missing, partial or corrupt

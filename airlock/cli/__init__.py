@@ -671,13 +671,24 @@ def agents_show(
     agent: Annotated[str, typer.Argument(help="The agent's name.")],
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe",
+            help="Also start or connect to the agent's MCP servers from this machine and list the tools "
+            "each offers (stdio servers run here, in an empty temporary directory with PATH/HOME/LANG "
+            "only; http servers are reached directly, not through the sandbox's egress proxy); exit 1 "
+            "if one is unusable.",
+        ),
+    ] = False,
 ) -> None:
-    """Show an agent's effective sandbox policy: spec, isolation, egress, credentials, limits, and
-    what its backend creates for it (on Kubernetes: its NetworkPolicies)."""
+    """Show an agent's effective sandbox policy: spec, its MCP servers, isolation, egress,
+    credentials, limits, and what its backend creates for it (on Kubernetes: its NetworkPolicies)."""
     from airlock.cli._agents import agents_show as show_agent
 
     loaded, agent_config = load_agent(config, agent)
-    show_agent(agent_config, as_json=as_json, settings=loaded.settings_of(agent_config.backend))
+    settings = loaded.settings_of(agent_config.backend)
+    show_agent(agent_config, as_json=as_json, settings=settings, probe=probe)
 
 
 @app.command("doctor")
@@ -737,6 +748,7 @@ def images_build(
         str | None,
         typer.Option(
             "--name",
+            metavar="NAME",
             help="Build a custom sandbox image NAME instead: the runner image plus the packages of "
             "--requirements and --wheel (for agents with custom tools; name it in the agent's "
             "`isolation: [{type: container, image: NAME}]`).",
@@ -744,21 +756,34 @@ def images_build(
     ] = None,
     requirements: Annotated[
         Path | None,
-        typer.Option("--requirements", "-r", help="With --name: a requirements file (requirements by name)."),
+        typer.Option(
+            "--requirements",
+            "-r",
+            metavar="FILE",
+            help="With --name: a requirements file (requirements by name).",
+        ),
     ] = None,
     wheel: Annotated[
         list[Path] | None,
-        typer.Option("--wheel", help="With --name: a local wheel file to install. Repeatable."),
+        typer.Option(
+            "--wheel", metavar="FILE", help="With --name: a local wheel file to install. Repeatable."
+        ),
     ] = None,
     base: Annotated[
         str | None,
         typer.Option(
-            "--base", help="With --name: the runner image to build on (default: airlock-runner:<version>)."
+            "--base",
+            metavar="IMAGE",
+            help="With --name: the runner image to build on (default: airlock-runner:<version>).",
         ),
     ] = None,
     find_links: Annotated[
         list[Path] | None,
-        typer.Option("--find-links", help="With --name: also look for wheels in this directory. Repeatable."),
+        typer.Option(
+            "--find-links",
+            metavar="DIR",
+            help="With --name: also look for wheels in this directory. Repeatable.",
+        ),
     ] = None,
     no_index: Annotated[
         bool, typer.Option("--no-index", help="With --name: download from --find-links only, no index.")

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+import shlex
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+import typer
 import yaml
 from pydantic import BaseModel
 from rich.markup import escape
 from rich.table import Table
 
 from airlock.config import AgentConfig, AirlockConfig
-from airlock.policy import SandboxPlan
+from airlock.errors import shorten
+from airlock.policy import SandboxPlan, precheck
 from airlock.policy.effects import EffectPolicy
+from airlock.spec import McpServerSpec
 from layer0 import EnvironmentSpec, NetworkAction, TurnConfig
 
-from ._common import console, report_error
+if TYPE_CHECKING:
+    from airlock.tools import McpProbe
+
+from ._common import EXIT_INCOMPLETE, console, report_error
 
 
 def format_ms(ms: int | None) -> str:
@@ -104,6 +113,90 @@ def effects_rows(policy: EffectPolicy) -> list[tuple[str, str]]:
     ]
 
 
+def mcp_egress(server: McpServerSpec, plan: SandboxPlan) -> str:
+    """Whether the agent's egress policy lets its sandbox reach an http server (stdio: ``-``)."""
+    if server.url is None:
+        return "-"
+    parts = urlsplit(server.url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return f"invalid port in {server.url}"
+    host = parts.hostname or ""
+    decision = precheck(plan.egress, host, port)
+    if decision is None:
+        return f"allowed by name ({host}:{port}), if it resolves to public addresses"
+    return f"allowed ({decision.rule})" if decision.allowed else decision.reason
+
+
+def mcp_rows(agent: AgentConfig, plan: SandboxPlan) -> list[dict[str, str]]:
+    """The agent's MCP servers as rows: name, transport, command or url, allowed tools, egress."""
+    return [
+        {
+            "server": s.name,
+            "transport": s.transport,
+            "command or url": shorten(shlex.join(s.command), 300) if s.transport == "stdio" else str(s.url),
+            "allowed tools": ", ".join(s.allowed_tools) if s.allowed_tools is not None else "all",
+            "egress": mcp_egress(s, plan),
+        }
+        for s in agent.spec.mcp_servers
+    ]
+
+
+def probe_mcp(agent: AgentConfig) -> list[McpProbe]:
+    """Start or connect to each of the agent's MCP servers from this machine and list the tools
+    each offers (see ``airlock.tools.probe_mcp_servers``: stdio servers run here, in an empty
+    temporary directory with PATH/HOME/LANG only; http servers are reached directly)."""
+    from airlock.tools import probe_mcp_servers
+
+    return asyncio.run(probe_mcp_servers(agent.spec.mcp_servers))
+
+
+PROBE_NOTE = (
+    "probed from this machine, not from the sandbox: stdio servers ran here (an empty temporary "
+    "workspace, PATH/HOME/LANG only, stopped afterwards); http servers were reached directly, "
+    "without the egress proxy and without any sidecar credential"
+)
+
+
+def print_mcp(rows: list[dict[str, str]], probes: list[McpProbe] | None) -> None:
+    """The MCP servers table, then (probed) each server's tools or why it is unusable."""
+    table = Table(title="MCP servers (their tools are offered as <server>.<tool>)", title_justify="left")
+    for column in ("server", "transport", "command or url", "allowed tools", "egress"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(v) for v in row.values()))
+    console.print(table)
+    if probes is None:
+        return
+    console.print(f"[dim]{escape(PROBE_NOTE)}[/]")
+    for probe in probes:
+        if probe.error is not None:
+            console.print(f"[bold red]{escape(probe.server)}: unusable[/]", highlight=False)
+            console.print(escape(probe.error), highlight=False, soft_wrap=True)
+            continue
+        tools = Table(title=f"{probe.server}: {len(probe.tools)} tool(s)", title_justify="left")
+        tools.add_column("tool")
+        tools.add_column("description", overflow="fold")
+        for name, description in probe.tools:
+            tools.add_row(escape(name), escape(description))
+        console.print(tools)
+
+
+def _exit_if_unusable(probes: list[McpProbe] | None) -> None:
+    """Exit 1 (after everything is printed) when a probed server is unusable."""
+    if probes is not None and any(p.error is not None for p in probes):
+        raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def probe_json(probes: list[McpProbe]) -> dict[str, Any]:
+    """The probe's findings by server name (``tools``: name → description; ``error``)."""
+    return {
+        p.server: {"tools": [{"name": n, "description": d} for n, d in p.tools], "error": p.error}
+        for p in probes
+    }
+
+
 def agent_summary(agent: AgentConfig) -> dict[str, Any]:
     """One agent as a JSON object (what ``agents ls --json`` lists)."""
     env = agent.environment
@@ -113,6 +206,7 @@ def agent_summary(agent: AgentConfig) -> dict[str, Any]:
         "backend": agent.backend,
         "provider": {"kind": p.kind, "model": p.model, "base_url": p.base_url},
         "tools": list(agent.spec.tools),
+        "mcp_servers": [s.name for s in agent.spec.mcp_servers],
         "isolation": [b.type for b in env.isolation],
         "network": network_summary(env),
         "credentials": credentials_summary(env),
@@ -160,13 +254,18 @@ def backend_objects(
     return render(plan, settings) if render is not None else []
 
 
-def agents_show(agent: AgentConfig, *, as_json: bool, settings: BaseModel | None = None) -> None:
+def agents_show(
+    agent: AgentConfig, *, as_json: bool, settings: BaseModel | None = None, probe: bool = False
+) -> None:
     """Print the effective sandbox policy of one agent (``settings``: its backend's section of
-    the configuration)."""
+    the configuration); ``probe``: also start or connect to its MCP servers and list their
+    tools (see :func:`probe_mcp`), and exit 1 when one is unusable."""
     try:
         plan = agent.plan()
     except Exception as e:  # PolicyError (a ConfigError) → exit 2; anything else mapped too
         report_error(e)
+    mcp = mcp_rows(agent, plan)
+    probes = probe_mcp(agent) if probe and agent.spec.mcp_servers else None
     if as_json:
         data = {
             **agent_summary(agent),
@@ -179,8 +278,12 @@ def agents_show(agent: AgentConfig, *, as_json: bool, settings: BaseModel | None
                 "credentials": plan.credential_rows(),
             },
             "backend_objects": backend_objects(agent, plan, settings),
+            "mcp": mcp,
         }
+        if probes is not None:
+            data["mcp_probe"] = probe_json(probes)
         print(json.dumps(data, indent=2))
+        _exit_if_unusable(probes)
         return
     spec = agent.spec
     head = Table.grid(padding=(0, 2))
@@ -210,6 +313,9 @@ def agents_show(agent: AgentConfig, *, as_json: bool, settings: BaseModel | None
         head.add_row(key, escape(str(value)))
     console.print(head)
     console.print()
+    if mcp:
+        print_mcp(mcp, probes)
+        console.print()
     egress = Table(
         title=f"egress (default {plan.egress.default}; private, loopback, link-local and metadata "
         "addresses only via an explicit CIDR rule)",
@@ -247,3 +353,4 @@ def agents_show(agent: AgentConfig, *, as_json: bool, settings: BaseModel | None
             f"[bold]{agent.backend} objects[/] (as the API server receives them; example sandbox id)"
         )
         console.print(escape(yaml.safe_dump_all(objects, sort_keys=False)), highlight=False, soft_wrap=True)
+    _exit_if_unusable(probes)

@@ -7,12 +7,15 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 from rich.markup import escape
 
 from airlock.sandbox import DoctorCheck as Check
+
+if TYPE_CHECKING:
+    from airlock.config import AgentConfig
 
 from ._common import EXIT_INCOMPLETE, EXIT_OK, console
 
@@ -108,6 +111,90 @@ def check_config(path: Path | None) -> Check:
     return Check("config", "ok", f"{where} is valid ({len(cfg.agents)} agent(s): {names})")
 
 
+def check_custom_tools(path: Path | None, only: str | None = None) -> list[Check]:
+    """For each agent with custom tools (of backend ``only``, when named): do they import, and
+    give valid tools, in its sandbox image? Checked in a throwaway container of that image
+    (no network, read-only, non-root) when the image is present here; nothing is built."""
+    from airlock.config import load_config
+    from airlock.errors import ConfigError
+
+    try:
+        agents = [a for a in load_config(path).agents.values() if a.spec.custom_tools]
+    except ConfigError:
+        return []  # the config check reports why
+    agents = [a for a in agents if only is None or a.backend == only]
+    if not agents:
+        return []
+    return asyncio.run(_custom_tool_checks(agents))
+
+
+async def _custom_tool_checks(agents: list[AgentConfig]) -> list[Check]:
+    from airlock.errors import ImageError
+    from airlock.images import check_custom_tools, docker_client, find_image, runner_image_tag
+    from airlock.sandbox import backend, requested_isolation
+    from layer0 import EnvError
+
+    client: Any = None
+    out = []
+    for agent in agents:
+        name, paths = f"custom tools ({agent.name})", agent.spec.custom_tools
+        listed = ", ".join(paths)
+        if "container" not in backend(agent.backend).isolations:
+            out.append(
+                Check(
+                    name,
+                    "warning",
+                    f"not checked: backend {agent.backend} imports {listed} from this machine's Python",
+                    f"run the agent once (airlock run {agent.name} ...) to see that they import",
+                )
+            )
+            continue
+        try:
+            image = requested_isolation(agent.environment, agent.backend).image or runner_image_tag()
+        except EnvError:
+            continue  # an isolation the backend refuses: the backend's own checks and a run say so
+        try:
+            client = client or await asyncio.to_thread(docker_client)
+            if await asyncio.to_thread(find_image, client, image) is None:
+                out.append(
+                    Check(
+                        name,
+                        "warning",
+                        f"not checked: image {image} is not present here",
+                        f"build it: airlock images build --name {image} --requirements FILE / --wheel FILE",
+                    )
+                )
+                continue
+            found = await check_custom_tools(client, image, agent.name, paths)
+        except (ImageError, EnvError) as e:
+            out.append(
+                Check(
+                    name,
+                    "error",
+                    f"cannot check {listed} in image {image}: {e}",
+                    "see airlock doctor's Docker checks",
+                )
+            )
+            continue
+        if found.problems:
+            out.append(
+                Check(
+                    name,
+                    "error",
+                    f"in image {image}:\n" + "\n".join(f"  {p}" for p in found.problems),
+                    "install the tools' packages in the image (airlock images build --name IMAGE ...) or "
+                    "fix the import paths",
+                )
+            )
+        else:
+            out.append(
+                Check(
+                    name, "ok", f"{len(found.tools)} tool(s) load in image {image}: {', '.join(found.tools)}"
+                )
+            )
+    return out
+
+
 async def _backend_checks(settings: Mapping[str, BaseModel], only: str | None = None) -> list[Check]:
     from airlock.sandbox import backends
 
@@ -130,9 +217,10 @@ def _configured_settings(path: Path | None) -> Mapping[str, BaseModel]:
 
 def run_checks(config: Path | None, backend: str | None = None, probe: str | None = None) -> list[Check]:
     """Every check, in order: each sandbox backend's (with its configured settings; only
-    ``backend``'s when named), the local model's, the configuration's (nothing is downloaded or
-    started). With ``probe`` (a deployment the backend can name, e.g. a Helm release), the
-    backend's install-time proof of isolation runs too: jobs really run there."""
+    ``backend``'s when named), the local model's, the configuration's, and its agents' custom
+    tools in their images (nothing is downloaded or built; a check container may start). With
+    ``probe`` (a deployment the backend can name, e.g. a Helm release), the backend's
+    install-time proof of isolation runs too: jobs really run there."""
     settings = _configured_settings(config)
     checks = asyncio.run(_backend_checks(settings, backend))
     if probe is not None and backend is not None:
@@ -144,6 +232,7 @@ def run_checks(config: Path | None, backend: str | None = None, probe: str | Non
     if backend is None:
         checks += check_local_model()
     checks.append(check_config(config))
+    checks += check_custom_tools(config, backend)
     return checks
 
 

@@ -1,5 +1,6 @@
 """Short, escaped text for the governance values the job verbs print: tool calls waiting for
-approval, approvers' decisions, a job's approval wait and fixed-point run, session messages."""
+approval, approvers' decisions, a job's approval wait and fixed-point run, session messages,
+a turn's lifecycle events (budget, compaction)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,25 @@ from rich.markup import escape
 
 from airlock.controller import ApprovalWait, FixedPointRun
 from airlock.policy import ApprovalDecision
-from airlock.turn import ImagePart, PendingCall, ProviderMessage, TextPart, ToolResultPart, ToolUsePart
+from airlock.turn import (
+    CompactionPart,
+    ImagePart,
+    LifecycleEvent,
+    PendingCall,
+    ProviderMessage,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+)
+from layer0 import (
+    BudgetAction,
+    BudgetWarning,
+    CompactionComplete,
+    ContextPressure,
+    CostIncurred,
+    PreCompactionFlush,
+    ProviderManaged,
+)
 
 #: Characters of a value shown on one line.
 PREVIEW = 160
@@ -97,4 +116,28 @@ def message_text(message: ProviderMessage, limit: int = PREVIEW) -> str:
             parts.append(f"← {'error: ' if part.is_error else ''}{part.content}")
         elif isinstance(part, ImagePart):
             parts.append("[image]")
+        elif isinstance(part, CompactionPart):
+            parts.append(f"[compacted: {part.summary or 'no summary'}]")
     return shorten(" ".join(parts), limit)
+
+
+def lifecycle_line(event: LifecycleEvent) -> str | None:
+    """A lifecycle event as one progress line (markup); None for those not worth a line of
+    their own (the cost of each call, already on its model line; the flush before a compaction)."""
+    e = event.event
+    if isinstance(e, BudgetWarning):
+        share = f" ({100 * e.spent / e.limit:.0f}%)" if e.limit else ""
+        return f"[yellow]budget warning[/]: ${e.spent} of ${e.limit} spent{share}"
+    if isinstance(e, BudgetAction):
+        return f"[red]budget[/]: {escape(str(e.action))} (workflow {escape(str(e.workflow))})"
+    if isinstance(e, ContextPressure):
+        return f"[dim]context {e.fill_percent:.0f}% full ({e.tokens_used} of {e.tokens_available} tokens)[/]"
+    if isinstance(e, CompactionComplete):
+        return f"[dim]context compacted by {escape(e.strategy)}: about {e.tokens_freed} tokens freed[/]"
+    if isinstance(e, ProviderManaged):
+        return (
+            f"[dim]context compacted by provider {escape(e.provider)}: about {e.tokens_before} → "
+            f"{e.tokens_after} tokens[/]"
+        )
+    assert isinstance(e, CostIncurred | PreCompactionFlush)
+    return None

@@ -32,8 +32,8 @@ from pydantic import JsonValue
 from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectReport
 from airlock.errors import AirlockError, ConfigError, shorten
 from airlock.policy.effects import EffectContext, check_effect
-from airlock.sandbox import SandboxEvent, TurnHandle
-from airlock.spec import HISTORY_KEY, AgentSpec
+from airlock.sandbox import SandboxEvent, TurnHandle, state_snapshot
+from airlock.spec import AgentSpec
 from airlock.turn import (
     DEFAULT_MAX_TURNS,
     SessionState,
@@ -551,11 +551,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
         """One execution of the job's turn in a fresh sandbox: started anew, or continued from
         its last checkpoint. The runner's checkpoints become the job's and its turn records."""
         agent = self.runner.agent(job.agent)
-        state: list[tuple[Scope, str, Any]] = []
-        if input.session is not None:
-            history = await self.state.read(Scope.session(input.session), HISTORY_KEY)
-            if history is not None:
-                state = [(Scope.session(input.session), HISTORY_KEY, history)]
+        state: list[tuple[Scope, str, Any]] = list(await state_snapshot(self.state, input))
         root = await self._root(job)
         saved = await self.store.checkpoint(job.id)
         base: SessionState | None = None

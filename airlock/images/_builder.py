@@ -270,6 +270,15 @@ async def _client() -> Any:
         raise ImageError(str(e)) from e
 
 
+def find_image(client: Any, tag: str) -> dict[str, Any] | None:
+    """The local image's attributes, None when there is none; blocking (``asyncio.to_thread``).
+
+    Raises:
+        ImageError: the engine cannot be asked.
+    """
+    return _get_image(client, tag)
+
+
 def _get_image(client: Any, tag: str) -> dict[str, Any] | None:
     errors = docker_errors()
     try:

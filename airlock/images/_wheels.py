@@ -21,7 +21,7 @@ from airlock.errors import ImageError
 from ._proc import run_command
 
 #: Extras of airlock installed in the runner image.
-RUNNER_EXTRAS = ("providers",)
+RUNNER_EXTRAS = ("providers", "mcp")
 _SOURCE_DIRS = ("layer0", "airlock")
 _SOURCE_SKIP = {"__pycache__", ".mypy_cache", ".ruff_cache"}
 _PIP_MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}
@@ -35,12 +35,29 @@ class WheelTarget:
     glibc: tuple[int, int]  # (2, 36)
     dpkg_arch: str  # "amd64"
 
-    def pip_args(self) -> list[str]:
-        """``pip download`` options selecting binary wheels for this target."""
+    @property
+    def machine(self) -> str:
+        """The platform tags' machine (``x86_64``, ``aarch64``).
+
+        Raises:
+            ImageError: an architecture airlock builds no image for.
+        """
         try:
-            machine = _PIP_MACHINE[self.dpkg_arch]
+            return _PIP_MACHINE[self.dpkg_arch]
         except KeyError as e:
             raise ImageError(f"unsupported architecture {self.dpkg_arch!r} (amd64 and arm64 are)") from e
+
+    def platforms(self, *, local_builds: bool = False) -> list[str]:
+        """The platform tags a wheel for this target may carry, most specific first
+        (``local_builds``: also ``linux_<machine>``, what a wheel built on a Linux host carries)."""
+        machine, (major, minor) = self.machine, self.glibc
+        tags = [f"manylinux_{major}_{m}_{machine}" for m in range(minor, 16, -1)]
+        tags.append(f"manylinux2014_{machine}")
+        return [*tags, f"linux_{machine}"] if local_builds else tags
+
+    def pip_args(self, *, local_builds: bool = False) -> list[str]:
+        """``pip download`` options selecting binary wheels for this target (``local_builds``:
+        as :meth:`platforms`)."""
         nodot = self.python.replace(".", "")
         args = [
             "--only-binary=:all:",
@@ -55,10 +72,8 @@ class WheelTarget:
             "--abi",
             "none",
         ]
-        major, minor = self.glibc
-        for m in range(minor, 16, -1):
-            args += ["--platform", f"manylinux_{major}_{m}_{machine}"]
-        args += ["--platform", f"manylinux2014_{machine}"]
+        for tag in self.platforms(local_builds=local_builds):
+            args += ["--platform", tag]
         return args
 
 

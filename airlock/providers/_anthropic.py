@@ -2,19 +2,32 @@
 
 The SDK is imported when a provider is constructed, never at package import, so the
 runner starts fast when another provider is configured.
+
+Server-side compaction (``ProviderSpec.compaction``, the ``compact-2026-01-12`` beta): each
+request carries ``context_management: {"edits": [{"type": "compact_20260112", "trigger":
+{"type": "input_tokens", "value": N}}]}`` and the beta header. When the API compacts, its
+``compaction`` block comes back in the response; it is kept in the history (a
+``CompactionPart``) and sent back verbatim (the API then ignores what precedes it). A
+``compaction`` stop reason means the model call did not end the turn (the loop goes on). The
+usage of every sampling iteration (``usage.iterations``: the compaction's own and the
+model's) is summed into the call's tokens and cost; the top-level usage counts only the
+model's.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
 from airlock.spec import ProviderSpec
 from airlock.turn import (
-    ImagePart,
+    CompactionPart,
+    ContentPart,
+    ProviderCompaction,
     ProviderMessage,
     ProviderRequest,
     ProviderResponse,
@@ -27,12 +40,15 @@ from airlock.turn import (
 )
 from layer0 import TurnError
 
+from ._attempts import EVENT_HOOKS, attempts, retries
 from ._common import BY_STATUS, ErrorKind, map_sdk_error, resolve_api_key, unexpected_error
 from ._pricing import anthropic_cost
+from ._tool_names import decode_tool_names, encode_tool_names
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
     from anthropic.types import Message
+    from anthropic.types.beta import BetaMessage
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +64,27 @@ ANTHROPIC_STOP_REASONS: dict[str, StopReason] = {
     "pause_turn": StopReason.PAUSE_TURN,
     "refusal": StopReason.REFUSAL,
     "model_context_window_exceeded": StopReason.CONTEXT_WINDOW_EXCEEDED,
+    "compaction": StopReason.COMPACTION,
 }
+
+#: The beta server-side compaction needs (sent as the ``anthropic-beta`` header).
+COMPACTION_BETA = "compact-2026-01-12"
+#: The context-management edit that turns it on.
+COMPACTION_EDIT = "compact_20260112"
 
 #: Request fields ``messages.create`` takes as keyword arguments (others: ``extra_body``).
 _SDK_PARAMS = frozenset(
-    {"model", "max_tokens", "messages", "system", "tools", "metadata", "stop_sequences", "tool_choice"}
+    {
+        "model",
+        "max_tokens",
+        "messages",
+        "system",
+        "tools",
+        "metadata",
+        "stop_sequences",
+        "tool_choice",
+        "context_management",
+    }
 )
 
 #: Response block types that carry nothing the loop can use or send back (thinking, and
@@ -151,7 +183,7 @@ class AnthropicProvider:
     name = "anthropic"
 
     def __init__(self, spec: ProviderSpec) -> None:
-        from anthropic import AsyncAnthropic  # lazy: the SDK is heavy to import
+        from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient  # lazy: the SDK is heavy to import
 
         self.spec = spec
         self.model = spec.model or DEFAULT_ANTHROPIC_MODEL
@@ -160,6 +192,7 @@ class AnthropicProvider:
             base_url=spec.base_url,
             timeout=spec.timeout_s,
             max_retries=spec.max_retries,
+            http_client=DefaultAsyncHttpxClient(event_hooks=EVENT_HOOKS),
         )
 
     async def aclose(self) -> None:
@@ -170,11 +203,15 @@ class AnthropicProvider:
         """The Messages API request body for ``request`` (without transport options)."""
         system_parts = [request.system] if request.system else []
         system_parts += [_text_of(m) for m in request.messages if m.role is Role.SYSTEM]
+        compaction = self.spec.compaction
         params: dict[str, Any] = {
             "model": request.model or self.model,
             "max_tokens": request.max_tokens or self.spec.max_tokens,
-            "messages": _messages(request.messages),
+            "messages": _messages(request.messages, compaction=compaction is not None),
         }
+        if compaction is not None:
+            trigger = {"type": "input_tokens", "value": compaction.trigger_tokens}
+            params["context_management"] = {"edits": [{"type": COMPACTION_EDIT, "trigger": trigger}]}
         if system_parts:
             params["system"] = "\n\n".join(p for p in system_parts if p)
         if request.tools:
@@ -198,31 +235,45 @@ class AnthropicProvider:
         """
         from anthropic import AnthropicError
 
+        request, names = encode_tool_names(request)
         params = self.build_params(request)
         # Body fields the SDK has no parameter for (it dropped temperature/top_p/top_k)
         # still go on the wire, as extra body fields, for the models that accept them.
         extra_body = {k: v for k, v in params.items() if k not in _SDK_PARAMS}
+        known = {k: v for k, v in params.items() if k in _SDK_PARAMS}
+        message: Message | BetaMessage
         try:
-            message = await self._client.messages.create(
-                **{k: v for k, v in params.items() if k in _SDK_PARAMS}, extra_body=extra_body or None
-            )
+            with attempts() as noted:
+                if "context_management" in known:  # server-side compaction: the beta endpoint
+                    message = await self._client.beta.messages.create(
+                        **known, betas=[COMPACTION_BETA], extra_body=extra_body or None
+                    )
+                else:
+                    message = await self._client.messages.create(**known, extra_body=extra_body or None)
         except AnthropicError as e:
             raise map_anthropic_error(e) from e
         except Exception as e:  # the SDK let a foreign error through (e.g. a body that is not JSON)
             raise unexpected_error(e, sdk="anthropic") from e
         try:
-            return response_from_message(message, requested_model=params["model"])
+            response = response_from_message(message, requested_model=params["model"])
         except (ValidationError, AttributeError, TypeError) as e:  # a response of an unexpected shape
             raise unexpected_error(e, sdk="anthropic") from e
+        failed = retries(noted)
+        response = decode_tool_names(response, names)
+        return response.model_copy(update={"retries": failed}) if failed else response
 
 
 def _text_of(message: ProviderMessage) -> str:
     return "\n".join(p.text for p in message.content if isinstance(p, TextPart))
 
 
-def _part(part: TextPart | ToolUsePart | ToolResultPart | ImagePart) -> dict[str, Any]:
+def _part(part: ContentPart, *, compaction: bool) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
+    if isinstance(part, CompactionPart):
+        if compaction:
+            return dict(part.block)  # verbatim, as the API returned it
+        return {"type": "text", "text": f"Summary of the earlier conversation:\n{part.summary or ''}"}
     if isinstance(part, ToolUsePart):
         return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
     if isinstance(part, ToolResultPart):
@@ -241,11 +292,13 @@ def _part(part: TextPart | ToolUsePart | ToolResultPart | ImagePart) -> dict[str
     return {"type": "image", "source": source}
 
 
-def _messages(messages: list[ProviderMessage]) -> list[dict[str, Any]]:
+def _messages(messages: list[ProviderMessage], *, compaction: bool = False) -> list[dict[str, Any]]:
     """User/assistant messages; consecutive same-role messages merged, tool results first.
 
     The API requires a user message answering tool calls to START with its
     ``tool_result`` blocks, so they are moved ahead of any text or image (stable order).
+    Compaction parts go back verbatim when ``compaction`` is on, else as their summary's text
+    (without the beta, the API takes no compaction block).
     """
     merged: list[tuple[Role, list[Any]]] = []
     for m in messages:
@@ -261,7 +314,7 @@ def _messages(messages: list[ProviderMessage]) -> list[dict[str, Any]]:
             parts = [p for p in parts if isinstance(p, ToolResultPart)] + [
                 p for p in parts if not isinstance(p, ToolResultPart)
             ]
-        out.append({"role": role.value, "content": [_part(p) for p in parts]})
+        out.append({"role": role.value, "content": [_part(p, compaction=compaction) for p in parts]})
     return out
 
 
@@ -289,17 +342,19 @@ def _known_extra(extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def response_from_message(message: Message, *, requested_model: str) -> ProviderResponse:
+def response_from_message(message: Message | BetaMessage, *, requested_model: str) -> ProviderResponse:
     """Map a Messages API response; raise ``TurnError.model`` for an unknown stop_reason.
 
-    Text and tool_use blocks become parts; thinking and server-tool blocks are dropped
-    (debug log); a block type this code does not know is dropped with a warning.
+    Text, tool_use and compaction blocks become parts; thinking and server-tool blocks are
+    dropped (debug log); a block type this code does not know is dropped with a warning.
+    With ``usage.iterations`` (server-side compaction), tokens and cost are the sum of every
+    iteration's, each priced on its own.
     """
     raw_stop = message.stop_reason
     stop = ANTHROPIC_STOP_REASONS.get(str(raw_stop)) if raw_stop is not None else None
     if stop is None:
         raise TurnError.model(f"anthropic: unknown stop_reason {raw_stop!r} (model {message.model})")
-    content: list[TextPart | ToolUsePart] = []
+    content: list[ContentPart] = []
     for block in message.content:
         block_type = getattr(block, "type", None)
         if block_type == "text":
@@ -308,12 +363,25 @@ def response_from_message(message: Message, *, requested_model: str) -> Provider
             content.append(
                 ToolUsePart(id=block.id, name=block.name, input=block.input)  # type: ignore[union-attr]
             )
+        elif block_type == "compaction":
+            raw: dict[str, Any] = block.to_dict(mode="json")  # what the API sent, to send back as is
+            summary = raw.get("content")
+            content.append(CompactionPart(summary=summary if isinstance(summary, str) else None, block=raw))
         elif block_type in IGNORED_BLOCK_TYPES:
             log.debug("anthropic: dropping %s block (no ContentPart for it)", block_type)
         else:
             log.warning("anthropic: dropping content block of unknown type %r", block_type)
-    usage = _usage(message)
     model = message.model or requested_model
+    iterations = getattr(message.usage, "iterations", None) or []
+    if iterations:
+        per_iteration = [_usage(it) for it in iterations]
+        usage = _sum(per_iteration)
+        costs = [anthropic_cost(model, u) for u in per_iteration]
+        cost = None if any(c is None for c in costs) else sum((c for c in costs if c is not None), Decimal(0))
+    else:
+        usage = _usage(message.usage)
+        cost = anthropic_cost(model, usage)
+    compacted = any(isinstance(p, CompactionPart) for p in content)
     stop_detail = None
     details = message.stop_details
     if stop is StopReason.REFUSAL and details is not None:
@@ -323,14 +391,15 @@ def response_from_message(message: Message, *, requested_model: str) -> Provider
         stop_reason=stop,
         usage=usage,
         model=model,
-        cost=anthropic_cost(model, usage),
+        cost=cost,
         stop_detail=stop_detail,
+        compaction=_compaction_report(iterations) if compacted or stop is StopReason.COMPACTION else None,
     )
 
 
-def _usage(message: Message) -> TokenUsage:
-    u = message.usage
-    breakdown = u.cache_creation
+def _usage(u: Any) -> TokenUsage:
+    """A usage object's counters (a message's ``usage``, or one of its ``iterations``)."""
+    breakdown = getattr(u, "cache_creation", None)
     return TokenUsage(
         input_tokens=u.input_tokens,
         output_tokens=u.output_tokens,
@@ -338,4 +407,46 @@ def _usage(message: Message) -> TokenUsage:
         cache_creation_tokens=u.cache_creation_input_tokens,
         cache_creation_5m_tokens=breakdown.ephemeral_5m_input_tokens if breakdown is not None else None,
         cache_creation_1h_tokens=breakdown.ephemeral_1h_input_tokens if breakdown is not None else None,
+    )
+
+
+def _sum(usages: list[TokenUsage]) -> TokenUsage:
+    """Counters added up (an optional counter stays None only when no usage reports it)."""
+
+    def total(name: str) -> int | None:
+        values = [getattr(u, name) for u in usages if getattr(u, name) is not None]
+        return sum(values) if values else None
+
+    return TokenUsage(
+        input_tokens=sum(u.input_tokens for u in usages),
+        output_tokens=sum(u.output_tokens for u in usages),
+        cache_read_tokens=total("cache_read_tokens"),
+        cache_creation_tokens=total("cache_creation_tokens"),
+        cache_creation_5m_tokens=total("cache_creation_5m_tokens"),
+        cache_creation_1h_tokens=total("cache_creation_1h_tokens"),
+    )
+
+
+def _context_tokens(it: Any, *, with_output: bool) -> int:
+    """The size of the context an iteration read (and, ``with_output``, then wrote)."""
+    size = (
+        int(it.input_tokens) + int(it.cache_read_input_tokens or 0) + int(it.cache_creation_input_tokens or 0)
+    )
+    return size + int(it.output_tokens) if with_output else size
+
+
+def _compaction_report(iterations: list[Any]) -> ProviderCompaction:
+    """The context's size around the first compaction iteration: after the model iteration
+    before it (None when the compaction came first: the request's own context), and as the
+    model iteration after it read it. A compaction iteration's own usage is its summarizing
+    call's, not the context's size, so it says neither."""
+    kinds = [getattr(it, "type", None) for it in iterations]
+    if "compaction" not in kinds:
+        return ProviderCompaction()
+    at = kinds.index("compaction")
+    before = iterations[at - 1] if at > 0 and kinds[at - 1] == "message" else None
+    after = iterations[at + 1] if at + 1 < len(iterations) and kinds[at + 1] == "message" else None
+    return ProviderCompaction(
+        tokens_before=_context_tokens(before, with_output=True) if before is not None else None,
+        tokens_after=_context_tokens(after, with_output=False) if after is not None else None,
     )

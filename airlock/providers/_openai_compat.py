@@ -5,7 +5,9 @@ Mapping: ``system`` becomes the first ``system`` message; ``tool_use`` parts bec
 assistant's ``tool_calls`` (arguments as a JSON string) and ``tool_result`` parts become
 ``role: tool`` messages (an error result's text is prefixed ``[error] ``, as the format
 has no error flag). Tool-call arguments that are not a JSON object are passed on as
-``{"_raw": "<the text>"}`` so the tool's schema validation rejects them readably.
+``{"_raw": "<the text>"}`` so the tool's schema validation rejects them readably. Another
+provider's compaction part is sent as its summary's text. The SDK's own retries of a call
+are reported as ``ProviderResponse.retries``.
 
 Usage follows the Anthropic convention used across providers: ``input_tokens`` is the
 uncached prompt, ``cache_read_tokens`` the cached part (``prompt_tokens_details``).
@@ -24,6 +26,7 @@ from pydantic import ValidationError
 from airlock.errors import SpecError
 from airlock.spec import ProviderSpec
 from airlock.turn import (
+    CompactionPart,
     ContentPart,
     ProviderMessage,
     ProviderRequest,
@@ -37,7 +40,9 @@ from airlock.turn import (
 )
 from layer0 import TurnError
 
+from ._attempts import EVENT_HOOKS, attempts, retries
 from ._common import BY_STATUS, ErrorKind, map_sdk_error, resolve_api_key, unexpected_error
+from ._tool_names import decode_tool_names, encode_tool_names
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -106,7 +111,7 @@ class OpenAICompatProvider:
             raise SpecError("openai_compat provider needs a model name (spec.model)")
         if (spec.price_per_mtok_in is None) != (spec.price_per_mtok_out is None):
             raise SpecError("set both price_per_mtok_in and price_per_mtok_out, or neither")
-        from openai import AsyncOpenAI  # lazy: the SDK is heavy to import
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient  # lazy: the SDK is heavy to import
 
         self.spec = spec
         self.model = spec.model
@@ -115,6 +120,7 @@ class OpenAICompatProvider:
             base_url=spec.base_url,
             timeout=spec.timeout_s,
             max_retries=spec.max_retries,
+            http_client=DefaultAsyncHttpxClient(event_hooks=EVENT_HOOKS),
         )
 
     async def aclose(self) -> None:
@@ -157,9 +163,11 @@ class OpenAICompatProvider:
         """
         from openai import OpenAIError
 
+        request, names = encode_tool_names(request)
         params = self.build_params(request)
         try:
-            completion = await self._client.chat.completions.create(**params)
+            with attempts() as noted:
+                completion = await self._client.chat.completions.create(**params)
         except OpenAIError as e:
             raise map_openai_error(e) from e
         except Exception as e:  # the SDK let a foreign error through (e.g. a body that is not JSON)
@@ -168,7 +176,8 @@ class OpenAICompatProvider:
             response = response_from_completion(completion, requested_model=params["model"])
         except (ValidationError, AttributeError, TypeError) as e:  # a response of an unexpected shape
             raise unexpected_error(e, sdk="openai_compat") from e
-        return response.model_copy(update={"cost": self._cost(response.usage)})
+        response = decode_tool_names(response, names)
+        return response.model_copy(update={"cost": self._cost(response.usage), "retries": retries(noted)})
 
     def _cost(self, usage: TokenUsage) -> Decimal | None:
         price_in, price_out = self.spec.price_per_mtok_in, self.spec.price_per_mtok_out
@@ -184,7 +193,7 @@ def _messages(message: ProviderMessage) -> list[dict[str, Any]]:
     if message.role is Role.SYSTEM:
         return [{"role": "system", "content": "\n".join(p.text for p in parts if isinstance(p, TextPart))}]
     if message.role is Role.ASSISTANT:
-        text = "".join(p.text for p in parts if isinstance(p, TextPart))
+        text = "".join(_text(p) for p in parts if isinstance(p, TextPart | CompactionPart))
         calls = [p for p in parts if isinstance(p, ToolUsePart)]
         out: dict[str, Any] = {"role": "assistant", "content": text or None}
         if calls:
@@ -215,9 +224,15 @@ def _messages(message: ProviderMessage) -> list[dict[str, Any]]:
     return result
 
 
+def _text(part: TextPart | CompactionPart) -> str:
+    if isinstance(part, CompactionPart):
+        return f"Summary of the earlier conversation:\n{part.summary or ''}\n\n"
+    return part.text
+
+
 def _user_part(part: ContentPart) -> dict[str, Any]:
-    if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text}
+    if isinstance(part, TextPart | CompactionPart):
+        return {"type": "text", "text": _text(part)}
     if isinstance(part, ToolUsePart):  # a user message never carries one; keep it readable
         return {"type": "text", "text": json.dumps({"tool_use": part.name, "input": part.input})}
     assert not isinstance(part, ToolResultPart)

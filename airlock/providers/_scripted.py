@@ -11,16 +11,18 @@ Script format (YAML or JSON; validated, unknown keys rejected)::
           tools: [calc, echo]   # names of the tools offered (compared sorted)
           messages: 1           # number of messages in the request
         response:               # a ProviderResponse
-          content:              # text | tool_use | tool_result | image parts
+          content:              # text | tool_use | tool_result | image | compaction parts
             - {type: text, text: "Let me compute."}
             - {type: tool_use, id: t1, name: calc, input: {expr: "2+2"}}
           stop_reason: tool_use # end_turn | tool_use | max_tokens | stop_sequence |
                                 # pause_turn | refusal | model_context_window_exceeded |
-                                # content_filter
+                                # content_filter | compaction
           usage: {input_tokens: 12, output_tokens: 7}   # optional, also cache_* counters
           cost: "0.000047"      # optional USD (a string keeps it exact); omitted: None
           model: claude-haiku-4-5-20251001              # optional; default: "scripted"
           stop_detail: null     # optional refusal/filter explanation
+          retries: []           # optional: failed attempts the provider retried ("HTTP 529")
+          compaction: null      # optional: {tokens_before, tokens_after} of a server-side compaction
 
 The spec's ``script`` is either a path to such a file (``.yaml``/``.yml``/``.json``), a
 mapping of this shape, or just the list of steps.

@@ -21,6 +21,7 @@ if _typing.TYPE_CHECKING:
         RunnerEvent,
         StepInfo,
         TurnFinished,
+        agent_refused,
         channel_lost,
         wait_until_serving,
     )
@@ -40,6 +41,7 @@ __all__ = [
     "StepInfo",
     "TlsFiles",
     "TurnFinished",
+    "agent_refused",
     "channel_lost",
     "wait_until_serving",
 ]
@@ -56,6 +58,7 @@ _WHERE = {
             "RunnerEvent",
             "StepInfo",
             "TurnFinished",
+            "agent_refused",
             "channel_lost",
             "wait_until_serving",
         ),

@@ -88,6 +88,20 @@ def channel_lost(error: BaseException) -> bool:
     return isinstance(cause, grpc.aio.AioRpcError) and cause.code() == grpc.StatusCode.UNAVAILABLE
 
 
+def agent_refused(error: BaseException) -> str | None:
+    """Why the runner refused to build the turn from its AgentSpec (INVALID_ARGUMENT about the
+    ``agent`` itself: a custom tool its image cannot load, a tool source that does not start),
+    one problem per line; None for any other failure."""
+    cause = error.__cause__
+    if not isinstance(cause, grpc.aio.AioRpcError) or cause.code() != grpc.StatusCode.INVALID_ARGUMENT:
+        return None
+    if _reason(cause) != "invalid":
+        return None
+    details = (cause.details() or "").splitlines()
+    problems = [line.removeprefix("agent: ") for line in details if line.startswith("agent: ")]
+    return "\n".join(problems) or None
+
+
 def _turn_error(error: grpc.aio.AioRpcError, address: str) -> TurnError:
     """The TurnError for a failed Execute call (connection loss and busy: retryable)."""
     code = error.code()

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the turn's machinery loads at the first Execute, not before
     from pydantic import JsonValue
 
     from airlock.spec import AgentSpec
+    from airlock.tools import McpToolSet
     from airlock.turn import NeuronTurn, StepResult, TurnEvent, TurnSession
     from layer0 import Scope, TurnInput, TurnOutput
 
@@ -325,8 +326,9 @@ class _RunnerService(pb_grpc.RunnerServicer):
         self.idle.clear()
         key = execution_id or f"anonymous-{uuid4()}"
         execution: _Execution | None = None
+        mcp: McpToolSet | None = None
         try:
-            turn, input, resume = await self._prepare(request, context)
+            turn, input, resume, mcp = await self._prepare(request, context)
             execution = _Execution(key, turn, input, self.config, resume)
             if request.start_paused:
                 execution.session.request_pause()
@@ -367,6 +369,8 @@ class _RunnerService(pb_grpc.RunnerServicer):
                         await execution.task
                 if self.executions.get(key) is execution:
                     del self.executions[key]
+            if mcp is not None:  # the turn's MCP servers end with it
+                await asyncio.shield(mcp.aclose())
             self.active -= 1
             if self.active == 0:
                 self.idle.set()
@@ -384,11 +388,12 @@ class _RunnerService(pb_grpc.RunnerServicer):
 
     async def _prepare(
         self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
-    ) -> tuple[NeuronTurn, TurnInput, str | None]:
+    ) -> tuple[NeuronTurn, TurnInput, str | None, McpToolSet]:
         """Decode and validate the request and build the turn (INVALID_ARGUMENT on bad input,
         one line per problem, each led by the request field it is about)."""
         from airlock.build import build_turn
         from airlock.state import InMemoryStore
+        from airlock.tools import open_mcp_tools
         from layer0 import read_only
 
         from ._environ import apply_environment
@@ -400,9 +405,19 @@ class _RunnerService(pb_grpc.RunnerServicer):
             for scope, key, value in state:
                 await store.write(scope, key, value)
             provider = self.config.provider_factory(spec) if self.config.provider_factory else None
-            turn = build_turn(
-                spec, state=read_only(store), workspace=self.config.workspace, provider=provider
-            )
+            mcp = await open_mcp_tools(spec.mcp_servers, workspace=self.config.workspace)
+            try:
+                turn = await asyncio.to_thread(  # importing custom tools may take a while
+                    build_turn,
+                    spec,
+                    state=read_only(store),
+                    workspace=self.config.workspace,
+                    provider=provider,
+                    mcp_tools=mcp.tools,
+                )
+            except BaseException:  # the servers must not outlive a turn that was never built
+                await asyncio.shield(mcp.aclose())
+                raise
         except wire.MalformedMessage as e:
             await self._invalid(context, e.problems)
         except SpecError as e:  # the spec decoded, but its tools, hooks or provider do not build
@@ -415,7 +430,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 f"cannot build the turn: {type(e).__name__}: {e}",
                 "internal",
             )
-        return turn, input, resume
+        return turn, input, resume, mcp
 
     async def _invalid(self, context: grpc.aio.ServicerContext, problems: Sequence[wire.Problem]) -> NoReturn:
         details = "\n".join(str(p) for p in problems)

@@ -3,12 +3,14 @@
 ``layer0.Environment.run(turn, input, spec)`` hands over a built turn; a sandbox needs the
 turn as data. The adapter accepts any Turn describable as an AgentSpec (built by
 :func:`airlock.build.build_turn`, or a ``RemoteTurn``) and reads, through the turn's own
-``StateReader``, the state it would read in-process (its session's history), which
-travels with the request as the read-only snapshot.
+``StateReader``, the state it would read in-process (its session's history and the memory
+it may read), which travels with the request as the read-only snapshot.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Mapping
 
 from airlock.policy import SidecarRoute
@@ -20,6 +22,13 @@ from ._port import Sandbox, SandboxRequest, StateEntry
 from ._turn import agent_spec_of
 
 __all__ = ["SandboxEnvironment", "state_snapshot"]
+
+_log = logging.getLogger(__name__)
+
+#: The memory a snapshot carries besides the history, at most: entries, and bytes of their
+#: values as compact JSON.
+SNAPSHOT_MAX_ENTRIES = 1000
+SNAPSHOT_MAX_BYTES = 4 * 1024 * 1024
 
 
 class SandboxEnvironment:
@@ -74,17 +83,72 @@ class SandboxEnvironment:
         return await self.sandbox.host_address()
 
 
-async def state_snapshot(reader: StateReader | None, input: TurnInput) -> tuple[StateEntry, ...]:
-    """What a turn reading through ``reader`` sees for ``input``: its session's history.
+async def state_snapshot(
+    reader: StateReader | None,
+    input: TurnInput,
+    *,
+    max_entries: int = SNAPSHOT_MAX_ENTRIES,
+    max_bytes: int = SNAPSHOT_MAX_BYTES,
+) -> tuple[StateEntry, ...]:
+    """What a turn reading through ``reader`` sees for ``input``: its session's history, then
+    the memory it may read (``read_memory``, ``search_memory``, ``memory.context_keys``): every
+    key of its session's scope, then of the global scope.
+
+    The memory is bounded: at most ``max_entries`` entries and ``max_bytes`` bytes of values
+    (compact JSON), the history not counted. A StateReader tells no write times, so what is
+    kept beyond that favours the session (this conversation) over the global scope, then key
+    order; an entry that does not fit is left out (a smaller one after it may still fit) and
+    a warning says how many were. The bound never fails the snapshot.
 
     Raises:
         EnvError: ``other`` when the reader fails.
     """
-    if reader is None or input.session is None:
+    if reader is None:
         return ()
-    scope = Scope.session(input.session)
-    try:
-        history = await reader.read(scope, HISTORY_KEY)
-    except Exception as e:
-        raise EnvError.other(f"cannot read the history of session {input.session}: {e}") from e
-    return () if history is None else (StateEntry(scope, HISTORY_KEY, history),)
+    entries: list[StateEntry] = []
+    scopes = [Scope.global_()]
+    if input.session is not None:
+        scope = Scope.session(input.session)
+        try:
+            history = await reader.read(scope, HISTORY_KEY)
+        except Exception as e:
+            raise EnvError.other(f"cannot read the history of session {input.session}: {e}") from e
+        if history is not None:
+            entries.append(StateEntry(scope, HISTORY_KEY, history))
+        scopes.insert(0, scope)
+    kept = used = left = left_bytes = 0
+    for scope in scopes:
+        where = f"session {input.session}" if scope.kind == "session" else "the global scope"
+        try:
+            keys = await reader.list(scope, "")
+        except Exception as e:
+            raise EnvError.other(f"cannot list the memory of {where}: {e}") from e
+        for key in keys:
+            if scope.kind == "session" and key == HISTORY_KEY:
+                continue
+            if kept >= max_entries:
+                left += 1
+                continue
+            try:
+                value = await reader.read(scope, key)
+            except Exception as e:
+                raise EnvError.other(f"cannot read memory {key!r} of {where}: {e}") from e
+            if value is None:
+                continue
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+            if used + size > max_bytes:
+                left, left_bytes = left + 1, left_bytes + size
+                continue
+            entries.append(StateEntry(scope, key, value))
+            kept, used = kept + 1, used + size
+    if left:
+        _log.warning(
+            "%d memory entries (%d bytes read among them) left out of the state snapshot for "
+            "session %s: it carries at most %d entries and %d bytes besides the history",
+            left,
+            left_bytes,
+            input.session,
+            max_entries,
+            max_bytes,
+        )
+    return tuple(entries)

@@ -87,6 +87,11 @@ async def run_in_sandbox(
             elapsed = time.monotonic() - began
             return timeout_output(who, timeout or elapsed, elapsed)
         except TurnError as e:
+            from airlock.runner import agent_refused
+
+            why = agent_refused(e)
+            if why is not None:  # the sandbox's image cannot run this agent
+                raise EnvError.provision_failed(f"{who}: {why}") from e
             raise await failed(e) from e
         if session is not None and session.collect_artifacts:
             await _collect(remote, session)

@@ -8,11 +8,21 @@ answering the previous assistant's tool_use ids), optionally checks ``x-api-key`
 answers errors with the API's error body shape (``{"type": "error", "error": {...}}``).
 Use the builders :func:`anthropic_message`, :func:`text_block`, :func:`tool_use_block`
 and :func:`anthropic_error` to program it.
+
+It speaks server-side compaction (the ``compact-2026-01-12`` beta) as the API does on the
+wire: ``context_management`` (edits of type ``compact_20260112``, an ``input_tokens`` trigger
+of at least 50,000) and ``compaction`` blocks are refused without that beta in the
+``anthropic-beta`` header; a ``compaction`` block sent back must be one this server issued,
+unchanged, and in an assistant message. :func:`compaction_block` and
+:func:`iterations_usage` build what a compacting response holds (the block, and the usage of
+each sampling iteration).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import re
 from typing import Any
 
 from ._fake_http import FakeHTTPServer, FakeResponse, Handler, RecordedRequest
@@ -35,6 +45,12 @@ ERROR_TYPES: dict[int, str] = {
 
 _ids = itertools.count(1)
 
+#: The beta that enables server-side compaction, and its context-management edit.
+COMPACTION_BETA = "compact-2026-01-12"
+COMPACTION_EDIT = "compact_20260112"
+#: The smallest compaction trigger the API accepts, in input tokens.
+MIN_COMPACTION_TRIGGER = 50_000
+
 
 def text_block(text: str) -> dict[str, Any]:
     """A ``text`` content block."""
@@ -44,6 +60,39 @@ def text_block(text: str) -> dict[str, Any]:
 def tool_use_block(id: str, name: str, input: dict[str, Any]) -> dict[str, Any]:
     """A ``tool_use`` content block."""
     return {"type": "tool_use", "id": id, "name": name, "input": input}
+
+
+def compaction_block(summary: str | None) -> dict[str, Any]:
+    """A ``compaction`` block: the summary and the opaque data a client sends back verbatim."""
+    n = next(_ids)
+    return {
+        "type": "compaction",
+        "content": summary,
+        "encrypted_content": f"opaque-compaction-state-{n:06d}",
+        "signature": f"sig-{n:06d}",
+    }
+
+
+def iterations_usage(*iterations: tuple[str, int, int]) -> dict[str, Any]:
+    """A usage object with ``iterations`` (each ``(type, input_tokens, output_tokens)``, type
+    ``compaction`` or ``message``); the top-level counters sum the ``message`` ones only, as
+    the API's do."""
+    items = [
+        {
+            "type": kind,
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+        for kind, tokens_in, tokens_out in iterations
+    ]
+    messages = [it for it in items if it["type"] == "message"]
+    return {
+        "input_tokens": sum(it["input_tokens"] for it in messages),
+        "output_tokens": sum(it["output_tokens"] for it in messages),
+        "iterations": items,
+    }
 
 
 def anthropic_message(
@@ -87,6 +136,45 @@ def anthropic_error(
     return FakeResponse(status, body, headers={"request-id": request_id, **(headers or {})})
 
 
+def _betas(request: RecordedRequest) -> set[str]:
+    return {b.strip() for b in request.headers.get("anthropic-beta", "").split(",") if b.strip()}
+
+
+def validate_context_management(body: dict[str, Any], betas: set[str]) -> str | None:
+    """Why the API would reject the request's ``context_management`` (and compaction blocks)."""
+    blocks = [
+        (i, b)
+        for i, m in enumerate(body.get("messages") or [])
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "compaction"
+    ]
+    management = body.get("context_management")
+    if (management is not None or blocks) and COMPACTION_BETA not in betas:
+        what = "context_management" if management is not None else f"messages.{blocks[0][0]}: compaction"
+        return f"{what}: requires the beta header anthropic-beta: {COMPACTION_BETA}"
+    if management is None:
+        return None
+    edits = management.get("edits") if isinstance(management, dict) else None
+    if not isinstance(edits, list) or not edits:
+        return "context_management.edits: at least one edit is required"
+    for j, edit in enumerate(edits):
+        if not isinstance(edit, dict) or edit.get("type") != COMPACTION_EDIT:
+            return f"context_management.edits.{j}.type: Input should be '{COMPACTION_EDIT}'"
+        trigger = edit.get("trigger")
+        if trigger is None:
+            continue
+        if not isinstance(trigger, dict) or trigger.get("type") != "input_tokens":
+            return f"context_management.edits.{j}.trigger.type: Input should be 'input_tokens'"
+        value = trigger.get("value")
+        if not isinstance(value, int) or value < MIN_COMPACTION_TRIGGER:
+            return (
+                f"context_management.edits.{j}.trigger.value: must be an integer of at least "
+                f"{MIN_COMPACTION_TRIGGER}"
+            )
+    return None
+
+
 def validate_messages_request(body: Any) -> str | None:
     """Why the API would reject this ``/v1/messages`` body with a 400, or None."""
     if not isinstance(body, dict):
@@ -97,6 +185,9 @@ def validate_messages_request(body: Any) -> str | None:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
+    for j, tool in enumerate(body.get("tools") or []):
+        if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", str(tool.get("name", ""))):
+            return f"tools.{j}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
     previous_tool_ids: set[str] = set()
     for i, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
@@ -106,6 +197,8 @@ def validate_messages_request(body: Any) -> str | None:
         blocks = [text_block(content)] if isinstance(content, str) else content
         if not isinstance(blocks, list):
             return f"messages.{i}.content: must be a string or a list of blocks"
+        if role == "user" and any(b.get("type") == "compaction" for b in blocks):
+            return f"messages.{i}: a compaction block belongs in an assistant message"
         if role == "user":
             results = [b for b in blocks if b.get("type") == "tool_result"]
             if results and blocks[: len(results)] != results:
@@ -159,6 +252,8 @@ class FakeAnthropicServer(FakeHTTPServer):
         super().__init__(handler, host=host)
         self.require_api_key = require_api_key
         self.validate = validate
+        #: The compaction blocks this server sent, as JSON text (one sent back must be one).
+        self._issued: set[str] = set()
 
     @property
     def base_url(self) -> str:
@@ -186,12 +281,34 @@ class FakeAnthropicServer(FakeHTTPServer):
             return anthropic_error(404, f"Not found: {request.method} {request.path}")
         if self.validate:
             try:
-                problem = validate_messages_request(request.json())
+                body = request.json()
+                problem = validate_messages_request(body) or validate_context_management(
+                    body, _betas(request)
+                )
+                problem = problem or self._foreign_compaction(body)
             except (ValueError, KeyError, AttributeError, TypeError) as e:
                 problem = f"malformed request body: {e}"
             if problem is not None:
                 return anthropic_error(400, problem)
-        return await super().respond(request)
+        response = await super().respond(request)
+        if response.status == 200 and isinstance(response.body, dict):
+            for block in response.body.get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "compaction":
+                    self._issued.add(_canonical(block))
+        return response
+
+    def _foreign_compaction(self, body: dict[str, Any]) -> str | None:
+        """Why a compaction block of the request is not one this server issued, unchanged."""
+        for i, message in enumerate(body["messages"]):
+            content = message["content"]
+            for block in content if isinstance(content, list) else []:
+                if block.get("type") == "compaction" and _canonical(block) not in self._issued:
+                    return f"messages.{i}: compaction block was modified or not issued by this server"
+        return None
 
     def default_response(self, request: RecordedRequest) -> FakeResponse:
         return anthropic_error(500, f"fake server: no response queued for {request.method} {request.path}")
+
+
+def _canonical(block: dict[str, Any]) -> str:
+    return json.dumps(block, sort_keys=True, separators=(",", ":"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 from typing import Any
 
@@ -65,13 +66,19 @@ def chat_completion(
     }
 
 
-def openai_error(status: int, message: str = "error", *, error_type: str | None = None) -> FakeResponse:
-    """An error response with the API's body shape."""
+def openai_error(
+    status: int,
+    message: str = "error",
+    *,
+    error_type: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> FakeResponse:
+    """An error response with the API's body shape (``headers``: e.g. ``retry-after-ms``)."""
     default_type, code = ERROR_SHAPES.get(
         status, ("server_error" if status >= 500 else "invalid_request_error", None)
     )
     body = {"error": {"message": message, "type": error_type or default_type, "param": None, "code": code}}
-    return FakeResponse(status, body)
+    return FakeResponse(status, body, headers=dict(headers or {}))
 
 
 def validate_chat_request(body: Any) -> str | None:
@@ -81,6 +88,10 @@ def validate_chat_request(body: Any) -> str | None:
     for key in ("model", "messages"):
         if key not in body:
             return f"Missing required parameter: '{key}'."
+    for j, tool in enumerate(body.get("tools") or []):
+        name = str((tool.get("function") or {}).get("name", ""))
+        if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name):
+            return f"Invalid 'tools[{j}].function.name': string does not match pattern '^[a-zA-Z0-9_-]+$'."
     open_calls: set[str] = set()
     for i, message in enumerate(body["messages"]):
         role = message.get("role")

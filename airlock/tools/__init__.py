@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._base import SandboxTool, ToolInput, ToolOptions
     from ._bash import BashInput, BashOptions, BashTool
     from ._calculator import CalculatorInput, CalculatorTool, evaluate
+    from ._custom import load_custom_tools
     from ._files import (
         EditFileInput,
         EditFileOptions,
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
         WriteFileTool,
     )
     from ._http import HttpRequestInput, HttpRequestOptions, HttpRequestTool
+    from ._mcp_probe import McpProbe, probe_mcp_servers
+    from ._mcp_tool import McpTool, mcp_tool_risks
+    from ._mcp_toolset import McpToolSet, open_mcp_tools
     from ._workspace import Workspace
 
 
@@ -114,6 +118,9 @@ __all__ = [
     "ListFilesInput",
     "ListFilesOptions",
     "ListFilesTool",
+    "McpProbe",
+    "McpTool",
+    "McpToolSet",
     "ReadFileInput",
     "ReadFileOptions",
     "ReadFileTool",
@@ -128,6 +135,10 @@ __all__ = [
     "available_tools",
     "build_tools",
     "evaluate",
+    "load_custom_tools",
+    "mcp_tool_risks",
+    "open_mcp_tools",
+    "probe_mcp_servers",
 ]
 
 #: The public names defined by the modules loaded at first use.
@@ -139,9 +150,31 @@ if not TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would
         """Load the tools' modules at first use."""
         if name not in _LAZY:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from . import _base, _bash, _calculator, _files, _http, _workspace
+        from . import (
+            _base,
+            _bash,
+            _calculator,
+            _custom,
+            _files,
+            _http,
+            _mcp_probe,
+            _mcp_tool,
+            _mcp_toolset,
+            _workspace,
+        )
 
-        for module in (_base, _bash, _calculator, _files, _http, _workspace):
+        for module in (
+            _base,
+            _bash,
+            _calculator,
+            _custom,
+            _files,
+            _http,
+            _mcp_probe,
+            _mcp_tool,
+            _mcp_toolset,
+            _workspace,
+        ):
             for public in _LAZY & vars(module).keys():
                 globals()[public] = getattr(module, public)
         return globals()[name]

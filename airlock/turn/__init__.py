@@ -13,6 +13,8 @@ from ._events import (
     EventSink,
     InferenceFinished,
     InferenceStarted,
+    LifecycleEvent,
+    LifecyclePayload,
     PendingCall,
     SignalDelivered,
     SuspendedForApproval,
@@ -25,8 +27,11 @@ from ._events import (
     TurnSuspended,
 )
 from ._types import (
+    COMPACTION_CONTENT_TYPE,
+    CompactionPart,
     ContentPart,
     ImagePart,
+    ProviderCompaction,
     ProviderMessage,
     ProviderRequest,
     ProviderResponse,
@@ -46,6 +51,7 @@ if _typing.TYPE_CHECKING:
         CONE_KEY,
         CONE_SCOPE,
         CausalCone,
+        Compaction,
         Composite,
         ContextStrategy,
         NoCompaction,
@@ -55,25 +61,32 @@ if _typing.TYPE_CHECKING:
     )
     from ._effect_tools import EFFECT_BACKFILL, EFFECT_TOOL_SCHEMAS
     from ._function_tool import FunctionTool, tool
-    from ._hooks import BudgetHook, HookDecision, HookRegistry
+    from ._hooks import BudgetHook, HookDecision, HookRegistry, LifecycleObserver
     from ._logging_hook import LoggingHook
+    from ._memory_tools import ReadMemoryTool, SearchMemoryTool
     from ._neuron import NeuronTurn
     from ._provider import Provider
     from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
+    from ._run_log import MAX_RUN_LOGS
     from ._session import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSession, TurnSessionError
     from ._state import SessionState, StepResult, ToolExecution
-    from ._tool import ToolContext, ToolDyn
+    from ._tool import MAX_TOOL_EFFECTS, ToolContext, ToolDyn, ToolResult
 
 __all__ = [
+    "COMPACTION_CONTENT_TYPE",
     "CONE_KEY",
     "CONE_SCOPE",
     "DEFAULT_MAX_TURNS",
     "EFFECT_BACKFILL",
     "EFFECT_TOOL_SCHEMAS",
+    "MAX_RUN_LOGS",
+    "MAX_TOOL_EFFECTS",
     "AnyTurnEvent",
     "BudgetHook",
     "CausalCone",
     "Checkpoint",
+    "Compaction",
+    "CompactionPart",
     "Composite",
     "ContentPart",
     "ContextCompacted",
@@ -85,16 +98,22 @@ __all__ = [
     "ImagePart",
     "InferenceFinished",
     "InferenceStarted",
+    "LifecycleEvent",
+    "LifecycleObserver",
+    "LifecyclePayload",
     "LoggingHook",
     "NeuronTurn",
     "NoCompaction",
     "PendingCall",
     "Provider",
+    "ProviderCompaction",
     "ProviderMessage",
     "ProviderRequest",
     "ProviderResponse",
+    "ReadMemoryTool",
     "ResolvedConfig",
     "Role",
+    "SearchMemoryTool",
     "SessionState",
     "SignalDelivered",
     "SlidingWindow",
@@ -112,6 +131,7 @@ __all__ = [
     "ToolNext",
     "ToolOutcome",
     "ToolRegistry",
+    "ToolResult",
     "ToolResultPart",
     "ToolSchema",
     "ToolStarted",
@@ -144,16 +164,18 @@ if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr
             _function_tool,
             _hooks,
             _logging_hook,
+            _memory_tools,
             _neuron,
             _provider,
             _registry,
+            _run_log,
             _session,
             _state,
             _tool,
         )
 
-        modules = (_context, _effect_tools, _function_tool, _hooks, _logging_hook, _neuron, _provider)
-        for module in (*modules, _registry, _session, _state, _tool):
+        modules = (_context, _effect_tools, _function_tool, _hooks, _logging_hook, _memory_tools, _neuron)
+        for module in (*modules, _provider, _registry, _run_log, _session, _state, _tool):
             for public in _LAZY & vars(module).keys():
                 globals()[public] = getattr(module, public)
         return globals()[name]

@@ -1,7 +1,12 @@
 """Context strategies: keep the conversation within the model's window (client-side compaction).
 
 Every strategy keeps each ``tool_use`` together with its ``tool_result``: a compacted
-conversation never starts with a tool result whose call was cut away.
+conversation never starts with a tool result whose call was cut away. A strategy that calls
+a model (Summarization) returns a :class:`Compaction` carrying those calls, so their tokens
+and cost count in the turn's.
+
+They work beside a provider's server-side compaction: the provider ignores what precedes its
+latest compaction part, so the token estimate starts there.
 """
 
 from __future__ import annotations
@@ -9,12 +14,23 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from layer0 import Scope, StateReader
 
 from ._provider import Provider
-from ._types import ImagePart, ProviderMessage, ProviderRequest, Role, TextPart, ToolResultPart, ToolUsePart
+from ._types import (
+    CompactionPart,
+    ImagePart,
+    ProviderMessage,
+    ProviderRequest,
+    ProviderResponse,
+    Role,
+    TextPart,
+    ToolResultPart,
+    ToolUsePart,
+)
 
 log = logging.getLogger(__name__)
 
@@ -22,11 +38,21 @@ log = logging.getLogger(__name__)
 IMAGE_TOKENS = 1_000
 
 
+def since_last_compaction(messages: Sequence[ProviderMessage]) -> Sequence[ProviderMessage]:
+    """The messages from the last one holding a provider's compaction part on (all of them
+    when none does): what the provider actually reads."""
+    for i in range(len(messages) - 1, -1, -1):
+        if any(isinstance(p, CompactionPart) for p in messages[i].content):
+            return messages[i:]
+    return messages
+
+
 def estimate_tokens(messages: Sequence[ProviderMessage]) -> int:
-    """A cheap token estimate: about four characters per token, plus a little per message."""
+    """A cheap token estimate of what the provider reads (from its latest compaction on):
+    about four characters per token, plus a little per message."""
     chars = 0
     images = 0
-    for msg in messages:
+    for msg in since_last_compaction(messages):
         chars += 16
         for part in msg.content:
             if isinstance(part, TextPart):
@@ -35,9 +61,25 @@ def estimate_tokens(messages: Sequence[ProviderMessage]) -> int:
                 chars += len(part.content) + 16
             elif isinstance(part, ToolUsePart):
                 chars += len(part.name) + len(json.dumps(part.input)) + 16
+            elif isinstance(part, CompactionPart):
+                chars += len(part.summary or "")
             elif isinstance(part, ImagePart):
                 images += 1
     return chars // 4 + images * IMAGE_TOKENS
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What a compaction produced: the shorter conversation and the model calls it made
+    (the turn counts their tokens and cost)."""
+
+    messages: list[ProviderMessage]
+    calls: tuple[ProviderResponse, ...] = ()
+
+
+def as_compaction(result: list[ProviderMessage] | Compaction) -> Compaction:
+    """A strategy's ``compact`` result as a :class:`Compaction` (a plain list made no call)."""
+    return result if isinstance(result, Compaction) else Compaction(messages=result)
 
 
 @runtime_checkable
@@ -52,8 +94,9 @@ class ContextStrategy(Protocol):
         """Whether ``messages`` need compacting to fit ``limit`` tokens."""
         ...
 
-    async def compact(self, messages: list[ProviderMessage]) -> list[ProviderMessage]:
-        """A shorter conversation (never splitting a tool_use from its tool_result)."""
+    async def compact(self, messages: list[ProviderMessage]) -> list[ProviderMessage] | Compaction:
+        """A shorter conversation (never splitting a tool_use from its tool_result): a list,
+        or a :class:`Compaction` when model calls were made to write it."""
         ...
 
 
@@ -175,6 +218,8 @@ def render_transcript(messages: Sequence[ProviderMessage]) -> str:
             elif isinstance(part, ToolResultPart):
                 flag = " (error)" if part.is_error else ""
                 lines.append(f"tool result{flag}: {part.content}")
+            elif isinstance(part, CompactionPart):
+                lines.append(f"summary of the earlier conversation: {part.summary or '(none)'}")
             else:
                 lines.append(f"{msg.role.value}: [image]")
     return "\n".join(lines)
@@ -218,8 +263,9 @@ class Summarization:
         budget = min(limit, self.max_tokens) if self.max_tokens else limit
         return len(messages) > self.keep_last and estimate_tokens(messages) > budget
 
-    async def compact(self, messages: list[ProviderMessage]) -> list[ProviderMessage]:
-        """Summarize ``messages`` before a safe cut point into one user message.
+    async def compact(self, messages: list[ProviderMessage]) -> list[ProviderMessage] | Compaction:
+        """Summarize ``messages`` before a safe cut point into one user message (with the
+        summary call, whose usage and cost the turn counts); unchanged when there is no cut.
 
         Raises:
             layer0.TurnError: the summary call failed (the loop does not retry).
@@ -241,7 +287,7 @@ class Summarization:
         response = await self.provider.complete(request)
         summary = ProviderMessage(role=Role.USER, content=[TextPart(text=SUMMARY_PREFIX + response.text())])
         log.debug("summarized %d messages into one", len(old))
-        return [summary, *tail]
+        return Compaction(messages=[summary, *tail], calls=(response,))
 
 
 class Composite:
@@ -259,12 +305,14 @@ class Composite:
         """When any strategy would compact."""
         return any(s.should_compact(messages, limit) for s in self.strategies)
 
-    async def compact(self, messages: list[ProviderMessage]) -> list[ProviderMessage]:
-        """Each strategy in turn, while compaction is still needed."""
+    async def compact(self, messages: list[ProviderMessage]) -> list[ProviderMessage] | Compaction:
+        """Each strategy in turn, while compaction is still needed (with every model call made)."""
+        calls: list[ProviderResponse] = []
         for strategy in self.strategies:
             if strategy.should_compact(messages, self.limit):
-                messages = await strategy.compact(messages)
-        return messages
+                done = as_compaction(await strategy.compact(messages))
+                messages, calls = done.messages, [*calls, *done.calls]
+        return Compaction(messages=messages, calls=tuple(calls)) if calls else messages
 
 
 #: Where the controller puts a turn's causal cone in its read-only state snapshot

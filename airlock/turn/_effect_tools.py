@@ -127,7 +127,13 @@ class EffectToolError(ValueError):
     """Raised when an effect tool's input cannot become an Effect (the message is for the model)."""
 
 
-def _scope(args: dict[str, Any], session: SessionId | None) -> Scope:
+def memory_scope(args: dict[str, Any], session: SessionId | None) -> Scope:
+    """The scope an effect or memory tool call names (``session`` by default when the turn has
+    one).
+
+    Raises:
+        EffectToolError: ``session`` named (or defaulted to) in a turn without a session.
+    """
     kind = args.get("scope") or ("session" if session is not None else "global")
     if kind == "global":
         return Scope.global_()
@@ -144,9 +150,9 @@ def effect_from_call(name: str, input: JsonValue, session: SessionId | None) -> 
     """
     args: dict[str, Any] = input if isinstance(input, dict) else {}
     if name == "write_memory":
-        return WriteMemory(scope=_scope(args, session), key=args["key"], value=args["value"])
+        return WriteMemory(scope=memory_scope(args, session), key=args["key"], value=args["value"])
     if name == "delete_memory":
-        return DeleteMemory(scope=_scope(args, session), key=args["key"])
+        return DeleteMemory(scope=memory_scope(args, session), key=args["key"])
     if name == "delegate":
         return Delegate(
             agent=AgentId(args["agent"]), input=TurnInput.new(args["message"], trigger=TriggerType.task())

@@ -9,6 +9,18 @@ from typing import Annotated, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from airlock.errors import AirlockError
+from layer0 import (
+    AgentId,
+    BudgetAction,
+    BudgetWarning,
+    CompactionComplete,
+    ContextPressure,
+    CostIncurred,
+    EventSource,
+    ObservableEvent,
+    PreCompactionFlush,
+    ProviderManaged,
+)
 
 
 class _Event(BaseModel):
@@ -112,6 +124,63 @@ class ContextCompacted(_Event):
     compression_ratio: float | None = None
 
 
+#: The layer0 lifecycle events a turn emits: its BudgetEvents and CompactionEvents.
+LifecyclePayload = Annotated[
+    CostIncurred
+    | BudgetWarning
+    | BudgetAction
+    | ContextPressure
+    | PreCompactionFlush
+    | CompactionComplete
+    | ProviderManaged,
+    Field(discriminator="type"),
+]
+
+#: The ``type`` tags of the BudgetEvent variants (the others are CompactionEvents).
+BUDGET_EVENT_TYPES = frozenset({"cost_incurred", "budget_warning", "budget_action"})
+
+
+class LifecycleEvent(_Event):
+    """A layer0 lifecycle event as the turn emitted it:
+
+    - BudgetEvent: ``cost_incurred`` after each model call (a compaction's summary call too),
+      ``budget_warning`` once at each of the agent's ``limits.budget_warnings`` fractions of
+      ``max_cost``, ``budget_action`` (``halt_workflow``) when the budget stops the turn;
+    - CompactionEvent: ``context_pressure`` when the context strategy decides to compact,
+      ``pre_compaction_flush`` just before, ``compaction_complete`` after (tokens freed),
+      ``provider_managed`` when the provider compacted server-side.
+
+    A budget event's ``workflow`` is the input's ``metadata.workflow`` when it is a string, else
+    the session id, else the agent's name. :meth:`observable` wraps it as layer0's
+    ``ObservableEvent``, which is what hook observers receive. It carries no time: the
+    stream's consumer knows when it arrived (an observer is given the turn's elapsed time).
+    """
+
+    type: Literal["lifecycle"] = "lifecycle"
+    event: LifecyclePayload
+    #: The agent whose turn emitted it.
+    agent: str
+
+    @property
+    def family(self) -> Literal["budget", "compaction"]:
+        """``budget`` for a BudgetEvent, ``compaction`` for a CompactionEvent."""
+        return "budget" if self.event.type in BUDGET_EVENT_TYPES else "compaction"
+
+    def observable(self, timestamp_ms: int) -> ObservableEvent:
+        """The event as layer0's ``ObservableEvent``: source ``turn``, ``event_type``
+        ``budget.<type>`` or ``compaction.<type>``, ``timestamp`` the given ms (since the turn
+        started, for the loop's observers), ``data`` the layer0 event's JSON."""
+        workflow = getattr(self.event, "workflow", None)
+        return ObservableEvent(
+            source=EventSource.TURN,
+            event_type=f"{self.family}.{self.event.type}",
+            timestamp=timestamp_ms,
+            data=self.event.model_dump(mode="json"),
+            workflow_id=workflow,
+            agent_id=AgentId(self.agent),
+        )
+
+
 class PendingCall(_Event):
     """A tool call of the open step that waits for a person's approval."""
 
@@ -170,6 +239,7 @@ AnyTurnEvent: TypeAlias = (
     | TurnSuspended
     | SignalDelivered
     | ContextCompacted
+    | LifecycleEvent
 )
 
 #: Everything a turn reports while it runs (``"type"``-tagged).

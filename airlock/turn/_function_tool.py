@@ -13,7 +13,7 @@ from pydantic_core import to_jsonable_python
 
 from airlock.errors import SpecError, ToolError
 
-from ._tool import ToolContext
+from ._tool import ToolContext, ToolResult
 
 _ARG_LINE = re.compile(r"^\s+(\w+)(?:\s*\([^)]*\))?:\s*(.+)$")
 
@@ -41,7 +41,9 @@ class FunctionTool:
     """A ToolDyn wrapping a function; its input model is built from the signature.
 
     A parameter annotated ``ToolContext`` receives the call's context and is not part of
-    the schema. Sync functions run in a worker thread (``asyncio.to_thread``).
+    the schema. Sync functions run in a worker thread (``asyncio.to_thread``). The function
+    returns a plain value (made JSON with pydantic) or a :class:`ToolResult` (the result
+    plus the custom effects the call declares).
     """
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None):
@@ -87,7 +89,7 @@ class FunctionTool:
         """JSON Schema derived from the signature."""
         return self._schema
 
-    async def call(self, input: JsonValue, ctx: ToolContext) -> JsonValue:
+    async def call(self, input: JsonValue, ctx: ToolContext) -> JsonValue | ToolResult:
         """Validate ``input`` against the signature and call the function.
 
         Raises:
@@ -107,6 +109,8 @@ class FunctionTool:
             result = await self._fn(**kwargs)
         else:
             result = await asyncio.to_thread(self._fn, **kwargs)
+        if isinstance(result, ToolResult):
+            return result
         return to_jsonable_python(result)  # type: ignore[no-any-return]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

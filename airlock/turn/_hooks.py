@@ -1,4 +1,11 @@
-"""HookRegistry: fires layer0 hooks at the loop's points; BudgetHook as the example hook."""
+"""HookRegistry: fires layer0 hooks at the loop's points and tells observers of the turn's
+lifecycle events; BudgetHook as the example hook.
+
+layer0's ``HookPoint`` has no point for lifecycle events (budget, compaction): they are
+observed, not intervened in. An object with ``async observe(event: ObservableEvent)`` (a
+:class:`LifecycleObserver`) registered in the registry, alone or as a hook too, receives
+each one wrapped as layer0's ``ObservableEvent``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
@@ -18,9 +26,23 @@ from layer0 import (
     HookModifyToolInput,
     HookPoint,
     HookSkipTool,
+    ObservableEvent,
 )
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class LifecycleObserver(Protocol):
+    """Observes a turn's lifecycle events (budget, compaction) as layer0 ``ObservableEvent``s.
+
+    It cannot intervene; raising is logged and ignored. It must be quick: the loop awaits it
+    (within the turn's time limit).
+    """
+
+    async def observe(self, event: ObservableEvent) -> None:
+        """Take note of ``event``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -35,6 +57,8 @@ class HookDecision:
     modified: bool = False
     #: The replacement input, when ``modified``.
     new_input: JsonValue = None
+    #: The hook that halted the turn, when one did.
+    halted_by: Hook | None = None
 
 
 _CONTINUE = HookDecision()
@@ -47,19 +71,48 @@ class HookRegistry:
     ends the round; a ``HookModifyToolInput`` at PreToolUse replaces the input that later
     hooks see and the tool receives. ``SkipTool``/``ModifyToolInput`` anywhere else are
     ignored with a warning. A hook that raises is logged and ignored: hooks never halt by failing.
+    Registered objects with an ``observe`` method (:class:`LifecycleObserver`) also receive
+    the turn's lifecycle events (:meth:`notify`).
     """
 
-    def __init__(self, hooks: Iterable[Hook] = ()) -> None:
+    def __init__(self, hooks: Iterable[Hook | LifecycleObserver] = ()) -> None:
         self._hooks: list[Hook] = []
+        self._observers: list[LifecycleObserver] = []
         self._by_point: dict[HookPoint, list[Hook]] = {p: [] for p in HookPoint}
         for h in hooks:
             self.add(h)
 
-    def add(self, hook: Hook) -> None:
-        """Register a hook."""
-        self._hooks.append(hook)
-        for point in hook.points():
-            self._by_point[HookPoint(point)].append(hook)
+    def add(self, hook: Hook | LifecycleObserver) -> None:
+        """Register a hook, a lifecycle observer, or an object that is both.
+
+        Raises:
+            TypeError: it is neither (no ``points``/``on_event`` and no ``observe``).
+        """
+        if not isinstance(hook, Hook | LifecycleObserver):
+            raise TypeError(
+                f"{type(hook).__name__} is neither a hook (points, on_event) "
+                "nor a lifecycle observer (observe)"
+            )
+        if isinstance(hook, LifecycleObserver):
+            self._observers.append(hook)
+        if isinstance(hook, Hook):
+            self._hooks.append(hook)
+            for point in hook.points():
+                self._by_point[HookPoint(point)].append(hook)
+
+    @property
+    def observers(self) -> Sequence[LifecycleObserver]:
+        """Registered lifecycle observers."""
+        return tuple(self._observers)
+
+    async def notify(self, event: ObservableEvent) -> None:
+        """Hand ``event`` to every observer in turn (one that raises is logged and skipped)."""
+        for observer in self._observers:
+            try:
+                await observer.observe(event)
+            except Exception as e:
+                name = type(observer).__name__
+                log.warning("observer %s failed on %s (ignored): %s", name, event.event_type, e)
 
     @property
     def hooks(self) -> Sequence[Hook]:
@@ -86,7 +139,7 @@ class HookRegistry:
             if isinstance(action, HookContinue):
                 continue
             if isinstance(action, HookHalt):
-                return HookDecision(halt=action.reason)
+                return HookDecision(halt=action.reason, halted_by=hook)
             if ctx.point is not HookPoint.PRE_TOOL_USE:
                 log.warning(
                     "hook %s returned %s at %s, where only continue/halt count; ignored",

@@ -1,11 +1,11 @@
-"""LoggingHook: logs every hook event and never intervenes."""
+"""LoggingHook: logs every hook event and lifecycle event, and never intervenes."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 
-from layer0 import HookAction, HookContext, HookContinue, HookPoint
+from layer0 import HookAction, HookContext, HookContinue, HookPoint, ObservableEvent
 
 
 class LoggingHook:
@@ -14,7 +14,8 @@ class LoggingHook:
     One record per event on ``logger`` (default ``airlock.turn.hooks``) at ``level``,
     with the point, counters, cost and tool name; the tool's input and result are
     never logged (they may carry secrets). The record's ``hook_context`` attribute
-    holds the ``HookContext`` for structured handlers.
+    holds the ``HookContext`` for structured handlers. As a lifecycle observer it also logs
+    each budget and compaction event (the record's ``observable_event``: the ObservableEvent).
     """
 
     def __init__(self, *, logger: logging.Logger | None = None, level: int = logging.INFO) -> None:
@@ -39,3 +40,15 @@ class LoggingHook:
             extra={"hook_context": ctx},
         )
         return HookContinue()
+
+    async def observe(self, event: ObservableEvent) -> None:
+        """Log a lifecycle event (budget, compaction) with its data."""
+        if self._logger.isEnabledFor(self._level):
+            self._logger.log(
+                self._level,
+                "lifecycle %s at %dms: %s",
+                event.event_type,
+                event.timestamp,
+                event.data,
+                extra={"observable_event": event},
+            )

@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from airlock.errors import SpecError
-from airlock.spec import EFFECT_TOOLS, AgentSpec, ApprovalGate, LoopLimits
+from airlock.spec import EFFECT_TOOLS, MEMORY_TOOLS, AgentSpec, ApprovalGate, LoopLimits
 from layer0 import Hook, StateReader, TurnConfig, TurnInput, TurnOutput
 
 from ._context import ContextStrategy, NoCompaction
 from ._effect_tools import EFFECT_TOOL_SCHEMAS
 from ._events import EventSink
-from ._hooks import HookRegistry
+from ._hooks import HookRegistry, LifecycleObserver
+from ._memory_tools import make_memory_tools
 from ._provider import Provider
 from ._registry import ToolRegistry
 from ._session import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSession, TurnSessionError
@@ -40,10 +41,14 @@ class NeuronTurn:
         temperature: sampling temperature.
         context: the compaction strategy (default: none).
         context_limit: the token limit handed to the strategy.
-        hooks: a HookRegistry, or hooks to register in one.
-        state: read-only state for context assembly (the session history).
+        hooks: a HookRegistry, or hooks (and lifecycle observers) to register in one.
+        state: read-only state for context assembly (the session history and memory) and the
+            memory tools.
         defaults: TurnConfig defaults under each input's config.
         effect_tools: effect tools offered and intercepted (subset of ``EFFECT_TOOLS``).
+        memory_tools: memory tools offered, answered from ``state`` (subset of ``MEMORY_TOOLS``).
+        memory_keys: memory keys whose values start the context, before the input (the
+            session's, then the global ones; ``AgentSpec.memory.context_keys``).
         limits: circuit breaker and loop detection thresholds.
         name: the agent's name (tool contexts, logs).
         events: default event sink for ``execute`` and ``start``.
@@ -52,7 +57,7 @@ class NeuronTurn:
             them (``TurnSession.awaiting``) until it is resumed with them decided.
 
     Raises:
-        SpecError: an unknown effect tool, or a tool named like an effect tool.
+        SpecError: an unknown effect or memory tool, or a tool named like one.
     """
 
     def __init__(
@@ -66,10 +71,12 @@ class NeuronTurn:
         temperature: float | None = None,
         context: ContextStrategy | None = None,
         context_limit: int = 100_000,
-        hooks: HookRegistry | Sequence[Hook] = (),
+        hooks: HookRegistry | Sequence[Hook | LifecycleObserver] = (),
         state: StateReader | None = None,
         defaults: TurnConfig | None = None,
         effect_tools: Sequence[str] = (),
+        memory_tools: Sequence[str] = (),
+        memory_keys: Sequence[str] = (),
         limits: LoopLimits | None = None,
         name: str = "agent",
         events: EventSink | None = None,
@@ -81,10 +88,16 @@ class NeuronTurn:
         unknown = [t for t in effect_tools if t not in EFFECT_TOOLS]
         if unknown:
             raise SpecError(f"unknown effect tool(s) {', '.join(unknown)}; valid: {', '.join(EFFECT_TOOLS)}")
-        clash = [t for t in self.tools.names() if t in EFFECT_TOOLS]
+        unknown = [t for t in memory_tools if t not in MEMORY_TOOLS]
+        if unknown:
+            raise SpecError(f"unknown memory tool(s) {', '.join(unknown)}; valid: {', '.join(MEMORY_TOOLS)}")
+        clash = [t for t in self.tools.names() if t in EFFECT_TOOLS or t in MEMORY_TOOLS]
         if clash:
-            raise SpecError(f"tool name(s) {', '.join(clash)} are reserved for effect tools")
+            raise SpecError(f"tool name(s) {', '.join(clash)} are reserved for the turn's own tools")
         self.effect_tools: tuple[str, ...] = tuple(dict.fromkeys(effect_tools))
+        #: The memory tools, answered from ``state`` (apart from ``tools``: the turn owns them).
+        self.memory = ToolRegistry(make_memory_tools(tuple(dict.fromkeys(memory_tools)), state))
+        self.memory_keys: tuple[str, ...] = tuple(dict.fromkeys(memory_keys))
         self.system = system
         self.model = model
         self.max_tokens = max_tokens
@@ -151,6 +164,7 @@ class NeuronTurn:
         allowed = cfg.allowed_tools
         schemas = self.tools.schemas(allowed)
         schemas += [EFFECT_TOOL_SCHEMAS[n] for n in self.effect_tools if allowed is None or n in allowed]
+        schemas += self.memory.schemas(allowed)
         return ResolvedConfig(
             model=cfg.model or self.model,
             system=system or None,

@@ -2,7 +2,8 @@
 
 ``execute`` never raises for a tool's own failure: unknown tools, schema violations,
 ``ToolError`` kinds (including ``model_retry``) and unexpected exceptions all become an
-error result the model can read. Only cancellation propagates.
+error result the model can read. Only cancellation propagates. A tool returning a
+:class:`ToolResult` declares effects with its result (:attr:`ToolOutcome.effects`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from pydantic import JsonValue
 
 from airlock.errors import SpecError, ToolError
 from airlock.spec import TOOL_RISKS
+from layer0 import CustomEffect
 
-from ._tool import ToolContext, ToolDyn
+from ._tool import MAX_TOOL_EFFECTS, ToolContext, ToolDyn, ToolResult
 from ._types import ToolSchema
 
 if TYPE_CHECKING:
@@ -27,17 +29,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The rest of the chain, as a middleware sees it.
-ToolNext = Callable[[str, JsonValue, ToolContext], Awaitable[JsonValue]]
+ToolNext = Callable[[str, JsonValue, ToolContext], Awaitable[JsonValue | ToolResult]]
 #: ``async def mw(name, input, ctx, next) -> JsonValue`` wrapping every tool call (axum ``from_fn``).
-ToolMiddleware = Callable[[str, JsonValue, ToolContext, ToolNext], Awaitable[JsonValue]]
+ToolMiddleware = Callable[[str, JsonValue, ToolContext, ToolNext], Awaitable[JsonValue | ToolResult]]
 
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """What a tool call produced, as the text backfilled into the conversation."""
+    """What a tool call produced: the text backfilled into the conversation, and the custom
+    effects it declared (a :class:`ToolResult`'s)."""
 
     content: str
     is_error: bool = False
+    effects: tuple[CustomEffect, ...] = ()
 
 
 def result_text(value: JsonValue) -> str:
@@ -138,14 +142,14 @@ class ToolRegistry:
         more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
         return f"invalid input for tool {name!r}: " + "; ".join(lines) + more
 
-    async def call(self, name: str, input: JsonValue, ctx: ToolContext) -> JsonValue:
+    async def call(self, name: str, input: JsonValue, ctx: ToolContext) -> JsonValue | ToolResult:
         """Run ``name`` through the middleware chain; the input is validated just before the tool.
 
         Raises:
             ToolError: ``not_found``, ``invalid_input``, or whatever the tool raises.
         """
 
-        async def endpoint(name: str, input: JsonValue, ctx: ToolContext) -> JsonValue:
+        async def endpoint(name: str, input: JsonValue, ctx: ToolContext) -> JsonValue | ToolResult:
             tool = self._tools.get(name)
             if tool is None:
                 raise ToolError.not_found(self.unknown_tool_message(name, self.names()))
@@ -178,7 +182,15 @@ class ToolRegistry:
         except Exception as e:
             log.exception("tool %s raised an unexpected error", name)
             return ToolOutcome(f"tool {name!r} failed unexpectedly: {type(e).__name__}: {e}", is_error=True)
-        return ToolOutcome(result_text(value))
+        if not isinstance(value, ToolResult):
+            return ToolOutcome(result_text(value))
+        if len(value.effects) > MAX_TOOL_EFFECTS:
+            return ToolOutcome(
+                f"tool {name!r} declared {len(value.effects)} effects in one call, more than the "
+                f"{MAX_TOOL_EFFECTS} allowed; none was declared",
+                is_error=True,
+            )
+        return ToolOutcome(result_text(value.content), effects=tuple(value.effects))
 
     @staticmethod
     def unknown_tool_message(name: str, available: Sequence[str]) -> str:
@@ -188,7 +200,7 @@ class ToolRegistry:
 
 
 def _bind(mw: ToolMiddleware, nxt: ToolNext) -> ToolNext:
-    async def handler(name: str, input: JsonValue, ctx: ToolContext) -> JsonValue:
+    async def handler(name: str, input: JsonValue, ctx: ToolContext) -> JsonValue | ToolResult:
         return await mw(name, input, ctx, nxt)
 
     return handler

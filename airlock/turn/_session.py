@@ -18,12 +18,21 @@ from pydantic import JsonValue, TypeAdapter, ValidationError
 from airlock.errors import AirlockError
 from airlock.spec import HISTORY_KEY
 from layer0 import (
+    AgentId,
+    BudgetAction,
+    BudgetDecision,
+    BudgetWarning,
+    CompactionComplete,
     Content,
+    ContextPressure,
+    CostIncurred,
     ExitReason,
     HookContext,
     HookPoint,
     Log,
     LogLevel,
+    PreCompactionFlush,
+    ProviderManaged,
     Scope,
     ToolCallRecord,
     TurnError,
@@ -32,11 +41,14 @@ from layer0 import (
     WriteMemory,
 )
 
+from ._context import as_compaction, estimate_tokens
 from ._effect_tools import EFFECT_BACKFILL, EffectToolError, effect_from_call, effect_validation_error
 from ._events import (
     ContextCompacted,
     InferenceFinished,
     InferenceStarted,
+    LifecycleEvent,
+    LifecyclePayload,
     PendingCall,
     ToolFinished,
     ToolStarted,
@@ -46,14 +58,21 @@ from ._events import (
     TurnStarted,
     TurnSuspended,
 )
-from ._hooks import HookDecision
+from ._hooks import BudgetHook, HookDecision
+from ._memory_tools import memory_context
 from ._registry import ToolOutcome, ToolRegistry
+from ._run_log import dropped_line, due_warnings, note, workflow_of
 from ._signals import apply_signal, overridden
 from ._state import SessionState, StepResult, ToolExecution
 from ._tool import ToolContext
+from ._trigger import trigger_note
 from ._types import (
+    CompactionPart,
+    ContentPart,
+    ImagePart,
     ProviderMessage,
     ProviderRequest,
+    ProviderResponse,
     Role,
     StopReason,
     TextPart,
@@ -72,6 +91,8 @@ log = logging.getLogger(__name__)
 
 #: Model calls allowed when neither TurnConfig nor the agent's defaults set ``max_turns``.
 DEFAULT_MAX_TURNS = 25
+#: Stop reasons after which the model's call did not end the turn though it asked for no tool.
+_CONTINUING = (StopReason.PAUSE_TURN, StopReason.COMPACTION)
 
 _HISTORY = TypeAdapter(list[ProviderMessage])
 
@@ -130,6 +151,8 @@ class TurnSession:
         self._boundary: SessionState | None = None
         self._step_t0: float | None = None
         self._step_base_ms = 0.0
+        #: A BudgetHook halted the turn (its exit is the budget's decision).
+        self._budget_halt = False
         self._output: TurnOutput | None = None
         if state.exit_reason is not None:
             self._output = self._build_output()
@@ -258,7 +281,7 @@ class TurnSession:
         """
         st = self._state
         return TurnOutput(
-            message=Content.text(st.final_text),
+            message=self._message(),
             exit_reason=ExitReason.custom("cancelled"),
             metadata=self._metadata(self._elapsed_ms()),
             effects=[Log(level=LogLevel.WARN, message="turn cancelled", data={"turns_used": st.iterations})],
@@ -336,10 +359,7 @@ class TurnSession:
         except Exception as e:
             raise TurnError.other(f"provider {turn.provider.name} failed: {type(e).__name__}: {e}") from e
         st.iterations = iteration
-        st.tokens_in += response.usage.input_tokens
-        st.tokens_out += response.usage.output_tokens
-        if response.cost is not None:
-            st.cost += response.cost
+        self._add_usage(response)
         await self._emit(
             InferenceFinished(
                 iteration=iteration,
@@ -353,6 +373,7 @@ class TurnSession:
                 duration_ms=int((time.perf_counter() - t0) * 1000),
             )
         )
+        await self._after_call(response, f"model call {iteration}")
         stop = response.stop_reason
         st.last_stop = stop.value
         if stop is StopReason.MAX_TOKENS:
@@ -360,10 +381,14 @@ class TurnSession:
         if stop is StopReason.CONTEXT_WINDOW_EXCEEDED:
             raise TurnError.model("context exceeded")
         text = response.text()
-        if text:
+        shown: list[ContentPart] = [p for p in response.content if isinstance(p, TextPart | ImagePart)]
+        if text or any(isinstance(p, ImagePart) for p in shown):
             st.final_text = text
+            st.final_parts = shown
         if response.content:
             st.messages.append(ProviderMessage(role=Role.ASSISTANT, content=list(response.content)))
+        if response.compaction is not None or any(isinstance(p, CompactionPart) for p in response.content):
+            await self._provider_compacted(request, response)
         uses = response.tool_uses()
         stuck = self._note_calls(uses)
         if stuck is not None:
@@ -386,7 +411,7 @@ class TurnSession:
         if not uses:
             if stop is StopReason.TOOL_USE:
                 raise TurnError.model("the model stopped for tool use but asked for no tool")
-            if stop is not StopReason.PAUSE_TURN:
+            if stop not in _CONTINUING:
                 return await self._finish(ExitReason.complete(), iteration, text, stop)
         return await self._act(uses, iteration, text, stop)
 
@@ -415,26 +440,8 @@ class TurnSession:
                 exit_reason = ExitReason.observer_halt(decision.halt)
         if exit_reason is not None:
             return await self._finish(exit_reason, iteration, text, stop, executions)
-        strategy = turn.context
-        if strategy.should_compact(st.messages, turn.context_limit):
-            deadline = self._deadline()
-            try:
-                async with deadline:
-                    compacted = await strategy.compact(list(st.messages))
-            except TimeoutError:
-                if deadline.expired():
-                    raise _DeadlineReached from None
-                raise
-            await self._emit(
-                ContextCompacted(
-                    strategy=type(strategy).__name__,
-                    messages_before=len(st.messages),
-                    messages_after=len(compacted),
-                )
-            )
-            st.messages = compacted
-            self._journaled = 0
-            self._unsaved = True
+        if turn.context.should_compact(st.messages, turn.context_limit):
+            await self._compact()
         if self._unsaved:  # else the last call's checkpoint already resumes to here
             await self._checkpoint()
         return StepResult(iteration=iteration, text=text, stop_reason=stop, tool_executions=executions)
@@ -445,7 +452,7 @@ class TurnSession:
         st = self._state
         if not st.messages or st.messages[-1].role is not Role.ASSISTANT or st.last_stop is None:
             return None
-        if st.last_stop == StopReason.PAUSE_TURN.value:
+        if st.last_stop in (s.value for s in _CONTINUING):
             return None
         if st.last_stop in (StopReason.REFUSAL.value, StopReason.CONTENT_FILTER.value):
             return ExitReason.safety_stop(st.last_stop)
@@ -543,6 +550,7 @@ class TurnSession:
         parts = [block_to_part(b) for b in st.input.message.as_blocks()]
         if not parts:
             raise TurnError.context_assembly("the input message is empty")
+        parts = [*await self._preamble(), *parts]
         cone = await self._project_cone()
         if cone is not None:  # the causal past replaces the shared history
             context, size, total = cone
@@ -564,6 +572,19 @@ class TurnSession:
         self._announced = True
         await self._emit(TurnStarted())
         await self._checkpoint()
+
+    async def _preamble(self) -> list[TextPart]:
+        """What goes before the input message: the trigger stated (unless a person sent it),
+        then the memory the agent asked for (``memory.context_keys``), session before global."""
+        st = self._state
+        note_text = trigger_note(st.input)
+        parts = [TextPart(text=note_text)] if note_text is not None else []
+        try:
+            lines = await memory_context(self._turn.state, st.input.session, self._turn.memory_keys)
+        except Exception as e:
+            raise TurnError.context_assembly(f"cannot read the memory the context starts with: {e}") from e
+        parts += [TextPart(text=line) for line in lines]
+        return parts
 
     async def _project_cone(self) -> tuple[list[TextPart], int, int] | None:
         project = getattr(self._turn.context, "project", None)
@@ -621,7 +642,16 @@ class TurnSession:
         if scheduled:
             timed_out = await self._execute_scheduled(scheduled, results)
         executions = [results[i] for i in range(len(uses))]
-        st.effects.extend(ex.declared for ex in executions if ex.declared is not None)
+        for ex in executions:
+            if ex.declared is not None:
+                st.effects.append(ex.declared)
+            st.effects.extend(ex.effects)
+            if ex.is_error and not ex.skipped:
+                self._run_log(
+                    LogLevel.WARN,
+                    f"tool {ex.name} failed: {ex.output}",
+                    {"tool": ex.name, "tool_use_id": ex.tool_use_id},
+                )
         st.completed = []
         st.approved = []
         st.messages.append(
@@ -696,15 +726,17 @@ class TurnSession:
         self, scheduled: list[tuple[int, ToolUsePart, JsonValue]], results: dict[int, ToolExecution]
     ) -> bool:
         """Run the calls concurrently; True when the time limit cut them short."""
-        registry = self._turn.tools
+        turn = self._turn
         metadata = self._state.input.metadata
         ctx_meta: dict[str, Any] = dict(metadata) if isinstance(metadata, dict) else {}
+        session = self._state.input.session
         offered = self._cfg.offered
 
         async def run_one(idx: int, use: ToolUsePart, tool_input: JsonValue) -> None:
             await self._emit(ToolStarted(tool_use_id=use.id, name=use.name, input=tool_input))
             t0 = time.perf_counter()
-            ctx = ToolContext(tool_use_id=use.id, agent=self._turn.name, metadata=ctx_meta)
+            ctx = ToolContext(tool_use_id=use.id, agent=turn.name, metadata=ctx_meta, session=session)
+            registry = turn.memory if use.name in turn.memory else turn.tools
             outcome: ToolOutcome = await registry.execute(use.name, tool_input, ctx, allowed=offered)
             duration = (time.perf_counter() - t0) * 1000
             results[idx] = self._completed(
@@ -715,6 +747,7 @@ class TurnSession:
                     output=outcome.content,
                     is_error=outcome.is_error,
                     duration_ms=duration,
+                    effects=list(outcome.effects),
                 )
             )
             await self._emit(
@@ -776,6 +809,9 @@ class TurnSession:
     ) -> StepResult:
         st = self._state
         st.exit_reason = reason
+        if reason.kind == "budget_exhausted" or (reason.kind == "observer_halt" and self._budget_halt):
+            workflow = workflow_of(st.input, self._turn.name)
+            await self._observe(BudgetAction(workflow=workflow, action=BudgetDecision.halt_workflow()))
         if reason.kind != "complete":
             message = f"turn ended: {reason}"
             st.effects.append(
@@ -809,10 +845,20 @@ class TurnSession:
             duration=int(elapsed_ms),
         )
 
+    def _message(self) -> Content:
+        """The output message: the final answer's text, and its images when it has any."""
+        st = self._state
+        if any(isinstance(p, ImagePart) for p in st.final_parts):
+            return Content.blocks([part_to_block(p) for p in st.final_parts])
+        return Content.text(st.final_text)
+
     def _build_output(self) -> TurnOutput:
         st = self._state
         assert st.exit_reason is not None
         effects = list(st.effects)
+        dropped = dropped_line(st)
+        if dropped is not None:
+            effects.append(dropped)
         if st.input.session is not None and st.started:
             effects.append(
                 WriteMemory(
@@ -822,11 +868,138 @@ class TurnSession:
                 )
             )
         return TurnOutput(
-            message=Content.text(st.final_text),
+            message=self._message(),
             exit_reason=st.exit_reason,
             metadata=self._metadata(st.elapsed_ms),
             effects=effects,
         )
+
+    # -- accounting, compaction, lifecycle --------------------------------------------------
+
+    def _add_usage(self, response: ProviderResponse) -> None:
+        """Count a model call's tokens and cost in the turn's."""
+        st = self._state
+        st.tokens_in += response.usage.input_tokens
+        st.tokens_out += response.usage.output_tokens
+        if response.cost is not None:
+            st.cost += response.cost
+
+    async def _after_call(self, response: ProviderResponse, what: str) -> None:
+        """After a model call was counted: its retries logged, its cost and the budget
+        warnings it crossed reported."""
+        st = self._state
+        if response.retries:
+            self._run_log(
+                LogLevel.WARN,
+                f"{what}: provider {self._turn.provider.name} retried it {len(response.retries)} time(s) "
+                f"({', '.join(response.retries)})",
+                {"retries": list(response.retries)},
+            )
+        if self._observed():
+            cost = response.cost if response.cost is not None else Decimal(0)
+            await self._observe(CostIncurred(agent=AgentId(self._turn.name), cost=cost, cumulative=st.cost))
+        limit = self._cfg.max_cost
+        for fraction in due_warnings(st.cost, limit, self._turn.limits.budget_warnings, st.budget_warned):
+            assert limit is not None
+            st.budget_warned.append(fraction)
+            workflow = workflow_of(st.input, self._turn.name)
+            await self._observe(BudgetWarning(workflow=workflow, spent=st.cost, limit=limit))
+
+    async def _compact(self) -> None:
+        """Compact the conversation with the turn's strategy, counting its model calls."""
+        st = self._state
+        turn = self._turn
+        strategy = turn.context
+        name = type(strategy).__name__
+        agent = AgentId(turn.name)
+        before = strategy.token_estimate(st.messages)
+        limit = turn.context_limit
+        fill = round(100 * before / limit, 2) if limit > 0 else 100.0
+        pressure = ContextPressure(
+            agent=agent, fill_percent=fill, tokens_used=before, tokens_available=max(limit, 0)
+        )
+        await self._observe(pressure)
+        session = st.input.session
+        scope = Scope.session(session) if session is not None else Scope.global_()
+        await self._observe(PreCompactionFlush(agent=agent, scope=scope))
+        deadline = self._deadline()
+        try:
+            async with deadline:
+                done = as_compaction(await strategy.compact(list(st.messages)))
+        except TimeoutError:
+            if deadline.expired():
+                raise _DeadlineReached from None
+            raise
+        for call in done.calls:
+            self._add_usage(call)
+            await self._after_call(call, f"the {name} strategy's summary call")
+        sizes = {"messages_before": len(st.messages), "messages_after": len(done.messages)}
+        await self._emit(ContextCompacted(strategy=name, **sizes))
+        freed = max(0, before - strategy.token_estimate(done.messages))
+        if done.calls or done.messages != st.messages:  # a strategy finding no cut changes nothing
+            self._run_log(
+                LogLevel.INFO,
+                f"context compacted by {name}: {len(st.messages)} → {len(done.messages)} messages, "
+                f"about {freed} tokens freed",
+                {"strategy": name, "tokens_freed": freed, "model_calls": len(done.calls)},
+            )
+        st.messages = done.messages
+        self._journaled = 0
+        self._unsaved = True
+        await self._observe(CompactionComplete(agent=agent, strategy=name, tokens_freed=freed))
+
+    async def _provider_compacted(self, request: ProviderRequest, response: ProviderResponse) -> None:
+        """The provider compacted the context server-side during ``response``'s call."""
+        st = self._state
+        report = response.compaction
+        before = report.tokens_before if report is not None else None
+        after = report.tokens_after if report is not None else None
+        before = before if before is not None else estimate_tokens(request.messages)
+        after = after if after is not None else estimate_tokens(st.messages)
+        summaries = [p.summary for p in response.content if isinstance(p, CompactionPart) and p.summary]
+        provider = self._turn.provider.name
+        self._run_log(
+            LogLevel.INFO,
+            f"provider {provider} compacted the context server-side: about {before} → {after} tokens",
+            {"provider": provider, "tokens_before": before, "tokens_after": after},
+        )
+        await self._observe(
+            ProviderManaged(
+                agent=AgentId(self._turn.name),
+                provider=provider,
+                tokens_before=before,
+                tokens_after=after,
+                summary=Content.text(summaries[-1]) if summaries else None,
+            )
+        )
+
+    def _run_log(self, level: LogLevel, message: str, data: JsonValue = None) -> None:
+        """Declare a log effect while the turn runs (capped: see ``_run_log.note``)."""
+        note(self._state, level, message, data)
+        self._unsaved = True
+
+    def _observed(self) -> bool:
+        """Whether anyone receives lifecycle events (an event sink or an observer)."""
+        return self._events is not None or bool(self._turn.hooks.observers)
+
+    async def _observe(self, event: LifecyclePayload) -> None:
+        """Emit a layer0 lifecycle event and hand it to the observers (within the time limit;
+        observers still busy when it is reached are left behind, the loop ends the turn)."""
+        if not self._observed():
+            return
+        notice = LifecycleEvent(event=event, agent=self._turn.name)
+        await self._emit(notice)
+        hooks = self._turn.hooks
+        if not hooks.observers:
+            return
+        deadline = self._deadline()
+        try:
+            async with deadline:
+                await hooks.notify(notice.observable(int(self._elapsed_ms())))
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            log.warning("observers of %s were cut short by the turn's time limit", notice.event.type)
 
     # -- hooks and events -----------------------------------------------------------------
 
@@ -846,11 +1019,14 @@ class TurnSession:
         deadline = self._deadline()
         try:
             async with deadline:
-                return await hooks.fire(ctx)
+                decision = await hooks.fire(ctx)
         except TimeoutError:
             if deadline.expired():
                 raise _DeadlineReached from None
             raise
+        if isinstance(decision.halted_by, BudgetHook):
+            self._budget_halt = True
+        return decision
 
     async def _emit(self, event: TurnEvent) -> None:
         if self._events is None:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from layer0 import Effect, ExitReason, Json, Money, ToolCallRecord, TurnInput, TurnOutput
 
 from ._events import Checkpoint, PendingCall
-from ._types import ProviderMessage, Role, StopReason, ToolUsePart
+from ._types import ContentPart, ProviderMessage, Role, StopReason, ToolUsePart
 
 
 class SessionState(BaseModel):
@@ -46,6 +46,9 @@ class SessionState(BaseModel):
     effects: list[Effect] = Field(default_factory=list)
     #: The latest assistant text.
     final_text: str = ""
+    #: The text and image parts of the response that set ``final_text`` (the output message
+    #: keeps its images).
+    final_parts: list[ContentPart] = Field(default_factory=list)
     #: Set once the turn has ended.
     exit_reason: ExitReason | None = None
     #: The open step's tool calls that already ran (when the last message is the model's
@@ -58,6 +61,12 @@ class SessionState(BaseModel):
     last_stop: str | None = None
     #: Turn limits changed by ``budget`` signals (max_turns, max_cost, max_duration_ms).
     overrides: dict[str, Json] = Field(default_factory=dict)
+    #: The fractions of ``max_cost`` a budget warning was emitted at.
+    budget_warned: list[float] = Field(default_factory=list)
+    #: Log effects declared while the turn ran (tool errors, compactions, retries), and
+    #: those left out once there were too many (one summary line says how many).
+    run_logs: int = 0
+    run_logs_dropped: int = 0
 
     def open_uses(self) -> list[ToolUsePart]:
         """The tool calls of the open step: the last message's, when it is the model's
@@ -117,6 +126,8 @@ class ToolExecution(BaseModel):
     effect: bool = False
     #: The Effect an effect tool's call declared (None when its input was refused).
     declared: Effect | None = None
+    #: The custom effects the tool returned with its result (a ``ToolResult``'s).
+    effects: list[Effect] = Field(default_factory=list)
 
 
 class StepResult(BaseModel):

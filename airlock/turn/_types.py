@@ -8,7 +8,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from layer0 import (
     Base64Source,
@@ -62,8 +62,24 @@ class ImagePart(_Part):
     media_type: str
 
 
+class CompactionPart(_Part):
+    """The provider's summary of the conversation before it (server-side compaction).
+
+    Kept in the history: the provider that wrote it receives ``block`` back exactly as it
+    returned it (and ignores what precedes it); any other provider reads ``summary`` as text.
+    """
+
+    type: Literal["compaction"] = "compaction"
+    #: The summary text (None when the provider's compaction produced none).
+    summary: str | None = None
+    #: The provider's block, verbatim (Anthropic: ``{"type": "compaction", "content", …}``).
+    block: dict[str, JsonValue]
+
+
 #: One part of a provider message (no custom variant: custom blocks become JSON text).
-ContentPart = Annotated[TextPart | ToolUsePart | ToolResultPart | ImagePart, Field(discriminator="type")]
+ContentPart = Annotated[
+    TextPart | ToolUsePart | ToolResultPart | ImagePart | CompactionPart, Field(discriminator="type")
+]
 
 
 class Role(StrEnum):
@@ -119,6 +135,8 @@ class StopReason(StrEnum):
     REFUSAL = "refusal"
     CONTEXT_WINDOW_EXCEEDED = "model_context_window_exceeded"
     CONTENT_FILTER = "content_filter"
+    #: The provider compacted the context server-side and paused: the turn goes on.
+    COMPACTION = "compaction"
 
 
 class TokenUsage(BaseModel):
@@ -133,6 +151,16 @@ class TokenUsage(BaseModel):
     #: Breakdown of ``cache_creation_tokens`` by cache TTL, when the provider reports it.
     cache_creation_5m_tokens: int | None = None
     cache_creation_1h_tokens: int | None = None
+
+
+class ProviderCompaction(BaseModel):
+    """The provider compacted the context server-side during a call (its ``compaction`` part
+    is in the response); the context's size around it, in tokens, when the provider says."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tokens_before: int | None = None
+    tokens_after: int | None = None
 
 
 class ProviderResponse(BaseModel):
@@ -151,6 +179,11 @@ class ProviderResponse(BaseModel):
     truncated: bool | None = None
     #: Refusal or filter explanation, when the provider gives one.
     stop_detail: str | None = None
+    #: Why each earlier attempt of this call failed, when the provider (or its SDK) retried
+    #: it (``"HTTP 529"``, ``"no response"``); empty when the first attempt answered.
+    retries: list[str] = Field(default_factory=list)
+    #: Set when the provider compacted the context server-side during this call.
+    compaction: ProviderCompaction | None = None
 
     def tool_uses(self) -> list[ToolUsePart]:
         """The tool calls asked for, in order."""
@@ -161,8 +194,13 @@ class ProviderResponse(BaseModel):
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
+#: ``CustomBlock.content_type`` of a provider's compaction block as a layer0 block.
+COMPACTION_CONTENT_TYPE = "compaction"
+
+
 def block_to_part(block: ContentBlock) -> ContentPart:
-    """layer0 block → internal part (custom blocks become JSON text, with a warning)."""
+    """layer0 block → internal part (a compaction block made by :func:`part_to_block` becomes
+    its part again; other custom blocks become JSON text, with a warning)."""
     if isinstance(block, TextBlock):
         return TextPart(text=block.text)
     if isinstance(block, ToolUseBlock):
@@ -175,17 +213,25 @@ def block_to_part(block: ContentBlock) -> ContentPart:
             return ImagePart(source_type="base64", data=src.data, media_type=block.media_type)
         return ImagePart(source_type="url", data=src.url, media_type=block.media_type)
     assert isinstance(block, CustomBlock)
+    if block.content_type == COMPACTION_CONTENT_TYPE and isinstance(block.data, dict):
+        try:
+            return CompactionPart.model_validate(block.data)
+        except ValidationError:
+            pass  # not one of ours: shown as JSON text like any custom block
     log.warning("custom content block %r sent to the model as JSON text", block.content_type)
     return TextPart(text=json.dumps({"content_type": block.content_type, "data": block.data}, sort_keys=True))
 
 
 def part_to_block(part: ContentPart) -> ContentBlock:
-    """Internal part → layer0 block (lossless for every part kind)."""
+    """Internal part → layer0 block (lossless for every part kind; a compaction part becomes
+    a custom block of type :data:`COMPACTION_CONTENT_TYPE` holding it)."""
     if isinstance(part, TextPart):
         return TextBlock(text=part.text)
     if isinstance(part, ToolUsePart):
         return ToolUseBlock(id=part.id, name=part.name, input=part.input)
     if isinstance(part, ToolResultPart):
         return ToolResultBlock(tool_use_id=part.tool_use_id, content=part.content, is_error=part.is_error)
+    if isinstance(part, CompactionPart):
+        return CustomBlock(content_type=COMPACTION_CONTENT_TYPE, data=part.model_dump(mode="json"))
     source = Base64Source(data=part.data) if part.source_type == "base64" else UrlSource(url=part.data)
     return ImageBlock(source=source, media_type=part.media_type)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from pydantic import TypeAdapter
+
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.turn import (
     Checkpoint,
     ContextCompacted,
     InferenceFinished,
     InferenceStarted,
+    LifecycleEvent,
+    LifecyclePayload,
     PendingCall,
     SignalDelivered,
     ToolFinished,
@@ -35,6 +39,9 @@ from ._primitives import (
 )
 from ._problems import MalformedMessage, located
 from ._turn import output_from_proto, output_to_proto
+
+#: A lifecycle event's layer0 payload (its JSON on the wire, tagged by ``type``).
+_LIFECYCLE: TypeAdapter[Any] = TypeAdapter(LifecyclePayload)
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
@@ -121,7 +128,25 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
         return pb.TurnEvent(
             signal=pb.SignalDelivered(signal_type=event.signal_type, action=event.action, detail=event.detail)
         )
+    if isinstance(event, LifecycleEvent):
+        return pb.TurnEvent(lifecycle=lifecycle_to_proto(event))
     return None
+
+
+def lifecycle_to_proto(event: LifecycleEvent) -> pb.LifecycleEvent:
+    """A lifecycle event: its layer0 payload as JSON (as layer0 writes it) and its agent."""
+    return pb.LifecycleEvent(event=json_to_proto(event.event.model_dump(mode="json")), agent=event.agent)
+
+
+@decoder
+def lifecycle_from_proto(message: pb.LifecycleEvent) -> LifecycleEvent:
+    """A lifecycle event from the wire.
+
+    Raises:
+        MalformedMessage: ``event`` is not JSON, or not one of the layer0 lifecycle events.
+    """
+    payload = _LIFECYCLE.validate_python(json_field(message, "event"))
+    return LifecycleEvent(event=payload, agent=message.agent)
 
 
 def pending_call_to_proto(call: PendingCall) -> pb.PendingCall:
@@ -211,6 +236,8 @@ def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnErro
                 cone_total=c.cone_total if c.HasField("cone_total") else None,
                 compression_ratio=c.compression_ratio if c.HasField("compression_ratio") else None,
             )
+        if kind == "lifecycle":
+            return lifecycle_from_proto(message.lifecycle)
         if kind == "signal":
             g = message.signal
             if g.action not in ("feedback", "budget", "cancel", "ignored"):

@@ -11,6 +11,7 @@ from airlock.turn import (
     ContextCompacted,
     InferenceFinished,
     InferenceStarted,
+    LifecycleEvent,
     PendingCall,
     SignalDelivered,
     ToolFinished,
@@ -21,6 +22,7 @@ from airlock.turn import (
     TurnStarted,
     TurnSuspended,
 )
+from layer0 import AgentId, BudgetWarning, CostIncurred, WorkflowId
 
 EGRESS = EgressEvent(
     time="2026-11-22T20:31:05.123Z",
@@ -87,6 +89,13 @@ TURN_EVENTS: list[TurnEvent] = [
         cone_size=3,
         cone_total=8,
         compression_ratio=0.625,
+    ),
+    LifecycleEvent(
+        event=CostIncurred(agent=AgentId("calc"), cost=Decimal("0.0001"), cumulative=Decimal("0.00010")),
+        agent="calc",
+    ),
+    LifecycleEvent(
+        event=BudgetWarning(workflow=WorkflowId("wf"), spent=Decimal("0.8"), limit=Decimal("1")), agent="calc"
     ),
 ]
 

@@ -77,4 +77,4 @@ def test_image_changes() -> None:
     assert "USER 65534:65534" in controller and 'ENTRYPOINT ["/opt/venv/bin/airlock"]' in controller
     assert 'CMD ["serve"]' in controller
     assert controller_image_tag("9.9") == "airlock-controller:9.9"
-    assert CONTROLLER.extras == ("providers", "controller") and RUNNER.forbidden_modules
+    assert CONTROLLER.extras == ("providers", "mcp", "controller") and RUNNER.forbidden_modules

@@ -27,6 +27,7 @@ from airlock.turn import (
     Checkpoint,
     InferenceFinished,
     InferenceStarted,
+    LifecycleEvent,
     ToolFinished,
     ToolStarted,
     TurnEvent,
@@ -118,10 +119,11 @@ async def test_execute_end_to_end_matches_in_process(
 
     kinds = [type(e) for e in remote_events]
     assert kinds[0] is TurnStarted
-    assert kinds[1:8] == [
+    assert kinds[1:9] == [
         Checkpoint,
         InferenceStarted,
         InferenceFinished,
+        LifecycleEvent,  # the call's cost
         Checkpoint,
         ToolStarted,
         ToolFinished,
@@ -453,7 +455,7 @@ async def test_every_problem_of_a_request_is_one_line_without_python_details(
         assert details.splitlines() == [
             "agent: invalid inline script: steps[0].response.stop_reason: Input should be 'end_turn', "
             "'tool_use', 'max_tokens', 'stop_sequence', 'pause_turn', 'refusal', "
-            "'model_context_window_exceeded' or 'content_filter'",
+            "'model_context_window_exceeded', 'content_filter' or 'compaction'",
             "agent: invalid inline script: steps[0].extra: Extra inputs are not permitted",
         ]
         assert "pydantic" not in details and "Script" not in details

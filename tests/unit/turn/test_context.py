@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
 from airlock.turn import (
+    Compaction,
     Composite,
     ContextStrategy,
     NeuronTurn,
@@ -113,11 +116,14 @@ async def test_sliding_window_leaves_uncuttable_conversations_alone() -> None:
 
 
 async def test_summarization_replaces_old_messages_with_a_summary() -> None:
-    provider = FakeProvider([text_response("they talked about f")])
+    summary_call = text_response("they talked about f", tokens_in=300, tokens_out=20, cost=Decimal("0.002"))
+    provider = FakeProvider([summary_call])
     msgs = conversation(6)
     strategy = Summarization(provider, keep_last=4, max_tokens=50)
     assert strategy.should_compact(msgs, 1_000_000)
-    out = await strategy.compact(msgs)
+    done = await strategy.compact(msgs)
+    assert isinstance(done, Compaction) and done.calls == (summary_call,)  # its usage is reported
+    out = done.messages
     assert out[0] == user("Summary of the earlier conversation:\nthey talked about f")
     assert out[1:] == msgs[-4:]
     assert_pairs_intact(out)
@@ -139,7 +145,9 @@ async def test_composite_applies_each_strategy_while_needed() -> None:
     )
     msgs = conversation(10)
     assert composite.should_compact(msgs, 10)
-    out = await composite.compact(msgs)
+    done = await composite.compact(msgs)
+    assert isinstance(done, Compaction) and len(done.calls) == 1
+    out = done.messages
     assert out[0].content[0] == TextPart(text="Summary of the earlier conversation:\nsummary")
     assert len(out) == 3
     assert_pairs_intact(out)

@@ -112,9 +112,11 @@ async def test_disabled_effect_tool_is_unknown() -> None:
 async def test_bad_effect_input_is_an_error_result_and_no_effect(input: JsonValue, problem: str) -> None:
     provider = FakeProvider([tool_response(("t1", "write_memory", input)), text_response("ok")])
     out = await NeuronTurn(provider, effect_tools=["write_memory"]).execute(TurnInput.new("x"))
-    assert out.effects == []
     result = result_parts(provider.requests[1].messages)[0]
     assert result.is_error and problem in result.content
+    # no effect, but the refusal is logged
+    (logged,) = out.effects
+    assert isinstance(logged, Log) and logged.message.startswith("tool write_memory failed:")
 
 
 async def test_effects_keep_call_order_and_mix_with_regular_tools() -> None:

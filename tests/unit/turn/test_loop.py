@@ -384,12 +384,14 @@ async def test_events_in_order_with_running_totals() -> None:
         "checkpoint",  # context assembled
         "inference_started",
         "inference_finished",
+        "lifecycle",  # cost_incurred
         "checkpoint",  # the model asked for a tool
         "tool_started",
         "tool_finished",
         "checkpoint",  # the tool ran (and so the step is done)
         "inference_started",
         "inference_finished",
+        "lifecycle",  # cost_incurred
         "checkpoint",  # the final answer
         "checkpoint",  # the turn ended
     ]

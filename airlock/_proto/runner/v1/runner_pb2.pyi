@@ -164,6 +164,8 @@ class _StopReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StopReason
     STOP_REASON_REFUSAL: _StopReason.ValueType  # 6
     STOP_REASON_MODEL_CONTEXT_WINDOW_EXCEEDED: _StopReason.ValueType  # 7
     STOP_REASON_CONTENT_FILTER: _StopReason.ValueType  # 8
+    STOP_REASON_COMPACTION: _StopReason.ValueType  # 9
+    """The provider compacted the context server-side and paused: the turn goes on."""
 
 class StopReason(_StopReason, metaclass=_StopReasonEnumTypeWrapper):
     """Why the model stopped, mapped from each vendor's values."""
@@ -177,6 +179,8 @@ STOP_REASON_PAUSE_TURN: StopReason.ValueType  # 5
 STOP_REASON_REFUSAL: StopReason.ValueType  # 6
 STOP_REASON_MODEL_CONTEXT_WINDOW_EXCEEDED: StopReason.ValueType  # 7
 STOP_REASON_CONTENT_FILTER: StopReason.ValueType  # 8
+STOP_REASON_COMPACTION: StopReason.ValueType  # 9
+"""The provider compacted the context server-side and paused: the turn goes on."""
 Global___StopReason: _TypeAlias = StopReason  # noqa: Y015
 
 class _TurnErrorKind:
@@ -1758,6 +1762,10 @@ Global___InferenceStarted: _TypeAlias = InferenceStarted  # noqa: Y015
 
 @_typing.final
 class InferenceFinished(_message.Message):
+    """A model call returned. Its tokens and cost include every sampling iteration the provider
+    reports (a server-side compaction's too).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ITERATION_FIELD_NUMBER: _builtins.int
@@ -2064,6 +2072,42 @@ class TurnSuspended(_message.Message):
 Global___TurnSuspended: _TypeAlias = TurnSuspended  # noqa: Y015
 
 @_typing.final
+class LifecycleEvent(_message.Message):
+    """A layer0 lifecycle event the turn emitted. `event` is the JSON of the layer0 object exactly as
+    layer0 (and the Rust crate) writes it, its "type" naming it:
+      BudgetEvent: "cost_incurred" (after each model call, a compaction's summary call too),
+        "budget_warning" (once at each of the agent's limits.budget_warnings fractions of
+        max_cost), "budget_action" (with "halt_workflow" when the budget stops the turn);
+      CompactionEvent: "context_pressure" (the context strategy decides to compact),
+        "pre_compaction_flush" (just before it does), "compaction_complete" (after: tokens
+        freed), "provider_managed" (the provider compacted server-side).
+    A reader refuses an `event` that is not one of these. `agent` is the emitting agent; as a
+    layer0 ObservableEvent this is source "turn", event_type "<budget|compaction>.<type>", data
+    `event` (its time is the reader's: when the event arrived).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENT_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    agent: _builtins.str
+    @_builtins.property
+    def event(self) -> Global___Json: ...
+    def __init__(
+        self,
+        *,
+        event: Global___Json | None = ...,
+        agent: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "event", b"event"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LifecycleEvent: _TypeAlias = LifecycleEvent  # noqa: Y015
+
+@_typing.final
 class SignalDelivered(_message.Message):
     """A signal reached the turn at a step boundary. `action`: "feedback" (shown to the model),
     "budget" (limits changed), "cancel" (the turn ends), "ignored" (`detail` says why).
@@ -2143,6 +2187,7 @@ class TurnEvent(_message.Message):
     SUSPENDED_FIELD_NUMBER: _builtins.int
     SIGNAL_FIELD_NUMBER: _builtins.int
     COMPACTED_FIELD_NUMBER: _builtins.int
+    LIFECYCLE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def started(self) -> Global___TurnStarted: ...
     @_builtins.property
@@ -2169,6 +2214,8 @@ class TurnEvent(_message.Message):
     def signal(self) -> Global___SignalDelivered: ...
     @_builtins.property
     def compacted(self) -> Global___ContextCompacted: ...
+    @_builtins.property
+    def lifecycle(self) -> Global___LifecycleEvent: ...
     def __init__(
         self,
         *,
@@ -2185,12 +2232,13 @@ class TurnEvent(_message.Message):
         suspended: Global___TurnSuspended | None = ...,
         signal: Global___SignalDelivered | None = ...,
         compacted: Global___ContextCompacted | None = ...,
+        lifecycle: Global___LifecycleEvent | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal", "compacted"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal", "compacted", "lifecycle"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 

@@ -1,0 +1,76 @@
+"""``airlock images build --name``: a custom sandbox image on the runner image, or its Dockerfile."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from airlock.errors import ImageError
+from layer0 import Layer0Error
+
+from ._common import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, console, err_console
+
+
+def build_custom(
+    name: str,
+    *,
+    requirements: Path | None,
+    wheels: Sequence[Path],
+    base: str | None,
+    pip_options: Sequence[str],
+    force: bool,
+    dockerfile: bool,
+) -> int:
+    """Build the custom image (or print its registry Dockerfile); the command's exit code:
+    0 built or current, 1 the build failed, 2 bad arguments (name, requirements, wheels)."""
+    from airlock.images import CustomImageSpec, build_custom_image, custom_dockerfile
+
+    try:
+        spec = CustomImageSpec.create(name, base=base, requirements_file=requirements, wheels=wheels)
+    except ImageError as e:
+        _error(str(e))
+        return EXIT_USAGE
+    if dockerfile:
+        print(custom_dockerfile(spec), end="")
+        return EXIT_OK
+    try:
+        with console.status(f"building {name}", spinner="dots") as status:
+
+            def step(message: str) -> None:
+                status.update(message)
+                console.log(message)
+
+            report = asyncio.run(build_custom_image(spec, force=force, pip_options=pip_options, on_step=step))
+    except (ImageError, Layer0Error) as e:
+        _error(str(e))
+        return EXIT_INCOMPLETE
+    if report.skipped:
+        console.print(
+            f"[green]{escape(report.tag)}[/] is up to date ({report.image_id[:19]}, "
+            f"{report.size_bytes / 1e6:.0f} MB); use --force to rebuild"
+        )
+    else:
+        table = Table(title=f"built {report.tag} on {spec.base}", show_header=True)
+        table.add_column("step")
+        table.add_column("seconds", justify="right")
+        for step_name, seconds in report.steps:
+            table.add_row(step_name, f"{seconds:.1f}")
+        table.add_row("[bold]total[/]", f"[bold]{report.seconds:.1f}[/]")
+        console.print(table)
+        console.print(f"image {report.image_id[:19]}, {report.size_bytes / 1e6:.0f} MB")
+        if report.removed_previous:
+            console.print(f"removed the previous image {report.removed_previous[:19]}")
+    console.print(
+        f"use it in an agent's config: isolation: [{{type: container, image: {escape(name)}}}]; "
+        "airlock doctor checks its custom tools import there",
+        highlight=False,
+    )
+    return EXIT_OK
+
+
+def _error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)

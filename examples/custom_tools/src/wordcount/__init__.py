@@ -1,0 +1,1 @@
+"""Word-count tools for airlock agents (an example package of custom tools)."""

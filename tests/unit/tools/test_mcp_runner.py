@@ -1,0 +1,91 @@
+"""MCP servers through a real runner (gRPC on loopback): the runner starts the agent's servers
+when it builds the turn, offers their tools as ``<server>.<tool>``, and stops them when the
+turn ends; a server that does not start is INVALID_ARGUMENT before any model call."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airlock.runner import RemoteTurn, RunnerConfig, RunnerServer
+from airlock.testing import scripted_agent, text_step, tool_step
+from airlock.turn import InferenceStarted, ToolFinished
+from layer0 import ExitReason, TurnError, TurnInput
+from tests.support.mcp_servers import process_gone, stdio_command
+
+
+@pytest.fixture
+async def runner(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
+    token = secrets.token_urlsafe(32)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    server = RunnerServer(RunnerConfig(token=token, workspace=workspace))
+    await server.start("127.0.0.1:0")
+    assert server.address is not None
+    try:
+        yield server.address, token
+    finally:
+        await server.stop(grace=1.0)
+
+
+def mcp_server(mode: str = "stdio", *args: str) -> dict[str, Any]:
+    return {
+        "name": "srv",
+        "transport": "stdio",
+        "command": stdio_command(mode, *args),
+        "allowed_tools": ["echo", "where"],
+    }
+
+
+async def test_the_runner_offers_calls_and_then_stops_an_mcp_server(runner: tuple[str, str]) -> None:
+    address, token = runner
+    spec = scripted_agent(
+        [
+            tool_step("srv.where", {}, id="t1", match={"tools": ["calculator", "srv.echo", "srv.where"]}),
+            tool_step("srv.echo", {"text": "hello from the model"}, id="t2"),
+            text_step("done"),
+        ],
+        name="mcp-user",
+        tools=["calculator"],
+        mcp_servers=[mcp_server()],
+    )
+    events: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        events.append(event)
+
+    async with RemoteTurn(address, token, spec) as turn:
+        output = await turn.execute(TurnInput.new("use the server"), events=sink)
+    assert output.exit_reason == ExitReason.complete(), output
+    where, echo = [e for e in events if isinstance(e, ToolFinished)]
+    assert where.success and echo.success
+    assert json.loads(echo.output) == {"result": "hello from the model"}
+    assert await process_gone(int(json.loads(where.output)["pid"]))  # stopped when the turn ended
+
+
+async def test_a_server_that_does_not_start_is_refused_before_any_model_call(runner: tuple[str, str]) -> None:
+    address, token = runner
+    spec = scripted_agent(
+        [text_step("never played")], name="mcp-user", mcp_servers=[mcp_server("exit-at-start", "4")]
+    )
+    events: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        events.append(event)
+
+    async with RemoteTurn(address, token, spec) as turn:
+        with pytest.raises(TurnError) as e:
+            await turn.execute(TurnInput.new("go"), events=sink)
+    assert e.value.kind == "non_retryable"
+    assert "INVALID_ARGUMENT" in e.value.message
+    assert "agent: MCP server 'srv' (stdio: " in e.value.message
+    assert (
+        "did not start: the server exited (code 4): fatal: cannot open the database (on purpose)"
+        in e.value.message
+    )
+    assert not [e for e in events if isinstance(e, InferenceStarted)]
