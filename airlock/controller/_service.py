@@ -551,7 +551,8 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
         """One execution of the job's turn in a fresh sandbox: started anew, or continued from
         its last checkpoint. The runner's checkpoints become the job's and its turn records."""
         agent = self.runner.agent(job.agent)
-        state: list[tuple[Scope, str, Any]] = list(await state_snapshot(self.state, input))
+        snapshot = await state_snapshot(self.state, input, memory=agent.effects.memory)
+        state: list[tuple[Scope, str, Any]] = list(snapshot)
         root = await self._root(job)
         saved = await self.store.checkpoint(job.id)
         base: SessionState | None = None

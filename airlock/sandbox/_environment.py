@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from airlock.policy import SidecarRoute
 from airlock.spec import HISTORY_KEY
@@ -89,10 +89,12 @@ async def state_snapshot(
     *,
     max_entries: int = SNAPSHOT_MAX_ENTRIES,
     max_bytes: int = SNAPSHOT_MAX_BYTES,
+    memory: Collection[str] = ("session", "global"),
 ) -> tuple[StateEntry, ...]:
     """What a turn reading through ``reader`` sees for ``input``: its session's history, then
     the memory it may read (``read_memory``, ``search_memory``, ``memory.context_keys``): every
-    key of its session's scope, then of the global scope.
+    key of its session's scope, then of the global scope, each only when ``memory`` (the
+    agent's memory grants: ``session``, ``global``) names it.
 
     The memory is bounded: at most ``max_entries`` entries and ``max_bytes`` bytes of values
     (compact JSON), the history not counted. A StateReader tells no write times, so what is
@@ -106,7 +108,7 @@ async def state_snapshot(
     if reader is None:
         return ()
     entries: list[StateEntry] = []
-    scopes = [Scope.global_()]
+    scopes = [Scope.global_()] if "global" in memory else []
     if input.session is not None:
         scope = Scope.session(input.session)
         try:
@@ -115,7 +117,8 @@ async def state_snapshot(
             raise EnvError.other(f"cannot read the history of session {input.session}: {e}") from e
         if history is not None:
             entries.append(StateEntry(scope, HISTORY_KEY, history))
-        scopes.insert(0, scope)
+        if "session" in memory:
+            scopes.insert(0, scope)
     kept = used = left = left_bytes = 0
     for scope in scopes:
         where = f"session {input.session}" if scope.kind == "session" else "the global scope"

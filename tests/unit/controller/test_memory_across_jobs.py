@@ -52,6 +52,7 @@ CONFIG = {
             [tools_step([("read_memory", {"key": "favourite"})]), text_step("bleu")],
             ["read_memory"],
             memory={"context_keys": ["favourite", "house_rule"]},
+            effects={"memory": ["session", "global"]},  # it may read what it may write
         ),
     },
 }

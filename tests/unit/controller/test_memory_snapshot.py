@@ -51,6 +51,20 @@ async def test_the_history_first_then_the_session_memory_then_the_global(tmp_pat
     )
 
 
+async def test_only_the_scopes_the_agent_is_granted_are_sent(tmp_path: Path) -> None:
+    history = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    store = await sqlite(tmp_path, [(G, "rule", "be brief"), (S, "a", 1), (S, HISTORY_KEY, history)])
+    session = TurnInput.new("x", session=SessionId("s1"))
+    try:
+        assert await state_snapshot(store, session, memory=("session",)) == (
+            StateEntry(S, HISTORY_KEY, history),
+            StateEntry(S, "a", 1),
+        )
+        assert await state_snapshot(store, session, memory=()) == (StateEntry(S, HISTORY_KEY, history),)
+    finally:
+        await store.aclose()
+
+
 async def test_without_a_session_only_the_global_memory(tmp_path: Path) -> None:
     store = await sqlite(tmp_path, [(G, "rule", "be brief"), (S, "a", 1)])
     try:
