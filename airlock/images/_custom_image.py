@@ -49,6 +49,7 @@ from ._builder import (
     _client,
     _get_image,
     _remove_quietly_reporting,
+    image_cache_dir,
     runner_image_tag,
 )
 from ._dockerapi import docker_errors
@@ -401,6 +402,7 @@ async def _download(
         *target.pip_args(local_builds=True),
         "-c",
         str(constraints),
+        *_runner_wheelhouse(target),
         *pip_options,
         *spec.requirements,
         *(str(dest / w.name) for w in spec.wheels),
@@ -417,6 +419,15 @@ async def _download(
             f"cannot download binary wheels for {spec.name} ({platform}; the versions {spec.base} already "
             f"holds are kept): {e}"
         ) from e
+
+
+def _runner_wheelhouse(target: WheelTarget) -> list[str]:
+    """``--find-links`` to the wheels the local runner image was built from, for ``target``:
+    a local wheel's dependencies that the base already holds (``mcp`` for an MCP server) are
+    then found offline, at the versions the constraints keep."""
+    py, (major, minor) = target.python.replace(".", ""), target.glibc
+    found = sorted((image_cache_dir() / "wheels").glob(f"cp{py}-glibc{major}.{minor}-{target.dpkg_arch}"))
+    return [arg for d in found if d.is_dir() for arg in ("--find-links", str(d))]
 
 
 def _docker_build(client: Any, context: Path, tag: str, build_id: str) -> str:

@@ -340,6 +340,9 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 event = await execution.events.get()
                 kind = event.WhichOneof("kind")
                 if kind in ("output", "error", "suspended"):
+                    if mcp is not None:  # the turn's MCP servers end with it, before its result
+                        await asyncio.shield(mcp.aclose())  # is sent (the next Execute finds none)
+                        mcp = None
                     event = self._fit(event)
                     kind = event.WhichOneof("kind")
                     _log.info(
@@ -369,7 +372,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
                         await execution.task
                 if self.executions.get(key) is execution:
                     del self.executions[key]
-            if mcp is not None:  # the turn's MCP servers end with it
+            if mcp is not None:  # the client went away (or the server is stopping) first
                 await asyncio.shield(mcp.aclose())
             self.active -= 1
             if self.active == 0:

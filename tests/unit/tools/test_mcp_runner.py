@@ -89,3 +89,17 @@ async def test_a_server_that_does_not_start_is_refused_before_any_model_call(run
         in e.value.message
     )
     assert not [e for e in events if isinstance(e, InferenceStarted)]
+
+
+async def test_the_servers_are_stopped_before_the_result_so_the_next_execute_is_served(
+    runner: tuple[str, str],
+) -> None:
+    """A runner serves one execution at a time: the turn's MCP servers are stopped before its
+    result is sent, so a client sending its next Execute the moment the result arrives is never
+    refused as busy (stopping a server takes a moment: after the result, that window was open)."""
+    address, token = runner
+    spec = scripted_agent([text_step("done")], name="mcp-user", mcp_servers=[mcp_server()])
+    async with RemoteTurn(address, token, spec) as turn:
+        for _ in range(3):
+            output = await turn.execute(TurnInput.new("again"))
+            assert output.exit_reason == ExitReason.complete(), output
