@@ -136,6 +136,20 @@ def _image_digest(src: Path) -> str:
     return hashlib.sha256(f"{RECIPE_VERSION}:{_wheels.source_digest(src)}".encode()).hexdigest()[:16]
 
 
+class StepTimer:
+    """Times a build's steps: calling it with a step's name records the seconds since the
+    previous call (or since it was made); :attr:`steps` lists them in order."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, float]] = []
+        self._last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.steps.append((name, now - self._last))
+        self._last = now
+
+
 @dataclass
 class ImageBuildReport:
     """What a build did.
@@ -196,14 +210,7 @@ async def build_image(
         )
 
     cache = cache_dir or image_cache_dir()
-    steps: list[tuple[str, float]] = []
-    t = time.perf_counter()
-
-    def step(name: str) -> None:
-        nonlocal t
-        now = time.perf_counter()
-        steps.append((name, now - t))
-        t = now
+    step = StepTimer()
 
     say("resolving Debian packages")
     arch = await _rootfs.dpkg_architecture()
@@ -260,7 +267,7 @@ async def build_image(
         removed = await asyncio.to_thread(_remove_quietly_reporting, client, existing["Id"])
     info = await asyncio.to_thread(_get_image, client, tag)
     size = info["Size"] if info else 0
-    return ImageBuildReport(tag, image_id, False, time.perf_counter() - started, steps, size, removed)
+    return ImageBuildReport(tag, image_id, False, time.perf_counter() - started, step.steps, size, removed)
 
 
 async def _client() -> Any:

@@ -46,6 +46,7 @@ from ._builder import (
     VENV,
     ImageBuildReport,
     Progress,
+    StepTimer,
     _client,
     _get_image,
     _remove_quietly_reporting,
@@ -305,14 +306,7 @@ async def build_custom_image(
     """
     started = time.perf_counter()
     say = on_step or (lambda _msg: None)
-    steps: list[tuple[str, float]] = []
-    t = time.perf_counter()
-
-    def step(name: str) -> None:
-        nonlocal t
-        now = time.perf_counter()
-        steps.append((name, now - t))
-        t = now
+    step = StepTimer()
 
     client = await _client()
     base = await asyncio.to_thread(_get_image, client, spec.base)
@@ -369,7 +363,9 @@ async def build_custom_image(
         removed = await asyncio.to_thread(_remove_quietly_reporting, client, existing["Id"])
     info = await asyncio.to_thread(_get_image, client, spec.name)
     size = info["Size"] if info else 0
-    return ImageBuildReport(spec.name, image_id, False, time.perf_counter() - started, steps, size, removed)
+    return ImageBuildReport(
+        spec.name, image_id, False, time.perf_counter() - started, step.steps, size, removed
+    )
 
 
 def _stage(context: Path, spec: CustomImageSpec) -> None:
