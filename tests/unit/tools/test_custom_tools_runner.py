@@ -5,16 +5,14 @@ call, naming the agent and the path."""
 from __future__ import annotations
 
 import json
-import secrets
 import textwrap
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airlock.runner import RemoteTurn, RunnerConfig, RunnerServer
+from airlock.runner import RemoteTurn
 from airlock.testing import scripted_agent, text_step, tool_step
 from airlock.turn import InferenceStarted, ToolFinished
 from layer0 import ExitReason, TurnError, TurnInput
@@ -35,20 +33,6 @@ def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / name / "tools.py").write_text(textwrap.dedent(TOOLS))
     monkeypatch.syspath_prepend(str(tmp_path))
     return name
-
-
-@pytest.fixture
-async def runner(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
-    token = secrets.token_urlsafe(32)
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    server = RunnerServer(RunnerConfig(token=token, workspace=workspace))
-    await server.start("127.0.0.1:0")
-    assert server.address is not None
-    try:
-        yield server.address, token
-    finally:
-        await server.stop(grace=1.0)
 
 
 async def test_the_runner_runs_a_custom_tool(runner: tuple[str, str], package: str) -> None:

@@ -5,32 +5,15 @@ turn ends; a server that does not start is INVALID_ARGUMENT before any model cal
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airlock.runner import RemoteTurn, RunnerConfig, RunnerServer
+from airlock.runner import RemoteTurn
 from airlock.testing import scripted_agent, text_step, tool_step
 from airlock.turn import InferenceStarted, ToolFinished
 from layer0 import ExitReason, TurnError, TurnInput
 from tests.support.mcp_servers import process_gone, stdio_command
-
-
-@pytest.fixture
-async def runner(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
-    token = secrets.token_urlsafe(32)
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    server = RunnerServer(RunnerConfig(token=token, workspace=workspace))
-    await server.start("127.0.0.1:0")
-    assert server.address is not None
-    try:
-        yield server.address, token
-    finally:
-        await server.stop(grace=1.0)
 
 
 def mcp_server(mode: str = "stdio", *args: str) -> dict[str, Any]:
