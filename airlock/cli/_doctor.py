@@ -7,15 +7,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 from rich.markup import escape
 
 from airlock.sandbox import DoctorCheck as Check
-
-if TYPE_CHECKING:
-    from airlock.config import AgentConfig
 
 from ._common import EXIT_INCOMPLETE, EXIT_OK, console
 
@@ -118,6 +115,8 @@ def check_custom_tools(path: Path | None, only: str | None = None) -> list[Check
     from airlock.config import load_config
     from airlock.errors import ConfigError
 
+    from ._tool_gate import custom_tool_checks
+
     try:
         agents = [a for a in load_config(path).agents.values() if a.spec.custom_tools]
     except ConfigError:
@@ -125,74 +124,7 @@ def check_custom_tools(path: Path | None, only: str | None = None) -> list[Check
     agents = [a for a in agents if only is None or a.backend == only]
     if not agents:
         return []
-    return asyncio.run(_custom_tool_checks(agents))
-
-
-async def _custom_tool_checks(agents: list[AgentConfig]) -> list[Check]:
-    from airlock.errors import ImageError
-    from airlock.images import check_custom_tools, docker_client, find_image, runner_image_tag
-    from airlock.sandbox import backend, requested_isolation
-    from layer0 import EnvError
-
-    client: Any = None
-    out = []
-    for agent in agents:
-        name, paths = f"custom tools ({agent.name})", agent.spec.custom_tools
-        listed = ", ".join(paths)
-        if "container" not in backend(agent.backend).isolations:
-            out.append(
-                Check(
-                    name,
-                    "warning",
-                    f"not checked: backend {agent.backend} imports {listed} from this machine's Python",
-                    f"run the agent once (airlock run {agent.name} ...) to see that they import",
-                )
-            )
-            continue
-        try:
-            image = requested_isolation(agent.environment, agent.backend).image or runner_image_tag()
-        except EnvError:
-            continue  # an isolation the backend refuses: the backend's own checks and a run say so
-        try:
-            client = client or await asyncio.to_thread(docker_client)
-            if await asyncio.to_thread(find_image, client, image) is None:
-                out.append(
-                    Check(
-                        name,
-                        "warning",
-                        f"not checked: image {image} is not present here",
-                        f"build it: airlock images build --name {image} --requirements FILE / --wheel FILE",
-                    )
-                )
-                continue
-            found = await check_custom_tools(client, image, agent.name, paths)
-        except (ImageError, EnvError) as e:
-            out.append(
-                Check(
-                    name,
-                    "error",
-                    f"cannot check {listed} in image {image}: {e}",
-                    "see airlock doctor's Docker checks",
-                )
-            )
-            continue
-        if found.problems:
-            out.append(
-                Check(
-                    name,
-                    "error",
-                    f"in image {image}:\n" + "\n".join(f"  {p}" for p in found.problems),
-                    "install the tools' packages in the image (airlock images build --name IMAGE ...) or "
-                    "fix the import paths",
-                )
-            )
-        else:
-            out.append(
-                Check(
-                    name, "ok", f"{len(found.tools)} tool(s) load in image {image}: {', '.join(found.tools)}"
-                )
-            )
-    return out
+    return asyncio.run(custom_tool_checks(agents))
 
 
 async def _backend_checks(settings: Mapping[str, BaseModel], only: str | None = None) -> list[Check]:

@@ -322,8 +322,11 @@ async def _job(
     from airlock.controller import AgentRunner, JobService, SqliteJobStore, default_data_dir
     from airlock.state import SqliteStore
 
+    from ._tool_gate import refuse_broken_tools
+
     data_dir = (opts.data_dir or default_data_dir()).absolute()
     await asyncio.to_thread(data_dir.mkdir, mode=0o700, parents=True, exist_ok=True)
+    await refuse_broken_tools(agent, data_dir)
     records = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="airlock-run-"))
     setup = _SetupProgress(view.out)
     controls = RunControls(None, view, step=opts.step, approver=opts.approve_as or getpass.getuser())

@@ -121,6 +121,8 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
 async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
     from airlock.controller import Controller, ControllerOptions, ServiceSettings, read_token_file
 
+    from ._tool_gate import warn_broken_tools
+
     settings = ServiceSettings(
         concurrency=opts.concurrency, max_depth=opts.max_depth, max_follow_ups=opts.max_follow_ups
     )
@@ -146,9 +148,14 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
     with on_stop_signals(on_signal):
         async with Controller(config, options) as controller:
             _started(controller, config, opts)
+            # The agents' custom tools are checked in their images while the controller serves
+            # (a warning each for those that do not load; their jobs would fail at provisioning).
+            checking = asyncio.create_task(warn_broken_tools(config, controller.data_dir))
             # Not controller.wait_for_termination(): cancelling that wait cancels grpc.aio's
             # shutdown future, and the server's stop() then raises CancelledError.
             await stop.wait()
+            checking.cancel()
+            await asyncio.gather(checking, return_exceptions=True)
             running = controller.service.running_count if controller.service is not None else 0
             queued = controller.service.queued_count if controller.service is not None else 0
             what = (

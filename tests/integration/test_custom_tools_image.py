@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,6 +252,63 @@ def test_airlock_run_reports_a_broken_path_as_a_provisioning_error(config: Path,
         "agent 'wc-broken': custom tool 'wordcount.tools:nope': module 'wordcount.tools' has no attribute "
         "'nope'" in error["message"]
     )
+
+
+def test_airlock_run_refuses_broken_tools_before_a_sandbox_and_remembers_the_answer(
+    config: Path, tmp_path: Path, docker_client: Any
+) -> None:
+    """The image is asked before anything is provisioned (no sandbox container is ever made for
+    the run), and its answer is kept by image id: the next run asks no throwaway container."""
+
+    def containers(label: str) -> int:
+        return len(docker_client.containers.list(all=True, filters={"label": label}))
+
+    began = time.time_ns()
+    first = CliRunner().invoke(app, ["run", "wc-broken", "count", "--config", str(config), "--json"])
+    again = CliRunner().invoke(app, ["run", "wc-broken", "count", "--config", str(config), "--json"])
+    events = docker_client.events(
+        since=began // 10**9 - 1,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "event": "create"},
+    )
+    for result in (first, again):
+        assert result.exit_code == 3, result.output
+        message = json.loads(result.stdout)["error"]["message"]
+        assert "the custom tools of agent 'wc-broken' do not load in image airlock-test-wordcount" in message
+        assert "'wordcount.tools:nope': module 'wordcount.tools' has no attribute 'nope'" in message
+    created = [e["Actor"]["Attributes"] for e in events if e["timeNano"] >= began]
+    assert len(created) == 1, created  # the first run's check; the second one's answer was kept
+    assert LABEL_THROWAWAY in created[0]
+    assert not any("airlock.sandbox" in attrs for attrs in created)  # no sandbox was provisioned
+    cache = json.loads((tmp_path / "data" / "tool-checks.json").read_text())
+    [(key, answer)] = cache.items()
+    image_id, agent, paths = json.loads(key)
+    assert image_id.startswith("sha256:") and agent == "wc-broken"
+    assert paths == ["wordcount.tools:count_words", "wordcount.tools:nope"]
+    assert answer["problems"] and answer["tools"] == []
+    assert containers(LABEL_THROWAWAY) == 0
+
+
+async def test_the_controller_warns_at_start_of_agents_whose_tools_do_not_load(
+    config: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from airlock.cli._tool_gate import warn_broken_tools
+    from airlock.config import load_config
+
+    with caplog.at_level("WARNING", logger="airlock.cli"):
+        checks = await warn_broken_tools(load_config(config), tmp_path / "data")
+    status = {c.name: c.status for c in checks}
+    assert status == {
+        "custom tools (wc)": "ok",
+        "custom tools (wc-broken)": "error",
+        "custom tools (wc-plain)": "error",
+        "custom tools (wc-absent)": "warning",
+    }
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 3
+    assert any("custom tools (wc-broken): in image" in w and "'wordcount.tools:nope'" in w for w in warned)
+    assert any("custom tools (wc-absent): not checked: image airlock-test-absent" in w for w in warned)
 
 
 def test_doctor_checks_each_agents_custom_tools_in_its_image(config: Path, docker_client: Any) -> None:
