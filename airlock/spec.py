@@ -144,7 +144,8 @@ class McpServerSpec(_Spec):
     ``stdio``: ``command`` is started inside the sandbox (from its image), confined like the
     bash tool. ``http``: the streamable-HTTP endpoint ``url`` is reached through the sandbox's
     egress proxy, so the agent's network policy governs it; a credential for it is a sidecar
-    credential (the proxy adds it; the sandbox never holds it).
+    credential whose route's upstream is the URL's origin (or above it): the backend points
+    ``url`` at that credential's proxy, which adds it (the sandbox never holds it).
     """
 
     name: str

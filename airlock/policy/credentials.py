@@ -73,20 +73,38 @@ def env_var_values(plan: SandboxPlan, credentials: ResolvedCredentials) -> dict[
 
 
 def sidecar_agent(agent: AgentSpec, plan: SandboxPlan, proxy_urls: Mapping[str, str]) -> AgentSpec:
-    """``agent`` with its provider pointed at the credential proxy that carries its key.
+    """``agent`` with its provider, and each of its http MCP servers, pointed at the credential
+    proxy that carries its key.
 
-    A sidecar route applies when the provider's base URL (or its kind's default) is the
-    route's upstream or lies below it; ``proxy_urls`` maps each sidecar credential's name to
-    the URL of its proxy as the sandbox reaches it. The path below is kept (``…/v1``). The provider's
-    ``api_key_env`` is cleared: the proxy strips whatever key the runner sends.
+    A sidecar route applies to a URL that is the route's upstream or lies below it (the
+    provider's base URL, or its kind's default; an MCP server's ``url``); ``proxy_urls`` maps
+    each sidecar credential's name to the URL of its proxy as the sandbox reaches it. The path
+    below is kept (``…/v1``, ``…/mcp``). The provider's ``api_key_env`` is cleared: the proxy
+    strips whatever key the runner sends. Other URLs are left alone: they go through the egress
+    proxy, unauthenticated.
     """
-    provider = agent.provider
-    base = (provider.base_url or PROVIDER_DEFAULT_URLS.get(provider.kind, "")).rstrip("/")
+    routes = []
     for c in plan.sidecars:
-        assert c.route is not None
-        upstream = c.route.upstream.rstrip("/")
-        if base and (base == upstream or base.startswith(upstream + "/")):
-            url = f"{proxy_urls[c.name].rstrip('/')}{base[len(upstream) :]}"
-            new = provider.model_copy(update={"base_url": url, "api_key_env": None})
-            return agent.model_copy(update={"provider": new})
-    return agent
+        assert c.route is not None  # a sidecar credential is compiled with its route
+        routes.append((c.route.upstream.rstrip("/"), proxy_urls[c.name].rstrip("/")))
+
+    def through_proxy(url: str) -> str | None:
+        for upstream, proxy in routes:
+            if url and (url == upstream or url.startswith(upstream + "/")):
+                return f"{proxy}{url[len(upstream) :]}"
+        return None
+
+    update: dict[str, object] = {}
+    provider = agent.provider
+    url = through_proxy((provider.base_url or PROVIDER_DEFAULT_URLS.get(provider.kind, "")).rstrip("/"))
+    if url is not None:
+        update["provider"] = provider.model_copy(update={"base_url": url, "api_key_env": None})
+    servers = [
+        s.model_copy(update={"url": through})
+        if s.transport == "http" and (through := through_proxy(s.url or "")) is not None
+        else s
+        for s in agent.mcp_servers
+    ]
+    if servers != agent.mcp_servers:
+        update["mcp_servers"] = servers
+    return agent.model_copy(update=update) if update else agent

@@ -1,7 +1,9 @@
 """MCP servers in real Docker sandboxes (the runner image): a stdio server started inside the
 sandbox by the runner, and a streamable-HTTP server this test starts on the host, reached
 through the sandbox's egress proxy when the agent's network policy allows its address, and
-refused (the proxy's denial an event) when it does not.
+refused (the proxy's denial an event) when it does not; a server that wants a bearer token gets
+it from the sandbox's credential proxy (a sidecar credential), and the sandbox never sees it,
+even when the server reflects it back.
 
 Topology of the HTTP tests: a Docker network this module creates, on ``11.91.0.0/24`` (a
 public-looking range inside the test's own network, so only an explicit rule grants it); the
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +23,24 @@ from typing import Any
 import pytest
 
 from airlock.build import build_turn
-from airlock.proxy import EgressEvent
+from airlock.policy.plan import SidecarRoute
+from airlock.policy.secrets import EnvSecretResolver
+from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.sandbox.docker import DockerEnvironment, DockerSettings
 from airlock.spec import AgentSpec
 from airlock.testing import scripted_agent, text_step, tool_step
 from airlock.turn import InferenceStarted, ToolFinished
-from layer0 import EnvError, EnvironmentSpec, ExitReason, NetworkAction, NetworkPolicy, NetworkRule, TurnInput
+from layer0 import (
+    CredentialInjection,
+    CredentialRef,
+    EnvError,
+    EnvironmentSpec,
+    ExitReason,
+    NetworkAction,
+    NetworkPolicy,
+    NetworkRule,
+    TurnInput,
+)
 from tests.support.containers import OWNER, assert_clean
 from tests.support.mcp_servers import start_http, stdio_command
 
@@ -199,4 +214,109 @@ async def test_an_http_server_outside_the_allow_list_is_denied_and_the_denial_is
     denied = decisions(events, mcp_http)
     assert denied and not any(d.allowed for d in denied)
     assert denied[0].rule == "default deny" and denied[0].reason in message
+    assert_clean(docker_client, state_dir)
+
+
+# --- a sidecar credential for an HTTP server ------------------------------------------------------
+
+#: The HTTP server's bearer token; the sandbox must never hold it.
+TOKEN = "mcp-tok/" + secrets.token_hex(16)
+
+
+@pytest.fixture(scope="module")
+def mcp_http_token(mcp_network: str) -> Iterator[int]:
+    """The test MCP server on the host, answering 401 to any request without ``TOKEN``."""
+    proc, port = start_http(GATEWAY, token=TOKEN)
+    try:
+        yield port
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture
+def senv(
+    runner_image: str, state_dir: Path, docker_settings: DockerSettings, mcp_network: str
+) -> Iterator[DockerEnvironment]:
+    """A Docker environment that resolves the credential ``mcp-key`` to ``TOKEN``."""
+    yield DockerEnvironment(
+        image=runner_image,
+        state_dir=state_dir,
+        sweep=False,
+        settings=docker_settings,
+        egress_networks=[mcp_network],
+        secrets=EnvSecretResolver({"MCP_KEY": TOKEN}),
+    )
+
+
+def token_agent(port: int) -> AgentSpec:
+    return scripted_agent(
+        [
+            tool_step("remote.authorization", {}, id="a1"),
+            tool_step("remote.add", {"a": 1, "b": 2}, id="a2"),
+            text_step("done"),
+        ],
+        name="mcp-token",
+        mcp_servers=[
+            {
+                "name": "remote",
+                "transport": "http",
+                "url": f"http://{GATEWAY}:{port}/mcp",
+                "allowed_tools": ["authorization", "add"],
+            }
+        ],
+    )
+
+
+async def test_an_http_servers_sidecar_credential_is_added_outside_the_sandbox(
+    senv: DockerEnvironment, mcp_http_token: int, tmp_path: Path, state_dir: Path, docker_client: Any
+) -> None:
+    port = mcp_http_token
+    spec = allowing(port).model_copy(
+        update={"credentials": [CredentialRef(name="mcp-key", injection=CredentialInjection.sidecar())]}
+    )
+    route = SidecarRoute(upstream=f"http://{GATEWAY}:{port}", header="authorization", value_prefix="Bearer ")
+    events: list[Any] = []
+
+    async def sink(event: Any) -> None:
+        events.append(event)
+
+    workspace = tmp_path / "host-workspace"
+    workspace.mkdir()
+    output = await senv.run(
+        build_turn(token_agent(port), workspace=workspace),
+        TurnInput.new("go"),
+        spec,
+        events=sink,
+        sidecar_routes={"mcp-key": route},
+    )
+    assert output.exit_reason == ExitReason.complete(), output
+    reflected, added = tool_results(events)
+    assert added == {"result": 3}
+    # The server got the token (it answers nothing without it) and reflected it: what reached
+    # the sandbox is masked.
+    assert reflected == {"result": "*" * len(f"Bearer {TOKEN}")}
+    calls = [e for e in events if isinstance(e, CredentialProxyEvent)]
+    assert calls and {e.credential for e in calls} == {"mcp-key"}
+    assert all(e.path == "/mcp" for e in calls)
+    assert any(e.method == "POST" and e.status == 200 for e in calls)
+    assert sum(e.redacted for e in calls) >= 1
+    # The MCP traffic went to the credential proxy, not out through the egress proxy.
+    assert not decisions(events, port)
+    assert TOKEN not in output.model_dump_json() + "".join(repr(e) for e in events)
+    assert_clean(docker_client, state_dir)
+
+
+async def test_without_its_credential_the_http_server_refuses_and_the_job_says_why(
+    penv: DockerEnvironment, mcp_http_token: int, tmp_path: Path, state_dir: Path, docker_client: Any
+) -> None:
+    workspace = tmp_path / "host-workspace"
+    workspace.mkdir()
+    with pytest.raises(EnvError) as e:
+        await penv.run(
+            build_turn(token_agent(mcp_http_token), workspace=workspace),
+            TurnInput.new("go"),
+            allowing(mcp_http_token),
+        )
+    assert "MCP server 'remote'" in str(e.value) and "401" in str(e.value)
     assert_clean(docker_client, state_dir)

@@ -9,10 +9,12 @@ ways the tests start it. Its tools:
 - ``where()``: the working directory, the server's process group and two variables;
 - ``spawn_child()``: starts a process that leaves the server's session (``setsid``) and
   sleeps; the pid;
-- ``crash(code)``: writes to stderr, then exits with ``code`` mid-call; ``sleep(seconds)``.
+- ``crash(code)``: writes to stderr, then exits with ``code`` mid-call; ``sleep(seconds)``;
+- ``authorization()``: the ``Authorization`` header of the request (HTTP with a token only).
 
-Modes (the first argument): ``stdio``; ``http HOST`` (streamable HTTP on HOST, an
-ephemeral port, path ``/mcp``; prints ``port N`` once it listens); ``exit-at-start CODE``
+Modes (the first argument): ``stdio``; ``http HOST [TOKEN]`` (streamable HTTP on HOST, an
+ephemeral port, path ``/mcp``; prints ``port N`` once it listens; with TOKEN, every request
+without ``Authorization: Bearer TOKEN`` is answered 401); ``exit-at-start CODE``
 (writes to stderr and exits before answering); ``silent`` (reads its input, never answers);
 ``bad-names`` (``stdio``, plus a tool with an invalid name).
 """
@@ -39,11 +41,18 @@ def stdio_command(mode: str = "stdio", *args: str, python: str = sys.executable)
     return [python, "-c", source(), mode, *args]
 
 
-def start_http(host: str = "127.0.0.1") -> tuple[subprocess.Popen[bytes], int]:
-    """This server over streamable HTTP on ``host`` (a child process) and its port."""
+def start_http(host: str = "127.0.0.1", token: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """This server over streamable HTTP on ``host`` (a child process) and its port; with
+    ``token``, only requests bearing it are served (the token goes by stdin, not argv)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", source(), "http", host], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        [sys.executable, "-c", source(), "http", host, *(["-"] if token else [])],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
+    assert proc.stdin is not None
+    proc.stdin.write(f"{token or ''}\n".encode())
+    proc.stdin.close()
     assert proc.stdout is not None
     deadline = time.monotonic() + 30
     line = proc.stdout.readline().decode()
@@ -72,6 +81,10 @@ async def process_gone(pid: int, within: float = 10.0) -> bool:
             return False
         await asyncio.sleep(0.05)
     return True
+
+
+#: What the HTTP server last received, for ``authorization()``.
+SEEN: dict[str, str] = {}
 
 
 def _server(bad_names: bool = False):  # type: ignore[no-untyped-def]
@@ -141,18 +154,43 @@ def _server(bad_names: bool = False):  # type: ignore[no-untyped-def]
         await anyio.sleep(seconds)
         return "slept"
 
+    @app.tool()
+    def authorization() -> str:
+        """The Authorization header this request carried."""
+        return SEEN.get("authorization", "")
+
     if bad_names:
         app.add_tool(lambda: "x", name="bad name!", description="a tool with an invalid name")
     return app
 
 
-def _serve_http(host: str) -> None:
+def _require_token(app, token: str):  # type: ignore[no-untyped-def]
+    """``app`` (ASGI) refusing every HTTP request that does not bear ``token``."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] == "http":
+            got = dict(scope["headers"]).get(b"authorization", b"")
+            if got != expected:
+                plain = [(b"content-type", b"text/plain")]
+                await send({"type": "http.response.start", "status": 401, "headers": plain})
+                await send({"type": "http.response.body", "body": b"a bearer token is required"})
+                return
+            SEEN["authorization"] = got.decode()
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _serve_http(host: str, token: str | None) -> None:
     import socket
 
     import anyio
     import uvicorn
 
     app = _server().streamable_http_app(host=host)
+    if token:
+        app = _require_token(app, token)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
@@ -165,7 +203,7 @@ def _serve_http(host: str) -> None:
 def main(argv: list[str]) -> None:
     mode = argv[0] if argv else "stdio"
     if mode == "http":
-        _serve_http(argv[1])
+        _serve_http(argv[1], sys.stdin.readline().strip() if argv[2:] == ["-"] else None)
     elif mode == "exit-at-start":
         print("fatal: cannot open the database (on purpose)", file=sys.stderr, flush=True)
         sys.exit(int(argv[1]))

@@ -104,6 +104,34 @@ def test_sidecar_leaves_other_providers_alone() -> None:
     assert sidecar_agent(tricky, plan, proxy_urls({"anthropic-api-key": 8081})) == tricky
 
 
+def test_sidecar_points_an_http_mcp_server_below_its_upstream_at_the_credential_proxy() -> None:
+    route = SidecarRoute(upstream="https://tools.example.test", header="authorization")
+    s = spec(
+        ANTHROPIC,
+        CredentialRef(name="tools-key", injection=CredentialInjection.sidecar()),
+        rules=(MODEL_API, NetworkRule(destination="tools.example.test", action=NetworkAction.ALLOW)),
+    )
+    plan = compile_plan(s, sidecar_routes={"tools-key": route})
+    servers = [
+        {"name": "tools", "transport": "http", "url": "https://tools.example.test/mcp/"},
+        {"name": "other", "transport": "http", "url": "https://other.example.test/mcp"},
+        {"name": "lookalike", "transport": "http", "url": "https://tools.example.test.evil.test/mcp"},
+        {"name": "local", "transport": "stdio", "command": ["srv"]},
+    ]
+    original = AgentSpec.model_validate(
+        {"name": "a", "provider": {"kind": "anthropic", "model": "m"}, "mcp_servers": servers}
+    )
+    urls = proxy_urls({"anthropic-api-key": 8081, "tools-key": 8082})
+    rewritten = sidecar_agent(original, plan, urls)
+    assert rewritten.provider.base_url == f"http://{PROXY_ALIAS}:8081"
+    by_name = {m.name: m for m in rewritten.mcp_servers}
+    assert by_name["tools"].url == f"http://{PROXY_ALIAS}:8082/mcp/"  # the path kept as written
+    assert by_name["other"] == original.mcp_servers[1]  # no route: through the egress proxy
+    assert by_name["lookalike"] == original.mcp_servers[2]  # not below the upstream
+    assert by_name["local"] == original.mcp_servers[3]
+    assert original.mcp_servers[0].url == "https://tools.example.test/mcp/"  # a copy was changed
+
+
 def test_sandbox_settings_per_injection(tmp_path: Path) -> None:
     s = spec(
         ANTHROPIC,
