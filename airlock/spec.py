@@ -328,6 +328,20 @@ class AgentSpec(_Spec):
         """The custom tools' import paths, in the order listed."""
         return [t for t in self.tools if t not in TOOL_NAMES]
 
+    def assured_risks(self, tool: str) -> tuple[str, ...]:
+        """The risk classes of ``tool`` known from this spec alone, without asking the sandbox:
+        a built-in tool's (:data:`TOOL_RISKS`); ``external`` for a tool of an http MCP server
+        (``<server>.<tool>``). None for the rest: a stdio MCP tool's risks come from its
+        server's annotations and a custom tool's from its code, both inside the sandbox. What
+        the controller re-checks an approval gate with; a gate that must hold for those tools
+        names them (``approval.tools``)."""
+        if tool in TOOL_RISKS:
+            return TOOL_RISKS[tool]
+        server, dot, _ = tool.partition(".")
+        if dot and any(m.name == server and m.transport == "http" for m in self.mcp_servers):
+            return ("external",)
+        return ()
+
     @model_validator(mode="after")
     def _command_needs_bash(self) -> Self:
         if self.provider.kind == "command" and "bash" not in self.tools:

@@ -11,7 +11,7 @@ approval the controller granted, fails the job instead of being recorded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -100,6 +100,8 @@ class JobJournal:
             may not change it).
         base: the checkpoint the execution resumes from (None: it starts the turn).
         gate: the agent's approval gate; ``approved``: the calls the controller approved.
+        risks: a tool's risk classes as the controller knows them (``AgentSpec.assured_risks``;
+            default: the built-in tools' table). What the sandbox says a tool risks is not used.
         anchor: the records the first new record depends on (the input, or the thread's tip).
         recorded: the tool calls of this job already recorded (by an earlier execution).
         max_turns: the most model calls the turn may make (a checkpoint claiming more is a lie).
@@ -115,6 +117,7 @@ class JobJournal:
         input: TurnInput,
         base: SessionState | None = None,
         gate: ApprovalGate | None = None,
+        risks: Callable[[str], tuple[str, ...]] = lambda tool: TOOL_RISKS.get(tool, ()),
         approved: Iterable[str] = (),
         anchor: tuple[str, ...] = (),
         recorded: Iterable[str] = (),
@@ -126,6 +129,7 @@ class JobJournal:
         self.agent = agent
         self.input = input
         self.gate = gate
+        self.risks = risks
         self.approved = set(approved)
         self.max_turns = max_turns
         #: The latest full state (what a resume continues from).
@@ -199,7 +203,7 @@ class JobJournal:
                     continue
                 if call.is_error or call.skipped:
                     continue
-                if self.gate.needs(call.name, TOOL_RISKS.get(call.name, ())):
+                if self.gate.needs(call.name, self.risks(call.name)):
                     raise JournalViolation(
                         f"the sandbox ran {call.name} (call {call.tool_use_id}) without the approval "
                         "its agent's policy requires"

@@ -581,6 +581,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
             input=input,
             base=base,
             gate=agent.spec.approval,
+            risks=agent.spec.assured_risks,
             approved=base.approved if base is not None else (),
             anchor=anchor,
             recorded=[str(r) for r in recorded],

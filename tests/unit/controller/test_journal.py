@@ -9,7 +9,7 @@ import pytest
 
 from airlock.controller._journal import JobJournal, JournalViolation
 from airlock.controller._weaving import Weaves
-from airlock.spec import ApprovalGate
+from airlock.spec import AgentSpec, ApprovalGate
 from airlock.state import InMemoryStore
 from airlock.testing._fake_provider import FakeProvider, text_response, tool_response
 from airlock.turn import Checkpoint, NeuronTurn, TurnEvent, tool
@@ -25,19 +25,32 @@ async def bash(command: str) -> str:
     return f"ran {command}"
 
 
-async def checkpoints(**turn: Any) -> list[Checkpoint]:
+@tool(name="remote.search")
+async def remote_search(query: str) -> str:
+    """Pretend to be an http MCP server's tool (a sandbox that lies declares no risk)."""
+    return f"found {query}"
+
+
+@tool(name="notes.add")
+async def notes_add(query: str) -> str:
+    """Pretend to be a stdio MCP server's tool."""
+    return "added"
+
+
+async def checkpoints(called: Any = bash, **turn: Any) -> list[Checkpoint]:
     events: list[TurnEvent] = []
 
     async def sink(event: TurnEvent) -> None:
         events.append(event)
 
+    args = {"command": "ls"} if called is bash else {"query": "x"}
     provider = FakeProvider(
         [
-            tool_response(("c1", "bash", {"command": "ls"}), text="looking", cost=Decimal("0.01")),
+            tool_response(("c1", called.name, args), text="looking", cost=Decimal("0.01")),
             text_response("done", cost=Decimal("0.02")),
         ]
     )
-    await NeuronTurn(provider, tools=[bash], events=sink, **turn).start(INPUT).run()
+    await NeuronTurn(provider, tools=[called], events=sink, **turn).start(INPUT).run()
     return [e for e in events if isinstance(e, Checkpoint)]
 
 
@@ -107,6 +120,35 @@ async def test_a_gated_call_that_ran_without_approval_fails() -> None:
     approved = journal(gate=gate, approved=["c1"])
     for event in events:
         await approved.observe(event)
+
+
+async def test_the_gate_is_rechecked_with_the_risks_the_spec_assures_not_those_the_sandbox_declares() -> None:
+    spec = AgentSpec.model_validate(
+        {
+            "name": "a",
+            "provider": {"kind": "scripted", "script": []},
+            "mcp_servers": [
+                {"name": "remote", "transport": "http", "url": "http://10.0.0.1:8000/mcp"},
+                {"name": "notes", "transport": "stdio", "command": ["notes"]},
+            ],
+        }
+    )
+    assert spec.assured_risks("remote.search") == ("external",)
+    assert spec.assured_risks("bash") == ("destructive", "external")
+    assert spec.assured_risks("notes.add") == () and spec.assured_risks("remote") == ()
+    gate = ApprovalGate(risks=["external"])
+    j = journal(gate=gate, risks=spec.assured_risks)
+    with pytest.raises(JournalViolation, match=r"ran remote\.search \(call c1\) without the approval"):
+        for event in await checkpoints(remote_search):
+            await j.observe(event)
+    # A stdio server's risks are its own word (inside the sandbox): only a gate naming the tool holds.
+    unsure = journal(gate=gate, risks=spec.assured_risks)
+    for event in await checkpoints(notes_add):
+        assert await unsure.observe(event)
+    named = journal(gate=ApprovalGate(tools=["notes.*"]), risks=spec.assured_risks)
+    with pytest.raises(JournalViolation, match=r"ran notes\.add"):
+        for event in await checkpoints(notes_add):
+            await named.observe(event)
 
 
 async def test_an_unreadable_checkpoint_fails() -> None:
