@@ -385,7 +385,9 @@ async def _take_artifacts(service: JobService, job_id: str, out: Path | None, vi
     ]
     for event in await service.logs(job_id):
         line = event.data
-        if isinstance(line, LogLine) and line.level != "info" and line.message.startswith("artifact"):
+        if not isinstance(line, LogLine) or not isinstance(line.data, dict):
+            continue
+        if "artifacts_refused" in line.data or "artifact_skipped" in line.data:
             view.artifact_warnings.append(line.message)
 
 

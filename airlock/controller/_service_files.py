@@ -61,10 +61,17 @@ class FilesMixin(ServiceCore):
 
     async def _keep_artifacts(self, job_id: str, handle: TurnHandle) -> None:
         """Store what the turn left (replacing an earlier execution's) and say so on the job;
-        a refused set is a warning naming why, and nothing is stored."""
+        a refused set is a warning naming why, and nothing is stored. Each warning's data
+        names what it is about (``artifacts_refused``, ``artifact_skipped``)."""
         if handle.artifacts_refused is not None:
             await self._emit(
-                job_id, LogLine(level="warn", source="controller", message=handle.artifacts_refused)
+                job_id,
+                LogLine(
+                    level="warn",
+                    source="controller",
+                    message=handle.artifacts_refused,
+                    data={"artifacts_refused": True},
+                ),
             )
             return
         found = handle.artifacts
@@ -74,7 +81,10 @@ class FilesMixin(ServiceCore):
             await self._emit(
                 job_id,
                 LogLine(
-                    level="warn", source="controller", message=f"artifact {path} not collected: {reason}"
+                    level="warn",
+                    source="controller",
+                    message=f"artifact {path} not collected: {reason}",
+                    data={"artifact_skipped": path},
                 ),
             )
         if not found.files:

@@ -143,6 +143,19 @@ __all__ = [
 
 #: The public names defined by the modules loaded at first use.
 _LAZY = frozenset(__all__) - globals().keys()
+#: The modules defining them (all loaded together, at the first use of any).
+_LAZY_MODULES = (
+    "_base",
+    "_bash",
+    "_calculator",
+    "_custom",
+    "_files",
+    "_http",
+    "_mcp_probe",
+    "_mcp_tool",
+    "_mcp_toolset",
+    "_workspace",
+)
 
 if not TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
 
@@ -150,31 +163,10 @@ if not TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would
         """Load the tools' modules at first use."""
         if name not in _LAZY:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from . import (
-            _base,
-            _bash,
-            _calculator,
-            _custom,
-            _files,
-            _http,
-            _mcp_probe,
-            _mcp_tool,
-            _mcp_toolset,
-            _workspace,
-        )
+        import importlib
 
-        for module in (
-            _base,
-            _bash,
-            _calculator,
-            _custom,
-            _files,
-            _http,
-            _mcp_probe,
-            _mcp_tool,
-            _mcp_toolset,
-            _workspace,
-        ):
+        for where in _LAZY_MODULES:
+            module = importlib.import_module(f".{where}", __name__)
             for public in _LAZY & vars(module).keys():
                 globals()[public] = getattr(module, public)
         return globals()[name]
