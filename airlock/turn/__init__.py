@@ -68,7 +68,8 @@ if _typing.TYPE_CHECKING:
     from ._provider import Provider
     from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
     from ._run_log import MAX_RUN_LOGS
-    from ._session import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSession, TurnSessionError
+    from ._session import DEFAULT_MAX_TURNS, TurnSession
+    from ._session_base import ResolvedConfig, TurnSessionError
     from ._state import SessionState, StepResult, ToolExecution
     from ._tool import MAX_TOOL_EFFECTS, ToolContext, ToolDyn, ToolResult
 
@@ -151,6 +152,23 @@ __all__ = [
 
 #: The public names defined by the modules loaded at first use.
 _LAZY = frozenset(__all__) - globals().keys()
+#: The modules defining them (all loaded together, at the first use of any).
+_LAZY_MODULES = (
+    "_context",
+    "_effect_tools",
+    "_function_tool",
+    "_hooks",
+    "_logging_hook",
+    "_memory_tools",
+    "_neuron",
+    "_provider",
+    "_registry",
+    "_run_log",
+    "_session",
+    "_session_base",
+    "_state",
+    "_tool",
+)
 
 if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
 
@@ -158,24 +176,10 @@ if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr
         """Load the loop and its parts (every module but the event and message types) at first use."""
         if name not in _LAZY:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from . import (
-            _context,
-            _effect_tools,
-            _function_tool,
-            _hooks,
-            _logging_hook,
-            _memory_tools,
-            _neuron,
-            _provider,
-            _registry,
-            _run_log,
-            _session,
-            _state,
-            _tool,
-        )
+        import importlib
 
-        modules = (_context, _effect_tools, _function_tool, _hooks, _logging_hook, _memory_tools, _neuron)
-        for module in (*modules, _provider, _registry, _run_log, _session, _state, _tool):
+        for where in _LAZY_MODULES:
+            module = importlib.import_module(f".{where}", __name__)
             for public in _LAZY & vars(module).keys():
                 globals()[public] = getattr(module, public)
         return globals()[name]

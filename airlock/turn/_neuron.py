@@ -17,7 +17,8 @@ from ._hooks import HookRegistry, LifecycleObserver
 from ._memory_tools import make_memory_tools
 from ._provider import Provider
 from ._registry import ToolRegistry
-from ._session import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSession, TurnSessionError
+from ._session import DEFAULT_MAX_TURNS, TurnSession
+from ._session_base import ResolvedConfig, TurnSessionError
 from ._state import SessionState
 from ._tool import ToolDyn
 

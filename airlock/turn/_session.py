@@ -9,62 +9,42 @@ import asyncio
 import json
 import logging
 import time
-from dataclasses import dataclass, field
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
 
-from airlock.errors import AirlockError
 from airlock.spec import HISTORY_KEY
 from layer0 import (
-    AgentId,
     BudgetAction,
     BudgetDecision,
-    BudgetWarning,
-    CompactionComplete,
     Content,
-    ContextPressure,
-    CostIncurred,
     ExitReason,
-    HookContext,
     HookPoint,
     Log,
     LogLevel,
-    PreCompactionFlush,
-    ProviderManaged,
     Scope,
-    ToolCallRecord,
     TurnError,
     TurnMetadata,
     TurnOutput,
     WriteMemory,
 )
 
-from ._context import as_compaction, estimate_tokens
-from ._effect_tools import EFFECT_BACKFILL, EffectToolError, effect_from_call, effect_validation_error
 from ._events import (
     ContextCompacted,
     InferenceFinished,
     InferenceStarted,
-    LifecycleEvent,
-    LifecyclePayload,
     PendingCall,
-    ToolFinished,
-    ToolStarted,
-    TurnEvent,
     TurnLog,
     TurnPaused,
     TurnStarted,
     TurnSuspended,
 )
-from ._hooks import BudgetHook, HookDecision
 from ._memory_tools import memory_context
-from ._registry import ToolOutcome, ToolRegistry
-from ._run_log import dropped_line, due_warnings, note, workflow_of
+from ._run_log import dropped_line, workflow_of
+from ._session_base import DeadlineReached, ResolvedConfig, TurnSessionError
+from ._session_tools import SessionTools
 from ._signals import apply_signal, overridden
 from ._state import SessionState, StepResult, ToolExecution
-from ._tool import ToolContext
 from ._trigger import trigger_note
 from ._types import (
     CompactionPart,
@@ -72,12 +52,9 @@ from ._types import (
     ImagePart,
     ProviderMessage,
     ProviderRequest,
-    ProviderResponse,
     Role,
     StopReason,
     TextPart,
-    ToolResultPart,
-    ToolSchema,
     ToolUsePart,
     block_to_part,
     part_to_block,
@@ -97,34 +74,12 @@ _CONTINUING = (StopReason.PAUSE_TURN, StopReason.COMPACTION)
 _HISTORY = TypeAdapter(list[ProviderMessage])
 
 
-class TurnSessionError(AirlockError):
-    """Raised when a session is misused (e.g. ``step()`` while another step is running)."""
-
-
-class _DeadlineReached(Exception):
-    """Internal: the turn's max_duration expired while awaiting a hook or compaction."""
-
-
-@dataclass(frozen=True)
-class ResolvedConfig:
-    """TurnConfig merged over the agent's defaults, as the loop uses it."""
-
-    model: str | None
-    system: str | None
-    tools: list[ToolSchema]
-    offered: frozenset[str]
-    max_turns: int
-    max_cost: Decimal | None
-    max_duration_ms: int | None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 def call_signature(name: str, input: JsonValue) -> str:
     """A tool call's identity for loop detection: name plus canonical JSON input."""
     return name + ":" + json.dumps(input, sort_keys=True, separators=(",", ":"))
 
 
-class TurnSession:
+class TurnSession(SessionTools):
     """One turn in progress; step it, run it, pause it, snapshot it.
 
     Built by ``NeuronTurn.start`` or ``NeuronTurn.resume``, not directly.
@@ -138,8 +93,6 @@ class TurnSession:
         self._pause_requested = False
         self._awaiting: list[PendingCall] = []
         self._inbox: list[tuple[str, JsonValue]] = []
-        #: Messages and tool records the latest checkpoint carried (a checkpoint sends only
-        #: the ones after); whether the state changed since.
         self._journaled: int | None = None
         self._records_journaled = 0
         self._unsaved = False
@@ -151,7 +104,6 @@ class TurnSession:
         self._boundary: SessionState | None = None
         self._step_t0: float | None = None
         self._step_base_ms = 0.0
-        #: A BudgetHook halted the turn (its exit is the budget's decision).
         self._budget_halt = False
         self._output: TurnOutput | None = None
         if state.exit_reason is not None:
@@ -289,21 +241,10 @@ class TurnSession:
 
     # -- the loop -------------------------------------------------------------------------
 
-    def _elapsed_ms(self) -> float:
-        if self._step_t0 is None:
-            return self._state.elapsed_ms
-        return self._step_base_ms + (time.perf_counter() - self._step_t0) * 1000
-
-    def _deadline(self) -> asyncio.Timeout:
-        limit = self._cfg.max_duration_ms
-        if limit is None:
-            return asyncio.timeout(None)
-        return asyncio.timeout(max(0.0, limit - self._elapsed_ms()) / 1000)
-
     async def _step(self) -> StepResult:
         try:
             return await self._step_body()
-        except _DeadlineReached:
+        except DeadlineReached:
             self._close_dangling("not run: the turn's time limit was reached")
             return await self._finish(ExitReason.timeout(), iteration=self._state.iterations)
 
@@ -506,18 +447,6 @@ class TurnSession:
                 return outcome.exit
         return None
 
-    async def _checkpoint(self) -> None:
-        """Report the state to resume from (the messages since the previous checkpoint)."""
-        if self._events is None:
-            return
-        st = self._state
-        since = 0 if self._journaled is None else min(self._journaled, len(st.messages))
-        records = 0 if self._journaled is None else min(self._records_journaled, len(st.tool_records))
-        await self._emit(st.checkpoint(since, records))
-        self._journaled = len(st.messages)
-        self._records_journaled = len(st.tool_records)
-        self._unsaved = False
-
     def _limit_exit(self) -> ExitReason | None:
         st = self._state
         cfg = self._cfg
@@ -596,209 +525,6 @@ class TurnSession:
             raise TurnError.context_assembly(f"cannot read the turn's causal cone: {e}") from e
         return result
 
-    async def _run_tools(self, uses: list[ToolUsePart]) -> tuple[list[ToolExecution], ExitReason | None]:
-        st = self._state
-        turn = self._turn
-        limits = turn.limits
-
-        done = {ex.tool_use_id: ex for ex in st.completed}
-        results: dict[int, ToolExecution] = {}
-        scheduled: list[tuple[int, ToolUsePart, JsonValue]] = []
-        for idx, use in enumerate(uses):
-            if use.id in done:  # ran before the session was resumed (or was decided)
-                results[idx] = done[use.id]
-                continue
-            if use.name not in self._cfg.offered:
-                text = ToolRegistry.unknown_tool_message(use.name, sorted(self._cfg.offered))
-                results[idx] = self._completed(
-                    ToolExecution(
-                        tool_use_id=use.id, name=use.name, input=use.input, output=text, is_error=True
-                    )
-                )
-                continue
-            decision = await self._fire(HookPoint.PRE_TOOL_USE, tool_name=use.name, tool_input=use.input)
-            if decision.halt is not None:
-                self._close_open_uses(uses, "not run: the turn was halted by an observer")
-                return [], ExitReason.observer_halt(decision.halt)
-            if decision.skip is not None:
-                results[idx] = self._completed(
-                    ToolExecution(
-                        tool_use_id=use.id,
-                        name=use.name,
-                        input=use.input,
-                        output=f"skipped by policy: {decision.skip}",
-                        is_error=True,
-                        skipped=True,
-                    )
-                )
-                continue
-            tool_input = decision.new_input if decision.modified else use.input
-            if use.name in turn.effect_tools:
-                results[idx] = await self._declare_effect(use, tool_input)
-                continue
-            scheduled.append((idx, use, tool_input))
-
-        timed_out = False
-        if scheduled:
-            timed_out = await self._execute_scheduled(scheduled, results)
-        executions = [results[i] for i in range(len(uses))]
-        for ex in executions:
-            if ex.declared is not None:
-                st.effects.append(ex.declared)
-            st.effects.extend(ex.effects)
-            if ex.is_error and not ex.skipped:
-                self._run_log(
-                    LogLevel.WARN,
-                    f"tool {ex.name} failed: {ex.output}",
-                    {"tool": ex.name, "tool_use_id": ex.tool_use_id},
-                )
-        st.completed = []
-        st.approved = []
-        st.messages.append(
-            ProviderMessage(
-                role=Role.USER,
-                content=[
-                    ToolResultPart(tool_use_id=ex.tool_use_id, content=ex.output, is_error=ex.is_error)
-                    for ex in executions
-                ],
-            )
-        )
-        for ex in executions:
-            if ex.skipped:
-                continue
-            st.tool_records.append(
-                ToolCallRecord(name=ex.name, duration=int(ex.duration_ms), success=not ex.is_error)
-            )
-            st.consecutive_failures = st.consecutive_failures + 1 if ex.is_error else 0
-        if timed_out:
-            return executions, ExitReason.timeout()
-        if st.consecutive_failures >= limits.circuit_breaker_threshold:
-            return executions, ExitReason.circuit_breaker()
-        for ex in executions:
-            if ex.skipped:
-                continue
-            decision = await self._fire(HookPoint.POST_TOOL_USE, tool_name=ex.name, tool_result=ex.output)
-            if decision.halt is not None:
-                return executions, ExitReason.observer_halt(decision.halt)
-        return executions, None
-
-    def _completed(self, execution: ToolExecution) -> ToolExecution:
-        """Note a call of the open step as done (a checkpoint from now on carries it)."""
-        self._state.completed.append(execution)
-        self._unsaved = True
-        return execution
-
-    async def _declare_effect(self, use: ToolUsePart, tool_input: JsonValue) -> ToolExecution:
-        """An effect tool's call: declared as an Effect (applied with the step's results),
-        never run in the sandbox."""
-        problem = effect_validation_error(use.name, tool_input)
-        effect = None
-        if problem is None:
-            try:
-                effect = effect_from_call(use.name, tool_input, self._state.input.session)
-            except EffectToolError as err:
-                problem = f"{use.name}: {err}"
-        execution = self._completed(
-            ToolExecution(
-                tool_use_id=use.id,
-                name=use.name,
-                input=tool_input,
-                output=problem or EFFECT_BACKFILL[use.name],
-                is_error=problem is not None,
-                effect=True,
-                declared=effect,
-            )
-        )
-        await self._emit(ToolStarted(tool_use_id=use.id, name=use.name, input=tool_input))
-        await self._emit(
-            ToolFinished(
-                tool_use_id=use.id,
-                name=use.name,
-                duration_ms=0,
-                success=not execution.is_error,
-                output=execution.output,
-            )
-        )
-        await self._checkpoint()
-        return execution
-
-    async def _execute_scheduled(
-        self, scheduled: list[tuple[int, ToolUsePart, JsonValue]], results: dict[int, ToolExecution]
-    ) -> bool:
-        """Run the calls concurrently; True when the time limit cut them short."""
-        turn = self._turn
-        metadata = self._state.input.metadata
-        ctx_meta: dict[str, Any] = dict(metadata) if isinstance(metadata, dict) else {}
-        session = self._state.input.session
-        offered = self._cfg.offered
-
-        async def run_one(idx: int, use: ToolUsePart, tool_input: JsonValue) -> None:
-            await self._emit(ToolStarted(tool_use_id=use.id, name=use.name, input=tool_input))
-            t0 = time.perf_counter()
-            ctx = ToolContext(tool_use_id=use.id, agent=turn.name, metadata=ctx_meta, session=session)
-            registry = turn.memory if use.name in turn.memory else turn.tools
-            outcome: ToolOutcome = await registry.execute(use.name, tool_input, ctx, allowed=offered)
-            duration = (time.perf_counter() - t0) * 1000
-            results[idx] = self._completed(
-                ToolExecution(
-                    tool_use_id=use.id,
-                    name=use.name,
-                    input=tool_input,
-                    output=outcome.content,
-                    is_error=outcome.is_error,
-                    duration_ms=duration,
-                    effects=list(outcome.effects),
-                )
-            )
-            await self._emit(
-                ToolFinished(
-                    tool_use_id=use.id,
-                    name=use.name,
-                    duration_ms=int(duration),
-                    success=not outcome.is_error,
-                    output=outcome.content,
-                )
-            )
-            await self._checkpoint()
-
-        deadline = self._deadline()
-        try:
-            async with deadline:
-                if len(scheduled) == 1:
-                    await run_one(*scheduled[0])
-                else:
-                    await asyncio.gather(*(run_one(*s) for s in scheduled))
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            for idx, use, tool_input in scheduled:
-                if idx not in results:
-                    results[idx] = ToolExecution(
-                        tool_use_id=use.id,
-                        name=use.name,
-                        input=tool_input,
-                        output="cancelled: the turn's time limit was reached",
-                        is_error=True,
-                    )
-            return True
-        return False
-
-    def _close_dangling(self, text: str) -> None:
-        """Answer the last assistant message's tool calls if nothing answered them yet."""
-        messages = self._state.messages
-        if messages and messages[-1].role is Role.ASSISTANT:
-            self._close_open_uses([p for p in messages[-1].content if isinstance(p, ToolUsePart)], text)
-
-    def _close_open_uses(self, uses: list[ToolUsePart], text: str) -> None:
-        """Answer tool calls that will not run, so the history stays well-formed."""
-        if uses:
-            self._state.messages.append(
-                ProviderMessage(
-                    role=Role.USER,
-                    content=[ToolResultPart(tool_use_id=u.id, content=text, is_error=True) for u in uses],
-                )
-            )
-
     async def _finish(
         self,
         reason: ExitReason,
@@ -876,162 +602,4 @@ class TurnSession:
 
     # -- accounting, compaction, lifecycle --------------------------------------------------
 
-    def _add_usage(self, response: ProviderResponse) -> None:
-        """Count a model call's tokens and cost in the turn's."""
-        st = self._state
-        st.tokens_in += response.usage.input_tokens
-        st.tokens_out += response.usage.output_tokens
-        if response.cost is not None:
-            st.cost += response.cost
-
-    async def _after_call(self, response: ProviderResponse, what: str) -> None:
-        """After a model call was counted: its retries logged, its cost and the budget
-        warnings it crossed reported."""
-        st = self._state
-        if response.retries:
-            self._run_log(
-                LogLevel.WARN,
-                f"{what}: provider {self._turn.provider.name} retried it {len(response.retries)} time(s) "
-                f"({', '.join(response.retries)})",
-                {"retries": list(response.retries)},
-            )
-        if self._observed():
-            cost = response.cost if response.cost is not None else Decimal(0)
-            await self._observe(CostIncurred(agent=AgentId(self._turn.name), cost=cost, cumulative=st.cost))
-        limit = self._cfg.max_cost
-        for fraction in due_warnings(st.cost, limit, self._turn.limits.budget_warnings, st.budget_warned):
-            assert limit is not None
-            st.budget_warned.append(fraction)
-            workflow = workflow_of(st.input, self._turn.name)
-            await self._observe(BudgetWarning(workflow=workflow, spent=st.cost, limit=limit))
-
-    async def _compact(self) -> None:
-        """Compact the conversation with the turn's strategy, counting its model calls."""
-        st = self._state
-        turn = self._turn
-        strategy = turn.context
-        name = type(strategy).__name__
-        agent = AgentId(turn.name)
-        before = strategy.token_estimate(st.messages)
-        limit = turn.context_limit
-        fill = round(100 * before / limit, 2) if limit > 0 else 100.0
-        pressure = ContextPressure(
-            agent=agent, fill_percent=fill, tokens_used=before, tokens_available=max(limit, 0)
-        )
-        await self._observe(pressure)
-        session = st.input.session
-        scope = Scope.session(session) if session is not None else Scope.global_()
-        await self._observe(PreCompactionFlush(agent=agent, scope=scope))
-        deadline = self._deadline()
-        try:
-            async with deadline:
-                done = as_compaction(await strategy.compact(list(st.messages)))
-        except TimeoutError:
-            if deadline.expired():
-                raise _DeadlineReached from None
-            raise
-        for call in done.calls:
-            self._add_usage(call)
-            await self._after_call(call, f"the {name} strategy's summary call")
-        sizes = {"messages_before": len(st.messages), "messages_after": len(done.messages)}
-        await self._emit(ContextCompacted(strategy=name, **sizes))
-        freed = max(0, before - strategy.token_estimate(done.messages))
-        if done.calls or done.messages != st.messages:  # a strategy finding no cut changes nothing
-            self._run_log(
-                LogLevel.INFO,
-                f"context compacted by {name}: {len(st.messages)} → {len(done.messages)} messages, "
-                f"about {freed} tokens freed",
-                {"strategy": name, "tokens_freed": freed, "model_calls": len(done.calls)},
-            )
-        st.messages = done.messages
-        self._journaled = 0
-        self._unsaved = True
-        await self._observe(CompactionComplete(agent=agent, strategy=name, tokens_freed=freed))
-
-    async def _provider_compacted(self, request: ProviderRequest, response: ProviderResponse) -> None:
-        """The provider compacted the context server-side during ``response``'s call."""
-        st = self._state
-        report = response.compaction
-        before = report.tokens_before if report is not None else None
-        after = report.tokens_after if report is not None else None
-        before = before if before is not None else estimate_tokens(request.messages)
-        after = after if after is not None else estimate_tokens(st.messages)
-        summaries = [p.summary for p in response.content if isinstance(p, CompactionPart) and p.summary]
-        provider = self._turn.provider.name
-        self._run_log(
-            LogLevel.INFO,
-            f"provider {provider} compacted the context server-side: about {before} → {after} tokens",
-            {"provider": provider, "tokens_before": before, "tokens_after": after},
-        )
-        await self._observe(
-            ProviderManaged(
-                agent=AgentId(self._turn.name),
-                provider=provider,
-                tokens_before=before,
-                tokens_after=after,
-                summary=Content.text(summaries[-1]) if summaries else None,
-            )
-        )
-
-    def _run_log(self, level: LogLevel, message: str, data: JsonValue = None) -> None:
-        """Declare a log effect while the turn runs (capped: see ``_run_log.note``)."""
-        note(self._state, level, message, data)
-        self._unsaved = True
-
-    def _observed(self) -> bool:
-        """Whether anyone receives lifecycle events (an event sink or an observer)."""
-        return self._events is not None or bool(self._turn.hooks.observers)
-
-    async def _observe(self, event: LifecyclePayload) -> None:
-        """Emit a layer0 lifecycle event and hand it to the observers (within the time limit;
-        observers still busy when it is reached are left behind, the loop ends the turn)."""
-        if not self._observed():
-            return
-        notice = LifecycleEvent(event=event, agent=self._turn.name)
-        await self._emit(notice)
-        hooks = self._turn.hooks
-        if not hooks.observers:
-            return
-        deadline = self._deadline()
-        try:
-            async with deadline:
-                await hooks.notify(notice.observable(int(self._elapsed_ms())))
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            log.warning("observers of %s were cut short by the turn's time limit", notice.event.type)
-
     # -- hooks and events -----------------------------------------------------------------
-
-    async def _fire(self, point: HookPoint, **fields: Any) -> HookDecision:
-        hooks = self._turn.hooks
-        if not hooks.has(point):
-            return HookDecision()
-        st = self._state
-        ctx = HookContext(
-            point=point,
-            tokens_used=st.tokens_in + st.tokens_out,
-            cost=st.cost,
-            turns_completed=st.iterations,
-            elapsed=int(self._elapsed_ms()),
-            **fields,
-        )
-        deadline = self._deadline()
-        try:
-            async with deadline:
-                decision = await hooks.fire(ctx)
-        except TimeoutError:
-            if deadline.expired():
-                raise _DeadlineReached from None
-            raise
-        if isinstance(decision.halted_by, BudgetHook):
-            self._budget_halt = True
-        return decision
-
-    async def _emit(self, event: TurnEvent) -> None:
-        if self._events is None:
-            return
-        try:
-            await self._events(event)
-        except Exception as e:
-            log.warning("event sink failed on %s (ignored): %s", event.type, e)

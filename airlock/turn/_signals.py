@@ -24,7 +24,7 @@ from ._state import SessionState
 from ._types import ProviderMessage, Role, TextPart
 
 if TYPE_CHECKING:
-    from ._session import ResolvedConfig
+    from ._session_base import ResolvedConfig
 
 BUDGET_KEYS = ("max_turns", "max_cost", "max_duration_ms")
 
