@@ -50,7 +50,21 @@ def _is_history(scope: Scope, key: str) -> bool:
     return scope.kind == "session" and key == HISTORY_KEY
 
 
-class ReadMemoryTool:
+class _MemoryTool:
+    """What both memory tools share: the state they read, and the scope a call names."""
+
+    def __init__(self, state: StateReader | None) -> None:
+        self._state = state
+
+    @staticmethod
+    def _scope(input: JsonValue, ctx: ToolContext) -> tuple[dict[str, Any], Scope, str]:
+        """The call's arguments, its scope, and the scope's name for answers."""
+        args: dict[str, Any] = input if isinstance(input, dict) else {}
+        scope = _scope_of(args, ctx.session)
+        return args, scope, f"{_scope_name(scope)} memory"
+
+
+class ReadMemoryTool(_MemoryTool):
     """``read_memory``: the value remembered under a key (JSON text), or a clear answer that
     there is none, listing the keys that exist."""
 
@@ -66,15 +80,10 @@ class ReadMemoryTool:
         "additionalProperties": False,
     }
 
-    def __init__(self, state: StateReader | None) -> None:
-        self._state = state
-
     async def call(self, input: JsonValue, ctx: ToolContext) -> JsonValue:
         """The value under ``key`` in ``scope``."""
-        args: dict[str, Any] = input if isinstance(input, dict) else {}
-        scope = _scope_of(args, ctx.session)
+        args, scope, where = self._scope(input, ctx)
         key = str(args["key"])
-        where = f"{_scope_name(scope)} memory"
         if self._state is None:
             return f"No memory is available to this turn: nothing is stored under {key!r} in {where}."
         if _is_history(scope, key):
@@ -88,7 +97,7 @@ class ReadMemoryTool:
         return f"No memory under key {key!r} in {where}. Keys there: {listed}{more}."
 
 
-class SearchMemoryTool:
+class SearchMemoryTool(_MemoryTool):
     """``search_memory``: the keys whose values match a query, best first, with a snippet."""
 
     name = "search_memory"
@@ -107,16 +116,11 @@ class SearchMemoryTool:
         "additionalProperties": False,
     }
 
-    def __init__(self, state: StateReader | None) -> None:
-        self._state = state
-
     async def call(self, input: JsonValue, ctx: ToolContext) -> JsonValue:
         """The matches of ``query`` in ``scope`` (a list of ``{key, score, snippet}``)."""
-        args: dict[str, Any] = input if isinstance(input, dict) else {}
-        scope = _scope_of(args, ctx.session)
+        args, scope, where = self._scope(input, ctx)
         query = str(args["query"])
         limit = int(args.get("limit", SEARCH_LIMIT))
-        where = f"{_scope_name(scope)} memory"
         if self._state is None:
             return f"No memory is available to this turn: nothing in {where} matches {query!r}."
         found = await self._state.search(scope, query, limit + 1)

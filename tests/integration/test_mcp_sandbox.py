@@ -151,6 +151,16 @@ def allowing(port: int) -> EnvironmentSpec:
     )
 
 
+def remote(port: int, *tools: str) -> dict[str, Any]:
+    """The test server on ``port`` of the gateway as the agent's http MCP server ``remote``."""
+    return {
+        "name": "remote",
+        "transport": "http",
+        "url": f"http://{GATEWAY}:{port}/mcp",
+        "allowed_tools": list(tools),
+    }
+
+
 def http_agent(port: int) -> AgentSpec:
     return scripted_agent(
         [
@@ -158,14 +168,7 @@ def http_agent(port: int) -> AgentSpec:
             text_step("42"),
         ],
         name="mcp-http",
-        mcp_servers=[
-            {
-                "name": "remote",
-                "transport": "http",
-                "url": f"http://{GATEWAY}:{port}/mcp",
-                "allowed_tools": ["add", "echo"],
-            }
-        ],
+        mcp_servers=[remote(port, "add", "echo")],
     )
 
 
@@ -257,14 +260,7 @@ def token_agent(port: int) -> AgentSpec:
             text_step("done"),
         ],
         name="mcp-token",
-        mcp_servers=[
-            {
-                "name": "remote",
-                "transport": "http",
-                "url": f"http://{GATEWAY}:{port}/mcp",
-                "allowed_tools": ["authorization", "add"],
-            }
-        ],
+        mcp_servers=[remote(port, "authorization", "add")],
     )
 
 
