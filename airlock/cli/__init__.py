@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from airlock.cli._common import (
     EXIT_CODES_HELP,
@@ -32,7 +31,6 @@ from layer0 import Layer0Error
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from airlock.images import ImageBuildReport
     from airlock.sandbox import Reaped
 
 app = typer.Typer(
@@ -849,26 +847,9 @@ def images_build(
                 report = asyncio.run(build_image(RECIPES[name], force=force, source=source, on_step=step))
         except (AirlockError, Layer0Error) as e:
             raise _fail(str(e)) from e
-        _print_build(report)
+        from airlock.cli._images import print_build
 
-
-def _print_build(report: ImageBuildReport) -> None:
-    if report.skipped:
-        console.print(
-            f"[green]{report.tag}[/] is up to date ({report.image_id[:19]}, "
-            f"{report.size_bytes / 1e6:.0f} MB); use --force to rebuild"
-        )
-        return
-    table = Table(title=f"built {report.tag}", show_header=True)
-    table.add_column("step")
-    table.add_column("seconds", justify="right")
-    for name, seconds in report.steps:
-        table.add_row(name, f"{seconds:.1f}")
-    table.add_row("[bold]total[/]", f"[bold]{report.seconds:.1f}[/]")
-    console.print(table)
-    console.print(f"image {report.image_id[:19]}, {report.size_bytes / 1e6:.0f} MB")
-    if report.removed_previous:
-        console.print(f"removed the previous image {report.removed_previous[:19]}")
+        print_build(report)
 
 
 @app.command("probe")

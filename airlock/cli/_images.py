@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
@@ -12,7 +13,30 @@ from rich.table import Table
 from airlock.errors import ImageError
 from layer0 import Layer0Error
 
+if TYPE_CHECKING:
+    from airlock.images import ImageBuildReport
+
 from ._common import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, console, err_console
+
+
+def print_build(report: ImageBuildReport, on: str | None = None) -> None:
+    """An image build's report: up to date, or each step's seconds (built ``on`` a base)."""
+    if report.skipped:
+        console.print(
+            f"[green]{escape(report.tag)}[/] is up to date ({report.image_id[:19]}, "
+            f"{report.size_bytes / 1e6:.0f} MB); use --force to rebuild"
+        )
+        return
+    table = Table(title=f"built {report.tag}" + (f" on {on}" if on else ""), show_header=True)
+    table.add_column("step")
+    table.add_column("seconds", justify="right")
+    for name, seconds in report.steps:
+        table.add_row(name, f"{seconds:.1f}")
+    table.add_row("[bold]total[/]", f"[bold]{report.seconds:.1f}[/]")
+    console.print(table)
+    console.print(f"image {report.image_id[:19]}, {report.size_bytes / 1e6:.0f} MB")
+    if report.removed_previous:
+        console.print(f"removed the previous image {report.removed_previous[:19]}")
 
 
 def build_custom(
@@ -48,22 +72,7 @@ def build_custom(
     except (ImageError, Layer0Error) as e:
         _error(str(e))
         return EXIT_INCOMPLETE
-    if report.skipped:
-        console.print(
-            f"[green]{escape(report.tag)}[/] is up to date ({report.image_id[:19]}, "
-            f"{report.size_bytes / 1e6:.0f} MB); use --force to rebuild"
-        )
-    else:
-        table = Table(title=f"built {report.tag} on {spec.base}", show_header=True)
-        table.add_column("step")
-        table.add_column("seconds", justify="right")
-        for step_name, seconds in report.steps:
-            table.add_row(step_name, f"{seconds:.1f}")
-        table.add_row("[bold]total[/]", f"[bold]{report.seconds:.1f}[/]")
-        console.print(table)
-        console.print(f"image {report.image_id[:19]}, {report.size_bytes / 1e6:.0f} MB")
-        if report.removed_previous:
-            console.print(f"removed the previous image {report.removed_previous[:19]}")
+    print_build(report, on=spec.base)
     console.print(
         f"use it in an agent's config: isolation: [{{type: container, image: {escape(name)}}}]; "
         "airlock doctor checks its custom tools import there",
