@@ -14,8 +14,9 @@ import pytest
 
 from airlock.runner import RemoteTurn
 from airlock.testing import scripted_agent, text_step, tool_step
-from airlock.turn import InferenceStarted, ToolFinished
-from layer0 import ExitReason, TurnError, TurnInput
+from airlock.turn import ToolFinished
+from layer0 import ExitReason, TurnInput
+from tests.support.refusals import refused_before_any_model_call
 
 TOOLS = '''
 def count_words(text: str) -> dict[str, int]:
@@ -62,24 +63,13 @@ async def test_the_runner_runs_a_custom_tool(runner: tuple[str, str], package: s
 async def test_a_broken_import_path_is_refused_before_any_model_call(
     runner: tuple[str, str], package: str
 ) -> None:
-    address, token = runner
     spec = scripted_agent(
         [text_step("never played")],
         name="wc",
         tools=["calculator", f"{package}.tools:count_words", "wc_absent_pkg.tools:search"],
     )
-    events: list[Any] = []
-
-    async def sink(event: Any) -> None:
-        events.append(event)
-
-    async with RemoteTurn(address, token, spec) as turn:
-        with pytest.raises(TurnError) as e:
-            await turn.execute(TurnInput.new("go"), events=sink)
-    assert e.value.kind == "non_retryable"
-    assert "INVALID_ARGUMENT" in e.value.message
+    message = await refused_before_any_model_call(runner, spec)
     assert (
         "agent: agent 'wc': custom tool 'wc_absent_pkg.tools:search': module 'wc_absent_pkg' not found "
-        "in the sandbox image" in e.value.message
+        "in the sandbox image" in message
     )
-    assert not any(isinstance(event, InferenceStarted) for event in events)

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from airlock.runner import RemoteTurn
 from airlock.testing import scripted_agent, text_step, tool_step
-from airlock.turn import InferenceStarted, ToolFinished
-from layer0 import ExitReason, TurnError, TurnInput
+from airlock.turn import ToolFinished
+from layer0 import ExitReason, TurnInput
 from tests.support.mcp_servers import process_gone, stdio_command
+from tests.support.refusals import refused_before_any_model_call
 
 
 def mcp_server(mode: str = "stdio", *args: str) -> dict[str, Any]:
@@ -52,26 +51,14 @@ async def test_the_runner_offers_calls_and_then_stops_an_mcp_server(runner: tupl
 
 
 async def test_a_server_that_does_not_start_is_refused_before_any_model_call(runner: tuple[str, str]) -> None:
-    address, token = runner
     spec = scripted_agent(
         [text_step("never played")], name="mcp-user", mcp_servers=[mcp_server("exit-at-start", "4")]
     )
-    events: list[Any] = []
-
-    async def sink(event: Any) -> None:
-        events.append(event)
-
-    async with RemoteTurn(address, token, spec) as turn:
-        with pytest.raises(TurnError) as e:
-            await turn.execute(TurnInput.new("go"), events=sink)
-    assert e.value.kind == "non_retryable"
-    assert "INVALID_ARGUMENT" in e.value.message
-    assert "agent: MCP server 'srv' (stdio: " in e.value.message
-    assert (
-        "did not start: the server exited (code 4): fatal: cannot open the database (on purpose)"
-        in e.value.message
+    message = await refused_before_any_model_call(runner, spec)
+    assert "agent: MCP server 'srv' (stdio: " in message
+    assert "did not start: the server exited (code 4): fatal: cannot open the database (on purpose)" in (
+        message
     )
-    assert not [e for e in events if isinstance(e, InferenceStarted)]
 
 
 async def test_the_servers_are_stopped_before_the_result_so_the_next_execute_is_served(
