@@ -10,7 +10,7 @@ ways the tests start it. Its tools:
 - ``spawn_child()``: starts a process that leaves the server's session (``setsid``) and
   sleeps; the pid;
 - ``crash(code)``: writes to stderr, then exits with ``code`` mid-call; ``sleep(seconds)``;
-- ``authorization()``: the ``Authorization`` header of the request (HTTP with a token only).
+- ``authorization()``: the ``Authorization`` header of the request (only over HTTP with a token).
 
 Modes (the first argument): ``stdio``; ``http HOST [TOKEN]`` (streamable HTTP on HOST, an
 ephemeral port, path ``/mcp``; prints ``port N`` once it listens; with TOKEN, every request
@@ -87,7 +87,7 @@ async def process_gone(pid: int, within: float = 10.0) -> bool:
 SEEN: dict[str, str] = {}
 
 
-def _server(bad_names: bool = False):  # type: ignore[no-untyped-def]
+def _server(bad_names: bool = False, guarded: bool = False):  # type: ignore[no-untyped-def]
     from mcp.server import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import ImageContent, TextContent, ToolAnnotations
@@ -154,10 +154,12 @@ def _server(bad_names: bool = False):  # type: ignore[no-untyped-def]
         await anyio.sleep(seconds)
         return "slept"
 
-    @app.tool()
-    def authorization() -> str:
-        """The Authorization header this request carried."""
-        return SEEN.get("authorization", "")
+    if guarded:
+
+        @app.tool()
+        def authorization() -> str:
+            """The Authorization header this request carried."""
+            return SEEN.get("authorization", "")
 
     if bad_names:
         app.add_tool(lambda: "x", name="bad name!", description="a tool with an invalid name")
@@ -188,7 +190,7 @@ def _serve_http(host: str, token: str | None) -> None:
     import anyio
     import uvicorn
 
-    app = _server().streamable_http_app(host=host)
+    app = _server(guarded=token is not None).streamable_http_app(host=host)
     if token:
         app = _require_token(app, token)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
