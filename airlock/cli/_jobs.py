@@ -251,6 +251,8 @@ class RemoteAgent:
     backend: str = "?"
     provider: str = "?"
     model: str | None = None
+    #: Its model is served on the controller's machine (costs read ``$0 (local)``).
+    local_model: bool = False
 
 
 class JobView(RunView):
@@ -259,7 +261,7 @@ class JobView(RunView):
     def __init__(self, out: Console | None, job: Job, agent: RemoteAgent) -> None:
         # RunView reads its agent only in provisioning() (overridden here) and summary_of()
         # reads only .name and .backend, which RemoteAgent has.
-        super().__init__(out, cast("AgentConfig", agent))
+        super().__init__(out, cast("AgentConfig", agent), local=agent.local_model)
         self.job = job
         self.remote = agent
         self._provisioning_at: datetime | None = None
@@ -388,9 +390,10 @@ async def _agent_of(client: ControllerClient, name: str) -> RemoteAgent:
         if info.get("name") == name:
             return RemoteAgent(
                 name=name,
-                backend=info.get("backend") or "?",
-                provider=info.get("provider") or "?",
-                model=info.get("model"),
+                backend=str(info.get("backend") or "?"),
+                provider=str(info.get("provider") or "?"),
+                model=str(info["model"]) if info.get("model") else None,
+                local_model=info.get("local_model") is True,
             )
     return RemoteAgent(name=name)
 

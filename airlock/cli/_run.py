@@ -101,16 +101,22 @@ def turn_config(opts: RunOptions) -> TurnConfig | None:
     return TurnConfig(max_turns=opts.max_turns, max_cost=cost, max_duration=duration)
 
 
-def _money(value: Decimal | None) -> str:
+def _money(value: Decimal | None, local: bool = False) -> str:
+    """A cost as shown: ``?`` when unknown; a model served on this machine costs ``$0 (local)``
+    (its calls carry no price, the turn's total is 0: both read the same)."""
+    if local and not value:
+        return "$0 (local)"
     return "?" if value is None else f"${value.normalize():f}" if value else "$0"
 
 
 class RunView:
     """Live progress of one job on a console (or nothing, with ``console=None``)."""
 
-    def __init__(self, out: Console | None, agent: AgentConfig) -> None:
+    def __init__(self, out: Console | None, agent: AgentConfig, *, local: bool | None = None) -> None:
         self.out = out
         self.agent = agent
+        #: The agent's model runs on this (or the controller's) machine: costs read ``$0 (local)``.
+        self.local = agent.uses_local_model if local is None else local
         self._status: Status | None = None
         self._began = time.monotonic()
         self._ready_at: float | None = None
@@ -130,6 +136,10 @@ class RunView:
         self.artifact_warnings: list[str] = []
 
     # -- display primitives -----------------------------------------------------------------
+
+    def money(self, value: Decimal | None) -> str:
+        """A cost of this agent's model calls, as shown."""
+        return _money(value, self.local)
 
     def line(self, text: str) -> None:
         """Print one progress line (markup allowed)."""
@@ -185,16 +195,17 @@ class RunView:
 
     def _on_inference_started(self, event: Any) -> None:
         model = f" ({escape(event.model)})" if event.model else ""
-        self.status(f"model call {event.iteration}{model}… cost so far {_money(self.total_cost)}")
+        self.status(f"model call {event.iteration}{model}… cost so far {self.money(self.total_cost)}")
 
     def _on_inference_finished(self, event: Any) -> None:
         self.total_cost = event.total_cost
         self.line(
             f"[cyan]model[/] call {event.iteration}: {event.tokens_in} in / {event.tokens_out} out tokens, "
-            f"{_money(event.cost)} ({event.duration_ms} ms, {escape(event.stop_reason)}); "
-            f"so far {event.total_tokens_in} in / {event.total_tokens_out} out, {_money(event.total_cost)}"
+            f"{self.money(event.cost)} ({event.duration_ms} ms, {escape(event.stop_reason)}); "
+            f"so far {event.total_tokens_in} in / {event.total_tokens_out} out, "
+            f"{self.money(event.total_cost)}"
         )
-        self.status(f"cost so far {_money(self.total_cost)}")
+        self.status(f"cost so far {self.money(self.total_cost)}")
 
     def _on_tool_started(self, event: Any) -> None:
         self.line(f"[magenta]tool[/] {escape(event.name)} [dim]{escape(preview(event.input))}[/]")
@@ -204,7 +215,7 @@ class RunView:
         mark = "[green]✓[/]" if event.success else "[red]✗[/]"
         tail = "" if event.success else f": [dim]{escape(preview(event.output))}[/]"
         self.line(f"  {mark} {escape(event.name)} {event.duration_ms} ms{tail}")
-        self.status(f"cost so far {_money(self.total_cost)}")
+        self.status(f"cost so far {self.money(self.total_cost)}")
 
     def _on_log(self, event: Any) -> None:
         self.line(f"[dim]log {escape(event.level)}: {escape(event.message)}[/]")
@@ -477,6 +488,7 @@ def summary_of(
         "tool_failures": sum(1 for t in m.tools_called if not t.success),
         "duration_ms": m.duration,
         "wall_ms": int(wall_s * 1000),
+        "local": view is not None and view.local,
         **extra,
     }
 
@@ -498,7 +510,7 @@ def _print_result(output: TurnOutput, summary: dict[str, Any]) -> None:
         ("exit reason", f"[{colour}]{escape(reason)}[/]"),
         ("turns", str(summary["turns"])),
         ("tokens in / out", f"{summary['tokens_in']} / {summary['tokens_out']}"),
-        ("cost", _money(output.metadata.cost)),
+        ("cost", _money(output.metadata.cost, summary["local"])),
         ("tools called", escape(tools)),
         ("duration", f"{format_ms(summary['duration_ms'])} (wall {summary['wall_ms'] / 1000:.1f}s)"),
     ]

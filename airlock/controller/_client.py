@@ -184,11 +184,18 @@ class ControllerClient:
             raise ControllerError.from_rpc(e, self.address) from None
         return b"".join(pieces)
 
-    async def agents(self) -> list[dict[str, str | None]]:
-        """The agents the controller runs: name, backend, provider, model."""
+    async def agents(self) -> list[dict[str, str | bool | None]]:
+        """The agents the controller runs: name, backend, provider, model, and whether the model
+        is served on the controller's machine (``local_model``)."""
         response = await self._call("ListAgents", cpb.ListAgentsRequest())
         return [
-            {"name": a.name, "backend": a.backend, "provider": a.provider, "model": a.model or None}
+            {
+                "name": a.name,
+                "backend": a.backend,
+                "provider": a.provider,
+                "model": a.model or None,
+                "local_model": a.local_model,
+            }
             for a in response.agents
         ]
 

@@ -250,7 +250,12 @@ class _Servicer(cpb_grpc.ControllerServicer):
     ) -> cpb.ListAgentsResponse:
         agents = []
         for name, agent in sorted(self.service.runner.config.agents.items()):
-            info = cpb.AgentInfo(name=name, backend=agent.backend, provider=agent.spec.provider.kind)
+            info = cpb.AgentInfo(
+                name=name,
+                backend=agent.backend,
+                provider=agent.spec.provider.kind,
+                local_model=agent.uses_local_model,
+            )
             if agent.spec.provider.model:
                 info.model = agent.spec.provider.model
             agents.append(info)

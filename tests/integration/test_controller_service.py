@@ -225,7 +225,7 @@ async def test_every_rpc_needs_the_token(
     # A second start keeps the token and does not report it as new.
     async with running_controller(config, data_dir, state_dir, runner_image) as (again, client):
         assert not again.token_created and again.token == controller.token
-        assert [a["name"] for a in await client.agents()] == ["echo"]
+        assert [(a["name"], a["local_model"]) for a in await client.agents()] == [("echo", False)]
 
 
 # -- concurrency and fairness -----------------------------------------------------------------------

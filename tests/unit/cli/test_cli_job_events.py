@@ -48,10 +48,11 @@ JOB = Job(
 )
 
 
-def render(*data: JobEventData) -> tuple[str, JobView]:
+def render(*data: JobEventData, agent: RemoteAgent | None = None) -> tuple[str, JobView]:
     """What a JobView prints for these events (recorded one second apart), and the view."""
     buffer = io.StringIO()
-    view = JobView(Console(file=buffer, width=200), JOB, RemoteAgent("boss", "process", "scripted", "m"))
+    agent = agent or RemoteAgent("boss", "process", "scripted", "m")
+    view = JobView(Console(file=buffer, width=200), JOB, agent)
 
     async def feed() -> None:
         for seq, item in enumerate(data, 1):
@@ -143,6 +144,26 @@ def test_sandbox_events_render_as_airlock_run_does() -> None:
     assert view.egress["denied"] == 1 and view.destinations == {"api.example.com:443": False}
     assert "credential anthropic: POST https://api.anthropic.com/v1/messages → 200 (830 ms)" in out
     assert view.credential_requests[0]["status"] == 200
+
+
+def test_a_local_models_calls_cost_zero_on_the_live_line() -> None:
+    finished = InferenceFinished(
+        iteration=1,
+        stop_reason="end_turn",
+        tokens_in=900,
+        tokens_out=12,
+        cost=None,
+        total_tokens_in=900,
+        total_tokens_out=12,
+        total_cost=Decimal(0),
+        duration_ms=4000,
+    )
+    local = RemoteAgent("demo", "docker", "openai_compat", "qwen", local_model=True)
+    out, _ = render(SandboxActivity(event=finished), agent=local)
+    assert "model call 1: 900 in / 12 out tokens, $0 (local) (4000 ms, end_turn)" in out
+    assert out.rstrip().endswith("so far 900 in / 12 out, $0 (local)")
+    priced, _ = render(SandboxActivity(event=finished))  # a remote model's unknown price stays unknown
+    assert "tokens, ? (4000 ms" in priced
 
 
 def test_effects_children_signals_and_logs() -> None:

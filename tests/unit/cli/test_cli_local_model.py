@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from airlock.proxy import CredentialProxyEvent
 from airlock.sandbox import SandboxRequest, docker
 from airlock.sandbox.docker import DockerSandbox
 from airlock.sandbox.docker._egress import proxy_urls
+from airlock.turn import InferenceFinished
 from layer0 import EnvironmentSpec, ExitReason, TurnOutput
 
 from .clihelp import EXAMPLE
@@ -100,6 +102,19 @@ class FakeDocker(DockerSandbox):
             "key": await self.secrets.get("local-model-key"),
             "other": await self.secrets.get("anthropic-api-key"),
         }
+        await request.events(
+            InferenceFinished(
+                iteration=1,
+                stop_reason="end_turn",
+                tokens_in=900,
+                tokens_out=12,
+                cost=None,  # a local model's calls carry no price
+                total_tokens_in=900,
+                total_tokens_out=12,
+                total_cost=Decimal(0),
+                duration_ms=4000,
+            )
+        )
         for c in plan.sidecars:
             assert c.route is not None
             await request.events(
@@ -186,6 +201,15 @@ def test_the_key_is_a_sidecar_credential_and_never_in_the_spec(runner: CliRunner
             "status": 200,
         }
     ]
+
+
+def test_a_local_models_costs_read_the_same_on_the_live_line_and_in_the_summary(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["run", "--config", str(EXAMPLE), "demo", QUESTION])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    line = "model call 1: 900 in / 12 out tokens, $0 (local) (4000 ms, end_turn); so far 900 in / 12 out"
+    assert f"{line}, $0 (local)" in out
+    assert "cost $0 (local)" in out
 
 
 def test_a_running_server_on_the_gateway_is_reused_and_left_running(runner: CliRunner) -> None:

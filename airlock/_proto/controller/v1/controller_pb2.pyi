@@ -1939,10 +1939,13 @@ class AgentInfo(_message.Message):
     BACKEND_FIELD_NUMBER: _builtins.int
     PROVIDER_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
+    LOCAL_MODEL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     backend: _builtins.str
     provider: _builtins.str
     model: _builtins.str
+    local_model: _builtins.bool
+    """The agent's model is served on the controller's machine (its calls cost nothing)."""
     def __init__(
         self,
         *,
@@ -1950,10 +1953,11 @@ class AgentInfo(_message.Message):
         backend: _builtins.str = ...,
         provider: _builtins.str = ...,
         model: _builtins.str | None = ...,
+        local_model: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_model", b"_model", "model", b"model"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_model", b"_model", "backend", b"backend", "model", b"model", "name", b"name", "provider", b"provider"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_model", b"_model", "backend", b"backend", "local_model", b"local_model", "model", b"model", "name", b"name", "provider", b"provider"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
     _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
