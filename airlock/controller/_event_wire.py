@@ -6,9 +6,7 @@ and resumes have messages of their own in ``controller.proto``. Every conversion
 for the values the models allow.
 
 A turn's lifecycle events (budget, compaction: ``airlock.turn.LifecycleEvent``) travel as the
-``lifecycle`` variant of ``SandboxEvent`` when ``controller.proto`` has it; a controller.proto
-without it carries each as a ``log`` event of source :data:`LIFECYCLE_LOG_SOURCE` whose data
-is ``{"lifecycle": <the event's JSON>}``, read back as the same sandbox event.
+``lifecycle`` variant of ``SandboxEvent``.
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.sandbox import SandboxEvent
-from airlock.turn import LifecycleEvent
-from layer0 import AgentId, LogLevel, TurnError, TurnOutput
+from layer0 import AgentId, TurnError, TurnOutput
 
 from ._convert import (
     decision_from_proto,
@@ -57,7 +54,6 @@ from .effects import EffectOutcome, OutcomeStatus
 _NO_PAYLOAD_LIMIT = 1 << 62
 #: The ``source`` of the log event a lifecycle event travels as, when ``SandboxEvent`` has no
 #: ``lifecycle`` variant (see the module docstring).
-LIFECYCLE_LOG_SOURCE = "turn.lifecycle"
 _SANDBOX_VARIANTS = frozenset(cpb.SandboxEvent.DESCRIPTOR.fields_by_name)
 
 _EFFECT_STATUS: wire.WireEnum[OutcomeStatus] = wire.WireEnum(
@@ -90,10 +86,7 @@ def event_to_proto(event: JobEvent) -> cpb.JobEvent:
         case StateChanged():
             message.state.CopyFrom(_state_to_proto(data))
         case SandboxActivity():
-            if isinstance(data.event, LifecycleEvent) and "lifecycle" not in _SANDBOX_VARIANTS:
-                message.log.CopyFrom(_lifecycle_as_log(data.event))
-            else:
-                message.sandbox.CopyFrom(sandbox_event_to_proto(data.event))
+            message.sandbox.CopyFrom(sandbox_event_to_proto(data.event))
         case EffectApplied():
             message.effect.CopyFrom(_effect_to_proto(data))
         case ChildJobChanged():
@@ -132,7 +125,7 @@ def event_from_proto(message: cpb.JobEvent) -> JobEvent:
             elif kind == "signal":
                 data = _signal_from_proto(message.signal)
             elif kind == "log":
-                data = _lifecycle_from_log(message.log) or _log_from_proto(message.log)
+                data = _log_from_proto(message.log)
             elif kind == "approval":
                 data = _approval_from_proto(message.approval)
             elif kind == "resume":
@@ -437,30 +430,6 @@ def _log_to_proto(data: LogLine) -> cpb.LogLine:
     if data.job is not None:
         message.job = data.job
     return message
-
-
-def _lifecycle_as_log(event: LifecycleEvent) -> cpb.LogLine:
-    """A lifecycle event as the log event that carries it (see the module docstring)."""
-    warn = event.event.type in ("budget_warning", "budget_action")
-    return cpb.LogLine(
-        level=wire.LOG_LEVEL.to_proto((LogLevel.WARN if warn else LogLevel.INFO).value),
-        message=f"{event.family} event {event.event.type} (agent {event.agent})",
-        source=LIFECYCLE_LOG_SOURCE,
-        data=wire.json_to_proto({"lifecycle": event.model_dump(mode="json")}),
-    )
-
-
-def _lifecycle_from_log(message: cpb.LogLine) -> SandboxActivity | None:
-    """The lifecycle event a log event carries; None for any other log line."""
-    if message.source != LIFECYCLE_LOG_SOURCE or not message.HasField("data"):
-        return None
-    data = wire.json_from_proto(message.data)
-    if not isinstance(data, dict) or set(data) != {"lifecycle"}:
-        return None
-    try:
-        return SandboxActivity(event=LifecycleEvent.model_validate(data["lifecycle"]))
-    except ValidationError:
-        return None
 
 
 def _log_from_proto(message: cpb.LogLine) -> LogLine:

@@ -71,9 +71,9 @@ def test_a_lifecycle_event_round_trips_through_the_job_event_message(payload: ob
     assert ew.event_from_proto(back) == event
 
 
-def test_a_log_line_of_that_source_holding_no_lifecycle_event_stays_a_log_line() -> None:
+def test_a_log_line_holding_what_looks_like_a_lifecycle_event_stays_a_log_line() -> None:
     for data in ({"lifecycle": {"type": "nonsense"}}, {"other": 1}, None):
-        line = job_event(LogLine(level=LogLevel.INFO, message="m", source=ew.LIFECYCLE_LOG_SOURCE, data=data))
+        line = job_event(LogLine(level=LogLevel.INFO, message="m", source="turn.lifecycle", data=data))
         assert ew.event_from_proto(ew.event_to_proto(line)) == line
 
 
