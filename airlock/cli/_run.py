@@ -48,7 +48,7 @@ from ._common import (
     on_stop_signals,
     report_error,
 )
-from ._render import preview
+from ._render import lifecycle_line, preview
 from ._run_controls import RunControls
 
 if TYPE_CHECKING:
@@ -240,6 +240,11 @@ class RunView:
             )
         else:
             self.line(f"[dim]context compacted: {event.messages_before} → {event.messages_after} messages[/]")
+
+    def _on_lifecycle(self, event: Any) -> None:
+        text = lifecycle_line(event)
+        if text is not None:
+            self.line(text)
 
     # -- proxy events (EgressEvent, CredentialProxyEvent) ----------------------------------------
 

@@ -28,13 +28,14 @@ from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.turn import (
     InferenceFinished,
     InferenceStarted,
+    LifecycleEvent,
     ToolFinished,
     ToolStarted,
     TurnLog,
     TurnPaused,
     TurnStarted,
 )
-from layer0 import AgentId, LogLevel, TurnInput
+from layer0 import AgentId, BudgetWarning, CostIncurred, LogLevel, TurnInput, WorkflowId
 
 T0 = datetime(2026, 11, 23, 10, 0, 0, tzinfo=UTC)
 JOB = Job(
@@ -144,6 +145,17 @@ def test_sandbox_events_render_as_airlock_run_does() -> None:
     assert view.egress["denied"] == 1 and view.destinations == {"api.example.com:443": False}
     assert "credential anthropic: POST https://api.anthropic.com/v1/messages → 200 (830 ms)" in out
     assert view.credential_requests[0]["status"] == 200
+
+
+def test_lifecycle_events_worth_a_line_get_one() -> None:
+    spent = BudgetWarning(workflow=WorkflowId("wf"), spent=Decimal("0.8"), limit=Decimal("1"))
+    cost = CostIncurred(agent=AgentId("boss"), cost=Decimal("0.1"), cumulative=Decimal("0.8"))
+    out, _ = render(
+        SandboxActivity(event=LifecycleEvent(event=cost, agent="boss")),
+        SandboxActivity(event=LifecycleEvent(event=spent, agent="boss")),
+    )
+    assert "budget warning: $0.8 of $1 spent (80%)" in out
+    assert "cumulative" not in out and out.count("\n") == 1  # a call's cost is on its model line
 
 
 def test_a_local_models_calls_cost_zero_on_the_live_line() -> None:
