@@ -273,7 +273,7 @@ def _part(part: ContentPart, *, compaction: bool) -> dict[str, Any]:
     if isinstance(part, CompactionPart):
         if compaction:
             return dict(part.block)  # verbatim, as the API returned it
-        return {"type": "text", "text": f"Summary of the earlier conversation:\n{part.summary or ''}"}
+        return {"type": "text", "text": part.as_text()}
     if isinstance(part, ToolUsePart):
         return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.input}
     if isinstance(part, ToolResultPart):
@@ -292,7 +292,7 @@ def _part(part: ContentPart, *, compaction: bool) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
-def _messages(messages: list[ProviderMessage], *, compaction: bool = False) -> list[dict[str, Any]]:
+def _messages(messages: list[ProviderMessage], *, compaction: bool) -> list[dict[str, Any]]:
     """User/assistant messages; consecutive same-role messages merged, tool results first.
 
     The API requires a user message answering tool calls to START with its

@@ -226,7 +226,7 @@ def _messages(message: ProviderMessage) -> list[dict[str, Any]]:
 
 def _text(part: TextPart | CompactionPart) -> str:
     if isinstance(part, CompactionPart):
-        return f"Summary of the earlier conversation:\n{part.summary or ''}\n\n"
+        return part.as_text() + "\n\n"
     return part.text
 
 

@@ -21,6 +21,7 @@ from layer0 import Scope, StateReader
 
 from ._provider import Provider
 from ._types import (
+    SUMMARY_PREFIX,
     CompactionPart,
     ImagePart,
     ProviderMessage,
@@ -203,7 +204,6 @@ SUMMARY_PROMPT = (
     "Summarize the conversation below for an assistant that will continue it. Keep every fact, "
     "decision, file name, tool result and open question it will need; be concise.\n\n"
 )
-SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 
 
 def render_transcript(messages: Sequence[ProviderMessage]) -> str:

@@ -599,7 +599,3 @@ class TurnSession(SessionTools):
             metadata=self._metadata(st.elapsed_ms),
             effects=effects,
         )
-
-    # -- accounting, compaction, lifecycle --------------------------------------------------
-
-    # -- hooks and events -----------------------------------------------------------------

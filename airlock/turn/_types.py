@@ -62,6 +62,10 @@ class ImagePart(_Part):
     media_type: str
 
 
+#: Leads a summary of the conversation before it, as text a model reads.
+SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+
+
 class CompactionPart(_Part):
     """The provider's summary of the conversation before it (server-side compaction).
 
@@ -74,6 +78,10 @@ class CompactionPart(_Part):
     summary: str | None = None
     #: The provider's block, verbatim (Anthropic: ``{"type": "compaction", "content", …}``).
     block: dict[str, JsonValue]
+
+    def as_text(self) -> str:
+        """The summary as text, for a provider that cannot take the block back."""
+        return SUMMARY_PREFIX + (self.summary or "")
 
 
 #: One part of a provider message (no custom variant: custom blocks become JSON text).
