@@ -328,6 +328,12 @@ class AgentSpec(_Spec):
         """The custom tools' import paths, in the order listed."""
         return [t for t in self.tools if t not in TOOL_NAMES]
 
+    @property
+    def reads_memory(self) -> bool:
+        """Whether its turn reads memory (a memory tool, or ``memory.context_keys``): only then
+        does the state it is given need more than the session's history."""
+        return bool(self.memory.context_keys) or any(t in MEMORY_TOOLS for t in self.tools)
+
     def assured_risks(self, tool: str) -> tuple[str, ...]:
         """The risk classes of ``tool`` known from this spec alone, without asking the sandbox:
         a built-in tool's (:data:`TOOL_RISKS`); ``external`` for a tool of an http MCP server

@@ -551,7 +551,8 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
         """One execution of the job's turn in a fresh sandbox: started anew, or continued from
         its last checkpoint. The runner's checkpoints become the job's and its turn records."""
         agent = self.runner.agent(job.agent)
-        snapshot = await state_snapshot(self.state, input, memory=agent.effects.memory)
+        memory = agent.effects.memory if agent.spec.reads_memory else ()
+        snapshot = await state_snapshot(self.state, input, memory=memory)
         state: list[tuple[Scope, str, Any]] = list(snapshot)
         root = await self._root(job)
         saved = await self.store.checkpoint(job.id)

@@ -177,3 +177,13 @@ async def test_build_turn_wires_the_spec_memory() -> None:
         "read_memory",
         "search_memory",
     ]
+
+
+def test_an_agent_reads_memory_only_through_its_tools_or_context_keys() -> None:
+    def spec(**fields: object) -> AgentSpec:
+        provider = {"kind": "scripted", "script": []}
+        return AgentSpec.model_validate({"name": "a", "provider": provider, **fields})
+
+    assert not spec(tools=["calculator", "write_memory"]).reads_memory
+    assert spec(tools=["search_memory"]).reads_memory
+    assert spec(memory={"context_keys": ["profile"]}).reads_memory
