@@ -109,13 +109,14 @@ async def _answers(agents: Sequence[AgentConfig], cache: ToolCheckCache | None) 
 
 async def _check_agent(agent: AgentConfig, client: list[Any], cache: ToolCheckCache | None) -> _Answer:
     from airlock.errors import ImageError
-    from airlock.images import check_custom_tools, docker_client, find_image, runner_image_tag
-    from airlock.sandbox import backend, requested_isolation
+    from airlock.images import check_custom_tools, docker_client, find_image
+    from airlock.sandbox import backend
     from layer0 import EnvError
 
     name, paths = f"custom tools ({agent.name})", agent.spec.custom_tools
     listed = ", ".join(paths)
-    if "container" not in backend(agent.backend).isolations:
+    chosen = backend(agent.backend)
+    if "container" not in chosen.isolations:
         return _Answer(
             Check(
                 name,
@@ -124,8 +125,17 @@ async def _check_agent(agent: AgentConfig, client: list[Any], cache: ToolCheckCa
                 f"run the agent once (airlock run {agent.name} ...) to see that they import",
             )
         )
+    if chosen.local_image is None:
+        return _Answer(
+            Check(
+                name,
+                "warning",
+                f"not checked here: backend {agent.backend} runs its sandboxes' images elsewhere",
+                f"run the agent once (airlock run {agent.name} ...) to see that they import",
+            )
+        )
     try:
-        image = requested_isolation(agent.environment, agent.backend).image or runner_image_tag()
+        image = chosen.local_image(agent.environment)
     except EnvError as e:  # an isolation the backend refuses: its own checks and a run say so
         return _Answer(Check(name, "warning", f"not checked: {e}"))
     try:
@@ -141,14 +151,15 @@ async def _check_agent(agent: AgentConfig, client: list[Any], cache: ToolCheckCa
                     f"build it: airlock images build --name {image} --requirements FILE / --wheel FILE",
                 )
             )
-        key = ToolCheckCache.key(str(attrs.get("Id", "")), agent.name, paths)
-        known = await asyncio.to_thread(cache.get, key) if cache is not None and attrs.get("Id") else None
+        image_id = attrs.get("Id")
+        key = ToolCheckCache.key(image_id, agent.name, paths) if cache is not None and image_id else None
+        known = await asyncio.to_thread(cache.get, key) if cache is not None and key else None
         if known is not None:
             tools, problems = known
         else:
             found = await check_custom_tools(client[0], image, agent.name, paths)
             tools, problems = list(found.tools), list(found.problems)
-            if cache is not None and attrs.get("Id"):
+            if cache is not None and key:
                 await asyncio.to_thread(cache.put, key, tools, problems)
     except (ImageError, EnvError) as e:
         return _Answer(

@@ -10,7 +10,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from airlock.policy import SandboxPlan, SecretResolver
-from layer0 import IsolationBoundary
+from layer0 import EnvironmentSpec, IsolationBoundary
 
 from ._pool import WarmPool
 from ._port import Sandbox
@@ -105,6 +105,11 @@ class Backend:
     policy_objects: Callable[[SandboxPlan, BaseModel | None], list[dict[str, Any]]] | None = field(
         default=None, repr=False
     )
+
+    #: The image an agent's sandboxes run from, given its environment, when this machine's Docker
+    #: engine runs them (the image a custom-tool check can ask here). None: they run elsewhere.
+    #: Raises ``EnvError`` for an isolation the backend refuses.
+    local_image: Callable[[EnvironmentSpec], str] | None = field(default=None, repr=False)
 
     #: An install-time proof of isolation against a live deployment, named by a backend-specific
     #: target (Kubernetes: a Helm release, ``namespace/name``): ``airlock doctor --probe``.

@@ -8,9 +8,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from airlock.policy import SecretResolver
-from layer0 import ContainerIsolation
+from layer0 import ContainerIsolation, EnvironmentSpec
 
 from .._backend import Backend, Capabilities, DoctorCheck
+from .._isolation import requested_isolation
 from .._limits import SandboxDefaults
 from .._pool import WarmPool
 from ._doctor import doctor_checks
@@ -56,6 +57,14 @@ async def _reap(
         client.close()
 
 
+def _local_image(environment: EnvironmentSpec) -> str:
+    """The image a sandbox of ``environment`` runs: its isolation's, else the runner image
+    (as ``DockerSandbox`` chooses)."""
+    from airlock.images import runner_image_tag
+
+    return requested_isolation(environment, "docker").image or runner_image_tag()
+
+
 async def _doctor(settings: BaseModel | None = None) -> list[DoctorCheck]:
     return await doctor_checks(_settings(settings))
 
@@ -95,4 +104,5 @@ BACKEND = Backend(
     doctor=_doctor,
     reap=_reap,
     settings=DockerSettings,
+    local_image=_local_image,
 )

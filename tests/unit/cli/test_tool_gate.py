@@ -50,3 +50,40 @@ def test_a_cache_that_cannot_be_written_costs_only_a_check(tmp_path: Path) -> No
     cache = ToolCheckCache(blocker / "tool-checks.json")  # its directory cannot be made
     cache.put(ToolCheckCache.key("sha256:aa", "wc", ["m:f"]), ["f"], [])
     assert cache.get(ToolCheckCache.key("sha256:aa", "wc", ["m:f"])) is None
+
+
+async def test_an_agent_whose_sandboxes_run_elsewhere_is_not_checked_against_a_local_image(
+    tmp_path: Path,
+) -> None:
+    """A Kubernetes agent's image is the cluster's: this machine's runner image says nothing
+    about it (its run reports a broken path at provisioning), so nothing here refuses it."""
+    from airlock.cli._tool_gate import custom_tool_checks, refuse_broken_tools
+    from airlock.config import load_config
+
+    (tmp_path / "s.yaml").write_text("[]")
+    (tmp_path / "airlock.yaml").write_text(
+        "version: 1\n"
+        "agents:\n"
+        "  wc:\n"
+        "    provider: {kind: scripted, script: s.yaml}\n"
+        "    tools: [wordcount.tools:count_words]\n"
+        "    backend: kubernetes\n"
+    )
+    agent = load_config(tmp_path / "airlock.yaml").agents["wc"]
+    [check] = await custom_tool_checks([agent], ToolCheckCache(tmp_path / "cache.json"))
+    assert check.status == "warning"
+    assert check.message == "not checked here: backend kubernetes runs its sandboxes' images elsewhere"
+    await refuse_broken_tools(agent, tmp_path)  # nothing to refuse
+    assert not (tmp_path / "tool-checks.json").exists()
+
+
+def test_the_docker_backend_names_the_image_its_sandboxes_run() -> None:
+    from airlock.images import runner_image_tag
+    from airlock.sandbox import backend
+    from layer0 import ContainerIsolation, EnvironmentSpec
+
+    local_image = backend("docker").local_image
+    assert local_image is not None
+    assert local_image(EnvironmentSpec()) == runner_image_tag()
+    assert local_image(EnvironmentSpec(isolation=[ContainerIsolation(image="mine:1")])) == "mine:1"
+    assert backend("kubernetes").local_image is None
