@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from pydantic import Field, JsonValue
 
@@ -64,7 +64,11 @@ class _CappedSink:
         return f"{kept}\n[truncated {self.dropped} bytes]" if self.dropped else kept
 
 
-async def _drain(fd: int, sink: _CappedSink) -> None:
+class _Sink(Protocol):
+    def feed(self, chunk: bytes) -> None: ...
+
+
+async def _drain(fd: int, sink: _Sink) -> None:
     """Read ``fd`` (a pipe's read end, owned from here on) to EOF into ``sink``."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
@@ -76,6 +80,11 @@ async def _drain(fd: int, sink: _CappedSink) -> None:
             sink.feed(chunk)
     finally:
         transport.close()
+
+
+def _signal_name(signum: int) -> str:
+    """``SIGKILL`` for 9; the number itself for one this system does not name."""
+    return signal.Signals(signum).name if signum in signal.valid_signals() else str(signum)
 
 
 def _read_status(fd: int) -> str:
@@ -204,5 +213,5 @@ class BashTool(SandboxTool[BashInput, BashOptions]):
         code = int(detail)
         result: dict[str, JsonValue] = {"exit_code": code, "stdout": stdout.text(), "stderr": stderr.text()}
         if code < 0:
-            result["signal"] = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            result["signal"] = _signal_name(-code)
         return result

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from airlock.errors import SpecError
 
-from ._bash import _HIDDEN_ENV
+from ._bash import _HIDDEN_ENV, _STOP_S, _SUPERVISOR, _drain, _read_status, _signal_name
 from ._orphans import reap_orphans, spawn
 
 if TYPE_CHECKING:
@@ -46,11 +46,8 @@ STDERR_TAIL_BYTES = 2048
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: After its stdin closes, how long the server gets to exit on its own.
 _EXIT_S = 2.0
-#: After SIGTERM, how long the supervisor gets to kill the tree before it is SIGKILLed.
-_STOP_S = 5.0
 #: How long a writer may take to hand one message to the server's stdin.
 _WRITE_S = 30.0
-_SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
 
 
 def _short_arg(arg: str) -> str:
@@ -140,13 +137,12 @@ class StdioServer:
         return f"{what}: {tail}" if tail else f"{what} (no stderr)"
 
     def _exit_text(self) -> str:
-        self._read_status()
+        self._take_status()
         kind, _, detail = self._status.partition(" ")
         if kind == "exit":
             code = int(detail)
             if code < 0:
-                name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-                return f"was killed by {name}"
+                return f"was killed by {_signal_name(-code)}"
             return f"exited (code {code})"
         if kind == "stopped":
             return "was stopped"
@@ -154,18 +150,11 @@ class StdioServer:
             return f"could not be started ({detail})"
         return "ended (its supervisor was killed)"
 
-    def _read_status(self) -> None:
+    def _take_status(self) -> None:
         """The supervisor's status line, once it has exited (its only writer is gone)."""
         fd, self._status_fd = self._status_fd, None
-        if fd is None:
-            return
-        try:
-            os.set_blocking(fd, False)
-            self._status = os.read(fd, 4096).decode("utf-8", "replace").strip()
-        except BlockingIOError:
-            self._status = ""
-        finally:
-            os.close(fd)
+        if fd is not None:
+            self._status = _read_status(fd)
 
     @contextlib.asynccontextmanager
     async def streams(self) -> AsyncIterator[Streams]:
@@ -186,7 +175,7 @@ class StdioServer:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._read_stdout, proc, inbound_w)
                 tg.start_soon(self._write_stdin, proc, outbound_r, inbound_w)
-                tg.start_soon(self._drain_stderr, err_r)
+                tg.start_soon(_drain, err_r, self.stderr)
                 try:
                     yield inbound, outbound
                 finally:
@@ -196,7 +185,7 @@ class StdioServer:
                         await self._stop(proc)
                     tg.cancel_scope.cancel()
         finally:
-            self._read_status()
+            self._take_status()
 
     async def _spawn(self) -> tuple[asyncio.subprocess.Process, int]:
         err_r, err_w = os.pipe()
@@ -284,19 +273,6 @@ class StdioServer:
             await inbound.aclose()
         except (OSError, ConnectionError, anyio.ClosedResourceError, anyio.BrokenResourceError):
             await inbound.aclose()  # the session sees the end instead of waiting for an answer
-
-    async def _drain_stderr(self, fd: int) -> None:
-        """Read stderr (a pipe's read end, owned from here on) to EOF into the tail."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
-        )
-        try:
-            while chunk := await reader.read(65536):
-                self.stderr.feed(chunk)
-        finally:
-            transport.close()
 
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:
         """Close stdin, give the server a moment, then have the supervisor kill the tree."""
