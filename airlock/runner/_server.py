@@ -510,28 +510,14 @@ class _RunnerService(pb_grpc.RunnerServicer):
         from airlock.policy import INPUT_CAPS, FileRefused, FilesOverCap
 
         from ._files import write_files
+        from ._transfer import FileAssembly
 
-        files: dict[str, list[bytes]] = {}
-        sizes: dict[str, int] = {}
-        open_path: str | None = None
+        received = FileAssembly(INPUT_CAPS, "input files")
+        sizes = received.sizes
         try:
             async for chunk in request_iterator:
-                if open_path is None:
-                    if chunk.path in files:
-                        raise FileRefused(f"{chunk.path}: sent twice")
-                    files[chunk.path], sizes[chunk.path], open_path = [], 0, chunk.path
-                elif chunk.path != open_path:
-                    raise FileRefused(f"{chunk.path}: began before {open_path} ended (its last chunk)")
-                files[open_path].append(chunk.data)
-                sizes[open_path] += len(chunk.data)
-                if sum(sizes.values()) > INPUT_CAPS.max_total_bytes or len(sizes) > INPUT_CAPS.max_files:
-                    INPUT_CAPS.check(sizes, "input files")
-                if chunk.last:
-                    open_path = None
-            if open_path is not None:
-                raise FileRefused(f"{open_path}: the stream ended before its last chunk")
-            INPUT_CAPS.check(sizes, "input files")
-            contents = [(path, b"".join(parts)) for path, parts in files.items()]
+                received.add(chunk.path, chunk.data, chunk.last)
+            contents = list(received.finish().items())
             await asyncio.to_thread(write_files, self.config.workspace, contents)
         except FilesOverCap as e:
             await self._refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), "too_large")
@@ -545,10 +531,11 @@ class _RunnerService(pb_grpc.RunnerServicer):
     ) -> AsyncIterator[pb.ArtifactItem]:
         from pydantic import ValidationError
 
-        from airlock.policy import FileCaps, FileRefused, FilesOverCap
+        from airlock.policy import FileRefused, FilesOverCap
         from airlock.spec import ArtifactSpec
 
         from ._files import collect, read_artifact
+        from ._transfer import artifact_caps, file_chunks
 
         try:
             spec = ArtifactSpec(
@@ -559,9 +546,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
             )
         except ValidationError as e:
             await self._invalid(context, wire.validation_problems(e))
-        caps = FileCaps(
-            max_files=spec.max_files, max_file_bytes=spec.max_file_bytes, max_total_bytes=spec.max_total_bytes
-        )
+        caps = artifact_caps(spec)
         workspace = self.config.workspace
         try:
             found, skipped = await asyncio.to_thread(collect, workspace, spec.globs, caps)
@@ -570,11 +555,8 @@ class _RunnerService(pb_grpc.RunnerServicer):
             step = max(1024, min(1024 * 1024, self.config.max_message_bytes // 2))
             for path in found:
                 data = await asyncio.to_thread(read_artifact, workspace, path, caps.max_file_bytes)
-                for at in range(0, max(len(data), 1), step):
-                    piece = data[at : at + step]
-                    yield pb.ArtifactItem(
-                        chunk=pb.FileChunk(path=path, data=piece, last=at + step >= len(data))
-                    )
+                for chunk in file_chunks(path, data, step):
+                    yield pb.ArtifactItem(chunk=chunk)
         except FilesOverCap as e:
             await self._refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), "too_large")
         except FileRefused as e:

@@ -4,7 +4,7 @@ be confined and match the globs asked for, and the set must fit the caps)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,7 @@ from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.policy import FileCaps, FileRefused, FilesOverCap, matches, workspace_path
 from airlock.spec import ArtifactSpec
 
-__all__ = ["Artifacts", "collect_artifacts", "put_files"]
+__all__ = ["Artifacts", "FileAssembly", "artifact_caps", "collect_artifacts", "file_chunks", "put_files"]
 
 #: Bytes of one chunk on the wire.
 CHUNK_BYTES = 256 * 1024
@@ -30,12 +30,78 @@ class Artifacts:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
+def file_chunks(path: str, data: bytes, size: int = CHUNK_BYTES) -> Iterator[pb.FileChunk]:
+    """``data`` as chunks of at most ``size`` bytes (one, empty, for an empty file), the last marked."""
+    for at in range(0, max(len(data), 1), size):
+        yield pb.FileChunk(path=path, data=data[at : at + size], last=at + size >= len(data))
+
+
 async def _chunks(files: Sequence[tuple[str, bytes]]) -> AsyncIterator[pb.FileChunk]:
     for path, data in files:
-        for at in range(0, max(len(data), 1), CHUNK_BYTES):
-            yield pb.FileChunk(
-                path=path, data=data[at : at + CHUNK_BYTES], last=at + CHUNK_BYTES >= len(data)
-            )
+        for chunk in file_chunks(path, data):
+            yield chunk
+
+
+def artifact_caps(spec: ArtifactSpec) -> FileCaps:
+    """The caps ``spec`` sets on its artifacts."""
+    return FileCaps(
+        max_files=spec.max_files, max_file_bytes=spec.max_file_bytes, max_total_bytes=spec.max_total_bytes
+    )
+
+
+class FileAssembly:
+    """Files arriving as chunks, one file after another (its last chunk marked), refused as
+    soon as the set outgrows ``caps`` and at the end if a file is left unfinished.
+
+    ``what`` names the set in refusals (``"input files"``, ``"artifacts"``).
+    """
+
+    def __init__(self, caps: FileCaps, what: str) -> None:
+        self.caps = caps
+        self.what = what
+        #: Bytes received per path, in arrival order.
+        self.sizes: dict[str, int] = {}
+        self._parts: dict[str, list[bytes]] = {}
+        self._open: str | None = None
+        self._total = 0
+
+    def add(self, path: str, data: bytes, last: bool) -> None:
+        """One chunk.
+
+        Raises:
+            FileRefused: a file sent twice, or begun before the previous one ended.
+            FilesOverCap: the set so far exceeds a cap.
+        """
+        if self._open is None:
+            if path in self._parts:
+                raise FileRefused(f"{self.what}: {path} sent twice")
+            self._parts[path], self.sizes[path], self._open = [], 0, path
+        elif path != self._open:
+            raise FileRefused(f"{self.what}: {path} began before {self._open} ended (its last chunk)")
+        self._parts[path].append(data)
+        self.sizes[path] += len(data)
+        self._total += len(data)
+        caps = self.caps
+        if (
+            self.sizes[path] > caps.max_file_bytes
+            or len(self.sizes) > caps.max_files
+            or self._total > caps.max_total_bytes
+        ):
+            caps.check(self.sizes, self.what)
+        if last:
+            self._open = None
+
+    def finish(self) -> dict[str, bytes]:
+        """The files, by path in arrival order.
+
+        Raises:
+            FileRefused: the stream ended inside a file.
+            FilesOverCap: the set exceeds a cap.
+        """
+        if self._open is not None:
+            raise FileRefused(f"{self.what}: the stream ended before the last chunk of {self._open}")
+        self.caps.check(self.sizes, self.what)
+        return {path: b"".join(parts) for path, parts in self._parts.items()}
 
 
 async def put_files(stub: Any, metadata: Any, files: Sequence[tuple[str, bytes]]) -> None:
@@ -65,48 +131,29 @@ async def collect_artifacts(stub: Any, metadata: Any, spec: ArtifactSpec) -> Art
             out of order.
         grpc.aio.AioRpcError: the runner is unreachable.
     """
-    caps = FileCaps(
-        max_files=spec.max_files, max_file_bytes=spec.max_file_bytes, max_total_bytes=spec.max_total_bytes
-    )
+    received = FileAssembly(artifact_caps(spec), "artifacts")
     request = pb.CollectArtifactsRequest(
         globs=spec.globs,
         max_files=spec.max_files,
         max_file_bytes=spec.max_file_bytes,
         max_total_bytes=spec.max_total_bytes,
     )
-    parts: dict[str, list[bytes]] = {}
-    sizes: dict[str, int] = {}
     skipped: list[tuple[str, str]] = []
-    open_path: str | None = None
     try:
         async for item in stub.CollectArtifacts(request, metadata=metadata):
             if item.WhichOneof("item") == "skipped":
                 skipped.append((_asked_for(item.skipped.path, spec), item.skipped.reason[:200]))
                 continue
             chunk = item.chunk
-            if open_path is None:
-                path = _asked_for(chunk.path, spec)
-                if path in parts:
-                    raise FileRefused(f"the sandbox sent artifact {path} twice")
-                parts[path], sizes[path], open_path = [], 0, path
-            elif chunk.path != open_path:
-                raise FileRefused(f"the sandbox began artifact {chunk.path!r} before {open_path} ended")
-            parts[open_path].append(chunk.data)
-            sizes[open_path] += len(chunk.data)
-            if sizes[open_path] > caps.max_file_bytes or len(sizes) > caps.max_files:
-                caps.check(sizes, "artifacts")
-            if chunk.last:
-                open_path = None
+            received.add(_asked_for(chunk.path, spec), chunk.data, chunk.last)
     except grpc.aio.AioRpcError as e:
         if e.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
             raise FilesOverCap(e.details() or "artifacts refused: over a cap") from e
         if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
             raise FileRefused(f"artifacts refused: {e.details()}") from e
         raise
-    if open_path is not None:
-        raise FileRefused(f"the sandbox's artifact {open_path} ended without its last chunk")
-    caps.check(sizes, "artifacts")
-    return Artifacts(files={p: b"".join(parts[p]) for p in sorted(parts)}, skipped=skipped)
+    files = received.finish()
+    return Artifacts(files={p: files[p] for p in sorted(files)}, skipped=skipped)
 
 
 def _asked_for(path: str, spec: ArtifactSpec) -> str:
