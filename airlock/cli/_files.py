@@ -8,14 +8,48 @@ written below DIR at its workspace path, never outside DIR (the paths come from 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airlock.policy import INPUT_CAPS, FileRefused, workspace_path
 
-__all__ = ["read_inputs", "write_artifacts"]
+if TYPE_CHECKING:
+    from airlock.controller import StoredFile
+
+__all__ = ["ArtifactSource", "fetch_artifacts", "read_inputs", "write_artifacts"]
+
+
+class ArtifactSource(Protocol):
+    """Where a job's artifacts are kept (the controller's service, or a client of its API)."""
+
+    async def artifacts(self, job_id: str) -> Sequence[StoredFile]: ...
+
+    async def artifact(self, job_id: str, path: str) -> bytes: ...
+
+
+async def fetch_artifacts(
+    source: ArtifactSource, job_id: str, directory: Path | None
+) -> list[dict[str, Any]]:
+    """The job's artifacts as rows (``path``, ``size``, ``sha256``, ``written``), each written
+    below ``directory`` when one is given (``written``: where; None otherwise).
+
+    Raises:
+        FileRefused: as :func:`write_artifacts`.
+    """
+    found = await source.artifacts(job_id)
+    rows: list[dict[str, Any]] = [
+        {"path": a.path, "size": a.size, "sha256": a.sha256, "written": None} for a in found
+    ]
+    if directory is not None:
+        contents = [(a.path, await source.artifact(job_id, a.path)) for a in found]
+        written = await asyncio.to_thread(write_artifacts, directory, contents)
+        for row, path in zip(rows, written, strict=True):
+            row["written"] = str(path)
+    return rows
 
 
 def _regular(path: Path) -> bytes:

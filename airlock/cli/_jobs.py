@@ -615,17 +615,10 @@ def _read_inputs(paths: tuple[Path, ...], as_json: bool) -> list[tuple[str, byte
 
 def jobs_artifacts_verb(target: Target, job_id: str, download: Path | None, as_json: bool) -> None:
     """List the job's artifacts, or write them below ``download``."""
-    from ._files import write_artifacts
+    from ._files import fetch_artifacts
 
     async def work(client: ControllerClient) -> list[dict[str, Any]]:
-        found = await client.artifacts(job_id)
-        rows = [{"path": a.path, "size": a.size, "sha256": a.sha256, "written": None} for a in found]
-        if download is not None:
-            contents = [(a.path, await client.artifact(job_id, a.path)) for a in found]
-            written = await asyncio.to_thread(write_artifacts, download, contents)
-            for row, path in zip(rows, written, strict=True):
-                row["written"] = str(path)
-        return rows
+        return await fetch_artifacts(client, job_id, download)
 
     rows = _with_client(target, as_json, work)
     if as_json:

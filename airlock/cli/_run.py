@@ -388,17 +388,9 @@ async def _take_artifacts(service: JobService, job_id: str, out: Path | None, vi
     ``airlock run`` is removed when it ends)."""
     from airlock.controller import LogLine
 
-    from ._files import write_artifacts
+    from ._files import fetch_artifacts
 
-    stored = await service.artifacts(job_id)
-    contents = [(a.path, await service.artifact(job_id, a.path)) for a in stored] if out else []
-    written: list[Path | None] = [None] * len(stored)
-    if out is not None:
-        written = list(await asyncio.to_thread(write_artifacts, out, contents))
-    view.artifacts = [
-        {"path": a.path, "size": a.size, "sha256": a.sha256, "written": str(w) if w else None}
-        for a, w in zip(stored, written, strict=True)
-    ]
+    view.artifacts = await fetch_artifacts(service, job_id, out)
     for event in await service.logs(job_id):
         line = event.data
         if not isinstance(line, LogLine) or not isinstance(line.data, dict):
