@@ -356,15 +356,14 @@ async def build_custom_image(
         dockerfile = offline_dockerfile(spec, labels, build_id)
         await asyncio.to_thread((context / "Dockerfile").write_text, dockerfile)
         say(f"building {spec.name} on {spec.base} (no network)")
-        image_id = await asyncio.to_thread(_docker_build, client, context, spec.name, build_id)
+        info = await asyncio.to_thread(_docker_build, client, context, spec.name, build_id)
         step("docker build (offline)")
+    image_id = str(info["Id"])
     removed = None
     if existing is not None and existing["Id"] != image_id:
         removed = await asyncio.to_thread(_remove_quietly_reporting, client, existing["Id"])
-    info = await asyncio.to_thread(_get_image, client, spec.name)
-    size = info["Size"] if info else 0
     return ImageBuildReport(
-        spec.name, image_id, False, time.perf_counter() - started, step.steps, size, removed
+        spec.name, image_id, False, time.perf_counter() - started, step.steps, info["Size"], removed
     )
 
 
@@ -426,8 +425,8 @@ def _runner_wheelhouse(target: WheelTarget) -> list[str]:
     return [arg for d in found if d.is_dir() for arg in ("--find-links", str(d))]
 
 
-def _docker_build(client: Any, context: Path, tag: str, build_id: str) -> str:
-    """Run the legacy builder on ``context`` with no network; the new image's id. Whatever
+def _docker_build(client: Any, context: Path, tag: str, build_id: str) -> dict[str, Any]:
+    """Run the legacy builder on ``context`` with no network; the new image's attributes. Whatever
     the build leaves behind on failure (a stopped container, untagged layers) is removed."""
     errors = docker_errors()
     log: collections.deque[str] = collections.deque(maxlen=30)
@@ -460,7 +459,7 @@ def _docker_build(client: Any, context: Path, tag: str, build_id: str) -> str:
     info = _get_image(client, tag)
     if info is None:
         raise ImageError(f"docker build reported success but {tag} does not exist")
-    return str(info["Id"])
+    return info
 
 
 def _remove_leftovers(client: Any, build_id: str) -> list[str]:
