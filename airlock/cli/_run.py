@@ -31,6 +31,7 @@ from rich.table import Table
 from airlock.config import AgentConfig, AirlockConfig, parse_duration
 from airlock.controller import inline_script
 from airlock.errors import SpecError
+from airlock.turn import ToolRegistry
 from layer0 import EnvError, SessionId, TurnConfig, TurnInput, TurnOutput
 
 from ._agents import format_ms
@@ -134,6 +135,11 @@ class RunView:
         self.artifacts: list[dict[str, Any]] = []
         #: Why artifacts were refused or skipped (over a cap, a link, a special file).
         self.artifact_warnings: list[str] = []
+        #: Tool calls refused before running (unknown tool, input outside the schema), and of
+        #: those, how many sent a JSON schema as their input (a small model copying the tool's).
+        self.refused_calls = 0
+        self.schema_echoes = 0
+        self._inputs: dict[str, Any] = {}
 
     # -- display primitives -----------------------------------------------------------------
 
@@ -208,10 +214,16 @@ class RunView:
         self.status(f"cost so far {self.money(self.total_cost)}")
 
     def _on_tool_started(self, event: Any) -> None:
+        self._inputs[event.tool_use_id] = event.input
         self.line(f"[magenta]tool[/] {escape(event.name)} [dim]{escape(preview(event.input))}[/]")
         self.status(f"tool {escape(event.name)} running…")
 
     def _on_tool_finished(self, event: Any) -> None:
+        sent = self._inputs.pop(event.tool_use_id, None)
+        if not event.success and ToolRegistry.refused(event.output):
+            self.refused_calls += 1
+            echo = isinstance(sent, dict) and ("properties" in sent or sent.get("type") == "object")
+            self.schema_echoes += echo
         mark = "[green]✓[/]" if event.success else "[red]✗[/]"
         tail = "" if event.success else f": [dim]{escape(preview(event.output))}[/]"
         self.line(f"  {mark} {escape(event.name)} {event.duration_ms} ms{tail}")
@@ -472,6 +484,8 @@ def summary_of(
             extra["local_model"] = dict(view.local_model)
         if view.effects is not None:
             extra["effects"] = view.effects
+        extra["tool_calls_refused"] = view.refused_calls
+        extra["schema_echoes"] = view.schema_echoes
     return {
         "agent": agent.name,
         "backend": agent.backend,
@@ -502,7 +516,8 @@ def _print_result(output: TurnOutput, summary: dict[str, Any]) -> None:
     colour = "green" if summary["exit_code"] == 0 else "yellow"
     tools = ", ".join(f"{name} x{n}" for name, n in summary["tools_called"].items()) or "none"
     if summary["tool_failures"]:
-        tools += f" ({summary['tool_failures']} failed)"
+        refused = summary.get("tool_calls_refused", 0)
+        tools += f" ({summary['tool_failures']} failed" + (f", {refused} refused)" if refused else ")")
     rows = [
         ("exit reason", f"[{colour}]{escape(reason)}[/]"),
         ("turns", str(summary["turns"])),

@@ -129,6 +129,8 @@ class LocalModelServer:
         require_api_key: bool = True,
         python: str | Path | None = None,
         extra_env: Mapping[str, str] | None = None,
+        tool_grammar: bool = True,
+        trim_schemas: bool = True,
     ) -> None:
         """Configure the server (nothing starts yet).
 
@@ -144,6 +146,9 @@ class LocalModelServer:
             require_api_key: protect ``/v1/*`` with a per-start bearer token.
             python: interpreter for the server (default: the runtime venv's).
             extra_env: extra environment for the server process.
+            tool_grammar: constrain tool calls to the offered tools' schemas (a grammar).
+            trim_schemas: show the model schemas without titles, ``additionalProperties``,
+                null defaults and long descriptions.
         """
         self.paths = paths or CachePaths.default()
         self.model = model
@@ -156,6 +161,8 @@ class LocalModelServer:
         self.require_api_key = require_api_key
         self._python = Path(python) if python is not None else None
         self._extra_env = dict(extra_env or {})
+        self.tool_grammar = tool_grammar
+        self.trim_schemas = trim_schemas
         self._proc: asyncio.subprocess.Process | None = None
         self._info: ServerInfo | None = None
         self._started_here = False
@@ -330,6 +337,8 @@ class LocalModelServer:
             "--model-id", self.model.model_id, "--host", host, "--port", str(port),
             "--n-ctx", str(self.n_ctx),
             *(["--n-threads", str(self.n_threads)] if self.n_threads else []),
+            *([] if self.tool_grammar else ["--no-tool-grammar"]),
+            *([] if self.trim_schemas else ["--no-trim-schemas"]),
         ]  # fmt: skip
         deadline = time.monotonic() + self.startup_timeout
         log = await asyncio.to_thread(log_path.open, "wb")

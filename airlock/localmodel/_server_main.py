@@ -9,7 +9,14 @@ results, and ``llama-server --jinja`` only recognises ``<tool_call>`` tags, whil
 also write fenced or bare JSON. This server renders the GGUF's own chat template
 (``tokenizer.chat_template``) with the request's tools and tool results, generates
 deterministically (temperature 0, fixed seed unless the request says otherwise), and parses the
-model's tool calls tolerantly into OpenAI ``tool_calls`` with ``finish_reason: "tool_calls"``.
+model's tool calls into OpenAI ``tool_calls`` with ``finish_reason: "tool_calls"``.
+
+When tools are offered, the prompt shows their schemas trimmed of what a small model copies
+(``--no-trim-schemas``: as sent), and generation follows a llama.cpp grammar built from them:
+the reply is plain text or ``<tool_call>`` blocks whose JSON names an offered tool with
+arguments that fit its schema (``--no-tool-grammar``: unconstrained). The tolerant parser
+(tags, fences, bare JSON, repaired damage) reads the reply either way, and alone where no
+grammar can be built. ``GET /health`` reports both switches and generation statistics.
 
 Endpoints: ``POST /v1/chat/completions`` (also ``stream: true`` as server-sent events),
 ``GET /v1/models``, ``GET /health`` (503 while loading). One generation at a time. When the
@@ -19,7 +26,8 @@ environment variable ``AIRLOCK_LOCALMODEL_API_KEY`` is set, ``/v1/*`` requires
 On stdout it prints one JSON line when listening (``{"event": "listening", ...}``) and one
 when ready (``{"event": "ready", ...}``); logs go to stderr.
 
-Usage: ``python _server_main.py --model FILE.gguf [--host 127.0.0.1] [--port 8765]``
+Usage: ``python _server_main.py --model FILE.gguf [--host 127.0.0.1] [--port 8765]
+[--no-tool-grammar] [--no-trim-schemas]``
 """
 
 from __future__ import annotations
@@ -41,6 +49,26 @@ from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+def _sibling(name: str) -> Any:
+    """A standard-library-only module beside this file: imported within the package (tests),
+    loaded by path when this file runs as a script (``python -P``: its directory is not on
+    ``sys.path``)."""
+    if __package__:
+        return importlib.import_module(f"{__package__}.{name}")
+    from importlib.util import module_from_spec, spec_from_file_location
+    from pathlib import Path
+
+    spec = spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with this one
+        raise ImportError(f"cannot load {name}.py beside {__file__}")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+tool_prompt = _sibling("_tool_prompt")
 
 API_KEY_ENV = "AIRLOCK_LOCALMODEL_API_KEY"
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -257,7 +285,7 @@ def _loads_tolerant(text: str) -> Any:
     candidates += [c + "}" * k for c in list(candidates) for k in (1, 2)]  # cut short
     for candidate in candidates:
         try:
-            return json.loads(candidate)
+            return json.loads(candidate, strict=False)  # raw newlines in strings: code
         except ValueError:
             pass
     for candidate in candidates:  # Python literals: single quotes, True/False/None
@@ -407,6 +435,60 @@ class Completion:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    #: Prompt tokens actually evaluated (the rest came from the cache of the previous prompt).
+    prompt_evaluated: int = 0
+    #: Milliseconds evaluating the prompt, and generating after it (sampling and grammar included).
+    prompt_ms: float = 0.0
+    generation_ms: float = 0.0
+    #: Generated under a tool call grammar.
+    constrained: bool = False
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    """How tools are shown to the model and its calls generated (server-wide switches)."""
+
+    #: Constrain replies to plain text or valid calls (a grammar from the tools' schemas).
+    grammar: bool = True
+    #: Show schemas trimmed of the noise small models copy (see ``_tool_prompt.trim_tools``).
+    trim: bool = True
+
+
+@dataclass
+class Stats:
+    """What the server has generated since it started (``GET /health``), for benchmarks."""
+
+    completions: int = 0
+    constrained: int = 0
+    prompt_tokens: int = 0
+    prompt_evaluated: int = 0
+    prompt_ms: float = 0.0
+    completion_tokens: int = 0
+    generation_ms: float = 0.0
+    #: Calls found in ``<tool_call>`` tags, and by the tolerant parser elsewhere in the text.
+    calls_tagged: int = 0
+    calls_untagged: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, result: Completion, tagged: int, untagged: int) -> None:
+        with self.lock:
+            self.completions += 1
+            self.constrained += result.constrained
+            self.prompt_tokens += result.prompt_tokens
+            self.prompt_evaluated += result.prompt_evaluated
+            self.prompt_ms += result.prompt_ms
+            self.completion_tokens += result.completion_tokens
+            self.generation_ms += result.generation_ms
+            self.calls_tagged += tagged
+            self.calls_untagged += untagged
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            out = {k: v for k, v in vars(self).items() if k != "lock"}
+        out["generation_ms_per_token"] = (
+            round(self.generation_ms / self.completion_tokens, 2) if self.completion_tokens else None
+        )
+        return {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()}
 
 
 @dataclass
@@ -418,6 +500,11 @@ class Backend:
     n_ctx: int
     stop: tuple[str, ...]
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The ``llama_cpp`` module: grammars (``llama_grammar``), the grammar check and the
+    #: performance counters. None: generation is never constrained nor timed in detail.
+    native: Any | None = None
+    #: Checked grammars by their text (None: llama.cpp refused it); bounded.
+    _grammars: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, model_path: str, *, n_ctx: int, n_threads: int | None, seed: int) -> Backend:
@@ -440,12 +527,63 @@ class Backend:
         eos = token_text(llm.token_eos())
         template = ChatTemplate(source, bos_token=token_text(llm.token_bos()), eos_token=eos)
         stop = tuple(dict.fromkeys([*BASE_STOP, *([eos] if eos else [])]))
-        return cls(llm=llm, template=template, n_ctx=int(llm.n_ctx()), stop=stop)
+        return cls(llm=llm, template=template, n_ctx=int(llm.n_ctx()), stop=stop, native=llama_cpp)
+
+    def tool_grammar(self, tools: Sequence[dict[str, Any]], *, allow_text: bool) -> Any | None:
+        """A ``LlamaGrammar`` that lets the model write text or calls to ``tools`` only, or None
+        where one cannot be built (the tolerant parser then does what it can)."""
+        grammars = getattr(self.native, "llama_grammar", None)
+        if grammars is None:
+            return None
+        try:
+            text = tool_prompt.tool_call_grammar(tools, grammars.json_schema_to_gbnf, allow_text=allow_text)
+        except ValueError as e:
+            print(f"tool calls unconstrained: {e}", file=sys.stderr)
+            return None
+        with self.lock:
+            if text not in self._grammars:
+                if len(self._grammars) >= 64:
+                    self._grammars.clear()
+                self._grammars[text] = self._checked_grammar(grammars, text)
+            return self._grammars[text]
+
+    def _checked_grammar(self, grammars: Any, text: str) -> Any | None:
+        """The grammar, once llama.cpp has parsed it: a grammar it refuses would crash the
+        sampler, so it is tried here first (a stand-in without the check passes as is)."""
+        grammar = grammars.LlamaGrammar.from_string(text, verbose=False)
+        init = getattr(self.native, "llama_sampler_init_grammar", None)
+        if init is None:
+            return grammar
+        sampler = init(self.llm._model.vocab, text.encode("utf-8"), b"root")
+        if not sampler:
+            print(f"tool calls unconstrained: llama.cpp refused the grammar:\n{text}", file=sys.stderr)
+            return None
+        self.native.llama_sampler_free(sampler)
+        return grammar
+
+    def _perf(self) -> tuple[float, int]:
+        """(ms, tokens) of prompt evaluation since the last reset; (0, 0) when unknown."""
+        read = getattr(self.native, "llama_perf_context", None)
+        if read is None:
+            return 0.0, 0
+        data = read(self.llm.ctx)
+        return float(data.t_p_eval_ms), int(data.n_p_eval)
+
+    def _reset_perf(self) -> None:
+        reset = getattr(self.native, "llama_perf_context_reset", None)
+        if reset is not None:
+            reset(self.llm.ctx)
 
     def complete(
-        self, prompt: str, *, max_tokens: int | None, sampling: dict[str, Any], stop: Sequence[str]
+        self,
+        prompt: str,
+        *,
+        max_tokens: int | None,
+        sampling: dict[str, Any],
+        stop: Sequence[str],
+        grammar: Any | None = None,
     ) -> Completion:
-        """Generate from a rendered prompt (one at a time).
+        """Generate from a rendered prompt (one at a time), under ``grammar`` when given.
 
         Raises:
             RequestError: the prompt does not fit the context window.
@@ -460,9 +598,18 @@ class Backend:
                     param="messages",
                 )
             limit = min(max_tokens or DEFAULT_MAX_TOKENS, room)
+            extra = {"grammar": grammar} if grammar is not None else {}
+            self._reset_perf()
+            started = time.perf_counter()
             out = self.llm.create_completion(
-                prompt=tokens, max_tokens=limit, stop=list(dict.fromkeys([*self.stop, *stop])), **sampling
+                prompt=tokens,
+                max_tokens=limit,
+                stop=list(dict.fromkeys([*self.stop, *stop])),
+                **sampling,
+                **extra,
             )
+            total_ms = (time.perf_counter() - started) * 1000
+            prompt_ms, evaluated = self._perf()
         choice = out["choices"][0]
         usage = out.get("usage") or {}
         return Completion(
@@ -470,6 +617,10 @@ class Backend:
             finish_reason=choice.get("finish_reason") or "stop",
             prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
             completion_tokens=int(usage.get("completion_tokens", 0)),
+            prompt_evaluated=evaluated,
+            prompt_ms=prompt_ms,
+            generation_ms=max(0.0, total_ms - prompt_ms),
+            constrained=grammar is not None,
         )
 
 
@@ -509,27 +660,51 @@ def _stop_list(value: Any) -> list[str]:
     raise RequestError("'stop' must be a string or an array of strings", param="stop")
 
 
-def _tool_filter(tools: list[dict[str, Any]], tool_choice: Any) -> tuple[bool, set[str]]:
-    """Whether to offer tools, and which names count as calls."""
-    names = {t["function"]["name"] for t in tools}
+@dataclass(frozen=True)
+class ToolChoice:
+    """What ``tools`` and ``tool_choice`` ask of a reply."""
+
+    #: Tools are offered (shown in the prompt).
+    offer: bool
+    #: The names that count as calls.
+    names: frozenset[str]
+    #: The reply must be calls (``required`` or a named function), not text.
+    required: bool = False
+
+
+def _tool_filter(tools: list[dict[str, Any]], tool_choice: Any) -> ToolChoice:
+    """Whether to offer tools, which names count as calls, and whether a call is required."""
+    names = frozenset(t["function"]["name"] for t in tools)
     if not tools or tool_choice == "none":
-        return False, set()
+        return ToolChoice(False, frozenset())
     if tool_choice in (None, "auto", "required"):
-        return True, names
+        return ToolChoice(True, names, required=tool_choice == "required")
     if isinstance(tool_choice, dict) and isinstance(tool_choice.get("function"), dict):
         chosen = tool_choice["function"].get("name")
         if chosen not in names:
             raise RequestError(f"tool_choice names unknown tool {chosen!r}", param="tool_choice")
-        return True, {chosen}
+        return ToolChoice(True, frozenset({chosen}), required=True)
     raise RequestError("'tool_choice' must be 'none', 'auto', 'required' or a function", param="tool_choice")
 
 
-def chat_completion(backend: Backend, body: Any, *, model_id: str, default_seed: int = 0) -> dict[str, Any]:
+def chat_completion(
+    backend: Backend,
+    body: Any,
+    *,
+    model_id: str,
+    default_seed: int = 0,
+    options: ToolOptions | None = None,
+    stats: Stats | None = None,
+) -> dict[str, Any]:
     """Answer one ``/v1/chat/completions`` request body with a ``chat.completion`` object.
+
+    With tools offered, the prompt shows them trimmed (``options.trim``) and generation is
+    constrained to text or valid calls (``options.grammar``, where a grammar can be built).
 
     Raises:
         RequestError: the request is invalid.
     """
+    options = options or ToolOptions()
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     if body.get("n", 1) != 1:
@@ -538,20 +713,27 @@ def chat_completion(backend: Backend, body: Any, *, model_id: str, default_seed:
         raise RequestError("logprobs are not supported", param="logprobs")
     messages = normalise_messages(body.get("messages"))
     tools = validate_tools(body.get("tools"))
-    offer, names = _tool_filter(tools, body.get("tool_choice"))
+    choice = _tool_filter(tools, body.get("tool_choice"))
+    offer, names = choice.offer, choice.names
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):
         raise RequestError("'max_tokens' must be a positive integer", param="max_tokens")
     sampling = _sampling(body, default_seed)
-    prompt = backend.template.render(messages, tools if offer else None)
+    shown = (tool_prompt.trim_tools(tools) if options.trim else tools) if offer else None
+    prompt = backend.template.render(messages, shown)
     stop = _stop_list(body.get("stop")) + (list(TOOL_STOP) if offer else [])
-    result = backend.complete(prompt, max_tokens=max_tokens, sampling=sampling, stop=stop)
+    grammar = None
+    if offer and options.grammar:
+        callable_tools = [t for t in tools if t["function"]["name"] in names]
+        grammar = backend.tool_grammar(callable_tools, allow_text=not choice.required)
+    result = backend.complete(prompt, max_tokens=max_tokens, sampling=sampling, stop=stop, grammar=grammar)
 
     content: str | None = result.text
     message: dict[str, Any] = {"role": "assistant", "content": content}
     finish_reason = result.finish_reason if result.finish_reason in ("stop", "length") else "stop"
+    calls: list[ParsedToolCall] = []
     if offer:
         content, calls = parse_tool_calls(result.text, names)
         if calls:
@@ -569,6 +751,9 @@ def chat_completion(backend: Backend, body: Any, *, model_id: str, default_seed:
                 ],
             }
             finish_reason = "tool_calls"
+    if stats is not None:
+        tagged = len(calls) if _TAG_RE.search(result.text) else 0
+        stats.add(result, tagged, len(calls) - tagged)
     created = int(time.time())
     return {
         "id": "chatcmpl-"
@@ -624,6 +809,8 @@ class ServerState:
     model_path: str
     api_key: str | None
     default_seed: int
+    tool_options: ToolOptions = field(default_factory=ToolOptions)
+    stats: Stats = field(default_factory=Stats)
     backend: Backend | None = None
     load_error: str | None = None
     started: float = field(default_factory=time.time)
@@ -693,6 +880,8 @@ class Handler(BaseHTTPRequestHandler):
                 "model": state.model_id,
                 "pid": os.getpid(),
                 "error": state.load_error,
+                "tool_options": {"grammar": state.tool_options.grammar, "trim": state.tool_options.trim},
+                "stats": state.stats.snapshot(),
             }
             self._send_json(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, payload)
             return
@@ -724,7 +913,12 @@ class Handler(BaseHTTPRequestHandler):
             if backend is None:
                 raise RequestError("the model is still loading", status=HTTPStatus.SERVICE_UNAVAILABLE)
             completion = chat_completion(
-                backend, body, model_id=self.state.model_id, default_seed=self.state.default_seed
+                backend,
+                body,
+                model_id=self.state.model_id,
+                default_seed=self.state.default_seed,
+                options=self.state.tool_options,
+                stats=self.state.stats,
             )
         except RequestError as e:
             self._send_error(e)
@@ -773,6 +967,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n-ctx", type=int, default=8192, help="context window in tokens")
     parser.add_argument("--n-threads", type=int, default=None, help="default: all usable CPUs")
     parser.add_argument("--seed", type=int, default=0, help="default sampling seed")
+    parser.add_argument(
+        "--no-tool-grammar",
+        action="store_true",
+        help="do not constrain tool calls with a grammar (only the tolerant parser)",
+    )
+    parser.add_argument(
+        "--no-trim-schemas", action="store_true", help="show the tools' schemas as they are sent"
+    )
     args = parser.parse_args(argv)
 
     state = ServerState(
@@ -780,6 +982,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model_path=args.model,
         api_key=os.environ.get(API_KEY_ENV) or None,
         default_seed=args.seed,
+        tool_options=ToolOptions(grammar=not args.no_tool_grammar, trim=not args.no_trim_schemas),
     )
     try:
         server = make_server(args.host, args.port, state)

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: How a schema violation reads, alone and as an ``invalid_input`` ToolError's outcome.
+_INVALID_MESSAGE = "invalid input for tool"
+_INVALID_PREFIX = f"invalid_input: {_INVALID_MESSAGE} "
+
 #: The rest of the chain, as a middleware sees it.
 ToolNext = Callable[[str, JsonValue, ToolContext], Awaitable[JsonValue | ToolResult]]
 #: ``async def mw(name, input, ctx, next) -> JsonValue`` wrapping every tool call (axum ``from_fn``).
@@ -140,7 +144,7 @@ class ToolRegistry:
             where = "/".join(str(p) for p in err.absolute_path) or "(root)"
             lines.append(f"{where}: {err.message}")
         more = f" (+{len(errors) - 5} more)" if len(errors) > 5 else ""
-        return f"invalid input for tool {name!r}: " + "; ".join(lines) + more
+        return f"{_INVALID_MESSAGE} {name!r}: " + "; ".join(lines) + more
 
     async def call(self, name: str, input: JsonValue, ctx: ToolContext) -> JsonValue | ToolResult:
         """Run ``name`` through the middleware chain; the input is validated just before the tool.
@@ -191,6 +195,12 @@ class ToolRegistry:
                 is_error=True,
             )
         return ToolOutcome(result_text(value.content), effects=tuple(value.effects))
+
+    @staticmethod
+    def refused(output: str) -> bool:
+        """Whether a failed call's output says it was refused before running: an unknown tool,
+        or input outside the tool's schema (the messages :meth:`execute` writes)."""
+        return output.startswith(("unknown tool ", "not_found: unknown tool ", _INVALID_PREFIX))
 
     @staticmethod
     def unknown_tool_message(name: str, available: Sequence[str]) -> str:

@@ -43,9 +43,10 @@ def served(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     model.write_bytes(b"GGUF")
     monkeypatch.setenv("FAKE_LLAMA_REPLIES", json.dumps(['{"name": "add", "arguments": {"a": 1, "b": 2}}']))
     monkeypatch.setenv("FAKE_LLAMA_PROMPTS", str(tmp_path / "prompts.jsonl"))
-    llm = fake_llama_module().Llama(model_path=str(model), n_ctx=600)
+    fake = fake_llama_module()
+    llm = fake.Llama(model_path=str(model), n_ctx=600)
     template = srv.ChatTemplate(llm.metadata["tokenizer.chat_template"], eos_token="<|im_end|>")
-    backend = srv.Backend(llm=llm, template=template, n_ctx=600, stop=srv.BASE_STOP)
+    backend = srv.Backend(llm=llm, template=template, n_ctx=600, stop=srv.BASE_STOP, native=fake)
     state = srv.ServerState(
         model_id="m", model_path=str(model), api_key=None, default_seed=7, backend=backend
     )

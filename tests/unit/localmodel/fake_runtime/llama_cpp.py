@@ -7,9 +7,12 @@ its parsing are the real ones; only token generation is scripted. Controlled by 
 - ``FAKE_LLAMA_REPLIES``: JSON array of completion texts, returned in order (the last repeats).
 - ``FAKE_LLAMA_FAIL``: when set, loading raises RuntimeError with this message.
 - ``FAKE_LLAMA_LOAD_SECONDS``: sleep this long while loading.
-- ``FAKE_LLAMA_PROMPTS``: a file to which every rendered prompt is appended as a JSON line.
+- ``FAKE_LLAMA_PROMPTS``: a file to which every rendered prompt is appended as a JSON line
+  (with the grammar's text, when generation was constrained).
 
-Tokens are the prompt's UTF-8 bytes; the chat template is a tiny ChatML with tools.
+Tokens are the prompt's UTF-8 bytes; the chat template is a tiny ChatML with tools. The
+``llama_grammar`` stand-in's converter writes one rule naming the call's schema (the real
+one writes a grammar); a grammar does not constrain the scripted replies.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import os
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 __version__ = "0.0.0-fake"
@@ -33,6 +37,25 @@ CHAT_TEMPLATE = (
 )
 EOS, BOS = 1_000_001, 1_000_000
 _SPECIAL = {EOS: "<|im_end|>", BOS: "<|endoftext|>"}
+
+
+class LlamaGrammar:
+    """Holds a grammar's text, like the real one."""
+
+    def __init__(self, text: str) -> None:
+        self._grammar = text
+
+    @classmethod
+    def from_string(cls, grammar: str, verbose: bool = True) -> LlamaGrammar:
+        return cls(grammar)
+
+
+def json_schema_to_gbnf(schema: str, prop_order: list[str] | None = None) -> str:
+    """A one-rule stand-in: ``root ::= "<the schema>"`` (plus the order asked for)."""
+    return f"root ::= {json.dumps(schema)} # order: {json.dumps(prop_order)}"
+
+
+llama_grammar = SimpleNamespace(LlamaGrammar=LlamaGrammar, json_schema_to_gbnf=json_schema_to_gbnf)
 
 
 class Llama:
@@ -67,9 +90,13 @@ class Llama:
 
     def create_completion(self, prompt: list[int], max_tokens: int = 16, stop: Any = None, **kw: Any) -> Any:
         text_prompt = bytes(prompt).decode("utf-8")
+        grammar = kw.pop("grammar", None)
         if os.environ.get("FAKE_LLAMA_PROMPTS"):
             with open(os.environ["FAKE_LLAMA_PROMPTS"], "a", encoding="utf-8") as f:
-                f.write(json.dumps({"prompt": text_prompt, "sampling": kw, "stop": stop}) + "\n")
+                record = {"prompt": text_prompt, "sampling": kw, "stop": stop}
+                if grammar is not None:
+                    record["grammar"] = grammar._grammar
+                f.write(json.dumps(record) + "\n")
         with self._lock:
             reply = self._replies[min(self._calls, len(self._replies) - 1)]
             self._calls += 1

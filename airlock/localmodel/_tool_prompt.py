@@ -1,0 +1,193 @@
+"""How the local model server shows tools to a small model and constrains its calls.
+
+Standard library only: the model server (``_server_main.py``) imports this module in the
+runtime venv, which has no airlock.
+
+- :func:`trim_tools`: the tools as the chat template renders them, without the schema noise a
+  1.5B model mimics (``title``, ``additionalProperties``, null defaults, ``anyOf [X, null]``)
+  and with descriptions cut to their first sentence. The model once "called" every tool with
+  its schema as the arguments; what it is shown is what it copies.
+- :func:`tool_call_grammar`: a GBNF grammar (llama.cpp) for the model's whole reply when tools
+  are offered: either plain text, or one or more ``<tool_call>`` blocks (the Qwen/Hermes
+  template's format) each holding ``{"name": <an offered tool>, "arguments": <an object that
+  fits that tool's schema>}``. Generated under it, a call is valid by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+#: The longest description a trimmed tool or property keeps (cut at a sentence or word).
+DESCRIPTION_CHARS = 160
+#: Keywords whose value maps names to schemas (the names are not keywords themselves).
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+#: Keywords whose value is a schema or a list of schemas.
+_SCHEMA_VALUES = ("items", "additionalItems", "not", "if", "then", "else", "contains")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+#: Dropped everywhere: presentation the model does not need and tends to echo.
+_NOISE = ("title", "$schema", "$id", "examples")
+
+CALL_OPEN = "<tool_call>\n"
+CALL_CLOSE = "\n</tool_call>"
+#: A plain-text reply may not start with these (each would begin a call outside the grammar:
+#: a tag, bare JSON, a fenced JSON block), nor with whitespace.
+TEXT_MAY_NOT_START = ("<tool_call>", "{", "[", "```json", " ", "\n", "\t", "\r")
+
+
+def short_description(text: str, limit: int = DESCRIPTION_CHARS) -> str:
+    """``text``'s first sentence, at most ``limit`` characters (cut at a word, marked ``…``)."""
+    text = " ".join(text.split())
+    match = re.match(r"(.+?[.!?])(?:\s|$)", text)
+    first = match.group(1) if match else text
+    if len(first) <= limit:
+        return first
+    cut = first[: limit - 1].rsplit(" ", 1)[0]
+    return cut.rstrip(",;:") + "…"
+
+
+def _is_null(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "null" and len(schema) == 1
+
+
+def trim_schema(schema: Any) -> Any:
+    """A JSON schema as shown to the model: the same constraints without the noise.
+
+    Drops ``title``/``$schema``/``$id``/``examples``, boolean ``additionalProperties`` and
+    ``default: null``; ``anyOf: [X, {"type": "null"}]`` becomes X (the property stays optional
+    when it is not required); descriptions keep their first sentence. Property names are
+    never touched (a property may be called ``title``).
+    """
+    if isinstance(schema, list):
+        return [trim_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    variants = schema.get("anyOf")
+    if isinstance(variants, list) and len(variants) == 2 and any(_is_null(v) for v in variants):
+        other = next(v for v in variants if not _is_null(v))
+        merged = {k: v for k, v in schema.items() if k != "anyOf"}
+        if isinstance(other, dict):
+            merged = {**other, **merged}
+        return trim_schema(merged)
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _NOISE or (key == "additionalProperties" and isinstance(value, bool)):
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "description" and isinstance(value, str):
+            out[key] = short_description(value)
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: trim_schema(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_VALUES or key in _SCHEMA_LISTS or key == "additionalProperties":
+            out[key] = trim_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+def trim_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI ``tools`` with each function's parameters trimmed and its description shortened."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        fn = dict(tool["function"])
+        if isinstance(fn.get("description"), str):
+            fn["description"] = short_description(fn["description"])
+        if "parameters" in fn:
+            fn["parameters"] = trim_schema(fn["parameters"])
+        out.append({**tool, "function": fn})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The grammar
+# --------------------------------------------------------------------------------------------
+
+
+def _literal(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _char_class(chars: str) -> str:
+    escaped = "".join(
+        {"\n": "\\n", "\r": "\\r", "\t": "\\t", "]": "\\]", "\\": "\\\\", "^": "\\^", "-": "\\-"}.get(c, c)
+        for c in sorted(set(chars))
+    )
+    return f"[^{escaped}\\x00]"
+
+
+def _not_prefixed_rules(name: str, forbidden: Sequence[str]) -> list[str]:
+    """Rules for a string's start that begins none of ``forbidden``: ``name`` matches the
+    shortest prefix at which the text has left every forbidden literal behind."""
+    rules: list[str] = []
+
+    def node(rule: str, literals: list[str]) -> None:
+        firsts = sorted({lit[0] for lit in literals})
+        alternatives = [_char_class("".join(firsts))]
+        for i, char in enumerate(firsts):
+            rests = [lit[1:] for lit in literals if lit[0] == char]
+            if any(not rest for rest in rests):
+                continue  # the text would have begun a forbidden literal
+            child = f"{rule}-{i}"
+            alternatives.append(f"{_literal(char)} {child}")
+            node(child, rests)
+        rules.append(f"{rule} ::= " + " | ".join(alternatives))
+
+    node(name, list(forbidden))
+    return rules
+
+
+def call_schema(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The JSON schema of one call: ``{"name": <tool>, "arguments": <its parameters>}``."""
+    variants = []
+    for tool in tools:
+        fn = tool["function"]
+        parameters = fn.get("parameters") or {"type": "object"}
+        variants.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": fn["name"]}, "arguments": parameters},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    return variants[0] if len(variants) == 1 else {"oneOf": variants}
+
+
+def tool_call_grammar(
+    tools: Sequence[Mapping[str, Any]],
+    schema_to_gbnf: Callable[[str, list[str]], str],
+    *,
+    allow_text: bool = True,
+) -> str:
+    """The GBNF of a reply when ``tools`` are offered: plain text or tagged calls (only calls
+    without ``allow_text``: ``tool_choice`` ``required`` or a named function).
+
+    ``schema_to_gbnf(schema_json, prop_order)`` is llama.cpp's converter
+    (``llama_cpp.llama_grammar.json_schema_to_gbnf``); its ``root`` rule becomes ``tool-call``.
+
+    Raises:
+        ValueError: the converter refused a schema, or its grammar cannot be embedded.
+    """
+    if not tools:
+        raise ValueError("no tools to constrain calls to")
+    try:
+        converted = schema_to_gbnf(json.dumps(call_schema(tools)), ["name", "arguments"])
+    except Exception as e:  # the converter raises bare Exceptions for unsupported schemas
+        raise ValueError(f"the tools' schemas cannot become a grammar: {e}") from e
+    lines = converted.splitlines()
+    roots = [i for i, line in enumerate(lines) if line.startswith("root ::=")]
+    body = "\n".join(line for i, line in enumerate(lines) if i not in roots)
+    if len(roots) != 1 or re.search(r"(?<![\w-])(root|tool-call|tool-calls|tool-block|free-text)(?![\w-])", body):
+        raise ValueError("the converted grammar's rule names clash with the reply's rules")
+    lines[roots[0]] = "tool-call ::=" + lines[roots[0]][len("root ::=") :]
+    head = [
+        "root ::= tool-calls | free-text" if allow_text else "root ::= tool-calls",
+        'tool-calls ::= tool-block | tool-block "\\n" tool-calls',
+        f"tool-block ::= {_literal(CALL_OPEN)} tool-call {_literal(CALL_CLOSE)}",
+        "free-text ::= free-text-start [^\\x00]*",
+        *_not_prefixed_rules("free-text-start", TEXT_MAY_NOT_START),
+    ]
+    return "\n".join(head + lines) + "\n"
