@@ -235,7 +235,7 @@ TASKS: tuple[Task, ...] = (
     Task(
         "count_lines",
         "How many lines does notes.txt have?",
-        used_tool("bash", answer_has_number("37")),
+        answer_has_number("37"),
         inputs={"notes.txt": NOTES},
     ),
     Task(
@@ -291,13 +291,13 @@ TASKS: tuple[Task, ...] = (
 
 
 def _texts(value: Any) -> list[str]:
-    """Every ``text`` string in a layer0 content value (JSON)."""
+    """Every text in a layer0 content value (JSON: a string, or blocks with ``text``)."""
     if isinstance(value, dict):
         own = [value["text"]] if isinstance(value.get("text"), str) else []
         return own + [t for k, v in value.items() if k != "text" for t in _texts(v)]
     if isinstance(value, list):
         return [t for v in value for t in _texts(v)]
-    return []
+    return [value] if isinstance(value, str) else []
 
 
 def _write_inputs(task: Task, directory: Path) -> list[str]:

@@ -33,8 +33,9 @@ _NOISE = ("title", "$schema", "$id", "examples")
 CALL_OPEN = "<tool_call>\n"
 CALL_CLOSE = "\n</tool_call>"
 #: A plain-text reply may not start with these (each would begin a call outside the grammar:
-#: a tag, bare JSON, a fenced JSON block), nor with whitespace.
-TEXT_MAY_NOT_START = ("<tool_call>", "{", "[", "```json", " ", "\n", "\t", "\r")
+#: a tag such as ``<tool_call>`` or ``<tools>``, bare JSON, a fenced block), nor with
+#: whitespace.
+TEXT_MAY_NOT_START = ("<tool", "{", "[", "```", " ", "\n", "\t", "\r")
 
 
 def short_description(text: str, limit: int = DESCRIPTION_CHARS) -> str:
@@ -139,12 +140,65 @@ def _not_prefixed_rules(name: str, forbidden: Sequence[str]) -> list[str]:
     return rules
 
 
+#: Constraints llama.cpp's schema converter does not turn into grammar (numeric bounds among
+#: them): a value under them can still be refused by the tool.
+UNENFORCED = frozenset(
+    {
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "uniqueItems",
+        "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "not", "if",
+        "contains",
+    }
+)  # fmt: skip
+
+
+def _unenforced(schema: Any) -> bool:
+    """Whether ``schema`` (or a schema inside it) holds a constraint the grammar cannot keep."""
+    if isinstance(schema, list):
+        return any(_unenforced(s) for s in schema)
+    if not isinstance(schema, dict):
+        return False
+    if UNENFORCED & schema.keys():
+        return True
+    return any(
+        _unenforced(v if key not in _SCHEMA_MAPS else list(v.values()))
+        for key, v in schema.items()
+        if key in _SCHEMA_MAPS + _SCHEMA_VALUES + _SCHEMA_LISTS and isinstance(v, dict | list)
+    )
+
+
+def grammar_schema(schema: Any) -> Any:
+    """``schema`` as the grammar enforces it: an optional property with a constraint the
+    grammar cannot keep (e.g. ``timeout_s > 0``) is left out, so that every call generated is
+    one the tool accepts. A required one stays (the tool checks it)."""
+    if isinstance(schema, list):
+        return [grammar_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    required = set(schema.get("required") or [])
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {
+                name: grammar_schema(sub)
+                for name, sub in value.items()
+                if name in required or not _unenforced(sub)
+            }
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: grammar_schema(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_VALUES or key in _SCHEMA_LISTS:
+            out[key] = grammar_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
 def call_schema(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The JSON schema of one call: ``{"name": <tool>, "arguments": <its parameters>}``."""
+    """The JSON schema of one call: ``{"name": <tool>, "arguments": <its parameters>}`` (as
+    :func:`grammar_schema` has them)."""
     variants = []
     for tool in tools:
         fn = tool["function"]
-        parameters = fn.get("parameters") or {"type": "object"}
+        parameters = grammar_schema(fn.get("parameters") or {"type": "object"})
         variants.append(
             {
                 "type": "object",
@@ -180,13 +234,16 @@ def tool_call_grammar(
     lines = converted.splitlines()
     roots = [i for i, line in enumerate(lines) if line.startswith("root ::=")]
     body = "\n".join(line for i, line in enumerate(lines) if i not in roots)
-    if len(roots) != 1 or re.search(r"(?<![\w-])(root|tool-call|tool-calls|tool-block|free-text)(?![\w-])", body):
+    if len(roots) != 1 or re.search(r"(?<![\w-])(root|tool-call|tool-calls|tool-block|fenced-call|fence-lang|free-text)(?![\w-])", body):
         raise ValueError("the converted grammar's rule names clash with the reply's rules")
     lines[roots[0]] = "tool-call ::=" + lines[roots[0]][len("root ::=") :]
     head = [
         "root ::= tool-calls | free-text" if allow_text else "root ::= tool-calls",
         'tool-calls ::= tool-block | tool-block "\\n" tool-calls',
-        f"tool-block ::= {_literal(CALL_OPEN)} tool-call {_literal(CALL_CLOSE)}",
+        f"tool-block ::= {_literal(CALL_OPEN)} tool-call {_literal(CALL_CLOSE)} | fenced-call",
+        # Small coder models write calls as fenced JSON more often than in the template's tags.
+        'fenced-call ::= "```" fence-lang "\\n" tool-call "\\n```"',
+        "fence-lang ::= [a-z]*",
         "free-text ::= free-text-start [^\\x00]*",
         *_not_prefixed_rules("free-text-start", TEXT_MAY_NOT_START),
     ]

@@ -180,3 +180,71 @@ def test_api_key_check(served: Served) -> None:
     ok = served.post({"messages": USER}, headers={"Authorization": "Bearer s3cret"})
     assert ok.status_code == 200
     assert httpx.get(f"{served.base}/v1/models", trust_env=False).status_code == 401
+
+
+TITLED = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two integers. Both must fit in 64 bits.",
+        "parameters": {
+            "type": "object",
+            "title": "AddInput",
+            "additionalProperties": False,
+            "properties": {"a": {"type": "integer", "title": "A"}, "b": {"type": "integer", "title": "B"}},
+        },
+    },
+}
+
+
+def recorded(tmp_path: Any) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (tmp_path / "prompts.jsonl").read_text().splitlines()]
+
+
+def test_offered_tools_are_shown_trimmed_and_calls_generated_under_a_grammar(
+    served: Served, tmp_path: Any
+) -> None:
+    served.post({"messages": USER, "tools": [TITLED]})
+    (record,) = recorded(tmp_path)
+    assert '"title"' not in record["prompt"] and "additionalProperties" not in record["prompt"]
+    assert "Add two integers." in record["prompt"] and "64 bits" not in record["prompt"]
+    grammar = record["grammar"]
+    assert grammar.startswith("root ::= tool-calls | free-text\n")
+    assert "tool-call ::= " in grammar and '\\"const\\": \\"add\\"' in grammar
+    assert '\\"additionalProperties\\": false' in grammar  # the grammar keeps the full schema
+
+
+def test_a_required_or_named_call_allows_no_text(served: Served, tmp_path: Any) -> None:
+    served.post({"messages": USER, "tools": [TITLED], "tool_choice": "required"})
+    served.post({"messages": USER, "tools": [TITLED, ADD], "tool_choice": {"function": {"name": "add"}}})
+    required, named = recorded(tmp_path)
+    assert required["grammar"].startswith("root ::= tool-calls\n")
+    assert named["grammar"].startswith("root ::= tool-calls\n")
+
+
+def test_no_grammar_without_tools_or_with_tool_choice_none(served: Served, tmp_path: Any) -> None:
+    served.post({"messages": USER})
+    served.post({"messages": USER, "tools": [TITLED], "tool_choice": "none"})
+    assert all("grammar" not in r for r in recorded(tmp_path))
+
+
+def test_both_switches_off_send_the_schema_as_is_and_generate_freely(
+    served: Served, tmp_path: Any
+) -> None:
+    served.state.tool_options = srv.ToolOptions(grammar=False, trim=False)
+    body = served.post({"messages": USER, "tools": [TITLED]}).json()
+    (record,) = recorded(tmp_path)
+    assert "grammar" not in record
+    assert '"title": "AddInput"' in record["prompt"] and "64 bits" in record["prompt"]
+    assert body["choices"][0]["finish_reason"] == "tool_calls"  # the tolerant parser still reads it
+
+
+def test_health_reports_the_switches_and_what_was_generated(served: Served) -> None:
+    served.post({"messages": USER, "tools": [ADD]})
+    served.post({"messages": USER})
+    health = httpx.get(f"{served.base}/health", trust_env=False).json()
+    assert health["tool_options"] == {"grammar": True, "trim": True}
+    stats = health["stats"]
+    assert stats["completions"] == 2 and stats["constrained"] == 1
+    assert stats["calls_untagged"] == 1 and stats["calls_tagged"] == 0  # the fake's bare JSON call
+    assert stats["completion_tokens"] > 0 and stats["prompt_tokens"] > 0

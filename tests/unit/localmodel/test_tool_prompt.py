@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from typing import Any
 
 import pytest
@@ -137,11 +138,10 @@ def parse_gbnf(text: str) -> dict[str, list[list[tuple[str, str]]]]:
 
 
 def class_matches(cls: str, char: str) -> bool:
-    negated = cls.startswith("[^")
-    inner = cls[2 if negated else 1 : -1]
-    inner = inner.encode().decode("unicode_escape")
-    chars = set(re.sub(r"\\(.)", r"\1", inner)) if "\\" in inner else set(inner)
-    return (char not in chars) == negated if char else False
+    """A GBNF character class (the subset the grammar uses reads the same as a regex's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # "possible nested set" for a literal [
+        return bool(char) and re.fullmatch(cls, char) is not None
 
 
 def ends(rules: dict[str, Any], rule: str, text: str, pos: int) -> set[int]:
@@ -186,6 +186,9 @@ def test_the_grammar_accepts_text_and_tagged_calls_to_offered_tools() -> None:
     assert accepts(grammar, "<b>bold</b> answer")
     assert accepts(grammar, call)
     assert accepts(grammar, call + "\n" + other)
+    fenced = '```json\n{"name": "bash", "arguments": {}}\n```'
+    assert accepts(grammar, fenced) and accepts(grammar, fenced.replace("json", "", 1))
+    assert accepts(grammar, call + "\n" + fenced)
     assert not accepts(grammar, '<tool_call>\n{"name": "rm", "arguments": {}}\n</tool_call>')
     assert not accepts(grammar, call + "\nand some text")
 
@@ -195,9 +198,11 @@ def test_the_grammar_accepts_text_and_tagged_calls_to_offered_tools() -> None:
     [
         '<tool_call>\n{"name": "bash", "arguments": {"properties": {}}}\n</tool_call>',  # a schema echo
         '{"name": "bash", "arguments": {"command": "ls"}}',  # bare JSON: a call outside the tags
-        '```json\n{"name": "bash"}\n```',  # a fenced call
+        '```json\n{"name": "bash"}\n```',  # a fenced call outside the schema
+        "```python\nprint(6765)\n```",  # a listing instead of a call
         '[{"name": "bash"}]',
         "\n<tool_call>",  # whitespace, then a tag
+        '<tools>\n{"name": "bash", "arguments": {}}\n</tools>',  # another tag
         " text",
         "",
     ],
@@ -215,7 +220,8 @@ def test_a_required_call_allows_no_text() -> None:
 def test_the_call_schema_names_each_tool_with_its_own_arguments() -> None:
     schema = tp.call_schema(TOOLS)
     assert [v["properties"]["name"] for v in schema["oneOf"]] == [{"const": "bash"}, {"const": "read_file"}]
-    assert schema["oneOf"][0]["properties"]["arguments"] == BASH_SCHEMA
+    arguments = schema["oneOf"][0]["properties"]["arguments"]
+    assert arguments == {**BASH_SCHEMA, "properties": {"command": BASH_SCHEMA["properties"]["command"]}}
     assert all(v["additionalProperties"] is False for v in schema["oneOf"])
     single = tp.call_schema(TOOLS[:1])
     assert single["properties"]["name"] == {"const": "bash"}
@@ -231,3 +237,23 @@ def test_a_converter_failure_or_a_rule_clash_is_a_value_error() -> None:
         tp.tool_call_grammar(TOOLS, lambda s, o: 'root ::= free-text\nfree-text ::= "x"')
     with pytest.raises(ValueError, match="no tools"):
         tp.tool_call_grammar([], stub_converter)
+
+
+def test_the_grammar_leaves_out_optional_properties_it_cannot_keep_valid() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 1},  # required: stays, the tool checks it
+            "t": {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "null"}]},
+            "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+            "nested": {
+                "type": "object",
+                "properties": {"deep": {"type": "number", "maximum": 3}, "ok": {"type": "string"}},
+            },
+            "name": {"type": "string", "minLength": 1},
+        },
+        "required": ["n"],
+    }
+    kept = tp.grammar_schema(schema)
+    assert list(kept["properties"]) == ["n", "name"]
+    assert tp.grammar_schema(schema["properties"]["nested"])["properties"] == {"ok": {"type": "string"}}
