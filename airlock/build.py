@@ -74,6 +74,7 @@ def build_turn(
         model=spec.provider.model,
         max_tokens=spec.provider.max_tokens,
         temperature=spec.provider.temperature,
+        tool_choice_first=spec.provider.tool_choice_first,
         context=build_context(spec.context, provider),
         context_limit=spec.context.max_tokens,
         hooks=[build_hook(h) for h in spec.hooks],

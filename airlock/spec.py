@@ -113,6 +113,10 @@ class ProviderSpec(_Spec):
     #: Retries the SDK itself makes on 429/5xx/connection errors before raising (0: none;
     #: the orchestrator's retry policy still applies on top).
     max_retries: int = Field(default=2, ge=0)
+    #: The ``tool_choice`` of a turn's first model call when tools are offered: ``required``
+    #: makes the model act (call a tool) before it may answer; later calls are ``auto``. Small
+    #: local models otherwise tend to explain how to do a task instead of doing it.
+    tool_choice_first: Literal["auto", "required"] = "auto"
     #: openai_compat only: USD per million prompt / completion tokens (``0`` for a free
     #: local model). Unset: cost is None (unknown), never a guess.
     price_per_mtok_in: Decimal | None = Field(default=None, ge=0)

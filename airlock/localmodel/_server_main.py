@@ -552,13 +552,14 @@ class Backend:
         sampler, so it is tried here first (a stand-in without the check passes as is)."""
         grammar = grammars.LlamaGrammar.from_string(text, verbose=False)
         init = getattr(self.native, "llama_sampler_init_grammar", None)
-        if init is None:
+        free = getattr(self.native, "llama_sampler_free", None)
+        if init is None or free is None:
             return grammar
         sampler = init(self.llm._model.vocab, text.encode("utf-8"), b"root")
         if not sampler:
             print(f"tool calls unconstrained: llama.cpp refused the grammar:\n{text}", file=sys.stderr)
             return None
-        self.native.llama_sampler_free(sampler)
+        free(sampler)
         return grammar
 
     def _perf(self) -> tuple[float, int]:

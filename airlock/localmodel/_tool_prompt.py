@@ -159,11 +159,14 @@ def _unenforced(schema: Any) -> bool:
         return False
     if UNENFORCED & schema.keys():
         return True
-    return any(
-        _unenforced(v if key not in _SCHEMA_MAPS else list(v.values()))
-        for key, v in schema.items()
-        if key in _SCHEMA_MAPS + _SCHEMA_VALUES + _SCHEMA_LISTS and isinstance(v, dict | list)
-    )
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            value = list(value.values())
+        elif key not in _SCHEMA_VALUES + _SCHEMA_LISTS:
+            continue
+        if _unenforced(value):
+            return True
+    return False
 
 
 def grammar_schema(schema: Any) -> Any:
@@ -234,7 +237,8 @@ def tool_call_grammar(
     lines = converted.splitlines()
     roots = [i for i, line in enumerate(lines) if line.startswith("root ::=")]
     body = "\n".join(line for i, line in enumerate(lines) if i not in roots)
-    if len(roots) != 1 or re.search(r"(?<![\w-])(root|tool-call|tool-calls|tool-block|fenced-call|fence-lang|free-text)(?![\w-])", body):
+    ours = "root|tool-call|tool-calls|tool-block|fenced-call|fence-lang|free-text"
+    if len(roots) != 1 or re.search(rf"(?<![\w-])({ours})(?![\w-])", body):
         raise ValueError("the converted grammar's rule names clash with the reply's rules")
     lines[roots[0]] = "tool-call ::=" + lines[roots[0]][len("root ::=") :]
     head = [

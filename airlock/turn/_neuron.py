@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import ValidationError
 
@@ -40,6 +41,8 @@ class NeuronTurn:
         model: default model (``TurnConfig.model`` overrides it; None: the provider's own).
         max_tokens: output token limit per call.
         temperature: sampling temperature.
+        tool_choice_first: ``required``: the turn's first model call must call a tool (when
+            tools are offered); ``auto``: the model decides, on every call.
         context: the compaction strategy (default: none).
         context_limit: the token limit handed to the strategy.
         hooks: a HookRegistry, or hooks (and lifecycle observers) to register in one.
@@ -70,6 +73,7 @@ class NeuronTurn:
         model: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        tool_choice_first: Literal["auto", "required"] = "auto",
         context: ContextStrategy | None = None,
         context_limit: int = 100_000,
         hooks: HookRegistry | Sequence[Hook | LifecycleObserver] = (),
@@ -103,6 +107,7 @@ class NeuronTurn:
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.tool_choice_first = tool_choice_first
         self.context: ContextStrategy = context or NoCompaction()
         self.context_limit = context_limit
         self.hooks = hooks if isinstance(hooks, HookRegistry) else HookRegistry(hooks)

@@ -276,6 +276,9 @@ class TurnSession(SessionTools):
         if decision.halt is not None:
             return await self._finish(ExitReason.observer_halt(decision.halt), iteration=0)
 
+        extra = cfg.extra
+        if iteration == 1 and cfg.tools and turn.tool_choice_first == "required":
+            extra = {**extra, "tool_choice": "required"}
         request = ProviderRequest(
             model=cfg.model,
             messages=list(st.messages),
@@ -283,7 +286,7 @@ class TurnSession(SessionTools):
             max_tokens=turn.max_tokens,
             temperature=turn.temperature,
             system=cfg.system,
-            extra=cfg.extra,
+            extra=extra,
         )
         await self._emit(InferenceStarted(iteration=iteration, model=cfg.model))
         t0 = time.perf_counter()

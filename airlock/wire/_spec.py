@@ -50,6 +50,7 @@ PROVIDER_SPEC_FIELDS = frozenset(
         "price_per_mtok_in",
         "price_per_mtok_out",
         "compaction",
+        "tool_choice_first",
     )
 )
 MCP_SERVER_FIELDS = frozenset(
@@ -66,6 +67,7 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
         max_tokens=p.max_tokens,
         timeout_s=p.timeout_s,
         max_retries=p.max_retries,
+        tool_choice_first=p.tool_choice_first,
     )
     for name in ("model", "base_url", "api_key_env", "temperature"):
         if getattr(p, name) is not None:
@@ -170,7 +172,9 @@ def _provider(p: pb.ProviderSpec, problems: _Problems) -> dict[str, Any]:
     provider.update(
         _present(p, ("model", "base_url", "api_key_env", "max_tokens", "temperature", "timeout_s"))
     )
-    provider.update(_present(p, ("max_retries", "price_per_mtok_in", "price_per_mtok_out")))
+    provider.update(
+        _present(p, ("max_retries", "price_per_mtok_in", "price_per_mtok_out", "tool_choice_first"))
+    )
     if p.HasField("compaction"):
         provider["compaction"] = _present(p.compaction, ("trigger_tokens",))
     return provider

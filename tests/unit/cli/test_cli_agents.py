@@ -43,6 +43,7 @@ def test_ls_json(runner: CliRunner) -> None:
         "demo",
         "demo-claude",
         "demo-scripted",
+        "offline-coder",
         "careful",
         "planner",
     }
@@ -99,7 +100,8 @@ def test_unknown_agent_exits_2_listing_the_valid_names(runner: CliRunner) -> Non
         assert result.exit_code == 2, result.output
         assert "unknown agent 'nope'" in result.stderr
         assert (
-            "budgeted, careful, coder, demo, demo-claude, demo-scripted, planner, researcher" in result.stderr
+            "budgeted, careful, coder, demo, demo-claude, demo-scripted, offline-coder, planner, researcher"
+            in result.stderr
         )
 
 

@@ -32,12 +32,26 @@ def test_example_defines_the_documented_agents(config: AirlockConfig) -> None:
         "demo",
         "demo-claude",
         "demo-scripted",
+        "offline-coder",
         "planner",
         "researcher",
     ]
     assert config.files == (EXAMPLES / "airlock.yaml",)
     assert config.agent("coder").line == 23
     assert config.agent("demo").source == EXAMPLES / "airlock.yaml"
+
+
+def test_the_offline_coder_runs_on_the_local_model_with_shell_and_file_tools_only(
+    config: AirlockConfig,
+) -> None:
+    agent = config.agent("offline-coder")
+    assert agent.uses_local_model and agent.spec.provider.kind == "openai_compat"
+    assert agent.spec.tools == ["bash", "read_file", "write_file"]
+    assert agent.spec.provider.tool_choice_first == "required"
+    assert agent.spec.provider.temperature == 0
+    assert agent.environment.network is not None
+    assert [r.destination for r in agent.environment.network.rules] == ["local-model"]
+    assert not agent.spec.mcp_servers and not agent.spec.custom_tools
 
 
 def test_every_example_agent_is_deny_all_except_its_allow_list(config: AirlockConfig) -> None:

@@ -228,9 +228,7 @@ def test_no_grammar_without_tools_or_with_tool_choice_none(served: Served, tmp_p
     assert all("grammar" not in r for r in recorded(tmp_path))
 
 
-def test_both_switches_off_send_the_schema_as_is_and_generate_freely(
-    served: Served, tmp_path: Any
-) -> None:
+def test_both_switches_off_send_the_schema_as_is_and_generate_freely(served: Served, tmp_path: Any) -> None:
     served.state.tool_options = srv.ToolOptions(grammar=False, trim=False)
     body = served.post({"messages": USER, "tools": [TITLED]}).json()
     (record,) = recorded(tmp_path)

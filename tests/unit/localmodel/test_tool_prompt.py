@@ -39,7 +39,8 @@ BASH_SCHEMA: dict[str, Any] = {
 
 
 def tool(name: str, parameters: dict[str, Any], description: str = "A tool.") -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+    function = {"name": name, "description": description, "parameters": parameters}
+    return {"type": "function", "function": function}
 
 
 def test_trim_schema_drops_the_noise_and_keeps_the_constraints() -> None:

@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -202,6 +203,18 @@ async def test_error_results_images_system_messages_and_merging(
         ],
     }
     assert len(body["messages"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("choice", "sent"), [("required", {"type": "any"}), ({"type": "tool", "name": "x"}, None)]
+)
+async def test_tool_choice_by_its_portable_name_or_as_the_api_has_it(
+    anthropic: AnthropicProvider, anthropic_server: FakeAnthropicServer, choice: Any, sent: Any
+) -> None:
+    anthropic_server.reply("ok")
+    await anthropic.complete(request(extra={"tool_choice": choice}))
+    [body] = anthropic_server.message_bodies()
+    assert body["tool_choice"] == (sent or choice)
 
 
 async def test_extra_passthrough_only_known_keys(

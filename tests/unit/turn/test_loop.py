@@ -281,6 +281,23 @@ async def test_system_addendum_model_and_metadata_reach_the_request() -> None:
     assert request.extra == {"metadata": {"trace_id": "abc"}}
 
 
+async def test_tool_choice_first_requires_a_call_on_the_first_model_call_only() -> None:
+    turn, provider = turn_with(
+        tool_response(("t1", "add", {"a": 1, "b": 2})), text_response("3"), tool_choice_first="required"
+    )
+    out = await turn.execute(TurnInput.new("1+2?", metadata={"trace_id": "abc"}))
+    assert out.exit_reason == ExitReason.complete()
+    first, second = provider.requests
+    assert first.extra == {"metadata": {"trace_id": "abc"}, "tool_choice": "required"}
+    assert second.extra == {"metadata": {"trace_id": "abc"}}
+
+
+async def test_tool_choice_first_asks_nothing_without_tools() -> None:
+    turn, provider = turn_with(text_response("hi"), tools=[], tool_choice_first="required")
+    await turn.execute(TurnInput.new("hello"))
+    assert provider.requests[0].extra == {}
+
+
 async def test_defaults_apply_when_the_input_sets_nothing() -> None:
     turn, provider = turn_with(
         text_response("ok"), system="Base.", defaults=TurnConfig(system_addendum="Default addendum.")

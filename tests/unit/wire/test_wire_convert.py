@@ -281,6 +281,7 @@ agent_specs = st.builds(
         max_retries=st.integers(0, 10),
         price_per_mtok_in=st.none() | decimals().map(Decimal.copy_abs),
         price_per_mtok_out=st.none() | decimals().map(Decimal.copy_abs),
+        tool_choice_first=st.sampled_from(["auto", "required"]),
     ),
     system=text,
     tools=st.lists(st.sampled_from(["bash", "read_file", "calculator", "write_memory"]), unique=True),

@@ -1154,6 +1154,7 @@ class ProviderSpec(_message.Message):
     PRICE_PER_MTOK_IN_FIELD_NUMBER: _builtins.int
     PRICE_PER_MTOK_OUT_FIELD_NUMBER: _builtins.int
     COMPACTION_FIELD_NUMBER: _builtins.int
+    TOOL_CHOICE_FIRST_FIELD_NUMBER: _builtins.int
     kind: Global___ProviderKind.ValueType
     """Required."""
     model: _builtins.str
@@ -1177,6 +1178,10 @@ class ProviderSpec(_message.Message):
     Absent: the cost of a call is unknown (never guessed).
     """
     price_per_mtok_out: _builtins.str
+    tool_choice_first: _builtins.str
+    """The tool_choice of a turn's first model call when tools are offered: "auto" (default) or
+    "required" (the model must call a tool before it may answer). Later calls are "auto".
+    """
     @_builtins.property
     def script(self) -> Global___Json:
         """Scripted provider only (required there): the script inline, as a mapping
@@ -1219,10 +1224,11 @@ class ProviderSpec(_message.Message):
         price_per_mtok_in: _builtins.str | None = ...,
         price_per_mtok_out: _builtins.str | None = ...,
         compaction: Global___ServerCompaction | None = ...,
+        tool_choice_first: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "_tool_choice_first", b"_tool_choice_first", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "_tool_choice_first", b"_tool_choice_first", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__api_key_env: _TypeAlias = _typing.Literal["api_key_env"]  # noqa: Y015
     _WhichOneofArgType__api_key_env: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env"]  # noqa: Y015
@@ -1242,6 +1248,8 @@ class ProviderSpec(_message.Message):
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
     _WhichOneofReturnType__timeout_s: _TypeAlias = _typing.Literal["timeout_s"]  # noqa: Y015
     _WhichOneofArgType__timeout_s: _TypeAlias = _typing.Literal["_timeout_s", b"_timeout_s"]  # noqa: Y015
+    _WhichOneofReturnType__tool_choice_first: _TypeAlias = _typing.Literal["tool_choice_first"]  # noqa: Y015
+    _WhichOneofArgType__tool_choice_first: _TypeAlias = _typing.Literal["_tool_choice_first", b"_tool_choice_first"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__api_key_env) -> _WhichOneofReturnType__api_key_env | None: ...
     @_typing.overload
@@ -1260,6 +1268,8 @@ class ProviderSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout_s) -> _WhichOneofReturnType__timeout_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_choice_first) -> _WhichOneofReturnType__tool_choice_first | None: ...
 
 Global___ProviderSpec: _TypeAlias = ProviderSpec  # noqa: Y015
 
