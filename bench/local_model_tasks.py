@@ -508,8 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{stats.get('completion_tokens')} tokens generated at "
         f"{stats.get('generation_ms_per_token')} ms/token; "
         f"prompts {stats.get('prompt_tokens')} tokens, {stats.get('prompt_evaluated')} evaluated "
-        f"in {stats.get('prompt_ms')} ms; calls tagged {stats.get('calls_tagged')}, "
-        f"untagged {stats.get('calls_untagged')}"
+        f"in {stats.get('prompt_ms')} ms; {stats.get('calls')} tool calls, "
+        f"{stats.get('calls_constrained')} generated under the grammar"
     )
     if args.json:
         args.json.write_text(

@@ -28,7 +28,8 @@ from ._bytecode import compile_argv
 from ._proc import run_command
 
 #: What the runner image needs: python (+ venv), libstdc++ for grpcio, CA certificates, a
-#: shell and the usual utilities for the bash tool.
+#: shell and the usual utilities for the bash tool (awk and diff among them: agents reach for
+#: them first).
 BASE_PACKAGES: tuple[str, ...] = (
     "python3",
     "python3-venv",
@@ -44,6 +45,8 @@ BASE_PACKAGES: tuple[str, ...] = (
     "grep",
     "sed",
     "findutils",
+    "mawk",
+    "diffutils",
     "gzip",
     "libc-bin",
 )
@@ -261,6 +264,14 @@ async def finish_base(root: Path) -> None:
         root, *compile_argv("/usr/lib/python3", "/usr/lib/python3.11"), what="compiling the standard library"
     )
     await asyncio.to_thread(_dirs, root)
+    await asyncio.to_thread(_awk, root)
+
+
+def _awk(root: Path) -> None:
+    # mawk's postinst would make it `awk` (update-alternatives, skipped here).
+    awk = root / "usr/bin/awk"
+    if (root / "usr/bin/mawk").is_file() and not awk.exists():
+        awk.symlink_to("mawk")
 
 
 def _ca_list(root: Path) -> None:

@@ -465,12 +465,13 @@ class Stats:
     prompt_ms: float = 0.0
     completion_tokens: int = 0
     generation_ms: float = 0.0
-    #: Calls found in ``<tool_call>`` tags, and by the tolerant parser elsewhere in the text.
-    calls_tagged: int = 0
-    calls_untagged: int = 0
+    #: Tool calls read from the replies, and of those, the ones generated under the grammar's
+    #: call rule (the rest the tolerant parser found in free text or unconstrained replies).
+    calls: int = 0
+    calls_constrained: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, result: Completion, tagged: int, untagged: int) -> None:
+    def add(self, result: Completion, calls: int) -> None:
         with self.lock:
             self.completions += 1
             self.constrained += result.constrained
@@ -479,8 +480,10 @@ class Stats:
             self.prompt_ms += result.prompt_ms
             self.completion_tokens += result.completion_tokens
             self.generation_ms += result.generation_ms
-            self.calls_tagged += tagged
-            self.calls_untagged += untagged
+            self.calls += calls
+            # Under the grammar a reply that starts like a call is one: text may not.
+            began_as_call = result.text.startswith(tool_prompt.CALL_STARTS)
+            self.calls_constrained += calls if result.constrained and began_as_call else 0
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -753,8 +756,7 @@ def chat_completion(
             }
             finish_reason = "tool_calls"
     if stats is not None:
-        tagged = len(calls) if _TAG_RE.search(result.text) else 0
-        stats.add(result, tagged, len(calls) - tagged)
+        stats.add(result, len(calls))
     created = int(time.time())
     return {
         "id": "chatcmpl-"

@@ -31,6 +31,8 @@ _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _NOISE = ("title", "$schema", "$id", "examples")
 
 CALL_OPEN = "<tool_call>\n"
+#: How a reply under the grammar begins when it is calls (free text may begin with neither).
+CALL_STARTS = ("<tool_call>", "```")
 CALL_CLOSE = "\n</tool_call>"
 #: A plain-text reply may not start with these (each would begin a call outside the grammar:
 #: a tag such as ``<tool_call>`` or ``<tools>``, bare JSON, a fenced block), nor with

@@ -244,5 +244,14 @@ def test_health_reports_the_switches_and_what_was_generated(served: Served) -> N
     assert health["tool_options"] == {"grammar": True, "trim": True}
     stats = health["stats"]
     assert stats["completions"] == 2 and stats["constrained"] == 1
-    assert stats["calls_untagged"] == 1 and stats["calls_tagged"] == 0  # the fake's bare JSON call
+    assert stats["calls"] == 1 and stats["calls_constrained"] == 0  # the fake's bare JSON call
     assert stats["completion_tokens"] > 0 and stats["prompt_tokens"] > 0
+
+
+def test_calls_in_a_reply_that_began_as_a_call_count_as_generated_under_the_grammar(served: Served) -> None:
+    served.llm._replies = ['```json\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n```']
+    served.post({"messages": USER, "tools": [ADD]})
+    served.state.tool_options = srv.ToolOptions(grammar=False)
+    served.post({"messages": USER, "tools": [ADD]})
+    stats = httpx.get(f"{served.base}/health", trust_env=False).json()["stats"]
+    assert stats["calls"] == 2 and stats["calls_constrained"] == 1 and stats["constrained"] == 1
