@@ -27,6 +27,18 @@ _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 #: Keywords whose value is a schema or a list of schemas.
 _SCHEMA_VALUES = ("items", "additionalItems", "not", "if", "then", "else", "contains")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+def _within(key: str, value: Any, fn: Callable[[Any], Any], also: tuple[str, ...] = ()) -> Any:
+    """The value of keyword ``key`` with ``fn`` applied to each schema (or list of schemas) it
+    holds; keys in ``also`` hold one too. Other values are returned as they are."""
+    if key in _SCHEMA_MAPS and isinstance(value, dict):
+        return {name: fn(sub) for name, sub in value.items()}
+    if key in _SCHEMA_VALUES or key in _SCHEMA_LISTS or key in also:
+        return fn(value)
+    return value
+
+
 #: Dropped everywhere: presentation the model does not need and tends to echo.
 _NOISE = ("title", "$schema", "$id", "examples")
 
@@ -82,12 +94,8 @@ def trim_schema(schema: Any) -> Any:
             continue
         if key == "description" and isinstance(value, str):
             out[key] = short_description(value)
-        elif key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: trim_schema(sub) for name, sub in value.items()}
-        elif key in _SCHEMA_VALUES or key in _SCHEMA_LISTS or key == "additionalProperties":
-            out[key] = trim_schema(value)
-        else:
-            out[key] = value
+        else:  # a non-boolean additionalProperties is a schema
+            out[key] = _within(key, value, trim_schema, also=("additionalProperties",))
     return out
 
 
@@ -161,14 +169,10 @@ def _unenforced(schema: Any) -> bool:
         return False
     if UNENFORCED & schema.keys():
         return True
+    found: list[bool] = []
     for key, value in schema.items():
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            value = list(value.values())
-        elif key not in _SCHEMA_VALUES + _SCHEMA_LISTS:
-            continue
-        if _unenforced(value):
-            return True
-    return False
+        _within(key, value, lambda sub: found.append(_unenforced(sub)))
+    return any(found)
 
 
 def grammar_schema(schema: Any) -> Any:
@@ -183,17 +187,8 @@ def grammar_schema(schema: Any) -> Any:
     required = set(schema.get("required") or [])
     for key, value in schema.items():
         if key == "properties" and isinstance(value, dict):
-            out[key] = {
-                name: grammar_schema(sub)
-                for name, sub in value.items()
-                if name in required or not _unenforced(sub)
-            }
-        elif key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: grammar_schema(sub) for name, sub in value.items()}
-        elif key in _SCHEMA_VALUES or key in _SCHEMA_LISTS:
-            out[key] = grammar_schema(value)
-        else:
-            out[key] = value
+            value = {name: sub for name, sub in value.items() if name in required or not _unenforced(sub)}
+        out[key] = _within(key, value, grammar_schema)
     return out
 
 
