@@ -42,7 +42,7 @@ from layer0 import (
     TurnInput,
 )
 from tests.support.containers import OWNER, assert_clean
-from tests.support.mcp_servers import start_http, stdio_command
+from tests.support.mcp_servers import serving_http, stdio_command
 
 pytestmark = pytest.mark.docker
 
@@ -121,12 +121,8 @@ def mcp_network(docker_client: Any) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def mcp_http(mcp_network: str) -> Iterator[int]:
     """The test MCP server on the host, listening on the test network's gateway address."""
-    proc, port = start_http(GATEWAY)
-    try:
+    with serving_http(GATEWAY) as (_, port):
         yield port
-    finally:
-        proc.kill()
-        proc.wait(10)
 
 
 @pytest.fixture
@@ -229,12 +225,8 @@ TOKEN = "mcp-tok/" + secrets.token_hex(16)
 @pytest.fixture(scope="module")
 def mcp_http_token(mcp_network: str) -> Iterator[int]:
     """The test MCP server on the host, answering 401 to any request without ``TOKEN``."""
-    proc, port = start_http(GATEWAY, token=TOKEN)
-    try:
+    with serving_http(GATEWAY, token=TOKEN) as (_, port):
         yield port
-    finally:
-        proc.kill()
-        proc.wait(10)
 
 
 @pytest.fixture

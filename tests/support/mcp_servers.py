@@ -25,6 +25,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 #: The one-pixel PNG ``picture`` returns, base64.
@@ -60,6 +62,19 @@ def start_http(host: str = "127.0.0.1", token: str | None = None) -> tuple[subpr
         proc.kill()
         raise RuntimeError(f"the MCP test server did not start: {line!r}")
     return proc, int(line.split()[1])
+
+
+@contextmanager
+def serving_http(
+    host: str = "127.0.0.1", token: str | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """:func:`start_http` for the block: the server process and its port, killed afterwards."""
+    proc, port = start_http(host, token)
+    try:
+        yield proc, port
+    finally:
+        proc.kill()
+        proc.wait(10)
 
 
 def process_alive(pid: int) -> bool:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from airlock.cli import app
 from airlock.cli._agents import agents_show
 from airlock.config import load_config
-from tests.support.mcp_servers import start_http, stdio_command
+from tests.support.mcp_servers import serving_http, stdio_command
 
 
 @pytest.fixture(autouse=True)
@@ -30,10 +30,8 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 def http_port() -> Iterator[int]:
-    proc, port = start_http("127.0.0.1")
-    yield port
-    proc.kill()
-    proc.wait(10)
+    with serving_http() as (_, port):
+        yield port
 
 
 def write_config(tmp_path: Path, servers: list[dict[str, Any]], allow: list[dict[str, Any]]) -> Path:

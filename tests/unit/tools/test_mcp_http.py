@@ -17,17 +17,15 @@ from airlock.spec import McpServerSpec
 from airlock.tools import open_mcp_tools
 from airlock.turn import ToolContext, ToolRegistry
 from layer0 import EnvironmentSpec
-from tests.support.mcp_servers import start_http
+from tests.support.mcp_servers import serving_http
 
 CTX = ToolContext(tool_use_id="t1")
 
 
 @pytest.fixture
 def http_server() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    proc, port = start_http("127.0.0.1")
-    yield proc, port
-    proc.kill()
-    proc.wait(10)
+    with serving_http() as served:
+        yield served
 
 
 def remote(port: int, path: str = "/mcp", **fields: object) -> McpServerSpec:
