@@ -57,7 +57,7 @@ def build_turn(
     """
     from airlock.providers import create_provider
     from airlock.tools import build_tools, load_custom_tools
-    from airlock.turn import NeuronTurn
+    from airlock.turn import NeuronTurn, ToolChoicePolicy
 
     if provider is None:
         provider = create_provider(spec.provider)
@@ -74,7 +74,11 @@ def build_turn(
         model=spec.provider.model,
         max_tokens=spec.provider.max_tokens,
         temperature=spec.provider.temperature,
-        tool_choice_first=spec.provider.tool_choice_first,
+        tool_choice=ToolChoicePolicy(
+            first=spec.provider.tool_choice_first,
+            after_failure=spec.provider.tool_choice_after_failure,
+            parallel=spec.provider.parallel_tool_calls,
+        ),
         context=build_context(spec.context, provider),
         context_limit=spec.context.max_tokens,
         hooks=[build_hook(h) for h in spec.hooks],

@@ -117,6 +117,13 @@ class ProviderSpec(_Spec):
     #: makes the model act (call a tool) before it may answer; later calls are ``auto``. Small
     #: local models otherwise tend to explain how to do a task instead of doing it.
     tool_choice_first: Literal["auto", "required"] = "auto"
+    #: The ``tool_choice`` of the model call after a failed tool step (an error result, or a
+    #: command's non-zero ``exit_code``): ``required`` makes the model act on the failure rather
+    #: than give up or guess, once (when that call fails too, the model may answer).
+    tool_choice_after_failure: Literal["auto", "required"] = "auto"
+    #: False: at most one tool call per model reply (``parallel_tool_calls``; the Messages API's
+    #: ``disable_parallel_tool_use``). None: the provider's default.
+    parallel_tool_calls: bool | None = None
     #: openai_compat only: USD per million prompt / completion tokens (``0`` for a free
     #: local model). Unset: cost is None (unknown), never a guess.
     price_per_mtok_in: Decimal | None = Field(default=None, ge=0)

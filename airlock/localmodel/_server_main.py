@@ -532,14 +532,19 @@ class Backend:
         stop = tuple(dict.fromkeys([*BASE_STOP, *([eos] if eos else [])]))
         return cls(llm=llm, template=template, n_ctx=int(llm.n_ctx()), stop=stop, native=llama_cpp)
 
-    def tool_grammar(self, tools: Sequence[dict[str, Any]], *, allow_text: bool) -> Any | None:
-        """A ``LlamaGrammar`` that lets the model write text or calls to ``tools`` only, or None
-        where one cannot be built (the tolerant parser then does what it can)."""
+    def tool_grammar(
+        self, tools: Sequence[dict[str, Any]], *, allow_text: bool, parallel: bool = True
+    ) -> Any | None:
+        """A ``LlamaGrammar`` that lets the model write text or calls to ``tools`` only (one at
+        most without ``parallel``), or None where one cannot be built (the tolerant parser then
+        does what it can)."""
         grammars = getattr(self.native, "llama_grammar", None)
         if grammars is None:
             return None
         try:
-            text = tool_prompt.tool_call_grammar(tools, grammars.json_schema_to_gbnf, allow_text=allow_text)
+            text = tool_prompt.tool_call_grammar(
+                tools, grammars.json_schema_to_gbnf, allow_text=allow_text, parallel=parallel
+            )
         except ValueError as e:
             print(f"tool calls unconstrained: {e}", file=sys.stderr)
             return None
@@ -674,20 +679,25 @@ class ToolChoice:
     names: frozenset[str]
     #: The reply must be calls (``required`` or a named function), not text.
     required: bool = False
+    #: More than one call may be made (``parallel_tool_calls``, default true).
+    parallel: bool = True
 
 
-def _tool_filter(tools: list[dict[str, Any]], tool_choice: Any) -> ToolChoice:
-    """Whether to offer tools, which names count as calls, and whether a call is required."""
+def _tool_filter(tools: list[dict[str, Any]], tool_choice: Any, parallel: Any = True) -> ToolChoice:
+    """Whether to offer tools, which names count as calls, whether a call is required and
+    whether several may be made."""
+    if not isinstance(parallel, bool):
+        raise RequestError("'parallel_tool_calls' must be a boolean", param="parallel_tool_calls")
     names = frozenset(t["function"]["name"] for t in tools)
     if not tools or tool_choice == "none":
         return ToolChoice(False, frozenset())
     if tool_choice in (None, "auto", "required"):
-        return ToolChoice(True, names, required=tool_choice == "required")
+        return ToolChoice(True, names, required=tool_choice == "required", parallel=parallel)
     if isinstance(tool_choice, dict) and isinstance(tool_choice.get("function"), dict):
         chosen = tool_choice["function"].get("name")
         if chosen not in names:
             raise RequestError(f"tool_choice names unknown tool {chosen!r}", param="tool_choice")
-        return ToolChoice(True, frozenset({chosen}), required=True)
+        return ToolChoice(True, frozenset({chosen}), required=True, parallel=parallel)
     raise RequestError("'tool_choice' must be 'none', 'auto', 'required' or a function", param="tool_choice")
 
 
@@ -717,7 +727,7 @@ def chat_completion(
         raise RequestError("logprobs are not supported", param="logprobs")
     messages = normalise_messages(body.get("messages"))
     tools = validate_tools(body.get("tools"))
-    choice = _tool_filter(tools, body.get("tool_choice"))
+    choice = _tool_filter(tools, body.get("tool_choice"), body.get("parallel_tool_calls", True))
     offer, names = choice.offer, choice.names
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None and (
@@ -731,7 +741,9 @@ def chat_completion(
     grammar = None
     if offer and options.grammar:
         callable_tools = [t for t in tools if t["function"]["name"] in names]
-        grammar = backend.tool_grammar(callable_tools, allow_text=not choice.required)
+        grammar = backend.tool_grammar(
+            callable_tools, allow_text=not choice.required, parallel=choice.parallel
+        )
     result = backend.complete(prompt, max_tokens=max_tokens, sampling=sampling, stop=stop, grammar=grammar)
 
     content: str | None = result.text
@@ -740,6 +752,8 @@ def chat_completion(
     calls: list[ParsedToolCall] = []
     if offer:
         content, calls = parse_tool_calls(result.text, names)
+        if not choice.parallel:  # unconstrained (no grammar): the first call only
+            calls = calls[:1]
         if calls:
             seed_text = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
             message = {

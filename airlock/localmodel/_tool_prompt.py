@@ -215,9 +215,11 @@ def tool_call_grammar(
     schema_to_gbnf: Callable[[str, list[str]], str],
     *,
     allow_text: bool = True,
+    parallel: bool = True,
 ) -> str:
     """The GBNF of a reply when ``tools`` are offered: plain text or tagged calls (only calls
-    without ``allow_text``: ``tool_choice`` ``required`` or a named function).
+    without ``allow_text``: ``tool_choice`` ``required`` or a named function; one call at most
+    without ``parallel``: ``parallel_tool_calls`` false).
 
     ``schema_to_gbnf(schema_json, prop_order)`` is llama.cpp's converter
     (``llama_cpp.llama_grammar.json_schema_to_gbnf``); its ``root`` rule becomes ``tool-call``.
@@ -238,9 +240,10 @@ def tool_call_grammar(
     if len(roots) != 1 or re.search(rf"(?<![\w-])({ours})(?![\w-])", body):
         raise ValueError("the converted grammar's rule names clash with the reply's rules")
     lines[roots[0]] = "tool-call ::=" + lines[roots[0]][len("root ::=") :]
+    calls = 'tool-block | tool-block "\\n" tool-calls' if parallel else "tool-block"
     head = [
         "root ::= tool-calls | free-text" if allow_text else "root ::= tool-calls",
-        'tool-calls ::= tool-block | tool-block "\\n" tool-calls',
+        f"tool-calls ::= {calls}",
         f"tool-block ::= {_literal(CALL_OPEN)} tool-call {_literal(CALL_CLOSE)} | fenced-call",
         # Small coder models write calls as fenced JSON more often than in the template's tags.
         'fenced-call ::= "```" fence-lang "\\n" tool-call "\\n```"',

@@ -87,10 +87,10 @@ _SDK_PARAMS = frozenset(
     }
 )
 
-#: Response block types that carry nothing the loop can use or send back (thinking, and
-#: the blocks of server-side tools, which we never offer). Dropped with a debug log.
 #: ``tool_choice`` by its portable (OpenAI) name -> the Messages API's ``type``.
 _TOOL_CHOICES = {"auto": "auto", "required": "any", "none": "none"}
+#: Response block types that carry nothing the loop can use or send back (thinking, and
+#: the blocks of server-side tools, which we never offer). Dropped with a debug log.
 IGNORED_BLOCK_TYPES = frozenset(
     {
         "thinking",
@@ -325,7 +325,8 @@ def _known_extra(extra: Mapping[str, Any]) -> dict[str, Any]:
 
     ``metadata.user_id`` (a string) becomes the API's ``metadata``; ``stop_sequences``,
     ``top_p``, ``top_k`` and ``tool_choice`` pass through (``tool_choice`` also by its portable
-    names: ``required`` is the API's ``any``). Everything else (trace ids,
+    names: ``required`` is the API's ``any``); ``parallel_tool_calls: false`` becomes the
+    ``tool_choice``'s ``disable_parallel_tool_use``. Everything else (trace ids,
     unknown keys) stays local. ``thinking`` is deliberately not forwarded: thinking blocks
     have no ContentPart, and the API rejects a tool-use continuation without them.
     """
@@ -344,6 +345,10 @@ def _known_extra(extra: Mapping[str, Any]) -> dict[str, Any]:
         out["tool_choice"] = dict(extra["tool_choice"])
     elif extra.get("tool_choice") in _TOOL_CHOICES:  # the portable names (OpenAI's)
         out["tool_choice"] = {"type": _TOOL_CHOICES[str(extra["tool_choice"])]}
+    if extra.get("parallel_tool_calls") is False:
+        choice = out.get("tool_choice", {"type": "auto"})
+        if choice.get("type") != "none":
+            out["tool_choice"] = {**choice, "disable_parallel_tool_use": True}
     return out
 
 

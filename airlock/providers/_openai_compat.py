@@ -257,7 +257,8 @@ def _parse_arguments(arguments: str | None) -> Any:
 
 def _known_extra(extra: Mapping[str, Any]) -> dict[str, Any]:
     """Forwarded keys of ``request.extra``: ``stop_sequences`` (as ``stop``), ``top_p``,
-    ``seed``, ``tool_choice``, and ``metadata.user_id`` (as ``user``). Others stay local."""
+    ``seed``, ``tool_choice``, ``parallel_tool_calls``, and ``metadata.user_id`` (as ``user``).
+    Others stay local."""
     out: dict[str, Any] = {}
     stops = extra.get("stop_sequences")
     if isinstance(stops, list) and all(isinstance(s, str) for s in stops):
@@ -271,6 +272,8 @@ def _known_extra(extra: Mapping[str, Any]) -> dict[str, Any]:
     tool_choice = extra.get("tool_choice")
     if isinstance(tool_choice, str | Mapping):
         out["tool_choice"] = tool_choice if isinstance(tool_choice, str) else dict(tool_choice)
+    if isinstance(extra.get("parallel_tool_calls"), bool):
+        out["parallel_tool_calls"] = extra["parallel_tool_calls"]
     metadata = extra.get("metadata")
     if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
         out["user"] = metadata["user_id"]

@@ -72,6 +72,7 @@ if _typing.TYPE_CHECKING:
     from ._session_base import ResolvedConfig, TurnSessionError
     from ._state import SessionState, StepResult, ToolExecution
     from ._tool import MAX_TOOL_EFFECTS, ToolContext, ToolDyn, ToolResult
+    from ._tool_choice import ToolChoicePolicy, failed_step
 
 __all__ = [
     "COMPACTION_CONTENT_TYPE",
@@ -124,6 +125,7 @@ __all__ = [
     "SuspendedForApproval",
     "TextPart",
     "TokenUsage",
+    "ToolChoicePolicy",
     "ToolContext",
     "ToolDyn",
     "ToolExecution",
@@ -146,6 +148,7 @@ __all__ = [
     "TurnSuspended",
     "block_to_part",
     "estimate_tokens",
+    "failed_step",
     "part_to_block",
     "tool",
 ]
@@ -168,6 +171,7 @@ _LAZY_MODULES = (
     "_session_base",
     "_state",
     "_tool",
+    "_tool_choice",
 )
 
 if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from pydantic import ValidationError
 
@@ -22,6 +21,7 @@ from ._session import DEFAULT_MAX_TURNS, TurnSession
 from ._session_base import ResolvedConfig, TurnSessionError
 from ._state import SessionState
 from ._tool import ToolDyn
+from ._tool_choice import ToolChoicePolicy
 
 
 def _merge(defaults: TurnConfig, override: TurnConfig | None) -> TurnConfig:
@@ -41,8 +41,7 @@ class NeuronTurn:
         model: default model (``TurnConfig.model`` overrides it; None: the provider's own).
         max_tokens: output token limit per call.
         temperature: sampling temperature.
-        tool_choice_first: ``required``: the turn's first model call must call a tool (when
-            tools are offered); ``auto``: the model decides, on every call.
+        tool_choice: which model calls must call a tool (default: none; the model decides).
         context: the compaction strategy (default: none).
         context_limit: the token limit handed to the strategy.
         hooks: a HookRegistry, or hooks (and lifecycle observers) to register in one.
@@ -73,7 +72,7 @@ class NeuronTurn:
         model: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
-        tool_choice_first: Literal["auto", "required"] = "auto",
+        tool_choice: ToolChoicePolicy | None = None,
         context: ContextStrategy | None = None,
         context_limit: int = 100_000,
         hooks: HookRegistry | Sequence[Hook | LifecycleObserver] = (),
@@ -107,7 +106,7 @@ class NeuronTurn:
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.tool_choice_first = tool_choice_first
+        self.tool_choice = tool_choice or ToolChoicePolicy()
         self.context: ContextStrategy = context or NoCompaction()
         self.context_limit = context_limit
         self.hooks = hooks if isinstance(hooks, HookRegistry) else HookRegistry(hooks)

@@ -277,8 +277,8 @@ class TurnSession(SessionTools):
             return await self._finish(ExitReason.observer_halt(decision.halt), iteration=0)
 
         extra = cfg.extra
-        if iteration == 1 and cfg.tools and turn.tool_choice_first == "required":
-            extra = {**extra, "tool_choice": "required"}
+        if cfg.tools:
+            extra = {**extra, **turn.tool_choice.request_extra(iteration, st.messages)}
         request = ProviderRequest(
             model=cfg.model,
             messages=list(st.messages),

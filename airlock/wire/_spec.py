@@ -51,6 +51,8 @@ PROVIDER_SPEC_FIELDS = frozenset(
         "price_per_mtok_out",
         "compaction",
         "tool_choice_first",
+        "tool_choice_after_failure",
+        "parallel_tool_calls",
     )
 )
 MCP_SERVER_FIELDS = frozenset(
@@ -68,8 +70,9 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
         timeout_s=p.timeout_s,
         max_retries=p.max_retries,
         tool_choice_first=p.tool_choice_first,
+        tool_choice_after_failure=p.tool_choice_after_failure,
     )
-    for name in ("model", "base_url", "api_key_env", "temperature"):
+    for name in ("model", "base_url", "api_key_env", "temperature", "parallel_tool_calls"):
         if getattr(p, name) is not None:
             setattr(provider, name, getattr(p, name))
     for name in ("price_per_mtok_in", "price_per_mtok_out"):
@@ -175,6 +178,7 @@ def _provider(p: pb.ProviderSpec, problems: _Problems) -> dict[str, Any]:
     provider.update(
         _present(p, ("max_retries", "price_per_mtok_in", "price_per_mtok_out", "tool_choice_first"))
     )
+    provider.update(_present(p, ("tool_choice_after_failure", "parallel_tool_calls")))
     if p.HasField("compaction"):
         provider["compaction"] = _present(p.compaction, ("trigger_tokens",))
     return provider

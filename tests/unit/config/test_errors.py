@@ -51,8 +51,9 @@ def test_unknown_key_inside_agent_spec_part(write: Write, one_issue: One) -> Non
     path = write(AGENT.replace("script: []}", "script: [], modle: x}"))
     assert one_issue(path) == (
         f"{path}:3:44: agents.coder.provider.modle: unknown key 'modle'; valid keys: api_key_env, "
-        "base_url, compaction, kind, max_retries, max_tokens, model, price_per_mtok_in, "
-        "price_per_mtok_out, script, temperature, timeout_s, tool_choice_first"
+        "base_url, compaction, kind, max_retries, max_tokens, model, "
+        "parallel_tool_calls, price_per_mtok_in, price_per_mtok_out, script, temperature, timeout_s, "
+        "tool_choice_after_failure, tool_choice_first"
     )
 
 

@@ -48,6 +48,8 @@ def test_the_offline_coder_runs_on_the_local_model_with_shell_and_file_tools_onl
     assert agent.uses_local_model and agent.spec.provider.kind == "openai_compat"
     assert agent.spec.tools == ["bash", "read_file", "write_file"]
     assert agent.spec.provider.tool_choice_first == "required"
+    assert agent.spec.provider.tool_choice_after_failure == "required"
+    assert agent.spec.provider.parallel_tool_calls is False
     assert agent.spec.provider.temperature == 0
     assert agent.environment.network is not None
     assert [r.destination for r in agent.environment.network.rules] == ["local-model"]

@@ -222,6 +222,25 @@ def test_a_required_or_named_call_allows_no_text(served: Served, tmp_path: Any) 
     assert named["grammar"].startswith("root ::= tool-calls\n")
 
 
+def test_parallel_tool_calls_false_allows_one_call(served: Served, tmp_path: Any) -> None:
+    served.post({"messages": USER, "tools": [TITLED], "parallel_tool_calls": False})
+    (record,) = recorded(tmp_path)
+    assert "\ntool-calls ::= tool-block\n" in record["grammar"]
+    bad = served.post({"messages": USER, "tools": [TITLED], "parallel_tool_calls": "no"})
+    assert bad.status_code == 400 and error_of(bad)["param"] == "parallel_tool_calls"
+
+
+def test_parallel_tool_calls_false_keeps_the_first_of_unconstrained_calls(served: Served) -> None:
+    served.state.tool_options = srv.ToolOptions(grammar=False, trim=True)
+    call = '<tool_call>\n{"name": "add", "arguments": {"a": %d, "b": 0}}\n</tool_call>'
+    served.llm._replies = [call % 1 + "\n" + call % 2]
+    both = served.post({"messages": USER, "tools": [ADD]}).json()["choices"][0]["message"]["tool_calls"]
+    one = served.post({"messages": USER, "tools": [ADD], "parallel_tool_calls": False}).json()
+    assert len(both) == 2
+    [kept] = one["choices"][0]["message"]["tool_calls"]
+    assert json.loads(kept["function"]["arguments"]) == {"a": 1, "b": 0}
+
+
 def test_no_grammar_without_tools_or_with_tool_choice_none(served: Served, tmp_path: Any) -> None:
     served.post({"messages": USER})
     served.post({"messages": USER, "tools": [TITLED], "tool_choice": "none"})

@@ -218,6 +218,14 @@ def test_a_required_call_allows_no_text() -> None:
     assert accepts(grammar, '<tool_call>\n{"name": "bash", "arguments": {}}\n</tool_call>')
 
 
+def test_without_parallel_calls_one_call_at_most() -> None:
+    one = '<tool_call>\n{"name": "bash", "arguments": {}}\n</tool_call>'
+    grammar = tp.tool_call_grammar(TOOLS, stub_converter, allow_text=False, parallel=False)
+    assert accepts(grammar, one)
+    assert not accepts(grammar, one + "\n" + one)
+    assert accepts(tp.tool_call_grammar(TOOLS, stub_converter), one + "\n" + one)
+
+
 def test_the_call_schema_names_each_tool_with_its_own_arguments() -> None:
     schema = tp.call_schema(TOOLS)
     assert [v["properties"]["name"] for v in schema["oneOf"]] == [{"const": "bash"}, {"const": "read_file"}]

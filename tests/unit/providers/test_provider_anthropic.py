@@ -217,6 +217,27 @@ async def test_tool_choice_by_its_portable_name_or_as_the_api_has_it(
     assert body["tool_choice"] == (sent or choice)
 
 
+@pytest.mark.parametrize(
+    ("extra", "sent"),
+    [
+        ({"parallel_tool_calls": False}, {"type": "auto", "disable_parallel_tool_use": True}),
+        (
+            {"parallel_tool_calls": False, "tool_choice": "required"},
+            {"type": "any", "disable_parallel_tool_use": True},
+        ),
+        ({"parallel_tool_calls": False, "tool_choice": "none"}, {"type": "none"}),
+        ({"parallel_tool_calls": True}, None),
+    ],
+)
+async def test_parallel_tool_calls_false_disables_parallel_tool_use(
+    anthropic: AnthropicProvider, anthropic_server: FakeAnthropicServer, extra: Any, sent: Any
+) -> None:
+    anthropic_server.reply("ok")
+    await anthropic.complete(request(extra=extra))
+    [body] = anthropic_server.message_bodies()
+    assert body.get("tool_choice") == sent
+
+
 async def test_extra_passthrough_only_known_keys(
     anthropic: AnthropicProvider, anthropic_server: FakeAnthropicServer
 ) -> None:

@@ -165,11 +165,13 @@ async def test_extra_passthrough_only_known_keys(
         "metadata": {"user_id": "u-1", "trace": "x"},
         "stop_sequences": ["END"],
         "seed": 7,
+        "parallel_tool_calls": False,
         "bogus": True,
     }
     await openai_compat.complete(request(extra=extra))
     [body] = openai_server.chat_bodies()
     assert (body["user"], body["stop"], body["seed"]) == ("u-1", ["END"], 7)
+    assert body["parallel_tool_calls"] is False
     assert "bogus" not in body and "metadata" not in body
 
 

@@ -18,6 +18,7 @@ from airlock.turn import (
     Role,
     StopReason,
     TextPart,
+    ToolChoicePolicy,
     ToolResultPart,
     ToolUsePart,
     tool,
@@ -283,7 +284,9 @@ async def test_system_addendum_model_and_metadata_reach_the_request() -> None:
 
 async def test_tool_choice_first_requires_a_call_on_the_first_model_call_only() -> None:
     turn, provider = turn_with(
-        tool_response(("t1", "add", {"a": 1, "b": 2})), text_response("3"), tool_choice_first="required"
+        tool_response(("t1", "add", {"a": 1, "b": 2})),
+        text_response("3"),
+        tool_choice=ToolChoicePolicy(first="required"),
     )
     out = await turn.execute(TurnInput.new("1+2?", metadata={"trace_id": "abc"}))
     assert out.exit_reason == ExitReason.complete()
@@ -293,7 +296,9 @@ async def test_tool_choice_first_requires_a_call_on_the_first_model_call_only() 
 
 
 async def test_tool_choice_first_asks_nothing_without_tools() -> None:
-    turn, provider = turn_with(text_response("hi"), tools=[], tool_choice_first="required")
+    turn, provider = turn_with(
+        text_response("hi"), tools=[], tool_choice=ToolChoicePolicy(first="required", parallel=False)
+    )
     await turn.execute(TurnInput.new("hello"))
     assert provider.requests[0].extra == {}
 

@@ -282,6 +282,8 @@ agent_specs = st.builds(
         price_per_mtok_in=st.none() | decimals().map(Decimal.copy_abs),
         price_per_mtok_out=st.none() | decimals().map(Decimal.copy_abs),
         tool_choice_first=st.sampled_from(["auto", "required"]),
+        tool_choice_after_failure=st.sampled_from(["auto", "required"]),
+        parallel_tool_calls=st.none() | st.booleans(),
     ),
     system=text,
     tools=st.lists(st.sampled_from(["bash", "read_file", "calculator", "write_memory"]), unique=True),

@@ -1155,6 +1155,8 @@ class ProviderSpec(_message.Message):
     PRICE_PER_MTOK_OUT_FIELD_NUMBER: _builtins.int
     COMPACTION_FIELD_NUMBER: _builtins.int
     TOOL_CHOICE_FIRST_FIELD_NUMBER: _builtins.int
+    TOOL_CHOICE_AFTER_FAILURE_FIELD_NUMBER: _builtins.int
+    PARALLEL_TOOL_CALLS_FIELD_NUMBER: _builtins.int
     kind: Global___ProviderKind.ValueType
     """Required."""
     model: _builtins.str
@@ -1182,6 +1184,12 @@ class ProviderSpec(_message.Message):
     """The tool_choice of a turn's first model call when tools are offered: "auto" (default) or
     "required" (the model must call a tool before it may answer). Later calls are "auto".
     """
+    tool_choice_after_failure: _builtins.str
+    """The tool_choice of the model call after a failed tool step (an error result, or a
+    command's non-zero exit_code): "auto" (default) or "required", once.
+    """
+    parallel_tool_calls: _builtins.bool
+    """false: at most one tool call per model reply. Absent: the provider's default."""
     @_builtins.property
     def script(self) -> Global___Json:
         """Scripted provider only (required there): the script inline, as a mapping
@@ -1225,10 +1233,12 @@ class ProviderSpec(_message.Message):
         price_per_mtok_out: _builtins.str | None = ...,
         compaction: Global___ServerCompaction | None = ...,
         tool_choice_first: _builtins.str | None = ...,
+        tool_choice_after_failure: _builtins.str | None = ...,
+        parallel_tool_calls: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "_tool_choice_first", b"_tool_choice_first", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "_tool_choice_after_failure", b"_tool_choice_after_failure", "_tool_choice_first", b"_tool_choice_first", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s", "tool_choice_after_failure", b"tool_choice_after_failure", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "_tool_choice_first", b"_tool_choice_first", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "_tool_choice_after_failure", b"_tool_choice_after_failure", "_tool_choice_first", b"_tool_choice_first", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s", "tool_choice_after_failure", b"tool_choice_after_failure", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__api_key_env: _TypeAlias = _typing.Literal["api_key_env"]  # noqa: Y015
     _WhichOneofArgType__api_key_env: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env"]  # noqa: Y015
@@ -1240,6 +1250,8 @@ class ProviderSpec(_message.Message):
     _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
     _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
     _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
+    _WhichOneofReturnType__parallel_tool_calls: _TypeAlias = _typing.Literal["parallel_tool_calls"]  # noqa: Y015
+    _WhichOneofArgType__parallel_tool_calls: _TypeAlias = _typing.Literal["_parallel_tool_calls", b"_parallel_tool_calls"]  # noqa: Y015
     _WhichOneofReturnType__price_per_mtok_in: _TypeAlias = _typing.Literal["price_per_mtok_in"]  # noqa: Y015
     _WhichOneofArgType__price_per_mtok_in: _TypeAlias = _typing.Literal["_price_per_mtok_in", b"_price_per_mtok_in"]  # noqa: Y015
     _WhichOneofReturnType__price_per_mtok_out: _TypeAlias = _typing.Literal["price_per_mtok_out"]  # noqa: Y015
@@ -1248,6 +1260,8 @@ class ProviderSpec(_message.Message):
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
     _WhichOneofReturnType__timeout_s: _TypeAlias = _typing.Literal["timeout_s"]  # noqa: Y015
     _WhichOneofArgType__timeout_s: _TypeAlias = _typing.Literal["_timeout_s", b"_timeout_s"]  # noqa: Y015
+    _WhichOneofReturnType__tool_choice_after_failure: _TypeAlias = _typing.Literal["tool_choice_after_failure"]  # noqa: Y015
+    _WhichOneofArgType__tool_choice_after_failure: _TypeAlias = _typing.Literal["_tool_choice_after_failure", b"_tool_choice_after_failure"]  # noqa: Y015
     _WhichOneofReturnType__tool_choice_first: _TypeAlias = _typing.Literal["tool_choice_first"]  # noqa: Y015
     _WhichOneofArgType__tool_choice_first: _TypeAlias = _typing.Literal["_tool_choice_first", b"_tool_choice_first"]  # noqa: Y015
     @_typing.overload
@@ -1261,6 +1275,8 @@ class ProviderSpec(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__parallel_tool_calls) -> _WhichOneofReturnType__parallel_tool_calls | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__price_per_mtok_in) -> _WhichOneofReturnType__price_per_mtok_in | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__price_per_mtok_out) -> _WhichOneofReturnType__price_per_mtok_out | None: ...
@@ -1268,6 +1284,8 @@ class ProviderSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout_s) -> _WhichOneofReturnType__timeout_s | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_choice_after_failure) -> _WhichOneofReturnType__tool_choice_after_failure | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_choice_first) -> _WhichOneofReturnType__tool_choice_first | None: ...
 
