@@ -300,6 +300,7 @@ def _compile_agent(
         effects=sandbox.effects,
         approval=approval,
         durability=sandbox.durability,
+        input_files=sandbox.input_files,
         secrets={k: v for k, v in secrets.items() if k in used},
         source=doc.file,
         line=doc.locate(prefix)[1].line,

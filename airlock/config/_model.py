@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 from airlock.errors import ConfigError
 from airlock.policy.approval import ApprovalPolicy
 from airlock.policy.durability import DurabilityPolicy
+from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
 from airlock.sandbox import PoolSettings, backend_names
@@ -52,6 +53,8 @@ class AgentConfig(BaseModel):
     approval: ApprovalPolicy | None = None
     #: What becomes of its jobs when their sandbox or controller is lost mid-turn.
     durability: DurabilityPolicy = Field(default_factory=DurabilityPolicy)
+    #: What its jobs' messages say of their input files.
+    input_files: InputFilesPolicy = Field(default_factory=InputFilesPolicy)
     #: Sources of the secrets this agent's credentials name (a subset of ``secrets:``).
     secrets: dict[str, SecretSource] = Field(default_factory=dict)
     #: The file and 1-based line the agent is defined at.

@@ -21,6 +21,7 @@ from pydantic import (
 
 from airlock.policy.approval import ApprovalPolicy, OnTimeout, Strategy
 from airlock.policy.durability import DurabilityPolicy
+from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SidecarRoute
 from airlock.sandbox import PoolSettings, backend_names
@@ -251,6 +252,8 @@ class SandboxConfig(_Config):
     approval: ApprovalConfig | None = None
     #: What becomes of its jobs when their sandbox or controller is lost mid-turn.
     durability: DurabilityPolicy = Field(default_factory=DurabilityPolicy)
+    #: What its jobs' messages say of their input files (unset: nothing).
+    input_files: InputFilesPolicy = Field(default_factory=InputFilesPolicy)
 
     @field_validator("backend")
     @classmethod

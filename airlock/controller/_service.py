@@ -76,7 +76,7 @@ from ._orchestrator import JobOrchestrator
 from ._queue import QueuedJob
 from ._service_approvals import ApprovalsMixin
 from ._service_controls import ControlsMixin
-from ._service_files import FilesMixin, checked_input_files
+from ._service_files import FilesMixin, announced, checked_input_files
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -284,6 +284,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
     ) -> Job:
         config = self.runner.agent(agent)
         files = checked_input_files(files)
+        input = announced(input, files, config.input_files)
         if max_duration_ms is not None and max_duration_ms <= 0:
             raise ConfigError(f"max_duration must be positive, got {max_duration_ms} ms")
         if max_duration_ms is None:

@@ -1,13 +1,14 @@
-"""The JobService's files: a job's input files (checked at submit, placed in the workspace
-before each of its turns) and its artifacts (what the turn left under its agent's artifact
+"""The JobService's files: a job's input files (checked at submit, announced in its message
+as its agent says, placed in the workspace before each of its turns) and its artifacts (what the turn left under its agent's artifact
 globs, checked by the runner's client and kept in the job store)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airlock.policy import INPUT_CAPS, FileRefused, workspace_path
+from airlock.policy import INPUT_CAPS, FileRefused, InputFilesPolicy, workspace_path
 from airlock.sandbox import TurnHandle
+from layer0 import Content, TextBlock, TurnInput
 
 from ._model import LogLine, StoredFile
 from ._service_core import JobNotFound, ServiceCore
@@ -28,6 +29,17 @@ def checked_input_files(files: Sequence[tuple[str, bytes]]) -> list[tuple[str, b
         checked[normal] = bytes(data)
     INPUT_CAPS.check({p: len(d) for p, d in checked.items()}, "input files")
     return sorted(checked.items())
+
+
+def announced(input: TurnInput, files: Sequence[tuple[str, bytes]], policy: InputFilesPolicy) -> TurnInput:
+    """``input`` with the announcement of its ``files`` (checked, in path order) as a text
+    block after its message, as the agent's ``policy`` says; unchanged when it says nothing.
+    Stored with the job, so every execution of it reads the same message."""
+    text = policy.announcement(files)
+    if text is None:
+        return input
+    message = Content.blocks([*input.message.as_blocks(), TextBlock(text=text)])
+    return input.model_copy(update={"message": message})
 
 
 class FilesMixin(ServiceCore):

@@ -153,6 +153,8 @@ class ChatTemplate:
 
 
 def _text_content(content: Any, where: str) -> str:
+    """A message's text: a string, or its text parts one per line (as vLLM joins them; run
+    together, a message's parts would merge their last and first words)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -171,7 +173,7 @@ def _text_content(content: Any, where: str) -> str:
             else:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 raise RequestError(f"{where}: content part of type {kind!r} is not supported (text only)")
-        return "".join(texts)
+        return "\n".join(texts)
     raise RequestError(f"{where}: content must be a string, a list of text parts or null")
 
 

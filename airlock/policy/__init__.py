@@ -13,6 +13,7 @@ Backend-neutral and cheap to import (pydantic and the standard library):
 * :mod:`.approval` — who approves an agent's gated tool calls, and how decisions combine.
 * :mod:`.durability` — what becomes of a job whose sandbox or controller was lost.
 * :mod:`.workspace` — the paths, globs and caps of files entering and leaving a workspace.
+* :mod:`.input_files` — what the model is told of a job's input files.
 """
 
 from .approval import ApprovalDecision, ApprovalPolicy
@@ -26,6 +27,7 @@ from .credentials import (
 from .decision import Decision, decide, precheck
 from .durability import LOST_CALL, DurabilityPolicy
 from .effects import EffectContext, EffectPolicy, check_effect
+from .input_files import InputFilesPolicy
 from .plan import (
     SIDECAR_CONVENTIONS,
     CredentialPlacement,
@@ -69,6 +71,7 @@ __all__ = [
     "FileRefused",
     "FileSecretResolver",
     "FilesOverCap",
+    "InputFilesPolicy",
     "PolicyError",
     "ResolvedCredentials",
     "SandboxPlan",

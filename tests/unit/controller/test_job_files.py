@@ -76,6 +76,8 @@ CONFIG = {
             ],
             ["bash"],
         ),
+        # its messages show the input files that fit in 12 bytes, and name the rest
+        "announcer": agent([text_step("done")], [], input_files={"show": "content", "max_bytes": 12}),
     },
 }
 
@@ -111,6 +113,23 @@ async def test_a_file_goes_in_and_an_artifact_comes_back(tmp_path: Path) -> None
         assert await jobs.artifact(job.id, "out/upper.txt") == b"HELLO FROM THE HOST\n"
         assert [f.path for f in await jobs.input_files(job.id)] == ["data/in.txt"]
         assert "1 artifact(s) kept (20 bytes)" in await logs(jobs, job.id)
+
+
+async def test_the_message_announces_the_input_files_as_the_agent_says(tmp_path: Path) -> None:
+    files = [("notes.txt", b"x" * 20), ("data/in.txt", b"hello\n"), ("blob", b"\x00\x01")]
+    async with service(tmp_path) as jobs:
+        job = await jobs.run("announcer", TurnInput.new("go"), files=files)
+        assert job.state is JobState.SUCCEEDED, job.error
+        stored = (await jobs.get(job.id)).input.message
+        assert stored.as_text() == "go"  # the user's words stay the first block
+        assert stored.joined_text() == (
+            "go\nFiles given with this message, in the working directory:\n"
+            "- blob (2 bytes, binary, not shown)\n"
+            '<file path="data/in.txt">\nhello\n</file>\n'
+            "- notes.txt (20 bytes, not shown)"
+        )
+        plain = await jobs.run("upper", TurnInput.new("go"), files=[("data/in.txt", b"hello\n")])
+        assert (await jobs.get(plain.id)).input.message.root == "go"  # unset: nothing is announced
 
 
 async def test_submit_and_download_through_the_api(tmp_path: Path) -> None:

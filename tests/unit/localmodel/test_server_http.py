@@ -222,6 +222,16 @@ def test_a_required_or_named_call_allows_no_text(served: Served, tmp_path: Any) 
     assert named["grammar"].startswith("root ::= tool-calls\n")
 
 
+def test_text_parts_of_a_message_are_read_one_per_line(served: Served, tmp_path: Any) -> None:
+    parts = [{"type": "text", "text": "Sum the column."}, {"type": "text", "text": "Files given:"}]
+    served.post({"messages": [{"role": "user", "content": parts}]})
+    (record,) = recorded(tmp_path)
+    assert "Sum the column.\nFiles given:" in record["prompt"]
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
+    bad = served.post({"messages": [{"role": "user", "content": [image]}]})
+    assert bad.status_code == 400 and "image_url" in error_of(bad)["message"]
+
+
 def test_parallel_tool_calls_false_allows_one_call(served: Served, tmp_path: Any) -> None:
     served.post({"messages": USER, "tools": [TITLED], "parallel_tool_calls": False})
     (record,) = recorded(tmp_path)
