@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 from airlock.errors import ConfigError
 from airlock.policy.approval import ApprovalPolicy
 from airlock.policy.durability import DurabilityPolicy
-from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.effects import EffectPolicy
+from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
 from airlock.sandbox import PoolSettings, backend_names
 from airlock.spec import AgentSpec

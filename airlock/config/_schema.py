@@ -21,8 +21,8 @@ from pydantic import (
 
 from airlock.policy.approval import ApprovalPolicy, OnTimeout, Strategy
 from airlock.policy.durability import DurabilityPolicy
-from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.effects import EffectPolicy
+from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.plan import SidecarRoute
 from airlock.sandbox import PoolSettings, backend_names
 from layer0 import U32_MAX, Money

@@ -1,6 +1,7 @@
 """The JobService's files: a job's input files (checked at submit, announced in its message
-as its agent says, placed in the workspace before each of its turns) and its artifacts (what the turn left under its agent's artifact
-globs, checked by the runner's client and kept in the job store)."""
+as its agent says, placed in the workspace before each of its turns) and its artifacts (what
+the turn left under its agent's artifact globs, checked by the runner's client and kept in
+the job store)."""
 
 from __future__ import annotations
 

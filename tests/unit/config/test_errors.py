@@ -25,9 +25,8 @@ def test_unknown_key_lists_valid_keys(write: Write, one_issue: One) -> None:
     path = write(AGENT + "    netwrok:\n      allow: []\n")
     assert one_issue(path) == (
         f"{path}:4:5: agents.coder.netwrok: unknown key 'netwrok'; valid keys: approval, artifacts, backend, "
-        "context, credentials, defaults, durability, effects, hooks, input_files, isolation, limits, mcp_servers, "
-        "memory, "
-        "network, provider, resources, system, tool_options, tools"
+        "context, credentials, defaults, durability, effects, hooks, input_files, isolation, limits, "
+        "mcp_servers, memory, network, provider, resources, system, tool_options, tools"
     )
 
 

@@ -36,6 +36,8 @@ def test_the_section_reaches_the_agent_and_defaults_to_nothing(write: Write) -> 
         ("input_files: {show: names, limit: 3}", "agents.reader.input_files.limit", "unknown key"),
     ],
 )
-def test_each_mistake_names_its_key(write: Write, one_issue: One, section: str, where: str, what: str) -> None:
+def test_each_mistake_names_its_key(
+    write: Write, one_issue: One, section: str, where: str, what: str
+) -> None:
     message = one_issue(write(AGENT + "    " + section + "\n"))
     assert f" {where}: " in message and what in message, message
