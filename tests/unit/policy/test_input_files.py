@@ -35,6 +35,22 @@ def test_content_shows_the_text_that_fits_and_names_the_rest() -> None:
     )
 
 
+def test_lines_shows_a_marked_part_and_the_budget_counts_what_is_shown() -> None:
+    files = [("sales.csv", b"date,amount\n1,2\n3,4\n"), ("one.txt", b"only line"), ("e", b"")]
+    text = InputFilesPolicy(show="content", lines=1, max_bytes=21).announcement(files)
+    assert text == "\n".join(
+        [
+            HEADING,
+            '<file path="sales.csv" lines="1 of 3">\ndate,amount\n</file>',
+            '<file path="one.txt">\nonly line\n</file>',
+            '<file path="e">\n</file>',
+        ]
+    )
+    assert InputFilesPolicy(show="names", lines=1).announcement(files) == "\n".join(
+        [HEADING, "- sales.csv (20 bytes)", "- one.txt (9 bytes)", "- e (0 bytes)"]
+    )
+
+
 def test_the_budget_is_spent_in_order_and_a_later_small_file_still_fits() -> None:
     files = [("one", b"a" * 6), ("two", b"b" * 6), ("three", b"c")]
     text = InputFilesPolicy(show="content", max_bytes=7).announcement(files)
@@ -62,7 +78,8 @@ def test_odd_names_are_quoted_and_empty_or_undecodable_files_are_handled() -> No
 
 
 @pytest.mark.parametrize(
-    "bad", [{"show": "all"}, {"max_bytes": 0}, {"max_bytes": 2 << 20}, {"show": "names", "limit": 3}]
+    "bad",
+    [{"show": "all"}, {"max_bytes": 0}, {"max_bytes": 2 << 20}, {"lines": 0}, {"show": "names", "limit": 3}],
 )
 def test_invalid_policies_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
