@@ -1,5 +1,6 @@
-"""An agent's ``approval:`` and ``durability:`` sections: the gate reaches the spec, the rest
-stays with the controller, and every mistake names its key."""
+"""An agent's ``approval:``, ``durability:`` and ``input_files:`` sections: the gate reaches
+the spec, the rest stays with the controller (the runner never needs it), and every mistake
+names its key."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from airlock.config import load_config
+from airlock.policy import InputFilesPolicy
 from airlock.spec import ApprovalGate
 
 Write = Callable[..., Path]
@@ -51,6 +53,14 @@ def test_without_sections_nothing_waits_and_lost_calls_fail(write: Write) -> Non
     assert agent.durability.in_flight == "fail" and agent.durability.max_resumes == 3
 
 
+def test_input_files_reach_the_controller_and_default_to_nothing(write: Write) -> None:
+    section = "    input_files: {show: content, max_bytes: 4096, lines: 2}\n"
+    assert load_config(write(AGENT + section)).agent("ops").input_files == InputFilesPolicy(
+        show="content", max_bytes=4096, lines=2
+    )
+    assert load_config(write(AGENT)).agent("ops").input_files.show == "none"
+
+
 @pytest.mark.parametrize(
     ("section", "where", "what"),
     [
@@ -66,6 +76,9 @@ def test_without_sections_nothing_waits_and_lost_calls_fail(write: Write) -> Non
         ("approval: {tools: [bash], timeout: soon}", "agents.ops.approval.timeout", "duration"),
         ("durability: {in_flight: maybe}", "agents.ops.durability.in_flight", "rerun"),
         ("durability: {max_resumes: -1}", "agents.ops.durability.max_resumes", "0"),
+        ("input_files: {show: all}", "agents.ops.input_files.show", "content"),
+        ("input_files: {lines: 0}", "agents.ops.input_files.lines", "1"),
+        ("input_files: {show: names, limit: 3}", "agents.ops.input_files.limit", "unknown key"),
     ],
 )
 def test_each_mistake_names_its_key(
