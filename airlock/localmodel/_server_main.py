@@ -153,8 +153,8 @@ class ChatTemplate:
 
 
 def _text_content(content: Any, where: str) -> str:
-    """A message's text: a string, or its text parts one per line (as vLLM joins them; run
-    together, a message's parts would merge their last and first words)."""
+    """A message's text: a string, or its text parts one per line (as llama.cpp's server and
+    vLLM join them; run together, a message's parts would merge their last and first words)."""
     if content is None:
         return ""
     if isinstance(content, str):

@@ -32,7 +32,10 @@ ADD_TOOL = {
 
 CONVERSATION = [
     {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "2+3?"}]},
+    {
+        "role": "user",
+        "content": [{"type": "text", "text": "What is 2+3?"}, {"type": "text", "text": "Be exact."}],
+    },
     {
         "role": "assistant",
         "content": None,
@@ -49,7 +52,7 @@ def test_tiny_template_with_tools_and_tool_results() -> None:
     prompt = template.render(normalise_messages(CONVERSATION), validate_tools([ADD_TOOL]))
     assert prompt == (
         "<s>[system]Be brief.\n"
-        "[user]What is 2+3?\n"
+        "[user]What is 2+3?\nBe exact.\n"
         '[assistant]CALL add {"a": 2, "b": 3}\n'
         "[tool]5\n"
         "TOOLS add \n"
@@ -67,7 +70,7 @@ def test_qwen_template_renders_tools_calls_and_results() -> None:
     prompt = template.render(normalise_messages(CONVERSATION), validate_tools([ADD_TOOL]))
     assert prompt.startswith("<|im_start|>system\nBe brief.\n\n# Tools\n")
     assert "<tools>\n" + json.dumps(ADD_TOOL, ensure_ascii=False) + "\n</tools>" in prompt
-    assert "<|im_start|>user\nWhat is 2+3?<|im_end|>\n" in prompt
+    assert "<|im_start|>user\nWhat is 2+3?\nBe exact.<|im_end|>\n" in prompt  # parts one per line
     # Arguments are rendered as the object, not a double-encoded JSON string.
     call = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
     assert f"<|im_start|>assistant\n{call}<|im_end|>\n" in prompt
