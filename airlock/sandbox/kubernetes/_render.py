@@ -64,6 +64,8 @@ __all__ = [
     "SandboxShape",
     "bundle_config",
     "credential_ports",
+    "hardened_container_security",
+    "hardened_pod_spec",
     "needs_proxy",
     "proxy_urls",
     "render_default_deny",
@@ -608,3 +610,16 @@ def render_default_deny(namespace: str) -> dict[str, Any]:
         },
         "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
     }
+
+
+# --- shared with other pods of the backend (the enforcement proof) --------------------------
+
+
+def hardened_pod_spec(shape: SandboxShape, *, runtime_class: str | None) -> dict[str, Any]:
+    """The hardened pod spec every pod of the backend starts from (no containers, no volumes)."""
+    return _pod_spec(shape, runtime_class=runtime_class)
+
+
+def hardened_container_security() -> dict[str, Any]:
+    """The securityContext of every container of the backend (non-root, read-only, no caps)."""
+    return _container_security()

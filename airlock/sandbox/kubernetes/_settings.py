@@ -7,7 +7,14 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DnsSelector", "KubernetesSettings", "ProxySettings", "RuntimeClassNames", "Toleration"]
+__all__ = [
+    "DnsSelector",
+    "EnforcementSettings",
+    "KubernetesSettings",
+    "ProxySettings",
+    "RuntimeClassNames",
+    "Toleration",
+]
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -72,6 +79,41 @@ class ProxySettings(_Settings):
         return value
 
 
+class EnforcementSettings(_Settings):
+    """How the controller proves that the cluster enforces the sandboxes' NetworkPolicies
+    (:mod:`._enforcement`), and what a sandbox's runner checks before its first turn."""
+
+    #: Seconds between two proofs while the controller runs (a failed one refuses every job
+    #: until a later one passes).
+    interval_s: float = Field(default=600.0, ge=30)
+    #: Seconds the canary and prober pods get to start and finish (image pulls count).
+    timeout_s: float = Field(default=120.0, gt=0)
+    #: Seconds one connection attempt of the prober (and of a runner's fence) may take; an
+    #: attempt that neither connects nor is refused by then counts as blocked.
+    connect_timeout_s: float = Field(default=2.0, gt=0, le=30)
+    #: The cloud metadata service a sandbox must never reach (``host:port``).
+    metadata_address: str = "169.254.169.254:80"
+    #: The API server as pods reach it (``host:port``; None: the address the controller's
+    #: client uses, when it is an IP, else the in-cluster service's).
+    api_server_address: str | None = None
+    #: The controller's jobs API as pods would reach it (``host:port``; None: this pod's IP
+    #: and :attr:`controller_port` in-cluster; outside a cluster there is none to check).
+    controller_address: str | None = None
+    #: The port the controller serves its jobs API on (the Helm chart sets its Service port).
+    controller_port: int = Field(default=7878, ge=1, le=65535)
+    #: The port the canary pod listens on.
+    canary_port: int = Field(default=8080, ge=1024, le=65535)
+
+    @field_validator("metadata_address", "api_server_address", "controller_address")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        if value is not None:
+            host, sep, port = value.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{value!r} is not host:port (an IPv6 host in brackets: [fd00::1]:80)")
+        return value
+
+
 class KubernetesSettings(_Settings):
     """How airlock reaches a cluster and what its sandbox pods run with."""
 
@@ -114,6 +156,11 @@ class KubernetesSettings(_Settings):
     #: Where a service of the controller's host (the managed local model) is reachable from
     #: the proxy pods (None: the controller pod's IP in-cluster; outside a cluster there is none).
     host_address: str | None = None
+    #: ``verify``: no job runs until the controller has proven, in this namespace, that the
+    #: cluster enforces NetworkPolicy (:mod:`._enforcement`); ``assume_enforced``: trust the
+    #: CNI without proof (logged as a warning at every start, shown by ``airlock doctor``).
+    network_policy: Literal["verify", "assume_enforced"] = "verify"
+    enforcement: EnforcementSettings = Field(default_factory=EnforcementSettings)
     #: Seconds an owner Lease lives without renewal before ``airlock gc`` treats its owner as gone.
     lease_seconds: int = Field(default=60, ge=15)
 
