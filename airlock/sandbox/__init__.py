@@ -19,6 +19,7 @@ from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
 from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
 from ._port import Sandbox, SandboxRequest, StateEntry, WarmableSandbox, compile_sandbox_plan
+from ._proof import IsolationProof, ProvingSandbox
 from ._registry import backend, backend_names, backends
 
 __all__ = [
@@ -26,9 +27,11 @@ __all__ = [
     "Capabilities",
     "DoctorCheck",
     "EventSink",
+    "IsolationProof",
     "Limits",
     "PoolSettings",
     "PoolStats",
+    "ProvingSandbox",
     "Reaped",
     "Reaper",
     "RequestedIsolation",

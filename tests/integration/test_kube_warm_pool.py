@@ -46,6 +46,7 @@ from layer0 import (
     TurnInput,
     TurnOutput,
 )
+from tests.support.kube import recorded_guard
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 
@@ -89,7 +90,12 @@ class Cluster:
             start_timeout=90.0,
         )
         return KubernetesSandbox(
-            settings=settings, secrets=EnvSecretResolver(VALUES), sweep=False, pool=pool, turn_timeout=120.0
+            settings=settings,
+            secrets=EnvSecretResolver(VALUES),
+            sweep=False,
+            pool=pool,
+            turn_timeout=120.0,
+            guard=recorded_guard(NS),
         )
 
     def members(self, kind: str = "pods") -> dict[str, dict[str, Any]]:

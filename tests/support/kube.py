@@ -16,14 +16,17 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from airlock.sandbox.kubernetes._enforcement_result import EnforcementResult, EnforcementStatus
+from airlock.sandbox.kubernetes._guard import EnforcementGuard
 from airlock.sandbox.kubernetes._names import LABEL_ROLE, RUNNER_PORT
 from airlock.sandbox.kubernetes._proxy_log import READY_LINE
 from airlock.testing import KubeApiStandIn, ScriptedPods
 
-__all__ = ["RunnerPods", "free_port", "until"]
+__all__ = ["RunnerPods", "free_port", "recorded_guard", "until"]
 
 
 async def until(condition: Callable[[], object], timeout: float = 20.0) -> None:  # noqa: ASYNC109
@@ -35,6 +38,18 @@ async def until(condition: Callable[[], object], timeout: float = 20.0) -> None:
     async with asyncio.timeout(timeout):
         while not condition():  # noqa: ASYNC110 - the condition is another thread's state
             await asyncio.sleep(0.01)
+
+
+def recorded_guard(namespace: str, status: EnforcementStatus = "enforced") -> EnforcementGuard:
+    """A guard whose every proof returns a recorded result of ``status`` (the stand-in enforces
+    no NetworkPolicy, so a flow test that is about something else runs on a recorded proof)."""
+
+    async def prove() -> EnforcementResult:
+        return EnforcementResult(
+            status=status, namespace=namespace, checked_at=datetime.now(UTC), reason="recorded for a test"
+        )
+
+    return EnforcementGuard(namespace=namespace, mode="verify", interval_s=600.0, prove=prove)
 
 
 def free_port() -> int:
@@ -106,8 +121,8 @@ class RunnerPods:
         if role == "proxy":
             self.pods.set_logs(self.namespace, name, "proxy", self.proxy_log(pod))
             return
-        if not self.runner:
-            return
+        if not self.runner or pod["spec"]["containers"][0]["name"] != "runner":
+            return  # an enforcement proof's pod (its prober has a sandbox's labels) runs no runner
         secret = self.api.get("secrets", self.namespace, name)
         assert secret is not None, f"pod {name} was created before its Secret"
         token = base64.b64decode(secret["data"]["token"]).decode()

@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .._proof import IsolationProof
+
 __all__ = [
     "ANNOTATION",
     "EnforcementCheck",
@@ -24,6 +26,7 @@ __all__ = [
     "Expectation",
     "Outcome",
     "ReachingPod",
+    "isolation_proof",
     "judge",
 ]
 
@@ -128,7 +131,7 @@ def judge(namespace: str, checks: list[EnforcementCheck], at: datetime) -> Enfor
             f"{c.pod} → {c.target}: {c.outcome}" for c in unproven or checks
         )
         if any(c.pod == "control" for c in unproven):
-            reason += " (the control pod must reach the canary its policy allows, or a blocked prober proves nothing)"
+            reason += " (the control pod must reach the canary: a blocked prober alone proves nothing)"
         return EnforcementResult(
             status="unproven", namespace=namespace, checked_at=at, reason=reason, checks=tuple(checks)
         )
@@ -136,4 +139,16 @@ def judge(namespace: str, checks: list[EnforcementCheck], at: datetime) -> Enfor
     reason = f"a deny-all sandbox reached none of: {blocked}; an allowed peer reached the canary"
     return EnforcementResult(
         status="enforced", namespace=namespace, checked_at=at, reason=reason, checks=tuple(checks)
+    )
+
+
+def isolation_proof(result: EnforcementResult) -> IsolationProof:
+    """``result`` as the backend-neutral proof the controller reports."""
+    return IsolationProof(
+        backend="kubernetes",
+        scope=result.namespace,
+        status=result.status,
+        checked_at=result.checked_at,
+        reason=result.reason,
+        evidence=tuple(c.line() for c in result.checks),
     )

@@ -2,6 +2,10 @@
 
 Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._names`):
 
+0. **Proven enforcement:** no job runs until the controller proved that the cluster enforces
+   NetworkPolicy in the namespace (:mod:`._guard`, :mod:`._enforcement`); while that is failed
+   or unproven every job is ``isolation_violation`` (``network_policy: assume_enforced``
+   opts out, with a warning).
 1. **Refuse what cannot be provided, before creating anything:** the isolation asked for
    (``gvisor``/``micro_vm`` need their RuntimeClass in the cluster: ``isolation_violation``
    otherwise, never a downgrade), the limits, the credentials' values.
@@ -32,6 +36,7 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import secrets
@@ -54,9 +59,13 @@ from .._lifecycle import settle
 from .._limits import Limits, SandboxDefaults, resolve_limits
 from .._pool import WarmPool
 from .._port import SandboxRequest
+from .._proof import IsolationProof
 from .._redact import redacted_output, redacting_sink
 from .._turn import hard_timeout_s
 from ._api import ApiFailure, KubeApi, in_cluster, own_namespace
+from ._enforcement_result import isolation_proof
+from ._enforcement_setup import make_guard
+from ._guard import EnforcementGuard, shared_guard
 from ._names import DEFAULT_DENY_POLICY, Owner
 from ._owner import OwnerLease
 from ._pod import DEADLINE_MARGIN_S, PodSandbox, api_step, provision_error
@@ -86,6 +95,8 @@ class KubernetesSandbox:
         pool: a warm pool (shared by every KubernetesSandbox of one controller): a job whose
             sandbox is pooled (:meth:`warm`: no network, no file credential) claims a started
             pod instead of starting one; None or ``size: 0``: every pod starts cold.
+        guard: decides whether the namespace's NetworkPolicies are enforced (default: the one
+            this controller shares for the cluster and namespace, proving it on the cluster).
     """
 
     def __init__(
@@ -100,6 +111,7 @@ class KubernetesSandbox:
         defaults: SandboxDefaults | None = None,
         api: KubeApi | None = None,
         pool: WarmPool[WarmPod] | None = None,
+        guard: EnforcementGuard | None = None,
     ) -> None:
         self.settings = settings or KubernetesSettings()
         self.secrets = secrets
@@ -114,6 +126,7 @@ class KubernetesSandbox:
         self._ready = asyncio.Lock()
         self._policy_ready = False
         self._controller_ns: str | None = None
+        self._guard = guard
         #: What the start-up sweep removed (None until it ran).
         self.swept: Any = None
 
@@ -136,6 +149,7 @@ class KubernetesSandbox:
         """
         agent, spec, plan = request.agent, request.environment, request.plan
         api, lease = await self._prepare()
+        await self._require_enforcement()
         runtime_class = await self._runtime_class(api, requested_isolation(spec, "kubernetes").kind)
         limits = resolve_limits(spec, self.defaults)
         credentials = await resolve_credentials(plan, self.secrets)
@@ -242,6 +256,7 @@ class KubernetesSandbox:
         if self.pool is None or not self.pool.enabled or not poolable(plan):
             return False
         api, lease = await self._prepare()
+        await self._require_enforcement()
         runtime_class = await self._runtime_class(api, requested_isolation(environment, "kubernetes").kind)
         key = self._shape_key(runtime_class, resolve_limits(environment, self.defaults))
         render_pod(self._member_shape(key, _EXAMPLE_OWNER), proxy_ip=None)  # what a pod cannot ask for
@@ -341,7 +356,38 @@ class KubernetesSandbox:
             if not self._policy_ready:
                 await self._ensure_default_deny(api)
                 self._policy_ready = True
+            if self._guard is None:
+                lease, ns, image = self._lease, self._controller_ns, self.image
+                self._guard = shared_guard(
+                    str(api.api_client.configuration.host),
+                    self.namespace,
+                    lambda: make_guard(api, self.settings, image, ns, lease),
+                )
             return api, self._lease
+
+    async def _require_enforcement(self) -> None:
+        """Return when the namespace's NetworkPolicies are proven enforced (or assumed).
+
+        Raises:
+            EnvError: ``isolation_violation`` naming the failed checks, before any object exists.
+        """
+        assert self._guard is not None, "_prepare() first"
+        await self._guard.require()
+
+    async def isolation_proof(self) -> IsolationProof:
+        """The namespace's NetworkPolicy enforcement: proven now when no proof was made yet
+        (``airlock serve`` asks at start, before it serves any job).
+
+        Raises:
+            EnvError: ``provision_failed`` when the cluster cannot be reached.
+        """
+        await self._prepare()
+        assert self._guard is not None
+        with contextlib.suppress(EnvError):
+            await self._guard.require()
+        latest = self._guard.latest
+        assert latest is not None, "require() proves or assumes"
+        return isolation_proof(latest)
 
     async def _ensure_default_deny(self, api: KubeApi) -> None:
         """The namespace-wide default-deny policy (created when missing)."""

@@ -40,7 +40,7 @@ from layer0 import (
     TurnConfig,
     TurnInput,
 )
-from tests.support.kube import RunnerPods, until
+from tests.support.kube import RunnerPods, recorded_guard, until
 
 NS = "airlock-sandboxes"
 KINDS = ("pods", "secrets", "networkpolicies")
@@ -66,7 +66,10 @@ class Cluster:
 
     def sandbox(self, **overrides: Any) -> KubernetesSandbox:
         secrets = overrides.pop("secrets", None)
-        return KubernetesSandbox(settings=self.settings(**overrides), secrets=secrets, sweep=False)
+        guard = overrides.pop("guard", recorded_guard(NS))
+        return KubernetesSandbox(
+            settings=self.settings(**overrides), secrets=secrets, sweep=False, guard=guard
+        )
 
     def runners(self, **options: Any) -> RunnerPods:
         return RunnerPods(self.api, self.pods, NS, self.work, **options)

@@ -27,7 +27,7 @@ from airlock.sandbox.kubernetes._names import LABEL_OWNER, LABEL_POOL
 from airlock.testing import KubeApiStandIn, PodScript, ScriptedPods, bash_agent
 from airlock.turn import ToolFinished
 from layer0 import CredentialInjection, CredentialRef, EnvironmentSpec, ExitReason, TurnInput
-from tests.support.kube import RunnerPods, until
+from tests.support.kube import RunnerPods, recorded_guard, until
 
 NS = "airlock-sandboxes"
 VALUE = "env-secret-Pz39fL2qk8"
@@ -45,7 +45,14 @@ class Cluster:
             namespace=NS, kubeconfig=str(self.kubeconfig), connect="port_forward", start_timeout=20.0
         )
         resolver = EnvSecretResolver({"API_TOKEN": VALUE})
-        return KubernetesSandbox(settings=settings, secrets=resolver, sweep=False, pool=pool, turn_timeout=60)
+        return KubernetesSandbox(
+            settings=settings,
+            secrets=resolver,
+            sweep=False,
+            pool=pool,
+            turn_timeout=60,
+            guard=recorded_guard(NS),
+        )
 
     def runners(self) -> RunnerPods:
         return RunnerPods(self.api, self.pods, NS, self.work)
