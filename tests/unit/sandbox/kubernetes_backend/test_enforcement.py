@@ -214,7 +214,7 @@ async def test_assume_enforced_runs_without_a_proof_and_warns(
 async def test_warming_a_pool_waits_for_the_proof_too(cluster: tuple[KubeApiStandIn, Network, Path]) -> None:
     from airlock.sandbox import PoolSettings, WarmPool
 
-    api, network, kubeconfig = cluster
+    _, network, kubeconfig = cluster
     network.enforcing = False
     pool: WarmPool[Any] = WarmPool(PoolSettings(size=1), name="kubernetes")
     sandbox = KubernetesSandbox(settings=settings(kubeconfig), sweep=False, pool=pool)
