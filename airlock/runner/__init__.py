@@ -23,6 +23,7 @@ if _typing.TYPE_CHECKING:
         TurnFinished,
         agent_refused,
         channel_lost,
+        fence_breached,
         wait_until_serving,
     )
     from ._server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME, RunnerConfig, RunnerServer, TlsFiles
@@ -43,6 +44,7 @@ __all__ = [
     "TurnFinished",
     "agent_refused",
     "channel_lost",
+    "fence_breached",
     "wait_until_serving",
 ]
 
@@ -60,6 +62,7 @@ _WHERE = {
             "TurnFinished",
             "agent_refused",
             "channel_lost",
+            "fence_breached",
             "wait_until_serving",
         ),
         "airlock.runner._client",

@@ -64,6 +64,20 @@ def _parser() -> argparse.ArgumentParser:
         help="once serving, import what the first turn needs (faster first Execute, more memory idle)",
     )
     p.add_argument(
+        "--fence",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="an address this sandbox must not reach; if it accepts a connection, every turn is "
+        "refused (repeatable; checked once, before the first turn)",
+    )
+    p.add_argument(
+        "--fence-timeout",
+        type=float,
+        default=0.5,
+        help="seconds one --fence attempt may take (default 0.5)",
+    )
+    p.add_argument(
         "--grace-seconds",
         type=float,
         default=10.0,
@@ -120,6 +134,8 @@ async def _serve(args: argparse.Namespace, token: str) -> int:
         workspace=workspace,
         max_message_bytes=args.max_message_bytes,
         max_concurrent=args.max_concurrent,
+        fence=tuple(args.fence),
+        fence_timeout_s=args.fence_timeout,
     )
     server = RunnerServer(config)
     tls = TlsFiles(cert=args.tls_cert, key=args.tls_key) if args.tls_cert else None

@@ -102,6 +102,15 @@ def agent_refused(error: BaseException) -> str | None:
     return "\n".join(problems) or None
 
 
+def fence_breached(error: BaseException) -> str | None:
+    """Why the runner refused every turn because its network fence was breached (the sandbox
+    reached an address its policy must block); None for any other failure."""
+    cause = error.__cause__
+    if not isinstance(cause, grpc.aio.AioRpcError) or cause.code() != grpc.StatusCode.FAILED_PRECONDITION:
+        return None
+    return (cause.details() or "the network fence was breached") if _reason(cause) == "isolation" else None
+
+
 def _turn_error(error: grpc.aio.AioRpcError, address: str) -> TurnError:
     """The TurnError for a failed Execute call (connection loss and busy: retryable)."""
     code = error.code()

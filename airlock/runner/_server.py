@@ -26,6 +26,7 @@ from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.errors import RunnerError, SpecError, bounded_detail
 
+from ._fence import DEFAULT_FENCE_TIMEOUT_S, NetworkFence, split_address
 from ._log import logger
 
 if TYPE_CHECKING:  # the turn's machinery loads at the first Execute, not before SERVING
@@ -59,6 +60,9 @@ class RunnerConfig:
         event_payload_bytes: tool input/output carried in events is cut to this size.
         provider_factory: builds the model provider from the spec (default: the turn's own,
             ``airlock.providers.create_provider``); tests and embedders may override it.
+        fence: ``host:port`` addresses the sandbox must not reach; one that accepts a
+            connection fails every Execute (:class:`~._fence.NetworkFence`).
+        fence_timeout_s: seconds one fence attempt may take.
     """
 
     token: str
@@ -67,6 +71,8 @@ class RunnerConfig:
     max_concurrent: int = 1
     event_payload_bytes: int = DEFAULT_EVENT_PAYLOAD_BYTES
     provider_factory: Callable[[AgentSpec], Any] | None = None
+    fence: tuple[str, ...] = ()
+    fence_timeout_s: float = DEFAULT_FENCE_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if not self.token:
@@ -75,6 +81,11 @@ class RunnerConfig:
             raise RunnerError("max_concurrent must be at least 1")
         if self.max_message_bytes < 1024:
             raise RunnerError("max_message_bytes must be at least 1024")
+        for address in self.fence:
+            try:
+                split_address(address)
+            except ValueError as e:
+                raise RunnerError(f"fence: {e}") from e
 
     def __repr__(self) -> str:  # never show the token
         return (
@@ -290,6 +301,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
         self.accepting = True
         self.idle = asyncio.Event()
         self.idle.set()
+        self.fence = NetworkFence(config.fence, config.fence_timeout_s)
 
     async def _refuse(
         self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, reason: str
@@ -320,6 +332,16 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 grpc.StatusCode.ALREADY_EXISTS,
                 f"execution {execution_id!r} is already running",
                 "duplicate",
+            )
+        breached = await self.fence.breaches()
+        if breached:
+            _log.error("network fence breached: refusing every turn", extra={"reached": breached})
+            await self._refuse(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"this sandbox reached {', '.join(breached)}, which its network policy must block: "
+                "the cluster does not enforce the sandbox's NetworkPolicy here; no turn runs",
+                "isolation",
             )
         # Reserve the slot before the first await below.
         self.active += 1
@@ -618,6 +640,7 @@ class RunnerServer:
         if not listen.startswith("unix:") and port == 0:
             raise RunnerError(f"cannot listen on {listen}")
         await self._server.start()
+        self._service.fence.start()
         if listen.startswith("unix:"):
             self.address = listen
         else:

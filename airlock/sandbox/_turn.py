@@ -87,11 +87,14 @@ async def run_in_sandbox(
             elapsed = time.monotonic() - began
             return timeout_output(who, timeout or elapsed, elapsed)
         except TurnError as e:
-            from airlock.runner import agent_refused
+            from airlock.runner import agent_refused, fence_breached
 
             why = agent_refused(e)
             if why is not None:  # the sandbox's image cannot run this agent
                 raise EnvError.provision_failed(f"{who}: {why}") from e
+            breached = fence_breached(e)
+            if breached is not None:  # the sandbox reached what its policy must block
+                raise EnvError.isolation_violation(f"{who}: {breached}") from e
             raise await failed(e) from e
         if session is not None and session.collect_artifacts:
             await _collect(remote, session)

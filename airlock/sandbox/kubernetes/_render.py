@@ -122,6 +122,9 @@ class SandboxShape:
     controller_namespace: str
     #: A warm pool member's shape id (its objects' :data:`~._names.LABEL_POOL`); None: a cold start.
     pool: str | None = None
+    #: ``host:port`` addresses the runner tries before its first turn and refuses to run a
+    #: turn if one connects (the cloud metadata service, the API server: ``--fence``).
+    fence: tuple[str, ...] = ()
 
 
 # --- the proxy's ports and URLs ------------------------------------------------------------
@@ -372,6 +375,7 @@ def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
             "--token-file-delete",
             "--workspace",
             WORKSPACE,
+            *(arg for address in shape.fence for arg in ("--fence", address)),
         ],
         "ports": [{"containerPort": RUNNER_PORT, "name": "grpc", "protocol": "TCP"}],
         "env": env,

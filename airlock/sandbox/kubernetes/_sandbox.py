@@ -64,7 +64,7 @@ from .._redact import redacted_output, redacting_sink
 from .._turn import hard_timeout_s
 from ._api import ApiFailure, KubeApi, in_cluster, own_namespace
 from ._enforcement_result import isolation_proof
-from ._enforcement_setup import make_guard
+from ._enforcement_setup import make_guard, proof_targets
 from ._guard import EnforcementGuard, shared_guard
 from ._names import DEFAULT_DENY_POLICY, Owner
 from ._owner import OwnerLease
@@ -127,6 +127,8 @@ class KubernetesSandbox:
         self._policy_ready = False
         self._controller_ns: str | None = None
         self._guard = guard
+        #: What each runner must not reach (:attr:`SandboxShape.fence`), found once.
+        self._fence: tuple[str, ...] | None = None
         #: What the start-up sweep removed (None until it ran).
         self.swept: Any = None
 
@@ -200,6 +202,7 @@ class KubernetesSandbox:
                     else None
                 ),
                 controller_namespace=self._controller_namespace(),
+                fence=self._fence or (),
             )
             sandbox = PodSandbox(api, shape, credentials, sink, port_forward=self._port_forward())
             try:
@@ -286,6 +289,7 @@ class KubernetesSandbox:
             active_deadline_s=None,
             controller_namespace=key.controller_namespace,
             pool=key.id,
+            fence=self._fence or (),
         )
 
     async def _start_member(self, api: KubeApi, lease: OwnerLease, key: KubeShape) -> WarmPod:
@@ -356,6 +360,10 @@ class KubernetesSandbox:
             if not self._policy_ready:
                 await self._ensure_default_deny(api)
                 self._policy_ready = True
+            if self._fence is None:
+                self._fence = tuple(
+                    t.address for t in await proof_targets(api, self.settings) if t.name != "controller"
+                )
             if self._guard is None:
                 lease, ns, image = self._lease, self._controller_ns, self.image
                 self._guard = shared_guard(
