@@ -88,6 +88,8 @@ class Cluster:
             connect="pod_ip",
             image_pull_policy="Never",
             start_timeout=90.0,
+            # The runner's fence tries the pod's own loopback: nothing leaves the machine.
+            enforcement={"metadata_address": "127.0.0.1:9"},
         )
         return KubernetesSandbox(
             settings=settings,

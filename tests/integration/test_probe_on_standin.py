@@ -84,8 +84,14 @@ def test_the_probe_reports_the_holes_of_a_cluster_that_ignores_network_policy(
         config = {
             "version": 1,
             "secrets": {"probe-canary": {"file": str(tmp_path / "canary")}},
+            # Docker enforces no NetworkPolicy, so the controller's own proof would refuse every
+            # job (tests/integration/test_enforcement_on_standin.py); this test is about what the
+            # helm test probe reports on such a cluster, so it opts out as an operator could.
+            # The runner's fence tries the pod's own loopback: nothing leaves the machine.
             "backends": {"kubernetes": {"kubeconfig": str(kubeconfig), "namespace": NAMESPACE,
-                                        "connect": "pod_ip", "image_pull_policy": "Never"}},
+                                        "connect": "pod_ip", "image_pull_policy": "Never",
+                                        "network_policy": "assume_enforced",
+                                        "enforcement": {"metadata_address": "127.0.0.1:9"}}},
             "agents": {
                 "probe-deny": probe_agent(),
                 "probe-allow": probe_agent(

@@ -20,6 +20,7 @@ from layer0 import EnvError
 
 from .._backend import DoctorCheck
 from ._api import ApiFailure, KubeApi, configured
+from ._enforcement_doctor import enforcement_check
 from ._names import DEFAULT_DENY_POLICY
 from ._settings import KubernetesSettings
 
@@ -90,6 +91,7 @@ async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
         checks += await _runtime_classes(api, chosen)
         checks.append(await _image(api, chosen))
         checks.append(await _default_deny(api, chosen.namespace))
+        checks.append(await enforcement_check(api, chosen))
         return checks
     finally:
         api.close()

@@ -40,8 +40,6 @@ def closed() -> str:
         return f"127.0.0.1:{s.getsockname()[1]}"
 
 
-
-
 async def serve(token: str, workspace: Path, fence: tuple[str, ...]) -> RunnerServer:
     server = RunnerServer(RunnerConfig(token=token, workspace=workspace, fence=fence, fence_timeout_s=0.5))
     await server.start("127.0.0.1:0")

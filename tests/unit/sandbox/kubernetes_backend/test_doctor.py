@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from airlock.sandbox import DoctorCheck, backend
 from airlock.sandbox.kubernetes import REQUIRED_ACCESS, KubernetesSettings
+from airlock.sandbox.kubernetes._api import KubeApi
+from airlock.sandbox.kubernetes._enforcement_result import ANNOTATION, EnforcementResult
 from airlock.testing import KubeApiStandIn
 
 NS = "airlock-sandboxes"
+
+
+async def publish(settings: KubernetesSettings, status: str, **extra: Any) -> None:
+    """Annotate the namespace as a controller's proof would (through the official client)."""
+    result = EnforcementResult.model_validate(
+        {"status": status, "namespace": settings.namespace, "checked_at": datetime.now(UTC),
+         "reason": "recorded", **extra}
+    )  # fmt: skip
+    api = await KubeApi.connect(settings)
+    try:
+        patch = {"metadata": {"annotations": {ANNOTATION: result.annotation()}}}
+        await api.call(api.core.patch_namespace, settings.namespace, patch)
+    finally:
+        api.close()
 
 
 def by_name(checks: list[DoctorCheck]) -> dict[str, DoctorCheck]:
@@ -26,6 +44,7 @@ async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
         )
         sandbox = backend("kubernetes").create(settings=settings, sweep=False)
         await sandbox._prepare()  # type: ignore[attr-defined]  # creates the default-deny policy
+        await publish(settings, "enforced")  # what a controller's proof leaves on the namespace
         checks = by_name(await backend("kubernetes").doctor(settings))
     assert {n: c.status for n, c in checks.items()} == {
         "kubernetes api": "ok",
@@ -35,7 +54,9 @@ async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
         "kubernetes micro_vm": "ok",
         "kubernetes image": "ok",
         "kubernetes default-deny": "ok",
+        "kubernetes enforcement": "ok",
     }
+    assert "enforced in 'airlock-sandboxes'" in checks["kubernetes enforcement"].message
     assert f"all {len(REQUIRED_ACCESS)} verbs" in checks["kubernetes rbac"].message
     assert "v1." in checks["kubernetes api"].message
 
@@ -86,3 +107,22 @@ async def test_an_unconfigured_machine_is_not_failed_by_a_cluster_it_never_asked
     monkeypatch.setenv("HOME", str(tmp_path))
     (only,) = await backend("kubernetes").doctor(None)
     assert only.status == "ok" and "not configured" in only.message
+
+
+async def test_doctor_shows_the_published_proof_and_what_it_means(tmp_path: Path) -> None:
+    failed_check = {"pod": "prober", "target": "cloud metadata", "address": "169.254.169.254:80",
+                    "expect": "blocked", "outcome": "connected"}  # fmt: skip
+    with KubeApiStandIn(namespaces=(NS,)) as api:
+        settings = KubernetesSettings(namespace=NS, kubeconfig=str(api.write_kubeconfig(tmp_path / "kc")))
+        none_yet = by_name(await backend("kubernetes").doctor(settings))["kubernetes enforcement"]
+        await publish(settings, "failed", checks=[failed_check])
+        failed = by_name(await backend("kubernetes").doctor(settings))["kubernetes enforcement"]
+        await publish(settings, "enforced", checked_at=datetime.now(UTC) - timedelta(hours=1))
+        stale = by_name(await backend("kubernetes").doctor(settings))["kubernetes enforcement"]
+        assumed_settings = settings.model_copy(update={"network_policy": "assume_enforced"})
+        assumed = by_name(await backend("kubernetes").doctor(assumed_settings))["kubernetes enforcement"]
+    assert none_yet.status == "warning" and "no controller has proven" in none_yet.message
+    assert failed.status == "error" and "cloud metadata 169.254.169.254:80: connected" in failed.message
+    assert "CNI" in failed.hint
+    assert stale.status == "warning" and "is the controller running" in stale.message
+    assert assumed.status == "warning" and "assumed, not proven" in assumed.message
