@@ -585,6 +585,17 @@ def jobs_verify(
     verify(Target(address, token), job_id, as_json)
 
 
+@app.command("status")
+def status(address: AddressOption = None, token: TokenOption = None, as_json: JsonOption = False) -> None:
+    """What a running controller proved about its backends' network isolation (Kubernetes:
+    whether the cluster enforces NetworkPolicy in the sandbox namespace, with each check); exit 1
+    when jobs are refused because it failed or is unproven."""
+    from airlock.cli._jobs import Target
+    from airlock.cli._status import controller_status
+
+    controller_status(Target(address, token), as_json)
+
+
 @app.command(
     "approve",
     help="Approve the tool calls a job waits for (its state: awaiting_approval). The job resumes once "

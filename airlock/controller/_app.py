@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -17,6 +19,8 @@ from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key
 
 if TYPE_CHECKING:
     from airlock.config import AirlockConfig
+
+_log = logging.getLogger("airlock.controller")
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class Controller:
             self.server = await self._stack.enter_async_context(
                 ControllerServer(self.service, token, self.options.address)
             )
+            self._stack.push_async_callback(_cancelled, asyncio.create_task(_prove(runner)))
         except BaseException:
             await self._stack.aclose()
             raise
@@ -104,3 +109,19 @@ class Controller:
         """Serve until the server stops."""
         assert self.server is not None, "not started"
         await self.server.wait_for_termination()
+
+
+async def _prove(runner: AgentRunner) -> None:
+    """Each backend's isolation proof, made at start before the first job needs it (a job
+    still waits for it, and is refused while it fails)."""
+    try:
+        for proof in await runner.isolation_proofs():
+            log = _log.info if proof.allows_jobs else _log.error
+            log("isolation of %s in %r: %s (%s)", proof.backend, proof.scope, proof.status, proof.reason)
+    except Exception:
+        _log.exception("cannot prove the backends' isolation at start; each job proves it first")
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

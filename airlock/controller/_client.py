@@ -17,6 +17,7 @@ from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError
+from airlock.sandbox import IsolationProof
 from airlock.weave import ChainBreak, ChainReport, TurnRecord
 from layer0 import TurnInput
 
@@ -183,6 +184,12 @@ class ControllerClient:
         except grpc.aio.AioRpcError as e:
             raise ControllerError.from_rpc(e, self.address) from None
         return b"".join(pieces)
+
+    async def status(self) -> list[IsolationProof]:
+        """Each backend's isolation proof where the controller's agents run (made now by the
+        controller when it had none yet: this may take as long as a proof)."""
+        response = await self._call("GetStatus", cpb.GetStatusRequest(), None)
+        return [jc.isolation_proof_from_proto(p) for p in response.isolation]
 
     async def agents(self) -> list[dict[str, str | bool | None]]:
         """The agents the controller runs: name, backend, provider, model, and whether the model

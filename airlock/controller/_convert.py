@@ -15,6 +15,7 @@ from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock.policy import ApprovalDecision
 from airlock.policy.approval import Outcome
+from airlock.sandbox import ISOLATION_STATUSES, IsolationProof, IsolationStatus
 from airlock.weave import RecordType, TurnRecord
 from layer0 import decimal_to_str
 
@@ -25,6 +26,10 @@ JOB_STATE: cv.WireEnum[JobState] = cv.WireEnum(cpb.JobState, "JOB_STATE_", JobSt
 #: An approval's outcome ↔ ``APPROVAL_OUTCOME_*`` (UNSPECIFIED: undecided).
 APPROVAL_OUTCOME: cv.WireEnum[Outcome] = cv.WireEnum(
     cpb.ApprovalOutcome, "APPROVAL_OUTCOME_", ("approved", "rejected"), "approval outcome"
+)
+#: A backend's isolation status ↔ ``ISOLATION_STATUS_*``.
+ISOLATION_STATUS: cv.WireEnum[IsolationStatus] = cv.WireEnum(
+    cpb.IsolationStatus, "ISOLATION_STATUS_", ISOLATION_STATUSES, "isolation status"
 )
 #: A turn record's type ↔ ``RECORD_TYPE_*``.
 RECORD_TYPE: cv.WireEnum[RecordType] = cv.WireEnum(cpb.RecordType, "RECORD_TYPE_", RecordType, "record type")
@@ -349,3 +354,31 @@ def record_from_proto(message: cpb.TurnRecord) -> TurnRecord:
                 "seal": message.seal if message.HasField("seal") else None,
             }
         )
+
+
+def isolation_proof_to_proto(proof: IsolationProof) -> cpb.IsolationProof:
+    """A backend's isolation proof on the wire."""
+    return cpb.IsolationProof(
+        backend=proof.backend,
+        scope=proof.scope,
+        status=ISOLATION_STATUS.to_proto(proof.status),
+        checked_at=timestamp_to_proto(proof.checked_at),
+        reason=proof.reason,
+        evidence=list(proof.evidence),
+    )
+
+
+def isolation_proof_from_proto(message: cpb.IsolationProof) -> IsolationProof:
+    """A backend's isolation proof from the wire.
+
+    Raises:
+        MalformedMessage: an unknown or unspecified status.
+    """
+    return IsolationProof(
+        backend=message.backend,
+        scope=message.scope,
+        status=ISOLATION_STATUS.from_proto(message.status, "status"),
+        checked_at=timestamp_from_proto(message.checked_at),
+        reason=message.reason,
+        evidence=tuple(message.evidence),
+    )

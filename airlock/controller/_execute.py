@@ -8,6 +8,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,9 @@ from airlock.config import ConfigSecretResolver
 from airlock.policy import ChainResolver
 from airlock.sandbox import (
     EventSink,
+    IsolationProof,
     PoolStats,
+    ProvingSandbox,
     Sandbox,
     SandboxEvent,
     SandboxRequest,
@@ -272,6 +275,28 @@ class AgentRunner:
             report = await b.reap(self.state_dir, settings=self.config.settings_of(b.name))
             lines.append(f"{b.name}: {report.summary() if report is not None else 'engine unreachable'}")
         return lines
+
+    async def isolation_proofs(self) -> list[IsolationProof]:
+        """Each backend's proof of its network isolation where this configuration's agents run,
+        once per backend and place (made now where none was yet; one that cannot be made at
+        all, e.g. an unreachable cluster, is an ``unproven`` proof saying why)."""
+        found: dict[tuple[str, str], IsolationProof] = {}
+        for agent in self.config.agents.values():
+            sandbox = self._sandbox(agent)
+            if not isinstance(sandbox, ProvingSandbox):
+                continue
+            try:
+                proof = await sandbox.isolation_proof()
+            except EnvError as e:
+                proof = IsolationProof(
+                    backend=agent.backend,
+                    scope="",
+                    status="unproven",
+                    checked_at=datetime.now(UTC),
+                    reason=f"cannot prove it: {e}",
+                )
+            found.setdefault((proof.backend, proof.scope), proof)
+        return list(found.values())
 
     async def aclose(self) -> None:
         """Empty the warm pools; stop the local model server if this runner started it."""

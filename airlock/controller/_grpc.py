@@ -261,6 +261,12 @@ class _Servicer(cpb_grpc.ControllerServicer):
             agents.append(info)
         return cpb.ListAgentsResponse(agents=agents)
 
+    async def GetStatus(
+        self, request: cpb.GetStatusRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ControllerStatus:
+        proofs = await self.service.runner.isolation_proofs()
+        return cpb.ControllerStatus(isolation=[jc.isolation_proof_to_proto(p) for p in proofs])
+
     # -- approvals and control of a running turn -----------------------------------------------
 
     async def ApproveJob(self, request: cpb.ApproveJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:

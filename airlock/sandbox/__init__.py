@@ -19,15 +19,17 @@ from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
 from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
 from ._port import Sandbox, SandboxRequest, StateEntry, WarmableSandbox, compile_sandbox_plan
-from ._proof import IsolationProof, ProvingSandbox
+from ._proof import ISOLATION_STATUSES, IsolationProof, IsolationStatus, ProvingSandbox
 from ._registry import backend, backend_names, backends
 
 __all__ = [
+    "ISOLATION_STATUSES",
     "Backend",
     "Capabilities",
     "DoctorCheck",
     "EventSink",
     "IsolationProof",
+    "IsolationStatus",
     "Limits",
     "PoolSettings",
     "PoolStats",

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, get_args, runtime_checkable
 
-__all__ = ["IsolationProof", "ProvingSandbox"]
+__all__ = ["ISOLATION_STATUSES", "IsolationProof", "IsolationStatus", "ProvingSandbox"]
+
+IsolationStatus = Literal["enforced", "failed", "unproven", "assumed"]
+#: Every status, in order.
+ISOLATION_STATUSES: tuple[IsolationStatus, ...] = get_args(IsolationStatus)
 
 
 @dataclass(frozen=True)
@@ -18,7 +22,7 @@ class IsolationProof:
     scope: str
     #: ``enforced`` (proven), ``failed`` (a check reached what it must not), ``unproven``
     #: (nothing could be concluded), ``assumed`` (the operator opted out of the proof).
-    status: Literal["enforced", "failed", "unproven", "assumed"]
+    status: IsolationStatus
     checked_at: datetime
     #: One line: what the status rests on.
     reason: str

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .._proof import IsolationProof
+from .._proof import IsolationProof, IsolationStatus
 
 __all__ = [
     "ANNOTATION",
@@ -32,7 +32,7 @@ __all__ = [
 
 #: The sandbox namespace's annotation holding the latest result (JSON).
 ANNOTATION = "airlock.dev/network-policy-enforcement"
-EnforcementStatus = Literal["enforced", "failed", "unproven", "assumed"]
+EnforcementStatus = IsolationStatus
 Outcome = Literal["connected", "refused", "timeout", "error", "not run"]
 ReachingPod = Literal["prober", "control"]
 Expectation = Literal["blocked", "reachable"]

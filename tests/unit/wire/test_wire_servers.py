@@ -144,7 +144,7 @@ async def test_other_schemes_and_wrong_tokens_are_unauthenticated(
 
 async def test_corrupt_requests_to_the_controller_are_invalid_argument(controller: str, token: str) -> None:
     async with grpc.aio.insecure_channel(controller) as channel:
-        for method in ("SubmitJob", "GetJob", "ListJobs", "ListAgents"):
+        for method in ("SubmitJob", "GetJob", "ListJobs", "ListAgents", "GetStatus"):
             with pytest.raises(grpc.aio.AioRpcError) as e:
                 await channel.unary_unary(f"/{CONTROLLER}/{method}")(b"\xff\xff\xff", metadata=_auth(token))
             assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method

@@ -262,6 +262,39 @@ RECORD_TYPE_YIELD: RecordType.ValueType  # 4
 RECORD_TYPE_SILENCE: RecordType.ValueType  # 5
 Global___RecordType: _TypeAlias = RecordType  # noqa: Y015
 
+class _IsolationStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _IsolationStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_IsolationStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ISOLATION_STATUS_UNSPECIFIED: _IsolationStatus.ValueType  # 0
+    ISOLATION_STATUS_ENFORCED: _IsolationStatus.ValueType  # 1
+    """Proven: a pod shaped like a deny-all sandbox reached nothing it must not."""
+    ISOLATION_STATUS_FAILED: _IsolationStatus.ValueType  # 2
+    """A check reached what it must not (each named in `evidence`): every job is refused."""
+    ISOLATION_STATUS_UNPROVEN: _IsolationStatus.ValueType  # 3
+    """Nothing could be concluded (`reason` says why): every job is refused."""
+    ISOLATION_STATUS_ASSUMED: _IsolationStatus.ValueType  # 4
+    """The operator opted out of the proof (`network_policy: assume_enforced`)."""
+
+class IsolationStatus(_IsolationStatus, metaclass=_IsolationStatusEnumTypeWrapper):
+    """How a backend's network isolation stands where its sandboxes run (Kubernetes: whether the
+    cluster enforces NetworkPolicy in the sandbox namespace, proven by the controller with a
+    canary and a prober pod before any job, and again periodically).
+    """
+
+ISOLATION_STATUS_UNSPECIFIED: IsolationStatus.ValueType  # 0
+ISOLATION_STATUS_ENFORCED: IsolationStatus.ValueType  # 1
+"""Proven: a pod shaped like a deny-all sandbox reached nothing it must not."""
+ISOLATION_STATUS_FAILED: IsolationStatus.ValueType  # 2
+"""A check reached what it must not (each named in `evidence`): every job is refused."""
+ISOLATION_STATUS_UNPROVEN: IsolationStatus.ValueType  # 3
+"""Nothing could be concluded (`reason` says why): every job is refused."""
+ISOLATION_STATUS_ASSUMED: IsolationStatus.ValueType  # 4
+"""The operator opted out of the proof (`network_policy: assume_enforced`)."""
+Global___IsolationStatus: _TypeAlias = IsolationStatus  # noqa: Y015
+
 @_typing.final
 class ApprovalDecision(_message.Message):
     """One approver's decision on the calls a job waits for."""
@@ -1979,6 +2012,86 @@ class ListAgentsRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAgentsRequest: _TypeAlias = ListAgentsRequest  # noqa: Y015
+
+@_typing.final
+class IsolationProof(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BACKEND_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    CHECKED_AT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    EVIDENCE_FIELD_NUMBER: _builtins.int
+    backend: _builtins.str
+    """The backend (`kubernetes`)."""
+    scope: _builtins.str
+    """Where it holds (Kubernetes: the sandbox namespace)."""
+    status: Global___IsolationStatus.ValueType
+    reason: _builtins.str
+    """One line: what the status rests on."""
+    @_builtins.property
+    def checked_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def evidence(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Each check, one line: who tried what, what happened, what was expected."""
+
+    def __init__(
+        self,
+        *,
+        backend: _builtins.str = ...,
+        scope: _builtins.str = ...,
+        status: Global___IsolationStatus.ValueType = ...,
+        checked_at: _timestamp_pb2.Timestamp | None = ...,
+        reason: _builtins.str = ...,
+        evidence: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checked_at", b"checked_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend", b"backend", "checked_at", b"checked_at", "evidence", b"evidence", "reason", b"reason", "scope", b"scope", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IsolationProof: _TypeAlias = IsolationProof  # noqa: Y015
+
+@_typing.final
+class GetStatusRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetStatusRequest: _TypeAlias = GetStatusRequest  # noqa: Y015
+
+@_typing.final
+class ControllerStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ISOLATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def isolation(self) -> _containers.RepeatedCompositeFieldContainer[Global___IsolationProof]:
+        """One per backend and place whose isolation is proven before use (none: no such backend
+        serves this controller's agents).
+        """
+
+    def __init__(
+        self,
+        *,
+        isolation: _abc.Iterable[Global___IsolationProof] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["isolation", b"isolation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ControllerStatus: _TypeAlias = ControllerStatus  # noqa: Y015
 
 @_typing.final
 class ListAgentsResponse(_message.Message):

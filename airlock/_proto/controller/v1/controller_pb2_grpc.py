@@ -69,6 +69,11 @@ class ControllerStub:
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsResponse.FromString,
                 _registered_method=True)
+        self.GetStatus = channel.unary_unary(
+                '/airlock.controller.v1.Controller/GetStatus',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetStatusRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ControllerStatus.FromString,
+                _registered_method=True)
         self.ListArtifacts = channel.unary_unary(
                 '/airlock.controller.v1.Controller/ListArtifacts',
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetJobRequest.SerializeToString,
@@ -172,6 +177,13 @@ class ControllerServicer:
 
     def ListAgents(self, request, context):
         """The agents this controller can run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStatus(self, request, context):
+        """The controller's own state: each backend's isolation proof (made now if none was yet).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -292,6 +304,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListAgents,
                     request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'GetStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStatus,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetStatusRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ControllerStatus.SerializeToString,
             ),
             'ListArtifacts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListArtifacts,
@@ -538,6 +555,33 @@ class Controller:
             '/airlock.controller.v1.Controller/ListAgents',
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/GetStatus',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.GetStatusRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ControllerStatus.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,6 +54,8 @@ class ControllerStub:
     GetJobLogs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]
     ListAgents: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListAgentsRequest, _controller_pb2.ListAgentsResponse]
     """The agents this controller can run."""
+    GetStatus: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetStatusRequest, _controller_pb2.ControllerStatus]
+    """The controller's own state: each backend's isolation proof (made now if none was yet)."""
     ListArtifacts: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetJobRequest, _controller_pb2.ListArtifactsResponse]
     """The job's artifacts, in path order (unknown id: NOT_FOUND)."""
     GetArtifact: _grpc.UnaryStreamMultiCallable[_controller_pb2.GetArtifactRequest, _controller_pb2.ArtifactData]
@@ -96,6 +98,8 @@ class ControllerAsyncStub(ControllerStub):
     GetJobLogs: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]  # type: ignore[assignment]
     ListAgents: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListAgentsRequest, _controller_pb2.ListAgentsResponse]  # type: ignore[assignment]
     """The agents this controller can run."""
+    GetStatus: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetStatusRequest, _controller_pb2.ControllerStatus]  # type: ignore[assignment]
+    """The controller's own state: each backend's isolation proof (made now if none was yet)."""
     ListArtifacts: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetJobRequest, _controller_pb2.ListArtifactsResponse]  # type: ignore[assignment]
     """The job's artifacts, in path order (unknown id: NOT_FOUND)."""
     GetArtifact: _aio.UnaryStreamMultiCallable[_controller_pb2.GetArtifactRequest, _controller_pb2.ArtifactData]  # type: ignore[assignment]
@@ -177,6 +181,14 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.ListAgentsResponse, _abc.Awaitable[_controller_pb2.ListAgentsResponse]]:
         """The agents this controller can run."""
+
+    @_abc_1.abstractmethod
+    def GetStatus(
+        self,
+        request: _controller_pb2.GetStatusRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ControllerStatus, _abc.Awaitable[_controller_pb2.ControllerStatus]]:
+        """The controller's own state: each backend's isolation proof (made now if none was yet)."""
 
     @_abc_1.abstractmethod
     def ListArtifacts(

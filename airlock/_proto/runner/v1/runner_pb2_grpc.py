@@ -35,6 +35,8 @@ class RunnerStub:
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
+    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it),
     `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
@@ -97,6 +99,8 @@ class RunnerServicer:
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
+    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it),
     `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
@@ -235,6 +239,8 @@ class Runner:
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
+    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it),
     `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """

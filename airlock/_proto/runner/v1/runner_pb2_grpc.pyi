@@ -57,6 +57,8 @@ class RunnerStub:
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
+    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it),
     `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
@@ -118,6 +120,8 @@ class RunnerAsyncStub(RunnerStub):
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
+    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it),
     `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
@@ -175,6 +179,8 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
     request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
     later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
     `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
+    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it),
     `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
     RESOURCE_EXHAUSTED from gRPC itself, without the key.
     """
