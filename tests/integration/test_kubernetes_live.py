@@ -4,8 +4,9 @@ A pod really scheduled and hardened, a NetworkPolicy-enforcing CNI really droppi
 plan denies, and a sidecar secret absent from everything the sandbox pod is made of. They run
 only when a cluster is configured:
 
-* ``KUBECONFIG``: a kubeconfig file whose user may manage pods, pods/log, pods/portforward,
-  Secrets, NetworkPolicies and Leases in the namespace (what ``airlock doctor`` checks);
+* ``KUBECONFIG``: a kubeconfig file whose user may read and annotate the namespace and
+  manage pods, pods/log, pods/portforward, Secrets, NetworkPolicies and Leases in it (what
+  ``airlock doctor`` checks);
 * ``AIRLOCK_K8S_IMAGE``: the runner image, pushed to a registry the nodes pull from;
 * ``AIRLOCK_K8S_NAMESPACE``: the sandbox namespace, which must exist (default
   ``airlock-sandboxes``);
@@ -39,7 +40,7 @@ from airlock.policy import EnvSecretResolver, SecretResolver
 from airlock.policy.plan import SidecarRoute
 from airlock.proxy import EgressEvent
 from airlock.sandbox import EventSink, SandboxRequest
-from airlock.sandbox.kubernetes import KubernetesSandbox, KubernetesSettings
+from airlock.sandbox.kubernetes import EnforcementSettings, KubernetesSandbox, KubernetesSettings
 from airlock.sandbox.kubernetes._names import LABEL_ROLE, LABEL_SANDBOX, object_name
 from airlock.spec import AgentSpec
 from airlock.testing import bash_agent
@@ -171,6 +172,9 @@ class Live:
     namespace: str
     image: str
     run_id: str
+    #: What the enforcement proof and the runners' fence treat as the metadata service: this
+    #: module's server pod (set by its fixture), so no traffic leaves the cluster.
+    metadata: str = ""
 
     @property
     def core(self) -> Any:
@@ -185,8 +189,13 @@ class Live:
         return client.NetworkingV1Api(self.api_client)
 
     def settings(self) -> KubernetesSettings:
+        assert self.metadata, "use the server fixture: it is the proof's stand-in metadata address"
         return KubernetesSettings(
-            namespace=self.namespace, image=self.image, kubeconfig=self.kubeconfig, connect="auto"
+            namespace=self.namespace,
+            image=self.image,
+            kubeconfig=self.kubeconfig,
+            connect="auto",
+            enforcement=EnforcementSettings(metadata_address=self.metadata),
         )
 
     def sandbox(self, resolver: SecretResolver | None = None) -> KubernetesSandbox:
@@ -365,7 +374,9 @@ def server(live: Live) -> Iterator[Server]:
         while "ready" not in live.log(name):
             assert time.monotonic() < deadline, f"server pod {name} never ready: {live.log(name)}"
             time.sleep(1)
-        yield Server(name=name, ip=pod["status"]["podIP"])
+        found = Server(name=name, ip=pod["status"]["podIP"])
+        live.metadata = f"{found.host}:{SERVER_PORT}"
+        yield found
     finally:
         live.stop(name)
 
@@ -432,7 +443,19 @@ def assert_completed(output: TurnOutput) -> None:
 # --- the tests -----------------------------------------------------------------------------
 
 
-async def test_a_scripted_job_runs_in_a_hardened_pod(live: Live) -> None:
+async def test_the_controller_proves_enforcement_before_any_job(live: Live, server: Server) -> None:
+    # The prober (a deny-all sandbox's labels and policy) must reach neither the canary nor this
+    # module's server pod, which admits every pod of the namespace: only the prober's own
+    # policy keeps it out. The control pod must reach the canary.
+    proof = await live.sandbox().isolation_proof()
+    evidence = "\n".join(proof.evidence)
+    assert proof.status == "enforced", f"{proof.reason}\n{evidence}"
+    assert any(line.startswith("prober → cloud metadata") for line in proof.evidence), evidence
+    found = await asyncio.to_thread(live.read, live.core.read_namespace, live.namespace)
+    assert "airlock.dev/network-policy-enforcement" in found["metadata"]["annotations"]
+
+
+async def test_a_scripted_job_runs_in_a_hardened_pod(live: Live, server: Server) -> None:
     agent = bash_agent(
         "uname -n",
         "id -u; id -g",

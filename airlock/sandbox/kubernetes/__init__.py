@@ -28,7 +28,14 @@ from ._reaper import KubeReapReport, reap
 from ._release_test import probe_release
 from ._render import SandboxShape, render_default_deny, render_network_policies
 from ._sandbox import KubernetesSandbox
-from ._settings import DnsSelector, KubernetesSettings, ProxySettings, RuntimeClassNames, Toleration
+from ._settings import (
+    DnsSelector,
+    EnforcementSettings,
+    KubernetesSettings,
+    ProxySettings,
+    RuntimeClassNames,
+    Toleration,
+)
 
 __all__ = [
     "BACKEND",
@@ -37,6 +44,7 @@ __all__ = [
     "REQUIRED_ACCESS",
     "RUNNER_PORT",
     "DnsSelector",
+    "EnforcementSettings",
     "KubeReapReport",
     "KubernetesSandbox",
     "KubernetesSettings",
