@@ -47,7 +47,8 @@ __all__ = [
     "rules",
 ]
 
-_log = logging.getLogger("airlock.sandbox.kubernetes")
+#: Where a refusal is logged (an error: a request the code makes that its table lacks).
+_log = logging.getLogger("airlock.sandbox.kubernetes.access")
 
 ConnectMode = Literal["pod_ip", "port_forward"]
 CONNECT_MODES: tuple[ConnectMode, ...] = ("pod_ip", "port_forward")
