@@ -21,7 +21,7 @@ from layer0 import ContainerIsolation
 from .._backend import Backend, Capabilities
 from .._limits import SandboxDefaults, resolve_limits
 from .._pool import WarmPool
-from ._access import DOCTOR_ACCESS, SANDBOX_ACCESS, Access
+from ._access import DOCTOR_ACCESS, SANDBOX_ACCESS, Access, AccessTable
 from ._addresses import SandboxAddress, sandbox_addresses
 from ._doctor import doctor_checks
 from ._names import CREDENTIAL_PORT_BASE, EGRESS_PORT, RUNNER_PORT, Owner
@@ -39,6 +39,7 @@ __all__ = [
     "RUNNER_PORT",
     "SANDBOX_ACCESS",
     "Access",
+    "AccessTable",
     "DnsSelector",
     "KubeReapReport",
     "KubernetesSandbox",

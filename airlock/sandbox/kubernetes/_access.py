@@ -22,7 +22,7 @@ per granted permission; the Helm chart renders its Role and ClusterRole from
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,6 +37,7 @@ __all__ = [
     "SANDBOX_ACCESS",
     "Access",
     "AccessRefused",
+    "AccessTable",
     "ConnectMode",
     "Grant",
     "Grants",
@@ -74,8 +75,22 @@ class Access:
     #: The connection modes that need it.
     modes: frozenset[ConnectMode] = frozenset(CONNECT_MODES)
     #: The default ClusterRole that already grants it to every authenticated identity (the
-    #: chart grants it not, doctor does not check it).
+    #: chart does not grant it, doctor does not review it).
     default_role: str | None = None
+
+
+@dataclass(frozen=True)
+class AccessTable:
+    """A named table of :class:`Access` entries (``a + b``: both, named so)."""
+
+    name: str
+    entries: tuple[Access, ...]
+
+    def __iter__(self) -> Iterator[Access]:
+        return iter(self.entries)
+
+    def __add__(self, other: AccessTable) -> AccessTable:
+        return AccessTable(f"{self.name} + {other.name}", self.entries + other.entries)
 
 
 def _each(verbs: str, group: str, resource: str, **kw: Any) -> tuple[Access, ...]:
@@ -86,55 +101,66 @@ _NETPOL = "networking.k8s.io"
 _PORT_FORWARD: frozenset[ConnectMode] = frozenset({"port_forward"})
 
 #: Every request of the backend's job flow.
-SANDBOX_ACCESS: tuple[Access, ...] = (
-    *_each("create get list delete patch", "", "pods"),  # patch: a warm pod's deadline
-    Access("get", "", "pods/log"),  # the proxy pod's events
-    # The port-forward's WebSocket upgrade is a GET; newer API servers also check create.
-    *_each("get create", "", "pods/portforward", modes=_PORT_FORWARD),
-    *_each("create list delete", "", "secrets"),
-    Access("list", "", "events"),
-    *_each("create list delete", _NETPOL, "networkpolicies"),
-    *_each("create update list delete", "coordination.k8s.io", "leases"),
-    Access("get", "node.k8s.io", "runtimeclasses", cluster=True, names="runtime_classes"),
-    Access("get", "", "namespaces", cluster=True, names="sandbox_namespace"),
+SANDBOX_ACCESS = AccessTable(
+    "SANDBOX_ACCESS",
+    (
+        # sandbox and proxy pods: created, read until running, deleted; the reaper lists them
+        *_each("create get list delete patch", "", "pods"),  # patch: a warm pod's deadline
+        Access("get", "", "pods/log"),  # the proxy pod's events, followed
+        # The port-forward's WebSocket upgrade is a GET; newer API servers also check create.
+        *_each("get create", "", "pods/portforward", modes=_PORT_FORWARD),
+        *_each("create list delete", "", "secrets"),  # a sandbox's token and proxy Secrets
+        Access("list", "", "events"),  # why a pod cannot start
+        *_each("create list delete", _NETPOL, "networkpolicies"),  # per sandbox, and default-deny
+        *_each("create update list delete", "coordination.k8s.io", "leases"),  # the owner Lease
+        # a RuntimeClass exists before a pod names it; the namespace answers (airlock gc, doctor)
+        Access("get", "node.k8s.io", "runtimeclasses", cluster=True, names="runtime_classes"),
+        Access("get", "", "namespaces", cluster=True, names="sandbox_namespace"),
+    ),
 )
 
 #: What ``airlock doctor`` asks besides :data:`SANDBOX_ACCESS`.
-DOCTOR_ACCESS: tuple[Access, ...] = (
-    Access("get", "", "/version", cluster=True, default_role="system:public-info-viewer"),
-    Access(
-        "create",
-        "authorization.k8s.io",
-        "selfsubjectaccessreviews",
-        cluster=True,
-        default_role="system:basic-user",
+DOCTOR_ACCESS = AccessTable(
+    "DOCTOR_ACCESS",
+    (
+        Access("get", "", "/version", cluster=True, default_role="system:public-info-viewer"),
+        Access(
+            "create",
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            cluster=True,
+            default_role="system:basic-user",
+        ),
+        Access("get", "", "secrets", names="image_pull_secrets"),  # the pull Secrets exist
     ),
-    Access("get", "", "secrets", names="image_pull_secrets"),  # the pull Secrets exist
 )
 
 #: ``airlock doctor --probe``: the release's storage Secrets, its test hooks recreated, the
 #: test pod's outcome and log (the operator's kubeconfig; hooks may live in any namespace).
-RELEASE_TEST_ACCESS: tuple[Access, ...] = (
-    Access("list", "", "secrets"),
-    *_each("get", "", "pods"),
-    Access("get", "", "pods/log"),
-    *(
-        access
-        for group, resource in (
-            ("", "pods"),
-            ("", "services"),
-            ("", "serviceaccounts"),
-            ("", "configmaps"),
-            ("", "secrets"),
-            ("rbac.authorization.k8s.io", "roles"),
-            ("rbac.authorization.k8s.io", "rolebindings"),
-        )
-        for access in _each("create delete", group, resource)
+RELEASE_TEST_ACCESS = AccessTable(
+    "RELEASE_TEST_ACCESS",
+    (
+        Access("list", "", "secrets"),
+        Access("get", "", "pods"),
+        Access("get", "", "pods/log"),
+        *(
+            access
+            for group, resource in (
+                ("", "pods"),
+                ("", "services"),
+                ("", "serviceaccounts"),
+                ("", "configmaps"),
+                ("", "secrets"),
+                ("rbac.authorization.k8s.io", "roles"),
+                ("rbac.authorization.k8s.io", "rolebindings"),
+            )
+            for access in _each("create delete", group, resource)
+        ),
     ),
 )
 
 #: The isolation probe pod: the running sandboxes' pods and their IPs.
-ADDRESSES_ACCESS: tuple[Access, ...] = (Access("list", "", "pods"),)
+ADDRESSES_ACCESS = AccessTable("ADDRESSES_ACCESS", (Access("list", "", "pods"),))
 
 
 @dataclass(frozen=True)
@@ -222,18 +248,17 @@ def _names(source: NamesFrom, settings: KubernetesSettings) -> tuple[str, ...]:
 
 
 def resolve(
-    tables: Iterable[Access],
+    table: AccessTable,
     settings: KubernetesSettings,
     mode: ConnectMode,
     *,
     namespace: str | None = None,
-    table: str = "the access table",
 ) -> Grants:
-    """``tables`` for ``settings`` in connection ``mode``: namespaced entries in ``namespace``
+    """``table`` for ``settings`` in connection ``mode``: namespaced entries in ``namespace``
     (default: the sandbox namespace), resource names filled in. An entry whose names resolve
     to none is left out: an empty ``resourceNames`` would grant every object."""
     grants = []
-    for access in tables:
+    for access in table:
         if mode not in access.modes:
             continue
         names = () if access.names is None else _names(access.names, settings)
@@ -241,7 +266,7 @@ def resolve(
             continue
         where = None if access.cluster else (namespace or settings.namespace)
         grants.append(Grant(access.verb, access.group, access.resource, where, names, access.default_role))
-    return Grants(tuple(dict.fromkeys(grants)), table)
+    return Grants(tuple(dict.fromkeys(grants)), table.name)
 
 
 #: A GET on these is a WebSocket (or SPDY) upgrade: newer API servers also check ``create``.
@@ -304,7 +329,7 @@ def chart_access() -> dict[str, Any]:
     (``runtime_classes``, ``sandbox_namespace``, ``image_pull_secrets``)."""
     out: dict[str, Any] = {}
     for mode in CONNECT_MODES:
-        entries = [a for a in (*SANDBOX_ACCESS, *DOCTOR_ACCESS) if mode in a.modes and a.default_role is None]
+        entries = [a for a in SANDBOX_ACCESS + DOCTOR_ACCESS if mode in a.modes and a.default_role is None]
         out[mode] = {
             scope: _merge(
                 (a.group, a.resource, a.names, a.verb) for a in entries if a.cluster == (scope == "cluster")

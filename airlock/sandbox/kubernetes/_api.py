@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from layer0 import EnvError
 
-from ._access import Access, AccessRefused, ConnectMode, Grants, request_permissions, resolve
+from ._access import AccessRefused, AccessTable, ConnectMode, Grants, request_permissions, resolve
 from ._settings import KubernetesSettings
 
 __all__ = ["ApiFailure", "KubeApi", "configured", "connect_mode", "in_cluster", "own_namespace"]
@@ -109,19 +109,18 @@ class KubeApi:
     async def connect(
         cls,
         settings: KubernetesSettings,
-        access: tuple[Access, ...],
+        access: AccessTable,
         *,
-        table: str,
         namespace: str | None = None,
     ) -> KubeApi:
         """The cluster ``settings`` name (in-cluster or from a kubeconfig), limited to
-        ``access`` (named ``table``) for the settings' connection mode, namespaced entries in
-        ``namespace`` (default: the sandbox namespace).
+        ``access`` for the settings' connection mode, namespaced entries in ``namespace``
+        (default: the sandbox namespace).
 
         Raises:
             EnvError: ``provision_failed`` when no configuration can be loaded.
         """
-        grants = resolve(access, settings, connect_mode(settings), namespace=namespace, table=table)
+        grants = resolve(access, settings, connect_mode(settings), namespace=namespace)
         return cls(await asyncio.to_thread(_api_client, settings, grants))
 
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

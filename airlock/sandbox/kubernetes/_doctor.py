@@ -27,9 +27,6 @@ from ._settings import KubernetesSettings
 
 __all__ = ["doctor_checks"]
 
-#: The tables doctor's client is limited to: the backend's, and doctor's own reads.
-_TABLES = (*SANDBOX_ACCESS, *DOCTOR_ACCESS)
-
 
 async def doctor_checks(settings: BaseModel | None = None) -> list[DoctorCheck]:
     """The checks, in order; the later ones only when the API answers. Without a
@@ -51,7 +48,7 @@ async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
         ]
     chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
     try:
-        api = await KubeApi.connect(chosen, _TABLES, table="SANDBOX_ACCESS + DOCTOR_ACCESS")
+        api = await KubeApi.connect(chosen, SANDBOX_ACCESS + DOCTOR_ACCESS)
     except EnvError as e:
         return [
             DoctorCheck("kubernetes api", "error", str(e), "check the kubeconfig, its context, or in_cluster")

@@ -61,7 +61,7 @@ async def reap(
         return KubeReapReport()
     chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
     try:
-        api = await KubeApi.connect(chosen, SANDBOX_ACCESS, table="SANDBOX_ACCESS")
+        api = await KubeApi.connect(chosen, SANDBOX_ACCESS)
     except EnvError:
         return None
     try:

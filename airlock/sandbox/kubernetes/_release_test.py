@@ -67,9 +67,7 @@ async def probe_release(
     if not configured(settings):
         return [DoctorCheck(what, "error", "no cluster configured", "set KUBECONFIG or backends.kubernetes")]
     chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
-    api = await KubeApi.connect(
-        chosen, RELEASE_TEST_ACCESS, table="RELEASE_TEST_ACCESS", namespace=ANY_NAMESPACE
-    )
+    api = await KubeApi.connect(chosen, RELEASE_TEST_ACCESS, namespace=ANY_NAMESPACE)
     try:
         return await _probe(api, namespace, name, what, wait_s)
     except ApiFailure as e:

@@ -322,7 +322,7 @@ class KubernetesSandbox:
     async def _prepare(self) -> tuple[KubeApi, OwnerLease]:
         async with self._ready:
             if self._api is None:
-                self._api = await KubeApi.connect(self.settings, SANDBOX_ACCESS, table="SANDBOX_ACCESS")
+                self._api = await KubeApi.connect(self.settings, SANDBOX_ACCESS)
             api = self._api
             if self._lease is None:
                 self._lease = OwnerLease(api, self.namespace, self.settings.lease_seconds)

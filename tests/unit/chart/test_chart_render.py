@@ -149,7 +149,7 @@ def test_the_role_grants_exactly_what_the_controller_calls(case: str) -> None:
     assert settings.connect == "pod_ip"
     granted = [
         g
-        for g in resolve((*SANDBOX_ACCESS, *DOCTOR_ACCESS), settings, "pod_ip").grants
+        for g in resolve(SANDBOX_ACCESS + DOCTOR_ACCESS, settings, "pod_ip").grants
         if g.default_role is None
     ]
     role = one(case, "Role", "-sandboxes")

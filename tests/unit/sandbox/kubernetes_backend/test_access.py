@@ -13,6 +13,7 @@ from airlock.sandbox.kubernetes import DOCTOR_ACCESS, SANDBOX_ACCESS, Access, Ku
 from airlock.sandbox.kubernetes._access import (
     ANY_NAMESPACE,
     AccessRefused,
+    AccessTable,
     Permission,
     request_permissions,
     resolve,
@@ -71,7 +72,7 @@ async def test_an_unlisted_call_is_refused_and_nothing_reaches_the_server(
     standin: KubeApiStandIn, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = settings_for(standin, tmp_path, connect="pod_ip")
-    api = await KubeApi.connect(settings, SANDBOX_ACCESS, table="SANDBOX_ACCESS")
+    api = await KubeApi.connect(settings, SANDBOX_ACCESS)
     sent = len(standin.requests)
     try:
         refused = [
@@ -116,7 +117,7 @@ async def test_port_forward_mode_adds_get_and_create_on_pods_portforward(tmp_pat
 def test_named_entries_resolve_to_the_configured_names_and_never_to_all() -> None:
     settings = KubernetesSettings(namespace=NS, image_pull_secrets=("registry-pull",))
     grants = {
-        (g.verb, g.resource): g for g in resolve((*SANDBOX_ACCESS, *DOCTOR_ACCESS), settings, "pod_ip").grants
+        (g.verb, g.resource): g for g in resolve(SANDBOX_ACCESS + DOCTOR_ACCESS, settings, "pod_ip").grants
     }
     assert grants[("get", "runtimeclasses")].names == ("gvisor", "kata")
     assert grants[("get", "runtimeclasses")].namespace is None
@@ -130,7 +131,7 @@ def test_named_entries_resolve_to_the_configured_names_and_never_to_all() -> Non
 
 def test_a_cluster_scoped_entry_with_names_is_one_line() -> None:
     """What the isolation check will add (patch the sandbox namespace) fits one Access."""
-    table = (Access("patch", "", "namespaces", cluster=True, names="sandbox_namespace"),)
+    table = AccessTable("test", (Access("patch", "", "namespaces", cluster=True, names="sandbox_namespace"),))
     (grant,) = resolve(table, KubernetesSettings(namespace=NS), "pod_ip").grants
     assert grant.allows(Permission("patch", "", "namespaces", None, NS))
     assert not grant.allows(Permission("patch", "", "namespaces", None, "default"))
@@ -138,7 +139,7 @@ def test_a_cluster_scoped_entry_with_names_is_one_line() -> None:
 
 
 def test_any_namespace_is_only_for_the_operators_own_identity() -> None:
-    table = (Access("create", "", "pods"),)
+    table = AccessTable("test", (Access("create", "", "pods"),))
     (anywhere,) = resolve(table, KubernetesSettings(namespace=NS), "pod_ip", namespace=ANY_NAMESPACE).grants
     assert anywhere.allows(Permission("create", "", "pods", "airlock"))
     assert not anywhere.allows(Permission("create", "", "pods", None))

@@ -37,7 +37,7 @@ async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
         "kubernetes image": "ok",
         "kubernetes default-deny": "ok",
     }
-    granted = resolve((*SANDBOX_ACCESS, *DOCTOR_ACCESS), settings, "port_forward").grants
+    granted = resolve(SANDBOX_ACCESS + DOCTOR_ACCESS, settings, "port_forward").grants
     reviewed = sum(len(g.names) or 1 for g in granted if g.default_role is None)
     assert f"all {reviewed} permissions" in checks["kubernetes rbac"].message
     assert "connect port_forward" in checks["kubernetes rbac"].message

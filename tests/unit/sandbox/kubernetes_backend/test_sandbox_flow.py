@@ -363,7 +363,7 @@ async def test_the_reaper_removes_what_expired_owners_left_and_keeps_the_live(cl
     from airlock.sandbox.kubernetes import SANDBOX_ACCESS
     from airlock.sandbox.kubernetes._api import KubeApi
 
-    api = await KubeApi.connect(sandbox.settings, SANDBOX_ACCESS, table="SANDBOX_ACCESS")
+    api = await KubeApi.connect(sandbox.settings, SANDBOX_ACCESS)
     report = await reap_with(api, sandbox.settings)
     assert sorted(report.items()) == [
         ("lease", "airlock-owner-dead"), ("secret", "airlock-sb-dead"), ("secret", "airlock-sb-orphan"),
