@@ -204,11 +204,6 @@ class Grant:
             return False
         return not self.names or need.name in self.names
 
-    def label(self) -> str:
-        """``verb resource[.group]`` (and its names), as doctor reports it."""
-        what = self.resource + (f".{self.group}" if self.group else "")
-        return f"{self.verb} {what}" + (f" {','.join(self.names)}" if self.names else "")
-
 
 class AccessRefused(Exception):
     """Raised when a request is outside the access table its client was given (a bug in
@@ -217,26 +212,36 @@ class AccessRefused(Exception):
 
 @dataclass(frozen=True)
 class Grants:
-    """A resolved table: what one client may ask; :meth:`check` refuses anything else."""
+    """A resolved table: what one client may ask; :meth:`check_request` refuses anything else."""
 
     grants: tuple[Grant, ...]
     #: The table's name, for the refusal message.
     table: str = "the access table"
 
-    def check(self, needs: Iterable[Permission], request: str) -> None:
-        """Pass when every permission ``request`` needs is granted.
+    def check_request(
+        self,
+        method: str,
+        path: str,
+        path_params: Mapping[str, Any] | None = None,
+        query: Sequence[tuple[str, Any]] | None = None,
+    ) -> None:
+        """Pass when every permission the request needs (:func:`request_permissions`) is
+        granted; a refusal is also logged as an error (some callers swallow exceptions).
 
         Raises:
-            AccessRefused: naming the permission missing from the table.
+            AccessRefused: naming the permission missing from the table, or a path this
+                cannot read.
         """
-        for need in needs:
-            if not any(g.allows(need) for g in self.grants):
-                message = (
-                    f"{request} needs {need}, which is not in {self.table}: refused before it was sent "
-                    "(add it to the table in airlock/sandbox/kubernetes/_access.py, and to the Role)"
-                )
-                _log.error("%s", message)
-                raise AccessRefused(message)
+        try:
+            for need in request_permissions(method, path, path_params, query):
+                if not any(g.allows(need) for g in self.grants):
+                    raise AccessRefused(
+                        f"{method} {path} needs {need}, which is not in {self.table}: refused before it "
+                        "was sent (add it to the table in airlock/sandbox/kubernetes/_access.py)"
+                    )
+        except AccessRefused as e:
+            _log.error("%s", e)
+            raise
 
 
 def _names(source: NamesFrom, settings: KubernetesSettings) -> tuple[str, ...]:
@@ -271,6 +276,8 @@ def resolve(
 
 #: A GET on these is a WebSocket (or SPDY) upgrade: newer API servers also check ``create``.
 _UPGRADES = frozenset({"portforward", "exec", "attach"})
+#: The namespace object's own subresources (``/namespaces/{name}/status``), as the API server reads them.
+_NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 _COLLECTION_VERBS = {"GET": "list", "POST": "create", "DELETE": "deletecollection"}
 _OBJECT_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}
 
@@ -299,7 +306,7 @@ def request_permissions(
     else:
         raise AccessRefused(f"{method} {path}: not a request airlock can read the permission of")
     namespace = None
-    if rest[0] == "namespaces" and len(rest) >= 3:
+    if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in _NAMESPACE_SUBRESOURCES:
         namespace, rest = rest[1], rest[2:]
     if len(rest) > 3:
         raise AccessRefused(f"{method} {path}: not a request airlock can read the permission of")

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from layer0 import EnvError
 
-from ._access import AccessRefused, AccessTable, ConnectMode, Grants, request_permissions, resolve
+from ._access import AccessRefused, AccessTable, ConnectMode, Grants, resolve
 from ._settings import KubernetesSettings
 
 __all__ = ["ApiFailure", "KubeApi", "configured", "connect_mode", "in_cluster", "own_namespace"]
@@ -190,8 +190,7 @@ def checked_client(configuration: Any, grants: Grants) -> Any:
         def param_serialize(self, method: str, resource_path: str, *args: Any, **kwargs: Any) -> Any:
             params = kwargs.get("path_params", args[0] if args else None)
             query = kwargs.get("query_params", args[1] if len(args) > 1 else None)
-            needs = request_permissions(method, resource_path, params, query)
-            grants.check(needs, f"{method} {resource_path}")
+            grants.check_request(method, resource_path, params, query)
             return super().param_serialize(method, resource_path, *args, **kwargs)
 
     checked = _CheckedClient(configuration)

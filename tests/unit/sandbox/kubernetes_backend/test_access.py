@@ -57,6 +57,8 @@ def settings_for(api: KubeApiStandIn, tmp_path: Path, **kw: object) -> Kubernete
             [("get", "node.k8s.io", "runtimeclasses", None, "p")],
         ),
         ("GET", "/api/v1/namespaces/{name}", [("get", "", "namespaces", None, "p")]),
+        ("PATCH", "/api/v1/namespaces/{name}", [("patch", "", "namespaces", None, "p")]),
+        ("PUT", "/api/v1/namespaces/{name}/status", [("update", "", "namespaces/status", None, "p")]),
         ("GET", "/version/", [("get", "", "/version", None, None)]),
     ],
 )
@@ -66,6 +68,15 @@ def test_a_request_needs_what_the_api_server_checks(
     assert request_permissions(method, path, {"namespace": NS, "name": "p"}) == tuple(
         Permission(*need) for need in needs
     )
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/api/v1"), ("POST", "/version/"), ("GET", "/api/v1/namespaces/n/pods/p/log/x")],
+)
+def test_a_request_it_cannot_read_is_refused_not_guessed(method: str, path: str) -> None:
+    with pytest.raises(AccessRefused, match="not a request airlock can read the permission of"):
+        request_permissions(method, path)
 
 
 async def test_an_unlisted_call_is_refused_and_nothing_reaches_the_server(

@@ -23,7 +23,7 @@ import pytest
 from airlock.policy import EnvSecretResolver
 from airlock.sandbox import PoolSettings, SandboxRequest, WarmPool, compile_sandbox_plan
 from airlock.sandbox.kubernetes import SANDBOX_ACCESS, KubernetesSandbox, KubernetesSettings
-from airlock.sandbox.kubernetes._access import request_permissions, resolve
+from airlock.sandbox.kubernetes._access import resolve
 from airlock.sandbox.kubernetes._names import LABEL_OWNER, LABEL_POOL
 from airlock.testing import KubeApiStandIn, PodScript, ScriptedPods, bash_agent
 from airlock.turn import ToolFinished
@@ -127,7 +127,7 @@ async def test_the_deadline_patch_of_a_claimed_member_is_in_the_access_table(
     assert patched == [f"/api/v1/namespaces/{NS}/pods/{member}"]
     grants = resolve(SANDBOX_ACCESS, sandbox.settings, "port_forward")
     for method, path in cluster.api.requests:
-        grants.check(request_permissions(method, path), f"{method} {path}")
+        grants.check_request(method, path)
 
 
 async def test_a_member_whose_runner_died_is_dropped_and_the_job_starts_cold(
