@@ -114,7 +114,7 @@ async def test_an_unlisted_call_is_refused_and_nothing_reaches_the_server(
     caplog.clear()  # the refusals were the point (the autouse check would fail on them)
 
 
-async def test_port_forward_mode_adds_get_and_create_on_pods_portforward(tmp_path: Path) -> None:
+def test_port_forward_mode_adds_get_and_create_on_pods_portforward() -> None:
     settings = KubernetesSettings(namespace=NS)
     by_mode = {mode: resolve(SANDBOX_ACCESS, settings, mode).grants for mode in ("pod_ip", "port_forward")}
     extra = set(by_mode["port_forward"]) - set(by_mode["pod_ip"])
