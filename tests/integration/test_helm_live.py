@@ -30,7 +30,7 @@ import yaml
 
 from airlock.controller import ControllerClient
 from airlock.jobstate import JobState
-from airlock.sandbox.kubernetes import KubernetesSettings
+from airlock.sandbox.kubernetes import Access, AccessTable, KubernetesSettings
 from airlock.sandbox.kubernetes._api import KubeApi
 from airlock.sandbox.kubernetes._channel import PortForward
 from airlock.testing import script_yaml, text_step
@@ -96,11 +96,23 @@ def test_helm_test_proves_the_isolation(release: dict[str, Any]) -> None:
     assert done.returncode == 0, f"the isolation test failed:\n{done.stdout}\n{done.stderr}"
 
 
+#: What the test below asks with the operator's kubeconfig: the token, the controller's pod, a
+#: port-forward to it.
+_SUBMIT = AccessTable(
+    "the live test's",
+    (
+        Access("get", "", "secrets"),
+        Access("list", "", "pods"),
+        *(Access(verb, "", "pods/portforward") for verb in ("get", "create")),
+    ),
+)
+
+
 def test_a_job_completes_through_the_service(release: dict[str, Any]) -> None:
     namespace = release["namespace"]
 
     async def job() -> str:
-        api = await KubeApi.connect(KubernetesSettings(namespace=namespace))
+        api = await KubeApi.connect(KubernetesSettings(namespace=namespace), _SUBMIT)
         try:
             secret = await api.call(api.core.read_namespaced_secret, "airlock-token", namespace)
             token = base64.b64decode(secret.data["token"]).decode()

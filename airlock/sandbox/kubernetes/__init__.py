@@ -21,8 +21,9 @@ from layer0 import ContainerIsolation
 from .._backend import Backend, Capabilities
 from .._limits import SandboxDefaults, resolve_limits
 from .._pool import WarmPool
+from ._access import DOCTOR_ACCESS, SANDBOX_ACCESS, Access, AccessTable
 from ._addresses import SandboxAddress, sandbox_addresses
-from ._doctor import REQUIRED_ACCESS, doctor_checks
+from ._doctor import doctor_checks
 from ._names import CREDENTIAL_PORT_BASE, EGRESS_PORT, RUNNER_PORT, Owner
 from ._reaper import KubeReapReport, reap
 from ._release_test import probe_release
@@ -40,9 +41,12 @@ from ._settings import (
 __all__ = [
     "BACKEND",
     "CREDENTIAL_PORT_BASE",
+    "DOCTOR_ACCESS",
     "EGRESS_PORT",
-    "REQUIRED_ACCESS",
     "RUNNER_PORT",
+    "SANDBOX_ACCESS",
+    "Access",
+    "AccessTable",
     "DnsSelector",
     "EnforcementSettings",
     "KubeReapReport",

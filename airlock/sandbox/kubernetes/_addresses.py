@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from ._access import ADDRESSES_ACCESS
 from ._api import KubeApi
 from ._names import LABEL_MANAGED, LABEL_ROLE, LABEL_SANDBOX, MANAGED_BY
 from ._settings import KubernetesSettings
@@ -28,7 +29,7 @@ async def sandbox_addresses(
     """The running airlock pods in ``namespace`` that have an IP, newest first (in-cluster
     credentials or the kubeconfig, as :class:`KubernetesSettings` says)."""
     chosen = (settings or KubernetesSettings()).model_copy(update={"namespace": namespace})
-    api = await KubeApi.connect(chosen)
+    api = await KubeApi.connect(chosen, ADDRESSES_ACCESS)
     try:
         found = await api.call(
             api.core.list_namespaced_pod, namespace, label_selector=f"{LABEL_MANAGED}={MANAGED_BY}"

@@ -10,6 +10,12 @@ runs on the event loop.
 Objects travel as plain dicts both ways (the renderers' output goes in as the body; reads use
 ``_preload_content=False`` and are decoded as JSON), so what the backend reasons about is the
 wire format, not the client's model classes.
+
+Every request is checked against the access table the client was connected with (see
+``_access.py``) before it is built into HTTP: its verb and resource are read from the method
+and path the client's generated code passes, as the API server's authorizer reads them, so no
+call (a plain one, the proxy's log stream, a port-forward's WebSocket) reaches the server
+unless the table lists it.
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from pydantic import BaseModel
 
 from layer0 import EnvError
 
+from ._access import AccessRefused, AccessTable, ConnectMode, Grants, resolve
 from ._settings import KubernetesSettings
 
-__all__ = ["ApiFailure", "KubeApi", "configured", "in_cluster", "own_namespace"]
+__all__ = ["ApiFailure", "KubeApi", "configured", "connect_mode", "in_cluster", "own_namespace"]
 
 _SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -56,6 +63,14 @@ def own_namespace() -> str | None:
         return None
 
 
+def connect_mode(settings: KubernetesSettings) -> ConnectMode:
+    """How the controller reaches a runner: ``auto`` is the pod IP in a cluster, else port-forward."""
+    if settings.connect == "auto":
+        use_cluster = settings.in_cluster if settings.in_cluster is not None else in_cluster()
+        return "pod_ip" if use_cluster else "port_forward"
+    return settings.connect
+
+
 @dataclass(frozen=True)
 class ApiFailure(Exception):
     """An API server answer other than success: its HTTP status, reason and message."""
@@ -69,12 +84,17 @@ class ApiFailure(Exception):
 
 
 class KubeApi:
-    """One cluster's APIs; every call runs in a thread and fails as :class:`ApiFailure`."""
+    """One cluster's APIs, limited to one access table; every call runs in a thread and fails
+    as :class:`ApiFailure` (or :class:`AccessRefused`, before any request, outside the table)."""
 
     def __init__(self, api_client: Any) -> None:
+        """``api_client``: from :func:`checked_client` (a plain ApiClient is refused: unchecked)."""
         from kubernetes import client
 
+        if not isinstance(getattr(api_client, "grants", None), Grants):
+            raise TypeError("KubeApi needs an ApiClient that checks its access table (checked_client)")
         self.api_client = api_client
+        self.grants: Grants = api_client.grants
         self.core = client.CoreV1Api(api_client)
         self.networking = client.NetworkingV1Api(api_client)
         self.node = client.NodeV1Api(api_client)
@@ -86,19 +106,29 @@ class KubeApi:
         self._forward_core: Any = None
 
     @classmethod
-    async def connect(cls, settings: KubernetesSettings) -> KubeApi:
-        """The cluster ``settings`` name: in-cluster (service account) or from a kubeconfig.
+    async def connect(
+        cls,
+        settings: KubernetesSettings,
+        access: AccessTable,
+        *,
+        namespace: str | None = None,
+    ) -> KubeApi:
+        """The cluster ``settings`` name (in-cluster or from a kubeconfig), limited to
+        ``access`` for the settings' connection mode, namespaced entries in ``namespace``
+        (default: the sandbox namespace).
 
         Raises:
             EnvError: ``provision_failed`` when no configuration can be loaded.
         """
-        return cls(await asyncio.to_thread(_api_client, settings))
+        grants = resolve(access, settings, connect_mode(settings), namespace=namespace)
+        return cls(await asyncio.to_thread(_api_client, settings, grants))
 
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` in a thread; a JSON answer decoded to a dict.
 
         Raises:
             ApiFailure: the server answered with an error status (or could not be reached: 0).
+            AccessRefused: the call is not in the access table (nothing was sent).
         """
         return await asyncio.to_thread(self.call_blocking, fn, *args, **kwargs)
 
@@ -110,6 +140,8 @@ class KubeApi:
             response = fn(*args, _preload_content=False, **kwargs)
         except ApiException as e:
             raise _failure(e) from e
+        except AccessRefused:
+            raise
         except Exception as e:  # urllib3 connection errors, TLS, …
             raise ApiFailure(0, "Unreachable", f"{type(e).__name__}: {e}") from e
         data = response.data
@@ -132,7 +164,8 @@ class KubeApi:
 
         with self._forward_lock:
             if self._forward_core is None:
-                self._forward_core = client.CoreV1Api(client.ApiClient(self.api_client.configuration))
+                forward_client = checked_client(self.api_client.configuration, self.grants)
+                self._forward_core = client.CoreV1Api(forward_client)
             return portforward(
                 self._forward_core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port)
             )
@@ -144,20 +177,42 @@ class KubeApi:
             self._forward_core.api_client.close()
 
 
-def _api_client(settings: KubernetesSettings) -> Any:
+def checked_client(configuration: Any, grants: Grants) -> Any:
+    """An ApiClient for ``configuration`` that refuses, before building it, any request
+    ``grants`` does not allow (every generated method passes through ``param_serialize``,
+    the WebSocket transports included)."""
+    from kubernetes import client
+
+    class _CheckedClient(client.ApiClient):
+        #: What this client may ask (read by KubeApi and doctor).
+        grants: Grants
+
+        def param_serialize(self, method: str, resource_path: str, *args: Any, **kwargs: Any) -> Any:
+            params = kwargs.get("path_params", args[0] if args else None)
+            query = kwargs.get("query_params", args[1] if len(args) > 1 else None)
+            grants.check_request(method, resource_path, params, query)
+            return super().param_serialize(method, resource_path, *args, **kwargs)
+
+    checked = _CheckedClient(configuration)
+    checked.grants = grants
+    return checked
+
+
+def _api_client(settings: KubernetesSettings, grants: Grants) -> Any:
     from kubernetes import client, config
 
     try:
+        configuration = type.__call__(client.Configuration)  # not a copy of the process default
         use_cluster = settings.in_cluster if settings.in_cluster is not None else in_cluster()
         if use_cluster:
-            configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            return client.ApiClient(configuration)
-        # $KUBECONFIG is read now (the client reads it once, at import).
-        path = settings.kubeconfig or os.environ.get("KUBECONFIG") or None
-        return config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=path, context=settings.context
-        )
+        else:
+            # $KUBECONFIG is read now (the client reads it once, at import).
+            path = settings.kubeconfig or os.environ.get("KUBECONFIG") or None
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path, context=settings.context, client_configuration=configuration
+            )
+        return checked_client(configuration, grants)
     except Exception as e:  # ConfigException, a missing or unreadable kubeconfig
         where = "the pod's service account" if settings.in_cluster else (settings.kubeconfig or "$KUBECONFIG")
         raise EnvError.provision_failed(f"cannot load the Kubernetes configuration from {where}: {e}") from e

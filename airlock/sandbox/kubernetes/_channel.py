@@ -5,7 +5,8 @@
 * **Port-forward** (the controller runs outside the cluster): a listener on this host's
   loopback relays each gRPC connection through the API server's port-forward
   (``pods/portforward``, the official client's WebSocket transport) to the pod's port.
-  NetworkPolicies do not apply to it: the API server's RBAC does (``create pods/portforward``).
+  NetworkPolicies do not apply to it: the API server's RBAC does (``get`` and ``create`` on
+  ``pods/portforward``: the WebSocket upgrade is a GET, and newer servers also check create).
 
 Both give :class:`~airlock.runner.RemoteTurn` a plain ``host:port`` target; the per-sandbox
 bearer token protects the channel either way.

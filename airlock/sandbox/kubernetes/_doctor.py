@@ -1,7 +1,8 @@
 """``airlock doctor``'s questions to the Kubernetes backend.
 
-API reachable (and its version); the namespace exists; RBAC allows every verb the backend
-uses (one SelfSubjectAccessReview each); the RuntimeClasses for gvisor and micro_vm exist;
+API reachable (and its version); the namespace exists; RBAC allows every permission of the
+access tables the backend and doctor are limited to, for the configured connection mode (one
+SelfSubjectAccessReview each, see ``_access.py``); the RuntimeClasses for gvisor and micro_vm exist;
 the image can be pulled, as far as the API can tell (its pull Secrets exist); the namespace
 has a default-deny NetworkPolicy. A machine with no cluster configured at all gets one line
 saying so, not a failure.
@@ -19,24 +20,13 @@ from airlock.images import runner_image_tag
 from layer0 import EnvError
 
 from .._backend import DoctorCheck
-from ._api import ApiFailure, KubeApi, configured
+from ._access import DOCTOR_ACCESS, SANDBOX_ACCESS, Grant
+from ._api import ApiFailure, KubeApi, configured, connect_mode
 from ._enforcement_doctor import enforcement_check
 from ._names import DEFAULT_DENY_POLICY
 from ._settings import KubernetesSettings
 
-__all__ = ["REQUIRED_ACCESS", "doctor_checks"]
-
-#: Every (verb, API group, resource) the backend uses in its namespace.
-REQUIRED_ACCESS: tuple[tuple[str, str, str], ...] = (
-    *((verb, "", "pods") for verb in ("create", "get", "list", "delete")),
-    ("get", "", "pods/log"),
-    ("create", "", "pods/portforward"),
-    *((verb, "", "secrets") for verb in ("create", "list", "delete")),
-    ("list", "", "events"),
-    *((verb, "networking.k8s.io", "networkpolicies") for verb in ("create", "list", "delete")),
-    *((verb, "coordination.k8s.io", "leases") for verb in ("create", "update", "list", "delete")),
-    ("get", "node.k8s.io", "runtimeclasses"),
-)
+__all__ = ["doctor_checks"]
 
 
 async def doctor_checks(settings: BaseModel | None = None) -> list[DoctorCheck]:
@@ -59,7 +49,7 @@ async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
         ]
     chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
     try:
-        api = await KubeApi.connect(chosen)
+        api = await KubeApi.connect(chosen, SANDBOX_ACCESS + DOCTOR_ACCESS)
     except EnvError as e:
         return [
             DoctorCheck("kubernetes api", "error", str(e), "check the kubeconfig, its context, or in_cluster")
@@ -114,43 +104,53 @@ async def _namespace(api: KubeApi, name: str) -> DoctorCheck:
 
 
 async def _rbac(api: KubeApi, settings: KubernetesSettings) -> DoctorCheck:
-    async def allowed(verb: str, group: str, resource: str) -> tuple[str, bool, str]:
-        sub = resource.split("/", 1)
-        attrs: dict[str, Any] = {
-            "namespace": settings.namespace,
-            "verb": verb,
-            "group": group,
-            "resource": sub[0],
-        }
-        if len(sub) == 2:
-            attrs["subresource"] = sub[1]
-        if resource == "runtimeclasses":
-            del attrs["namespace"]
-        body = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {"resourceAttributes": attrs},
-        }
-        label = f"{verb} {resource}" + (f".{group}" if group else "")
-        try:
-            review = await api.call(api.authorization.create_self_subject_access_review, body)
-        except ApiFailure as e:
-            return label, False, str(e)
-        status = review.get("status") or {}
-        return label, bool(status.get("allowed")), str(status.get("reason") or "")
-
-    results = await asyncio.gather(*(allowed(*access) for access in REQUIRED_ACCESS))
-    denied = [label for label, ok, _ in results if not ok]
+    """One SelfSubjectAccessReview per permission of the access tables (and per resource
+    name), for the settings' connection mode; what every identity has by default is skipped."""
+    reviews = [
+        (grant, name)
+        for grant in api.grants.grants
+        if grant.default_role is None
+        for name in (grant.names or (None,))
+    ]
+    results = await asyncio.gather(*(_review(api, grant, name) for grant, name in reviews))
+    denied = [label for label, ok in results if not ok]
+    mode = connect_mode(settings)
     if denied:
         return DoctorCheck(
             "kubernetes rbac",
             "error",
-            f"not allowed in {settings.namespace!r}: {', '.join(denied)}",
-            "grant them to this identity (the Helm chart's Role has exactly these verbs)",
+            f"not allowed (namespace {settings.namespace!r}, connect {mode}): {', '.join(denied)}",
+            "grant them to this identity (the Helm chart's Role and ClusterRole have exactly these)",
         )
     return DoctorCheck(
-        "kubernetes rbac", "ok", f"all {len(REQUIRED_ACCESS)} verbs the backend uses are allowed"
+        "kubernetes rbac",
+        "ok",
+        f"all {len(reviews)} permissions the backend and doctor use (connect {mode}) are allowed",
     )
+
+
+async def _review(api: KubeApi, grant: Grant, name: str | None) -> tuple[str, bool]:
+    """(label, allowed) for ``grant`` on object ``name`` (None: any)."""
+    resource, _, sub = grant.resource.partition("/")
+    attrs: dict[str, Any] = {"verb": grant.verb, "group": grant.group, "resource": resource}
+    if sub:
+        attrs["subresource"] = sub
+    if grant.namespace is not None:
+        attrs["namespace"] = grant.namespace
+    if name is not None:
+        attrs["name"] = name
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attrs},
+    }
+    label = f"{grant.verb} {grant.resource}" + (f".{grant.group}" if grant.group else "")
+    label += f" {name!r}" if name is not None else ""
+    try:
+        review = await api.call(api.authorization.create_self_subject_access_review, body)
+    except ApiFailure:
+        return label, False
+    return label, bool((review.get("status") or {}).get("allowed"))
 
 
 async def _runtime_classes(api: KubeApi, settings: KubernetesSettings) -> list[DoctorCheck]:

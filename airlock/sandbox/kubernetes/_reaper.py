@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from layer0 import EnvError
 
+from ._access import SANDBOX_ACCESS
 from ._api import ApiFailure, KubeApi, configured
 from ._names import LABEL_MANAGED, LABEL_OWNER, LABEL_ROLE, MANAGED_BY
 from ._owner import OWNER_ROLE, lease_expired
@@ -60,7 +61,7 @@ async def reap(
         return KubeReapReport()
     chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
     try:
-        api = await KubeApi.connect(chosen)
+        api = await KubeApi.connect(chosen, SANDBOX_ACCESS)
     except EnvError:
         return None
     try:

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel
 
 from .._backend import DoctorCheck
+from ._access import ANY_NAMESPACE, RELEASE_TEST_ACCESS
 from ._api import ApiFailure, KubeApi, configured
 from ._settings import KubernetesSettings
 
@@ -66,7 +67,7 @@ async def probe_release(
     if not configured(settings):
         return [DoctorCheck(what, "error", "no cluster configured", "set KUBECONFIG or backends.kubernetes")]
     chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
-    api = await KubeApi.connect(chosen)
+    api = await KubeApi.connect(chosen, RELEASE_TEST_ACCESS, namespace=ANY_NAMESPACE)
     try:
         return await _probe(api, namespace, name, what, wait_s)
     except ApiFailure as e:

@@ -62,7 +62,8 @@ from .._port import SandboxRequest
 from .._proof import IsolationProof
 from .._redact import redacted_output, redacting_sink
 from .._turn import hard_timeout_s
-from ._api import ApiFailure, KubeApi, in_cluster, own_namespace
+from ._access import SANDBOX_ACCESS
+from ._api import ApiFailure, KubeApi, connect_mode, in_cluster, own_namespace
 from ._enforcement_result import isolation_proof
 from ._enforcement_setup import make_guard, proof_targets
 from ._guard import EnforcementGuard, shared_guard
@@ -335,16 +336,12 @@ class KubernetesSandbox:
         )
 
     def _port_forward(self) -> bool:
-        mode = self.settings.connect
-        if mode == "auto":
-            use_cluster = self.settings.in_cluster if self.settings.in_cluster is not None else in_cluster()
-            return not use_cluster
-        return mode == "port_forward"
+        return connect_mode(self.settings) == "port_forward"
 
     async def _prepare(self) -> tuple[KubeApi, OwnerLease]:
         async with self._ready:
             if self._api is None:
-                self._api = await KubeApi.connect(self.settings)
+                self._api = await KubeApi.connect(self.settings, SANDBOX_ACCESS)
             api = self._api
             if self._lease is None:
                 self._lease = OwnerLease(api, self.namespace, self.settings.lease_seconds)

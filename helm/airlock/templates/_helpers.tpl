@@ -102,3 +102,47 @@ spec.podCIDRs as the cluster reports them (none when rendering without a cluster
 {{- end -}}
 {{- $cidrs | uniq | toJson -}}
 {{- end -}}
+
+{{/* How the controller reaches a runner: the chart's controller runs in the cluster, so by
+pod IP (no port-forward, so no pods/portforward access either). */}}
+{{- define "airlock.connect" -}}
+pod_ip
+{{- end -}}
+
+{{/* The controller's RBAC rules of one scope (.scope: namespaced or cluster) for the chart's
+connection mode, from files/controller-access.json: written from the backend's access table
+(airlock/sandbox/kubernetes/_access.py), which a chart test keeps it equal to. A rule limited to
+configured objects gets their names as resourceNames, and is left out when none is configured
+(an empty resourceNames would grant every object). */}}
+{{- define "airlock.accessRules" -}}
+{{- $root := .root -}}
+{{- $modes := $root.Files.Get "files/controller-access.json" | fromJson -}}
+{{- range index $modes (include "airlock.connect" $root) .scope }}
+{{- $names := list -}}
+{{- with .resourceNames -}}
+{{- $names = include "airlock.accessNames" (dict "root" $root "names" .) | fromJsonArray -}}
+{{- end -}}
+{{- if or (not .resourceNames) $names }}
+- apiGroups: {{ .apiGroups | toJson }}
+  resources: {{ .resources | toJson }}
+  verbs: {{ .verbs | toJson }}
+  {{- with $names }}
+  resourceNames: {{ . | toJson }}
+  {{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The objects an access rule is limited to (.names: which values name them), as JSON. */}}
+{{- define "airlock.accessNames" -}}
+{{- $sandbox := .root.Values.sandbox -}}
+{{- if eq .names "runtime_classes" -}}
+{{- list $sandbox.runtimeClasses.gvisor $sandbox.runtimeClasses.micro_vm | uniq | toJson -}}
+{{- else if eq .names "sandbox_namespace" -}}
+{{- list (include "airlock.sandboxNamespace" .root) | toJson -}}
+{{- else if eq .names "image_pull_secrets" -}}
+{{- $sandbox.imagePullSecrets | default list | toJson -}}
+{{- else -}}
+{{- fail (printf "files/controller-access.json names %q, which the chart does not know" .names) -}}
+{{- end -}}
+{{- end -}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,8 @@ import kubernetes_validate.utils as kubernetes_validate_utils
 import pytest
 import yaml
 
-from airlock.sandbox.kubernetes import REQUIRED_ACCESS, KubernetesSettings
+from airlock.sandbox.kubernetes import DOCTOR_ACCESS, SANDBOX_ACCESS, KubernetesSettings
+from airlock.sandbox.kubernetes._access import chart_access, resolve, rules
 from airlock.sandbox.kubernetes._names import DEFAULT_DENY_POLICY
 from tests.support.helm import CHART, helm, objects, render
 
@@ -102,26 +104,99 @@ def test_golden(case: str) -> None:
     )
 
 
-def test_the_role_grants_exactly_what_the_backend_calls() -> None:
-    """The Role in the sandbox namespace is REQUIRED_ACCESS (what ``airlock doctor`` checks and
-    the backend calls), no verb more; RuntimeClasses, cluster-scoped, are only read."""
-    granted: set[tuple[str, str, str]] = set()
-    for rule in one("default", "Role", "-sandboxes")["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                granted |= {(verb, group, resource) for verb in rule["verbs"]}
-    namespaced = {a for a in REQUIRED_ACCESS if a[2] != "runtimeclasses"}
-    assert granted == namespaced
-    cluster = one("default", "ClusterRole")["rules"]
-    assert cluster == [{"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get"]}]
-    assert {a for a in REQUIRED_ACCESS if a[2] == "runtimeclasses"} == {
-        ("get", "node.k8s.io", "runtimeclasses")
-    }
-    binding = one("default", "RoleBinding", "-sandboxes")
-    assert binding["metadata"]["namespace"] == "airlock-sandboxes"
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "rel-airlock", "namespace": "airlock"}]
+ACCESS_FILE = CHART / "files" / "controller-access.json"
+
+
+def access_file_text() -> str:
+    """The chart's copy of the access table: per connection mode, the Role's and ClusterRole's
+    rules (one a line; ``resourceNames`` name the values that list the objects)."""
+    lines = [
+        "{",
+        '  "//": "Written from airlock/sandbox/kubernetes/_access.py by tests/unit/chart '
+        '(AIRLOCK_UPDATE_GOLDEN=1); do not edit.",',
+    ]
+    modes = list(chart_access().items())
+    for i, (mode, scopes) in enumerate(modes):
+        lines.append(f'  "{mode}": {{')
+        for j, (scope, rule_list) in enumerate(scopes.items()):
+            lines.append(f'    "{scope}": [')
+            lines += [
+                f"      {json.dumps(r)}" + ("," if k < len(rule_list) - 1 else "")
+                for k, r in enumerate(rule_list)
+            ]
+            lines.append("    ]" + ("," if j < len(scopes) - 1 else ""))
+        lines.append("  }" + ("," if i < len(modes) - 1 else ""))
+    return "\n".join([*lines, "}", ""])
+
+
+def test_the_charts_access_file_is_the_backends_table() -> None:
+    """The Role is rendered from this file; it must say what the code's table says."""
+    text = access_file_text()
+    if os.environ.get("AIRLOCK_UPDATE_GOLDEN") == "1":
+        ACCESS_FILE.write_text(text)
+    assert ACCESS_FILE.read_text() == text, (
+        f"{ACCESS_FILE.name} differs from the access table; regenerate with AIRLOCK_UPDATE_GOLDEN=1"
+    )
+    assert json.loads(text)["pod_ip"] == chart_access()["pod_ip"]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_role_grants_exactly_what_the_controller_calls(case: str) -> None:
+    """The Role (sandbox namespace) and ClusterRole are exactly the backend's and doctor's access
+    tables for the chart's settings and connection mode (pod IP: no port-forward), names filled
+    in from the values, nothing that every identity has by default, no verb more."""
+    settings = KubernetesSettings.model_validate(rendered_config(case)["backends"]["kubernetes"])
+    assert settings.connect == "pod_ip"
+    granted = [
+        g
+        for g in resolve(SANDBOX_ACCESS + DOCTOR_ACCESS, settings, "pod_ip").grants
+        if g.default_role is None
+    ]
+    role = one(case, "Role", "-sandboxes")
+    assert role["metadata"]["namespace"] == settings.namespace
+    assert role["rules"] == rules(g for g in granted if g.namespace is not None)
+    assert one(case, "ClusterRole")["rules"] == rules(g for g in granted if g.namespace is None)
+    binding = one(case, "RoleBinding", "-sandboxes")
+    assert binding["metadata"]["namespace"] == settings.namespace
+    account = one(case, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "airlock"}]
     # No object of the chart's own grants anything wider.
-    assert not [n for (k, n) in kinds("default") if k == "ClusterRoleBinding" and "runtimeclasses" not in n]
+    assert [n for (k, n) in kinds(case) if k == "ClusterRoleBinding"] == [
+        one(case, "ClusterRole")["metadata"]["name"]
+    ]
+
+
+def test_the_default_roles_name_what_they_grant() -> None:
+    """What the tables above resolve to for the default values, spelled out: no port-forward,
+    the warm pool's patch, RuntimeClasses and the namespace by name only."""
+    role = {r["resources"][0]: r for r in one("default", "Role", "-sandboxes")["rules"]}
+    assert "pods/portforward" not in role
+    assert role["pods"]["verbs"] == ["create", "get", "list", "delete", "patch"]
+    assert "resourceNames" not in role["secrets"]  # no pull Secrets: no get on any Secret
+    cluster = one("default", "ClusterRole")["rules"]
+    assert cluster == [
+        {
+            "apiGroups": ["node.k8s.io"],
+            "resources": ["runtimeclasses"],
+            "verbs": ["get"],
+            "resourceNames": ["gvisor", "kata"],
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["namespaces"],
+            "verbs": ["get", "patch"],  # patch: the enforcement proof's annotation
+            "resourceNames": ["airlock-sandboxes"],
+        },
+    ]
+    pull = {
+        r["resources"][0]: r for r in one("gvisor", "Role", "-sandboxes")["rules"] if "resourceNames" in r
+    }
+    assert pull["secrets"] == {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "verbs": ["get"],
+        "resourceNames": ["registry-pull"],
+    }
 
 
 @pytest.mark.parametrize("case", list(CASES))

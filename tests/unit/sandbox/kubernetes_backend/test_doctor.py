@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from airlock.sandbox import DoctorCheck, backend
-from airlock.sandbox.kubernetes import REQUIRED_ACCESS, KubernetesSettings
+from airlock.sandbox.kubernetes import DOCTOR_ACCESS, SANDBOX_ACCESS, KubernetesSettings
+from airlock.sandbox.kubernetes._access import resolve
 from airlock.sandbox.kubernetes._api import KubeApi
 from airlock.sandbox.kubernetes._enforcement_result import ANNOTATION, EnforcementResult
 from airlock.testing import KubeApiStandIn
@@ -23,7 +24,7 @@ async def publish(settings: KubernetesSettings, status: str, **extra: Any) -> No
         {"status": status, "namespace": settings.namespace, "checked_at": datetime.now(UTC),
          "reason": "recorded", **extra}
     )  # fmt: skip
-    api = await KubeApi.connect(settings)
+    api = await KubeApi.connect(settings, SANDBOX_ACCESS)
     try:
         patch = {"metadata": {"annotations": {ANNOTATION: result.annotation()}}}
         await api.call(api.core.patch_namespace, settings.namespace, patch)
@@ -57,7 +58,10 @@ async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
         "kubernetes enforcement": "ok",
     }
     assert "enforced in 'airlock-sandboxes'" in checks["kubernetes enforcement"].message
-    assert f"all {len(REQUIRED_ACCESS)} verbs" in checks["kubernetes rbac"].message
+    granted = resolve(SANDBOX_ACCESS + DOCTOR_ACCESS, settings, "port_forward").grants
+    reviewed = sum(len(g.names) or 1 for g in granted if g.default_role is None)
+    assert f"all {reviewed} permissions" in checks["kubernetes rbac"].message
+    assert "connect port_forward" in checks["kubernetes rbac"].message
     assert "v1." in checks["kubernetes api"].message
 
 
@@ -65,6 +69,7 @@ async def test_what_is_missing_is_named(tmp_path: Path) -> None:
     with KubeApiStandIn(namespaces=(NS,)) as api:
         api.deny("create", "pods/portforward")
         api.deny("delete", "secrets")
+        api.deny("patch", "pods")  # the warm pool's deadline
         settings = KubernetesSettings(namespace=NS, kubeconfig=str(api.write_kubeconfig(tmp_path / "kc")))
         checks = by_name(await backend("kubernetes").doctor(settings))
         missing_ns = KubernetesSettings(namespace="elsewhere", kubeconfig=settings.kubeconfig)
@@ -74,6 +79,7 @@ async def test_what_is_missing_is_named(tmp_path: Path) -> None:
         rbac.status == "error"
         and "create pods/portforward" in rbac.message
         and "delete secrets" in rbac.message
+        and "patch pods," in rbac.message
     )
     assert (
         checks["kubernetes gvisor"].status == "warning"

@@ -363,9 +363,10 @@ async def test_the_reaper_removes_what_expired_owners_left_and_keeps_the_live(cl
     core.create_namespaced_secret(NS, secret("airlock-sb-orphan", "airlock-owner-never-existed"))
     core.create_namespaced_secret(NS, secret("airlock-sb-live", "airlock-owner-live"))
     sandbox = cluster.sandbox()
+    from airlock.sandbox.kubernetes import SANDBOX_ACCESS
     from airlock.sandbox.kubernetes._api import KubeApi
 
-    api = await KubeApi.connect(sandbox.settings)
+    api = await KubeApi.connect(sandbox.settings, SANDBOX_ACCESS)
     report = await reap_with(api, sandbox.settings)
     assert sorted(report.items()) == [
         ("lease", "airlock-owner-dead"), ("secret", "airlock-sb-dead"), ("secret", "airlock-sb-orphan"),

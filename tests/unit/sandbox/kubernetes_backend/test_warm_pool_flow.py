@@ -22,7 +22,8 @@ import pytest
 
 from airlock.policy import EnvSecretResolver
 from airlock.sandbox import PoolSettings, SandboxRequest, WarmPool, compile_sandbox_plan
-from airlock.sandbox.kubernetes import KubernetesSandbox, KubernetesSettings
+from airlock.sandbox.kubernetes import SANDBOX_ACCESS, KubernetesSandbox, KubernetesSettings
+from airlock.sandbox.kubernetes._access import resolve
 from airlock.sandbox.kubernetes._names import LABEL_OWNER, LABEL_POOL
 from airlock.testing import KubeApiStandIn, PodScript, ScriptedPods, bash_agent
 from airlock.turn import ToolFinished
@@ -112,6 +113,28 @@ async def test_a_claim_through_port_forward_binds_the_credential_late(
         assert member not in cluster.named("pods", LABEL_POOL)
         await pool.aclose()
     assert cluster.named("pods", LABEL_OWNER) == cluster.named("secrets", LABEL_OWNER) == []
+
+
+async def test_the_deadline_patch_of_a_claimed_member_is_in_the_access_table(
+    cluster: Cluster, pool: WarmPool[Any]
+) -> None:
+    """A claim lowers the member's deadline with a patch (the backstop): the access table lists
+    it (the chart's Role and doctor's review come from the table), so it reaches the server,
+    and so does every other request of the flow."""
+    sandbox = cluster.sandbox(pool)
+    async with cluster.runners():
+        assert await sandbox.warm(ENVIRONMENT, compile_sandbox_plan(ENVIRONMENT))
+        assert await pool.wait_ready(30), pool.stats()
+        (member,) = cluster.named("pods", LABEL_POOL)
+        output, _ = await job(sandbox)
+        assert output.exit_reason == ExitReason.complete(), output
+        await pool.settle()
+        await pool.aclose()
+    patched = [path for method, path in cluster.api.requests if method == "PATCH"]
+    assert patched == [f"/api/v1/namespaces/{NS}/pods/{member}"]
+    grants = resolve(SANDBOX_ACCESS, sandbox.settings, "port_forward")
+    for method, path in cluster.api.requests:
+        grants.check_request(method, path)
 
 
 async def test_a_member_whose_runner_died_is_dropped_and_the_job_starts_cold(
