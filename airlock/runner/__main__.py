@@ -44,9 +44,32 @@ def _process_age_s() -> float | None:
 _STARTED = time.monotonic() - (_process_age_s() or 0.0)
 
 
+def listen_address(text: str) -> str:
+    """``--listen``: ``unix:PATH``, ``HOST:PORT`` or ``[IPV6]:PORT`` (``[::]:50051`` listens on
+    every address family: gRPC binds it dual-stack, IPv4 alone on a host without IPv6).
+
+    Raises:
+        argparse.ArgumentTypeError: no port, or an IPv6 address without brackets (which gRPC
+            would read as another address).
+    """
+    if text.startswith("unix:"):
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, [IPV6]:PORT or unix:PATH, got {text!r}")
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):
+        raise argparse.ArgumentTypeError(f"write an IPv6 address in brackets ([::1]:{port}), got {text!r}")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="airlock-runner", description=__doc__.split("\n\n")[0])
-    p.add_argument("--listen", default="127.0.0.1:50051", help="host:port or unix:PATH (default %(default)s)")
+    p.add_argument(
+        "--listen",
+        type=listen_address,
+        default="127.0.0.1:50051",
+        help="host:port, [ipv6]:port or unix:PATH (default %(default)s; [::]:PORT: every address family)",
+    )
     p.add_argument("--token-file", type=Path, help=f"file holding the bearer token (else ${TOKEN_ENV})")
     p.add_argument("--token-file-delete", action="store_true", help="delete the token file after reading it")
     p.add_argument(
