@@ -185,7 +185,9 @@ def test_cli_listen_takes_bracketed_ipv6_and_every_family() -> None:
 
 
 @needs_ipv6_loopback
-async def test_bundle_process_on_every_family_serves_ipv6_clients(tmp_path: Path, server6: RecordingServer) -> None:
+async def test_bundle_process_on_every_family_serves_ipv6_clients(
+    tmp_path: Path, server6: RecordingServer
+) -> None:
     """The proxy pod's bundle: ``host: "*"``, an IPv6 sandbox reaches both of its proxies."""
     secret_file = tmp_path / "secret"
     secret_file.write_text(SECRET)
