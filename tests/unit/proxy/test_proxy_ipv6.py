@@ -13,6 +13,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -75,6 +76,28 @@ async def test_egress_proxy_on_every_family_relays_to_an_ipv6_server(
     # dual-stack socket) as plain IPv4.
     assert decisions[0].client.startswith("[::1]:")
     assert decisions[1].client.startswith("127.0.0.1:")
+    assert decisions[0].reason.startswith(f"[::1]:{server6.port} allowed")
+    assert decisions[1].reason.startswith(f"127.0.0.1:{http_server.port} allowed")
+
+
+def test_the_run_view_prints_an_ipv6_destination_in_brackets() -> None:
+    from airlock.cli._run import RunView
+
+    view = RunView(None, cast(Any, None), local=False)
+    for host in ("fd00:10:244::9", "api.example.org"):
+        view._on_egress(
+            EgressEvent(
+                client="[fd00:10:244::3]:5555",
+                phase="decision",
+                method="CONNECT",
+                host=host,
+                port=443,
+                allowed=True,
+                rule="r",
+                reason="allowed",
+            )
+        )
+    assert view.destinations == {"[fd00:10:244::9]:443": True, "api.example.org:443": True}
 
 
 @needs_ipv6_loopback
