@@ -155,7 +155,8 @@ def _no_proxy(ip: str) -> str:
     A bracketed IPv6 entry (``[fd00::5]``) would match Python's urllib but makes httpx (every
     provider SDK built on it) refuse to build a client at all (``InvalidURL``); the bare
     address matches httpx, requests and curl. urllib, which compares the bracketed host,
-    sends credential-proxy calls of an IPv6 pod through the egress proxy instead.
+    sends credential-proxy calls of an IPv6 pod to the egress proxy instead (refused there
+    unless the plan allows that address).
     """
     return ip
 
