@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -42,6 +43,15 @@ def server6() -> Iterator[RecordingServer]:
     rec.server.server_close()
 
 
+@contextlib.asynccontextmanager
+async def listening(proxy: EgressProxy, host: str) -> AsyncIterator[tuple[str, int]]:
+    """``proxy`` listening on ``host`` (a free port) for the block."""
+    try:
+        yield await proxy.start(host, 0)
+    finally:
+        await proxy.aclose()
+
+
 def families(sockets: list[socket.socket]) -> set[socket.AddressFamily]:
     return {s.family for s in sockets}
 
@@ -56,9 +66,7 @@ async def test_egress_proxy_on_every_family_relays_to_an_ipv6_server(
     """A sandbox whose proxy URL is ``http://[v6]:3128`` reaches the proxy; IPv4 still does."""
     sink = MemorySink()
     plan = EgressPlan(rules=(cidr("::1/128", server6.port), cidr("127.0.0.1/32", http_server.port)))
-    async with EgressProxy(plan, sink) as proxy:
-        await proxy.aclose()  # the context manager's default start is 127.0.0.1: bind every family
-        host, port = await proxy.start(EVERY_FAMILY, 0)
+    async with listening(EgressProxy(plan, sink), EVERY_FAMILY) as (host, port):
         assert host == "::"
         async with httpx.AsyncClient(proxy=f"http://[::1]:{port}", trust_env=False, timeout=10) as c:
             over_v6 = await c.get(f"http://[::1]:{server6.port}/over-v6")
@@ -264,9 +272,7 @@ async def test_egress_proxy_reads_ipv6_request_targets(
     server6: RecordingServer, target: str, host_header: str, status: int
 ) -> None:
     plan = EgressPlan(rules=(cidr("::1/128", server6.port),))
-    async with EgressProxy(plan, MemorySink()) as proxy:
-        await proxy.aclose()
-        _, port = await proxy.start("::1", 0)
+    async with listening(EgressProxy(plan, MemorySink()), "::1") as (_, port):
         reader, writer = await asyncio.open_connection("::1", port)
         line = target.format(port=server6.port)
         writer.write(f"GET {line} HTTP/1.1\r\nHost: {host_header.format(port=server6.port)}\r\n\r\n".encode())
