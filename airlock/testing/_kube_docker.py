@@ -639,8 +639,9 @@ class DockerPods:
             return ()
         network = ((info.get("NetworkSettings") or {}).get("Networks") or {}).get(self.network) or {}
         v4, v6 = str(network.get("IPAddress") or ""), str(network.get("GlobalIPv6Address") or "")
-        ordered = (v6, v4) if self.ipv6 else (v4,)
-        return tuple(ip for ip in ordered if ip)
+        if self.ipv6:  # no IP until the primary (IPv6) one is known: never an IPv4 podIP instead
+            return (v6, *([v4] if v4 else [])) if v6 else ()
+        return (v4,) if v4 else ()
 
     def _running(self, run: _PodRun) -> list[_ContainerRun]:
         return [c for c in run.containers if (self._inspect(c) or {}).get("Status") == "running"]

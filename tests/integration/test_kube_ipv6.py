@@ -205,8 +205,11 @@ async def test_a_proxied_job_runs_on_ipv6_pod_ips(
     finally:
         site.close()
     assert output.exit_reason == ExitReason.complete(), output
-    [stdout] = [json.loads(e.output)["stdout"].strip() for e in seen if isinstance(e, ToolFinished)]
-    assert stdout == "hello over IPv6"
+    [tool] = [json.loads(e.output) for e in seen if isinstance(e, ToolFinished)]
+    assert tool["stdout"].strip() == "hello over IPv6", (
+        tool,
+        [e for e in seen if isinstance(e, EgressEvent)],
+    )
     assert site.paths == ["/through-the-proxy"]
     by_role = {p["metadata"]["labels"][LABEL_ROLE]: p for p in created}
     env = {e["name"]: e.get("value") for e in by_role["sandbox"]["spec"]["containers"][0]["env"]}
