@@ -261,7 +261,8 @@ class RunView:
     # -- proxy events (EgressEvent, CredentialProxyEvent) ----------------------------------------
 
     def _on_egress(self, event: Any) -> None:
-        where = f"{event.host}:{event.port}"
+        host = f"[{event.host}]" if ":" in event.host else event.host  # an IPv6 address
+        where = f"{host}:{event.port}"
         if event.phase != "decision":
             self.line(
                 f"[dim]egress closed {escape(where)} ↑{event.bytes_up or 0} B ↓{event.bytes_down or 0} B "

@@ -217,7 +217,8 @@ def _unnamed(name: str, port: int, *, resolved: bool) -> Decision:
 
 
 def _decide_ip(plan: EgressPlan, name: str | None, port: int, ip: IPAddress) -> Decision:
-    target = f"{name or ip}:{port}" + (f" ({ip})" if name else "")
+    literal = f"[{ip}]" if ip.version == 6 else str(ip)
+    target = f"{name}:{port} ({ip})" if name else f"{literal}:{port}"
     for rule in plan.rules:
         if rule.action == "deny" and rule.matches(name, port, ip):
             return Decision(False, rule.label(), f"{target} matches deny rule {rule.label()}")

@@ -17,7 +17,9 @@ so, and SIGTERM ends the wait.
 ``PLAN.json`` is an ``EgressPlan`` as JSON (``SandboxPlan.egress.model_dump_json()``).
 ``SINK`` is ``stdout`` (default), ``file:/path`` or ``unix:/path``; repeat for several.
 The secret is read once at start from a file or an environment variable, never from argv.
-When listening, one line ``airlock-proxy <kind> listening on HOST:PORT`` goes to stderr.
+``HOST`` is an address (an IPv6 one in brackets: ``[::1]:3128``), or ``*`` or nothing
+(``:3128``) for every address family (``::`` and ``0.0.0.0``; IPv4 alone on a host without
+IPv6). When listening, one line ``airlock-proxy <kind> listening on HOST:PORT`` goes to stderr.
 SIGTERM/SIGINT stop the proxy after flushing events. Exit status 2 means bad arguments.
 """
 
@@ -36,16 +38,24 @@ from pydantic import ValidationError
 from airlock.policy.plan import EgressPlan, SidecarRoute
 
 from ._events import EventSink, LineSink, MultiSink
+from ._listen import EVERY_FAMILY, host_port_text
 from .bundle import BundleConfig, ProxyBundle
 from .credentials import CredentialProxy
 from .egress import EgressProxy
 
 
 def _listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[IPV6]:PORT``, or ``*:PORT`` / ``:PORT`` (every address family)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        if ":" not in host:
+            raise argparse.ArgumentTypeError(f"brackets hold an IPv6 address, got {text!r}")
+    elif ":" in host:
+        raise argparse.ArgumentTypeError(f"write an IPv6 address in brackets ([::1]:{port}), got {text!r}")
+    return host or EVERY_FAMILY, int(port)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -109,7 +119,7 @@ async def _serve_bundle(args: argparse.Namespace) -> None:
     bound = await bundle.start(secrets)
     stop = _stop_on_signals()
     for what, host, port in bound:
-        print(f"airlock-proxy {what} listening on {host}:{port}", file=sys.stderr, flush=True)
+        print(f"airlock-proxy {what} listening on {host_port_text(host, port)}", file=sys.stderr, flush=True)
     print("airlock-proxy bundle ready", file=sys.stderr, flush=True)
     try:
         await stop.wait()
@@ -167,7 +177,7 @@ async def _serve(args: argparse.Namespace) -> None:
         proxy = CredentialProxy(route, secrets[0], sink, credential=args.credential, ssl_context=ctx)
     host, port = await proxy.start(*args.listen)
     stop = _stop_on_signals()
-    print(f"airlock-proxy {args.kind} listening on {host}:{port}", file=sys.stderr, flush=True)
+    print(f"airlock-proxy {args.kind} listening on {host_port_text(host, port)}", file=sys.stderr, flush=True)
     try:
         await stop.wait()
     finally:

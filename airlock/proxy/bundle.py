@@ -20,10 +20,11 @@ from airlock.policy.plan import EgressPlan, SidecarRoute
 
 from ._clients import ClientFilter
 from ._events import EventSink
+from ._listen import EVERY_FAMILY
 from .credentials import CredentialProxy
 from .egress import EgressProxy
 
-__all__ = ["BundleConfig", "CredentialListener", "ProxyBundle"]
+__all__ = ["EVERY_FAMILY", "BundleConfig", "CredentialListener", "ProxyBundle"]
 
 
 class CredentialListener(BaseModel):
@@ -44,7 +45,9 @@ class BundleConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    #: Address to listen on (all of the container's interfaces; see ``clients``).
+    #: Address to listen on: ``0.0.0.0`` (every IPv4 interface of the container; see
+    #: ``clients``), or ``*`` for every address family (``::`` and ``0.0.0.0`` on one port,
+    #: IPv4 alone where the host has no IPv6), as a pod whose IP may be IPv6 needs.
     host: str = "0.0.0.0"
     #: The egress proxy's port (None: no egress proxy, credential proxies only).
     egress_port: int | None = Field(default=3128, ge=0, lt=65536)

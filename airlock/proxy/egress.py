@@ -64,6 +64,23 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
+def _bracket_ipv6(target: str, host_header: str) -> str:
+    """``http://fd00::5:8080/x`` as ``http://[fd00::5]:8080/x``: httpx (httpcore 1.x) drops
+    the brackets of an IPv6 host in a proxied request's target, but sends ``Host: [fd00::5]:8080``,
+    which tells the address from the port. Anything else is returned unchanged."""
+    scheme, sep, rest = target.partition("://")
+    authority, slash, path = rest.partition("/")
+    if not sep or "[" in authority or authority.count(":") < 2 or not host_header.startswith("["):
+        return target
+    address = host_header[1:].partition("]")[0]
+    port = authority[len(address) + 1 :] if authority.startswith(address + ":") else None
+    if authority == address:
+        return f"{scheme}://[{address}]{slash}{path}"
+    if port is not None and port.isdigit():
+        return f"{scheme}://[{address}]:{port}{slash}{path}"
+    return target
+
+
 async def _open(ip: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     return await asyncio.open_connection(ip, port)
 
@@ -243,7 +260,8 @@ class EgressProxy(ProxyServer):
         self._emit(conn, "closed", d, bytes_up=up, bytes_down=down, duration_ms=ms)
 
     async def _forward_http(self, conn: _Conn, head: h11.Request, channel: Channel) -> None:
-        url = urlsplit(head.target.decode("ascii"))
+        host_header = next((v for k, v in head.headers if k == b"host"), b"").decode("ascii", "replace")
+        url = urlsplit(_bracket_ipv6(head.target.decode("ascii"), host_header))
         if url.scheme == "https":
             raise HttpError(400, "https:// URLs must use CONNECT")
         if url.scheme != "http" or not url.hostname:

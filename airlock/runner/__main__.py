@@ -46,7 +46,11 @@ _STARTED = time.monotonic() - (_process_age_s() or 0.0)
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="airlock-runner", description=__doc__.split("\n\n")[0])
-    p.add_argument("--listen", default="127.0.0.1:50051", help="host:port or unix:PATH (default %(default)s)")
+    p.add_argument(
+        "--listen",
+        default="127.0.0.1:50051",
+        help="host:port, [ipv6]:port or unix:PATH (default %(default)s; [::]:PORT: every address family)",
+    )
     p.add_argument("--token-file", type=Path, help=f"file holding the bearer token (else ${TOKEN_ENV})")
     p.add_argument("--token-file-delete", action="store_true", help="delete the token file after reading it")
     p.add_argument(
@@ -90,6 +94,24 @@ class StartupError(Exception):
     """The runner cannot start (bad flags, no token); the message says why."""
 
 
+def listen_address(text: str) -> str:
+    """``--listen``: ``unix:PATH``, ``HOST:PORT`` or ``[IPV6]:PORT`` (``[::]:50051`` listens on
+    every address family: gRPC binds it dual-stack, IPv4 alone on a host without IPv6).
+
+    Raises:
+        StartupError: no port, or an IPv6 address without brackets (which gRPC would read as
+            another address).
+    """
+    if text.startswith("unix:"):
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise StartupError(f"--listen: expected HOST:PORT, [IPV6]:PORT or unix:PATH, got {text!r}")
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):
+        raise StartupError(f"--listen: write an IPv6 address in brackets ([::1]:{port}), got {text!r}")
+    return text
+
+
 def read_token(token_file: Path | None, delete: bool) -> str:
     """The bearer token from the file (deleted after reading when asked) or the env var,
     which is removed from the environment either way.
@@ -124,6 +146,7 @@ async def _serve(args: argparse.Namespace, token: str) -> int:
     from ._server import RunnerConfig, RunnerServer, TlsFiles
 
     log = logger()
+    listen = listen_address(args.listen)
     workspace = args.workspace.resolve()
     if not workspace.is_dir():
         raise StartupError(f"--workspace {workspace} is not a directory")
@@ -139,7 +162,7 @@ async def _serve(args: argparse.Namespace, token: str) -> int:
     )
     server = RunnerServer(config)
     tls = TlsFiles(cert=args.tls_cert, key=args.tls_key) if args.tls_cert else None
-    address = await server.start(args.listen, tls=tls)
+    address = await server.start(listen, tls=tls)
     log.info(
         "serving",
         extra={

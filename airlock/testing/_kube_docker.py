@@ -147,7 +147,7 @@ class _PodRun:
     stop: threading.Event = field(default_factory=threading.Event)
     volumes: dict[str, _Volume] = field(default_factory=dict)
     reported: set[tuple[str, str, str]] = field(default_factory=set)
-    ip: str | None = None
+    ips: tuple[str, ...] = ()  # the pod's IPs, its primary family first
     sandbox_ready: bool = False  # volumes prepared: containers can start
     unschedulable: str | None = None
     failure: tuple[str | None, str] | None = None  # (pod reason, message): phase Failed
@@ -170,6 +170,26 @@ class _PodRun:
 # --- the runtime ---------------------------------------------------------------------------
 
 
+def _network_options(runtime_id: str, ipv6_subnet: str | None) -> dict[str, Any]:
+    """``networks.create`` options of the pod network (dual-stack with ``ipv6_subnet``).
+
+    Raises:
+        ValueError: ``ipv6_subnet`` is not an IPv6 network.
+    """
+    options: dict[str, Any] = {"driver": "bridge", "labels": {LABEL_RUNTIME: runtime_id}}
+    if ipv6_subnet is not None:
+        import ipaddress
+
+        import docker
+
+        subnet = ipaddress.ip_network(ipv6_subnet)
+        if subnet.version != 6:
+            raise ValueError(f"ipv6_subnet must be an IPv6 network, got {ipv6_subnet!r}")
+        options["enable_ipv6"] = True
+        options["ipam"] = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet))])
+    return options
+
+
 class DockerPods:
     """A :class:`~airlock.testing.PodRuntime` that runs each pod's containers on the local Docker engine.
 
@@ -179,6 +199,13 @@ class DockerPods:
         runtime_handlers: RuntimeClass name (a pod's ``runtimeClassName``) to the Docker runtime
             that runs it (``{"gvisor": "runsc"}``). A pod naming another RuntimeClass fails.
         client: a ``docker.DockerClient`` (default: ``docker.from_env()``).
+        ipv6_subnet: an IPv6 subnet (a ULA ``/64``, e.g. ``fd12:3456:789a:1::/64``) for the
+            pod network this runtime creates: the network is dual-stack and each pod's
+            ``podIP`` is its IPv6 address (``podIPs``: IPv6, then IPv4), as on an IPv6-primary
+            cluster. Given with an existing ``network``, that network must have IPv6 enabled.
+
+    Raises:
+        ValueError: ``ipv6_subnet`` with an existing ``network`` that has no IPv6.
     """
 
     def __init__(
@@ -187,6 +214,7 @@ class DockerPods:
         network: str | None = None,
         runtime_handlers: Mapping[str, str] | None = None,
         client: Any = None,
+        ipv6_subnet: str | None = None,
     ) -> None:
         import docker
 
@@ -203,14 +231,16 @@ class DockerPods:
             self._network: Any = self._client.networks.get(name)
             self._own_network = False
         except docker.errors.NotFound:
-            self._network = self._client.networks.create(
-                name, driver="bridge", labels={LABEL_RUNTIME: self.id}
-            )
+            self._network = self._client.networks.create(name, **_network_options(self.id, ipv6_subnet))
             self._own_network = True
         #: The pod network's name.
         self.network = name
+        #: Whether pods get an IPv6 podIP first (an IPv6-primary dual-stack pod network).
+        self.ipv6 = ipv6_subnet is not None
+        if self.ipv6 and not self._network.attrs.get("EnableIPv6"):
+            raise ValueError(f"the pod network {name} has no IPv6 (ipv6_subnet needs one that has)")
         configs = (self._network.attrs.get("IPAM") or {}).get("Config") or [{}]
-        self._host_ip: str | None = configs[0].get("Gateway")
+        self._host_ip: str | None = next((c["Gateway"] for c in configs if c.get("Gateway")), None)
         self._root = Path(tempfile.mkdtemp(prefix="airlock-kube-pods-"))  # 0700: secrets live here
 
     # -- PodRuntime ------------------------------------------------------------------
@@ -280,7 +310,8 @@ class DockerPods:
     def connect(self, pod: dict[str, Any], port: int) -> socket.socket:
         """A TCP connection to ``podIP:port`` (the pod network is reachable from this host)."""
         run = self._run_of(pod)
-        ip = self._pod_ip(run) if run is not None else None
+        ips = self._pod_ips(run) if run is not None else ()
+        ip = ips[0] if ips else None
         if ip is None:
             name = pod["metadata"]["name"]
             raise ConnectionRefusedError(errno.ECONNREFUSED, f"pod {name} has no IP yet (port {port})")
@@ -359,7 +390,7 @@ class DockerPods:
         configs = [self._until(run, partial(self._config, run, c, runtime), c) for c in apps]
         main_id = self._create_and_start(run, apps[0], configs[0])
         with run.lock:
-            run.ip = self._ip_of(main_id)
+            run.ips = self._ips_of(main_id)
         for c, config in zip(apps[1:], configs[1:], strict=True):
             for own in ("network", "hostname", "dns", "dns_search", "dns_opt"):
                 config.pop(own, None)
@@ -588,24 +619,29 @@ class DockerPods:
         state = self._inspect(c)
         return None if state is None else int(state.get("ExitCode", 0))
 
-    def _pod_ip(self, run: _PodRun) -> str | None:
-        """The main container's address (read from Docker if it started a moment ago)."""
+    def _pod_ips(self, run: _PodRun) -> tuple[str, ...]:
+        """The main container's addresses, primary family first (read from Docker if it
+        started a moment ago)."""
         with run.lock:
-            ip = run.ip
+            ips = run.ips
             main_id = next((c.docker_id for c in run.containers if not c.init), None)
-        if ip is None and main_id is not None:
-            ip = self._ip_of(main_id)
-        return ip
+        if not ips and main_id is not None:
+            ips = self._ips_of(main_id)
+        return ips
 
-    def _ip_of(self, docker_id: str) -> str | None:
+    def _ips_of(self, docker_id: str) -> tuple[str, ...]:
+        """A container's addresses on the pod network: IPv4 (and IPv6 first, with ``ipv6``)."""
         import docker
 
         try:
             info = self._api.inspect_container(docker_id)
         except docker.errors.NotFound:
-            return None
+            return ()
         network = ((info.get("NetworkSettings") or {}).get("Networks") or {}).get(self.network) or {}
-        return str(network.get("IPAddress") or "") or None
+        v4, v6 = str(network.get("IPAddress") or ""), str(network.get("GlobalIPv6Address") or "")
+        if self.ipv6:  # no IP until the primary (IPv6) one is known: never an IPv4 podIP instead
+            return (v6, *([v4] if v4 else [])) if v6 else ()
+        return (v4,) if v4 else ()
 
     def _running(self, run: _PodRun) -> list[_ContainerRun]:
         return [c for c in run.containers if (self._inspect(c) or {}).get("Status") == "running"]
@@ -629,7 +665,7 @@ class DockerPods:
     def _status_of(self, run: _PodRun) -> dict[str, Any]:
         at = run.start_time
         status: dict[str, Any] = {"qosClass": qos_class(run.pod)}
-        ip = self._pod_ip(run)
+        ips = self._pod_ips(run)
         with run.lock:
             unschedulable, failure = run.unschedulable, run.failure
             snapshot = [(c, c.waiting, c.docker_id) for c in run.containers]
@@ -655,8 +691,8 @@ class DockerPods:
         else:
             phase = "Pending"
         status["phase"] = phase
-        if ip is not None:
-            status.update(podIP=ip, podIPs=[{"ip": ip}])
+        if ips:
+            status.update(podIP=ips[0], podIPs=[{"ip": ip} for ip in ips])
         unready = [c.name for c, s in apps if "running" not in s]
         done = phase in ("Succeeded", "Failed")
         ready_reason = None if not unready else ("PodCompleted" if done else "ContainersNotReady")

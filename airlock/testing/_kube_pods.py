@@ -73,7 +73,8 @@ class PodScript:
 
     #: The pod's phase; None derives it (see above).
     phase: str | None = None
-    #: The pod's IP once it runs; None takes a fresh 10.244.0.x.
+    #: The pod's IP once it runs; None takes a fresh one (10.244.0.x, or fd00:10:244::x with
+    #: ``ScriptedPods(ip_family=6)``).
     pod_ip: str | None = None
     #: Seconds the pod stays Pending (containers ``ContainerCreating``) after start or update.
     delay_s: float = 0.0
@@ -126,9 +127,20 @@ class ScriptedPods:
     ``script(pod)`` gives each pod its :class:`PodScript` when it starts (default: a running
     pod); :meth:`update` changes it later. :meth:`set_logs` and :meth:`expose` may be called
     before the pod exists (they are kept by namespace and name, across re-creations).
+
+    ``ip_family`` is the family of the IPs it gives pods (a script's ``pod_ip`` aside): 4
+    (``10.244.0.x``) or 6 (``fd00:10:244::x``, as an IPv6-only cluster such as kind's gives).
+
+    Raises:
+        ValueError: ``ip_family`` is neither 4 nor 6.
     """
 
-    def __init__(self, script: Callable[[dict[str, Any]], PodScript] | None = None) -> None:
+    def __init__(
+        self, script: Callable[[dict[str, Any]], PodScript] | None = None, *, ip_family: int = 4
+    ) -> None:
+        if ip_family not in (4, 6):
+            raise ValueError(f"ip_family must be 4 or 6, got {ip_family!r}")
+        self.ip_family = ip_family
         self.script = script or (lambda _pod: PodScript())
         self._pods: dict[tuple[str, str], _Pod] = {}
         self._logs: dict[tuple[str, str, str], str] = {}
@@ -173,7 +185,7 @@ class ScriptedPods:
         script = self.script(pod)
         with self._changed:
             n = next(self._ips)
-            ip = script.pod_ip or f"10.244.{n // 250}.{n % 250 + 1}"
+            ip = script.pod_ip or self._pod_ip(n)
             self._pods[_key(pod)] = _Pod(
                 uid=str(pod["metadata"]["uid"]),
                 pod=pod,
@@ -185,6 +197,12 @@ class ScriptedPods:
             self._changed.notify_all()
         for kind, reason, message in script.events:
             event(kind, reason, message)
+
+    def _pod_ip(self, n: int) -> str:
+        """The ``n``-th pod IP of this runtime's family."""
+        if self.ip_family == 6:
+            return f"fd00:10:244::{n:x}"
+        return f"10.244.{n // 250}.{n % 250 + 1}"
 
     def status(self, pod: dict[str, Any]) -> dict[str, Any]:
         """The status the pod's script gives now (Pending for a pod not started here)."""

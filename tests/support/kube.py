@@ -52,10 +52,10 @@ def recorded_guard(namespace: str, status: EnforcementStatus = "enforced") -> En
     return EnforcementGuard(namespace=namespace, mode="verify", interval_s=600.0, prove=prove)
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` (a loopback address) right now."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -67,6 +67,9 @@ class RunnerPods:
         work: a directory for the runners' token files and workspaces.
         proxy_log: the log of each proxy pod (default: the bundle's ready line).
         runner: whether sandbox pods get a runner (False: they run but never answer).
+        host: where the runners listen (``::1`` for a pod IP of ``::1``); port-forwards reach
+            them on 127.0.0.1, so keep the default with ``connect: port_forward``.
+        port: the runners' port (None: a free one per runner).
     """
 
     def __init__(
@@ -78,6 +81,8 @@ class RunnerPods:
         *,
         proxy_log: Callable[[dict[str, Any]], str] | None = None,
         runner: bool = True,
+        host: str = "127.0.0.1",
+        port: int | None = None,
     ) -> None:
         self.api = api
         self.pods = pods
@@ -85,6 +90,8 @@ class RunnerPods:
         self.work = work
         self.proxy_log = proxy_log or (lambda pod: READY_LINE + "\n")
         self.runner = runner
+        self.host = host
+        self.port = port
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.seen: dict[str, dict[str, Any]] = {}
         #: Each seen pod's IP, as its status showed when it was first seen.
@@ -132,9 +139,10 @@ class RunnerPods:
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         with os.fdopen(fd, "w") as f:
             f.write(token)
-        port = free_port()
+        port = self.port or free_port(self.host)
+        listen = f"[{self.host}]:{port}" if ":" in self.host else f"{self.host}:{port}"
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "airlock.runner", "--listen", f"127.0.0.1:{port}", "--token-file",
+            [sys.executable, "-m", "airlock.runner", "--listen", listen, "--token-file",
              str(token_file), "--token-file-delete", "--workspace", str(root / "workspace")],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -14,6 +14,7 @@ from ._enforcement import EnforcementProof, host_port
 from ._enforcement_pods import ProofTarget
 from ._enforcement_result import ANNOTATION, EnforcementResult
 from ._guard import EnforcementGuard
+from ._own_address import own_pod_address
 from ._owner import OwnerLease
 from ._settings import KubernetesSettings
 
@@ -33,7 +34,7 @@ async def proof_targets(api: KubeApi, settings: KubernetesSettings) -> list[Proo
         targets.append(ProofTarget("api server", api_server))
     controller = enforcement.controller_address
     if controller is None and in_cluster():
-        ip = await asyncio.to_thread(_own_ip)
+        ip = await asyncio.to_thread(own_pod_address)
         if ip is not None:
             controller = host_port(ip, enforcement.controller_port)
     if controller is not None:
@@ -55,15 +56,6 @@ def _api_server(api: KubeApi) -> str | None:
     except OSError:
         return None
     return host_port(url.hostname, url.port or (443 if url.scheme == "https" else 80))
-
-
-def _own_ip() -> str | None:
-    """This pod's address (the first the host name resolves to)."""
-    try:
-        found = socket.getaddrinfo(socket.gethostname(), None, proto=socket.IPPROTO_TCP)
-    except OSError:
-        return None
-    return str(found[0][4][0]) if found else None
 
 
 def make_guard(

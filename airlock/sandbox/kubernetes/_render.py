@@ -40,7 +40,7 @@ from typing import Any
 from airlock.policy import ResolvedCredentials, SandboxPlan
 from airlock.policy.decision import SPECIAL_RANGES, IPNetwork, net_within
 from airlock.policy.plan import EgressRule
-from airlock.proxy.bundle import BundleConfig, CredentialListener
+from airlock.proxy.bundle import EVERY_FAMILY, BundleConfig, CredentialListener
 from layer0 import EnvError
 
 from .._limits import Limits
@@ -76,6 +76,9 @@ __all__ = [
     "render_secret",
 ]
 
+#: Where the runner listens in its pod: gRPC binds ``[::]`` dual-stack (IPv4 alone on a node
+#: without IPv6), so the runner answers at the pod's IP on IPv4, IPv6 and dual-stack clusters.
+RUNNER_LISTEN = f"[::]:{RUNNER_PORT}"
 #: The sandbox user (as on Docker): ``nobody``.
 SANDBOX_UID = 65534
 PYTHON = "/opt/venv/bin/python"
@@ -147,14 +150,28 @@ def proxy_urls(plan: SandboxPlan, proxy_ip: str) -> dict[str, str]:
 
 
 def _url_host(ip: str) -> str:
+    """``ip`` as a URL's host: an IPv6 address in brackets (``[fd00:10:244::5]``)."""
     return f"[{ip}]" if ":" in ip else ip
+
+
+def _no_proxy(ip: str) -> str:
+    """The ``NO_PROXY`` entry for the proxy pod's IP: the bare address, in either family.
+
+    A bracketed IPv6 entry (``[fd00::5]``) would match Python's urllib but makes httpx (every
+    provider SDK built on it) refuse to build a client at all (``InvalidURL``); the bare
+    address matches httpx, requests and curl. urllib, which compares the bracketed host,
+    sends credential-proxy calls of an IPv6 pod to the egress proxy instead (refused there
+    unless the plan allows that address).
+    """
+    return ip
 
 
 def bundle_config(shape: SandboxShape) -> BundleConfig:
     """The proxy bundle's config: no secret values, only the files in the proxy Secret's mount.
 
     ``clients`` is empty (any peer): the proxy pod's NetworkPolicy admits only the sandbox pod.
-    Events go to stdout: the controller follows the proxy pod's log.
+    It listens on every address family (the pod's IP may be IPv6). Events go to stdout: the
+    controller follows the proxy pod's log.
     """
     plan = shape.plan
     ports = credential_ports(plan)
@@ -168,6 +185,7 @@ def bundle_config(shape: SandboxShape) -> BundleConfig:
             )
         )
     return BundleConfig(
+        host=EVERY_FAMILY,
         egress_port=EGRESS_PORT,
         plan=plan.egress,
         credentials=tuple(listeners),
@@ -292,7 +310,7 @@ def _proxy_env(plan: SandboxPlan, proxy_ip: str | None) -> list[dict[str, Any]]:
     names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
     env = [{"name": name, "value": url} for name in names]
     # Credential proxies are reached directly, as on Docker.
-    return env + [{"name": name, "value": proxy_ip} for name in ("NO_PROXY", "no_proxy")]
+    return env + [{"name": name, "value": _no_proxy(proxy_ip)} for name in ("NO_PROXY", "no_proxy")]
 
 
 def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
@@ -369,7 +387,7 @@ def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
         "imagePullPolicy": settings.image_pull_policy,
         "args": [
             "--listen",
-            f"0.0.0.0:{RUNNER_PORT}",
+            RUNNER_LISTEN,
             "--token-file",
             TOKEN_FILE,
             "--token-file-delete",

@@ -319,17 +319,25 @@ class KubernetesSandbox:
 
     async def host_address(self) -> str:
         """Where a service of the controller's host is reachable from the proxy pods:
-        ``settings.host_address``, else this pod's IP in-cluster.
+        ``settings.host_address``, else this pod's IP in-cluster (IPv4 or IPv6, in the
+        cluster's primary family: :mod:`._own_address`).
 
         Raises:
-            EnvError: ``provision_failed`` outside a cluster with no ``host_address`` configured.
+            EnvError: ``provision_failed`` outside a cluster with no ``host_address`` configured,
+                or in a pod whose hostname resolves to no usable address.
         """
         if self.settings.host_address:
             return self.settings.host_address
         if in_cluster():
-            import socket
+            from ._own_address import own_pod_address
 
-            return await asyncio.to_thread(lambda: socket.gethostbyname(socket.gethostname()))
+            found = await asyncio.to_thread(own_pod_address)
+            if found is None:
+                raise EnvError.provision_failed(
+                    "the kubernetes backend cannot find this pod's IP (its hostname resolves to no "
+                    "usable address); set backends.kubernetes.host_address"
+                )
+            return found
         raise EnvError.provision_failed(
             "the kubernetes backend has no address of this host that its pods reach; set "
             "backends.kubernetes.host_address, or point the provider at a model service in the cluster"

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.ipv6 import needs_ipv6_loopback
+
 CANARY = "cAnArY-" + "7f3b9d2e1a8c4f60b5e7d9a1c3f5e7b9"
 DIGEST = hashlib.sha256(CANARY.encode()).hexdigest()
 
@@ -132,3 +134,37 @@ def test_the_sandbox_side_imports_nothing_but_the_stdlib() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert set(json.loads(done.stdout)) & {"pydantic", "grpc", "layer0", "yaml", "google"} == set()
+
+
+@needs_ipv6_loopback
+def test_the_credential_proxy_is_reached_at_an_ipv6_proxy_address() -> None:
+    """On an IPv6 cluster ``HTTP_PROXY`` is ``http://[pod IPv6]:3128``; the credential proxy is
+    on the same address (here a server the test starts on ``::1``). The probe writes the URL
+    without brackets, which urllib's ``http.client`` reads right (the last ``:N`` is the port)."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+
+    server = Server(("::1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        report = run_sandbox(
+            {"credential": {"port": server.server_address[1], "path": "/v1/models"}},
+            {"HTTP_PROXY": "http://[::1]:3128"},
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert report["credential"]["status"] == 200
+    assert seen == ["/v1/models"]

@@ -1,12 +1,13 @@
 """Loopback test servers for the proxy tests (imported by conftest.py and the tests).
 
-Every server here is started by the test itself on 127.0.0.1 (plain or TLS with a
+Every server here is started by the test itself on 127.0.0.1 or ``::1`` (plain or TLS with a
 self-signed certificate made with the ``openssl`` CLI); no test sends a byte anywhere else.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ class Recorded:
 
 @dataclass
 class RecordingServer:
-    """A threaded HTTP/1.1 server on 127.0.0.1 recording every request and connection."""
+    """A threaded HTTP/1.1 server on loopback recording every request and connection."""
 
     server: ThreadingHTTPServer
     requests: list[Recorded] = field(default_factory=list)
@@ -119,8 +120,13 @@ class _Server(ThreadingHTTPServer):
         pass
 
 
-def _start(tls: ssl.SSLContext | None = None) -> RecordingServer:
-    server = _Server(("127.0.0.1", 0), BaseHTTPRequestHandler, bind_and_activate=True)
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+def _start(tls: ssl.SSLContext | None = None, host: str = "127.0.0.1") -> RecordingServer:
+    kind = _Server6 if ":" in host else _Server
+    server = kind((host, 0), BaseHTTPRequestHandler, bind_and_activate=True)
     rec = RecordingServer(server)
     server.rec = rec
     server.tls = tls

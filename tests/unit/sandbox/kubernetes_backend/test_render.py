@@ -333,7 +333,7 @@ def test_the_runner_never_mounts_the_token_secret() -> None:
         # The runner reads the copy from the shared in-memory directory and deletes it.
         assert runner["args"] == [
             "--listen",
-            f"0.0.0.0:{RUNNER_PORT}",
+            f"[::]:{RUNNER_PORT}",
             "--token-file",
             "/run/airlock/token",
             "--token-file-delete",
