@@ -18,12 +18,21 @@ from ._handle import TurnHandle, TurnNotRunning
 from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
 from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
-from ._port import Sandbox, SandboxRequest, StateEntry, WarmableSandbox, compile_sandbox_plan
+from ._port import (
+    ClosableSandbox,
+    ResumableSandbox,
+    Sandbox,
+    SandboxRequest,
+    StateEntry,
+    WarmableSandbox,
+    compile_sandbox_plan,
+)
 from ._registry import backend, backend_names, backends
 
 __all__ = [
     "Backend",
     "Capabilities",
+    "ClosableSandbox",
     "DoctorCheck",
     "EventSink",
     "Limits",
@@ -32,6 +41,7 @@ __all__ = [
     "Reaped",
     "Reaper",
     "RequestedIsolation",
+    "ResumableSandbox",
     "Sandbox",
     "SandboxDefaults",
     "SandboxEnvironment",
