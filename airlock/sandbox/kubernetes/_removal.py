@@ -96,10 +96,12 @@ async def delete_pods(
     failures = await asyncio.gather(
         *(delete_object(api, api.core.delete_namespaced_pod, namespace, n, grace=POD_GRACE_S) for n in wanted)
     )
+    refused = [n for n, f in zip(wanted, failures, strict=True) if f is not None]
     problems = [f"Pod {n}: {f}" for n, f in zip(wanted, failures, strict=True) if f is not None]
-    left = await wait_pods_gone(api, namespace, wanted, timeout)
+    deleted = [n for n in wanted if n not in refused]
+    left = await wait_pods_gone(api, namespace, deleted, timeout)
     problems += [f"Pod {n}: still there {timeout:g}s after its deletion" for n in left]
-    return left, problems
+    return [*refused, *left], problems
 
 
 @dataclass
