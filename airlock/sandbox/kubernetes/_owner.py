@@ -161,39 +161,41 @@ class OwnerLease:
             except ApiFailure as e:
                 if e.status != 404:
                     raise
-                # Reaped while we were idle (it had expired): a fresh one.
+                # Reaped while we were idle (it had expired): a fresh one (of a stable identity,
+                # perhaps created meanwhile by another backend of this process: then adopted).
                 if not self.stable:
                     self.name = f"airlock-owner-{secrets.token_hex(6)}"
-                created = await self.api.call(
-                    self.api.coordination.create_namespaced_lease, self.namespace, self._body(now)
-                )
+                created = await self._first(now)
         self._owner = Owner(name=self.name, uid=str(created["metadata"]["uid"]))
         self._renewed = now
         return self._owner
 
     async def _first(self, now: datetime) -> dict[str, Any]:
         """The Lease created; one of this identity already there is adopted when this process
-        holds it (another sandbox backend of the same controller), else retired first."""
-        coordination = self.api.coordination
+        holds it (another sandbox backend of the same controller), else retired first.
+
+        Raises:
+            ApiFailure: the Lease cannot be listed, created or replaced.
+            EnvError: ``provision_failed`` when a predecessor's sandboxes cannot all be removed.
+        """
         try:
-            created: dict[str, Any] = await self.api.call(
-                coordination.create_namespaced_lease, self.namespace, self._body(now)
-            )
-            return created
+            return await self._create(now)
         except ApiFailure as e:
             if e.status != 409 or not self.stable:
                 raise
-        found = await self.api.call(coordination.read_namespaced_lease, self.name, self.namespace)
-        if (found.get("spec") or {}).get("holderIdentity") == self.holder:
+        found = await self._read()
+        holder = (found.get("spec") or {}).get("holderIdentity")
+        if not found:  # removed meanwhile (it had expired): nothing to retire
+            return await self._create(now)
+        if holder == self.holder:
             adopted: dict[str, Any] = await self.api.call(
-                coordination.replace_namespaced_lease, self.name, self.namespace, self._body(now)
+                self.api.coordination.replace_namespaced_lease, self.name, self.namespace, self._body(now)
             )
             return adopted
-        previous = (found.get("spec") or {}).get("holderIdentity")
         retired = await retire_owner(self.api, self.namespace, self.name)
         if retired.errors:
             raise EnvError.provision_failed(
-                f"the owner Lease {self.name} is held by {previous} (a previous controller of this "
+                f"the owner Lease {self.name} is held by {holder} (a previous controller of this "
                 "identity, or another one configured with it); its sandboxes could not all be "
                 f"removed, so none is started: {'; '.join(retired.errors)}"
             )
@@ -202,13 +204,26 @@ class OwnerLease:
             "owner Lease %s was held by %s (a previous controller of this identity): retired it "
             "and removed %d of its objects",
             self.name,
-            previous,
+            holder,
             len(retired.removed),
         )
-        fresh: dict[str, Any] = await self.api.call(
-            coordination.create_namespaced_lease, self.namespace, self._body(now)
+        return await self._create(now)
+
+    async def _create(self, now: datetime) -> dict[str, Any]:
+        created: dict[str, Any] = await self.api.call(
+            self.api.coordination.create_namespaced_lease, self.namespace, self._body(now)
         )
-        return fresh
+        return created
+
+    async def _read(self) -> dict[str, Any]:
+        """The Lease as stored, through the ``list`` the reaper also uses (no ``get`` needed);
+        an empty one when it went meanwhile."""
+        selector = f"{LABEL_MANAGED}={MANAGED_BY},{LABEL_ROLE}={OWNER_ROLE}"
+        found = await self.api.call(
+            self.api.coordination.list_namespaced_lease, self.namespace, label_selector=selector
+        )
+        named = [o for o in found.get("items") or [] if (o.get("metadata") or {}).get("name") == self.name]
+        return named[0] if named else {}
 
     def _body(self, now: datetime) -> dict[str, Any]:
         return {
