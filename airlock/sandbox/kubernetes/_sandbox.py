@@ -23,10 +23,14 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
    deadline the pod is deleted and the output says ``timeout``; an OOM kill is
    ``resource_exceeded``.
 6. **Teardown** (shielded; waits for a create still in flight, so a cancel mid-provision
-   leaves nothing): pods, policies and Secrets deleted, before ``run`` returns; a claimed
-   pod's, after a turn that ended, in the background (the pool's ``settle``/close wait for
-   it). What a crash leaves is removed by the cluster's garbage collector once the reaper
-   deletes the expired Lease.
+   leaves nothing): pods deleted with a grace period and confirmed gone, then their policies
+   and Secrets (:mod:`._removal`), before ``run`` returns; a claimed pod's, after a turn that
+   ended, in the background (the pool's ``settle``/close wait for it). What a crash leaves is
+   removed by a restarted controller of the same identity at once (:mod:`._owner`), else by
+   any controller's sweep (every lease period: :mod:`._upkeep`) once its Lease expired.
+
+Every object of a job's sandbox is labelled with the job, so :meth:`KubernetesSandbox.ensure_gone`
+can remove a previous sandbox of it before the job resumes.
 """
 
 from __future__ import annotations
