@@ -614,9 +614,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
                 await self.store.save_started(job.id, journal.started)
             await self._emit(job.id, _event_data(event))
 
-        if saved is not None or job.resumes:
-            # A resume: the previous sandbox (a crashed controller's may still run) must be
-            # gone before the job's tools run again in a new one.
+        if saved is not None or job.resumes:  # a resume: its previous sandbox must be gone first
             await self.runner.ensure_gone(agent, job.id)
         self._handles[job.id], self._journals[job.id] = handle, journal
         try:
