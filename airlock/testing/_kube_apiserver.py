@@ -35,10 +35,10 @@ so a backend is tested through the client it uses in production.
   ``deletionGracePeriodSeconds`` set, its containers still running) for ``pod_termination_s``
   seconds (at most its grace period), the time its kubelet would take to stop it and confirm;
   then it is removed (and its runtime stops it). A deletion with grace 0 removes it at
-  once. Without ``pod_termination_s`` (the default) every deleted pod is gone at once. Other
-  kinds are always removed at once. :attr:`KubeApiStandIn.deletions` and
-  :attr:`KubeApiStandIn.removals` record, in order, each DELETE (with its grace period) and
-  each object's actual removal.
+  once, and so does the garbage collector's cascade. Without ``pod_termination_s`` (the
+  default) every deleted pod is gone at once. Other kinds are always removed at once.
+  :attr:`KubeApiStandIn.deletions` and :attr:`KubeApiStandIn.removals` record, in order,
+  each DELETE (with its grace period) and each object's actual removal.
 
 **What it does not**: TLS (plain HTTP on 127.0.0.1); scheduling, nodes, and resource quotas or
 limit ranges; defaulting of pod specs and any admission beyond the above (no ServiceAccount

@@ -8,7 +8,7 @@ the garbage collector would also cascade from the Lease; deleting the dependents
 not wait for it). A pod not confirmed gone keeps its sandbox's policies and Secrets and its
 owner's Lease until a later sweep (see :mod:`._removal`). ``include_live`` removes every
 airlock object in the namespace (``airlock gc --all``). A running controller sweeps every
-lease period (:class:`~._reaping.Reaping`).
+lease period (:class:`~._upkeep.Upkeep`).
 """
 
 from __future__ import annotations
