@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 from airlock.config import ConfigSecretResolver
 from airlock.policy import ChainResolver
 from airlock.sandbox import (
+    ClosableSandbox,
     EventSink,
     IsolationProof,
     PoolStats,
     ProvingSandbox,
+    ResumableSandbox,
     Sandbox,
     SandboxEvent,
     SandboxRequest,
@@ -242,9 +244,11 @@ class AgentRunner:
         events: EventSink | None = None,
         state: Iterable[tuple[Scope, str, Any]] = (),
         session: TurnHandle | None = None,
+        job: str | None = None,
     ) -> TurnOutput:
         """One turn of ``agent`` in a fresh sandbox; ``state`` is its read-only snapshot;
-        ``session`` the snapshot it resumes from and its controls while it runs.
+        ``session`` the snapshot it resumes from and its controls while it runs; ``job`` the
+        job it belongs to (its sandbox is labelled with it: see :meth:`ensure_gone`).
 
         Raises:
             EnvError: the sandbox could not be provisioned, or its turn failed.
@@ -261,8 +265,21 @@ class AgentRunner:
             state=state,
             events=_both(self.observe, events),
             session=session,
+            job=job,
         )
         return await sandbox.run(request)
+
+    async def ensure_gone(self, agent: AgentConfig, job: str) -> None:
+        """Before ``job`` resumes: make sure its previous sandbox is gone (removed and
+        confirmed), on backends whose sandboxes can outlive a controller and can find them
+        by job (Docker, Kubernetes); other backends are not checked.
+
+        Raises:
+            EnvError: ``provision_failed`` when it cannot be confirmed gone.
+        """
+        sandbox = self._sandbox(agent)
+        if isinstance(sandbox, ResumableSandbox):
+            await sandbox.ensure_gone(job)
 
     async def reap(self) -> list[str]:
         """Remove sandboxes whose controller process is gone, on every backend the agents use
@@ -299,9 +316,12 @@ class AgentRunner:
         return list(found.values())
 
     async def aclose(self) -> None:
-        """Empty the warm pools; stop the local model server if this runner started it."""
+        """Empty the warm pools; stop the backends' background work (their sweeps); stop the
+        local model server if this runner started it."""
         pools, self._pools = list(self._pools.values()), {}
         await asyncio.gather(*(p.aclose() for p in pools), return_exceptions=True)
+        closable = [s for s in self._sandboxes.values() if isinstance(s, ClosableSandbox)]
+        await asyncio.gather(*(s.aclose() for s in closable), return_exceptions=True)
         server, self._local_model = self._local_model, None
         if server is not None and server.started_here:
             with contextlib.suppress(Exception):

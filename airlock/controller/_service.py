@@ -614,9 +614,11 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
                 await self.store.save_started(job.id, journal.started)
             await self._emit(job.id, _event_data(event))
 
+        if saved is not None or job.resumes:  # a resume: its previous sandbox must be gone first
+            await self.runner.ensure_gone(agent, job.id)
         self._handles[job.id], self._journals[job.id] = handle, journal
         try:
-            output = await self.runner.run(agent, input, events=sink, state=state, session=handle)
+            output = await self.runner.run(agent, input, events=sink, state=state, session=handle, job=job.id)
             await self._keep_artifacts(job.id, handle)
             return output
         finally:

@@ -18,7 +18,15 @@ from ._handle import TurnHandle, TurnNotRunning
 from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
 from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
-from ._port import Sandbox, SandboxRequest, StateEntry, WarmableSandbox, compile_sandbox_plan
+from ._port import (
+    ClosableSandbox,
+    ResumableSandbox,
+    Sandbox,
+    SandboxRequest,
+    StateEntry,
+    WarmableSandbox,
+    compile_sandbox_plan,
+)
 from ._proof import ISOLATION_STATUSES, IsolationProof, IsolationStatus, ProvingSandbox
 from ._registry import backend, backend_names, backends
 
@@ -26,6 +34,7 @@ __all__ = [
     "ISOLATION_STATUSES",
     "Backend",
     "Capabilities",
+    "ClosableSandbox",
     "DoctorCheck",
     "EventSink",
     "IsolationProof",
@@ -37,6 +46,7 @@ __all__ = [
     "Reaped",
     "Reaper",
     "RequestedIsolation",
+    "ResumableSandbox",
     "Sandbox",
     "SandboxDefaults",
     "SandboxEnvironment",

@@ -21,7 +21,15 @@ from layer0 import EnvError, EnvironmentSpec, Scope, TurnInput, TurnOutput
 from ._events import EventSink
 from ._handle import TurnHandle
 
-__all__ = ["Sandbox", "SandboxRequest", "StateEntry", "WarmableSandbox", "compile_sandbox_plan"]
+__all__ = [
+    "ClosableSandbox",
+    "ResumableSandbox",
+    "Sandbox",
+    "SandboxRequest",
+    "StateEntry",
+    "WarmableSandbox",
+    "compile_sandbox_plan",
+]
 
 
 class StateEntry(NamedTuple):
@@ -51,6 +59,9 @@ class SandboxRequest(BaseModel):
     #: The snapshot the turn resumes from, and its controls while it runs (None: a turn
     #: started anew that nobody controls).
     session: TurnHandle | None = None
+    #: The job the turn belongs to: its sandbox is labelled with it, so that before the job
+    #: resumes its previous sandbox can be found and removed (None: no job).
+    job: str | None = None
 
     @classmethod
     def compile(
@@ -63,6 +74,7 @@ class SandboxRequest(BaseModel):
         state: Iterable[tuple[Scope, str, Any]] = (),
         events: EventSink | None = None,
         session: TurnHandle | None = None,
+        job: str | None = None,
     ) -> Self:
         """A request whose plan is compiled from ``environment`` and ``sidecar_routes``.
 
@@ -78,6 +90,7 @@ class SandboxRequest(BaseModel):
             state=tuple(StateEntry(*entry) for entry in state),
             events=events,
             session=session,
+            job=job,
         )
 
 
@@ -131,4 +144,29 @@ class WarmableSandbox(Protocol):
         Raises:
             EnvError: what a cold start of such a sandbox would raise.
         """
+        ...
+
+
+@runtime_checkable
+class ResumableSandbox(Protocol):
+    """A backend whose sandboxes may outlive their controller (a crash), so a job's previous
+    sandbox must be found and removed before the job resumes in a new one."""
+
+    async def ensure_gone(self, job: str) -> None:
+        """Remove every sandbox labelled with ``job`` and confirm it is gone.
+
+        Raises:
+            EnvError: ``provision_failed`` when that cannot be confirmed: the job must not
+                resume while its previous sandbox may still run its tools.
+        """
+        ...
+
+
+@runtime_checkable
+class ClosableSandbox(Protocol):
+    """A backend holding background work while in use (e.g. a periodic sweep), ended by
+    :meth:`aclose` when its owner stops using it."""
+
+    async def aclose(self) -> None:
+        """Stop the backend's background work."""
         ...

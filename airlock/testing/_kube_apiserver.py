@@ -29,12 +29,21 @@ so a backend is tested through the client it uses in production.
   kubelet's part): started on create, their ``status`` read from it on every read, their log
   and port-forward served from it, deleted when the object is.
 * Port-forward over a WebSocket (``v4.channel.k8s.io``), as the official client speaks it.
+* Graceful pod deletion, when ``pod_termination_s`` is set: a pod deleted with a grace period
+  (``gracePeriodSeconds`` > 0, or none given: the pod's ``terminationGracePeriodSeconds``,
+  default 30) stays readable as Terminating (``deletionTimestamp`` and
+  ``deletionGracePeriodSeconds`` set, its containers still running) for ``pod_termination_s``
+  seconds (at most its grace period), the time its kubelet would take to stop it and confirm;
+  then it is removed (and its runtime stops it). A deletion with grace 0 removes it at
+  once, and so does the garbage collector's cascade. Without ``pod_termination_s`` (the
+  default) every deleted pod is gone at once. Other kinds are always removed at once.
+  :attr:`KubeApiStandIn.deletions` and :attr:`KubeApiStandIn.removals` record, in order,
+  each DELETE (with its grace period) and each object's actual removal.
 
 **What it does not**: TLS (plain HTTP on 127.0.0.1); scheduling, nodes, and resource quotas or
 limit ranges; defaulting of pod specs and any admission beyond the above (no ServiceAccount
 token mounting, no Pod Security admission, no RuntimeClass overhead or scheduling); pod update
-restrictions; graceful termination (a deleted pod is gone at once, ``gracePeriodSeconds`` is
-ignored) and the namespace ``Terminating`` phase (only shown in the DELETE answer); watches
+restrictions; the namespace ``Terminating`` phase (only shown in the DELETE answer); watches
 (405); ``limit``/``continue`` paging (every list is whole); server-side apply (415); real RBAC
 (roles and bindings are not resources here); enforcement of NetworkPolicies (stored, never
 applied: that is a CNI plugin's work); exec, attach and the SPDY transports; API discovery
@@ -75,12 +84,15 @@ class KubeApiStandIn:
         runtime_classes: Mapping[str, str] | None = None,
         validate_schemas: bool = True,
         token: str | None = None,
+        pod_termination_s: float = 0.0,
     ) -> None:
         #: What runs the pods (the kubelet's part).
         self.pods: PodRuntime = pods if pods is not None else ScriptedPods()
         self._token = token or secrets.token_urlsafe(24)
         store = ObjectStore(schema_validator() if validate_schemas else None)
-        self._state = ServerState(store=store, pods=self.pods, token=self._token)
+        self._state = ServerState(
+            store=store, pods=self.pods, token=self._token, pod_termination_s=pod_termination_s
+        )
         self._server: ApiServer | None = None
         self._thread: threading.Thread | None = None
         for name in namespaces:
@@ -206,17 +218,34 @@ class KubeApiStandIn:
         """Every request received, in order: (method, path without the query)."""
         return list(self._state.requests)
 
+    @property
+    def deletions(self) -> list[tuple[str, str, int | None]]:
+        """Every DELETE of a named object, in order: (plural, name, its ``gracePeriodSeconds``
+        or None when it gave none)."""
+        with self._state.lock:
+            return list(self._state.deletions)
+
+    @property
+    def removals(self) -> list[tuple[str, str]]:
+        """Every object as it actually left the store, in order: (plural, name); a pod deleted
+        gracefully appears once its termination ended."""
+        self._state.finish_terminations()
+        with self._state.lock:
+            return list(self._state.removals)
+
     def objects(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """The stored objects of ``resource`` (a plural: ``"pods"``), in ``namespace`` or everywhere.
 
         Pods carry the status their runtime reports now.
         """
+        self._state.finish_terminations()
         kind = resource_named(resource)
         found = self._state.store.objects(kind, namespace)
         return [self._state.with_status(o) for o in found] if resource == "pods" else found
 
     def get(self, resource: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         """One stored object (None when there is none); a pod with its current status."""
+        self._state.finish_terminations()
         found = self._state.store.find(resource_named(resource), namespace, name)
         if found is not None and resource == "pods":
             return self._state.with_status(found)

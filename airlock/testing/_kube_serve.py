@@ -18,6 +18,7 @@ import secrets
 import select
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -140,6 +141,15 @@ class ServerState:
     requests: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
+    #: Seconds a pod deleted with a grace period stays (Terminating) before the kubelet's
+    #: confirmation removes it (capped by the grace period); 0: removed at once.
+    pod_termination_s: float = 0.0
+    #: Pods being terminated: (namespace, name) -> when they are removed (monotonic seconds).
+    terminating: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: Every DELETE of a named object, in order: (plural, name, gracePeriodSeconds or None).
+    deletions: list[tuple[str, str, int | None]] = field(default_factory=list)
+    #: Every object as it left the store (deleted, cascaded, or a terminated pod), in order.
+    removals: list[tuple[str, str]] = field(default_factory=list)
 
     def allowed(self, verb: str, resource: str, namespace: str | None) -> bool:
         with self.lock:
@@ -207,6 +217,38 @@ class ServerState:
         pod["status"] = self.pods.status(pod)
         return pod
 
+    # -- deletion --------------------------------------------------------------------
+
+    def removed(self, removed: list[tuple[Resource, dict[str, Any]]]) -> None:
+        """Record objects that left the store; stop the pods among them (the kubelet's part)."""
+        for resource, obj in removed:
+            with self.lock:
+                self.removals.append((resource.plural, str(obj["metadata"]["name"])))
+                self.terminating.pop((str(obj["metadata"].get("namespace")), obj["metadata"]["name"]), None)
+            if resource is _PODS:
+                with contextlib.suppress(Exception):
+                    obj["status"] = self.pods.status(obj)
+                self.pods.delete(obj)
+
+    def terminate(self, namespace: str, name: str, grace: int) -> dict[str, Any]:
+        """Start a pod's graceful termination: it is marked (``deletionTimestamp``) and stays
+        until its termination ends (:meth:`finish_terminations`); a copy as stored."""
+        pod = self.store.mark_deleted(_PODS, namespace, name, grace)
+        with self.lock:
+            due = time.monotonic() + min(self.pod_termination_s, grace)
+            self.terminating.setdefault((namespace, name), due)
+        return pod
+
+    def finish_terminations(self) -> None:
+        """Remove the pods whose termination has ended."""
+        with self.lock:
+            done = [key for key, due in self.terminating.items() if due <= time.monotonic()]
+            for key in done:
+                del self.terminating[key]
+        for namespace, name in done:
+            with contextlib.suppress(ApiError):  # deleted meanwhile (force, cascade)
+                self.removed(self.store.delete(_PODS, namespace, name))
+
 
 class ApiServer(ThreadingHTTPServer):
     """The HTTP server: one thread per connection; knows its open connections (to end them)."""
@@ -265,6 +307,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         self.state.requests.append((self.command, path))
+        self.state.finish_terminations()
         try:
             self._authenticate(path)
             fault = self.state.take_fault(self.command, path)
@@ -405,11 +448,20 @@ class ApiHandler(BaseHTTPRequestHandler):
     def _delete(self, route: Route, query: dict[str, str], body: bytes) -> dict[str, Any]:
         options = _decode(body) if body.strip() else {}
         propagation = query.get("propagationPolicy") or options.get("propagationPolicy")
-        removed = self.state.store.delete(
-            route.resource, route.namespace, str(route.name), propagation=propagation
-        )
+        given = query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
+        grace = int(given) if given is not None else None
+        name = str(route.name)
+        with self.state.lock:
+            self.state.deletions.append((route.resource.plural, name, grace))
+        if route.resource is _PODS and self.state.pod_termination_s > 0:
+            pod = self.state.store.get(_PODS, route.namespace, name)
+            if grace is None:
+                grace = int((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+            if grace > 0:
+                return self.state.with_status(self.state.terminate(str(route.namespace), name, grace))
+        removed = self.state.store.delete(route.resource, route.namespace, name, propagation=propagation)
         target = removed[0][1]
-        self._stop_pods(removed)
+        self.state.removed(removed)
         if route.resource.plural in _DELETE_ANSWERS_OBJECT:
             return target
         if route.resource.plural == "namespaces":
@@ -436,16 +488,9 @@ class ApiHandler(BaseHTTPRequestHandler):
             meta = obj["metadata"]
             with contextlib.suppress(ApiError):  # taken by an earlier one's cascade
                 removed = self.state.store.delete(route.resource, meta.get("namespace"), meta["name"])
-                self._stop_pods(removed)
+                self.state.removed(removed)
                 deleted.append(obj)
         return self._list(route, query, deleted)
-
-    def _stop_pods(self, removed: list[tuple[Resource, dict[str, Any]]]) -> None:
-        for resource, obj in removed:
-            if resource is _PODS:
-                with contextlib.suppress(Exception):
-                    obj["status"] = self.state.pods.status(obj)
-                self.state.pods.delete(obj)
 
     def _review(self, body: dict[str, Any]) -> dict[str, Any]:
         spec = body.get("spec")

@@ -190,6 +190,25 @@ class ObjectStore:
         if self.validate is not None:
             self.validate(resource, obj)
 
+    def mark_deleted(
+        self, resource: Resource, namespace: str | None, name: str, grace: int
+    ) -> dict[str, Any]:
+        """Mark the object as being deleted (``deletionTimestamp``, ``deletionGracePeriodSeconds``)
+        without removing it: a pod's graceful termination; a copy as stored.
+
+        Raises:
+            ApiError: 404 NotFound.
+        """
+        with self.lock:
+            key = _key(resource, namespace, name)
+            if key not in self._objects:
+                raise ApiError.not_found(resource, name)
+            meta = self._objects[key]["metadata"]
+            meta.setdefault("deletionTimestamp", now())
+            meta["deletionGracePeriodSeconds"] = grace
+            meta["resourceVersion"] = self._bump()
+            return copy.deepcopy(self._objects[key])
+
     def delete(
         self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None
     ) -> list[tuple[Resource, dict[str, Any]]]:

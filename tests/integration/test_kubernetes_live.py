@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import ipaddress
 import json
 import os
@@ -41,17 +42,19 @@ from airlock.policy.plan import SidecarRoute
 from airlock.proxy import EgressEvent
 from airlock.sandbox import EventSink, SandboxRequest
 from airlock.sandbox.kubernetes import EnforcementSettings, KubernetesSandbox, KubernetesSettings
-from airlock.sandbox.kubernetes._names import LABEL_ROLE, LABEL_SANDBOX, object_name
+from airlock.sandbox.kubernetes._names import LABEL_JOB, LABEL_ROLE, LABEL_SANDBOX, object_name
 from airlock.spec import AgentSpec
 from airlock.testing import bash_agent
 from airlock.turn import ToolFinished, ToolStarted
 from layer0 import (
     CredentialInjection,
     CredentialRef,
+    EnvError,
     EnvironmentSpec,
     NetworkAction,
     NetworkPolicy,
     NetworkRule,
+    TurnConfig,
     TurnInput,
     TurnOutput,
 )
@@ -576,3 +579,45 @@ async def test_the_sidecar_secret_is_absent_from_the_sandbox_pod(live: Live, ser
     text = output.model_dump_json() + "".join(repr(e) for e in sink.events)
     assert value not in text and "[REDACTED]" not in text
     await asyncio.to_thread(live.assert_removed, sandbox_id)
+
+
+async def test_a_resume_first_removes_the_jobs_still_running_sandbox(live: Live) -> None:
+    """A job's sandbox still runs (as a crashed controller's would) when the job is about to
+    resume: ``ensure_gone`` deletes its pod with a grace period, waits until the API has it no
+    more, and only then its NetworkPolicy and Secret; nothing of it is left."""
+    job = f"j-live-{live.run_id}"
+    first = live.sandbox()
+    turn = asyncio.create_task(
+        first.run(
+            request(
+                bash_agent("sleep 600", defaults=TurnConfig(max_duration=900_000)),
+                EnvironmentSpec(),
+                Recorder(),
+                job=job,
+            )
+        )
+    )
+    selector = f"{LABEL_JOB}={job}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            listed = await asyncio.to_thread(
+                live.read, live.core.list_namespaced_pod, live.namespace, label_selector=selector
+            )
+            pods = listed["items"]
+            if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
+                break
+            assert time.monotonic() < deadline and not turn.done(), "the job's sandbox never ran"
+            await asyncio.sleep(1)
+        sandbox_id = pods[0]["metadata"]["labels"][LABEL_SANDBOX]
+        second = live.sandbox()  # the restarted controller's backend
+        try:
+            await second.ensure_gone(job)
+        finally:
+            await second.aclose()
+        assert await asyncio.to_thread(live.sandbox_objects, sandbox_id) == {}
+    finally:
+        turn.cancel()
+        with contextlib.suppress(asyncio.CancelledError, EnvError):
+            await turn
+        await first.aclose()

@@ -73,6 +73,7 @@ from ._container import SandboxContainer, call_engine
 from ._egress import EGRESS_NETWORK, EgressWiring, ensure_egress_network, network_gateway, proxy_urls
 from ._labels import owner_labels
 from ._reaper import ReapReport, default_state_dir, reap_orphans
+from ._resume import LABEL_JOB, ensure_job_gone
 from ._settings import DockerSettings
 from ._warm import LABEL_POOL, DockerShape, LateFiles, WarmMember, shape_of
 
@@ -287,12 +288,13 @@ class DockerSandbox:
         """A sandbox started for this job alone, its credentials in place, ready to execute."""
         plan = request.plan
         await asyncio.to_thread(require_image, client, shape.image)
-        sandbox = SandboxContainer(client, self.state_dir)
+        job = {LABEL_JOB: request.job} if request.job is not None else {}
+        sandbox = SandboxContainer(client, self.state_dir, labels=job)
         wiring = EgressWiring(
             client=client,
             sandbox_id=sandbox.id,
             state_dir=self.state_dir,
-            labels=owner_labels(sandbox.id),
+            labels={**owner_labels(sandbox.id), **job},
             user=sandbox.user,
             root=sandbox.root,
             image=self.image,
@@ -314,6 +316,16 @@ class DockerSandbox:
             await sandbox.teardown_shielded()
             raise
         return sandbox
+
+    async def ensure_gone(self, job: str) -> None:
+        """Before ``job`` resumes: remove a dead controller's sandboxes and every container of
+        ``job``, and confirm they are gone (see :mod:`._resume`).
+
+        Raises:
+            EnvError: ``provision_failed`` when that cannot be confirmed.
+        """
+        client, _ = await self._prepare()
+        await asyncio.to_thread(ensure_job_gone, client, self.state_dir, job)
 
     async def host_address(self) -> str:
         """The host's address on the (first) egress network: where a service on this host

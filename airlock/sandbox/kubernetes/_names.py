@@ -15,7 +15,7 @@ NetworkPolicy      ``airlock-<id>-proxy``      the proxy pod's ingress/egress
 
 Every object carries :data:`LABEL_MANAGED` (``airlock``), :data:`LABEL_SANDBOX`,
 :data:`LABEL_ROLE` and :data:`LABEL_OWNER` (a warm pool member's also :data:`LABEL_POOL`),
-and an ownerReference to its controller's
+(a job's sandbox also :data:`LABEL_JOB`), and an ownerReference to its controller's
 owner :class:`Owner` (a Lease the controller renews), so a cluster's garbage collector
 removes them once the owner is gone, and ``airlock gc`` finds them by label.
 """
@@ -29,6 +29,7 @@ __all__ = [
     "CREDENTIAL_PORT_BASE",
     "DEFAULT_DENY_POLICY",
     "EGRESS_PORT",
+    "LABEL_JOB",
     "LABEL_MANAGED",
     "LABEL_OWNER",
     "LABEL_POOL",
@@ -58,6 +59,8 @@ LABEL_ROLE = "airlock.dev/role"
 LABEL_OWNER = "airlock.dev/owner"
 #: A warm pool member's shape id (its objects keep it once a job claimed it).
 LABEL_POOL = "airlock.dev/pool"
+#: The job a sandbox runs for (a resume first makes sure no sandbox of the job is left).
+LABEL_JOB = "airlock.dev/job"
 #: The namespace-wide default-deny NetworkPolicy.
 DEFAULT_DENY_POLICY = "airlock-default-deny"
 

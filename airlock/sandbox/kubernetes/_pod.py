@@ -3,7 +3,8 @@
 ``provision`` (Secrets, policies, the proxy pod when the plan needs one, the sandbox pod),
 ``wait_ready`` (the pod runs, the channel is open, the runner answers SERVING: no agent is
 needed yet, so a warm pool member stops here), ``bind`` (the job's agent, state snapshot and
-late-bound environment), ``execute`` and ``teardown_shielded``.
+late-bound environment), ``execute`` and ``teardown_shielded`` (the pods deleted with a grace
+period and confirmed gone, then their policies and Secrets: see :mod:`._removal`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from .._turn import run_in_sandbox
 from ._api import ApiFailure, KubeApi
 from ._channel import PortForward, pod_ip_target
 from ._diagnose import describe_pod, oom_killed, start_failure
-from ._names import object_name
+from ._names import LABEL_JOB, object_name
 from ._proxy_log import ProxyLog
+from ._removal import delete_object, delete_pods
 from ._render import (
     SandboxShape,
     needs_proxy,
@@ -80,8 +82,11 @@ class PodSandbox:
         events: EventSink | None,
         *,
         port_forward: bool,
+        job: str | None = None,
     ) -> None:
         self.api = api
+        #: The job this sandbox runs for (every object it creates is labelled with it).
+        self.job = job
         self.shape = shape
         self.id = shape.sandbox_id
         self.namespace = shape.namespace
@@ -134,6 +139,8 @@ class PodSandbox:
         await self._create("Pod", api.core.create_namespaced_pod, render_pod(shape, proxy_ip=self.proxy_ip))
 
     async def _create(self, kind: str, fn: Callable[..., Any], body: dict[str, Any]) -> None:
+        if self.job is not None:
+            body["metadata"].setdefault("labels", {})[LABEL_JOB] = self.job
         try:
             await self.api.call(fn, self.namespace, body)
         except ApiFailure as e:
@@ -247,6 +254,20 @@ class PodSandbox:
             if e.status != 404:
                 _log.warning("cannot set the deadline of pod %s: %s", self.pod, e)
 
+    async def label_job(self, job: str) -> None:
+        """Label the pod (a claimed warm member's) with the job it now runs for.
+
+        Raises:
+            EnvError: ``provision_failed`` when the pod cannot be labelled (a resume could
+                not find it: the job does not run in it).
+        """
+        self.job = job
+        patch = {"metadata": {"labels": {LABEL_JOB: job}}}
+        await api_step(
+            f"label pod {self.pod} with its job",
+            lambda: self.api.call(self.api.core.patch_namespaced_pod, self.pod, self.namespace, patch),
+        )
+
     # -- the turn -----------------------------------------------------------------------
 
     async def execute(
@@ -325,18 +346,18 @@ class PodSandbox:
         if self.forward is not None:
             await self.forward.aclose()
         core, net = self.api.core, self.api.networking
-        problems = [
-            p
-            for p in await asyncio.gather(
-                self._delete("Pod", core.delete_namespaced_pod, self.pod),
-                self._delete("Pod", core.delete_namespaced_pod, self.proxy_pod),
-                self._delete("NetworkPolicy", net.delete_namespaced_network_policy, self.pod),
-                self._delete("NetworkPolicy", net.delete_namespaced_network_policy, self.proxy_pod),
-                self._delete("Secret", core.delete_namespaced_secret, self.pod),
-                self._delete("Secret", core.delete_namespaced_secret, self.proxy_pod),
-            )
-            if p
-        ]
+        left, problems = await delete_pods(self.api, self.namespace, (self.pod, self.proxy_pod))
+        if not left:  # only now: a pod that still runs keeps its policy and its Secret
+            problems += [
+                p
+                for p in await asyncio.gather(
+                    self._delete("NetworkPolicy", net.delete_namespaced_network_policy, self.pod),
+                    self._delete("NetworkPolicy", net.delete_namespaced_network_policy, self.proxy_pod),
+                    self._delete("Secret", core.delete_namespaced_secret, self.pod),
+                    self._delete("Secret", core.delete_namespaced_secret, self.proxy_pod),
+                )
+                if p
+            ]
         if self.proxy_log is not None:
             await self.proxy_log.close()
         if problems:
@@ -345,10 +366,5 @@ class PodSandbox:
 
     async def _delete(self, kind: str, fn: Callable[..., Any], name: str) -> str | None:
         """Delete one object now (no grace); a problem as text (an absent object is none)."""
-        try:
-            await self.api.call(
-                fn, name, self.namespace, grace_period_seconds=0, propagation_policy="Background"
-            )
-        except ApiFailure as e:
-            return None if e.status == 404 else f"{kind} {name}: {e}"
-        return None
+        failure = await delete_object(self.api, fn, self.namespace, name)
+        return None if failure is None else f"{kind} {name}: {failure}"

@@ -1,11 +1,14 @@
-"""Removing what dead controllers left on the cluster (start-up sweep, ``airlock gc``).
+"""Removing what dead controllers left on the cluster (every controller's sweep, ``airlock gc``).
 
 A controller's objects name its owner Lease (label :data:`~._names.LABEL_OWNER` and an
 ownerReference). An owner is gone when its Lease is missing or expired (not renewed within
-its duration). The sweep deletes those owners' pods, NetworkPolicies and Secrets, then the
-expired Leases themselves (on a real cluster the garbage collector would also cascade from
-the Lease; deleting the dependents here does not wait for it). ``include_live`` removes
-every airlock object in the namespace (``airlock gc --all``).
+its duration). The sweep deletes those owners' pods (with a grace period, confirmed gone),
+then their NetworkPolicies and Secrets, then the expired Leases themselves (on a real cluster
+the garbage collector would also cascade from the Lease; deleting the dependents here does
+not wait for it). A pod not confirmed gone keeps its sandbox's policies and Secrets and its
+owner's Lease until a later sweep (see :mod:`._removal`). ``include_live`` removes every
+airlock object in the namespace (``airlock gc --all``). A running controller sweeps every
+lease period (:class:`~._upkeep.Upkeep`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ._access import SANDBOX_ACCESS
 from ._api import ApiFailure, KubeApi, configured
 from ._names import LABEL_MANAGED, LABEL_OWNER, LABEL_ROLE, MANAGED_BY
 from ._owner import OWNER_ROLE, lease_expired
+from ._removal import MANAGED_SELECTOR, delete_object, remove_selected
 from ._settings import KubernetesSettings
 
 __all__ = ["KubeReapReport", "reap", "reap_with"]
@@ -77,42 +81,44 @@ async def reap(
 
 
 async def reap_with(
-    api: KubeApi, settings: KubernetesSettings, *, include_live: bool = False
+    api: KubeApi,
+    settings: KubernetesSettings,
+    *,
+    include_live: bool = False,
+    keep: frozenset[str] = frozenset(),
 ) -> KubeReapReport:
-    """Sweep ``settings.namespace`` through ``api`` (see the module docstring)."""
+    """Sweep ``settings.namespace`` through ``api`` (see the module docstring); the owner
+    Leases named in ``keep`` (the caller's own) count as live even when expired."""
     ns = settings.namespace
     report = KubeReapReport()
-    managed = f"{LABEL_MANAGED}={MANAGED_BY}"
     try:
         leases = await _items(
-            api, api.coordination.list_namespaced_lease, ns, f"{managed},{LABEL_ROLE}={OWNER_ROLE}"
+            api,
+            api.coordination.list_namespaced_lease,
+            ns,
+            f"{LABEL_MANAGED}={MANAGED_BY},{LABEL_ROLE}={OWNER_ROLE}",
         )
     except ApiFailure as e:
         report.errors.append(f"listing owner leases in {ns}: {e}")
         return report
     live = {_name(lease) for lease in leases if not include_live and not lease_expired(lease)}
-    kinds: tuple[tuple[str, Any, Any], ...] = (
-        ("pod", api.core.list_namespaced_pod, api.core.delete_namespaced_pod),
-        (
-            "networkpolicy",
-            api.networking.list_namespaced_network_policy,
-            api.networking.delete_namespaced_network_policy,
-        ),
-        ("secret", api.core.list_namespaced_secret, api.core.delete_namespaced_secret),
-    )
-    for kind, lister, deleter in kinds:
-        try:
-            found = await _items(api, lister, ns, f"{managed},{LABEL_OWNER}")
-        except ApiFailure as e:
-            report.errors.append(f"listing {kind}s in {ns}: {e}")
-            continue
-        for obj in found:
-            owner = (obj.get("metadata", {}).get("labels") or {}).get(LABEL_OWNER)
-            if owner not in live:
-                await _delete(api, deleter, ns, kind, _name(obj), report)
+    live |= keep
+
+    def doomed(obj: dict[str, Any]) -> bool:
+        return (obj.get("metadata", {}).get("labels") or {}).get(LABEL_OWNER) not in live
+
+    removal = await remove_selected(api, ns, MANAGED_SELECTOR, doomed)
+    report.removed_items += removal.removed
+    report.errors += removal.errors
     for lease in leases:
-        if _name(lease) not in live:
-            await _delete(api, api.coordination.delete_namespaced_lease, ns, "lease", _name(lease), report)
+        name = _name(lease)
+        if name in live or name in removal.stuck_owners:
+            continue  # its pods may still run: the Lease's cascade would take their policies
+        failure = await delete_object(api, api.coordination.delete_namespaced_lease, ns, name)
+        if failure is not None:
+            report.errors.append(f"lease {name}: {failure}")
+        else:
+            report.removed_items.append(("lease", name))
     return report
 
 
@@ -123,13 +129,3 @@ async def _items(api: KubeApi, lister: Any, namespace: str, selector: str) -> li
 
 def _name(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
-
-
-async def _delete(api: KubeApi, deleter: Any, ns: str, kind: str, name: str, report: KubeReapReport) -> None:
-    try:
-        await api.call(deleter, name, ns, grace_period_seconds=0, propagation_policy="Background")
-    except ApiFailure as e:
-        if e.status != 404:
-            report.errors.append(f"{kind} {name}: {e}")
-        return
-    report.removed_items.append((kind, name))

@@ -27,10 +27,14 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
    deadline the pod is deleted and the output says ``timeout``; an OOM kill is
    ``resource_exceeded``.
 6. **Teardown** (shielded; waits for a create still in flight, so a cancel mid-provision
-   leaves nothing): pods, policies and Secrets deleted, before ``run`` returns; a claimed
-   pod's, after a turn that ended, in the background (the pool's ``settle``/close wait for
-   it). What a crash leaves is removed by the cluster's garbage collector once the reaper
-   deletes the expired Lease.
+   leaves nothing): pods deleted with a grace period and confirmed gone, then their policies
+   and Secrets (:mod:`._removal`), before ``run`` returns; a claimed pod's, after a turn that
+   ended, in the background (the pool's ``settle``/close wait for it). What a crash leaves is
+   removed by a restarted controller of the same identity at once (:mod:`._owner`), else by
+   any controller's sweep (every lease period: :mod:`._upkeep`) once its Lease expired.
+
+Every object of a job's sandbox is labelled with the job, so :meth:`KubernetesSandbox.ensure_gone`
+can remove a previous sandbox of it before the job resumes.
 """
 
 from __future__ import annotations
@@ -68,10 +72,12 @@ from ._enforcement_result import isolation_proof
 from ._enforcement_setup import make_guard, proof_targets
 from ._guard import EnforcementGuard, shared_guard
 from ._names import DEFAULT_DENY_POLICY, Owner
-from ._owner import OwnerLease
+from ._owner import OwnerLease, default_identity
 from ._pod import DEADLINE_MARGIN_S, PodSandbox, api_step, provision_error
+from ._removal import ensure_job_gone
 from ._render import SandboxShape, proxy_urls, render_default_deny, render_pod
 from ._settings import KubernetesSettings
+from ._upkeep import Upkeep
 from ._warm import KubeShape, WarmPod, poolable
 
 __all__ = ["KubernetesSandbox"]
@@ -98,6 +104,8 @@ class KubernetesSandbox:
             pod instead of starting one; None or ``size: 0``: every pod starts cold.
         guard: decides whether the namespace's NetworkPolicies are enforced (default: the one
             this controller shares for the cluster and namespace, proving it on the cluster).
+        reap_every: seconds between sweeps for dead controllers' leftovers while in use
+            (default: ``settings.lease_seconds``); :meth:`aclose` stops them.
     """
 
     def __init__(
@@ -113,6 +121,7 @@ class KubernetesSandbox:
         api: KubeApi | None = None,
         pool: WarmPool[WarmPod] | None = None,
         guard: EnforcementGuard | None = None,
+        reap_every: float | None = None,
     ) -> None:
         self.settings = settings or KubernetesSettings()
         self.secrets = secrets
@@ -124,6 +133,8 @@ class KubernetesSandbox:
         self._sweep = sweep
         self._api = api
         self._lease: OwnerLease | None = None
+        self._reap_every = reap_every or float(self.settings.lease_seconds)
+        self._upkeep: Upkeep | None = None
         self._ready = asyncio.Lock()
         self._policy_ready = False
         self._controller_ns: str | None = None
@@ -205,7 +216,9 @@ class KubernetesSandbox:
                 controller_namespace=self._controller_namespace(),
                 fence=self._fence or (),
             )
-            sandbox = PodSandbox(api, shape, credentials, sink, port_forward=self._port_forward())
+            sandbox = PodSandbox(
+                api, shape, credentials, sink, port_forward=self._port_forward(), job=request.job
+            )
             try:
                 await sandbox.provision(self.settings.start_timeout)
                 if sandbox.proxy_ip is not None:
@@ -233,6 +246,8 @@ class KubernetesSandbox:
         sandbox = member.sandbox
         backstop: asyncio.Future[None] | None = None
         try:
+            if request.job is not None:
+                await sandbox.label_job(request.job)
             sandbox.bind(request.agent, request.state, env_var_values(request.plan, credentials))
             if deadline is not None:
                 backstop = asyncio.ensure_future(sandbox.limit_lifetime(deadline))
@@ -352,13 +367,16 @@ class KubernetesSandbox:
                 self._api = await KubeApi.connect(self.settings, SANDBOX_ACCESS)
             api = self._api
             if self._lease is None:
-                self._lease = OwnerLease(api, self.namespace, self.settings.lease_seconds)
+                self._lease = self._owner_lease(api)
             if self._sweep and self.swept is None:
                 from ._reaper import reap_with
 
-                self.swept = await reap_with(api, self.settings)
+                self.swept = await reap_with(api, self.settings, keep=frozenset({self._lease.name}))
                 if self.swept.removed:
                     _log.info("removed leftovers of dead controllers: %s", self.swept.summary())
+            if self._upkeep is None:
+                self._upkeep = Upkeep(api, self.settings, self._lease, self._reap_every)
+                self._upkeep.start()
             if self._controller_ns is None:
                 found = self.settings.controller_namespace or await asyncio.to_thread(own_namespace)
                 self._controller_ns = found or self.namespace
@@ -401,6 +419,29 @@ class KubernetesSandbox:
         latest = self._guard.latest
         assert latest is not None, "require() proves or assumes"
         return isolation_proof(latest)
+
+    def _owner_lease(self, api: KubeApi) -> OwnerLease:
+        """This controller's owner Lease: of its stable identity, or (a one-shot command,
+        which sweeps at start) of this process alone."""
+        identity = None if self._sweep else self.settings.owner_identity or default_identity()
+        return OwnerLease(api, self.namespace, self.settings.lease_seconds, identity)
+
+    async def aclose(self) -> None:
+        """Stop the periodic sweep (the backend is no longer in use)."""
+        upkeep, self._upkeep = self._upkeep, None
+        if upkeep is not None:
+            await upkeep.aclose()
+
+    async def ensure_gone(self, job: str) -> None:
+        """Make sure no sandbox of ``job`` (a previous run's, before the job resumes) exists:
+        its pods deleted and confirmed gone (read back 404), then its policies and Secrets.
+
+        Raises:
+            EnvError: ``provision_failed`` when that cannot be confirmed (the cluster is
+                unreachable, or a pod is still there): the job must not resume meanwhile.
+        """
+        api, _ = await self._prepare()
+        await ensure_job_gone(api, self.namespace, job)
 
     async def _ensure_default_deny(self, api: KubeApi) -> None:
         """The namespace-wide default-deny policy (created when missing)."""

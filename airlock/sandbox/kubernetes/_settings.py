@@ -163,6 +163,11 @@ class KubernetesSettings(_Settings):
     enforcement: EnforcementSettings = Field(default_factory=EnforcementSettings)
     #: Seconds an owner Lease lives without renewal before ``airlock gc`` treats its owner as gone.
     lease_seconds: int = Field(default=60, ge=15)
+    #: The controller's stable identity: its owner Lease is named after it, so a restarted
+    #: controller retires its predecessor's Lease and sandboxes at once (None: this host's
+    #: name; the Helm chart sets the release's fullname). Two live controllers must never
+    #: share one. One-shot commands (``airlock run``) hold a Lease of their own process.
+    owner_identity: str | None = Field(default=None, min_length=1, max_length=253)
 
     @field_validator("namespace", "controller_namespace")
     @classmethod

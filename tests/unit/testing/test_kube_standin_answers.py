@@ -113,3 +113,22 @@ def test_without_the_token_nothing_is_answered(api: KubeApiStandIn) -> None:
     configuration.api_key = {}
     anonymous = client.CoreV1Api(client.ApiClient(configuration))
     assert refusal(lambda: anonymous.list_namespaced_secret(NS)) == (401, "Unauthorized")
+
+
+def test_a_pod_deleted_with_a_grace_period_stays_terminating_until_it_ends() -> None:
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    with KubeApiStandIn(namespaces=(NS,), pod_termination_s=3600) as api:
+        core = client.CoreV1Api(client.ApiClient(api.configuration()))
+        core.create_namespaced_pod(NS, pod)
+        core.delete_namespaced_pod("p", NS, grace_period_seconds=5)
+        lingering = core.read_namespaced_pod("p", NS)  # its kubelet has not confirmed yet
+        assert lingering.metadata.deletion_timestamp and lingering.metadata.deletion_grace_period_seconds == 5
+        assert api.removals == []
+        core.delete_namespaced_pod("p", NS, grace_period_seconds=0)  # forced: gone at once
+        assert refusal(lambda: core.read_namespaced_pod("p", NS)) == (404, "NotFound")
+        assert api.deletions == [("pods", "p", 5), ("pods", "p", 0)] and api.removals == [("pods", "p")]
+    with KubeApiStandIn(namespaces=(NS,), pod_termination_s=1e-9) as api:  # the kubelet confirms at once
+        core = client.CoreV1Api(client.ApiClient(api.configuration()))
+        core.create_namespaced_pod(NS, pod)
+        core.delete_namespaced_pod("p", NS, grace_period_seconds=5)
+        assert refusal(lambda: core.read_namespaced_pod("p", NS)) == (404, "NotFound")
