@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from airlock.images import check_image_reference
+
 __all__ = ["DnsSelector", "KubernetesSettings", "ProxySettings", "RuntimeClassNames", "Toleration"]
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
@@ -58,11 +60,16 @@ class Toleration(_Settings):
 class ProxySettings(_Settings):
     """The per-sandbox egress/credential proxy pod."""
 
-    #: Its image (None: the runner image, which ships ``airlock.proxy``).
+    #: Its image (None: the runner image, which ships ``airlock.proxy``); a tag or a digest reference.
     image: str | None = None
     #: Its CPU and memory (requests equal limits).
     cpu: str = "250m"
     memory: str = "256Mi"
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        return None if value is None else check_image_reference(value)
 
     @field_validator("cpu", "memory")
     @classmethod
@@ -86,8 +93,12 @@ class KubernetesSettings(_Settings):
     #: How the controller reaches a runner: by pod IP (inside the cluster), through the API
     #: server's port-forward (outside it), or ``auto`` (pod IP in-cluster, else port-forward).
     connect: Literal["auto", "pod_ip", "port_forward"] = "auto"
-    #: The runner image (None: ``airlock-runner:<version>``, pushed to a registry the nodes pull from).
+    #: The runner image (None: ``airlock-runner:<version>``): ``REGISTRY/airlock-runner:TAG`` or, pinned,
+    #: ``REGISTRY/airlock-runner@sha256:...`` (what ``airlock images push`` prints). A name with no
+    #: registry is only for images preloaded on every node, with ``image_pull_policy: Never``.
     image: str | None = None
+    #: ``Never``: the image is preloaded on the nodes (kind load, k3s ctr import); doctor then
+    #: accepts a name with no registry.
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     #: Secrets (in :attr:`namespace`) the kubelet uses to pull the image.
     image_pull_secrets: tuple[str, ...] = ()
@@ -116,6 +127,11 @@ class KubernetesSettings(_Settings):
     host_address: str | None = None
     #: Seconds an owner Lease lives without renewal before ``airlock gc`` treats its owner as gone.
     lease_seconds: int = Field(default=60, ge=15)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        return None if value is None else check_image_reference(value)
 
     @field_validator("namespace", "controller_namespace")
     @classmethod

@@ -1,0 +1,107 @@
+"""An install that comes up: the images are pinned by digest when one is given (the Deployment,
+the sandboxes and their proxies run exactly what ``airlock images push`` pushed), and the
+install notes fail loudly when an image names no registry the nodes could pull from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from airlock.sandbox.kubernetes import KubernetesSettings
+from tests.support.helm import CHART, helm, objects, render, render_notes
+
+DIGEST = "sha256:" + "5e" * 32
+REGISTRY = "registry.example.com/team"
+
+
+def rendered(*values: Path, sets: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    return objects(render(*values, sets=sets))
+
+
+def of_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [d for d in docs if d["kind"] == kind]
+    return found
+
+
+def backend_settings(docs: list[dict[str, Any]]) -> KubernetesSettings:
+    config = yaml.safe_load(of_kind(docs, "ConfigMap")["data"]["airlock.yaml"])
+    return KubernetesSettings.model_validate(config["backends"]["kubernetes"])
+
+
+def helm_refuses(values: dict[str, Any], tmp_path: Path) -> str:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    done = helm("template", "rel", str(CHART), "-f", str(path), check=False)
+    assert done.returncode != 0, f"helm accepted {values}"
+    return done.stderr
+
+
+PINNED = (
+    f"controller.image.repository={REGISTRY}/airlock-controller",
+    f"controller.image.digest={DIGEST}",
+    f"sandbox.image.repository={REGISTRY}/airlock-runner",
+    f"sandbox.image.digest={DIGEST}",
+)
+
+
+def test_a_digest_pins_the_controller_the_sandboxes_and_their_proxies() -> None:
+    docs = rendered(sets=PINNED)
+    (controller,) = of_kind(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert controller["image"] == f"{REGISTRY}/airlock-controller@{DIGEST}"
+    settings = backend_settings(docs)
+    assert settings.image == f"{REGISTRY}/airlock-runner@{DIGEST}"
+    assert settings.proxy.image is None  # the proxy runs the runner image: pinned alike
+
+
+def test_without_a_digest_the_tag_is_the_charts_app_version() -> None:
+    (controller,) = of_kind(rendered(), "Deployment")["spec"]["template"]["spec"]["containers"]
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert controller["image"] == f"airlock-controller:{app_version}"
+
+
+@pytest.mark.parametrize(
+    ("values", "where"),
+    [
+        ({"controller": {"image": {"digest": "sha256:abc"}}}, "controller.image.digest"),
+        ({"sandbox": {"image": {"digest": "latest"}}}, "sandbox.image.digest"),
+        (
+            {"sandbox": {"image": {"repository": f"{REGISTRY}/airlock-runner@{DIGEST}"}}},
+            "sandbox.image.repository",
+        ),
+    ],
+)
+def test_a_malformed_digest_or_repository_is_refused_naming_the_value(
+    values: dict[str, Any], where: str, tmp_path: Path
+) -> None:
+    assert where in helm_refuses(values, tmp_path)
+
+
+def test_the_notes_fail_an_image_that_names_no_registry() -> None:
+    notes = render_notes()
+    assert 'ERROR: controller.image.repository "airlock-controller" names no registry' in notes
+    assert 'ERROR: sandbox.image.repository "airlock-runner" names no registry' in notes
+    assert "airlock images push REGISTRY" in notes
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        PINNED,
+        (
+            "controller.image.repository=localhost:5000/airlock-controller",
+            "sandbox.image.repository=airlock-runner",
+            "sandbox.image.pullPolicy=Never",
+        ),
+    ],
+    ids=["pushed", "preloaded"],
+)
+def test_the_notes_accept_a_registry_or_an_image_preloaded_on_the_nodes(sets: tuple[str, ...]) -> None:
+    assert "names no registry" not in render_notes(sets=sets)
+
+
+def test_the_notes_say_how_to_submit() -> None:
+    """The submit command in the notes is one the CLI takes (``--address``)."""
+    assert "airlock submit --address 127.0.0.1:7878 AGENT" in render_notes()
