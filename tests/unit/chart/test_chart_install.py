@@ -105,3 +105,22 @@ def test_the_notes_accept_a_registry_or_an_image_preloaded_on_the_nodes(sets: tu
 def test_the_notes_say_how_to_submit() -> None:
     """The submit command in the notes is one the CLI takes (``--address``)."""
     assert "airlock submit --address 127.0.0.1:7878 AGENT" in render_notes()
+
+
+def test_the_job_store_claim_is_one_pod_at_a_time_by_default() -> None:
+    claim = of_kind(rendered(), "PersistentVolumeClaim")
+    assert claim["spec"]["accessModes"] == ["ReadWriteOncePod"]
+    assert "storageClassName" not in claim["spec"]  # the cluster's default
+
+
+@pytest.mark.parametrize("modes", [["ReadWriteMany"], ["ReadWriteOnce", "ReadWriteMany"], ["ReadOnlyMany"]])
+def test_a_shared_volume_is_refused_for_sqlite(modes: list[str], tmp_path: Path) -> None:
+    assert "persistence.accessModes" in helm_refuses({"persistence": {"accessModes": modes}}, tmp_path)
+
+
+def test_the_notes_say_the_claim_needs_a_default_storage_class() -> None:
+    notes = " ".join(render_notes().split())
+    assert "uses the cluster's default StorageClass (ReadWriteOncePod)" in notes
+    assert "new EKS clusters have none" in notes and "persistence.storageClass" in notes
+    named = " ".join(render_notes(sets=("persistence.storageClass=gp3",)).split())
+    assert "default StorageClass" not in named
