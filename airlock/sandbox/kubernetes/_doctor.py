@@ -184,17 +184,19 @@ async def _image(api: KubeApi, settings: KubernetesSettings) -> DoctorCheck:
     """The runner image: its pull Secrets exist, and it names a registry unless the operator
     said it is preloaded on the nodes (``image_pull_policy: Never``)."""
     image = settings.image or runner_image_tag()
+    # Copied from pull_secrets_from at start: they must be there (the copy may not exist yet).
+    where = settings.pull_secrets_from or settings.namespace
     missing = []
     for secret in settings.image_pull_secrets:
         try:
-            await api.call(api.core.read_namespaced_secret, secret, settings.namespace)
+            await api.call(api.core.read_namespaced_secret, secret, where)
         except ApiFailure as e:
             missing.append(f"{secret} ({e.reason})")
     if missing:
         return DoctorCheck(
             "kubernetes image",
             "error",
-            f"image pull Secrets missing in {settings.namespace!r}: {', '.join(missing)}",
+            f"image pull Secrets missing in {where!r}: {', '.join(missing)}",
             "create them, or remove them from image_pull_secrets",
         )
     preloaded = settings.image_pull_policy == "Never"

@@ -60,6 +60,7 @@ from ._api import ApiFailure, KubeApi, in_cluster, own_namespace
 from ._names import DEFAULT_DENY_POLICY, Owner
 from ._owner import OwnerLease
 from ._pod import DEADLINE_MARGIN_S, PodSandbox, api_step, provision_error
+from ._pull_secrets import copy_pull_secrets
 from ._render import SandboxShape, proxy_urls, render_default_deny, render_pod
 from ._settings import KubernetesSettings
 from ._warm import KubeShape, WarmPod, poolable
@@ -340,6 +341,7 @@ class KubernetesSandbox:
                 self._controller_ns = found or self.namespace
             if not self._policy_ready:
                 await self._ensure_default_deny(api)
+                await copy_pull_secrets(api, self.settings)
                 self._policy_ready = True
             return api, self._lease
 

@@ -102,6 +102,9 @@ class KubernetesSettings(_Settings):
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     #: Secrets (in :attr:`namespace`) the kubelet uses to pull the image.
     image_pull_secrets: tuple[str, ...] = ()
+    #: A namespace to copy :attr:`image_pull_secrets` from at start (the Helm release's, whose
+    #: sandbox namespace starts empty); None: they must exist in :attr:`namespace` already.
+    pull_secrets_from: str | None = None
     runtime_classes: RuntimeClassNames = Field(default_factory=RuntimeClassNames)
     #: Labels of the controller's pods: the only peers allowed into a runner's port.
     controller_pod_labels: dict[str, str] = Field(
@@ -133,7 +136,7 @@ class KubernetesSettings(_Settings):
     def _image(cls, value: str | None) -> str | None:
         return None if value is None else check_image_reference(value)
 
-    @field_validator("namespace", "controller_namespace")
+    @field_validator("namespace", "controller_namespace", "pull_secrets_from")
     @classmethod
     def _dns_label(cls, value: str | None) -> str | None:
         if value is not None and not _DNS_LABEL.match(value):

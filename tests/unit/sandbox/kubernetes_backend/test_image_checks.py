@@ -62,3 +62,16 @@ async def test_an_image_said_to_be_preloaded_passes(tmp_path: Path) -> None:
 async def test_a_pinned_image_passes_saying_so(tmp_path: Path) -> None:
     check = await image_check(tmp_path, image=PINNED)
     assert check.status == "ok" and "pinned by digest" in check.message
+
+
+async def test_pull_secrets_to_copy_are_looked_for_where_they_are_copied_from(tmp_path: Path) -> None:
+    with KubeApiStandIn(namespaces=(NS, "airlock")) as api:
+        settings = KubernetesSettings(
+            namespace=NS,
+            kubeconfig=str(api.write_kubeconfig(tmp_path / "kc")),
+            image=PINNED,
+            image_pull_secrets=("registry-pull",),
+            pull_secrets_from="airlock",
+        )
+        missing = [c for c in await backend("kubernetes").doctor(settings) if c.name == "kubernetes image"]
+    assert missing[0].status == "error" and "missing in 'airlock': registry-pull" in missing[0].message
