@@ -271,7 +271,8 @@ def serve(
             "--token-file",
             envvar="AIRLOCK_TOKEN_FILE",
             help="Use the bearer token in this existing file (e.g. a mounted Secret): never generated, "
-            "never printed; missing, unreadable or empty exits 3.",
+            "never printed; missing, unreadable or empty exits 3. Followed while serving: a changed "
+            "file's token applies from the next call (an emptied one keeps the last).",
         ),
     ] = None,
 ) -> None:

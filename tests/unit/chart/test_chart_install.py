@@ -124,3 +124,18 @@ def test_the_notes_say_the_claim_needs_a_default_storage_class() -> None:
     assert "new EKS clusters have none" in notes and "persistence.storageClass" in notes
     named = " ".join(render_notes(sets=("persistence.storageClass=gp3",)).split())
     assert "default StorageClass" not in named
+
+
+def test_the_notes_send_gitops_installs_to_an_existing_secret() -> None:
+    """Rendered without a cluster (Argo CD), the generated token would change on every sync."""
+    assert "set auth.existingSecret" in " ".join(render_notes().split())
+    assert "auth.existingSecret" not in render_notes(sets=("auth.existingSecret=my-token",))
+
+
+def test_an_existing_secret_is_mounted_and_no_token_is_generated() -> None:
+    docs = rendered(sets=("auth.existingSecret=my-token", "auth.existingSecretKey=jobs-api"))
+    assert not [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"].endswith("-token")]
+    volumes = of_kind(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    (token,) = [v for v in volumes if v["name"] == "token"]
+    assert token["secret"]["secretName"] == "my-token"
+    assert token["secret"]["items"] == [{"key": "jobs-api", "path": "token"}]
