@@ -139,3 +139,128 @@ def test_an_existing_secret_is_mounted_and_no_token_is_generated() -> None:
     (token,) = [v for v in volumes if v["name"] == "token"]
     assert token["secret"]["secretName"] == "my-token"
     assert token["secret"]["items"] == [{"key": "jobs-api", "path": "token"}]
+
+
+class StrictLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a mapping with a repeated key (as strict consumers do:
+    kubectl apply --validate=strict, Argo CD's diff, Go's yaml.v3)."""
+
+
+def _no_repeated_keys(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"repeated key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_repeated_keys)
+EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("values", [None, *EXAMPLES], ids=["default", *(p.stem for p in EXAMPLES)])
+def test_every_rendered_document_has_each_key_once(values: Path | None) -> None:
+    text = render(*([values] if values else []), sets=("controller.podLabels.team=agents",))
+    documents = [d for d in yaml.load_all(text, Loader=StrictLoader) if d]
+    assert len(documents) >= 9
+    if values is not None:
+        yaml.load(values.read_text(), Loader=StrictLoader)
+
+
+def test_the_values_files_have_each_key_once() -> None:
+    yaml.load((CHART / "values.yaml").read_text(), Loader=StrictLoader)
+
+
+def test_pod_labels_are_added_and_never_replace_the_selector() -> None:
+    deployment = of_kind(rendered(sets=("controller.podLabels.team=agents",)), "Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels["team"] == "agents"
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "pod label on a selector key",
+        {"controller": {"podLabels": {"app.kubernetes.io/instance": "x"}}},
+        "controller.podLabels",
+    ),
+    ("common label on the chart's key", {"commonLabels": {"app.kubernetes.io/name": "x"}}, "commonLabels"),
+    (
+        "controller cpu",
+        {"controller": {"resources": {"limits": {"cpu": "lots"}}}},
+        "controller.resources.limits.cpu",
+    ),
+    (
+        "controller resource",
+        {"controller": {"resources": {"requests": {"gpus": 1}}}},
+        "controller.resources.requests",
+    ),
+    ("controller resources key", {"controller": {"resources": {"limit": {}}}}, "controller.resources"),
+    ("quota key", {"sandbox": {"resourceQuota": {"cpus": "4"}}}, "sandbox.resourceQuota"),
+    ("quota value", {"sandbox": {"resourceQuota": {"pods": "-1"}}}, "sandbox.resourceQuota.pods"),
+    ("limit range", {"sandbox": {"limitRange": {"maximum": {"cpu": "4"}}}}, "sandbox.limitRange"),
+    (
+        "policy peer",
+        {"controller": {"networkPolicy": {"from": [{"namespace": "x"}]}}},
+        "controller.networkPolicy.from.0",
+    ),
+    (
+        "sandboxes in the release namespace",
+        {"sandbox": {"namespace": {"name": "airlock"}}},
+        "sandbox.namespace.name",
+    ),
+    (
+        "probe ports",
+        {"isolationTest": {"allowedPort": 9000, "forbiddenPort": 9000}},
+        "isolationTest.forbiddenPort",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "values", "where"), BAD_VALUES, ids=[c for c, _, _ in BAD_VALUES])
+def test_bad_values_are_refused_naming_the_value(
+    case: str, values: dict[str, Any], where: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    done = helm("template", "rel", str(CHART), "-n", "airlock", "-f", str(path), check=False)
+    assert done.returncode != 0, f"helm accepted {values}"
+    assert where in done.stderr
+
+
+def test_no_quota_limit_range_or_controller_policy_unless_asked() -> None:
+    kinds = {d["kind"] for d in rendered()}
+    assert not kinds & {"ResourceQuota", "LimitRange"}
+    assert [d["metadata"]["name"] for d in rendered() if d["kind"] == "NetworkPolicy"] == [
+        "airlock-default-deny"
+    ]
+
+
+def test_the_sandbox_namespace_gets_the_quota_and_limit_range_asked_for() -> None:
+    docs = rendered(CHART / "examples" / "gvisor.yaml")
+    quota, limits = of_kind(docs, "ResourceQuota"), of_kind(docs, "LimitRange")
+    assert quota["metadata"]["namespace"] == limits["metadata"]["namespace"] == "airlock-sandboxes"
+    assert quota["spec"]["hard"] == {
+        "requests.cpu": "16",
+        "requests.memory": "32Gi",
+        "limits.cpu": "16",
+        "limits.memory": "32Gi",
+        "pods": "40",
+    }
+    assert limits["spec"]["limits"] == [{"type": "Container", "max": {"cpu": "4", "memory": "8Gi"}}]
+
+
+def test_the_controller_policy_admits_only_its_namespace_and_the_peers_named() -> None:
+    docs = rendered(CHART / "examples" / "gvisor.yaml")
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy" and d["metadata"]["namespace"] == "airlock"]
+    deployment = of_kind(docs, "Deployment")
+    assert policy["spec"]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [
+        {"podSelector": {}},
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}},
+    ]
+    assert rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
