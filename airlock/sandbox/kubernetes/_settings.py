@@ -117,6 +117,11 @@ class KubernetesSettings(_Settings):
     controller_namespace: str | None = None
     dns: DnsSelector = Field(default_factory=DnsSelector)
     node_selector: dict[str, str] = Field(default_factory=dict)
+    #: Run the pods with no RuntimeClass (isolation ``container``: runc) in a user namespace
+    #: (``hostUsers: false``): uid 0 inside is an unprivileged uid on the node. Needs Kubernetes
+    #: 1.30+ with user namespaces on (the default from 1.33) and a runtime that supports them;
+    #: a node that cannot refuses the pod (its events say so). gVisor and Kata pods have their own.
+    user_namespaces: bool = False
     #: Tolerations of sandbox and proxy pods (e.g. a tainted gVisor node pool).
     tolerations: tuple[Toleration, ...] = ()
     proxy: ProxySettings = Field(default_factory=ProxySettings)
