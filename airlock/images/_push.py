@@ -83,6 +83,8 @@ async def push_images(
         client = await asyncio.to_thread(docker_client, 600)
     except EnvError as e:
         raise ImageError(str(e)) from e
+    for recipe, _ in targets:  # all present before any push: no half-published release
+        await asyncio.to_thread(_require_local, client, recipe, tag)
     pushed = []
     for recipe, repository in targets:
         if on_step is not None:
@@ -91,13 +93,21 @@ async def push_images(
     return pushed
 
 
+def _require_local(client: Any, recipe: ImageRecipe, tag: str) -> None:
+    """Blocking.
+
+    Raises:
+        ImageError: the recipe's image is not on this engine (the message names the build command).
+    """
+    if find_image(client, recipe.tag(tag)) is None:
+        raise ImageError(
+            f"image {recipe.tag(tag)} is missing; build it with: airlock images build --image {recipe.name}"
+        )
+
+
 def _push_one(client: Any, recipe: ImageRecipe, repository: str, tag: str) -> PushedImage:
     """Tag and push one image (blocking); its digest as the registry reported it."""
     source = recipe.tag(tag)
-    if find_image(client, source) is None:
-        raise ImageError(
-            f"image {source} is missing; build it with: airlock images build --image {recipe.name}"
-        )
     errors = docker_errors()
     try:
         client.api.tag(source, repository, tag)

@@ -11,7 +11,9 @@ afterwards with every tag the push added.
 from __future__ import annotations
 
 import io
+import json
 import tarfile
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,6 +113,21 @@ def test_an_image_not_built_fails_naming_the_build_command(tmp_path: Path) -> No
     message = " ".join(result.stderr.split())
     assert f"{RUNNER_IMAGE_REPOSITORY}:{missing} is missing" in message
     assert "airlock images build --image runner" in message
+
+
+def test_nothing_is_pushed_unless_every_image_is_there(engine: Any, tmp_path: Path) -> None:
+    """The runner exists, the controller does not: the push fails before sending the runner."""
+    tag = f"push-test-{uuid.uuid4().hex[:12]}"
+    engine.api.import_image_from_data(_layer("runner only"), repository=RUNNER_IMAGE_REPOSITORY, tag=tag)
+    try:
+        with local_registry(tmp_path) as registry:
+            result = CliRunner().invoke(app, ["images", "push", registry, "--tag", tag])
+            assert result.exit_code == 1
+            assert f"{CONTROLLER_IMAGE_REPOSITORY}:{tag} is missing" in " ".join(result.stderr.split())
+            with urllib.request.urlopen(f"http://{registry}/v2/_catalog", timeout=10) as answer:
+                assert json.load(answer)["repositories"] == []
+    finally:
+        engine.api.remove_image(f"{RUNNER_IMAGE_REPOSITORY}:{tag}")
 
 
 @pytest.mark.parametrize(
