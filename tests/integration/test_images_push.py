@@ -57,6 +57,11 @@ def tag(engine: Any) -> Iterator[str]:
     for repository in REPOSITORIES:
         engine.api.import_image_from_data(_layer(f"{repository} {tag}"), repository=repository, tag=tag)
     yield tag
+    remove_tagged(engine, tag)
+
+
+def remove_tagged(engine: Any, tag: str) -> None:
+    """Remove every image name ending in ``:tag`` (the test's own, and what a push added)."""
     names = {
         name
         for pattern in (f"*:{tag}", f"*/*:{tag}", f"*/*/*:{tag}")
@@ -127,7 +132,7 @@ def test_nothing_is_pushed_unless_every_image_is_there(engine: Any, tmp_path: Pa
             with urllib.request.urlopen(f"http://{registry}/v2/_catalog", timeout=10) as answer:
                 assert json.load(answer)["repositories"] == []
     finally:
-        engine.api.remove_image(f"{RUNNER_IMAGE_REPOSITORY}:{tag}")
+        remove_tagged(engine, tag)
 
 
 @pytest.mark.parametrize(
