@@ -271,7 +271,8 @@ def serve(
             "--token-file",
             envvar="AIRLOCK_TOKEN_FILE",
             help="Use the bearer token in this existing file (e.g. a mounted Secret): never generated, "
-            "never printed; missing, unreadable or empty exits 3.",
+            "never printed; missing, unreadable or empty exits 3. Followed while serving: a changed "
+            "file's token applies from the next call (an emptied one keeps the last).",
         ),
     ] = None,
 ) -> None:
@@ -861,6 +862,37 @@ def images_build(
         from airlock.cli._images import print_build
 
         print_build(report)
+
+
+@images_app.command("push")
+def images_push(
+    registry: Annotated[
+        str,
+        typer.Argument(
+            metavar="REGISTRY",
+            help="Where to push: HOST, HOST:PORT or HOST/PATH, e.g. registry.example.com/team "
+            "(docker login first).",
+        ),
+    ],
+    image: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--image", help="Push only this image: runner or controller. Repeatable; default: both."
+        ),
+    ] = None,
+    tag: Annotated[
+        str | None,
+        typer.Option("--tag", help="The local tag to push (default: this airlock's version)."),
+    ] = None,
+) -> None:
+    """Tag the runner and controller images under REGISTRY and push them; print each as
+    REGISTRY/NAME@sha256:... (pin these in the chart's image.digest values).
+
+    Exit codes: 0 pushed; 1 a push failed (an image missing, the registry refused it); 2 bad arguments.
+    """
+    from airlock.cli._images import push
+
+    raise typer.Exit(push(registry, image or [], tag))
 
 
 @app.command("probe")

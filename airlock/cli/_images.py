@@ -1,4 +1,5 @@
-"""``airlock images build --name``: a custom sandbox image on the runner image, or its Dockerfile."""
+"""``airlock images build --name`` (a custom sandbox image on the runner image, or its Dockerfile)
+and ``airlock images push`` (the runner and controller images to a registry)."""
 
 from __future__ import annotations
 
@@ -83,3 +84,37 @@ def build_custom(
 
 def _error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def push(registry: str, names: Sequence[str], tag: str | None) -> int:
+    """Push the images named (all when none); print each pinned reference on stdout. The
+    command's exit code: 0 pushed, 1 a push failed, 2 bad arguments."""
+    from airlock import __version__
+    from airlock.images import RECIPES, push_images, registry_repository
+
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        _error(f"unknown image {', '.join(unknown)}; images: {', '.join(RECIPES)}")
+        return EXIT_USAGE
+    recipes = [RECIPES[n] for n in dict.fromkeys(names or RECIPES)]
+    try:
+        for recipe in recipes:
+            registry_repository(registry, recipe)
+    except ImageError as e:
+        _error(str(e))
+        return EXIT_USAGE
+    try:
+        with console.status("pushing", spinner="dots") as status:
+            pushed = asyncio.run(
+                push_images(registry, recipes, tag=tag or __version__, on_step=status.update)
+            )
+    except ImageError as e:
+        _error(str(e))
+        return EXIT_INCOMPLETE
+    for image in pushed:
+        print(image.pinned)
+    err_console.print(
+        "pin them in the chart's values: controller.image / sandbox.image {repository, digest}",
+        highlight=False,
+    )
+    return EXIT_OK

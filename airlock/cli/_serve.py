@@ -119,15 +119,17 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
 
 
 async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
-    from airlock.controller import Controller, ControllerOptions, ServiceSettings, read_token_file
+    from airlock.controller import Controller, ControllerOptions, ServiceSettings
 
     from ._tool_gate import warn_broken_tools
 
     settings = ServiceSettings(
         concurrency=opts.concurrency, max_depth=opts.max_depth, max_follow_ups=opts.max_follow_ups
     )
-    token = await asyncio.to_thread(read_token_file, opts.token_file) if opts.token_file else None
-    options = ControllerOptions(data_dir=opts.data_dir, address=opts.address, settings=settings, token=token)
+    # A --token-file is followed: a rotated Secret takes effect without a restart.
+    options = ControllerOptions(
+        data_dir=opts.data_dir, address=opts.address, settings=settings, token_file=opts.token_file
+    )
     loop = asyncio.get_running_loop()
     # Each running job makes blocking Docker calls on the default thread pool (min(32, cores+4)
     # threads): give every worker a few so that concurrency is not capped by the pool.

@@ -15,6 +15,7 @@ from ._paths import default_data_dir
 from ._service import JobService
 from ._service_core import ServiceSettings
 from ._store import SqliteJobStore
+from ._token_file import TokenFile
 from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ class ControllerOptions:
             turn records) live here.
         address: ``host:port`` (``:0`` picks a port) or ``unix:/path``.
         token: the bearer token; None: read ``data_dir/token``, generating it if absent.
+        token_file: a file holding the token (a mounted Secret), over ``token``: read at start
+            and again whenever it changes, so a rotated token takes effect without a restart.
         settings: concurrency and limits.
         sandbox_dir: sandboxes' control directories (default: the backend's).
         image: the runner image (default: the current build).
@@ -41,6 +44,7 @@ class ControllerOptions:
     data_dir: Path | None = None
     address: str = DEFAULT_ADDRESS
     token: str | None = None
+    token_file: Path | None = None
     settings: ServiceSettings = field(default_factory=ServiceSettings)
     sandbox_dir: Path | None = None
     image: str | None = None
@@ -82,10 +86,8 @@ class Controller:
 
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            token = self.options.token
-            if token is None:
-                token, self.token_created = load_or_create_token(self.token_file)
-            self.token = token
+            check = await self._token_check()
+            self.token = check if isinstance(check, str) else check.token
             store = await self._stack.enter_async_context(SqliteJobStore(self.data_dir / "jobs.db"))
             state = await self._stack.enter_async_context(SqliteStore(self.data_dir / "state.db"))
             runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
@@ -94,13 +96,27 @@ class Controller:
                 JobService(store, runner, state, self.options.settings, audit_key=key)
             )
             self.server = await self._stack.enter_async_context(
-                ControllerServer(self.service, token, self.options.address)
+                ControllerServer(self.service, check, self.options.address)
             )
             self._stack.push_async_callback(_cancelled, asyncio.create_task(_prove(runner)))
         except BaseException:
             await self._stack.aclose()
             raise
         return self
+
+    async def _token_check(self) -> str | TokenFile:
+        """What a client's token is checked against: the options' token file (followed), the
+        options' token, or the data directory's token file (generated if absent).
+
+        Raises:
+            ControllerServerError: a token file is missing, unreadable or empty.
+        """
+        if self.options.token_file is not None:
+            return await asyncio.to_thread(TokenFile, self.options.token_file)
+        if self.options.token is not None:
+            return self.options.token
+        token, self.token_created = load_or_create_token(self.token_file)
+        return token
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stack.aclose()

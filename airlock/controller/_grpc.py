@@ -9,7 +9,7 @@ import asyncio
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -392,11 +392,14 @@ class ControllerServer:
 
     Args:
         service: the started JobService it serves.
-        token: the bearer token every Controller RPC must present.
+        token: the bearer token every Controller RPC must present, or an async function
+            answering the current one (a token file followed as it changes).
         address: ``host:port`` or ``unix:/path``.
     """
 
-    def __init__(self, service: JobService, token: str, address: str = DEFAULT_ADDRESS) -> None:
+    def __init__(
+        self, service: JobService, token: str | Callable[[], Awaitable[str]], address: str = DEFAULT_ADDRESS
+    ) -> None:
         if not token:
             raise ControllerServerError("the controller refuses to start without a token")
         self.service = service

@@ -1,7 +1,7 @@
-"""airlock.images: the runner and controller images, built offline (``airlock images build``), custom
-sandbox images on the runner image (``airlock images build --name``) and the check that an agent's
-custom tools import in its image, and the Docker client helper the builder and the Docker sandbox
-backend share."""
+"""airlock.images: the runner and controller images, built offline (``airlock images build``) and
+pushed to a registry with their digests (``airlock images push``), custom sandbox images on the runner
+image (``airlock images build --name``), image references, the check that an agent's custom tools
+import in its image, and the Docker client helper the builder and the Docker sandbox backend share."""
 
 from ._builder import (
     CONTROLLER,
@@ -32,6 +32,8 @@ from ._custom_image import (
     custom_dockerfile,
 )
 from ._dockerapi import docker_client, docker_errors
+from ._push import PushedImage, push_images, registry_repository
+from ._reference import check_image_reference, image_registry
 from ._tool_check import ToolCheck, check_custom_tools
 
 __all__ = [
@@ -50,10 +52,12 @@ __all__ = [
     "CustomImageSpec",
     "ImageBuildReport",
     "ImageRecipe",
+    "PushedImage",
     "ToolCheck",
     "build_custom_image",
     "build_image",
     "check_custom_tools",
+    "check_image_reference",
     "checkout_digest",
     "controller_image_tag",
     "custom_dockerfile",
@@ -61,6 +65,9 @@ __all__ = [
     "docker_errors",
     "find_image",
     "image_cache_dir",
+    "image_registry",
+    "push_images",
+    "registry_repository",
     "require_image",
     "runner_image_tag",
 ]

@@ -26,11 +26,16 @@ class BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     scheme matched case-insensitively, ``bearer`` and ``BEARER`` too).
 
     The token is compared in constant time and never logged; a refusal is
-    ``UNAUTHENTICATED`` saying whether the token was missing or wrong.
+    ``UNAUTHENTICATED`` saying whether the token was missing or wrong. ``token`` is the token,
+    or an async function answering the current one (a token file that may be rotated).
     """
 
-    def __init__(self, token: str) -> None:
-        self._expected = token.encode()
+    def __init__(self, token: str | Callable[[], Awaitable[str]]) -> None:
+        self._token = token
+
+    async def _expected(self) -> bytes:
+        current = self._token if isinstance(self._token, str) else await self._token()
+        return current.encode()
 
     async def intercept_service(
         self,
@@ -45,7 +50,7 @@ class BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             if key == "authorization":
                 presented = value if isinstance(value, str) else value.decode("latin-1")
         credentials = _bearer_token(presented)
-        if credentials is not None and hmac.compare_digest(credentials.encode(), self._expected):
+        if credentials is not None and hmac.compare_digest(credentials.encode(), await self._expected()):
             return handler
         reason = "missing" if not presented else "wrong"
         _log.warning("rejected RPC: %s bearer token", reason, extra={"method": details.method})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -83,6 +84,35 @@ def render(
     for s in sets:
         args += ["--set", s]
     return helm(*args).stdout
+
+
+def render_notes(*values: Path | str, namespace: str = "airlock", sets: tuple[str, ...] = ()) -> str:
+    """The install notes (NOTES.txt) as ``helm install`` would print them, rendered offline:
+    ``helm template`` leaves NOTES.txt out, so a copy of the chart renders it into a ConfigMap
+    through ``tpl`` (the same values, release and helpers; ``lookup`` finds nothing, as here)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "airlock"
+        shutil.copytree(CHART, chart)
+        (chart / "notes.txt").write_text((chart / "templates" / "NOTES.txt").read_text())
+        (chart / "templates" / "zz-notes.yaml").write_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+            'data: {notes: {{ tpl ($.Files.Get "notes.txt") $ | toJson }}}\n'
+        )
+        args = [
+            "template",
+            "rel",
+            str(chart),
+            "--namespace",
+            namespace,
+            "--show-only",
+            "templates/zz-notes.yaml",
+        ]
+        for v in values:
+            args += ["-f", str(v)]
+        for s in sets:
+            args += ["--set", s]
+        (notes,) = objects(helm(*args).stdout)
+    return str(notes["data"]["notes"])
 
 
 def objects(text: str) -> list[dict[str, Any]]:

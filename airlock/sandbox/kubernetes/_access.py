@@ -55,6 +55,7 @@ ConnectMode = Literal["pod_ip", "port_forward"]
 CONNECT_MODES: tuple[ConnectMode, ...] = ("pod_ip", "port_forward")
 #: Which configured names an entry is limited to (its ``resourceNames``).
 NamesFrom = Literal["sandbox_namespace", "runtime_classes", "image_pull_secrets"]
+Where = Literal["sandbox", "pull_secrets_from"]
 #: A grant's namespace meaning every namespace (the operator's own identity).
 ANY_NAMESPACE = "*"
 
@@ -74,6 +75,9 @@ class Access:
     names: NamesFrom | None = None
     #: The connection modes that need it.
     modes: frozenset[ConnectMode] = frozenset(CONNECT_MODES)
+    #: Where a namespaced entry applies: the sandbox namespace, or the one image pull Secrets
+    #: are copied from (``pull_secrets_from``; the entry is left out when that is unset).
+    where: Where = "sandbox"
     #: The default ClusterRole that already grants it to every authenticated identity (the
     #: chart does not grant it, doctor does not review it).
     default_role: str | None = None
@@ -118,6 +122,9 @@ SANDBOX_ACCESS = AccessTable(
         Access("get", "", "namespaces", cluster=True, names="sandbox_namespace"),
         # the enforcement proof's verdict, annotated on the namespace (doctor reads it)
         Access("patch", "", "namespaces", cluster=True, names="sandbox_namespace"),
+        # image pull Secrets copied from pull_secrets_from into the sandbox namespace, by name
+        Access("get", "", "secrets", names="image_pull_secrets", where="pull_secrets_from"),
+        *_each("get update", "", "secrets", names="image_pull_secrets"),
     ),
 )
 
@@ -271,7 +278,14 @@ def resolve(
         names = () if access.names is None else _names(access.names, settings)
         if access.names is not None and not names:
             continue
-        where = None if access.cluster else (namespace or settings.namespace)
+        if access.cluster:
+            where = None
+        elif access.where == "pull_secrets_from":
+            where = settings.pull_secrets_from
+            if where is None:
+                continue
+        else:
+            where = namespace or settings.namespace
         grants.append(Grant(access.verb, access.group, access.resource, where, names, access.default_role))
     return Grants(tuple(dict.fromkeys(grants)), table.name)
 
@@ -339,11 +353,14 @@ def chart_access() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for mode in CONNECT_MODES:
         entries = [a for a in SANDBOX_ACCESS + DOCTOR_ACCESS if mode in a.modes and a.default_role is None]
+        scopes = {
+            "namespaced": [a for a in entries if not a.cluster and a.where == "sandbox"],
+            "cluster": [a for a in entries if a.cluster],
+            "pullSecretsFrom": [a for a in entries if a.where == "pull_secrets_from"],
+        }
         out[mode] = {
-            scope: _merge(
-                (a.group, a.resource, a.names, a.verb) for a in entries if a.cluster == (scope == "cluster")
-            )
-            for scope in ("namespaced", "cluster")
+            scope: _merge((a.group, a.resource, a.names, a.verb) for a in chosen)
+            for scope, chosen in scopes.items()
         }
     return out
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from airlock.images import runner_image_tag
+from airlock.images import image_registry, runner_image_tag
 from layer0 import EnvError
 
 from .._backend import DoctorCheck
@@ -183,34 +183,42 @@ async def _runtime_classes(api: KubeApi, settings: KubernetesSettings) -> list[D
 
 
 async def _image(api: KubeApi, settings: KubernetesSettings) -> DoctorCheck:
+    """The runner image: its pull Secrets exist, and it names a registry unless the operator
+    said it is preloaded on the nodes (``image_pull_policy: Never``)."""
     image = settings.image or runner_image_tag()
+    # Copied from pull_secrets_from at start: they must be there (the copy may not exist yet).
+    where = settings.pull_secrets_from or settings.namespace
     missing = []
     for secret in settings.image_pull_secrets:
         try:
-            await api.call(api.core.read_namespaced_secret, secret, settings.namespace)
+            await api.call(api.core.read_namespaced_secret, secret, where)
         except ApiFailure as e:
             missing.append(f"{secret} ({e.reason})")
     if missing:
         return DoctorCheck(
             "kubernetes image",
             "error",
-            f"image pull Secrets missing in {settings.namespace!r}: {', '.join(missing)}",
+            f"image pull Secrets missing in {where!r}: {', '.join(missing)}",
             "create them, or remove them from image_pull_secrets",
         )
-    first = image.split("/", 1)[0]
-    if "/" not in image or ("." not in first and ":" not in first and first != "localhost"):
+    preloaded = settings.image_pull_policy == "Never"
+    if image_registry(image) is None and not preloaded:
         return DoctorCheck(
             "kubernetes image",
-            "warning",
-            f"{image} names no registry: nodes can run it only if it is preloaded on them",
-            "push the runner image (airlock images build) to a registry the nodes pull from and set "
-            "backends.kubernetes.image",
+            "error",
+            f"{image} names no registry: nodes would look for it on Docker Hub (ImagePullBackOff)",
+            "push the images (airlock images push REGISTRY) and set backends.kubernetes.image to the "
+            "printed REGISTRY/airlock-runner@sha256:...; or, with the image loaded on every node "
+            "(kind load, k3s ctr images import), set image_pull_policy: Never",
         )
+    how = "preloaded on the nodes (image_pull_policy: Never)" if preloaded else "pulled"
+    pinned = "pinned by digest" if "@" in image else "by tag (a digest reference pins it)"
     return DoctorCheck(
         "kubernetes image",
         "ok",
-        f"{image} (pull Secrets present: {', '.join(settings.image_pull_secrets) or 'none'}; the API cannot "
-        "tell whether nodes can pull it: a first run reports ImagePullBackOff if not)",
+        f"{image}, {pinned}, {how} (pull Secrets present: "
+        f"{', '.join(settings.image_pull_secrets) or 'none'}; "
+        "the API cannot tell whether nodes have it: a first run reports ImagePullBackOff if not)",
     )
 
 

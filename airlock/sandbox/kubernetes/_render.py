@@ -244,6 +244,8 @@ def _pod_spec(shape: SandboxShape, *, runtime_class: str | None) -> dict[str, An
     }
     if runtime_class is not None:
         spec["runtimeClassName"] = runtime_class
+    elif settings.user_namespaces:
+        spec["hostUsers"] = False
     if shape.active_deadline_s is not None:
         spec["activeDeadlineSeconds"] = shape.active_deadline_s
     if settings.node_selector:

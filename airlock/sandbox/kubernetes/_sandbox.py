@@ -74,6 +74,7 @@ from ._guard import EnforcementGuard, shared_guard
 from ._names import DEFAULT_DENY_POLICY, Owner
 from ._owner import OwnerLease, default_identity
 from ._pod import DEADLINE_MARGIN_S, PodSandbox, api_step, provision_error
+from ._pull_secrets import copy_pull_secrets
 from ._removal import ensure_job_gone
 from ._render import SandboxShape, proxy_urls, render_default_deny, render_pod
 from ._settings import KubernetesSettings
@@ -382,6 +383,7 @@ class KubernetesSandbox:
                 self._controller_ns = found or self.namespace
             if not self._policy_ready:
                 await self._ensure_default_deny(api)
+                await copy_pull_secrets(api, self.settings)
                 self._policy_ready = True
             if self._fence is None:
                 self._fence = tuple(

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from airlock.images import check_image_reference
+
 __all__ = [
     "DnsSelector",
     "EnforcementSettings",
@@ -65,11 +67,16 @@ class Toleration(_Settings):
 class ProxySettings(_Settings):
     """The per-sandbox egress/credential proxy pod."""
 
-    #: Its image (None: the runner image, which ships ``airlock.proxy``).
+    #: Its image (None: the runner image, which ships ``airlock.proxy``); a tag or a digest reference.
     image: str | None = None
     #: Its CPU and memory (requests equal limits).
     cpu: str = "250m"
     memory: str = "256Mi"
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        return None if value is None else check_image_reference(value)
 
     @field_validator("cpu", "memory")
     @classmethod
@@ -128,11 +135,18 @@ class KubernetesSettings(_Settings):
     #: How the controller reaches a runner: by pod IP (inside the cluster), through the API
     #: server's port-forward (outside it), or ``auto`` (pod IP in-cluster, else port-forward).
     connect: Literal["auto", "pod_ip", "port_forward"] = "auto"
-    #: The runner image (None: ``airlock-runner:<version>``, pushed to a registry the nodes pull from).
+    #: The runner image (None: ``airlock-runner:<version>``): ``REGISTRY/airlock-runner:TAG`` or, pinned,
+    #: ``REGISTRY/airlock-runner@sha256:...`` (what ``airlock images push`` prints). A name with no
+    #: registry is only for images preloaded on every node, with ``image_pull_policy: Never``.
     image: str | None = None
+    #: ``Never``: the image is preloaded on the nodes (kind load, k3s ctr import); doctor then
+    #: accepts a name with no registry.
     image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
     #: Secrets (in :attr:`namespace`) the kubelet uses to pull the image.
     image_pull_secrets: tuple[str, ...] = ()
+    #: A namespace to copy :attr:`image_pull_secrets` from at start (the Helm release's, whose
+    #: sandbox namespace starts empty); None: they must exist in :attr:`namespace` already.
+    pull_secrets_from: str | None = None
     runtime_classes: RuntimeClassNames = Field(default_factory=RuntimeClassNames)
     #: Labels of the controller's pods: the only peers allowed into a runner's port.
     controller_pod_labels: dict[str, str] = Field(
@@ -145,6 +159,11 @@ class KubernetesSettings(_Settings):
     controller_namespace: str | None = None
     dns: DnsSelector = Field(default_factory=DnsSelector)
     node_selector: dict[str, str] = Field(default_factory=dict)
+    #: Run the pods with no RuntimeClass (isolation ``container``: runc) in a user namespace
+    #: (``hostUsers: false``): uid 0 inside is an unprivileged uid on the node. Needs Kubernetes
+    #: 1.30+ with user namespaces on (the default from 1.33) and a runtime that supports them;
+    #: a node that cannot refuses the pod (its events say so). gVisor and Kata pods have their own.
+    user_namespaces: bool = False
     #: Tolerations of sandbox and proxy pods (e.g. a tainted gVisor node pool).
     tolerations: tuple[Toleration, ...] = ()
     proxy: ProxySettings = Field(default_factory=ProxySettings)
@@ -169,7 +188,12 @@ class KubernetesSettings(_Settings):
     #: share one. One-shot commands (``airlock run``) hold a Lease of their own process.
     owner_identity: str | None = Field(default=None, min_length=1, max_length=253)
 
-    @field_validator("namespace", "controller_namespace")
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        return None if value is None else check_image_reference(value)
+
+    @field_validator("namespace", "controller_namespace", "pull_secrets_from")
     @classmethod
     def _dns_label(cls, value: str | None) -> str | None:
         if value is not None and not _DNS_LABEL.match(value):

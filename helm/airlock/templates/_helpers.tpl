@@ -48,8 +48,22 @@ app.kubernetes.io/component: controller
 {{- end }}
 {{- end -}}
 
+{{/* An image: repository@digest when a digest pins it, else repository:tag (default appVersion). */}}
 {{- define "airlock.image" -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .image.repository (default .appVersion .image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when an image's repository names a registry (its first component has a dot or a
+port, or is localhost), or when its pullPolicy is Never (preloaded on the nodes); else "". */}}
+{{- define "airlock.imagePullable" -}}
+{{- $first := index (splitList "/" .repository) 0 -}}
+{{- if or (eq .pullPolicy "Never") (and (contains "/" .repository) (or (contains "." $first) (contains ":" $first) (eq $first "localhost"))) -}}
+true
+{{- end -}}
 {{- end -}}
 
 {{- define "airlock.controllerImage" -}}

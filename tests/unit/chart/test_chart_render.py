@@ -194,7 +194,7 @@ def test_the_default_roles_name_what_they_grant() -> None:
     assert pull["secrets"] == {
         "apiGroups": [""],
         "resources": ["secrets"],
-        "verbs": ["get"],
+        "verbs": ["get", "update"],  # doctor reads them; the controller refreshes its copies
         "resourceNames": ["registry-pull"],
     }
 

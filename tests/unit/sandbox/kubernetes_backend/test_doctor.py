@@ -86,7 +86,7 @@ async def test_what_is_missing_is_named(tmp_path: Path) -> None:
         and "refused (never downgraded)" in checks["kubernetes gvisor"].message
     )
     assert (
-        checks["kubernetes image"].status == "warning"
+        checks["kubernetes image"].status == "error"
         and "names no registry" in checks["kubernetes image"].message
     )
     assert checks["kubernetes default-deny"].status == "warning"
