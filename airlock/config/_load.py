@@ -508,6 +508,7 @@ def _environment(
                 routes[cred.secret] = inject.sidecar
         credentials.append(CredentialRef(name=cred.secret, injection=injection))
 
+    ok = _check_cluster_services(doc, prefix, sandbox, issues) and ok
     network: NetworkPolicy | None = None
     if backend.capabilities.network_policy:
         net = sandbox.network
@@ -516,7 +517,7 @@ def _environment(
             if net is None
             else (
                 [
-                    NetworkRule(destination=r.destination, port=r.port, action=NetworkAction.ALLOW)
+                    NetworkRule(destination=r.target, port=r.port, action=NetworkAction.ALLOW)
                     for r in net.allow
                 ]
                 + [
@@ -535,6 +536,28 @@ def _environment(
     return spec, routes
 
 
+def _check_cluster_services(
+    doc: LocatedDocument, prefix: KeyPath, sandbox: SandboxConfig, issues: list[ConfigIssue]
+) -> bool:
+    """A Service destination needs a backend that renders it (Kubernetes); refuse it elsewhere."""
+    backend = sandbox_backend(sandbox.backend)
+    if backend.capabilities.cluster_services or sandbox.network is None:
+        return True
+    ok = True
+    for i, rule in enumerate(sandbox.network.allow):
+        if rule.service is not None:
+            issues.append(
+                doc.issue(
+                    (*prefix, "network", "allow", i),
+                    f"a Service destination ({{service: {rule.service}, namespace: {rule.namespace}}}) "
+                    f"names a Kubernetes Service; backend {backend.name!r} has no cluster to reach it in: "
+                    "use backend kubernetes, or allow the host by its domain or IP",
+                )
+            )
+            ok = False
+    return ok
+
+
 def _check_local_model(
     doc: LocatedDocument, prefix: KeyPath, spec: AgentSpec, sandbox: SandboxConfig, issues: list[ConfigIssue]
 ) -> None:
@@ -551,7 +574,7 @@ def _check_local_model(
         )
     allowed = sandbox.network.allow if sandbox.network else []
     enforced = sandbox_backend(sandbox.backend).capabilities.network_policy
-    if enforced and not any(r.destination == LOCAL_MODEL for r in allowed):
+    if enforced and not any(r.target == LOCAL_MODEL for r in allowed):
         issues.append(
             doc.issue(
                 path,

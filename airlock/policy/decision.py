@@ -29,6 +29,12 @@ Semantics (the single meaning the Docker and Kubernetes backends share):
    **only by a CIDR rule that lies inside that special range** (``10.0.0.0/8``,
    ``169.254.169.254/32``). A domain rule — exact or wildcard — never grants a special
    address, and neither does the default. Otherwise the plan's default applies.
+5. An in-cluster **Service** rule (:mod:`airlock.policy.cluster`) is a name rule for that
+   Service's names only: a short form (``NAME.NS``, ``NAME.NS.svc``, ``NAME`` in the
+   sandbox's namespace) is decided as the full ``NAME.NS.svc.<cluster domain>``, which
+   :func:`lookup_name` tells the proxy to resolve. It grants the private, CGNAT and
+   unique-local addresses that name resolves to, on its port; never loopback, link-local
+   or the metadata address, and no other name.
 """
 
 from __future__ import annotations
@@ -140,6 +146,13 @@ def special_range(ip: IPAddress) -> tuple[str, IPNetwork] | None:
     return None
 
 
+def lookup_name(plan: EgressPlan, host: str) -> str:
+    """The name a proxy resolves for ``host``: an allowed Service's full name, absolute (a
+    trailing dot: never through the resolver's search list), else ``host`` itself."""
+    full = plan.service_name(host)
+    return f"{full}." if full is not None else host
+
+
 def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress | str]) -> Decision:
     """Decide whether ``host:port`` (resolved to ``resolved``) may be reached under ``plan``.
 
@@ -162,6 +175,7 @@ def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress 
     else:
         if not name:
             return Decision(False, "invalid request", "empty host")
+        name = plan.service_name(name) or name
         name_for_rules = name
         ips = []
         for item in resolved:
@@ -196,8 +210,9 @@ def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
     name = normalise_host(host)
     if parse_ip(name) is not None or not 0 < port < 65536 or not name:
         return decide(plan, name, port, [])
+    name = plan.service_name(name) or name
     for rule in plan.rules:
-        if rule.action == "deny" and rule.kind != "cidr" and rule.matches(name, port, None):
+        if rule.action == "deny" and rule.kind != "cidr" and _matches(plan, rule, name, port, None):
             return Decision(False, rule.label(), f"{name}:{port} matches deny rule {rule.label()}")
     if plan.default == "allow" or _name_admitted(plan, name, port):
         return None
@@ -206,7 +221,13 @@ def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
 
 def _name_admitted(plan: EgressPlan, name: str, port: int) -> bool:
     """Whether a name allow rule (exact, wildcard or ``*``) covers ``name:port``."""
-    return any(r.action == "allow" and r.kind != "cidr" and r.matches(name, port, None) for r in plan.rules)
+    return any(
+        r.action == "allow" and r.kind != "cidr" and _matches(plan, r, name, port, None) for r in plan.rules
+    )
+
+
+def _matches(plan: EgressPlan, rule: EgressRule, name: str | None, port: int, ip: IPAddress | None) -> bool:
+    return rule.matches(name, port, ip, cluster_domain=plan.cluster_domain)
 
 
 def _unnamed(name: str, port: int, *, resolved: bool) -> Decision:
@@ -219,13 +240,13 @@ def _unnamed(name: str, port: int, *, resolved: bool) -> Decision:
 def _decide_ip(plan: EgressPlan, name: str | None, port: int, ip: IPAddress) -> Decision:
     target = f"{name or ip}:{port}" + (f" ({ip})" if name else "")
     for rule in plan.rules:
-        if rule.action == "deny" and rule.matches(name, port, ip):
+        if rule.action == "deny" and _matches(plan, rule, name, port, ip):
             return Decision(False, rule.label(), f"{target} matches deny rule {rule.label()}")
     special = special_range(ip)
     blocked_by_special: EgressRule | None = None
     best: EgressRule | None = None
     for rule in plan.rules:
-        if rule.action != "allow" or not rule.matches(name, port, ip):
+        if rule.action != "allow" or not _matches(plan, rule, name, port, ip):
             continue
         if special is not None and not rule.names_special(special[1]):
             blocked_by_special = blocked_by_special or rule

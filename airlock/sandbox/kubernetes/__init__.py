@@ -96,7 +96,11 @@ BACKEND = Backend(
     isolations=frozenset({"container", "gvisor", "micro_vm"}),
     default_isolation=(ContainerIsolation(),),
     capabilities=Capabilities(
-        network_policy=True, resource_limits=True, credentials=True, model_endpoint="egress_proxy"
+        network_policy=True,
+        resource_limits=True,
+        credentials=True,
+        model_endpoint="egress_proxy",
+        cluster_services=True,
     ),
     factory=_create,
     doctor=doctor_checks,

@@ -102,6 +102,8 @@ class KubernetesSettings(_Settings):
     #: The controller's namespace (None: its own in-cluster, else :attr:`namespace`).
     controller_namespace: str | None = None
     dns: DnsSelector = Field(default_factory=DnsSelector)
+    #: The cluster's DNS domain: in-cluster Service rules allow ``NAME.NS.svc.<cluster_domain>``.
+    cluster_domain: str = "cluster.local"
     node_selector: dict[str, str] = Field(default_factory=dict)
     #: Tolerations of sandbox and proxy pods (e.g. a tainted gVisor node pool).
     tolerations: tuple[Toleration, ...] = ()
@@ -116,6 +118,14 @@ class KubernetesSettings(_Settings):
     host_address: str | None = None
     #: Seconds an owner Lease lives without renewal before ``airlock gc`` treats its owner as gone.
     lease_seconds: int = Field(default=60, ge=15)
+
+    @field_validator("cluster_domain")
+    @classmethod
+    def _domain(cls, value: str) -> str:
+        labels = value.rstrip(".").split(".")
+        if not all(_DNS_LABEL.match(label) for label in labels):
+            raise ValueError(f"{value!r} is not a DNS domain (lower-case RFC 1123 labels)")
+        return value.rstrip(".")
 
     @field_validator("namespace", "controller_namespace")
     @classmethod

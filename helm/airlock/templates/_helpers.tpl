@@ -69,9 +69,20 @@ app.kubernetes.io/component: controller
 {{- printf "%s-probe-canary" (include "airlock.fullname" .) -}}
 {{- end -}}
 
-{{/* The isolation probe's allowed destination: the helm test pod's Service. */}}
+{{/* The isolation probe's allowed destination: the helm test pod's Service, its name and
+labels, and the name a sandbox uses for it (NAME.NAMESPACE.svc: the proxy resolves it as the
+full name in the controller's cluster_domain). */}}
+{{- define "airlock.probeService" -}}
+{{- printf "%s-probe" (include "airlock.fullname" .) -}}
+{{- end -}}
+
+{{- define "airlock.probeSelector" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: isolation-probe
+{{- end -}}
+
 {{- define "airlock.probeHost" -}}
-{{- printf "%s-probe.%s.svc.%s" (include "airlock.fullname" .) .Release.Namespace .Values.clusterDomain -}}
+{{- printf "%s.%s.svc" (include "airlock.probeService" .) .Release.Namespace -}}
 {{- end -}}
 
 {{/* A value kept across upgrades: the existing Secret's key when the cluster has it, else random. */}}
@@ -87,18 +98,4 @@ app.kubernetes.io/component: controller
 {{/* Names of the agents the chart adds for its isolation probe. */}}
 {{- define "airlock.probeAgents" -}}
 airlock-probe-deny airlock-probe-allow
-{{- end -}}
-
-{{/* The pod network's CIDRs, as a JSON list: isolationTest.podCIDRs, else every node's
-spec.podCIDRs as the cluster reports them (none when rendering without a cluster). */}}
-{{- define "airlock.podCIDRs" -}}
-{{- $cidrs := .Values.isolationTest.podCIDRs | default list -}}
-{{- if not $cidrs -}}
-{{- range (lookup "v1" "Node" "" "").items | default list -}}
-{{- range (.spec.podCIDRs | default list) -}}
-{{- $cidrs = append $cidrs . -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- $cidrs | uniq | toJson -}}
 {{- end -}}

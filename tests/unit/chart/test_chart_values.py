@@ -15,6 +15,7 @@ import yaml
 from airlock.config import AirlockConfig, InvalidConfigError, load_config
 from airlock.config._schema import SANDBOX_KEYS
 from airlock.errors import ConfigError
+from airlock.policy import ClusterService
 from airlock.spec import PROVIDER_KINDS, AgentSpec
 from tests.support.helm import CHART, helm, objects, render
 
@@ -63,12 +64,14 @@ def test_the_probe_agents_are_deny_all_and_one_allowed_destination(tmp_path: Pat
     config = chart_config(tmp_path, CHART / "examples" / "multi-agent.yaml")
     deny, allow = config.agents["airlock-probe-deny"], config.agents["airlock-probe-allow"]
     assert deny.plan().needs_egress_proxy is False and not deny.environment.credentials
-    rules = allow.environment.network.rules if allow.environment.network else []
-    host = "rel-airlock-probe.airlock.svc.cluster.local"
-    assert [(r.destination, r.port) for r in rules] == [(host, 8080), ("10.244.0.0/16", 8080)]
+    (rule,) = allow.plan().egress.rules  # the probe's Service by name: no CIDR, no pod network
+    probe_pods = {"app.kubernetes.io/instance": "rel", "app.kubernetes.io/component": "isolation-probe"}
+    assert rule.service == ClusterService(name="rel-airlock-probe", namespace="airlock", pods=probe_pods)
+    assert (rule.port, rule.action) == (8080, "allow")
     (credential,) = allow.environment.credentials
     assert credential.name == "airlock-probe-canary"
-    assert allow.sidecar_routes["airlock-probe-canary"].upstream == f"http://{host}:8080"
+    upstream = allow.sidecar_routes["airlock-probe-canary"].upstream
+    assert upstream == "http://rel-airlock-probe.airlock.svc:8080"
     assert config.secrets["airlock-probe-canary"].file == "/var/run/airlock/probe/canary"
 
 
@@ -94,6 +97,17 @@ BAD_AGENTS: list[tuple[str, dict[str, Any], str]] = [
     ("unknown key", {"netwrok": {}}, "netwrok"),
     ("provider", {"provider": {"kind": "gpt"}}, "provider.kind"),
     ("injection", {"credentials": [{"secret": "k", "inject": "stdin"}]}, "credentials.0.inject"),
+    ("service port", {"network": {"allow": [{"service": "db", "namespace": "data"}]}}, "network.allow.0"),
+    (
+        "service name",
+        {"network": {"allow": [{"service": "DB", "namespace": "d", "port": 1}]}},
+        "network.allow.0",
+    ),
+    (
+        "service in deny",
+        {"network": {"deny": [{"service": "db", "namespace": "d", "port": 1}]}},
+        "network.deny.0",
+    ),
 ]
 
 
@@ -127,7 +141,7 @@ BAD_SETTINGS: list[tuple[str, dict[str, Any], str]] = [
     ("workspace", {"sandbox": {"workspaceMedium": "Tape"}}, "sandbox.workspaceMedium"),
     ("concurrency", {"controller": {"concurrency": 0}}, "controller.concurrency"),
     ("proxy memory", {"egressProxy": {"memory": "lots"}}, "egressProxy.memory"),
-    ("probe pod CIDR", {"isolationTest": {"podCIDRs": ["10.244.0.0/99"]}}, "isolationTest.podCIDRs.0"),
+    ("pod CIDRs are gone", {"isolationTest": {"podCIDRs": ["10.244.0.0/16"]}}, "isolationTest"),
     ("secret ref", {"secrets": {"k": {"secretName": "s"}}}, "secrets.k"),
     ("top-level typo", {"agent": {}}, "agent"),
     (
