@@ -22,13 +22,21 @@ from .._backend import Backend, Capabilities
 from .._limits import SandboxDefaults, resolve_limits
 from .._pool import WarmPool
 from ._addresses import SandboxAddress, sandbox_addresses
+from ._dns import ClusterResolver, dns_egress_rule, dns_findings
 from ._doctor import REQUIRED_ACCESS, doctor_checks
 from ._names import CREDENTIAL_PORT_BASE, EGRESS_PORT, RUNNER_PORT, Owner
 from ._reaper import KubeReapReport, reap
 from ._release_test import probe_release
 from ._render import SandboxShape, render_default_deny, render_network_policies
 from ._sandbox import KubernetesSandbox
-from ._settings import DnsSelector, KubernetesSettings, ProxySettings, RuntimeClassNames, Toleration
+from ._settings import (
+    DnsPeers,
+    DnsSelector,
+    KubernetesSettings,
+    ProxySettings,
+    RuntimeClassNames,
+    Toleration,
+)
 
 __all__ = [
     "BACKEND",
@@ -36,6 +44,8 @@ __all__ = [
     "EGRESS_PORT",
     "REQUIRED_ACCESS",
     "RUNNER_PORT",
+    "ClusterResolver",
+    "DnsPeers",
     "DnsSelector",
     "KubeReapReport",
     "KubernetesSandbox",
@@ -44,6 +54,8 @@ __all__ = [
     "RuntimeClassNames",
     "SandboxAddress",
     "Toleration",
+    "dns_egress_rule",
+    "dns_findings",
     "policy_objects",
     "sandbox_addresses",
 ]

@@ -3,7 +3,8 @@
 API reachable (and its version); the namespace exists; RBAC allows every verb the backend
 uses (one SelfSubjectAccessReview each); the RuntimeClasses for gvisor and micro_vm exist;
 the image can be pulled, as far as the API can tell (its pull Secrets exist); the namespace
-has a default-deny NetworkPolicy. A machine with no cluster configured at all gets one line
+has a default-deny NetworkPolicy; the proxy pods' DNS peers reach the cluster's resolver
+(kube-dns, NodeLocal DNSCache, OpenShift DNS). A machine with no cluster configured at all gets one line
 saying so, not a failure.
 """
 
@@ -20,6 +21,7 @@ from layer0 import EnvError
 
 from .._backend import DoctorCheck
 from ._api import ApiFailure, KubeApi, configured
+from ._dns import ClusterResolver, dns_findings, node_local_addresses
 from ._names import DEFAULT_DENY_POLICY
 from ._settings import KubernetesSettings
 
@@ -90,6 +92,7 @@ async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
         checks += await _runtime_classes(api, chosen)
         checks.append(await _image(api, chosen))
         checks.append(await _default_deny(api, chosen.namespace))
+        checks.append(await _dns_resolver(api, chosen))
         return checks
     finally:
         api.close()
@@ -237,3 +240,42 @@ async def _default_deny(api: KubeApi, namespace: str) -> DoctorCheck:
         f"no default-deny NetworkPolicy in {namespace!r}",
         f"the backend creates {DEFAULT_DENY_POLICY} on its first run (or install the Helm chart)",
     )
+
+
+async def _dns_resolver(api: KubeApi, settings: KubernetesSettings) -> DoctorCheck:
+    """The cluster's resolver (kube-dns Service, ``node-local-dns`` DaemonSet, OpenShift's
+    ``openshift-dns``) against ``settings.dns``: which peers a proxy pod's policy lacks."""
+    from kubernetes import client
+
+    unreadable: list[str] = []
+
+    async def read(what: str, fn: Any, *args: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = await api.call(fn, *args)
+        except ApiFailure as e:
+            if e.status != 404:
+                unreadable.append(f"{what}: {e.status} {e.reason}")
+            return None
+        return found
+
+    service = await read(
+        "service kube-system/kube-dns", api.core.read_namespaced_service, "kube-dns", "kube-system"
+    )
+    spec = (service or {}).get("spec") or {}
+    cluster_ip = spec.get("clusterIP") if spec.get("clusterIP") not in (None, "", "None") else None
+    apps = client.AppsV1Api(api.api_client)
+    node_local = await read(
+        "daemonset kube-system/node-local-dns",
+        apps.read_namespaced_daemon_set,
+        "node-local-dns",
+        "kube-system",
+    )
+    openshift = await read("namespace openshift-dns", api.core.read_namespace, "openshift-dns")
+    resolver = ClusterResolver(
+        kube_dns_ip=cluster_ip,
+        kube_dns_selector=dict(spec.get("selector") or {}),
+        node_local=node_local_addresses(node_local, cluster_ip) if node_local is not None else (),
+        openshift=openshift is not None,
+        unreadable=tuple(unreadable),
+    )
+    return dns_findings(resolver, settings.dns)

@@ -45,6 +45,7 @@ from airlock.proxy.bundle import BundleConfig, CredentialListener
 from layer0 import EnvError
 
 from .._limits import Limits
+from ._dns import NAMESPACE_LABEL, dns_egress_rule
 from ._names import (
     CREDENTIAL_PORT_BASE,
     DEFAULT_DENY_POLICY,
@@ -87,7 +88,6 @@ SECRET_DIR = "/run/airlock-secret"
 #: Where the proxy pod sees its Secret (bundle config, sidecar secrets).
 PROXY_DIR = "/run/airlock-proxy"
 PROXY_CONFIG = f"{PROXY_DIR}/config.json"
-_DNS_NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 _READ_ONLY = 0o400
 
 #: The init container's program: copy the token once, 0400, refusing to follow or overwrite.
@@ -489,7 +489,7 @@ def _network_policy(
 def _sandbox_policy(shape: SandboxShape) -> dict[str, Any]:
     sid = shape.sandbox_id
     controller = {
-        "namespaceSelector": {"matchLabels": {_DNS_NAMESPACE_LABEL: shape.controller_namespace}},
+        "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: shape.controller_namespace}},
         "podSelector": {"matchLabels": dict(shape.settings.controller_pod_labels)},
     }
     ingress = [{"from": [controller], "ports": _tcp([RUNNER_PORT])}]
@@ -511,13 +511,7 @@ def _proxy_egress(shape: SandboxShape) -> list[dict[str, Any]]:
     egress_plan = shape.plan.egress
     rules: list[dict[str, Any]] = []
     if egress_plan.resolves_names:
-        dns = shape.settings.dns
-        peer = {
-            "namespaceSelector": {"matchLabels": {_DNS_NAMESPACE_LABEL: dns.namespace}},
-            "podSelector": {"matchLabels": dict(dns.pod_labels)},
-        }
-        dns_ports = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
-        rules.append({"to": [peer], "ports": dns_ports})
+        rules.append(dns_egress_rule(shape.settings.dns))
     denies = [r for r in egress_plan.rules if r.action == "deny" and r.network is not None]
     for rule in egress_plan.rules:
         if rule.action != "allow" or rule.network is None:
@@ -547,7 +541,7 @@ def _service_rule(rule: EgressRule) -> dict[str, Any]:
     service = rule.service
     assert service is not None and rule.port is not None
     peer = {
-        "namespaceSelector": {"matchLabels": {_DNS_NAMESPACE_LABEL: service.namespace}},
+        "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: service.namespace}},
         "podSelector": {"matchLabels": dict(service.pods)} if service.pods else {},
     }
     return _egress_rule([peer], [service.target_port or rule.port])

@@ -85,6 +85,15 @@ app.kubernetes.io/component: isolation-probe
 {{- printf "%s.%s.svc" (include "airlock.probeService" .) .Release.Namespace -}}
 {{- end -}}
 
+{{/* The backend's dns settings from sandbox.dns (selectors, ipBlocks, ports). */}}
+{{- define "airlock.dnsPeers" -}}
+{{- $selectors := list -}}
+{{- range .Values.sandbox.dns.selectors -}}
+{{- $selectors = append $selectors (dict "namespace" .namespace "pod_labels" (.podLabels | default dict)) -}}
+{{- end -}}
+{{- toYaml (dict "selectors" $selectors "ip_blocks" .Values.sandbox.dns.ipBlocks "ports" .Values.sandbox.dns.ports) -}}
+{{- end -}}
+
 {{/* A value kept across upgrades: the existing Secret's key when the cluster has it, else random. */}}
 {{- define "airlock.keptRandom" -}}
 {{- $found := lookup "v1" "Secret" .namespace .name -}}

@@ -16,6 +16,7 @@ from airlock.config import AirlockConfig, InvalidConfigError, load_config
 from airlock.config._schema import SANDBOX_KEYS
 from airlock.errors import ConfigError
 from airlock.policy import ClusterService
+from airlock.sandbox.kubernetes import DnsPeers, DnsSelector, KubernetesSettings
 from airlock.spec import PROVIDER_KINDS, AgentSpec
 from tests.support.helm import CHART, helm, objects, render
 
@@ -73,6 +74,23 @@ def test_the_probe_agents_are_deny_all_and_one_allowed_destination(tmp_path: Pat
     upstream = allow.sidecar_routes["airlock-probe-canary"].upstream
     assert upstream == "http://rel-airlock-probe.airlock.svc:8080"
     assert config.secrets["airlock-probe-canary"].file == "/var/run/airlock/probe/canary"
+
+
+def test_dns_peers_for_node_local_dns_and_openshift_reach_the_backend(tmp_path: Path) -> None:
+    values = tmp_path / "dns.yaml"
+    selector = {
+        "namespace": "openshift-dns",
+        "podLabels": {"dns.operator.openshift.io/daemonset-dns": "default"},
+    }
+    dns = {"selectors": [selector], "ipBlocks": ["169.254.20.10", "10.96.0.10/32"], "ports": [53, 5353]}
+    values.write_text(yaml.safe_dump({"sandbox": {"dns": dns}}))
+    settings = chart_config(tmp_path, values).settings_of("kubernetes")
+    assert isinstance(settings, KubernetesSettings)
+    assert settings.dns == DnsPeers(
+        selectors=(DnsSelector(namespace="openshift-dns", pod_labels=selector["podLabels"]),),
+        ip_blocks=("169.254.20.10/32", "10.96.0.10/32"),
+        ports=(53, 5353),
+    )
 
 
 # --- what the schema refuses ----------------------------------------------------------------
@@ -141,6 +159,13 @@ BAD_SETTINGS: list[tuple[str, dict[str, Any], str]] = [
     ("workspace", {"sandbox": {"workspaceMedium": "Tape"}}, "sandbox.workspaceMedium"),
     ("concurrency", {"controller": {"concurrency": 0}}, "controller.concurrency"),
     ("proxy memory", {"egressProxy": {"memory": "lots"}}, "egressProxy.memory"),
+    ("dns range", {"sandbox": {"dns": {"ipBlocks": ["10.96.0.0/12"]}}}, "sandbox.dns.ipBlocks.0"),
+    ("dns ports", {"sandbox": {"dns": {"ports": []}}}, "sandbox.dns.ports"),
+    (
+        "dns selector",
+        {"sandbox": {"dns": {"selectors": [{"podLabels": {"a": "b"}}]}}},
+        "sandbox.dns.selectors.0",
+    ),
     ("pod CIDRs are gone", {"isolationTest": {"podCIDRs": ["10.244.0.0/16"]}}, "isolationTest"),
     ("secret ref", {"secrets": {"k": {"secretName": "s"}}}, "secrets.k"),
     ("top-level typo", {"agent": {}}, "agent"),

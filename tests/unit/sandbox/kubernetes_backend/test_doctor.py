@@ -9,6 +9,7 @@ import pytest
 from airlock.sandbox import DoctorCheck, backend
 from airlock.sandbox.kubernetes import REQUIRED_ACCESS, KubernetesSettings
 from airlock.testing import KubeApiStandIn
+from tests.unit.sandbox.kubernetes_backend.test_dns import kube_system
 
 NS = "airlock-sandboxes"
 
@@ -18,7 +19,9 @@ def by_name(checks: list[DoctorCheck]) -> dict[str, DoctorCheck]:
 
 
 async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
-    with KubeApiStandIn(namespaces=(NS,), runtime_classes={"gvisor": "runsc", "kata": "kata-qemu"}) as api:
+    kata = {"gvisor": "runsc", "kata": "kata-qemu"}
+    with KubeApiStandIn(namespaces=(NS, "kube-system"), runtime_classes=kata) as api:
+        kube_system(api, node_local=False)  # CoreDNS's Service, which the default DNS peers match
         settings = KubernetesSettings(
             namespace=NS,
             kubeconfig=str(api.write_kubeconfig(tmp_path / "kc")),
@@ -35,6 +38,7 @@ async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
         "kubernetes micro_vm": "ok",
         "kubernetes image": "ok",
         "kubernetes default-deny": "ok",
+        "kubernetes dns": "ok",
     }
     assert f"all {len(REQUIRED_ACCESS)} verbs" in checks["kubernetes rbac"].message
     assert "v1." in checks["kubernetes api"].message
