@@ -172,7 +172,10 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         if agent is not None:
             agents[name] = agent
             issues += _check_effect_targets(doc, agent, agent_where)
-    if not issues and not agents:
+    # `agents: {}` written out is a controller with no agents yet (it refuses every job);
+    # a file that never says `agents:` is a mistake.
+    declared = any("agents" in parsed.model_fields_set for _, parsed in files)
+    if not issues and not agents and not declared:
         origin = docs[0].file if len(docs) == 1 else docs[0].file.parent
         issues.append(ConfigIssue(origin, 0, 0, "agents", "no agents defined"))
     if issues:

@@ -61,7 +61,16 @@ from collections.abc import Iterable, Mapping
 from typing import Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from airlock.errors import ConfigError
 from layer0 import EnvironmentSpec, NetworkPolicyIsolation, NetworkRule
@@ -232,6 +241,16 @@ class EgressPlan(_Plan):
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
     #: The sandbox's namespace: a Service there may also be named by its bare name.
     cluster_namespace: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_default_cluster(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """The cluster fields only when set (a plan without them reads the same everywhere)."""
+        data: dict[str, object] = handler(self)
+        if data.get("cluster_domain") == DEFAULT_CLUSTER_DOMAIN:
+            data.pop("cluster_domain")
+        if data.get("cluster_namespace") is None:
+            data.pop("cluster_namespace", None)
+        return data
 
     def service_name(self, host: str) -> str | None:
         """The full in-cluster name of the allowed Service ``host`` names, or None.

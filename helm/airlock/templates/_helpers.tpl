@@ -104,7 +104,67 @@ app.kubernetes.io/component: isolation-probe
 {{- end -}}
 {{- end -}}
 
-{{/* Names of the agents the chart adds for its isolation probe. */}}
-{{- define "airlock.probeAgents" -}}
-airlock-probe-deny airlock-probe-allow
+{{/* The Kubernetes backend's settings (backends.kubernetes) from values, as YAML: the
+controller's, and (with its own controller labels) the isolation test's. */}}
+{{- define "airlock.kubernetesSettings" -}}
+{{- $kube := dict
+    "namespace" (include "airlock.sandboxNamespace" .)
+    "in_cluster" true
+    "connect" "pod_ip"
+    "image" (include "airlock.runnerImage" .)
+    "image_pull_policy" .Values.sandbox.image.pullPolicy
+    "image_pull_secrets" .Values.sandbox.imagePullSecrets
+    "runtime_classes" .Values.sandbox.runtimeClasses
+    "controller_pod_labels" (include "airlock.controllerSelector" . | fromYaml)
+    "controller_namespace" .Release.Namespace
+    "dns" (include "airlock.dnsPeers" . | fromYaml)
+    "cluster_domain" .Values.clusterDomain
+    "node_selector" .Values.sandbox.nodeSelector
+    "tolerations" .Values.sandbox.tolerations
+    "workspace_medium" .Values.sandbox.workspaceMedium
+    "start_timeout" .Values.sandbox.startTimeout
+    "lease_seconds" .Values.sandbox.leaseSeconds
+    "proxy" (dict "cpu" .Values.egressProxy.cpu "memory" .Values.egressProxy.memory) -}}
+{{- with .Values.egressProxy.image.repository -}}
+{{- $_ := set $kube.proxy "image" (printf "%s:%s" . (default $.Chart.AppVersion $.Values.egressProxy.image.tag)) -}}
 {{- end -}}
+{{- toYaml $kube -}}
+{{- end -}}
+
+{{/* The isolation test's airlock.yaml: only the two probe agents, served by the test pod
+itself (`airlock probe --serve-config`) for the length of `helm test`. The deny-all agent
+reaches nothing; the allow-list agent reaches the probe's Service by name on allowedPort
+(the proxy pod's NetworkPolicy admits the probe pod by its labels, never a pod CIDR) with a
+sidecar credential. Its sandboxes admit the test pod, their controller, on the runner port. */}}
+{{- define "airlock.probeConfig" -}}
+{{- $t := .Values.isolationTest -}}
+{{- $probe := dict
+    "provider" (dict "kind" "command")
+    "system" "Isolation probe: each message is one command in this sandbox."
+    "tools" (list "bash")
+    "tool_options" (dict "bash" (dict "timeout_s" (int $t.timeoutSeconds)))
+    "backend" "kubernetes"
+    "isolation" $t.isolation
+    "resources" (dict "cpu" "250m" "memory" "128Mi")
+    "defaults" (dict "max_turns" 2 "max_duration" (printf "%ds" (int $t.timeoutSeconds))) -}}
+{{- $upstream := printf "http://%s:%d" (include "airlock.probeHost" .) (int $t.allowedPort) -}}
+{{- $target := dict
+    "service" (include "airlock.probeService" .)
+    "namespace" .Release.Namespace
+    "port" (int $t.allowedPort)
+    "pods" (include "airlock.probeSelector" . | fromYaml) -}}
+{{- $allow := deepCopy $probe -}}
+{{- $_ := set $allow "network" (dict "allow" (list $target)) -}}
+{{- $sidecar := dict "sidecar" (dict "upstream" $upstream "header" "x-airlock-probe") -}}
+{{- $_ := set $allow "credentials" (list (dict "secret" "airlock-probe-canary" "inject" $sidecar)) -}}
+{{- $kube := include "airlock.kubernetesSettings" . | fromYaml -}}
+{{- $_ := set $kube "controller_pod_labels" (include "airlock.probeSelector" . | fromYaml) -}}
+{{- $_ := set $kube "controller_namespace" .Release.Namespace -}}
+{{- $config := dict
+    "version" 1
+    "secrets" (dict "airlock-probe-canary" (dict "file" "/var/run/airlock/probe/canary"))
+    "backends" (dict "kubernetes" $kube)
+    "agents" (dict "airlock-probe-deny" $probe "airlock-probe-allow" $allow) -}}
+{{- toYaml $config -}}
+{{- end -}}
+

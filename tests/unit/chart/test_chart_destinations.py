@@ -27,11 +27,14 @@ def chart_objects(case: str) -> list[dict[str, Any]]:
     return objects(render(*CASES[case]))
 
 
-def chart_config(found: list[dict[str, Any]], tmp_path: Path) -> AirlockConfig:
-    (config_map,) = [o for o in found if o["kind"] == "ConfigMap"]
-    path = tmp_path / "airlock.yaml"
-    path.write_text(config_map["data"]["airlock.yaml"])
-    return load_config(path)
+def chart_configs(found: list[dict[str, Any]], tmp_path: Path) -> list[AirlockConfig]:
+    """The controller's config and the isolation test's (when enabled)."""
+    configs = []
+    for config_map in (o for o in found if o["kind"] == "ConfigMap"):
+        path = tmp_path / f"{config_map['metadata']['name']}.yaml"
+        path.write_text(config_map["data"]["airlock.yaml"])
+        configs.append(load_config(path))
+    return configs
 
 
 def proxy_policies(config: AirlockConfig) -> dict[str, list[dict[str, Any]]]:
@@ -67,8 +70,9 @@ def ip_blocks(policy: dict[str, Any]) -> list[ipaddress.IPv4Network | ipaddress.
 def test_no_rendered_rule_admits_a_private_range(case: str, tmp_path: Path) -> None:
     found = chart_objects(case)
     policies = [o for o in found if o["kind"] == "NetworkPolicy"]
-    for agent_policies in proxy_policies(chart_config(found, tmp_path)).values():
-        policies += agent_policies
+    for config in chart_configs(found, tmp_path):
+        for agent_policies in proxy_policies(config).values():
+            policies += agent_policies
     for policy in policies:
         for block in ip_blocks(policy):
             if block.prefixlen == 0:
@@ -79,7 +83,9 @@ def test_no_rendered_rule_admits_a_private_range(case: str, tmp_path: Path) -> N
 
 def test_the_probe_destination_selects_the_probe_pod_by_labels(tmp_path: Path) -> None:
     found = chart_objects("default")
-    policies = proxy_policies(chart_config(found, tmp_path))["airlock-probe-allow"]
+    probe_config = [c for c in chart_configs(found, tmp_path) if "airlock-probe-allow" in c.agents]
+    (config,) = probe_config
+    policies = proxy_policies(config)["airlock-probe-allow"]
     egress = policies[1]["spec"]["egress"]  # the proxy pod's
     (probe_rule,) = [r for r in egress if r["ports"] == [{"protocol": "TCP", "port": 8080}]]
     (peer,) = probe_rule["to"]

@@ -25,10 +25,14 @@ SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 PROBE_AGENTS = {"airlock-probe-deny", "airlock-probe-allow"}
 
 
-def chart_config(tmp_path: Path, *values: Path, sets: tuple[str, ...] = ()) -> AirlockConfig:
-    """The controller's config as the chart renders it, loaded by airlock.config."""
-    (config_map,) = [o for o in objects(render(*values, sets=sets)) if o["kind"] == "ConfigMap"]
-    path = tmp_path / "airlock.yaml"
+def chart_config(
+    tmp_path: Path, *values: Path, sets: tuple[str, ...] = (), suffix: str = "-config"
+) -> AirlockConfig:
+    """The controller's config as the chart renders it (``suffix="-probe"``: the isolation
+    test's own), loaded by airlock.config."""
+    found = objects(render(*values, sets=sets))
+    (config_map,) = [o for o in found if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith(suffix)]
+    path = tmp_path / f"airlock{suffix}.yaml"
     path.write_text(config_map["data"]["airlock.yaml"])
     return load_config(path)
 
@@ -37,7 +41,6 @@ def comparable(config: AirlockConfig) -> dict[str, Any]:
     return {
         name: agent.model_dump(mode="json", exclude={"source", "line"})
         for name, agent in config.agents.items()
-        if name not in PROBE_AGENTS
     }
 
 
@@ -46,9 +49,7 @@ def test_the_rendered_agents_load_exactly_as_the_same_airlock_yaml(tmp_path: Pat
     by_hand = load_config(DATA / "multi-agent.airlock.yaml")
     assert comparable(from_chart) == comparable(by_hand)
     assert set(comparable(from_chart)) == {"coder", "researcher"}
-    assert from_chart.secrets == by_hand.secrets | {
-        k: v for k, v in from_chart.secrets.items() if "probe" in k
-    }
+    assert from_chart.secrets == by_hand.secrets
     assert from_chart.settings_of("kubernetes") is not None
 
 
@@ -57,12 +58,23 @@ def test_every_example_loads_in_the_controller(example: str, tmp_path: Path) -> 
     values = () if example == "default" else (CHART / "examples" / f"{example}.yaml",)
     config = chart_config(tmp_path, *values)
     assert all(agent.backend == "kubernetes" for agent in config.agents.values())
-    if example != "external-secrets":
-        assert set(config.agents) >= PROBE_AGENTS
+    assert not set(config.agents) & PROBE_AGENTS  # never a standing probe agent
+    assert not [name for name in config.secrets if "probe" in name]
+    if example != "external-secrets":  # the isolation test's own config, served by its pod
+        probe = chart_config(tmp_path, *values, suffix="-probe")
+        assert set(probe.agents) == PROBE_AGENTS
+        assert probe.settings_of("kubernetes") == config.settings_of("kubernetes").model_copy(  # type: ignore[union-attr]
+            update={
+                "controller_pod_labels": {
+                    "app.kubernetes.io/instance": "rel",
+                    "app.kubernetes.io/component": "isolation-probe",
+                }
+            }
+        )
 
 
 def test_the_probe_agents_are_deny_all_and_one_allowed_destination(tmp_path: Path) -> None:
-    config = chart_config(tmp_path, CHART / "examples" / "multi-agent.yaml")
+    config = chart_config(tmp_path, CHART / "examples" / "multi-agent.yaml", suffix="-probe")
     deny, allow = config.agents["airlock-probe-deny"], config.agents["airlock-probe-allow"]
     assert deny.plan().needs_egress_proxy is False and not deny.environment.credentials
     (rule,) = allow.plan().egress.rules  # the probe's Service by name: no CIDR, no pod network
@@ -188,9 +200,12 @@ def test_a_credential_naming_an_undeclared_secret_fails_with_its_name(tmp_path: 
     assert 'secret "missing-key" is not declared under secrets:' in message
 
 
-def test_the_probe_agents_names_are_reserved(tmp_path: Path) -> None:
-    message = helm_refuses({"agents": {"airlock-probe-deny": GOOD_AGENT}}, tmp_path)
-    assert "reserved for the isolation test" in message
+def test_an_agent_may_share_a_probe_agents_name(tmp_path: Path) -> None:
+    """The probe's agents are not in the controller's config, so no name is reserved there."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"agents": {"airlock-probe-deny": GOOD_AGENT}}))
+    config = chart_config(tmp_path, values)
+    assert config.agents["airlock-probe-deny"].spec.provider.kind == "anthropic"
 
 
 def test_the_schema_lists_are_airlocks_own() -> None:

@@ -314,5 +314,12 @@ def test_empty_file_has_no_agents(write: Write) -> None:
     assert str(info.value) == f"{path}: agents: no agents defined"
 
 
+def test_an_explicitly_empty_agents_mapping_loads(write: Write) -> None:
+    """What the Helm chart renders before any agent is configured: the controller starts and
+    refuses every job (its isolation test's agents are not in this file)."""
+    path = write("agents: {}\n")
+    assert load_config(path).agents == {}
+
+
 def test_invalid_config_error_is_a_config_error() -> None:
     assert issubclass(InvalidConfigError, ConfigError)
