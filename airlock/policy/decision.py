@@ -175,7 +175,11 @@ def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress 
     else:
         if not name:
             return Decision(False, "invalid request", "empty host")
-        name = plan.service_name(name) or name
+        forms = plan.service_forms(name)
+        for form in forms[1:]:  # a deny rule written for a short form of the Service's name
+            if (denied := _name_denied(plan, form, port)) is not None:
+                return denied
+        name = forms[0] if forms else name
         name_for_rules = name
         ips = []
         for item in resolved:
@@ -210,13 +214,22 @@ def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
     name = normalise_host(host)
     if parse_ip(name) is not None or not 0 < port < 65536 or not name:
         return decide(plan, name, port, [])
-    name = plan.service_name(name) or name
-    for rule in plan.rules:
-        if rule.action == "deny" and rule.kind != "cidr" and _matches(plan, rule, name, port, None):
-            return Decision(False, rule.label(), f"{name}:{port} matches deny rule {rule.label()}")
+    forms = plan.service_forms(name) or (name,)  # a Service: in full first, then each short form
+    for form in forms:
+        if (denied := _name_denied(plan, form, port)) is not None:
+            return denied
+    name = forms[0]
     if plan.default == "allow" or _name_admitted(plan, name, port):
         return None
     return _unnamed(name, port, resolved=False)
+
+
+def _name_denied(plan: EgressPlan, name: str, port: int) -> Decision | None:
+    """The refusal when a name deny rule (exact, wildcard or ``*``) covers ``name:port``."""
+    for rule in plan.rules:
+        if rule.action == "deny" and rule.kind != "cidr" and _matches(plan, rule, name, port, None):
+            return Decision(False, rule.label(), f"{name}:{port} matches deny rule {rule.label()}")
+    return None
 
 
 def _name_admitted(plan: EgressPlan, name: str, port: int) -> bool:

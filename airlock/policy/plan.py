@@ -257,12 +257,19 @@ class EgressPlan(_Plan):
 
         ``host`` may be any form :meth:`ClusterService.names` lists (normalised first).
         """
+        forms = self.service_forms(host)
+        return forms[0] if forms else None
+
+    def service_forms(self, host: str) -> tuple[str, ...]:
+        """Every name of the allowed Service ``host`` names, the full one first (empty: none)."""
         host = normalise_host(host)
         for rule in self.rules:
             svc = rule.service
-            if svc is not None and host in svc.names(self.cluster_domain, self.cluster_namespace):
-                return svc.fqdn(self.cluster_domain)
-        return None
+            names = svc.names(self.cluster_domain, self.cluster_namespace) if svc is not None else ()
+            if svc is not None and host in names:
+                full = svc.fqdn(self.cluster_domain)
+                return (full, *sorted(n for n in names if n != full))
+        return ()
 
     @property
     def allows_anything(self) -> bool:
@@ -284,16 +291,16 @@ class EgressPlan(_Plan):
         host = normalise_host(host)
         if parse_ip(host) is not None:  # an IP literal is decided fully
             return decide(self, host, port, []).allowed
-        host = self.service_name(host) or host
+        forms = self.service_forms(host) or (host,)
         domain = self.cluster_domain
 
-        def by_name(action: Action) -> bool:
+        def by_name(action: Action, name: str) -> bool:
             return any(
-                r.action == action and r.kind != "cidr" and r.matches(host, port, None, cluster_domain=domain)
+                r.action == action and r.kind != "cidr" and r.matches(name, port, None, cluster_domain=domain)
                 for r in self.rules
             )
 
-        return not by_name("deny") and by_name("allow")
+        return not any(by_name("deny", f) for f in forms) and by_name("allow", forms[0])
 
 
 class SidecarRoute(_Plan):

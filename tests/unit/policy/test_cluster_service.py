@@ -107,10 +107,14 @@ def test_the_cluster_domain_is_the_plans() -> None:
     assert lookup_name(corp, "search.tools") == "search.tools.svc.corp.internal."
 
 
-def test_a_deny_rule_for_the_name_wins() -> None:
-    deny = NetworkRule(destination="*.svc.cluster.local", action=NetworkAction.DENY)
-    p = plan_of(allow(SEARCH.destination(), 8080), deny)
-    assert not precheck(p, "search.tools", 8080).allowed  # type: ignore[union-attr]
+@pytest.mark.parametrize("denied", ["*.svc.cluster.local", "search.tools", "*.tools"])
+def test_a_deny_rule_for_any_form_of_the_name_wins(denied: str) -> None:
+    p = plan_of(allow(SEARCH.destination(), 8080), NetworkRule(destination=denied, action=NetworkAction.DENY))
+    for name in ("search.tools", FULL):
+        early = precheck(p, name, 8080)
+        assert early is not None and not early.allowed and "deny" in early.rule
+    assert not decide(p, "search.tools", 8080, [CLUSTER_IP]).allowed
+    assert not p.allows_name("search.tools.svc", 8080)
 
 
 @pytest.mark.parametrize(
