@@ -172,12 +172,8 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         if agent is not None:
             agents[name] = agent
             issues += _check_effect_targets(doc, agent, agent_where)
-    # `agents: {}` written out is a controller with no agents yet (it refuses every job);
-    # a file that never says `agents:` is a mistake.
-    declared = any("agents" in parsed.model_fields_set for _, parsed in files)
-    if not issues and not agents and not declared:
-        origin = docs[0].file if len(docs) == 1 else docs[0].file.parent
-        issues.append(ConfigIssue(origin, 0, 0, "agents", "no agents defined"))
+    if not issues and not agents:
+        issues += _no_agents(docs, files)
     if issues:
         raise InvalidConfigError(issues)
     return AirlockConfig(
@@ -187,6 +183,17 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         backend_settings=settings,
         pool=pool[0] if pool is not None else PoolSettings(),
     )
+
+
+def _no_agents(
+    docs: list[LocatedDocument], files: list[tuple[LocatedDocument, FileConfig]]
+) -> list[ConfigIssue]:
+    """Nothing when a file writes ``agents: {}`` (a controller with no agent yet, refusing
+    every job); else the issue that no file defines an agent."""
+    if any("agents" in parsed.model_fields_set for _, parsed in files):
+        return []
+    origin = docs[0].file if len(docs) == 1 else docs[0].file.parent
+    return [ConfigIssue(origin, 0, 0, "agents", "no agents defined")]
 
 
 def _backend_settings(

@@ -186,17 +186,6 @@ def _cases() -> dict[str, tuple[EnvironmentSpec, KubernetesSettings, int | None]
             ),
             900,
         ),
-        "cluster_service": (
-            EnvironmentSpec(
-                network=network(
-                    rule(SEARCH.destination(), port=80),
-                    rule(ClusterService(name="cache", namespace="tools").destination(), port=6379),
-                    rule("api.github.com", port=443),
-                )
-            ),
-            KubernetesSettings(cluster_domain="corp.internal"),
-            None,
-        ),
         "default_allow": (
             EnvironmentSpec(
                 network=network(rule("1.2.3.0/24", DENY), rule("tracker.example.com", DENY), default=ALLOW)
@@ -207,7 +196,15 @@ def _cases() -> dict[str, tuple[EnvironmentSpec, KubernetesSettings, int | None]
     }
 
 
-CASES = _cases()
+def _service_cases() -> dict[str, tuple[EnvironmentSpec, KubernetesSettings, int | None]]:
+    """In-cluster Service destinations (selector peers), in a cluster with its own domain."""
+    cache = ClusterService(name="cache", namespace="tools")
+    rules = (rule(SEARCH.destination(), port=80), rule(cache.destination(), port=6379))
+    spec = EnvironmentSpec(network=network(*rules, rule("api.github.com", port=443)))
+    return {"cluster_service": (spec, KubernetesSettings(cluster_domain="corp.internal"), None)}
+
+
+CASES = {**_cases(), **_service_cases()}
 
 
 def case_shape(name: str) -> SandboxShape:
