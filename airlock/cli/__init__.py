@@ -897,10 +897,6 @@ def images_push(
 
 @app.command("probe")
 def probe(
-    controller: Annotated[
-        str, typer.Option("--controller", metavar="HOST:PORT", help="The controller's jobs API.")
-    ],
-    token_file: Annotated[Path, typer.Option("--token-file", help="The bearer token (a mounted Secret).")],
     allowed_url: Annotated[
         str, typer.Option("--allowed-url", help="The allow-list agent's one destination (served here).")
     ],
@@ -925,11 +921,26 @@ def probe(
         ),
     ] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds for each job.")] = 300.0,
+    serve_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--serve-config",
+            help="Serve this configuration's probe agents in this process for the probe's run "
+            "(instead of --controller): no probe agent stands in a production controller.",
+        ),
+    ] = None,
+    controller: Annotated[
+        str | None, typer.Option("--controller", metavar="HOST:PORT", help="A controller's jobs API.")
+    ] = None,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="That controller's bearer token (a mounted Secret).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Prove a deployment's isolation: jobs under a deny-all and an allow-list agent must reach
-    nothing forbidden (another sandbox, the controller, the API server, the node, a port outside
-    the allow-list) and never see the sidecar secret. What the Helm chart's `helm test` runs.
+    nothing forbidden (another sandbox, the controller, the API server, the node, the metadata
+    address, a port outside the allow-list) and never see the sidecar secret. What the Helm
+    chart's `helm test` runs (with --serve-config: the probe agents exist only while it runs).
 
     Exit codes: 0 isolation holds; 1 a hole; 2 bad arguments or missing agents; 3 the
     controller or a job failed.
@@ -939,9 +950,9 @@ def probe(
     from airlock.probe.client import ProbeError, ProbeOptions
 
     try:
-        token, canary = read_inputs(token_file, canary_file)
+        token, canary = read_inputs(controller, token_file, serve_config, canary_file)
         opts = ProbeOptions(
-            controller=controller,
+            controller=controller or "",
             token=token,
             deny_agent=deny_agent,
             allow_agent=allow_agent,
@@ -957,7 +968,7 @@ def probe(
         )
     except ProbeError as e:
         raise _fail(str(e), e.exit_code) from None
-    raise typer.Exit(run_probe(opts, as_json=as_json))
+    raise typer.Exit(run_probe(opts, as_json=as_json, serve_config=serve_config))
 
 
 @app.command("gc")

@@ -37,10 +37,16 @@ def parse_targets(values: list[str]) -> dict[str, str]:
     return targets
 
 
-def probe(opts: ProbeOptions, *, as_json: bool) -> int:
-    """Run the probe and print its verdict; the exit code."""
+def probe(opts: ProbeOptions, *, as_json: bool, serve_config: Path | None = None) -> int:
+    """Run the probe (against a controller it serves itself with ``serve_config``) and print
+    its verdict; the exit code."""
     try:
-        rows = asyncio.run(run_probe(opts))
+        if serve_config is not None:
+            from airlock.probe.served import run_served_probe
+
+            rows = asyncio.run(run_served_probe(opts, serve_config))
+        else:
+            rows = asyncio.run(run_probe(opts))
     except ProbeError as e:
         err_console.print(f"[bold red]error:[/] {escape(str(e))}")
         return e.exit_code
@@ -63,6 +69,19 @@ def _table(rows: list[Row]) -> None:
     console.print(table)
 
 
-def read_inputs(token_file: Path, canary_file: Path) -> tuple[str, str]:
-    """The token and the canary from their mounted files (ProbeError, exit 2, if unusable)."""
-    return read_secret_file(token_file, "token"), read_secret_file(canary_file, "canary")
+def read_inputs(
+    controller: str | None, token_file: Path | None, serve_config: Path | None, canary_file: Path
+) -> tuple[str, str]:
+    """The token (none when the probe serves its own controller) and the canary from their
+    mounted files.
+
+    Raises:
+        ProbeError: exit 2: not exactly one of --controller and --serve-config, a controller
+            without its token file, or an unusable file.
+    """
+    if (controller is None) == (serve_config is None):
+        raise ProbeError("give --serve-config (the probe serves its agents) or --controller, not both", 2)
+    if controller is not None and token_file is None:
+        raise ProbeError("--controller needs --token-file (its bearer token)", 2)
+    token = read_secret_file(token_file, "token") if token_file is not None else ""
+    return token, read_secret_file(canary_file, "canary")

@@ -173,8 +173,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
             agents[name] = agent
             issues += _check_effect_targets(doc, agent, agent_where)
     if not issues and not agents:
-        origin = docs[0].file if len(docs) == 1 else docs[0].file.parent
-        issues.append(ConfigIssue(origin, 0, 0, "agents", "no agents defined"))
+        issues += _no_agents(docs, files)
     if issues:
         raise InvalidConfigError(issues)
     return AirlockConfig(
@@ -184,6 +183,17 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         backend_settings=settings,
         pool=pool[0] if pool is not None else PoolSettings(),
     )
+
+
+def _no_agents(
+    docs: list[LocatedDocument], files: list[tuple[LocatedDocument, FileConfig]]
+) -> list[ConfigIssue]:
+    """Nothing when a file writes ``agents: {}`` (a controller with no agent yet, refusing
+    every job); else the issue that no file defines an agent."""
+    if any("agents" in parsed.model_fields_set for _, parsed in files):
+        return []
+    origin = docs[0].file if len(docs) == 1 else docs[0].file.parent
+    return [ConfigIssue(origin, 0, 0, "agents", "no agents defined")]
 
 
 def _backend_settings(
@@ -508,6 +518,7 @@ def _environment(
                 routes[cred.secret] = inject.sidecar
         credentials.append(CredentialRef(name=cred.secret, injection=injection))
 
+    ok = _check_cluster_services(doc, prefix, sandbox, issues) and ok
     network: NetworkPolicy | None = None
     if backend.capabilities.network_policy:
         net = sandbox.network
@@ -516,7 +527,7 @@ def _environment(
             if net is None
             else (
                 [
-                    NetworkRule(destination=r.destination, port=r.port, action=NetworkAction.ALLOW)
+                    NetworkRule(destination=r.target, port=r.port, action=NetworkAction.ALLOW)
                     for r in net.allow
                 ]
                 + [
@@ -535,6 +546,28 @@ def _environment(
     return spec, routes
 
 
+def _check_cluster_services(
+    doc: LocatedDocument, prefix: KeyPath, sandbox: SandboxConfig, issues: list[ConfigIssue]
+) -> bool:
+    """A Service destination needs a backend that renders it (Kubernetes); refuse it elsewhere."""
+    backend = sandbox_backend(sandbox.backend)
+    if backend.capabilities.cluster_services or sandbox.network is None:
+        return True
+    ok = True
+    for i, rule in enumerate(sandbox.network.allow):
+        if rule.service is not None:
+            issues.append(
+                doc.issue(
+                    (*prefix, "network", "allow", i),
+                    f"a Service destination ({{service: {rule.service}, namespace: {rule.namespace}}}) "
+                    f"names a Kubernetes Service; backend {backend.name!r} has no cluster to reach it in: "
+                    "use backend kubernetes, or allow the host by its domain or IP",
+                )
+            )
+            ok = False
+    return ok
+
+
 def _check_local_model(
     doc: LocatedDocument, prefix: KeyPath, spec: AgentSpec, sandbox: SandboxConfig, issues: list[ConfigIssue]
 ) -> None:
@@ -551,7 +584,7 @@ def _check_local_model(
         )
     allowed = sandbox.network.allow if sandbox.network else []
     enforced = sandbox_backend(sandbox.backend).capabilities.network_policy
-    if enforced and not any(r.destination == LOCAL_MODEL for r in allowed):
+    if enforced and not any(r.target == LOCAL_MODEL for r in allowed):
         issues.append(
             doc.issue(
                 path,

@@ -15,11 +15,13 @@ from pydantic import (
     Strict,
     StringConstraints,
     Tag,
+    ValidationError,
     field_validator,
     model_validator,
 )
 
 from airlock.policy.approval import ApprovalPolicy, OnTimeout, Strategy
+from airlock.policy.cluster import ClusterService
 from airlock.policy.durability import DurabilityPolicy
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.input_files import InputFilesPolicy
@@ -152,10 +154,79 @@ class NetworkRuleConfig(_Config):
         return LOCAL_MODEL if value == LOCAL_MODEL else normalise_destination(value)
 
 
+class AllowRuleConfig(_Config):
+    """An allow rule: a ``destination`` (as a deny rule's), or an in-cluster Service by name
+    (Kubernetes only): ``{service, namespace, port}``.
+
+    ``pods`` are the labels of the Service's pods (the NetworkPolicy's podSelector; unset:
+    every pod of the namespace), ``target_port`` the pods' port when it differs from ``port``.
+    """
+
+    destination: str | None = None
+    port: Port | None = None
+    service: str | None = None
+    namespace: str | None = None
+    pods: dict[str, str] | None = None
+    target_port: Port | None = None
+
+    @field_validator("destination")
+    @classmethod
+    def _valid_destination(cls, value: str | None) -> str | None:
+        if value is None or value == LOCAL_MODEL:
+            return value
+        return normalise_destination(value)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> AllowRuleConfig:
+        if self.service is None:
+            extra = [k for k in ("namespace", "pods", "target_port") if getattr(self, k) is not None]
+            if self.destination is None:
+                raise ValueError(
+                    "an allow rule needs a destination (or a service, with its namespace and port)"
+                )
+            if extra:
+                raise ValueError(
+                    f"{', '.join(extra)} belong to a service rule; this rule names a destination"
+                )
+            return self
+        if self.destination is not None:
+            raise ValueError("a rule names either a destination or a service, not both")
+        if self.namespace is None or self.port is None:
+            raise ValueError("a service rule needs its namespace and port: {service, namespace, port}")
+        try:
+            self.cluster_destination()
+        except ValidationError as e:
+            raise ValueError(
+                "; ".join(str(err["msg"]).removeprefix("Value error, ") for err in e.errors())
+            ) from None
+        return self
+
+    def cluster_destination(self) -> str | None:
+        """A service rule's destination text in an ``EnvironmentSpec`` (None: a destination rule).
+
+        Raises:
+            ValidationError: the name, namespace or a pod label is invalid.
+        """
+        if self.service is None:
+            return None
+        service = ClusterService(
+            name=self.service,
+            namespace=self.namespace or "",
+            pods=self.pods or {},
+            target_port=self.target_port,
+        )
+        return service.destination()
+
+    @property
+    def target(self) -> str:
+        """The destination the rule allows, as an ``EnvironmentSpec`` carries it."""
+        return self.cluster_destination() or self.destination or ""
+
+
 class NetworkConfig(_Config):
     """Egress: deny all except ``allow`` rules; ``deny`` rules win over allow rules."""
 
-    allow: list[NetworkRuleConfig] = Field(default_factory=list)
+    allow: list[AllowRuleConfig] = Field(default_factory=list)
     deny: list[NetworkRuleConfig] = Field(default_factory=list)
 
 

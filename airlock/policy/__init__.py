@@ -4,6 +4,7 @@ Backend-neutral and cheap to import (pydantic and the standard library):
 
 * :mod:`.plan` — :func:`compile_plan` turns an ``EnvironmentSpec``'s network and
   credential parts into a :class:`SandboxPlan` (egress rules, sidecar routes, placements).
+* :mod:`.cluster` — in-cluster destinations (a Kubernetes Service and its pods).
 * :mod:`.decision` — the egress decision (:func:`decide`, :func:`precheck`) the proxies
   enforce.
 * :mod:`.secrets` — secret resolvers and :func:`redact`.
@@ -17,6 +18,7 @@ Backend-neutral and cheap to import (pydantic and the standard library):
 """
 
 from .approval import ApprovalDecision, ApprovalPolicy
+from .cluster import ClusterService
 from .credentials import (
     PROVIDER_DEFAULT_URLS,
     ResolvedCredentials,
@@ -59,6 +61,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalPolicy",
     "ChainResolver",
+    "ClusterService",
     "CredentialPlacement",
     "Decision",
     "DurabilityPolicy",

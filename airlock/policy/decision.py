@@ -29,6 +29,12 @@ Semantics (the single meaning the Docker and Kubernetes backends share):
    **only by a CIDR rule that lies inside that special range** (``10.0.0.0/8``,
    ``169.254.169.254/32``). A domain rule — exact or wildcard — never grants a special
    address, and neither does the default. Otherwise the plan's default applies.
+5. An in-cluster **Service** rule (:mod:`airlock.policy.cluster`) is a name rule for that
+   Service's names only: a short form (``NAME.NS``, ``NAME.NS.svc``, ``NAME`` in the
+   sandbox's namespace) is decided as the full ``NAME.NS.svc.<cluster domain>``, which
+   :func:`lookup_name` tells the proxy to resolve. It grants the private, CGNAT and
+   unique-local addresses that name resolves to, on its port; never loopback, link-local
+   or the metadata address, and no other name.
 """
 
 from __future__ import annotations
@@ -140,6 +146,13 @@ def special_range(ip: IPAddress) -> tuple[str, IPNetwork] | None:
     return None
 
 
+def lookup_name(plan: EgressPlan, host: str) -> str:
+    """The name a proxy resolves for ``host``: an allowed Service's full name, absolute (a
+    trailing dot: never through the resolver's search list), else ``host`` itself."""
+    full = plan.service_name(host)
+    return f"{full}." if full is not None else host
+
+
 def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress | str]) -> Decision:
     """Decide whether ``host:port`` (resolved to ``resolved``) may be reached under ``plan``.
 
@@ -162,6 +175,11 @@ def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress 
     else:
         if not name:
             return Decision(False, "invalid request", "empty host")
+        forms = plan.service_forms(name)
+        for form in forms[1:]:  # a deny rule written for a short form of the Service's name
+            if (denied := _name_denied(plan, form, port)) is not None:
+                return denied
+        name = forms[0] if forms else name
         name_for_rules = name
         ips = []
         for item in resolved:
@@ -196,17 +214,33 @@ def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
     name = normalise_host(host)
     if parse_ip(name) is not None or not 0 < port < 65536 or not name:
         return decide(plan, name, port, [])
-    for rule in plan.rules:
-        if rule.action == "deny" and rule.kind != "cidr" and rule.matches(name, port, None):
-            return Decision(False, rule.label(), f"{name}:{port} matches deny rule {rule.label()}")
+    forms = plan.service_forms(name) or (name,)  # a Service: in full first, then each short form
+    for form in forms:
+        if (denied := _name_denied(plan, form, port)) is not None:
+            return denied
+    name = forms[0]
     if plan.default == "allow" or _name_admitted(plan, name, port):
         return None
     return _unnamed(name, port, resolved=False)
 
 
+def _name_denied(plan: EgressPlan, name: str, port: int) -> Decision | None:
+    """The refusal when a name deny rule (exact, wildcard or ``*``) covers ``name:port``."""
+    for rule in plan.rules:
+        if rule.action == "deny" and rule.kind != "cidr" and _matches(plan, rule, name, port, None):
+            return Decision(False, rule.label(), f"{name}:{port} matches deny rule {rule.label()}")
+    return None
+
+
 def _name_admitted(plan: EgressPlan, name: str, port: int) -> bool:
     """Whether a name allow rule (exact, wildcard or ``*``) covers ``name:port``."""
-    return any(r.action == "allow" and r.kind != "cidr" and r.matches(name, port, None) for r in plan.rules)
+    return any(
+        r.action == "allow" and r.kind != "cidr" and _matches(plan, r, name, port, None) for r in plan.rules
+    )
+
+
+def _matches(plan: EgressPlan, rule: EgressRule, name: str | None, port: int, ip: IPAddress | None) -> bool:
+    return rule.matches(name, port, ip, cluster_domain=plan.cluster_domain)
 
 
 def _unnamed(name: str, port: int, *, resolved: bool) -> Decision:
@@ -220,13 +254,13 @@ def _decide_ip(plan: EgressPlan, name: str | None, port: int, ip: IPAddress) -> 
     literal = f"[{ip}]" if ip.version == 6 else str(ip)
     target = f"{name}:{port} ({ip})" if name else f"{literal}:{port}"
     for rule in plan.rules:
-        if rule.action == "deny" and rule.matches(name, port, ip):
+        if rule.action == "deny" and _matches(plan, rule, name, port, ip):
             return Decision(False, rule.label(), f"{target} matches deny rule {rule.label()}")
     special = special_range(ip)
     blocked_by_special: EgressRule | None = None
     best: EgressRule | None = None
     for rule in plan.rules:
-        if rule.action != "allow" or not rule.matches(name, port, ip):
+        if rule.action != "allow" or not _matches(plan, rule, name, port, ip):
             continue
         if special is not None and not rule.names_special(special[1]):
             blocked_by_special = blocked_by_special or rule

@@ -19,6 +19,9 @@ Network meaning (enforced by the egress proxy with ``decide`` in :mod:`airlock.p
   no domain rule allows is refused without being resolved (no DNS exfiltration), so reach a
   service by its IP, or add a domain rule for its name. ``port`` (optional) restricts the
   rule to one TCP port.
+- An allow rule may instead name an in-cluster **Service** (``{service, namespace, port}``,
+  optionally ``pods`` labels and ``target_port``; Kubernetes only, see :mod:`.cluster`): it
+  admits that Service's names on that port, and grants the private addresses they resolve to.
 - **Deny rules win** over allow rules regardless of order; an allow rule entirely covered by
   a deny rule is rejected as contradictory.
 - **Special addresses** (private, CGNAT, loopback, link-local and the 169.254.169.254
@@ -58,11 +61,21 @@ from collections.abc import Iterable, Mapping
 from typing import Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from airlock.errors import ConfigError
 from layer0 import EnvironmentSpec, NetworkPolicyIsolation, NetworkRule
 
+from .cluster import DEFAULT_CLUSTER_DOMAIN, SERVICE_PREFIX, ClusterService, grants_cluster_range
 from .decision import (
     SPECIAL_RANGES,
     IPAddress,
@@ -87,7 +100,7 @@ __all__ = [
 ]
 
 Action = Literal["allow", "deny"]
-DestinationKind = Literal["domain", "suffix", "any_domain", "cidr"]
+DestinationKind = Literal["domain", "suffix", "any_domain", "cidr", "service"]
 InjectionKind = Literal["env_var", "file", "sidecar"]
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -125,7 +138,8 @@ class _Plan(BaseModel):
 class EgressRule(_Plan):
     """One normalised rule: what it matches, on which port, allow or deny, and where it came from."""
 
-    #: Normalised destination: ``api.example.com``, ``*.example.com``, ``*`` or a CIDR (``10.0.0.0/8``).
+    #: Normalised destination: ``api.example.com``, ``*.example.com``, ``*``, a CIDR
+    #: (``10.0.0.0/8``) or an in-cluster Service (``k8s-service:NS/NAME?...``, see :mod:`.cluster`).
     destination: str
     kind: DestinationKind
     #: TCP port, or None for every port.
@@ -135,6 +149,7 @@ class EgressRule(_Plan):
     source: str = ""
 
     _network: IPNetwork | None = PrivateAttr(default=None)
+    _service: ClusterService | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -145,6 +160,8 @@ class EgressRule(_Plan):
             raise ValueError(f"destination {self.destination!r} is a {kind}, not a {self.kind}")
         if kind == "cidr":
             self._network = ipaddress.ip_network(self.destination)
+        if kind == "service":
+            self._service = ClusterService.parse(self.destination)
         return self
 
     @property
@@ -152,10 +169,28 @@ class EgressRule(_Plan):
         """The CIDR as a network (None for domain rules)."""
         return self._network
 
-    def matches(self, name: str | None, port: int, ip: IPAddress | None) -> bool:
-        """Whether the rule covers ``name`` (None for an IP literal request) / ``ip`` on ``port``."""
+    @property
+    def service(self) -> ClusterService | None:
+        """The in-cluster Service (None unless ``kind`` is ``service``)."""
+        return self._service
+
+    def matches(
+        self,
+        name: str | None,
+        port: int,
+        ip: IPAddress | None,
+        *,
+        cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
+    ) -> bool:
+        """Whether the rule covers ``name`` (None for an IP literal request) / ``ip`` on ``port``.
+
+        A Service rule matches its full name in ``cluster_domain`` only (the decision maps
+        the short forms to it first).
+        """
         if self.port is not None and self.port != port:
             return False
+        if self._service is not None:
+            return name is not None and name == self._service.fqdn(cluster_domain)
         if self.kind == "cidr":
             net = self._network
             return ip is not None and net is not None and ip.version == net.version and ip in net
@@ -168,21 +203,30 @@ class EgressRule(_Plan):
         return name.endswith(self.destination[1:])  # "*.example.com" -> ".example.com"
 
     def names_special(self, special: IPNetwork) -> bool:
-        """Whether this is a CIDR rule inside ``special`` (so it may grant addresses in it)."""
+        """Whether this is a CIDR rule inside ``special``, or a Service rule and ``special`` is
+        a range cluster addresses live in (so it may grant addresses in it)."""
+        if self._service is not None:
+            return grants_cluster_range(special)
         net = self._network
         return net is not None and net_within(net, special)
 
     def specificity(self) -> tuple[int, int, bool]:
         """Ordering key: more specific rules win among several matching allow rules."""
-        rank = {"cidr": 3, "domain": 2, "suffix": 1, "any_domain": 0}[self.kind]
+        rank = {"service": 4, "cidr": 3, "domain": 2, "suffix": 1, "any_domain": 0}[self.kind]
         detail = self._network.prefixlen if self._network is not None else len(self.destination)
         return rank, detail, self.port is not None
 
-    def label(self) -> str:
-        """Short human name, e.g. ``allow *.example.com:443 (spec.network.rules[2])``."""
-        dest = (
+    def shown_destination(self) -> str:
+        """The destination as people write it (a Service by name, an IPv6 CIDR in brackets)."""
+        if self._service is not None:
+            return self._service.display()
+        return (
             f"[{self.destination}]" if self.kind == "cidr" and ":" in self.destination else self.destination
         )
+
+    def label(self) -> str:
+        """Short human name, e.g. ``allow *.example.com:443 (spec.network.rules[2])``."""
+        dest = self.shown_destination()
         port = f":{self.port}" if self.port is not None else ""
         src = f" ({self.source})" if self.source else ""
         return f"{self.action} {dest}{port}{src}"
@@ -193,6 +237,39 @@ class EgressPlan(_Plan):
 
     default: Action = "deny"
     rules: tuple[EgressRule, ...] = ()
+    #: The cluster's DNS domain, for Service rules (set by the Kubernetes backend).
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+    #: The sandbox's namespace: a Service there may also be named by its bare name.
+    cluster_namespace: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_default_cluster(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """The cluster fields only when set (a plan without them reads the same everywhere)."""
+        data: dict[str, object] = handler(self)
+        if data.get("cluster_domain") == DEFAULT_CLUSTER_DOMAIN:
+            data.pop("cluster_domain")
+        if data.get("cluster_namespace") is None:
+            data.pop("cluster_namespace", None)
+        return data
+
+    def service_name(self, host: str) -> str | None:
+        """The full in-cluster name of the allowed Service ``host`` names, or None.
+
+        ``host`` may be any form :meth:`ClusterService.names` lists (normalised first).
+        """
+        forms = self.service_forms(host)
+        return forms[0] if forms else None
+
+    def service_forms(self, host: str) -> tuple[str, ...]:
+        """Every name of the allowed Service ``host`` names, the full one first (empty: none)."""
+        host = normalise_host(host)
+        for rule in self.rules:
+            svc = rule.service
+            names = svc.names(self.cluster_domain, self.cluster_namespace) if svc is not None else ()
+            if svc is not None and host in names:
+                full = svc.fqdn(self.cluster_domain)
+                return (full, *sorted(n for n in names if n != full))
+        return ()
 
     @property
     def allows_anything(self) -> bool:
@@ -214,11 +291,16 @@ class EgressPlan(_Plan):
         host = normalise_host(host)
         if parse_ip(host) is not None:  # an IP literal is decided fully
             return decide(self, host, port, []).allowed
-        if any(r.action == "deny" and r.kind != "cidr" and r.matches(host, port, None) for r in self.rules):
-            return False
-        return any(
-            r.action == "allow" and r.kind != "cidr" and r.matches(host, port, None) for r in self.rules
-        )
+        forms = self.service_forms(host) or (host,)
+        domain = self.cluster_domain
+
+        def by_name(action: Action, name: str) -> bool:
+            return any(
+                r.action == action and r.kind != "cidr" and r.matches(name, port, None, cluster_domain=domain)
+                for r in self.rules
+            )
+
+        return not any(by_name("deny", f) for f in forms) and by_name("allow", forms[0])
 
 
 class SidecarRoute(_Plan):
@@ -335,7 +417,7 @@ class SandboxPlan(_Plan):
             {
                 "#": str(i + 1),
                 "action": r.action,
-                "destination": r.destination,
+                "destination": r.shown_destination(),
                 "port": str(r.port) if r.port is not None else "any",
                 "matches": _describe_kind(r),
                 "source": r.source,
@@ -428,6 +510,12 @@ def compile_plan(
 
 def _classify(destination: str) -> tuple[DestinationKind, str | None]:
     """The kind of a *normalised* destination, and a problem text if it is invalid."""
+    if destination.startswith(SERVICE_PREFIX):
+        try:
+            ClusterService.parse(destination)
+        except ValueError as e:
+            return "service", f"invalid Service destination: {_first_error(e)}"
+        return "service", None
     if destination == "*":
         return "any_domain", None
     if destination.startswith("*."):
@@ -471,7 +559,19 @@ def _domain_problem(name: str) -> str | None:
     return None
 
 
+def _first_error(error: ValueError) -> str:
+    """A pydantic error's first message, or the error's text."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        return str(errors()[0]["msg"]).removeprefix("Value error, ")
+    return str(error)
+
+
 def _normalise_destination(text: str) -> str:
+    if text.strip().startswith(SERVICE_PREFIX):  # label values keep their case
+        with contextlib.suppress(ValueError):  # else reported by _classify
+            return ClusterService.parse(text.strip()).destination()
+        return text.strip()
     dest = text.strip().lower()
     if dest.startswith("[") and "]" in dest:  # "[fd00::1]" or "[fd00::]/8"
         dest = dest[1:].replace("]", "", 1)
@@ -496,6 +596,12 @@ def _compile_rule(source: str, raw: NetworkRule, problems: list[str]) -> EgressR
         problems.append(f"{source}: port {raw.port} is out of range (1-65535)")
         return None
     action: Action = "allow" if raw.action.value == "allow" else "deny"
+    if kind == "service" and (action != "allow" or raw.port is None):
+        problems.append(
+            f"{source}: a Service destination is allowed on one port: it needs a port, "
+            "and cannot be a deny rule (deny a domain or CIDR instead)"
+        )
+        return None
     rule = EgressRule(destination=dest, kind=kind, port=raw.port, action=action, source=source)
     if action == "allow" and rule.network is not None and rule.network.prefixlen > 0:
         net = rule.network
@@ -514,6 +620,8 @@ def _covers(deny: EgressRule, allow: EgressRule) -> bool:
     """Whether every connection ``allow`` matches is also matched by ``deny``."""
     if deny.port is not None and deny.port != allow.port:
         return False
+    if allow.kind == "service":
+        return deny.kind == "any_domain"
     if deny.kind == "cidr" or allow.kind == "cidr":
         d, a = deny.network, allow.network
         return d is not None and a is not None and net_within(a, d)
@@ -627,6 +735,8 @@ def _claim(targets: dict[str, str], key: str, where: str, problems: list[str]) -
 
 
 def _describe_kind(rule: EgressRule) -> str:
+    if rule.service is not None:
+        return "this Service's names (its private addresses included) inside the cluster"
     if rule.kind == "any_domain":
         return "any name"
     if rule.kind == "suffix":

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import h11
 
-from airlock.policy.decision import decide, precheck
+from airlock.policy.decision import decide, lookup_name, precheck
 from airlock.policy.plan import EgressPlan, SidecarRoute
 from airlock.policy.secrets import redact
 
@@ -168,7 +168,9 @@ class CredentialProxy(ProxyServer):
         early = precheck(self._plan, route.host, route.port)
         if early is None:
             try:
-                ips = await asyncio.wait_for(system_resolver(route.host, route.port), self._connect_timeout)
+                ips = await asyncio.wait_for(
+                    system_resolver(lookup_name(self._plan, route.host), route.port), self._connect_timeout
+                )
             except (OSError, TimeoutError) as e:
                 raise HttpError(502, f"cannot resolve upstream {route.host} ({type(e).__name__})") from e
             early = decide(self._plan, route.host, route.port, ips)

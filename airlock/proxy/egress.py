@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 
 import h11
 
-from airlock.policy.decision import Decision, decide, normalise_host, parse_ip, precheck
+from airlock.policy.decision import Decision, decide, lookup_name, normalise_host, parse_ip, precheck
 from airlock.policy.plan import EgressPlan
 
 from ._clients import ClientFilter
@@ -170,7 +170,8 @@ class EgressProxy(ProxyServer):
         if early is not None:
             return early
         try:
-            ips = await asyncio.wait_for(self._resolve(conn.host, conn.port), self._connect_timeout)
+            lookup = lookup_name(self.plan, conn.host)  # a Service: its full name, absolute
+            ips = await asyncio.wait_for(self._resolve(lookup, conn.port), self._connect_timeout)
         except (OSError, TimeoutError) as e:
             return Decision(False, "resolution failed", f"cannot resolve {conn.host}: {type(e).__name__}")
         return decide(self.plan, conn.host, conn.port, list(ips))

@@ -65,6 +65,8 @@ class Capabilities:
     #: host's address on the egress network (a sidecar credential carries the key), or on
     #: loopback (the runner is a process of this host).
     model_endpoint: Literal["egress_proxy", "loopback"]
+    #: In-cluster Service destinations (``{service, namespace, port}`` rules) are rendered.
+    cluster_services: bool = False
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,11 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         Resource("", "v1", "configmaps", "ConfigMap", True),
         Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
         Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+        Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
         Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True),
         Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
         Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
+        Resource("apps", "v1", "daemonsets", "DaemonSet", True, status_subresource=True),
         Resource(
             "authorization.k8s.io",
             "v1",

@@ -1,11 +1,11 @@
 """The isolation probe end to end, where nothing enforces NetworkPolicy: it must say so.
 
-A real controller (in this process) runs the probe agents on the Kubernetes backend; the
-stand-in API server's pods run on the local Docker engine (``DockerPods``), so each job gets
-a real sandbox pod, a real proxy pod with the sidecar credential, and the runner reached by
-pod IP. The probe (``run_probe``, what ``airlock probe`` runs in the chart's test pod) serves
-its destinations on the pod network's gateway, this machine's address on the bridge the test
-created.
+A real controller, served by the probe itself in this process (``run_served_probe``: what
+``airlock probe --serve-config`` runs in the chart's test pod), runs the probe agents on the
+Kubernetes backend; the stand-in API server's pods run on the local Docker engine
+(``DockerPods``), so each job gets a real sandbox pod, a real proxy pod with the sidecar
+credential, and the runner reached by pod IP. The probe serves its destinations on the pod
+network's gateway, this machine's address on the bridge the test created.
 
 The stand-in does not enforce NetworkPolicies, like a cluster whose CNI ignores them. So the
 probe must report the holes (the deny-all sandbox reaches the other sandbox and the
@@ -27,10 +27,9 @@ import docker
 import pytest
 import yaml
 
-from airlock.images import runner_image_tag
-from airlock.probe.client import ProbeOptions, Row, run_probe
+from airlock.probe.client import ProbeOptions, Row
+from airlock.probe.served import run_served_probe
 from airlock.testing import DockerPods, KubeApiStandIn
-from tests.support.controller import running_controller
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 NAMESPACE = "airlock-sandboxes"
@@ -103,28 +102,21 @@ def test_the_probe_reports_the_holes_of_a_cluster_that_ignores_network_policy(
         path = tmp_path / "airlock.yaml"
         path.write_text(yaml.safe_dump(config))
 
-        async def probe() -> list[Row]:
-            async with running_controller(path, tmp_path / "data", tmp_path / "sb", runner_image_tag(),
-                                          concurrency=2) as (controller, _):  # fmt: skip
-                port = controller.address.rpartition(":")[2]
-                opts = ProbeOptions(
-                    controller=controller.address,
-                    token=controller.token,
-                    deny_agent="probe-deny",
-                    allow_agent="probe-allow",
-                    allowed_url=f"{upstream}/",
-                    canary=canary,
-                    canary_header="x-airlock-probe",
-                    self_ip=gateway,
-                    allowed_port=allowed_port,
-                    forbidden_port=forbidden_port,
-                    targets={"controller": f"{gateway}:{port}"},
-                    sandbox_namespace=NAMESPACE,
-                    timeout_s=240,
-                )
-                return await run_probe(opts)
-
-        rows = asyncio.run(probe())
+        opts = ProbeOptions(
+            controller="",  # served by the probe itself, as in the chart's test pod
+            token="",
+            deny_agent="probe-deny",
+            allow_agent="probe-allow",
+            allowed_url=f"{upstream}/",
+            canary=canary,
+            canary_header="x-airlock-probe",
+            self_ip=gateway,
+            allowed_port=allowed_port,
+            forbidden_port=forbidden_port,
+            sandbox_namespace=NAMESPACE,
+            timeout_s=240,
+        )
+        rows = asyncio.run(run_served_probe(opts, path))
     table = "\n".join(f"{r.agent:12} {r.check:60} {r.observed:30} {r.mark}" for r in rows)
     print(table)
     deny, allow = by_check(rows, "probe-deny"), by_check(rows, "probe-allow")
@@ -143,6 +135,7 @@ def test_the_probe_reports_the_holes_of_a_cluster_that_ignores_network_policy(
     assert allow["sidecar secret reaches the upstream"].passed, table
     assert allow["sidecar secret visible in the sandbox"].passed, table
     assert deny["sidecar secret visible in the sandbox"].passed, table
-    # The controller listens on loopback only here: unreachable from any pod.
-    assert all(r.passed for r in rows if "tcp controller" in r.check), table
+    # The probe's own controller listens on loopback only: unreachable from any pod.
+    own = [r for r in rows if "probe's own controller" in r.check]
+    assert own and all(r.passed for r in own), table
     assert not api.objects("pods", NAMESPACE), "every sandbox pod was deleted"

@@ -23,6 +23,7 @@ from .._limits import SandboxDefaults, resolve_limits
 from .._pool import WarmPool
 from ._access import DOCTOR_ACCESS, SANDBOX_ACCESS, Access, AccessTable
 from ._addresses import SandboxAddress, sandbox_addresses
+from ._dns import ClusterResolver, dns_egress_rule, dns_findings
 from ._doctor import doctor_checks
 from ._names import CREDENTIAL_PORT_BASE, EGRESS_PORT, RUNNER_PORT, Owner
 from ._reaper import KubeReapReport, reap
@@ -30,6 +31,7 @@ from ._release_test import probe_release
 from ._render import SandboxShape, render_default_deny, render_network_policies
 from ._sandbox import KubernetesSandbox
 from ._settings import (
+    DnsPeers,
     DnsSelector,
     EnforcementSettings,
     KubernetesSettings,
@@ -47,6 +49,8 @@ __all__ = [
     "SANDBOX_ACCESS",
     "Access",
     "AccessTable",
+    "ClusterResolver",
+    "DnsPeers",
     "DnsSelector",
     "EnforcementSettings",
     "KubeReapReport",
@@ -56,6 +60,8 @@ __all__ = [
     "RuntimeClassNames",
     "SandboxAddress",
     "Toleration",
+    "dns_egress_rule",
+    "dns_findings",
     "policy_objects",
     "sandbox_addresses",
 ]
@@ -108,7 +114,11 @@ BACKEND = Backend(
     isolations=frozenset({"container", "gvisor", "micro_vm"}),
     default_isolation=(ContainerIsolation(),),
     capabilities=Capabilities(
-        network_policy=True, resource_limits=True, credentials=True, model_endpoint="egress_proxy"
+        network_policy=True,
+        resource_limits=True,
+        credentials=True,
+        model_endpoint="egress_proxy",
+        cluster_services=True,
     ),
     factory=_create,
     doctor=doctor_checks,

@@ -32,6 +32,7 @@ __all__ = [
     "ADDRESSES_ACCESS",
     "ANY_NAMESPACE",
     "CONNECT_MODES",
+    "DNS_DISCOVERY_ACCESS",
     "DOCTOR_ACCESS",
     "RELEASE_TEST_ACCESS",
     "SANDBOX_ACCESS",
@@ -78,6 +79,10 @@ class Access:
     #: Where a namespaced entry applies: the sandbox namespace, or the one image pull Secrets
     #: are copied from (``pull_secrets_from``; the entry is left out when that is unset).
     where: Where = "sandbox"
+    #: A namespaced entry in this namespace, whatever the settings say (``kube-system``).
+    namespace: str | None = None
+    #: Only these objects, whatever the settings say (with :attr:`names` unset).
+    fixed_names: tuple[str, ...] = ()
     #: The default ClusterRole that already grants it to every authenticated identity (the
     #: chart does not grant it, doctor does not review it).
     default_role: str | None = None
@@ -165,6 +170,20 @@ RELEASE_TEST_ACCESS = AccessTable(
             )
             for access in _each("create delete", group, resource)
         ),
+        # the hook binding its ServiceAccount to the controller's ClusterRole
+        *_each("create delete", "rbac.authorization.k8s.io", "clusterrolebindings", cluster=True),
+    ),
+)
+
+#: How ``airlock doctor`` finds the cluster's resolver (the kube-dns Service, NodeLocal
+#: DNSCache's DaemonSet, OpenShift's DNS namespace). Neither granted by the chart nor reviewed:
+#: doctor reports what it could not read as a warning.
+DNS_DISCOVERY_ACCESS = AccessTable(
+    "DNS_DISCOVERY_ACCESS",
+    (
+        Access("get", "", "services", namespace="kube-system", fixed_names=("kube-dns",)),
+        Access("get", "apps", "daemonsets", namespace="kube-system", fixed_names=("node-local-dns",)),
+        Access("get", "", "namespaces", cluster=True, fixed_names=("openshift-dns",)),
     ),
 )
 
@@ -275,11 +294,13 @@ def resolve(
     for access in table:
         if mode not in access.modes:
             continue
-        names = () if access.names is None else _names(access.names, settings)
+        names = access.fixed_names if access.names is None else _names(access.names, settings)
         if access.names is not None and not names:
             continue
         if access.cluster:
             where = None
+        elif access.namespace is not None:
+            where = access.namespace
         elif access.where == "pull_secrets_from":
             where = settings.pull_secrets_from
             if where is None:

@@ -4,7 +4,8 @@ API reachable (and its version); the namespace exists; RBAC allows every permiss
 access tables the backend and doctor are limited to, for the configured connection mode (one
 SelfSubjectAccessReview each, see ``_access.py``); the RuntimeClasses for gvisor and micro_vm exist;
 the image can be pulled, as far as the API can tell (its pull Secrets exist); the namespace
-has a default-deny NetworkPolicy. A machine with no cluster configured at all gets one line
+has a default-deny NetworkPolicy; the proxy pods' DNS peers reach the cluster's resolver
+(kube-dns, NodeLocal DNSCache, OpenShift DNS). A machine with no cluster configured at all gets one line
 saying so, not a failure.
 """
 
@@ -20,8 +21,9 @@ from airlock.images import image_registry, runner_image_tag
 from layer0 import EnvError
 
 from .._backend import DoctorCheck
-from ._access import DOCTOR_ACCESS, SANDBOX_ACCESS, Grant
+from ._access import DNS_DISCOVERY_ACCESS, DOCTOR_ACCESS, SANDBOX_ACCESS, Grant, resolve
 from ._api import ApiFailure, KubeApi, configured, connect_mode
+from ._dns import ClusterResolver, dns_findings, node_local_addresses
 from ._enforcement_doctor import enforcement_check
 from ._names import DEFAULT_DENY_POLICY
 from ._settings import KubernetesSettings
@@ -49,7 +51,7 @@ async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
         ]
     chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
     try:
-        api = await KubeApi.connect(chosen, SANDBOX_ACCESS + DOCTOR_ACCESS)
+        api = await KubeApi.connect(chosen, SANDBOX_ACCESS + DOCTOR_ACCESS + DNS_DISCOVERY_ACCESS)
     except EnvError as e:
         return [
             DoctorCheck("kubernetes api", "error", str(e), "check the kubeconfig, its context, or in_cluster")
@@ -82,6 +84,7 @@ async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
         checks.append(await _image(api, chosen))
         checks.append(await _default_deny(api, chosen.namespace))
         checks.append(await enforcement_check(api, chosen))
+        checks.append(await _dns_resolver(api, chosen))
         return checks
     finally:
         api.close()
@@ -106,9 +109,10 @@ async def _namespace(api: KubeApi, name: str) -> DoctorCheck:
 async def _rbac(api: KubeApi, settings: KubernetesSettings) -> DoctorCheck:
     """One SelfSubjectAccessReview per permission of the access tables (and per resource
     name), for the settings' connection mode; what every identity has by default is skipped."""
+    required = resolve(SANDBOX_ACCESS + DOCTOR_ACCESS, settings, connect_mode(settings)).grants
     reviews = [
         (grant, name)
-        for grant in api.grants.grants
+        for grant in required  # DNS discovery is optional: what it cannot read is a warning
         if grant.default_role is None
         for name in (grant.names or (None,))
     ]
@@ -247,3 +251,42 @@ async def _default_deny(api: KubeApi, namespace: str) -> DoctorCheck:
         f"no default-deny NetworkPolicy in {namespace!r}",
         f"the backend creates {DEFAULT_DENY_POLICY} on its first run (or install the Helm chart)",
     )
+
+
+async def _dns_resolver(api: KubeApi, settings: KubernetesSettings) -> DoctorCheck:
+    """The cluster's resolver (kube-dns Service, ``node-local-dns`` DaemonSet, OpenShift's
+    ``openshift-dns``) against ``settings.dns``: which peers a proxy pod's policy lacks."""
+    from kubernetes import client
+
+    unreadable: list[str] = []
+
+    async def read(what: str, fn: Any, *args: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = await api.call(fn, *args)
+        except ApiFailure as e:
+            if e.status != 404:
+                unreadable.append(f"{what}: {e.status} {e.reason}")
+            return None
+        return found
+
+    service = await read(
+        "service kube-system/kube-dns", api.core.read_namespaced_service, "kube-dns", "kube-system"
+    )
+    spec = (service or {}).get("spec") or {}
+    cluster_ip = spec.get("clusterIP") if spec.get("clusterIP") not in (None, "", "None") else None
+    apps = client.AppsV1Api(api.api_client)
+    node_local = await read(
+        "daemonset kube-system/node-local-dns",
+        apps.read_namespaced_daemon_set,
+        "node-local-dns",
+        "kube-system",
+    )
+    openshift = await read("namespace openshift-dns", api.core.read_namespace, "openshift-dns")
+    resolver = ClusterResolver(
+        kube_dns_ip=cluster_ip,
+        kube_dns_selector=dict(spec.get("selector") or {}),
+        node_local=node_local_addresses(node_local, cluster_ip) if node_local is not None else (),
+        openshift=openshift is not None,
+        unreadable=tuple(unreadable),
+    )
+    return dns_findings(resolver, settings.dns)

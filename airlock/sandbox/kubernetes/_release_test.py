@@ -36,7 +36,10 @@ _KINDS: dict[str, tuple[str, str]] = {
     "Secret": ("core", "namespaced_secret"),
     "Role": ("rbac", "namespaced_role"),
     "RoleBinding": ("rbac", "namespaced_role_binding"),
+    "ClusterRoleBinding": ("rbac", "cluster_role_binding"),
 }
+#: Hook kinds without a namespace.
+_CLUSTER_SCOPED = frozenset({"ClusterRoleBinding"})
 _LOG_LINES = 40
 
 
@@ -117,14 +120,15 @@ async def _recreate(api: KubeApi, obj: dict[str, Any], default_namespace: str) -
     client = getattr(api, group)
     namespace = obj["metadata"].get("namespace") or default_namespace
     name = obj["metadata"]["name"]
+    where = () if kind in _CLUSTER_SCOPED else (namespace,)
     try:
-        await api.call(getattr(client, f"delete_{suffix}"), name, namespace)
+        await api.call(getattr(client, f"delete_{suffix}"), name, *where)
     except ApiFailure as e:
         if e.status != 404:
             raise
     if kind == "Pod":  # a pod's name is free only once it is really gone
         await _gone(api, name, namespace)
-    await api.call(getattr(client, f"create_{suffix}"), namespace, obj)
+    await api.call(getattr(client, f"create_{suffix}"), *where, obj)
 
 
 async def _gone(api: KubeApi, pod: str, namespace: str, limit_s: float = 120.0) -> None:

@@ -22,8 +22,9 @@ objects keep the Docker backend's meaning (:mod:`airlock.sandbox.docker`):
   and may reach only its proxy pod (nothing at all when the plan allows nothing). The proxy
   pod accepts only its sandbox pod and may reach what the plan allows, as precisely as a
   NetworkPolicy can say it: cluster DNS only when a name must resolve, CIDR rules as
-  ipBlocks, name rules (and ``default: allow``) as every public address — never a special
-  range (private, loopback, link-local/metadata, ...) unless a CIDR rule inside it grants it.
+  ipBlocks, in-cluster Service rules as namespace/pod selector peers on the pods' port, name
+  rules (and ``default: allow``) as every public address — never a special range (private,
+  loopback, link-local/metadata, ...) unless a CIDR rule inside it grants it.
   The proxy enforces names, deny rules and the rest.
 
 Kubernetes has no per-pod pid limit field: the kubelet's ``podPidsLimit`` sets it for every
@@ -44,6 +45,7 @@ from airlock.proxy.bundle import EVERY_FAMILY, BundleConfig, CredentialListener
 from layer0 import EnvError
 
 from .._limits import Limits
+from ._dns import NAMESPACE_LABEL, dns_egress_rule
 from ._names import (
     CREDENTIAL_PORT_BASE,
     DEFAULT_DENY_POLICY,
@@ -91,7 +93,6 @@ SECRET_DIR = "/run/airlock-secret"
 #: Where the proxy pod sees its Secret (bundle config, sidecar secrets).
 PROXY_DIR = "/run/airlock-proxy"
 PROXY_CONFIG = f"{PROXY_DIR}/config.json"
-_DNS_NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 _READ_ONLY = 0o400
 
 #: The init container's program: copy the token once, 0400, refusing to follow or overwrite.
@@ -184,10 +185,14 @@ def bundle_config(shape: SandboxShape) -> BundleConfig:
                 credential=c.name, route=c.route, port=port, secret_file=f"{PROXY_DIR}/secret-{port}"
             )
         )
+    egress = plan.egress
+    if any(r.service is not None for r in egress.rules):  # Service names are the cluster's
+        cluster = {"cluster_domain": shape.settings.cluster_domain, "cluster_namespace": shape.namespace}
+        egress = egress.model_copy(update=cluster)
     return BundleConfig(
         host=EVERY_FAMILY,
         egress_port=EGRESS_PORT,
-        plan=plan.egress,
+        plan=egress,
         credentials=tuple(listeners),
         clients=(),
         events=("stdout",),
@@ -510,7 +515,7 @@ def _network_policy(
 def _sandbox_policy(shape: SandboxShape) -> dict[str, Any]:
     sid = shape.sandbox_id
     controller = {
-        "namespaceSelector": {"matchLabels": {_DNS_NAMESPACE_LABEL: shape.controller_namespace}},
+        "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: shape.controller_namespace}},
         "podSelector": {"matchLabels": dict(shape.settings.controller_pod_labels)},
     }
     ingress = [{"from": [controller], "ports": _tcp([RUNNER_PORT])}]
@@ -532,13 +537,7 @@ def _proxy_egress(shape: SandboxShape) -> list[dict[str, Any]]:
     egress_plan = shape.plan.egress
     rules: list[dict[str, Any]] = []
     if egress_plan.resolves_names:
-        dns = shape.settings.dns
-        peer = {
-            "namespaceSelector": {"matchLabels": {_DNS_NAMESPACE_LABEL: dns.namespace}},
-            "podSelector": {"matchLabels": dict(dns.pod_labels)},
-        }
-        dns_ports = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
-        rules.append({"to": [peer], "ports": dns_ports})
+        rules.append(dns_egress_rule(shape.settings.dns))
     denies = [r for r in egress_plan.rules if r.action == "deny" and r.network is not None]
     for rule in egress_plan.rules:
         if rule.action != "allow" or rule.network is None:
@@ -550,7 +549,8 @@ def _proxy_egress(shape: SandboxShape) -> list[dict[str, Any]]:
             peers = _block(rule.network, denies, ports)
         if peers:
             rules.append(_egress_rule(peers, ports))
-    names = [r for r in egress_plan.rules if r.action == "allow" and r.kind != "cidr"]
+    rules += [_service_rule(r) for r in egress_plan.rules if r.action == "allow" and r.service is not None]
+    names = [r for r in egress_plan.rules if r.action == "allow" and r.kind not in ("cidr", "service")]
     if names or egress_plan.default == "allow":
         if egress_plan.default == "deny" and all(r.port is not None for r in names):
             ports = sorted({r.port for r in names if r.port is not None})
@@ -560,6 +560,17 @@ def _proxy_egress(shape: SandboxShape) -> list[dict[str, Any]]:
         if peers:
             rules.append(_egress_rule(peers, ports))
     return rules
+
+
+def _service_rule(rule: EgressRule) -> dict[str, Any]:
+    """An in-cluster Service as a selector peer (never an ipBlock) on the pods' port."""
+    service = rule.service
+    assert service is not None and rule.port is not None
+    peer = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: service.namespace}},
+        "podSelector": {"matchLabels": dict(service.pods)} if service.pods else {},
+    }
+    return _egress_rule([peer], [service.target_port or rule.port])
 
 
 def _egress_rule(peers: list[dict[str, Any]], ports: list[int]) -> dict[str, Any]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from airlock.images import check_image_reference
 
 __all__ = [
+    "DnsPeers",
     "DnsSelector",
     "EnforcementSettings",
     "KubernetesSettings",
@@ -34,10 +36,77 @@ class RuntimeClassNames(_Settings):
 
 
 class DnsSelector(_Settings):
-    """Where the cluster's DNS pods are (the proxy pod may reach them only when a name rule needs it)."""
+    """One set of the cluster's DNS pods: their namespace and pod labels."""
 
     namespace: str = "kube-system"
     pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value):
+            raise ValueError(f"{value!r} is not a valid namespace name (RFC 1123 label)")
+        return value
+
+
+class DnsPeers(_Settings):
+    """Where a proxy pod may send DNS queries (only when a name rule needs a lookup).
+
+    ``selectors`` match DNS pods (CoreDNS: ``kube-system`` pods labelled ``k8s-app=kube-dns``;
+    OpenShift: ``openshift-dns`` pods labelled ``dns.operator.openshift.io/daemonset-dns:
+    default``). ``ip_blocks`` are resolver addresses no selector can match: NodeLocal
+    DNSCache listens on the node (``169.254.20.10``, and the kube-dns ClusterIP it
+    intercepts), where a NetworkPolicy sees no pod. ``ports`` are opened for UDP and TCP
+    (53; OpenShift's DNS pods listen on 5353). The older form ``{namespace, pod_labels}``
+    means one selector.
+    """
+
+    selectors: tuple[DnsSelector, ...] = (DnsSelector(),)
+    #: Single addresses (``169.254.20.10`` or ``169.254.20.10/32``; IPv6 as ``/128``).
+    ip_blocks: tuple[str, ...] = ()
+    ports: tuple[int, ...] = (53,)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_selector(cls, data: Any) -> Any:
+        """``{namespace, pod_labels}`` (the older form) as ``{selectors: [that]}``."""
+        if isinstance(data, dict) and ({"namespace", "pod_labels"} & set(data)):
+            rest = {k: v for k, v in data.items() if k not in ("namespace", "pod_labels")}
+            if "selectors" in rest:
+                raise ValueError("give `selectors`, or the older `namespace`/`pod_labels`, not both")
+            one = {k: data[k] for k in ("namespace", "pod_labels") if k in data}
+            return {**rest, "selectors": [one]}
+        return data
+
+    @field_validator("ip_blocks")
+    @classmethod
+    def _single_addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        out = []
+        for text in value:
+            try:
+                net = ipaddress.ip_network(text.strip(), strict=True)
+            except ValueError as e:
+                raise ValueError(f"ip_blocks: {text!r} is not an IP address ({e})") from None
+            if net.num_addresses != 1:
+                raise ValueError(
+                    f"ip_blocks: {text!r} is a range; name each resolver address (/32 or /128): "
+                    "DNS ports are opened to exactly these addresses"
+                )
+            out.append(str(net))
+        return tuple(dict.fromkeys(out))
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or not all(1 <= p <= 65535 for p in value):
+            raise ValueError("ports: one or more ports, each 1-65535 (53; OpenShift: 5353)")
+        return tuple(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _some_peer(self) -> DnsPeers:
+        if not self.selectors and not self.ip_blocks:
+            raise ValueError("no DNS peer: give selectors or ip_blocks (no name rule could resolve)")
+        return self
 
 
 class Toleration(_Settings):
@@ -157,7 +226,9 @@ class KubernetesSettings(_Settings):
     )
     #: The controller's namespace (None: its own in-cluster, else :attr:`namespace`).
     controller_namespace: str | None = None
-    dns: DnsSelector = Field(default_factory=DnsSelector)
+    dns: DnsPeers = Field(default_factory=DnsPeers)
+    #: The cluster's DNS domain: in-cluster Service rules allow ``NAME.NS.svc.<cluster_domain>``.
+    cluster_domain: str = "cluster.local"
     node_selector: dict[str, str] = Field(default_factory=dict)
     #: Run the pods with no RuntimeClass (isolation ``container``: runc) in a user namespace
     #: (``hostUsers: false``): uid 0 inside is an unprivileged uid on the node. Needs Kubernetes
@@ -187,6 +258,14 @@ class KubernetesSettings(_Settings):
     #: name; the Helm chart sets the release's fullname). Two live controllers must never
     #: share one. One-shot commands (``airlock run``) hold a Lease of their own process.
     owner_identity: str | None = Field(default=None, min_length=1, max_length=253)
+
+    @field_validator("cluster_domain")
+    @classmethod
+    def _domain(cls, value: str) -> str:
+        labels = value.rstrip(".").split(".")
+        if not all(_DNS_LABEL.match(label) for label in labels):
+            raise ValueError(f"{value!r} is not a DNS domain (lower-case RFC 1123 labels)")
+        return value.rstrip(".")
 
     @field_validator("image")
     @classmethod

@@ -83,9 +83,29 @@ true
 {{- printf "%s-probe-canary" (include "airlock.fullname" .) -}}
 {{- end -}}
 
-{{/* The isolation probe's allowed destination: the helm test pod's Service. */}}
+{{/* The isolation probe's allowed destination: the helm test pod's Service, its name and
+labels, and the name a sandbox uses for it (NAME.NAMESPACE.svc: the proxy resolves it as the
+full name in the controller's cluster_domain). */}}
+{{- define "airlock.probeService" -}}
+{{- printf "%s-probe" (include "airlock.fullname" .) -}}
+{{- end -}}
+
+{{- define "airlock.probeSelector" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: isolation-probe
+{{- end -}}
+
 {{- define "airlock.probeHost" -}}
-{{- printf "%s-probe.%s.svc.%s" (include "airlock.fullname" .) .Release.Namespace .Values.clusterDomain -}}
+{{- printf "%s.%s.svc" (include "airlock.probeService" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* The backend's dns settings from sandbox.dns (selectors, ipBlocks, ports). */}}
+{{- define "airlock.dnsPeers" -}}
+{{- $selectors := list -}}
+{{- range .Values.sandbox.dns.selectors -}}
+{{- $selectors = append $selectors (dict "namespace" .namespace "pod_labels" (.podLabels | default dict)) -}}
+{{- end -}}
+{{- toYaml (dict "selectors" $selectors "ip_blocks" .Values.sandbox.dns.ipBlocks "ports" .Values.sandbox.dns.ports) -}}
 {{- end -}}
 
 {{/* A value kept across upgrades: the existing Secret's key when the cluster has it, else random. */}}
@@ -98,23 +118,83 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* Names of the agents the chart adds for its isolation probe. */}}
-{{- define "airlock.probeAgents" -}}
-airlock-probe-deny airlock-probe-allow
+{{/* The Kubernetes backend's settings (backends.kubernetes) from values, as YAML: the
+controller's, and (with its own controller labels) the isolation test's. */}}
+{{- define "airlock.kubernetesSettings" -}}
+{{- $kube := dict
+    "namespace" (include "airlock.sandboxNamespace" .)
+    "in_cluster" true
+    "connect" (include "airlock.connect" .)
+    "image" (include "airlock.runnerImage" .)
+    "image_pull_policy" .Values.sandbox.image.pullPolicy
+    "image_pull_secrets" .Values.sandbox.imagePullSecrets
+    "runtime_classes" .Values.sandbox.runtimeClasses
+    "controller_pod_labels" (include "airlock.controllerSelector" . | fromYaml)
+    "controller_namespace" .Release.Namespace
+    "dns" (include "airlock.dnsPeers" . | fromYaml)
+    "cluster_domain" .Values.clusterDomain
+    "node_selector" .Values.sandbox.nodeSelector
+    "tolerations" .Values.sandbox.tolerations
+    "workspace_medium" .Values.sandbox.workspaceMedium
+    "start_timeout" .Values.sandbox.startTimeout
+    "lease_seconds" .Values.sandbox.leaseSeconds
+    "owner_identity" (include "airlock.fullname" .)
+    "network_policy" .Values.sandbox.networkPolicy
+    "enforcement" (dict "controller_port" (int .Values.controller.service.port) "interval_s" (int .Values.sandbox.enforcementIntervalSeconds))
+    "proxy" (dict "cpu" .Values.egressProxy.cpu "memory" .Values.egressProxy.memory) -}}
+{{- with .Values.egressProxy.image.repository -}}
+{{- $_ := set $kube.proxy "image" (printf "%s:%s" . (default $.Chart.AppVersion $.Values.egressProxy.image.tag)) -}}
+{{- end -}}
+{{- /* A sandbox namespace the chart creates gets the pull Secrets copied from the release's
+namespace by the controller (no lookup: it works under helm template and GitOps too). */ -}}
+{{- if and .Values.sandbox.namespace.create .Values.sandbox.imagePullSecrets -}}
+{{- $_ := set $kube "pull_secrets_from" .Release.Namespace -}}
+{{- end -}}
+{{- toYaml $kube -}}
 {{- end -}}
 
-{{/* The pod network's CIDRs, as a JSON list: isolationTest.podCIDRs, else every node's
-spec.podCIDRs as the cluster reports them (none when rendering without a cluster). */}}
-{{- define "airlock.podCIDRs" -}}
-{{- $cidrs := .Values.isolationTest.podCIDRs | default list -}}
-{{- if not $cidrs -}}
-{{- range (lookup "v1" "Node" "" "").items | default list -}}
-{{- range (.spec.podCIDRs | default list) -}}
-{{- $cidrs = append $cidrs . -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- $cidrs | uniq | toJson -}}
+{{/* The isolation test's airlock.yaml: only the two probe agents, served by the test pod
+itself (`airlock probe --serve-config`) for the length of `helm test`. The deny-all agent
+reaches nothing; the allow-list agent reaches the probe's Service by name on allowedPort
+(the proxy pod's NetworkPolicy admits the probe pod by its labels, never a pod CIDR) with a
+sidecar credential. Its sandboxes admit the test pod, their controller, on the runner port. */}}
+{{- define "airlock.probeConfig" -}}
+{{- $t := .Values.isolationTest -}}
+{{- $probe := dict
+    "provider" (dict "kind" "command")
+    "system" "Isolation probe: each message is one command in this sandbox."
+    "tools" (list "bash")
+    "tool_options" (dict "bash" (dict "timeout_s" (int $t.timeoutSeconds)))
+    "backend" "kubernetes"
+    "isolation" $t.isolation
+    "resources" (dict "cpu" "250m" "memory" "128Mi")
+    "defaults" (dict "max_turns" 2 "max_duration" (printf "%ds" (int $t.timeoutSeconds))) -}}
+{{- $upstream := printf "http://%s:%d" (include "airlock.probeHost" .) (int $t.allowedPort) -}}
+{{- $target := dict
+    "service" (include "airlock.probeService" .)
+    "namespace" .Release.Namespace
+    "port" (int $t.allowedPort)
+    "pods" (include "airlock.probeSelector" . | fromYaml) -}}
+{{- $allow := deepCopy $probe -}}
+{{- $_ := set $allow "network" (dict "allow" (list $target)) -}}
+{{- $sidecar := dict "sidecar" (dict "upstream" $upstream "header" "x-airlock-probe") -}}
+{{- $_ := set $allow "credentials" (list (dict "secret" "airlock-probe-canary" "inject" $sidecar)) -}}
+{{- $kube := include "airlock.kubernetesSettings" . | fromYaml -}}
+{{- $_ := set $kube "controller_pod_labels" (include "airlock.probeSelector" . | fromYaml) -}}
+{{- $_ := set $kube "controller_namespace" .Release.Namespace -}}
+{{- /* Its own owner identity: the release's is the production controller's, whose Lease and
+sandboxes a controller of the same identity would retire. It measures every hole itself, row
+by row, so its controller does not refuse before it measures (no standing exception: it lives
+only for `helm test`); it copies no pull Secret (the production controller does). */ -}}
+{{- $_ := set $kube "owner_identity" (printf "%s-probe" (include "airlock.fullname" .)) -}}
+{{- $_ := set $kube "network_policy" "assume_enforced" -}}
+{{- $_ := unset $kube "pull_secrets_from" -}}
+{{- $config := dict
+    "version" 1
+    "secrets" (dict "airlock-probe-canary" (dict "file" "/var/run/airlock/probe/canary"))
+    "backends" (dict "kubernetes" $kube)
+    "agents" (dict "airlock-probe-deny" $probe "airlock-probe-allow" $allow) -}}
+{{- toYaml $config -}}
 {{- end -}}
 
 {{/* How the controller reaches a runner: the chart's controller runs in the cluster, so by
@@ -123,7 +203,7 @@ pod IP (no port-forward, so no pods/portforward access either). */}}
 pod_ip
 {{- end -}}
 
-{{/* The controller's RBAC rules of one scope (.scope: namespaced or cluster) for the chart's
+{{/* The controller's RBAC rules of one scope (.scope: namespaced, cluster or pullSecretsFrom) for the chart's
 connection mode, from files/controller-access.json: written from the backend's access table
 (airlock/sandbox/kubernetes/_access.py), which a chart test keeps it equal to. A rule limited to
 configured objects gets their names as resourceNames, and is left out when none is configured

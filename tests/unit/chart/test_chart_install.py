@@ -27,7 +27,9 @@ def of_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def backend_settings(docs: list[dict[str, Any]]) -> KubernetesSettings:
-    config = yaml.safe_load(of_kind(docs, "ConfigMap")["data"]["airlock.yaml"])
+    """The production controller's settings (not the isolation test hook's config)."""
+    (found,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-config")]
+    config = yaml.safe_load(found["data"]["airlock.yaml"])
     return KubernetesSettings.model_validate(config["backends"]["kubernetes"])
 
 

@@ -154,16 +154,17 @@ def test_the_role_grants_exactly_what_the_controller_calls(case: str) -> None:
     ]
     role = one(case, "Role", "-sandboxes")
     assert role["metadata"]["namespace"] == settings.namespace
-    assert role["rules"] == rules(g for g in granted if g.namespace is not None)
+    assert role["rules"] == rules(g for g in granted if g.namespace == settings.namespace)
     assert one(case, "ClusterRole")["rules"] == rules(g for g in granted if g.namespace is None)
     binding = one(case, "RoleBinding", "-sandboxes")
     assert binding["metadata"]["namespace"] == settings.namespace
     account = one(case, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "airlock"}]
     # No object of the chart's own grants anything wider.
-    assert [n for (k, n) in kinds(case) if k == "ClusterRoleBinding"] == [
-        one(case, "ClusterRole")["metadata"]["name"]
+    bindings = [
+        n for (k, n) in kinds(case) if k == "ClusterRoleBinding" and not n.endswith("-probe-runtimeclasses")
     ]
+    assert bindings == [one(case, "ClusterRole")["metadata"]["name"]]  # the helm test's own binding aside
 
 
 def test_the_default_roles_name_what_they_grant() -> None:
@@ -262,7 +263,8 @@ def test_the_gvisor_example_schedules_sandboxes_on_its_pool() -> None:
     assert settings.runtime_classes.micro_vm == "kata-qemu" and settings.workspace_medium == "Disk"
     assert settings.proxy.image == "registry.example.com/airlock-runner:0.1.0"
     assert settings.image == "registry.example.com/airlock-runner:0.1.0"
-    assert rendered_config("gvisor")["agents"]["airlock-probe-deny"]["isolation"] == ["gvisor"]
+    probe_config = yaml.safe_load(one("gvisor", "ConfigMap", "-probe")["data"]["airlock.yaml"])
+    assert probe_config["agents"]["airlock-probe-deny"]["isolation"] == ["gvisor"]
 
 
 def test_secrets_are_only_referenced_and_mounted_as_files() -> None:
@@ -317,9 +319,30 @@ def test_the_isolation_test_is_a_helm_test_hook() -> None:
     assert args[0] == "probe"
     assert args[args.index("--deny-agent") + 1] == "airlock-probe-deny"
     assert args[args.index("--allow-agent") + 1] == "airlock-probe-allow"
-    targets = [args[i + 1].split("=")[0] for i, a in enumerate(args) if a == "--target"]
-    assert targets == ["controller", "kubernetes-api", "node"]
+    targets = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--target")
+    assert list(targets) == ["controller", "kubernetes-api", "node", "metadata", "metadata-ipv6"]
+    assert targets["metadata"] == "169.254.169.254:80" and targets["metadata-ipv6"] == "[fd00:ec2::254]:80"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # It serves its own agents: it holds no jobs-API token, only its hook config and canary.
+    assert args[1:3] == ["--serve-config", "/etc/airlock-probe/airlock.yaml"]
+    assert "--token-file" not in args and "--controller" not in args
+    secrets = {v["secret"]["secretName"] for v in probe["spec"]["volumes"] if "secret" in v}
+    assert secrets == {"rel-airlock-probe-canary"}
+    # Every object the test needs exists only as a test hook, the access it grants included.
+    hooks = [
+        o for o in objects(rendered("default")) if "helm.sh/hook" in o["metadata"].get("annotations", {})
+    ]
+    assert {(o["kind"], o["metadata"]["name"]) for o in hooks} == {
+        ("ConfigMap", "rel-airlock-probe"),
+        ("ServiceAccount", "rel-airlock-probe"),
+        ("RoleBinding", "rel-airlock-probe"),
+        ("ClusterRoleBinding", "rel-airlock-airlock-probe-runtimeclasses"),
+        ("Service", "rel-airlock-probe"),
+        ("Pod", "rel-airlock-isolation-test"),
+    }
+    assert all(o["metadata"]["annotations"]["helm.sh/hook"] == "test" for o in hooks)
+    deployment = one("default", "Deployment")["spec"]["template"]["spec"]
+    assert "probe" not in yaml.safe_dump(deployment["volumes"])  # no canary in production
     service = one("default", "Service", "-probe")
     assert service["spec"]["clusterIP"] == "None"
     assert not [k for k in kinds("external-secrets") if k[1].endswith(("-isolation-test", "-probe-canary"))]

@@ -15,6 +15,8 @@ import yaml
 from airlock.config import AirlockConfig, InvalidConfigError, load_config
 from airlock.config._schema import SANDBOX_KEYS
 from airlock.errors import ConfigError
+from airlock.policy import ClusterService
+from airlock.sandbox.kubernetes import DnsPeers, DnsSelector, KubernetesSettings
 from airlock.spec import PROVIDER_KINDS, AgentSpec
 from tests.support.helm import CHART, helm, objects, render
 
@@ -23,10 +25,14 @@ SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 PROBE_AGENTS = {"airlock-probe-deny", "airlock-probe-allow"}
 
 
-def chart_config(tmp_path: Path, *values: Path, sets: tuple[str, ...] = ()) -> AirlockConfig:
-    """The controller's config as the chart renders it, loaded by airlock.config."""
-    (config_map,) = [o for o in objects(render(*values, sets=sets)) if o["kind"] == "ConfigMap"]
-    path = tmp_path / "airlock.yaml"
+def chart_config(
+    tmp_path: Path, *values: Path, sets: tuple[str, ...] = (), suffix: str = "-config"
+) -> AirlockConfig:
+    """The controller's config as the chart renders it (``suffix="-probe"``: the isolation
+    test's own), loaded by airlock.config."""
+    found = objects(render(*values, sets=sets))
+    (config_map,) = [o for o in found if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith(suffix)]
+    path = tmp_path / f"airlock{suffix}.yaml"
     path.write_text(config_map["data"]["airlock.yaml"])
     return load_config(path)
 
@@ -35,7 +41,6 @@ def comparable(config: AirlockConfig) -> dict[str, Any]:
     return {
         name: agent.model_dump(mode="json", exclude={"source", "line"})
         for name, agent in config.agents.items()
-        if name not in PROBE_AGENTS
     }
 
 
@@ -44,9 +49,7 @@ def test_the_rendered_agents_load_exactly_as_the_same_airlock_yaml(tmp_path: Pat
     by_hand = load_config(DATA / "multi-agent.airlock.yaml")
     assert comparable(from_chart) == comparable(by_hand)
     assert set(comparable(from_chart)) == {"coder", "researcher"}
-    assert from_chart.secrets == by_hand.secrets | {
-        k: v for k, v in from_chart.secrets.items() if "probe" in k
-    }
+    assert from_chart.secrets == by_hand.secrets
     assert from_chart.settings_of("kubernetes") is not None
 
 
@@ -55,21 +58,55 @@ def test_every_example_loads_in_the_controller(example: str, tmp_path: Path) -> 
     values = () if example == "default" else (CHART / "examples" / f"{example}.yaml",)
     config = chart_config(tmp_path, *values)
     assert all(agent.backend == "kubernetes" for agent in config.agents.values())
-    if example != "external-secrets":
-        assert set(config.agents) >= PROBE_AGENTS
+    assert not set(config.agents) & PROBE_AGENTS  # never a standing probe agent
+    assert not [name for name in config.secrets if "probe" in name]
+    if example != "external-secrets":  # the isolation test's own config, served by its pod
+        probe = chart_config(tmp_path, *values, suffix="-probe")
+        assert set(probe.agents) == PROBE_AGENTS
+        assert probe.settings_of("kubernetes") == config.settings_of("kubernetes").model_copy(  # type: ignore[union-attr]
+            update={
+                "controller_pod_labels": {
+                    "app.kubernetes.io/instance": "rel",
+                    "app.kubernetes.io/component": "isolation-probe",
+                },
+                # never the production controller's identity (it would retire its sandboxes)
+                "owner_identity": "rel-airlock-probe",
+                "network_policy": "assume_enforced",  # it measures each hole itself
+                "pull_secrets_from": None,
+            }
+        )
 
 
 def test_the_probe_agents_are_deny_all_and_one_allowed_destination(tmp_path: Path) -> None:
-    config = chart_config(tmp_path, CHART / "examples" / "multi-agent.yaml")
+    config = chart_config(tmp_path, CHART / "examples" / "multi-agent.yaml", suffix="-probe")
     deny, allow = config.agents["airlock-probe-deny"], config.agents["airlock-probe-allow"]
     assert deny.plan().needs_egress_proxy is False and not deny.environment.credentials
-    rules = allow.environment.network.rules if allow.environment.network else []
-    host = "rel-airlock-probe.airlock.svc.cluster.local"
-    assert [(r.destination, r.port) for r in rules] == [(host, 8080), ("10.244.0.0/16", 8080)]
+    (rule,) = allow.plan().egress.rules  # the probe's Service by name: no CIDR, no pod network
+    probe_pods = {"app.kubernetes.io/instance": "rel", "app.kubernetes.io/component": "isolation-probe"}
+    assert rule.service == ClusterService(name="rel-airlock-probe", namespace="airlock", pods=probe_pods)
+    assert (rule.port, rule.action) == (8080, "allow")
     (credential,) = allow.environment.credentials
     assert credential.name == "airlock-probe-canary"
-    assert allow.sidecar_routes["airlock-probe-canary"].upstream == f"http://{host}:8080"
+    upstream = allow.sidecar_routes["airlock-probe-canary"].upstream
+    assert upstream == "http://rel-airlock-probe.airlock.svc:8080"
     assert config.secrets["airlock-probe-canary"].file == "/var/run/airlock/probe/canary"
+
+
+def test_dns_peers_for_node_local_dns_and_openshift_reach_the_backend(tmp_path: Path) -> None:
+    values = tmp_path / "dns.yaml"
+    selector = {
+        "namespace": "openshift-dns",
+        "podLabels": {"dns.operator.openshift.io/daemonset-dns": "default"},
+    }
+    dns = {"selectors": [selector], "ipBlocks": ["169.254.20.10", "10.96.0.10/32"], "ports": [53, 5353]}
+    values.write_text(yaml.safe_dump({"sandbox": {"dns": dns}}))
+    settings = chart_config(tmp_path, values).settings_of("kubernetes")
+    assert isinstance(settings, KubernetesSettings)
+    assert settings.dns == DnsPeers(
+        selectors=(DnsSelector(namespace="openshift-dns", pod_labels=selector["podLabels"]),),
+        ip_blocks=("169.254.20.10/32", "10.96.0.10/32"),
+        ports=(53, 5353),
+    )
 
 
 # --- what the schema refuses ----------------------------------------------------------------
@@ -94,6 +131,17 @@ BAD_AGENTS: list[tuple[str, dict[str, Any], str]] = [
     ("unknown key", {"netwrok": {}}, "netwrok"),
     ("provider", {"provider": {"kind": "gpt"}}, "provider.kind"),
     ("injection", {"credentials": [{"secret": "k", "inject": "stdin"}]}, "credentials.0.inject"),
+    ("service port", {"network": {"allow": [{"service": "db", "namespace": "data"}]}}, "network.allow.0"),
+    (
+        "service name",
+        {"network": {"allow": [{"service": "DB", "namespace": "d", "port": 1}]}},
+        "network.allow.0",
+    ),
+    (
+        "service in deny",
+        {"network": {"deny": [{"service": "db", "namespace": "d", "port": 1}]}},
+        "network.deny.0",
+    ),
 ]
 
 
@@ -127,7 +175,14 @@ BAD_SETTINGS: list[tuple[str, dict[str, Any], str]] = [
     ("workspace", {"sandbox": {"workspaceMedium": "Tape"}}, "sandbox.workspaceMedium"),
     ("concurrency", {"controller": {"concurrency": 0}}, "controller.concurrency"),
     ("proxy memory", {"egressProxy": {"memory": "lots"}}, "egressProxy.memory"),
-    ("probe pod CIDR", {"isolationTest": {"podCIDRs": ["10.244.0.0/99"]}}, "isolationTest.podCIDRs.0"),
+    ("dns range", {"sandbox": {"dns": {"ipBlocks": ["10.96.0.0/12"]}}}, "sandbox.dns.ipBlocks.0"),
+    ("dns ports", {"sandbox": {"dns": {"ports": []}}}, "sandbox.dns.ports"),
+    (
+        "dns selector",
+        {"sandbox": {"dns": {"selectors": [{"podLabels": {"a": "b"}}]}}},
+        "sandbox.dns.selectors.0",
+    ),
+    ("pod CIDRs are gone", {"isolationTest": {"podCIDRs": ["10.244.0.0/16"]}}, "isolationTest"),
     ("secret ref", {"secrets": {"k": {"secretName": "s"}}}, "secrets.k"),
     ("top-level typo", {"agent": {}}, "agent"),
     (
@@ -149,9 +204,12 @@ def test_a_credential_naming_an_undeclared_secret_fails_with_its_name(tmp_path: 
     assert 'secret "missing-key" is not declared under secrets:' in message
 
 
-def test_the_probe_agents_names_are_reserved(tmp_path: Path) -> None:
-    message = helm_refuses({"agents": {"airlock-probe-deny": GOOD_AGENT}}, tmp_path)
-    assert "reserved for the isolation test" in message
+def test_an_agent_may_share_a_probe_agents_name(tmp_path: Path) -> None:
+    """The probe's agents are not in the controller's config, so no name is reserved there."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"agents": {"airlock-probe-deny": GOOD_AGENT}}))
+    config = chart_config(tmp_path, values)
+    assert config.agents["airlock-probe-deny"].spec.provider.kind == "anthropic"
 
 
 def test_the_schema_lists_are_airlocks_own() -> None:

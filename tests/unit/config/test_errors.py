@@ -43,7 +43,8 @@ def test_unknown_nested_key(write: Write, one_issue: One) -> None:
         """
     )
     assert one_issue(path) == (
-        f"{path}:7:11: agents.coder.network.allow[0].prot: unknown key 'prot'; valid keys: destination, port"
+        f"{path}:7:11: agents.coder.network.allow[0].prot: unknown key 'prot'; "
+        "valid keys: destination, namespace, pods, port, service, target_port"
     )
 
 
@@ -165,9 +166,11 @@ def test_backend_settings_are_checked_by_the_backends_own_model(write: Write, on
         f"{path}:6:16: backends.kubernetes.namespace: 'Bad_NS' is not a valid namespace name (RFC 1123 label)"
     )
     path = write(AGENT + "backends:\n  kubernetes: {namespac: x}\n")
-    assert one_issue(path).startswith(
-        f"{path}:5:16: backends.kubernetes.namespac: unknown key 'namespac'; valid keys: connect, "
+    issue = one_issue(path)
+    assert issue.startswith(
+        f"{path}:5:16: backends.kubernetes.namespac: unknown key 'namespac'; valid keys: "
     )
+    assert ", connect, " in issue
     path = write(AGENT + "backends:\n  process: {}\n")
     assert one_issue(path) == f"{path}:5:3: backends.process: backend 'process' takes no settings"
     path = write(AGENT + "backends:\n  docker: {runtimes: {gvisr: x}}\n")
@@ -309,6 +312,13 @@ def test_empty_file_has_no_agents(write: Write) -> None:
     with pytest.raises(InvalidConfigError) as info:
         load_config(path)
     assert str(info.value) == f"{path}: agents: no agents defined"
+
+
+def test_an_explicitly_empty_agents_mapping_loads(write: Write) -> None:
+    """What the Helm chart renders before any agent is configured: the controller starts and
+    refuses every job (its isolation test's agents are not in this file)."""
+    path = write("agents: {}\n")
+    assert load_config(path).agents == {}
 
 
 def test_invalid_config_error_is_a_config_error() -> None:

@@ -14,6 +14,7 @@ from airlock.sandbox.kubernetes._access import resolve
 from airlock.sandbox.kubernetes._api import KubeApi
 from airlock.sandbox.kubernetes._enforcement_result import ANNOTATION, EnforcementResult
 from airlock.testing import KubeApiStandIn
+from tests.unit.sandbox.kubernetes_backend.test_dns import kube_system
 
 NS = "airlock-sandboxes"
 
@@ -37,7 +38,9 @@ def by_name(checks: list[DoctorCheck]) -> dict[str, DoctorCheck]:
 
 
 async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
-    with KubeApiStandIn(namespaces=(NS,), runtime_classes={"gvisor": "runsc", "kata": "kata-qemu"}) as api:
+    kata = {"gvisor": "runsc", "kata": "kata-qemu"}
+    with KubeApiStandIn(namespaces=(NS, "kube-system"), runtime_classes=kata) as api:
+        kube_system(api, node_local=False)  # CoreDNS's Service, which the default DNS peers match
         settings = KubernetesSettings(
             namespace=NS,
             kubeconfig=str(api.write_kubeconfig(tmp_path / "kc")),
@@ -56,6 +59,7 @@ async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
         "kubernetes image": "ok",
         "kubernetes default-deny": "ok",
         "kubernetes enforcement": "ok",
+        "kubernetes dns": "ok",
     }
     assert "enforced in 'airlock-sandboxes'" in checks["kubernetes enforcement"].message
     granted = resolve(SANDBOX_ACCESS + DOCTOR_ACCESS, settings, "port_forward").grants

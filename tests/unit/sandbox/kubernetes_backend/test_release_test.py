@@ -128,9 +128,18 @@ def test_a_passing_test_pod_is_ok_with_its_verdict(
     (check,) = asyncio.run(run())
     assert check.status == "ok" and "isolation holds" in check.message
     assert {o["metadata"]["name"] for o in api.objects("serviceaccounts", "airlock")} == {"airlock-probe"}
-    assert [o["metadata"]["name"] for o in api.objects("roles", "airlock-sandboxes")] == ["airlock-probe"]
+    # Every kind of hook is recreated: the probe's own config, and its access for the test.
+    assert [o["metadata"]["name"] for o in api.objects("configmaps", "airlock")] == ["airlock-probe"]
+    (binding,) = api.objects("rolebindings", "airlock-sandboxes")
+    assert binding["roleRef"]["name"] == "airlock-sandboxes"  # the controller's own Role
+    (cluster_binding,) = api.objects("clusterrolebindings")
+    assert cluster_binding["subjects"][0]["name"] == "airlock-probe"
     (pod,) = api.objects("pods", "airlock")
-    assert pod["spec"]["containers"][0]["args"][0] == "probe"
+    assert pod["spec"]["containers"][0]["args"][:3] == [
+        "probe",
+        "--serve-config",
+        "/etc/airlock-probe/airlock.yaml",
+    ]
 
 
 def test_a_failing_test_pod_is_an_error_with_its_log(

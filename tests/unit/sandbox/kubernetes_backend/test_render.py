@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airlock.policy import ResolvedCredentials, SandboxPlan, compile_plan
+from airlock.policy import ClusterService, ResolvedCredentials, SandboxPlan, compile_plan
 from airlock.policy.decision import SPECIAL_RANGES, net_within
 from airlock.proxy.bundle import BundleConfig
 from airlock.sandbox import resolve_limits
@@ -75,6 +75,8 @@ CONTROLLER_NAMESPACE = "airlock-system"
 TOKEN = "runner-token-for-tests"
 PROXY_IP = "10.244.1.7"
 ALLOW, DENY = NetworkAction.ALLOW, NetworkAction.DENY
+#: An in-cluster Service whose pods listen on another port than the Service's.
+SEARCH = ClusterService(name="search", namespace="tools", pods={"app": "search"}, target_port=8080)
 
 
 def rule(destination: str, action: NetworkAction = ALLOW, port: int | None = None) -> NetworkRule:
@@ -194,7 +196,15 @@ def _cases() -> dict[str, tuple[EnvironmentSpec, KubernetesSettings, int | None]
     }
 
 
-CASES = _cases()
+def _service_cases() -> dict[str, tuple[EnvironmentSpec, KubernetesSettings, int | None]]:
+    """In-cluster Service destinations (selector peers), in a cluster with its own domain."""
+    cache = ClusterService(name="cache", namespace="tools")
+    rules = (rule(SEARCH.destination(), port=80), rule(cache.destination(), port=6379))
+    spec = EnvironmentSpec(network=network(*rules, rule("api.github.com", port=443)))
+    return {"cluster_service": (spec, KubernetesSettings(cluster_domain="corp.internal"), None)}
+
+
+CASES = {**_cases(), **_service_cases()}
 
 
 def case_shape(name: str) -> SandboxShape:
@@ -704,3 +714,35 @@ def test_tolerations_and_the_proxy_settings_reach_both_pods() -> None:
     assert container(pod, "runner")["image"] == IMAGE
     with pytest.raises(ValueError, match="not a Kubernetes quantity"):
         ProxySettings(memory="lots")
+
+
+def test_a_service_rule_is_a_selector_peer_on_the_pods_port_never_an_ipblock() -> None:
+    shape = case_shape("cluster_service")
+    proxy_policy = render_network_policies(shape)[1]
+    egress = proxy_policy["spec"]["egress"]
+    search = {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tools"}},
+                "podSelector": {"matchLabels": {"app": "search"}},
+            }
+        ],
+        "ports": [{"protocol": "TCP", "port": 8080}],  # the pods' port, not the Service's 80
+    }
+    cache = {
+        "to": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tools"}},
+                "podSelector": {},
+            }
+        ],
+        "ports": [{"protocol": "TCP", "port": 6379}],
+    }
+    assert search in egress and cache in egress
+    blocks = [ipaddress.ip_network(p["ipBlock"]["cidr"]) for r in egress for p in r["to"] if "ipBlock" in p]
+    # Only the public blocks of the name rule (443): no block for the Services' ports.
+    public = [r for r in egress if any("ipBlock" in p for p in r["to"])]
+    assert [r["ports"] for r in public] == [[{"protocol": "TCP", "port": 443}]]
+    assert all(b.prefixlen == 0 for b in blocks)
+    config = bundle_config(shape)
+    assert (config.plan.cluster_domain, config.plan.cluster_namespace) == ("corp.internal", shape.namespace)
