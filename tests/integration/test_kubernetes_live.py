@@ -621,3 +621,52 @@ async def test_a_resume_first_removes_the_jobs_still_running_sandbox(live: Live)
         with contextlib.suppress(asyncio.CancelledError, EnvError):
             await turn
         await first.aclose()
+
+
+async def test_an_in_cluster_service_is_reached_by_name_through_the_proxy(live: Live, server: Server) -> None:
+    """Items 3 and 4 on a real cluster: a Service destination is rendered as a selector peer
+    (never the pod CIDR) and the proxy resolves the Service's name through the cluster's DNS,
+    admitted by the DNS peers of its NetworkPolicy (NodeLocal DNSCache, OpenShift: configure
+    ``backends.kubernetes.dns`` as ``airlock doctor`` says). The sandbox reaches the server by
+    the Service's in-cluster name via its proxy; directly it reaches nothing."""
+    from kubernetes.client.exceptions import ApiException
+
+    from airlock.policy import ClusterService
+
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": server.name, "labels": {TEST_LABEL: live.run_id}},
+        "spec": {
+            "selector": {TEST_LABEL: live.run_id, TEST_ROLE: "server"},
+            "ports": [{"port": SERVER_PORT, "targetPort": SERVER_PORT, "protocol": "TCP"}],
+        },
+    }
+    await asyncio.to_thread(live.core.create_namespaced_service, live.namespace, service)
+    try:
+        target = ClusterService(
+            name=server.name, namespace=live.namespace, pods={TEST_LABEL: live.run_id, TEST_ROLE: "server"}
+        )
+        spec = EnvironmentSpec(
+            network=NetworkPolicy(
+                default=NetworkAction.DENY, rules=[allow(target.destination(), SERVER_PORT)]
+            )
+        )
+        url = f"http://{server.name}.{live.namespace}.svc.cluster.local:{SERVER_PORT}/by-name"
+        agent = bash_agent("uname -n", python(FETCH, url))
+        sink = Recorder()
+        output = await live.sandbox().run(request(agent, spec, sink))
+        assert_completed(output)
+        results = sink.results()
+        lines = {line.split(" ", 1)[0]: line for line in results["t1"]["stdout"].splitlines()}
+        assert lines["via-proxy"].startswith("via-proxy REACHED"), lines
+        assert lines["direct"].startswith("direct FAILED"), lines  # no DNS, no route but the proxy
+        log = await asyncio.to_thread(live.log, server.name)
+        assert "/by-name" in log
+        await asyncio.to_thread(live.assert_removed, sandbox_id_of(results["t0"]["stdout"]))
+    finally:
+        try:
+            await asyncio.to_thread(live.core.delete_namespaced_service, server.name, live.namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
