@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -86,11 +87,16 @@ async def reap_with(
     *,
     include_live: bool = False,
     keep: frozenset[str] = frozenset(),
+    now: datetime | None = None,
 ) -> KubeReapReport:
     """Sweep ``settings.namespace`` through ``api`` (see the module docstring); the owner
-    Leases named in ``keep`` (the caller's own) count as live even when expired."""
+    Leases named in ``keep`` (the caller's own) count as live even when expired. An object
+    whose owner has no Lease at all is removed only once it is older than a lease period
+    (``now``: the sweep's time, default the clock's), as a controller creates its Lease just
+    before its first objects and a sweep may have listed the Leases in between."""
     ns = settings.namespace
     report = KubeReapReport()
+    listed_at = now or datetime.now(UTC)
     try:
         leases = await _items(
             api,
@@ -103,9 +109,16 @@ async def reap_with(
         return report
     live = {_name(lease) for lease in leases if not include_live and not lease_expired(lease)}
     live |= keep
+    known = {_name(lease) for lease in leases}
+    # An owner with no Lease in the listing may be a controller that created its Lease just
+    # after it: only its objects older than a lease period are an orphan's.
+    young = listed_at - timedelta(seconds=settings.lease_seconds)
 
     def doomed(obj: dict[str, Any]) -> bool:
-        return (obj.get("metadata", {}).get("labels") or {}).get(LABEL_OWNER) not in live
+        owner = (obj.get("metadata", {}).get("labels") or {}).get(LABEL_OWNER)
+        if owner in live:
+            return False
+        return include_live or owner in known or not _created_after(obj, young)
 
     removal = await remove_selected(api, ns, MANAGED_SELECTOR, doomed)
     report.removed_items += removal.removed
@@ -125,6 +138,15 @@ async def reap_with(
 async def _items(api: KubeApi, lister: Any, namespace: str, selector: str) -> list[dict[str, Any]]:
     found = await api.call(lister, namespace, label_selector=selector)
     return list(found.get("items") or [])
+
+
+def _created_after(obj: dict[str, Any], when: datetime) -> bool:
+    """Whether ``obj`` was created after ``when`` (an unreadable time: not)."""
+    stamp = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")) > when
+    except ValueError:
+        return False
 
 
 def _name(obj: dict[str, Any]) -> str:
