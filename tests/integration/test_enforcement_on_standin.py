@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 import yaml
 
@@ -28,6 +27,7 @@ from airlock.images import runner_image_tag
 from airlock.sandbox.kubernetes._enforcement_result import ANNOTATION, EnforcementResult
 from airlock.testing import DockerPods, KubeApiStandIn
 from tests.support.controller import running_controller
+from tests.support.kube import docker_pod_network
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 NAMESPACE = "airlock-sandboxes"
@@ -35,12 +35,8 @@ NAMESPACE = "airlock-sandboxes"
 
 @pytest.fixture
 def pods() -> Iterator[tuple[DockerPods, str]]:
-    runtime = DockerPods()
-    try:
-        network = docker.from_env().networks.get(runtime.network)
-        yield runtime, str(network.attrs["IPAM"]["Config"][0]["Gateway"])
-    finally:
-        runtime.close()
+    with docker_pod_network() as found:
+        yield found
 
 
 @contextlib.asynccontextmanager

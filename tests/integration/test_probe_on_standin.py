@@ -23,13 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 import yaml
 
 from airlock.probe.client import ProbeOptions, Row
 from airlock.probe.served import run_served_probe
 from airlock.testing import DockerPods, KubeApiStandIn
+from tests.support.kube import docker_pod_network
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 NAMESPACE = "airlock-sandboxes"
@@ -43,12 +43,8 @@ def free_port() -> int:
 
 @pytest.fixture
 def pods() -> Iterator[tuple[DockerPods, str]]:
-    runtime = DockerPods()
-    try:
-        network = docker.from_env().networks.get(runtime.network)
-        yield runtime, str(network.attrs["IPAM"]["Config"][0]["Gateway"])
-    finally:
-        runtime.close()
+    with docker_pod_network() as found:
+        yield found
 
 
 def probe_agent(**extra: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,9 +24,9 @@ from airlock.sandbox.kubernetes._enforcement_result import EnforcementResult, En
 from airlock.sandbox.kubernetes._guard import EnforcementGuard
 from airlock.sandbox.kubernetes._names import LABEL_ROLE, RUNNER_PORT
 from airlock.sandbox.kubernetes._proxy_log import READY_LINE
-from airlock.testing import KubeApiStandIn, ScriptedPods
+from airlock.testing import DockerPods, KubeApiStandIn, ScriptedPods
 
-__all__ = ["RunnerPods", "free_port", "recorded_guard", "until"]
+__all__ = ["RunnerPods", "docker_pod_network", "free_port", "recorded_guard", "until"]
 
 
 async def until(condition: Callable[[], object], timeout: float = 20.0) -> None:  # noqa: ASYNC109
@@ -50,6 +50,20 @@ def recorded_guard(namespace: str, status: EnforcementStatus = "enforced") -> En
         )
 
     return EnforcementGuard(namespace=namespace, mode="verify", interval_s=600.0, prove=prove)
+
+
+@contextlib.contextmanager
+def docker_pod_network() -> Iterator[tuple[DockerPods, str]]:
+    """Pods run on the local Docker engine, and the pod network's gateway (this machine's
+    address on the bridge the runtime created: where a test's own servers listen)."""
+    import docker
+
+    runtime = DockerPods()
+    try:
+        network = docker.from_env().networks.get(runtime.network)
+        yield runtime, str(network.attrs["IPAM"]["Config"][0]["Gateway"])
+    finally:
+        runtime.close()
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import secrets
 import time
 from datetime import UTC, datetime
@@ -43,10 +44,12 @@ from ._enforcement_result import (
     judge,
 )
 from ._names import Owner
+from ._removal import delete_object, delete_pods
 from ._settings import KubernetesSettings
 
 __all__ = ["EnforcementProof", "host_port"]
 
+_log = logging.getLogger("airlock.sandbox.kubernetes")
 _POLL_S = 0.25
 _OUTCOMES: dict[str, Outcome] = {o: o for o in ("connected", "refused", "timeout", "error")}
 #: Seconds the pods' own deadline lies beyond the proof's (a backstop if the controller dies).
@@ -193,27 +196,17 @@ class EnforcementProof:
         return found
 
     async def _delete_all(self, created: list[tuple[str, str]]) -> None:
-        """The pods (and only once they are gone, their policies)."""
-        core, net = self.api.core, self.api.networking
-        pods = [name for kind, name in created if kind == "pod"]
-        await asyncio.gather(*(self._delete(core.delete_namespaced_pod, name) for name in pods))
-        for name in pods:
-            await self._gone(name)
+        """The pods, and only once they are confirmed gone, their policies (what cannot be
+        removed is left for the reaper: the owner Lease names it)."""
+        ns, net = self.settings.namespace, self.api.networking
+        stuck, problems = await delete_pods(self.api, ns, [n for kind, n in created if kind == "pod"])
+        if stuck:
+            _log.warning("the enforcement proof's pods are not gone (%s); their policies stay", problems)
+            return
         policies = [name for kind, name in created if kind == "networkpolicy"]
-        await asyncio.gather(*(self._delete(net.delete_namespaced_network_policy, name) for name in policies))
-
-    async def _delete(self, fn: Any, name: str) -> None:
-        with contextlib.suppress(ApiFailure):  # left for the reaper: the owner Lease names it
-            await self.api.call(fn, name, self.settings.namespace)
-
-    async def _gone(self, name: str, limit_s: float = 30.0) -> None:
-        until = time.monotonic() + limit_s
-        while time.monotonic() < until:
-            try:
-                await self.api.call(self.api.core.read_namespaced_pod, name, self.settings.namespace)
-            except ApiFailure:
-                return
-            await asyncio.sleep(_POLL_S)
+        await asyncio.gather(
+            *(delete_object(self.api, net.delete_namespaced_network_policy, ns, n) for n in policies)
+        )
 
 
 def _check(
