@@ -17,6 +17,7 @@ from ._events import (
     MultiSink,
     ProxyEvent,
 )
+from ._listen import host_port_text
 from .credentials import CredentialProxy
 from .egress import Connector, EgressProxy, Resolver, system_resolver
 
@@ -33,5 +34,6 @@ __all__ = [
     "MultiSink",
     "ProxyEvent",
     "Resolver",
+    "host_port_text",
     "system_resolver",
 ]

@@ -20,6 +20,8 @@ import logging
 import socket
 from typing import Any
 
+from airlock.proxy import host_port_text
+
 from ._api import KubeApi
 from ._names import RUNNER_PORT
 
@@ -34,7 +36,7 @@ def pod_ip_target(pod: dict[str, Any]) -> str | None:
     ip = (pod.get("status") or {}).get("podIP")
     if not ip:
         return None
-    return f"[{ip}]:{RUNNER_PORT}" if ":" in ip else f"{ip}:{RUNNER_PORT}"
+    return host_port_text(str(ip), RUNNER_PORT)
 
 
 class PortForward:

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airlock.policy import SandboxPlan
+from airlock.proxy import host_port_text
 from layer0 import EnvironmentSpec
 
 from .._limits import SandboxDefaults, resolve_limits
@@ -47,18 +48,13 @@ from ._names import Owner
 from ._removal import delete_object, delete_pods
 from ._settings import KubernetesSettings
 
-__all__ = ["EnforcementProof", "host_port"]
+__all__ = ["EnforcementProof"]
 
 _log = logging.getLogger("airlock.sandbox.kubernetes")
 _POLL_S = 0.25
 _OUTCOMES: dict[str, Outcome] = {o: o for o in ("connected", "refused", "timeout", "error")}
 #: Seconds the pods' own deadline lies beyond the proof's (a backstop if the controller dies).
 _DEADLINE_MARGIN_S = 60
-
-
-def host_port(host: str, port: int) -> str:
-    """``host:port``, an IPv6 host in brackets."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class _Unproven(Exception):
@@ -127,7 +123,7 @@ class EnforcementProof:
             await self._create("networkpolicy", policy, created)
         await self._create("pod", render_canary(shape), created)
         canary = await self._wait(proof_name(shape, "canary"), deadline, running=True)
-        canary_at = ProofTarget("canary", host_port(str(canary["status"]["podIP"]), shape.canary_port))
+        canary_at = ProofTarget("canary", host_port_text(str(canary["status"]["podIP"]), shape.canary_port))
         await self._create("pod", render_reacher(shape, "prober", [canary_at, *targets]), created)
         await self._create("pod", render_reacher(shape, "control", [canary_at]), created)
         runs: list[tuple[ReachingPod, str, Expectation, list[ProofTarget]]] = [

@@ -9,8 +9,10 @@ import os
 import socket
 from urllib.parse import urlsplit
 
+from airlock.proxy import host_port_text
+
 from ._api import ApiFailure, KubeApi, in_cluster
-from ._enforcement import EnforcementProof, host_port
+from ._enforcement import EnforcementProof
 from ._enforcement_pods import ProofTarget
 from ._enforcement_result import ANNOTATION, EnforcementResult
 from ._guard import EnforcementGuard
@@ -36,7 +38,7 @@ async def proof_targets(api: KubeApi, settings: KubernetesSettings) -> list[Proo
     if controller is None and in_cluster():
         ip = await asyncio.to_thread(own_pod_address)
         if ip is not None:
-            controller = host_port(ip, enforcement.controller_port)
+            controller = host_port_text(ip, enforcement.controller_port)
     if controller is not None:
         targets.append(ProofTarget("controller", controller))
     return targets
@@ -47,7 +49,7 @@ def _api_server(api: KubeApi) -> str | None:
     server when it is an IP address (a name would need DNS, which a sandbox has not)."""
     host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
     if host and port and in_cluster():
-        return host_port(host, int(port))
+        return host_port_text(host, int(port))
     url = urlsplit(str(api.api_client.configuration.host))
     if url.hostname is None:
         return None
@@ -55,7 +57,7 @@ def _api_server(api: KubeApi) -> str | None:
         socket.inet_pton(socket.AF_INET6 if ":" in url.hostname else socket.AF_INET, url.hostname)
     except OSError:
         return None
-    return host_port(url.hostname, url.port or (443 if url.scheme == "https" else 80))
+    return host_port_text(url.hostname, url.port or (443 if url.scheme == "https" else 80))
 
 
 def make_guard(

@@ -22,9 +22,9 @@ import kubernetes_validate
 import pytest
 
 from airlock.policy import SandboxPlan
+from airlock.proxy import host_port_text as host_port
 from airlock.sandbox import SandboxDefaults, SandboxRequest, backend, resolve_limits
 from airlock.sandbox.kubernetes import KubernetesSandbox, KubernetesSettings
-from airlock.sandbox.kubernetes._enforcement import host_port
 from airlock.sandbox.kubernetes._enforcement_pods import (
     REACH_PREFIX,
     ProofShape,
