@@ -37,6 +37,7 @@ from ._render import (
     SandboxShape,
     hardened_container_security,
     hardened_pod_spec,
+    no_dns,
     render_network_policies,
 )
 
@@ -163,8 +164,7 @@ def _pod(shape: ProofShape, role: ProofRole | None, command: list[str]) -> dict[
     }
     spec = hardened_pod_spec(sandbox, runtime_class=sandbox.runtime_class)
     spec["containers"] = [container]
-    spec["dnsPolicy"] = "None"
-    spec["dnsConfig"] = {"nameservers": ["127.0.0.1"]}
+    no_dns(spec)  # every target is an address
     if role == "canary":
         container["ports"] = [{"containerPort": shape.canary_port, "name": "canary", "protocol": "TCP"}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}

@@ -69,6 +69,7 @@ __all__ = [
     "hardened_container_security",
     "hardened_pod_spec",
     "needs_proxy",
+    "no_dns",
     "proxy_urls",
     "render_default_deny",
     "render_network_policies",
@@ -153,18 +154,6 @@ def proxy_urls(plan: SandboxPlan, proxy_ip: str) -> dict[str, str]:
 def _url_host(ip: str) -> str:
     """``ip`` as a URL's host: an IPv6 address in brackets (``[fd00:10:244::5]``)."""
     return f"[{ip}]" if ":" in ip else ip
-
-
-def _no_proxy(ip: str) -> str:
-    """The ``NO_PROXY`` entry for the proxy pod's IP: the bare address, in either family.
-
-    A bracketed IPv6 entry (``[fd00::5]``) would match Python's urllib but makes httpx (every
-    provider SDK built on it) refuse to build a client at all (``InvalidURL``); the bare
-    address matches httpx, requests and curl. urllib, which compares the bracketed host,
-    sends credential-proxy calls of an IPv6 pod to the egress proxy instead (refused there
-    unless the plan allows that address).
-    """
-    return ip
 
 
 def bundle_config(shape: SandboxShape) -> BundleConfig:
@@ -262,7 +251,7 @@ def _pod_spec(shape: SandboxShape, *, runtime_class: str | None) -> dict[str, An
     return spec
 
 
-def _no_dns(spec: dict[str, Any]) -> None:
+def no_dns(spec: dict[str, Any]) -> None:
     """Point the pod's resolver at nothing, so a name fails in ~2 s (as on Docker), not after
     the NetworkPolicy's drops time out."""
     spec["dnsPolicy"] = "None"
@@ -317,7 +306,12 @@ def _proxy_env(plan: SandboxPlan, proxy_ip: str | None) -> list[dict[str, Any]]:
     names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
     env = [{"name": name, "value": url} for name in names]
     # Credential proxies are reached directly, as on Docker.
-    return env + [{"name": name, "value": _no_proxy(proxy_ip)} for name in ("NO_PROXY", "no_proxy")]
+    # NO_PROXY holds the bare address in either family: a bracketed IPv6 entry ([fd00::5]) would
+    # match Python's urllib but makes httpx (every provider SDK built on it) refuse to build a
+    # client at all (InvalidURL); the bare address matches httpx, requests and curl. urllib,
+    # which compares the bracketed host, sends credential-proxy calls of an IPv6 pod to the
+    # egress proxy instead (refused there unless the plan allows that address).
+    return env + [{"name": name, "value": proxy_ip} for name in ("NO_PROXY", "no_proxy")]
 
 
 def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
@@ -410,7 +404,7 @@ def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
     }
     spec = _pod_spec(shape, runtime_class=shape.runtime_class)
     spec.update({"initContainers": [init], "containers": [runner], "volumes": volumes})
-    _no_dns(spec)
+    no_dns(spec)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _metadata(shape, "sandbox"), "spec": spec}
 
 
@@ -454,7 +448,7 @@ def render_proxy_pod(shape: SandboxShape) -> dict[str, Any]:
     spec = _pod_spec(shape, runtime_class=None)
     spec.update({"containers": [proxy], "volumes": volumes})
     if not shape.plan.egress.resolves_names:
-        _no_dns(spec)
+        no_dns(spec)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _metadata(shape, "proxy"), "spec": spec}
 
 
