@@ -26,7 +26,8 @@ address, the other app containers share its network namespace, and init containe
 an address of their own. Probes are not run (a running container is ready). Containers are
 never restarted (every ``restartPolicy`` acts as ``Never``). App containers start together,
 once all of them can. A disk emptyDir's ``sizeLimit`` and ``ephemeral-storage`` are not enforced.
-Unsupported pod features (hostPath and other volume kinds, host namespaces, an unknown
+Cluster DNS is not emulated: a ``ClusterFirst`` pod resolves nothing (no query leaves this
+machine). Unsupported pod features (hostPath and other volume kinds, host namespaces, an unknown
 RuntimeClass, ...) fail the pod with a Warning event instead of running it half right.
 Extended resources (``nvidia.com/gpu``) leave it unschedulable.
 
@@ -895,9 +896,12 @@ def _groups(pod_spec: Mapping[str, Any]) -> list[str]:
 
 
 def _dns(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
-    """``dnsPolicy: None`` with its ``dnsConfig`` as Docker's resolver settings."""
+    """``dnsPolicy: None`` with its ``dnsConfig`` as Docker's resolver settings. There is no
+    cluster DNS here: every other policy gets a resolver of nothing (``127.0.0.1`` in the
+    pod's own namespace), so a name other than a pod's container name fails in about a second
+    and no query ever leaves this machine (Docker's resolver would forward it upstream)."""
     if pod_spec.get("dnsPolicy") != "None":
-        return {}
+        return {"dns": ["127.0.0.1"], "dns_opt": ["timeout:1", "attempts:1"]}
     config = pod_spec.get("dnsConfig") or {}
     dns: dict[str, Any] = {}
     if config.get("nameservers"):

@@ -8,7 +8,8 @@ and each destination the test gave it. Those destinations are listeners this tes
 the pod network's gateway (this machine, on the bridge the runtime created) standing in for
 the cloud metadata service, the API server and the controller, so no traffic leaves the
 machine. The job must fail with ``isolation_violation`` naming them, no sandbox pod of a job
-may exist, and the namespace must carry the failed verdict.
+may exist, and the namespace must carry the failed verdict. The resolver pod (a proxy's DNS)
+runs as well; the stand-in has no cluster DNS, so its name stays unresolved.
 """
 
 from __future__ import annotations
@@ -110,7 +111,12 @@ def test_jobs_are_refused_on_a_cluster_that_ignores_network_policy(
     result = EnforcementResult.from_annotation(namespace["metadata"]["annotations"][ANNOTATION])
     assert result is not None and result.status == "failed"
     failed = {c.target for c in result.failed_checks()}
-    assert failed == {"canary", "cloud metadata", "api server", "controller"}, result.evidence()
+    # The resolver ran too; the stand-in has no cluster DNS (its ClusterFirst pods resolve
+    # nothing, so no query leaves this machine): the name is unresolved and said so.
+    assert failed == {"canary", "cloud metadata", "api server", "controller", "cluster dns"}, (
+        result.evidence()
+    )
+    assert result.dns_resolves is False and "could not resolve kubernetes.default.svc" in result.reason
     control = [c for c in result.checks if c.pod == "control"]
     assert control and all(c.passed for c in control), result.evidence()
     assert left == [], "the proof removed its pods and no job's pod was created"

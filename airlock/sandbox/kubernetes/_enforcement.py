@@ -35,6 +35,7 @@ from ._enforcement_pods import (
     render_canary,
     render_proof_policies,
     render_reacher,
+    render_resolver,
 )
 from ._enforcement_result import (
     EnforcementCheck,
@@ -52,7 +53,9 @@ __all__ = ["EnforcementProof"]
 
 _log = logging.getLogger("airlock.sandbox.kubernetes")
 _POLL_S = 0.25
-_OUTCOMES: dict[str, Outcome] = {o: o for o in ("connected", "refused", "timeout", "error")}
+#: The outcomes a line may report, by what was expected (anything else reads ``error``).
+_CONNECTS: dict[str, Outcome] = {o: o for o in ("connected", "refused", "timeout", "error")}
+_RESOLVES: dict[str, Outcome] = {o: o for o in ("resolved", "unresolved")}
 #: Seconds the pods' own deadline lies beyond the proof's (a backstop if the controller dies).
 _DEADLINE_MARGIN_S = 60
 
@@ -126,9 +129,12 @@ class EnforcementProof:
         canary_at = ProofTarget("canary", host_port_text(str(canary["status"]["podIP"]), shape.canary_port))
         await self._create("pod", render_reacher(shape, "prober", [canary_at, *targets]), created)
         await self._create("pod", render_reacher(shape, "control", [canary_at]), created)
+        name = self._resolve_name()
+        await self._create("pod", render_resolver(shape, name), created)
         runs: list[tuple[ReachingPod, str, Expectation, list[ProofTarget]]] = [
             ("prober", proof_name(shape), "blocked", [canary_at, *targets]),
             ("control", proof_name(shape, "control"), "reachable", [canary_at]),
+            ("resolver", proof_name(shape, "resolver"), "resolves", [ProofTarget("cluster dns", name)]),
         ]
         found: list[EnforcementCheck] = []
         for pod, name, expect, tried in runs:
@@ -136,6 +142,11 @@ class EnforcementProof:
             lines = await self._reached(name)
             found += [_check(pod, expect, t, lines.get(t.name)) for t in tried]
         return found
+
+    def _resolve_name(self) -> str:
+        """The in-cluster name the resolver must resolve."""
+        configured = self.settings.enforcement.resolve_name
+        return configured or f"kubernetes.default.svc.{self.settings.cluster_domain}"
 
     async def _create(self, kind: str, body: dict[str, Any], created: list[tuple[str, str]]) -> None:
         fn = (
@@ -213,7 +224,8 @@ def _check(
         outcome: Outcome = "not run"
         detail = "the pod reported nothing for it"
     else:
-        outcome = _OUTCOMES.get(str(line.get("outcome")), "error")
+        valid = _RESOLVES if expect == "resolves" else _CONNECTS
+        outcome = valid.get(str(line.get("outcome")), "error")
         detail = str(line.get("detail") or "")
     return EnforcementCheck(
         pod=pod, target=target.name, address=target.address, expect=expect, outcome=outcome, detail=detail

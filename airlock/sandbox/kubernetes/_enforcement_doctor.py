@@ -52,6 +52,15 @@ def _verdict(result: EnforcementResult, settings: KubernetesSettings) -> DoctorC
                 f"{text}\n(older than two proof periods: is the controller running?)",
                 "a running controller proves it again every enforcement.interval_s",
             )
+        if result.dns_resolves is False:
+            return DoctorCheck(
+                _NAME,
+                "warning",
+                text,
+                "isolation holds, but a proxy pod cannot resolve in-cluster names: set "
+                "backends.kubernetes.dns to the cluster's resolver (NodeLocal DNSCache: ip_blocks "
+                "[169.254.20.10]; OpenShift: the openshift-dns selector and port 5353)",
+            )
         return DoctorCheck(_NAME, "ok", text)
     return DoctorCheck(
         _NAME,

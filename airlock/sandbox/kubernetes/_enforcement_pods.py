@@ -9,7 +9,12 @@ One proof creates, in the sandbox namespace and owned by the controller's Lease:
 * a **prober** pod shaped like a deny-all sandbox: the sandbox's labels (``airlock.dev/role:
   sandbox``) and the very NetworkPolicy a deny-all sandbox gets (:func:`render_network_policies`
   of an empty plan), under the namespace's default deny. It tries the canary, the cloud
-  metadata address, the API server and the controller, and must reach none of them.
+  metadata address, the API server and the controller, and must reach none of them;
+* a **resolver** pod shaped like a proxy that resolves names: the cluster's resolver
+  (``dnsPolicy: ClusterFirst``) and only the DNS egress rule a proxy pod gets
+  (:func:`dns_egress_rule` of ``backends.kubernetes.dns``). It must resolve an in-cluster name
+  (``kubernetes.default.svc.<cluster_domain>``): with NodeLocal DNSCache or OpenShift's DNS
+  and the wrong DNS peers, every agent with a name rule would fail to resolve.
 
 The probes are stdlib Python run by the runner image's interpreter (no airlock code, so an
 image of another version proves the same thing). Each attempt prints one ``reach {json}`` line.
@@ -22,6 +27,7 @@ from typing import Any, Literal
 
 from airlock.policy import SandboxPlan
 
+from ._dns import dns_egress_rule
 from ._names import (
     LABEL_MANAGED,
     LABEL_OWNER,
@@ -49,11 +55,12 @@ __all__ = [
     "render_canary",
     "render_proof_policies",
     "render_reacher",
+    "render_resolver",
 ]
 
 #: The prefix of each line a reaching pod prints (the rest is one JSON object).
 REACH_PREFIX = "reach "
-ProofRole = Literal["canary", "control"]
+ProofRole = Literal["canary", "control", "resolver"]
 
 #: Tries each ``name=host:port`` of argv (after the timeout) at once; prints one line each.
 _REACH = """\
@@ -77,6 +84,19 @@ with ThreadPoolExecutor(max(1, len(targets))) as pool:
     for name, address, outcome, detail in pool.map(attempt, targets):
         line = {"target": name, "address": address, "outcome": outcome, "detail": detail}
         print("reach " + json.dumps(line), flush=True)
+"""
+
+#: Resolves argv[1] with the pod's resolver; prints one line.
+_RESOLVE = """\
+import json, socket, sys
+name = sys.argv[1]
+try:
+    found = sorted({info[4][0] for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)})
+    outcome, detail = "resolved", ", ".join(found)
+except OSError as e:
+    outcome, detail = "unresolved", f"{type(e).__name__}: {e}"
+line = {"target": "cluster dns", "address": name, "outcome": outcome, "detail": detail}
+print("reach " + json.dumps(line), flush=True)
 """
 
 #: Accepts connections on argv[1] (every address family it can) and closes each at once.
@@ -144,7 +164,9 @@ def _selector(shape: ProofShape, role: ProofRole) -> dict[str, Any]:
     return {"matchLabels": {LABEL_SANDBOX: shape.sandbox_id, LABEL_ROLE: role}}
 
 
-def _pod(shape: ProofShape, role: ProofRole | None, command: list[str]) -> dict[str, Any]:
+def _pod(
+    shape: ProofShape, role: ProofRole | None, command: list[str], *, cluster_dns: bool = False
+) -> dict[str, Any]:
     sandbox = shape.sandbox
     metadata: dict[str, Any] = {
         "name": proof_name(shape, role),
@@ -164,7 +186,8 @@ def _pod(shape: ProofShape, role: ProofRole | None, command: list[str]) -> dict[
     }
     spec = hardened_pod_spec(sandbox, runtime_class=sandbox.runtime_class)
     spec["containers"] = [container]
-    no_dns(spec)  # every target is an address
+    if not cluster_dns:
+        no_dns(spec)  # every target is an address
     if role == "canary":
         container["ports"] = [{"containerPort": shape.canary_port, "name": "canary", "protocol": "TCP"}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
@@ -183,10 +206,15 @@ def render_reacher(
     return _pod(shape, None if role == "prober" else "control", command)
 
 
+def render_resolver(shape: ProofShape, name: str) -> dict[str, Any]:
+    """The resolver: the cluster's resolver (as a proxy pod that resolves names), resolving ``name``."""
+    return _pod(shape, "resolver", [PYTHON, "-c", _RESOLVE, name], cluster_dns=True)
+
+
 def render_proof_policies(shape: ProofShape) -> list[dict[str, Any]]:
     """The prober's policy (a deny-all sandbox's, rendered by the sandbox renderer itself), the
-    canary's (in: the control pod on its port; out: nothing) and the control pod's (out: the
-    canary on its port; in: nothing)."""
+    canary's (in: the control pod on its port; out: nothing), the control pod's (out: the
+    canary on its port; in: nothing) and the resolver's (out: a proxy pod's DNS rule only)."""
     port = [{"protocol": "TCP", "port": shape.canary_port}]
 
     def policy(
@@ -214,4 +242,5 @@ def render_proof_policies(shape: ProofShape) -> list[dict[str, Any]]:
         *render_network_policies(shape.sandbox),
         policy("canary", [{"from": [{"podSelector": _selector(shape, "control")}], "ports": port}], []),
         policy("control", [], [{"to": [{"podSelector": _selector(shape, "canary")}], "ports": port}]),
+        policy("resolver", [], [dns_egress_rule(shape.sandbox.settings.dns)]),
     ]

@@ -33,9 +33,9 @@ __all__ = [
 #: The sandbox namespace's annotation holding the latest result (JSON).
 ANNOTATION = "airlock.dev/network-policy-enforcement"
 EnforcementStatus = IsolationStatus
-Outcome = Literal["connected", "refused", "timeout", "error", "not run"]
-ReachingPod = Literal["prober", "control"]
-Expectation = Literal["blocked", "reachable"]
+Outcome = Literal["connected", "refused", "timeout", "error", "resolved", "unresolved", "not run"]
+ReachingPod = Literal["prober", "control", "resolver"]
+Expectation = Literal["blocked", "reachable", "resolves"]
 
 
 class EnforcementCheck(BaseModel):
@@ -43,9 +43,11 @@ class EnforcementCheck(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    #: ``prober`` (a deny-all sandbox) or ``control`` (allowed to reach the canary).
+    #: ``prober`` (a deny-all sandbox), ``control`` (allowed to reach the canary) or
+    #: ``resolver`` (a proxy pod's DNS: it must resolve an in-cluster name).
     pod: ReachingPod
-    #: What was tried (``canary``, ``cloud metadata``, ``api server``, ``controller``).
+    #: What was tried (``canary``, ``cloud metadata``, ``api server``, ``controller``,
+    #: ``cluster dns``).
     target: str
     address: str
     expect: Expectation
@@ -58,6 +60,8 @@ class EnforcementCheck(BaseModel):
         blocked; one that did not run proves nothing)."""
         if self.outcome == "not run":
             return False
+        if self.expect == "resolves":
+            return self.outcome == "resolved"
         return (self.outcome == "connected") == (self.expect == "reachable")
 
     def line(self) -> str:
@@ -84,6 +88,12 @@ class EnforcementResult(BaseModel):
     def allows_jobs(self) -> bool:
         """Whether jobs may run on it: proven, or explicitly assumed."""
         return self.status in ("enforced", "assumed")
+
+    @property
+    def dns_resolves(self) -> bool | None:
+        """Whether a proxy-shaped pod resolved an in-cluster name (None: not tried)."""
+        tried = [c for c in self.checks if c.pod == "resolver"]
+        return all(c.passed for c in tried) if tried else None
 
     def failed_checks(self) -> list[EnforcementCheck]:
         """The checks whose outcome was not the expected one."""
@@ -116,7 +126,27 @@ class EnforcementResult(BaseModel):
 
 
 def judge(namespace: str, checks: list[EnforcementCheck], at: datetime) -> EnforcementResult:
-    """The status the checks prove: the failed ones named, or why nothing is proven."""
+    """The status the checks prove: the failed ones named, or why nothing is proven. The
+    resolver's check never changes the status (a cluster whose DNS a proxy cannot reach is
+    still isolated); a failed one is said in the reason, with what it breaks."""
+    result = _judge_isolation(namespace, [c for c in checks if c.pod != "resolver"], at)
+    dns = [c for c in checks if c.pod == "resolver"]
+    failed = [c for c in dns if not c.passed]
+    reason = result.reason
+    if failed:
+        reason += "; " + "; ".join(
+            f"a proxy-shaped pod could not resolve {c.address} ({c.outcome}"
+            + (f": {c.detail}" if c.detail else "")
+            + "): agents with name rules cannot resolve them (backends.kubernetes.dns)"
+            for c in failed
+        )
+    elif dns:
+        reason += "; a proxy-shaped pod resolved " + ", ".join(c.address for c in dns)
+    return result.model_copy(update={"reason": reason, "checks": tuple(checks)})
+
+
+def _judge_isolation(namespace: str, checks: list[EnforcementCheck], at: datetime) -> EnforcementResult:
+    """The status the prober's and the control pod's checks prove."""
     control = [c for c in checks if c.pod == "control"]
     reached = [c for c in checks if c.pod == "prober" and c.outcome == "connected"]
     if reached:

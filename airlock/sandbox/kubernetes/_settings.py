@@ -179,6 +179,16 @@ class EnforcementSettings(_Settings):
     controller_port: int = Field(default=7878, ge=1, le=65535)
     #: The port the canary pod listens on.
     canary_port: int = Field(default=8080, ge=1024, le=65535)
+    #: The in-cluster name a proxy-shaped pod must resolve through the DNS peers (None:
+    #: ``kubernetes.default.svc.<cluster_domain>``, which every cluster's DNS answers itself).
+    resolve_name: str | None = None
+
+    @field_validator("resolve_name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not all(_DNS_LABEL.match(p) for p in value.rstrip(".").split(".")):
+            raise ValueError(f"{value!r} is not a DNS name (lower-case RFC 1123 labels)")
+        return value
 
     @field_validator("metadata_address", "api_server_address", "controller_address")
     @classmethod

@@ -32,6 +32,7 @@ from airlock.sandbox.kubernetes._enforcement_pods import (
     render_canary,
     render_proof_policies,
     render_reacher,
+    render_resolver,
 )
 from airlock.sandbox.kubernetes._enforcement_result import (
     ANNOTATION,
@@ -56,12 +57,14 @@ METADATA = "192.0.2.1:80"
 
 class Network:
     """What the scripted pods' attempts do: ``enforcing`` (the prober's time out, the control
-    pod's connect) or not (everything connects); ``control_reaches``: the control pod's."""
+    pod's connect) or not (everything connects); ``control_reaches``: the control pod's;
+    ``resolves``: whether the resolver's name resolves (the cluster's DNS is a DNS peer)."""
 
     def __init__(self, pods: ScriptedPods) -> None:
         self.pods = pods
         self.enforcing = True
         self.control_reaches = True
+        self.resolves = True
         self.finish = True
         self.created: list[str] = []
 
@@ -69,8 +72,10 @@ class Network:
         name = pod["metadata"]["name"]
         self.created.append(name)
         container = pod["spec"]["containers"][0]
-        if container["name"] not in ("prober", "control") or not self.finish:
+        if container["name"] not in ("prober", "control", "resolver") or not self.finish:
             return PodScript()
+        if container["name"] == "resolver":
+            return self._resolve(name, container["command"][-1])
         connects = self.control_reaches if container["name"] == "control" else not self.enforcing
         lines = []
         for arg in container["command"][4:]:
@@ -80,6 +85,12 @@ class Network:
                 REACH_PREFIX + json.dumps({"target": target, "address": address, "outcome": outcome})
             )
         self.pods.set_logs(NS, name, container["name"], "\n".join(lines) + "\n")
+        return PodScript(exit_code=0)
+
+    def _resolve(self, pod: str, name: str) -> PodScript:
+        outcome = "resolved" if self.resolves else "unresolved"
+        line = {"target": "cluster dns", "address": name, "outcome": outcome, "detail": "gaierror: -2"}
+        self.pods.set_logs(NS, pod, "resolver", REACH_PREFIX + json.dumps(line) + "\n")
         return PodScript(exit_code=0)
 
 
@@ -141,8 +152,11 @@ async def test_a_cluster_that_lets_the_prober_through_refuses_every_job(
     assert "canary" in str(info.value) and METADATA in str(info.value)
     assert "cloud metadata" in str(info.value)
     # No job's pod was ever created, and the proof removed its own objects.
-    assert all(name.endswith(("-canary", "-control")) or name.count("-") == 2 for name in network.created)
-    assert len(network.created) == 3
+    assert all(
+        name.endswith(("-canary", "-control", "-resolver")) or name.count("-") == 2
+        for name in network.created
+    )
+    assert len(network.created) == 4
     assert proof_objects(api) == []
     result = published(api)
     assert result.status == "failed" and {c.target for c in result.failed_checks()} >= {
@@ -164,8 +178,10 @@ async def test_a_proven_cluster_runs_jobs_and_publishes_the_proof(
     assert len(proofs) == 1, "one proof serves every job of its period"
     result = published(api)
     assert result.status == "enforced"
-    assert {c.target for c in result.checks} == {"canary", "cloud metadata", "api server"}
-    assert all(c.passed for c in result.checks)
+    assert {c.target for c in result.checks} == {"canary", "cloud metadata", "api server", "cluster dns"}
+    assert all(c.passed for c in result.checks) and result.dns_resolves is True
+    resolver = next(c for c in result.checks if c.pod == "resolver")
+    assert resolver.address == "kubernetes.default.svc.cluster.local"
     proof = await sandbox.isolation_proof()
     assert proof.status == "enforced" and proof.scope == NS and proof.evidence
 
@@ -195,6 +211,33 @@ async def test_a_control_pod_that_cannot_reach_the_canary_proves_nothing(
     assert info.value.kind == "isolation_violation"
     assert published(api).status == "unproven"
     assert "control" in str(info.value)
+
+
+async def test_a_proxy_pod_that_cannot_resolve_is_said_but_isolation_still_holds(
+    cluster: tuple[KubeApiStandIn, Network, Path], tmp_path: Path
+) -> None:
+    """Item 4: the proof resolves a name from a proxy-shaped pod; a cluster whose resolver the
+    DNS peers miss (NodeLocal DNSCache, OpenShift) is named, and doctor warns with the fix."""
+    from airlock.sandbox.kubernetes._access import DOCTOR_ACCESS, SANDBOX_ACCESS
+    from airlock.sandbox.kubernetes._api import KubeApi
+    from airlock.sandbox.kubernetes._enforcement_doctor import enforcement_check
+
+    api, network, kubeconfig = cluster
+    network.resolves = False
+    kube = settings(kubeconfig, cluster_domain="corp.internal")
+    sandbox = KubernetesSandbox(settings=kube, sweep=False)
+    async with RunnerPods(api, network.pods, NS, tmp_path):
+        await sandbox.run(request())
+    result = published(api)
+    assert result.status == "enforced" and result.dns_resolves is False
+    assert "could not resolve kubernetes.default.svc.corp.internal" in result.reason
+    assert "backends.kubernetes.dns" in result.reason
+    kube_api = await KubeApi.connect(kube, SANDBOX_ACCESS + DOCTOR_ACCESS)
+    try:
+        verdict = await enforcement_check(kube_api, kube)
+    finally:
+        kube_api.close()
+    assert verdict.status == "warning" and "169.254.20.10" in verdict.hint
 
 
 async def test_assume_enforced_runs_without_a_proof_and_warns(
@@ -314,6 +357,22 @@ def check(pod: str, target: str, outcome: str, expect: str | None = None) -> Enf
         ([check("prober", "canary", "timeout"), check("control", "canary", "timeout")], "unproven"),
         ([check("prober", "canary", "not run"), check("control", "canary", "connected")], "unproven"),
         ([check("prober", "canary", "timeout")], "unproven"),
+        (
+            [
+                check("prober", "canary", "timeout"),
+                check("control", "canary", "connected"),
+                check("resolver", "cluster dns", "unresolved", "resolves"),
+            ],
+            "enforced",
+        ),
+        (
+            [
+                check("prober", "canary", "connected"),
+                check("control", "canary", "connected"),
+                check("resolver", "cluster dns", "resolved", "resolves"),
+            ],
+            "failed",
+        ),
     ],
 )
 def test_the_verdict(checks: list[EnforcementCheck], status: str) -> None:
@@ -351,8 +410,22 @@ def objects() -> list[dict[str, Any]]:
         render_canary(shape()),
         render_reacher(shape(), "prober", targets),
         render_reacher(shape(), "control", targets[:1]),
+        render_resolver(shape(), "kubernetes.default.svc.cluster.local"),
         *render_proof_policies(shape()),
     ]
+
+
+def test_the_resolver_has_the_clusters_resolver_and_only_a_proxy_pods_dns_rule() -> None:
+    from airlock.sandbox.kubernetes._dns import dns_egress_rule
+
+    resolver = render_resolver(shape(), "kubernetes.default.svc.cluster.local")
+    assert "dnsPolicy" not in resolver["spec"], "ClusterFirst, as a proxy pod that resolves names"
+    assert resolver["spec"]["containers"][0]["command"][-1] == "kubernetes.default.svc.cluster.local"
+    policy = next(p for p in render_proof_policies(shape()) if p["metadata"]["name"].endswith("-resolver"))
+    assert policy["spec"]["egress"] == [dns_egress_rule(shape().sandbox.settings.dns)]
+    assert policy["spec"]["ingress"] == []
+    prober = render_reacher(shape(), "prober", [])
+    assert prober["spec"]["dnsPolicy"] == "None", "the prober's targets are addresses"
 
 
 def test_the_prober_is_shaped_like_a_deny_all_sandbox() -> None:
