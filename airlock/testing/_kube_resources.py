@@ -56,6 +56,7 @@ RESOURCES: dict[tuple[str, str], Resource] = {
         Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
         Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True),
         Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
+        Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False),
         Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
         Resource("apps", "v1", "daemonsets", "DaemonSet", True, status_subresource=True),
         Resource(

@@ -36,6 +36,7 @@ __all__ = [
     "DOCTOR_ACCESS",
     "RELEASE_TEST_ACCESS",
     "SANDBOX_ACCESS",
+    "STORAGE_DISCOVERY_ACCESS",
     "Access",
     "AccessRefused",
     "AccessTable",
@@ -185,6 +186,13 @@ DNS_DISCOVERY_ACCESS = AccessTable(
         Access("get", "apps", "daemonsets", namespace="kube-system", fixed_names=("node-local-dns",)),
         Access("get", "", "namespaces", cluster=True, fixed_names=("openshift-dns",)),
     ),
+)
+
+#: ``airlock doctor`` (optional, with the operator's identity): whether the cluster has a
+#: default StorageClass for the controller's job-store claim (not in the chart's Role).
+STORAGE_DISCOVERY_ACCESS = AccessTable(
+    "STORAGE_DISCOVERY_ACCESS",
+    (Access("list", "storage.k8s.io", "storageclasses", cluster=True),),
 )
 
 #: The isolation probe pod: the running sandboxes' pods and their IPs.

@@ -98,6 +98,7 @@ class KubeApi:
         self.core = client.CoreV1Api(api_client)
         self.networking = client.NetworkingV1Api(api_client)
         self.node = client.NodeV1Api(api_client)
+        self.storage = client.StorageV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
         self.authorization = client.AuthorizationV1Api(api_client)
         self.rbac = client.RbacAuthorizationV1Api(api_client)

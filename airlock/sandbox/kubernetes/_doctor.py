@@ -5,7 +5,8 @@ access tables the backend and doctor are limited to, for the configured connecti
 SelfSubjectAccessReview each, see ``_access.py``); the RuntimeClasses for gvisor and micro_vm exist;
 the image can be pulled, as far as the API can tell (its pull Secrets exist); the namespace
 has a default-deny NetworkPolicy; the proxy pods' DNS peers reach the cluster's resolver
-(kube-dns, NodeLocal DNSCache, OpenShift DNS). A machine with no cluster configured at all gets one line
+(kube-dns, NodeLocal DNSCache, OpenShift DNS); a default StorageClass exists for the chart's
+job-store claim. A machine with no cluster configured at all gets one line
 saying so, not a failure.
 """
 
@@ -21,12 +22,20 @@ from airlock.images import image_registry, runner_image_tag
 from layer0 import EnvError
 
 from .._backend import DoctorCheck
-from ._access import DNS_DISCOVERY_ACCESS, DOCTOR_ACCESS, SANDBOX_ACCESS, Grant, resolve
+from ._access import (
+    DNS_DISCOVERY_ACCESS,
+    DOCTOR_ACCESS,
+    SANDBOX_ACCESS,
+    STORAGE_DISCOVERY_ACCESS,
+    Grant,
+    resolve,
+)
 from ._api import ApiFailure, KubeApi, configured, connect_mode
 from ._dns import ClusterResolver, dns_findings, node_local_addresses
 from ._enforcement_doctor import enforcement_check
 from ._names import DEFAULT_DENY_POLICY
 from ._settings import KubernetesSettings
+from ._storage import storage_check
 
 __all__ = ["doctor_checks"]
 
@@ -51,7 +60,9 @@ async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
         ]
     chosen = settings if isinstance(settings, KubernetesSettings) else KubernetesSettings()
     try:
-        api = await KubeApi.connect(chosen, SANDBOX_ACCESS + DOCTOR_ACCESS + DNS_DISCOVERY_ACCESS)
+        api = await KubeApi.connect(
+            chosen, SANDBOX_ACCESS + DOCTOR_ACCESS + DNS_DISCOVERY_ACCESS + STORAGE_DISCOVERY_ACCESS
+        )
     except EnvError as e:
         return [
             DoctorCheck("kubernetes api", "error", str(e), "check the kubeconfig, its context, or in_cluster")
@@ -85,6 +96,7 @@ async def _checks(settings: BaseModel | None) -> list[DoctorCheck]:
         checks.append(await _default_deny(api, chosen.namespace))
         checks.append(await enforcement_check(api, chosen))
         checks.append(await _dns_resolver(api, chosen))
+        checks.append(await storage_check(api))
         return checks
     finally:
         api.close()

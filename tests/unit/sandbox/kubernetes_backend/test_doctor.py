@@ -15,6 +15,7 @@ from airlock.sandbox.kubernetes._api import KubeApi
 from airlock.sandbox.kubernetes._enforcement_result import ANNOTATION, EnforcementResult
 from airlock.testing import KubeApiStandIn
 from tests.unit.sandbox.kubernetes_backend.test_dns import kube_system
+from tests.unit.sandbox.kubernetes_backend.test_storage_doctor import storage_class
 
 NS = "airlock-sandboxes"
 
@@ -41,6 +42,7 @@ async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
     kata = {"gvisor": "runsc", "kata": "kata-qemu"}
     with KubeApiStandIn(namespaces=(NS, "kube-system"), runtime_classes=kata) as api:
         kube_system(api, node_local=False)  # CoreDNS's Service, which the default DNS peers match
+        storage_class(api, "standard", default=True)  # the chart's job-store claim binds
         settings = KubernetesSettings(
             namespace=NS,
             kubeconfig=str(api.write_kubeconfig(tmp_path / "kc")),
@@ -60,6 +62,7 @@ async def test_a_ready_cluster_passes_every_check(tmp_path: Path) -> None:
         "kubernetes default-deny": "ok",
         "kubernetes enforcement": "ok",
         "kubernetes dns": "ok",
+        "kubernetes storage": "ok",
     }
     assert "enforced in 'airlock-sandboxes'" in checks["kubernetes enforcement"].message
     granted = resolve(SANDBOX_ACCESS + DOCTOR_ACCESS, settings, "port_forward").grants
