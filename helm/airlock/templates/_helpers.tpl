@@ -108,6 +108,22 @@ app.kubernetes.io/component: isolation-probe
 {{- toYaml (dict "selectors" $selectors "ip_blocks" .Values.sandbox.dns.ipBlocks "ports" .Values.sandbox.dns.ports) -}}
 {{- end -}}
 
+{{/* The isolation of agents that name none: sandbox.defaultIsolation, where auto is gvisor
+when the cluster has the gvisor RuntimeClass (lookup; nothing under helm template), else
+container. */}}
+{{- define "airlock.defaultIsolation" -}}
+{{- $chosen := .Values.sandbox.defaultIsolation -}}
+{{- if eq $chosen "auto" -}}
+{{- if lookup "node.k8s.io/v1" "RuntimeClass" "" .Values.sandbox.runtimeClasses.gvisor -}}
+gvisor
+{{- else -}}
+container
+{{- end -}}
+{{- else -}}
+{{- $chosen -}}
+{{- end -}}
+{{- end -}}
+
 {{/* A value kept across upgrades: the existing Secret's key when the cluster has it, else random. */}}
 {{- define "airlock.keptRandom" -}}
 {{- $found := lookup "v1" "Secret" .namespace .name -}}
@@ -134,6 +150,7 @@ controller's, and (with its own controller labels) the isolation test's. */}}
     "dns" (include "airlock.dnsPeers" . | fromYaml)
     "cluster_domain" .Values.clusterDomain
     "node_selector" .Values.sandbox.nodeSelector
+    "user_namespaces" .Values.sandbox.userNamespaces
     "tolerations" .Values.sandbox.tolerations
     "workspace_medium" .Values.sandbox.workspaceMedium
     "start_timeout" .Values.sandbox.startTimeout

@@ -18,7 +18,7 @@ from airlock.errors import ConfigError
 from airlock.policy import ClusterService
 from airlock.sandbox.kubernetes import DnsPeers, DnsSelector, KubernetesSettings
 from airlock.spec import PROVIDER_KINDS, AgentSpec
-from tests.support.helm import CHART, helm, objects, render
+from tests.support.helm import CHART, helm, objects, render, render_notes
 
 DATA = Path(__file__).resolve().parent / "data"
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
@@ -220,3 +220,35 @@ def test_the_schema_lists_are_airlocks_own() -> None:
 
     kinds = SCHEMA["$defs"]["isolationKind"]["enum"]
     assert set(kinds) == set(backend("kubernetes").isolations)
+
+
+def _isolation_of(config: AirlockConfig) -> dict[str, list[str]]:
+    return {name: [b.type for b in agent.environment.isolation] for name, agent in config.agents.items()}
+
+
+def test_agents_that_name_no_isolation_get_the_charts_default_and_named_ones_keep_theirs(
+    tmp_path: Path,
+) -> None:
+    values = tmp_path / "agents.yaml"
+    agent = {"provider": {"kind": "scripted", "script": [{"text": "hi"}]}}
+    values.write_text(
+        yaml.safe_dump({"agents": {"plain": agent, "kata": {**agent, "isolation": ["micro_vm"]}}})
+    )
+    chosen = chart_config(tmp_path, values, sets=("sandbox.defaultIsolation=gvisor",))
+    assert _isolation_of(chosen) == {"plain": ["gvisor"], "kata": ["micro_vm"]}
+    # auto with no cluster to look in (helm template, GitOps): container, and the notes say so.
+    auto = chart_config(tmp_path, values)
+    assert _isolation_of(auto) == {"plain": ["container"], "kata": ["micro_vm"]}
+    notes = render_notes(values)
+    assert "Agents that name no isolation run under container (sandbox.defaultIsolation: auto:" in notes
+    assert "set\nsandbox.defaultIsolation" in notes or "set sandbox.defaultIsolation" in notes
+    assert "run under gvisor." in render_notes(values, sets=("sandbox.defaultIsolation=gvisor",))
+    refused = helm("template", "rel", str(CHART), "--set", "sandbox.defaultIsolation=wasm", check=False)
+    assert refused.returncode != 0 and "defaultIsolation" in refused.stderr
+
+
+def test_user_namespaces_reach_the_backend(tmp_path: Path) -> None:
+    off = chart_config(tmp_path).settings_of("kubernetes")
+    on = chart_config(tmp_path, sets=("sandbox.userNamespaces=true",)).settings_of("kubernetes")
+    assert isinstance(off, KubernetesSettings) and off.user_namespaces is False
+    assert isinstance(on, KubernetesSettings) and on.user_namespaces is True
