@@ -1,6 +1,6 @@
 """The ``airlock`` command. Only this package imports typer and rich.
 
-Structure: one typer app with a sub-app per noun (``images``, ``agents``, ``jobs``) and
+Structure: one typer app with a sub-app per noun (``images``, ``agents``, ``jobs``, ``store``) and
 top-level verbs (``run``, ``serve``, ``submit``, ``approve``, ``reject``, ``signal``,
 ``doctor``, ``gc``); the verbs' work lives in this package's private modules (``_run``,
 ``_jobs``, ``_governance``, ``_audit``, ``_serve``, ``_agents``, ``_doctor``).
@@ -24,6 +24,7 @@ from airlock.cli._common import (
     load_agent,
     report_error,
 )
+from airlock.cli._store import store_app
 from airlock.errors import AirlockError, ConfigError
 from airlock.jobstate import JobState
 from layer0 import Layer0Error
@@ -48,6 +49,7 @@ jobs_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(store_app, name="store")
 
 ConfigOption = Annotated[
     Path | None,

@@ -56,6 +56,7 @@ from ._service import JobService
 from ._service_controls import Inspection
 from ._service_core import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
 from ._store import JobStoreError, SqliteJobStore
+from ._store_backup import StoreBackup, backup_store, backups, restore_store
 from .effects import EffectExecutor, EffectOutcome, EffectReport
 
 __all__ = [
@@ -100,10 +101,14 @@ __all__ = [
     "SignalRecorded",
     "SqliteJobStore",
     "StateChanged",
+    "StoreBackup",
     "StoredFile",
+    "backup_store",
+    "backups",
     "default_data_dir",
     "inline_script",
     "load_or_create_token",
     "read_token_file",
     "resolve_token",
+    "restore_store",
 ]

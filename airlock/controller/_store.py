@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
 from pydantic import JsonValue, ValidationError
@@ -48,8 +50,11 @@ from ._model import (
     StoredFile,
     utcnow,
 )
+from ._store_backup import backup_before_upgrade, backups
 
 T = TypeVar("T")
+
+_log = logging.getLogger("airlock.controller")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -197,6 +202,24 @@ def _event(row: sqlite3.Row) -> JobEvent:
     return JobEvent(job_id=row["job_id"], seq=row["seq"], time=when, data=data)
 
 
+def newer_store_message(path: Path, version: int) -> str:
+    """Why a store newer than this code is refused, and the two ways out."""
+    own = _migrate.SCHEMA_VERSION
+    usable = [b for b in backups(path) if b.version <= own]
+    text = (
+        f"job store {path} has schema version {version}, newer than this airlock's ({own}): a newer "
+        "airlock upgraded it. Run that airlock again (roll forward), or roll the store back"
+    )
+    if not usable:
+        return text + f" from a copy made before the upgrade (none found beside {path.name})"
+    newest = usable[0]
+    when = newest.made_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (
+        f"{text}: with the controller stopped, `airlock store restore --data-dir {path.parent} "
+        f"{newest.path.name}` (the copy made before the upgrade, {when}; jobs recorded since are lost)"
+    )
+
+
 class SqliteJobStore(SqliteThread):
     """Jobs, their events and recorded signals in one SQLite file (WAL, synchronous=NORMAL).
 
@@ -225,25 +248,32 @@ class SqliteJobStore(SqliteThread):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(_SCHEMA)
-                self._upgrade(conn)
+                self._upgrade(conn, fresh=fresh)
             except BaseException:
                 conn.close()
                 raise
             self._conn = conn
         return self._conn
 
-    def _upgrade(self, conn: sqlite3.Connection) -> None:
-        """Upgrade a file written by an earlier version (once, in one transaction)."""
-        if _migrate.schema_version(conn) == _migrate.SCHEMA_VERSION:
+    def _upgrade(self, conn: sqlite3.Connection, *, fresh: bool) -> None:
+        """Upgrade a file written by an earlier version (once, in one transaction), after
+        copying it (:mod:`._store_backup`) unless it was just created."""
+        version = _migrate.schema_version(conn)
+        if version == _migrate.SCHEMA_VERSION:
             return
+        if version < _migrate.SCHEMA_VERSION and not fresh:
+            # Before the write transaction: SQLite's backup reads through its own lock.
+            kept = backup_before_upgrade(conn, self._path)
+            _log.warning(
+                "job store %s: schema version %d -> %d; the store before the upgrade is kept "
+                "at %s (airlock store restore, to roll back)",
+                self._path, version, _migrate.SCHEMA_VERSION, kept,
+            )  # fmt: skip
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = _migrate.schema_version(conn)  # another process may have upgraded it
             if version > _migrate.SCHEMA_VERSION:
-                raise JobStoreError(
-                    f"job store {self._path} has schema version {version}, newer than this "
-                    f"airlock's ({_migrate.SCHEMA_VERSION}): upgrade airlock"
-                )
+                raise JobStoreError(newer_store_message(self._path, version))
             if version < _migrate.SCHEMA_VERSION:
                 _migrate.upgrade(conn)
         except BaseException:

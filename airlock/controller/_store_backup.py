@@ -1,0 +1,136 @@
+"""Copies of the job store: one made before every schema upgrade, and restoring one.
+
+An upgrade rewrites the store in place, and an older controller refuses a store newer than
+itself: without a copy, rolling the controller back (``helm rollback``) after an upgrade
+that changed the schema would leave it refusing to start. So before upgrading a store that
+holds anything, :func:`backup_before_upgrade` copies it, consistently (SQLite's online
+backup), to ``<store>.schema-v<N>-<UTC time>.bak`` beside it, private like the store.
+:func:`restore` puts such a copy back (what ``airlock store restore`` runs, with the
+controller stopped): jobs recorded since the copy are lost, which the command says first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+__all__ = [
+    "JOB_STORE",
+    "StoreBackup",
+    "backup_before_upgrade",
+    "backup_store",
+    "backups",
+    "copy_store",
+    "restore",
+    "restore_store",
+]
+
+#: The job store's file name in a data dir.
+JOB_STORE = "jobs.db"
+
+_NAME = re.compile(r"^(?P<store>.+)\.schema-v(?P<version>\d+)-(?P<time>\d{8}T\d{6}Z)\.bak$")
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+@dataclass(frozen=True)
+class StoreBackup:
+    """One copy of a store: where, the schema version it holds, when it was made."""
+
+    path: Path
+    version: int
+    made_at: datetime
+
+
+def copy_store(conn: sqlite3.Connection, target: Path) -> Path:
+    """A consistent copy of ``conn``'s database at ``target`` (mode 0600; never overwritten)."""
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    copy = sqlite3.connect(target)
+    try:
+        conn.backup(copy)
+    finally:
+        copy.close()
+    return target
+
+
+def backup_before_upgrade(conn: sqlite3.Connection, store: Path) -> Path:
+    """Copy the store beside it before it is upgraded, named after the schema version the
+    copy holds (read from the copy: another process may have upgraded it meanwhile)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    partial = copy_store(conn, store.with_name(f"{store.name}.copying-{stamp}"))
+    with contextlib.closing(sqlite3.connect(partial)) as copy:
+        version = int(copy.execute("PRAGMA user_version").fetchone()[0])
+    return partial.rename(store.with_name(f"{store.name}.schema-v{version}-{stamp}.bak"))
+
+
+def backups(store: Path) -> list[StoreBackup]:
+    """The copies made before upgrades of ``store``, newest first."""
+    found = []
+    for path in store.parent.glob(f"{store.name}.schema-v*.bak"):
+        match = _NAME.match(path.name)
+        if match and match["store"] == store.name:
+            made = datetime.strptime(match["time"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            found.append(StoreBackup(path, int(match["version"]), made))
+    return sorted(found, key=lambda b: b.made_at, reverse=True)
+
+
+def restore(store: Path, backup: Path, *, version: int) -> None:
+    """Replace ``store`` by ``backup`` (the controller must be stopped). The backup must be a
+    store this code can open (schema ``version`` or older); the replaced file is kept as
+    ``<store>.replaced-<time>`` so nothing is lost by a wrong choice.
+
+    Raises:
+        ValueError: ``backup`` is not a job store, or is newer than ``version``.
+    """
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{backup}?mode=ro", uri=True)) as check:
+            found = int(check.execute("PRAGMA user_version").fetchone()[0])
+            check.execute("SELECT count(*) FROM jobs").fetchone()
+    except sqlite3.Error as e:
+        raise ValueError(f"{backup} is not a job store: {e}") from None
+    if found > version:
+        raise ValueError(f"{backup} holds schema version {found}, newer than this airlock's ({version})")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    if store.exists():
+        store.rename(store.with_name(f"{store.name}.replaced-{stamp}"))
+    for suffix in _SIDE_FILES:
+        side = store.with_name(store.name + suffix)
+        if side.exists():
+            side.rename(store.with_name(f"{store.name}.replaced-{stamp}{suffix}"))
+    with contextlib.closing(sqlite3.connect(f"file:{backup}?mode=ro", uri=True)) as source:
+        copy_store(source, store)
+
+
+def backup_store(data_dir: Path, target: Path | None = None) -> Path:
+    """A consistent copy of ``data_dir``'s job store (while a controller runs, too) at
+    ``target`` (default: beside it, named like an upgrade's copy)."""
+    from ._migrate import schema_version
+
+    store = data_dir / JOB_STORE
+    if not store.exists():
+        raise ValueError(f"no job store at {store}")
+    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as conn:
+        if target is None:
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            target = store.with_name(f"{store.name}.schema-v{schema_version(conn)}-{stamp}.bak")
+        return copy_store(conn, target)
+
+
+def restore_store(data_dir: Path, backup: Path) -> Path:
+    """Put ``backup`` (a path, or a name beside the store) back as ``data_dir``'s job store;
+    where the replaced store was kept."""
+    from ._migrate import SCHEMA_VERSION
+
+    store = data_dir / JOB_STORE
+    chosen = backup if backup.is_absolute() or backup.exists() else store.with_name(backup.name)
+    if not chosen.exists():
+        raise ValueError(f"no backup at {chosen}")
+    before = set(data_dir.glob(f"{JOB_STORE}.replaced-*"))
+    restore(store, chosen, version=SCHEMA_VERSION)
+    kept = sorted(set(data_dir.glob(f"{JOB_STORE}.replaced-*")) - before)
+    return kept[0] if kept else store
