@@ -103,7 +103,12 @@ class RunnerConfig:
 
 
 class _Execution:
-    """One running turn: its session, its event queue and the task driving it."""
+    """One running turn: its session, its event queue and the task driving it.
+
+    Pause and resume state: ``held`` from a Pause until the next Resume; ``paused`` from the
+    session's ``paused`` event (it stopped at a turn boundary) until a Resume. A Pause while
+    held and a Resume while not held do nothing, so each pause takes one Resume.
+    """
 
     def __init__(
         self,
@@ -123,8 +128,8 @@ class _Execution:
             else turn.start(input, events=self._sink)
         )
         self.task: asyncio.Task[None] | None = None
+        self.held = False
         self.paused = False
-        self.resume_requested = False
         self.commands: asyncio.Queue[tuple[str, asyncio.Future[Any] | None]] = asyncio.Queue()
         self.cancelled = False
         #: Set when the runner itself is stopping (SIGTERM): the turn is cut short by the
@@ -136,6 +141,8 @@ class _Execution:
 
         if event.type == "suspended":
             return  # the stream's last event, put by drive()
+        if event.type == "paused":  # before a client can see the event, so it may Step at once
+            self.paused = True
         try:
             message = wire.event_to_proto(event, payload_limit=self.payload_limit)
         except wire.MalformedMessage as e:  # a value outside the wire's closed sets: not sent
@@ -152,6 +159,25 @@ class _Execution:
                 message = wire.event_to_proto(TurnLogEvent(level="warn", message=text), payload_limit=0)
         if message is not None:
             self.events.put_nowait(message)
+
+    def pause(self) -> None:
+        """Stop at the next turn boundary (a ``paused`` event follows); nothing happens when
+        paused already or a pause is pending."""
+        if not self.held:
+            self.held = True
+            self.session.request_pause()
+
+    def resume(self) -> None:
+        """Run on from a pause, or take back a pause not yet reached (no ``paused`` event
+        then); nothing happens when the turn is running."""
+        if not self.held:
+            return
+        self.held = False
+        if self.paused:
+            self.paused = False
+            self.commands.put_nowait(("resume", None))
+        else:
+            self.session.withdraw_pause()
 
     async def drive(self) -> None:
         """Run the turn to its end, honouring pause/step/resume; put the final event."""
@@ -200,25 +226,14 @@ class _Execution:
                 return output
             if self.session.awaiting:
                 return None
-            # Paused at a turn boundary: wait for Resume or Step.
-            self.paused = True
-            if self.resume_requested:
-                self.resume_requested = False
-                self.paused = False
-                continue
-            while True:
-                command, reply = await self.commands.get()
-                if command == "resume":
-                    self.paused = False
-                    break
+            # Paused at a turn boundary: run the Steps asked for until a Resume.
+            while (command := await self.commands.get())[0] != "resume":
                 result = await self.session.step()
+                reply = command[1]
                 if reply is not None and not reply.done():
                     reply.set_result(result)
-                if result.output is not None:
-                    self.paused = False
+                if result.output is not None or result.awaiting:
                     return result.output
-                if result.awaiting:
-                    return None
 
     def _fail_pending_steps(self) -> None:
         while not self.commands.empty():
@@ -296,12 +311,20 @@ def _step_response(result: StepResult) -> pb.StepResponse:
 class _RunnerService(pb_grpc.RunnerServicer):
     def __init__(self, config: RunnerConfig) -> None:
         self.config = config
+        #: The executions whose turn is built, by id: what Cancel, Pause, Resume, Step and
+        #: Signal find.
         self.executions: dict[str, _Execution] = {}
-        self.active = 0
+        #: The id of every Execute accepted and whose stream has not ended (a slot each).
+        self.reserved: set[str] = set()
         self.accepting = True
         self.idle = asyncio.Event()
         self.idle.set()
         self.fence = NetworkFence(config.fence, config.fence_timeout_s)
+
+    @property
+    def active(self) -> int:
+        """Executions accepted and not ended."""
+        return len(self.reserved)
 
     async def _refuse(
         self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, reason: str
@@ -310,29 +333,30 @@ class _RunnerService(pb_grpc.RunnerServicer):
         await context.abort(code, bounded_detail(message))
         raise AssertionError("unreachable: abort raises")
 
-    async def Execute(
-        self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[Any]:
-        if not self.accepting:
-            await self._refuse(
-                context, grpc.StatusCode.UNAVAILABLE, "the runner is shutting down", "shutdown"
+    def _admit(self, key: str) -> tuple[grpc.StatusCode, str, str] | None:
+        """Reserve ``key`` and a slot, or say why not (code, message, reason). Synchronous, so
+        no other Execute runs between the checks and the reservation; the id comes first."""
+        if key in self.reserved:
+            return (
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"execution {key!r} is already running on this runner; its id is free again once "
+                "the Execute call that uses it has ended",
+                "duplicate",
             )
+        if not self.accepting:
+            return grpc.StatusCode.UNAVAILABLE, "the runner is shutting down", "shutdown"
         if self.active >= self.config.max_concurrent:
-            await self._refuse(
-                context,
+            return (
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"runner busy: {self.active} execution(s) running, --max-concurrent is "
                 f"{self.config.max_concurrent}; retry when it finishes",
                 "busy",
             )
-        execution_id = request.execution_id
-        if execution_id and execution_id in self.executions:
-            await self._refuse(
-                context,
-                grpc.StatusCode.ALREADY_EXISTS,
-                f"execution {execution_id!r} is already running",
-                "duplicate",
-            )
+        self.reserved.add(key)
+        self.idle.clear()
+        return None
+
+    async def _check_fence(self, context: grpc.aio.ServicerContext) -> None:
         breached = await self.fence.breaches()
         if breached:
             _log.error("network fence breached: refusing every turn", extra={"reached": breached})
@@ -343,61 +367,74 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 "the cluster does not enforce the sandbox's NetworkPolicy here; no turn runs",
                 "isolation",
             )
-        # Reserve the slot before the first await below.
-        self.active += 1
-        self.idle.clear()
+
+    async def Execute(
+        self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        execution_id = request.execution_id
         key = execution_id or f"anonymous-{uuid4()}"
+        refusal = self._admit(key)
+        if refusal is not None:
+            await self._refuse(context, *refusal)
         execution: _Execution | None = None
         mcp: McpToolSet | None = None
         try:
+            await self._check_fence(context)
             turn, input, resume, mcp = await self._prepare(request, context)
             execution = _Execution(key, turn, input, self.config, resume)
             if request.start_paused:
-                execution.session.request_pause()
+                execution.pause()
             self.executions[key] = execution
             started = time.monotonic()
             _log.info("execution started", extra={"execution_id": execution_id, "agent": request.agent.name})
             execution.task = asyncio.create_task(execution.drive())
             while True:
                 event = await execution.events.get()
-                kind = event.WhichOneof("kind")
-                if kind in ("output", "error", "suspended"):
-                    if mcp is not None:  # the turn's MCP servers end with it, before its result
-                        await asyncio.shield(mcp.aclose())  # is sent (the next Execute finds none)
-                        mcp = None
-                    event = self._fit(event)
-                    kind = event.WhichOneof("kind")
-                    _log.info(
-                        "execution finished",
-                        extra={
-                            "execution_id": execution_id,
-                            "result": kind,
-                            "exit_reason": str(wire.exit_reason_from_proto(event.output.exit_reason))
-                            if kind == "output"
-                            else wire.turn_error_from_proto(event.error).kind
-                            if kind == "error"
-                            else "awaiting approval",
-                            "ms": round((time.monotonic() - started) * 1000, 1),
-                        },
-                    )
+                if event.WhichOneof("kind") not in ("output", "error", "suspended"):
                     yield event
-                    return
-                if kind == "paused":
-                    execution.paused = True
-                yield event
+                    continue
+                if mcp is not None:  # the turn's MCP servers end with it, before its result
+                    await asyncio.shield(mcp.aclose())  # is sent (the next Execute finds none)
+                    mcp = None
+                yield self._finished(execution_id, self._fit(event), started)
+                return
         finally:
-            if execution is not None:
-                if execution.task is not None and not execution.task.done():
-                    # The client went away (or the server is stopping): stop the turn.
-                    execution.task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await execution.task
-                if self.executions.get(key) is execution:
-                    del self.executions[key]
-            if mcp is not None:  # the client went away (or the server is stopping) first
+            await self._release(key, execution, mcp)
+
+    def _finished(self, execution_id: str, event: pb.TurnEvent, started: float) -> pb.TurnEvent:
+        """Log the end of an execution; return its final event."""
+        kind = event.WhichOneof("kind")
+        if kind == "output":
+            result = str(wire.exit_reason_from_proto(event.output.exit_reason))
+        elif kind == "error":
+            result = wire.turn_error_from_proto(event.error).kind
+        else:
+            result = "awaiting approval"
+        _log.info(
+            "execution finished",
+            extra={
+                "execution_id": execution_id,
+                "result": kind,
+                "exit_reason": result,
+                "ms": round((time.monotonic() - started) * 1000, 1),
+            },
+        )
+        return event
+
+    async def _release(self, key: str, execution: _Execution | None, mcp: McpToolSet | None) -> None:
+        """End what an Execute left (its turn when the client went away or the server is
+        stopping, its MCP servers), then free its id and slot, whatever happens meanwhile."""
+        try:
+            if execution is not None and execution.task is not None and not execution.task.done():
+                execution.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await execution.task
+            if mcp is not None:
                 await asyncio.shield(mcp.aclose())
-            self.active -= 1
-            if self.active == 0:
+        finally:
+            self.executions.pop(key, None)  # the id is this call's: an entry under it is its own
+            self.reserved.discard(key)
+            if not self.reserved:
                 self.idle.set()
 
     def _fit(self, event: pb.TurnEvent) -> pb.TurnEvent:
@@ -483,16 +520,12 @@ class _RunnerService(pb_grpc.RunnerServicer):
 
     async def Pause(self, request: pb.PauseRequest, context: grpc.aio.ServicerContext) -> pb.PauseResponse:
         execution = await self._get(request.execution_id, context)
-        execution.resume_requested = False
-        execution.session.request_pause()
+        execution.pause()
         return pb.PauseResponse()
 
     async def Resume(self, request: pb.ResumeRequest, context: grpc.aio.ServicerContext) -> pb.ResumeResponse:
         execution = await self._get(request.execution_id, context)
-        if execution.paused:
-            execution.commands.put_nowait(("resume", None))
-        else:
-            execution.resume_requested = True
+        execution.resume()
         return pb.ResumeResponse()
 
     async def Signal(self, request: pb.SignalRequest, context: grpc.aio.ServicerContext) -> pb.SignalResponse:

@@ -159,6 +159,10 @@ class TurnSession(SessionTools):
         """
         self._pause_requested = True
 
+    def withdraw_pause(self) -> None:
+        """Take back a pause ``run()`` has not honoured yet (nothing happens otherwise)."""
+        self._pause_requested = False
+
     async def run(self) -> TurnOutput | None:
         """Step until the turn ends (its output) or a pause is honoured (None)."""
         while self._output is None:

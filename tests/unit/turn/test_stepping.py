@@ -118,6 +118,17 @@ async def test_pause_during_run_stops_at_the_next_boundary_and_run_continues() -
     assert out is not None and provider.calls == 5
 
 
+async def test_a_withdrawn_pause_is_not_honoured() -> None:
+    rec = Recorder()
+    session = make_turn(FakeProvider(script())).start(INPUT, events=rec)
+    session.request_pause()
+    session.withdraw_pause()
+    assert not session.pause_requested
+    out = await session.run()
+    assert out is not None and out.exit_reason == ExitReason.complete()
+    assert "paused" not in rec.types()
+
+
 async def test_pause_after_the_end_is_harmless() -> None:
     session = make_turn(FakeProvider(script())).start(INPUT)
     out = await session.run()

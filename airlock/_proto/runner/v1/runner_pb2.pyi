@@ -2308,8 +2308,16 @@ class ExecuteRequest(_message.Message):
     RESUME_FIELD_NUMBER: _builtins.int
     START_PAUSED_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
-    """Chosen by the caller; names this execution in Cancel/Pause/Resume/Step. Empty: the runner
-    picks none and the execution cannot be controlled.
+    """Chosen by the caller; names this execution in Cancel/Pause/Resume/Step/Signal. Empty: the
+    runner picks none and the execution cannot be controlled.
+    An id is reserved on this runner from the moment its Execute is accepted (before the
+    runner checks its concurrency limit, before the turn is built) until that Execute call
+    ends: its stream's last event (`output`, `error` or `suspended`) is sent, or the call
+    ends otherwise (the client cancels it or goes away, the runner stops). Meanwhile another
+    Execute with the same id is ALREADY_EXISTS (`duplicate`), whatever the concurrency limit;
+    afterwards the id can be used again (e.g. to resume a suspended turn). An Execute refused
+    for another reason (`invalid`, `busy`, `shutdown`, `isolation`, `internal`) reserves
+    nothing.
     """
     start_paused: _builtins.bool
     """Pause before the first step (a `paused` event follows); Step or Resume it from there."""

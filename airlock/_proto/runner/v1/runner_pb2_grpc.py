@@ -107,9 +107,12 @@ class RunnerServicer:
 
     def Execute(self, request, context):
         """Runs one turn of the agent on the input and streams its events; the stream ends with the
-        TurnOutput (`output`) or the turn's failure (`error`). Invalid agent spec, unknown
-        provider/tool or empty input: INVALID_ARGUMENT. Another execution already running (and
-        the runner's concurrency limit reached): RESOURCE_EXHAUSTED.
+        TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
+        an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`duplicate`; see
+        ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
+        limit reached by other executions: RESOURCE_EXHAUSTED (`busy`); then the network fence
+        and the request itself (invalid agent spec, unknown provider/tool or empty input:
+        INVALID_ARGUMENT).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -126,15 +129,19 @@ class RunnerServicer:
 
     def Pause(self, request, context):
         """Asks the execution to pause at the next turn boundary (between model calls); the stream
-        then emits `paused`. Idempotent. Unknown execution: NOT_FOUND.
+        then emits `paused`, exactly once per pause. Idempotent: on an execution that is paused,
+        or whose pause is pending, it does nothing (no second `paused`, and one Resume still
+        resumes it). Unknown execution: NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Resume(self, request, context):
-        """Lets a paused (or pause-requested) execution run to completion.
-        Unknown execution: NOT_FOUND.
+        """Lets a paused execution run on to completion (unless it is paused again); on one whose
+        pause is pending, takes the pause back (it does not stop, no `paused` is emitted). One
+        Resume always suffices. Idempotent: on a running execution it does nothing (a later Pause
+        still pauses). Unknown execution: NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

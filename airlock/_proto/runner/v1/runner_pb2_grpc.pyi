@@ -69,9 +69,12 @@ class RunnerStub:
     def __new__(cls, channel: _aio.Channel) -> RunnerAsyncStub: ...
     Execute: _grpc.UnaryStreamMultiCallable[_runner_pb2.ExecuteRequest, _runner_pb2.TurnEvent]
     """Runs one turn of the agent on the input and streams its events; the stream ends with the
-    TurnOutput (`output`) or the turn's failure (`error`). Invalid agent spec, unknown
-    provider/tool or empty input: INVALID_ARGUMENT. Another execution already running (and
-    the runner's concurrency limit reached): RESOURCE_EXHAUSTED.
+    TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
+    an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`duplicate`; see
+    ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
+    limit reached by other executions: RESOURCE_EXHAUSTED (`busy`); then the network fence
+    and the request itself (invalid agent spec, unknown provider/tool or empty input:
+    INVALID_ARGUMENT).
     """
     Cancel: _grpc.UnaryUnaryMultiCallable[_runner_pb2.CancelRequest, _runner_pb2.CancelResponse]
     """Stops the execution at its next await point; its stream ends with `output` whose exit
@@ -80,11 +83,15 @@ class RunnerStub:
     """
     Pause: _grpc.UnaryUnaryMultiCallable[_runner_pb2.PauseRequest, _runner_pb2.PauseResponse]
     """Asks the execution to pause at the next turn boundary (between model calls); the stream
-    then emits `paused`. Idempotent. Unknown execution: NOT_FOUND.
+    then emits `paused`, exactly once per pause. Idempotent: on an execution that is paused,
+    or whose pause is pending, it does nothing (no second `paused`, and one Resume still
+    resumes it). Unknown execution: NOT_FOUND.
     """
     Resume: _grpc.UnaryUnaryMultiCallable[_runner_pb2.ResumeRequest, _runner_pb2.ResumeResponse]
-    """Lets a paused (or pause-requested) execution run to completion.
-    Unknown execution: NOT_FOUND.
+    """Lets a paused execution run on to completion (unless it is paused again); on one whose
+    pause is pending, takes the pause back (it does not stop, no `paused` is emitted). One
+    Resume always suffices. Idempotent: on a running execution it does nothing (a later Pause
+    still pauses). Unknown execution: NOT_FOUND.
     """
     Step: _grpc.UnaryUnaryMultiCallable[_runner_pb2.StepRequest, _runner_pb2.StepResponse]
     """Runs exactly one step (one model call and the tools it asked for) of a paused execution
@@ -129,9 +136,12 @@ class RunnerAsyncStub(RunnerStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Execute: _aio.UnaryStreamMultiCallable[_runner_pb2.ExecuteRequest, _runner_pb2.TurnEvent]  # type: ignore[assignment]
     """Runs one turn of the agent on the input and streams its events; the stream ends with the
-    TurnOutput (`output`) or the turn's failure (`error`). Invalid agent spec, unknown
-    provider/tool or empty input: INVALID_ARGUMENT. Another execution already running (and
-    the runner's concurrency limit reached): RESOURCE_EXHAUSTED.
+    TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
+    an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`duplicate`; see
+    ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
+    limit reached by other executions: RESOURCE_EXHAUSTED (`busy`); then the network fence
+    and the request itself (invalid agent spec, unknown provider/tool or empty input:
+    INVALID_ARGUMENT).
     """
     Cancel: _aio.UnaryUnaryMultiCallable[_runner_pb2.CancelRequest, _runner_pb2.CancelResponse]  # type: ignore[assignment]
     """Stops the execution at its next await point; its stream ends with `output` whose exit
@@ -140,11 +150,15 @@ class RunnerAsyncStub(RunnerStub):
     """
     Pause: _aio.UnaryUnaryMultiCallable[_runner_pb2.PauseRequest, _runner_pb2.PauseResponse]  # type: ignore[assignment]
     """Asks the execution to pause at the next turn boundary (between model calls); the stream
-    then emits `paused`. Idempotent. Unknown execution: NOT_FOUND.
+    then emits `paused`, exactly once per pause. Idempotent: on an execution that is paused,
+    or whose pause is pending, it does nothing (no second `paused`, and one Resume still
+    resumes it). Unknown execution: NOT_FOUND.
     """
     Resume: _aio.UnaryUnaryMultiCallable[_runner_pb2.ResumeRequest, _runner_pb2.ResumeResponse]  # type: ignore[assignment]
-    """Lets a paused (or pause-requested) execution run to completion.
-    Unknown execution: NOT_FOUND.
+    """Lets a paused execution run on to completion (unless it is paused again); on one whose
+    pause is pending, takes the pause back (it does not stop, no `paused` is emitted). One
+    Resume always suffices. Idempotent: on a running execution it does nothing (a later Pause
+    still pauses). Unknown execution: NOT_FOUND.
     """
     Step: _aio.UnaryUnaryMultiCallable[_runner_pb2.StepRequest, _runner_pb2.StepResponse]  # type: ignore[assignment]
     """Runs exactly one step (one model call and the tools it asked for) of a paused execution
@@ -192,9 +206,12 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_runner_pb2.TurnEvent], _abc.AsyncIterator[_runner_pb2.TurnEvent]]:
         """Runs one turn of the agent on the input and streams its events; the stream ends with the
-        TurnOutput (`output`) or the turn's failure (`error`). Invalid agent spec, unknown
-        provider/tool or empty input: INVALID_ARGUMENT. Another execution already running (and
-        the runner's concurrency limit reached): RESOURCE_EXHAUSTED.
+        TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
+        an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`duplicate`; see
+        ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
+        limit reached by other executions: RESOURCE_EXHAUSTED (`busy`); then the network fence
+        and the request itself (invalid agent spec, unknown provider/tool or empty input:
+        INVALID_ARGUMENT).
         """
 
     @_abc_1.abstractmethod
@@ -215,7 +232,9 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_runner_pb2.PauseResponse, _abc.Awaitable[_runner_pb2.PauseResponse]]:
         """Asks the execution to pause at the next turn boundary (between model calls); the stream
-        then emits `paused`. Idempotent. Unknown execution: NOT_FOUND.
+        then emits `paused`, exactly once per pause. Idempotent: on an execution that is paused,
+        or whose pause is pending, it does nothing (no second `paused`, and one Resume still
+        resumes it). Unknown execution: NOT_FOUND.
         """
 
     @_abc_1.abstractmethod
@@ -224,8 +243,10 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
         request: _runner_pb2.ResumeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_runner_pb2.ResumeResponse, _abc.Awaitable[_runner_pb2.ResumeResponse]]:
-        """Lets a paused (or pause-requested) execution run to completion.
-        Unknown execution: NOT_FOUND.
+        """Lets a paused execution run on to completion (unless it is paused again); on one whose
+        pause is pending, takes the pause back (it does not stop, no `paused` is emitted). One
+        Resume always suffices. Idempotent: on a running execution it does nothing (a later Pause
+        still pauses). Unknown execution: NOT_FOUND.
         """
 
     @_abc_1.abstractmethod
