@@ -27,6 +27,11 @@ objects keep the Docker backend's meaning (:mod:`airlock.sandbox.docker`):
   loopback, link-local/metadata, ...) unless a CIDR rule inside it grants it.
   The proxy enforces names, deny rules and the rest.
 
+**Placement:** both pods get the settings' ``node_selector`` with the agent's
+(:class:`~airlock.sandbox.Placement`) merged over it (the agent wins per key), and the
+settings' tolerations followed by the agent's; the agent's RuntimeClass goes on the sandbox
+pod alone, and only in place of none (``container`` isolation).
+
 Kubernetes has no per-pod pid limit field: the kubelet's ``podPidsLimit`` sets it for every
 pod of a node, so :attr:`~airlock.sandbox._limits.Limits.pids` is not rendered here.
 """

@@ -8,10 +8,12 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
    opts out, with a warning).
 1. **Refuse what cannot be provided, before creating anything:** the isolation asked for
    (``gvisor``/``micro_vm`` need their RuntimeClass in the cluster: ``isolation_violation``
-   otherwise, never a downgrade), the limits, the credentials' values.
-2. **Claim** a warm pod of the sandbox's shape when a pool keeps them (:mod:`._warm`: no
-   network, no file credential); it skips steps 3 and 4, and its env_var credentials travel
-   with the job's Execute. Otherwise (and when none is ready) the sandbox starts cold:
+   otherwise, never a downgrade), the agent's placement (its RuntimeClass only with
+   ``container`` isolation, and present in the cluster), the limits, the credentials' values.
+2. **Claim** a warm pod of the sandbox's shape (its placement included) when a pool keeps
+   them (:mod:`._warm`: no network, no file credential); it skips steps 3 and 4, and its
+   env_var credentials travel with the job's Execute. Otherwise (and when none is ready)
+   the sandbox starts cold:
 3. **Owner:** the controller's Lease (:mod:`._owner`) is acquired; every object names it.
 4. **Provision:** the sandbox's Secret (runner token, env_var/file credentials) and its
    NetworkPolicies; when the plan allows any egress or uses a sidecar credential, the proxy
