@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from airlock.errors import shorten
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
-from airlock.sandbox import PoolSettings, backend_names
+from airlock.sandbox import Placement, PoolSettings, backend_names, backends
 from airlock.sandbox import backend as sandbox_backend
 from airlock.spec import TOOL_NAMES, AgentSpec
 from layer0 import (
@@ -180,7 +180,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         files=tuple(d.file for d in docs),
         agents=agents,
         secrets=secrets,
-        backend_settings=settings,
+        backend_settings=_placed_settings(settings, agents),
         pool=pool[0] if pool is not None else PoolSettings(),
     )
 
@@ -223,6 +223,17 @@ def _backend_settings(
                     where[name] = _where(doc, path)
                 except ValidationError as e:
                     issues += _map_errors(doc, path, e, model)
+    return out
+
+
+def _placed_settings(settings: dict[str, BaseModel], agents: dict[str, AgentConfig]) -> dict[str, BaseModel]:
+    """Each backend's settings given its agents' placements (Kubernetes: the RuntimeClasses
+    they name become readable by name: its access table, the chart's Role)."""
+    out = dict(settings)
+    for b in backends():
+        placements = [a.placement for a in agents.values() if a.backend == b.name and not a.placement.empty]
+        if b.placed_settings is not None and placements:
+            out[b.name] = b.placed_settings(out.get(b.name), placements)
     return out
 
 
@@ -288,6 +299,7 @@ def _compile_agent(
         return None
     environment, routes = _environment(doc, prefix, sandbox, secrets, issues)
     _check_local_model(doc, prefix, spec, sandbox, issues)
+    _check_placement(doc, prefix, sandbox, issues)
     if environment is None or len(issues) > before:
         return None
     try:
@@ -311,6 +323,7 @@ def _compile_agent(
         approval=approval,
         durability=sandbox.durability,
         input_files=sandbox.input_files,
+        placement=sandbox.placement or Placement(),
         secrets={k: v for k, v in secrets.items() if k in used},
         source=doc.file,
         line=doc.locate(prefix)[1].line,
@@ -566,6 +579,38 @@ def _check_cluster_services(
             )
             ok = False
     return ok
+
+
+def _check_placement(
+    doc: LocatedDocument, prefix: KeyPath, sandbox: SandboxConfig, issues: list[ConfigIssue]
+) -> None:
+    """``placement`` needs a backend that places sandboxes; its ``runtime_class`` only goes
+    with ``container`` isolation (a gVisor or Kata sandbox keeps its own RuntimeClass)."""
+    placement = sandbox.placement
+    if placement is None or placement.empty:
+        return
+    backend = sandbox_backend(sandbox.backend)
+    if not backend.capabilities.placement:
+        able = ", ".join(b.name for b in backends() if b.capabilities.placement) or "none"
+        issues.append(
+            doc.issue(
+                (*prefix, "placement"),
+                f"backend {backend.name!r} cannot place its sandboxes (node_selector, tolerations, "
+                f"runtime_class); placement is honoured by backend {able}",
+            )
+        )
+        return
+    stronger = [b.type for b in sandbox.isolation or () if b.type in ("gvisor", "micro_vm")]
+    if placement.runtime_class is not None and stronger:
+        issues.append(
+            doc.issue(
+                (*prefix, "placement", "runtime_class"),
+                f"runtime_class goes only with `container` isolation: a {stronger[0]} sandbox runs under "
+                f"the RuntimeClass backends.kubernetes.runtime_classes.{stronger[0]} names, which a "
+                "placement never replaces (isolation is never downgraded); remove runtime_class, or "
+                "use isolation [container]",
+            )
+        )
 
 
 def _check_local_model(

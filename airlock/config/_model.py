@@ -15,7 +15,7 @@ from airlock.policy.durability import DurabilityPolicy
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
-from airlock.sandbox import PoolSettings, backend_names
+from airlock.sandbox import Placement, PoolSettings, backend_names
 from airlock.spec import AgentSpec
 from layer0 import (
     CredentialInjection,
@@ -55,6 +55,10 @@ class AgentConfig(BaseModel):
     durability: DurabilityPolicy = Field(default_factory=DurabilityPolicy)
     #: What its jobs' messages say of their input files.
     input_files: InputFilesPolicy = Field(default_factory=InputFilesPolicy)
+    #: Where its sandboxes are scheduled, over the backend's placement: its node selector
+    #: merged over the backend's (it wins per key), its tolerations after the backend's; its
+    #: RuntimeClass only with ``container`` isolation.
+    placement: Placement = Field(default_factory=Placement)
     #: Sources of the secrets this agent's credentials name (a subset of ``secrets:``).
     secrets: dict[str, SecretSource] = Field(default_factory=dict)
     #: The file and 1-based line the agent is defined at.
@@ -165,7 +169,8 @@ class AirlockConfig(BaseModel):
 
         Raises:
             ConfigError: an unknown backend, or one that cannot provide an agent's isolation or
-                enforce its network policy, credentials or resource limits (every such agent named).
+                placement, or enforce its network policy, credentials or resource limits (every
+                such agent named).
         """
         from airlock.sandbox import backend
 
@@ -175,7 +180,7 @@ class AirlockConfig(BaseModel):
         problems = [
             f"agent {agent.name!r}: {problem}"
             for agent in self.agents.values()
-            for problem in _unprovidable(agent.environment, target)
+            for problem in _unprovidable(agent.environment, target, agent.placement)
         ]
         if problems:
             raise ConfigError(f"cannot run every agent on backend {name!r}:\n  " + "\n  ".join(problems))
@@ -195,8 +200,11 @@ class AirlockConfig(BaseModel):
             raise ConfigError(f"unknown agent {name!r}; defined agents: {known}") from None
 
 
-def _unprovidable(environment: EnvironmentSpec, target: SandboxBackend) -> list[str]:
-    """What ``environment`` asks that backend ``target`` cannot provide or enforce."""
+def _unprovidable(
+    environment: EnvironmentSpec, target: SandboxBackend, placement: Placement | None = None
+) -> list[str]:
+    """What ``environment`` (placed by ``placement``) asks that backend ``target`` cannot
+    provide or enforce."""
     problems = [
         f"isolation {b.type} is not provided by {target.name} ({target.summary})"
         for b in environment.isolation
@@ -213,4 +221,6 @@ def _unprovidable(environment: EnvironmentSpec, target: SandboxBackend) -> list[
         for capability, wanted in wants.items()
         if wanted and not getattr(target.capabilities, capability)
     ]
+    if placement is not None and not placement.empty and not target.capabilities.placement:
+        problems.append(f"{target.name} cannot place its sandboxes (its placement)")
     return problems

@@ -26,7 +26,7 @@ from airlock.policy.durability import DurabilityPolicy
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.plan import SidecarRoute
-from airlock.sandbox import PoolSettings, backend_names
+from airlock.sandbox import Placement, PoolSettings, backend_names
 from layer0 import U32_MAX, Money
 
 from ._values import check_env_name, normalise_destination, parse_duration, parse_quantity
@@ -325,6 +325,9 @@ class SandboxConfig(_Config):
     durability: DurabilityPolicy = Field(default_factory=DurabilityPolicy)
     #: What its jobs' messages say of their input files (unset: nothing).
     input_files: InputFilesPolicy = Field(default_factory=InputFilesPolicy)
+    #: Where its sandboxes are scheduled (``node_selector``, ``tolerations``, ``runtime_class``),
+    #: over the backend's own (only a backend that can place them accepts it: kubernetes).
+    placement: Placement | None = None
 
     @field_validator("backend")
     @classmethod

@@ -179,7 +179,7 @@ class AgentRunner:
                 continue
             try:
                 plan = compile_sandbox_plan(agent.environment, agent.sidecar_routes)
-                if not await sandbox.warm(agent.environment, plan):
+                if not await sandbox.warm(agent.environment, plan, agent.placement):
                     skipped.append(f"{agent.name}: {agent.backend} keeps no pool for it")
             except EnvError as e:
                 skipped.append(f"{agent.name}: {e}")
@@ -266,6 +266,7 @@ class AgentRunner:
             events=_both(self.observe, events),
             session=session,
             job=job,
+            placement=agent.placement,
         )
         return await sandbox.run(request)
 

@@ -17,6 +17,7 @@ from ._events import EventSink, SandboxEvent
 from ._handle import TurnHandle, TurnNotRunning
 from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
+from ._placement import Placement, Toleration, refuse_placement
 from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
 from ._port import (
     ClosableSandbox,
@@ -40,6 +41,7 @@ __all__ = [
     "IsolationProof",
     "IsolationStatus",
     "Limits",
+    "Placement",
     "PoolSettings",
     "PoolStats",
     "ProvingSandbox",
@@ -54,6 +56,7 @@ __all__ = [
     "SandboxRequest",
     "ShapeStats",
     "StateEntry",
+    "Toleration",
     "TurnHandle",
     "TurnNotRunning",
     "WarmPool",
@@ -62,6 +65,7 @@ __all__ = [
     "backend_names",
     "backends",
     "compile_sandbox_plan",
+    "refuse_placement",
     "requested_isolation",
     "resolve_limits",
     "state_snapshot",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from airlock.policy import SandboxPlan, SecretResolver
 from layer0 import EnvironmentSpec, IsolationBoundary
 
+from ._placement import Placement
 from ._pool import WarmPool
 from ._port import Sandbox
 
@@ -67,6 +68,8 @@ class Capabilities:
     model_endpoint: Literal["egress_proxy", "loopback"]
     #: In-cluster Service destinations (``{service, namespace, port}`` rules) are rendered.
     cluster_services: bool = False
+    #: An agent's ``placement`` (node selector, tolerations, RuntimeClass) is honoured.
+    placement: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,12 @@ class Backend:
     #: target (Kubernetes: a Helm release, ``namespace/name``): ``airlock doctor --probe``.
     #: None: the backend has none.
     probe: Callable[[BaseModel | None, str], Coroutine[Any, Any, list[DoctorCheck]]] | None = field(
+        default=None, repr=False
+    )
+
+    #: Its settings given the placements of the agents that run on it (None: it needs none of
+    #: them; Kubernetes: their RuntimeClasses become readable by name).
+    placed_settings: Callable[[BaseModel | None, Sequence[Placement]], BaseModel] | None = field(
         default=None, repr=False
     )
 

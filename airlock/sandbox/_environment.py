@@ -18,6 +18,7 @@ from airlock.spec import HISTORY_KEY
 from layer0 import EnvError, EnvironmentSpec, Scope, StateReader, Turn, TurnInput, TurnOutput
 
 from ._events import EventSink
+from ._placement import Placement
 from ._port import Sandbox, SandboxRequest, StateEntry
 from ._turn import agent_spec_of
 
@@ -60,8 +61,10 @@ class SandboxEnvironment:
         *,
         events: EventSink | None = None,
         sidecar_routes: Mapping[str, SidecarRoute] | None = None,
+        placement: Placement | None = None,
     ) -> TurnOutput:
-        """Run ``turn`` in a fresh sandbox; its StateReader's view travels as the snapshot.
+        """Run ``turn`` in a fresh sandbox (scheduled by ``placement``, on a backend that
+        places sandboxes); its StateReader's view travels as the snapshot.
 
         Raises:
             EnvError: ``other`` for a turn not describable as an AgentSpec, or whose state
@@ -75,6 +78,7 @@ class SandboxEnvironment:
             sidecar_routes={**self.sidecar_routes, **(sidecar_routes or {})},
             state=await state_snapshot(getattr(turn, "state", None), input),
             events=events if events is not None else self.events,
+            placement=placement,
         )
         return await self.sandbox.run(request)
 

@@ -20,6 +20,7 @@ from layer0 import EnvError, EnvironmentSpec, Scope, TurnInput, TurnOutput
 
 from ._events import EventSink
 from ._handle import TurnHandle
+from ._placement import Placement
 
 __all__ = [
     "ClosableSandbox",
@@ -62,6 +63,9 @@ class SandboxRequest(BaseModel):
     #: The job the turn belongs to: its sandbox is labelled with it, so that before the job
     #: resumes its previous sandbox can be found and removed (None: no job).
     job: str | None = None
+    #: Where the sandbox is scheduled, over the backend's own placement (only a backend with
+    #: the ``placement`` capability honours one; any other refuses a non-empty one).
+    placement: Placement = Placement()
 
     @classmethod
     def compile(
@@ -75,6 +79,7 @@ class SandboxRequest(BaseModel):
         events: EventSink | None = None,
         session: TurnHandle | None = None,
         job: str | None = None,
+        placement: Placement | None = None,
     ) -> Self:
         """A request whose plan is compiled from ``environment`` and ``sidecar_routes``.
 
@@ -91,6 +96,7 @@ class SandboxRequest(BaseModel):
             events=events,
             session=session,
             job=job,
+            placement=placement or Placement(),
         )
 
 
@@ -136,10 +142,13 @@ class Sandbox(Protocol):
 class WarmableSandbox(Protocol):
     """A backend that can keep sandboxes started ahead of their jobs (a warm pool)."""
 
-    async def warm(self, environment: EnvironmentSpec, plan: SandboxPlan) -> bool:
-        """Keep sandboxes for ``environment`` (compiled to ``plan``) started, holding no secret
-        and no agent, for later :meth:`Sandbox.run` calls to claim; False when this backend
-        keeps none for it (no pool configured, or a shape it does not pool).
+    async def warm(
+        self, environment: EnvironmentSpec, plan: SandboxPlan, placement: Placement | None = None
+    ) -> bool:
+        """Keep sandboxes for ``environment`` (compiled to ``plan``) placed by ``placement``
+        started, holding no secret and no agent, for later :meth:`Sandbox.run` calls to claim
+        (only by a request of the same placement); False when this backend keeps none for it
+        (no pool configured, or a shape it does not pool).
 
         Raises:
             EnvError: what a cold start of such a sandbox would raise.

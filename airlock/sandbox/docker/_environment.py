@@ -62,6 +62,7 @@ from airlock.policy import (
 from airlock.sandbox._environment import SandboxEnvironment
 from airlock.sandbox._events import EventSink
 from airlock.sandbox._limits import SandboxDefaults, resolve_limits
+from airlock.sandbox._placement import Placement, refuse_placement
 from airlock.sandbox._pool import WarmPool
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._redact import redacted_output, redacting_sink
@@ -159,6 +160,7 @@ class DockerSandbox:
                 or proxy that never became ready; ``turn_error`` for the turn's own failure.
         """
         agent, plan = request.agent, request.plan
+        refuse_placement(request.placement, "docker")
         client, runtimes = await self._prepare()
         shape = self._shape(request.environment, plan, runtimes)
         credentials = await resolve_credentials(plan, self.secrets)
@@ -186,14 +188,17 @@ class DockerSandbox:
             output = redacted_output(output, credentials.secrets)
         return output
 
-    async def warm(self, environment: EnvironmentSpec, plan: SandboxPlan) -> bool:
+    async def warm(
+        self, environment: EnvironmentSpec, plan: SandboxPlan, placement: Placement | None = None
+    ) -> bool:
         """Keep sandboxes of this environment's shape started in the pool, ahead of its jobs;
         False when none are kept (no pool, or ``size: 0``).
 
         Raises:
             EnvError: what a cold start would raise for this environment (isolation the engine
-                cannot provide, bad limits).
+                cannot provide, bad limits, a ``placement``: Docker places nothing).
         """
+        refuse_placement(placement or Placement(), "docker")
         if self.pool is None or not self.pool.enabled:
             return False
         client, runtimes = await self._prepare()

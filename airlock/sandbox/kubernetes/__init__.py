@@ -10,6 +10,7 @@ without a network or file credential come from pods started ahead of their jobs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from layer0 import ContainerIsolation
 
 from .._backend import Backend, Capabilities
 from .._limits import SandboxDefaults, resolve_limits
+from .._placement import Placement
 from .._pool import WarmPool
 from ._access import DOCTOR_ACCESS, SANDBOX_ACCESS, Access, AccessTable
 from ._addresses import SandboxAddress, sandbox_addresses
@@ -62,6 +64,7 @@ __all__ = [
     "Toleration",
     "dns_egress_rule",
     "dns_findings",
+    "placed_settings",
     "policy_objects",
     "sandbox_addresses",
 ]
@@ -92,6 +95,17 @@ def policy_objects(plan: SandboxPlan, settings: BaseModel | None = None) -> list
     return [render_default_deny(chosen.namespace), *render_network_policies(shape)]
 
 
+def placed_settings(settings: BaseModel | None, placements: Sequence[Placement]) -> KubernetesSettings:
+    """``settings`` (None: the defaults) with the RuntimeClasses ``placements`` name added to
+    :attr:`~KubernetesSettings.placement_runtime_classes` (the ones the backend may read)."""
+    chosen = _settings(settings)
+    named = [p.runtime_class for p in placements if p.runtime_class is not None]
+    if not named:
+        return chosen
+    names = tuple(dict.fromkeys((*chosen.placement_runtime_classes, *named)))
+    return chosen.model_copy(update={"placement_runtime_classes": names})
+
+
 def _create(
     *,
     secrets: SecretResolver | None,
@@ -119,6 +133,7 @@ BACKEND = Backend(
         credentials=True,
         model_endpoint="egress_proxy",
         cluster_services=True,
+        placement=True,
     ),
     factory=_create,
     doctor=doctor_checks,
@@ -126,4 +141,5 @@ BACKEND = Backend(
     reap=reap,
     settings=KubernetesSettings,
     policy_objects=policy_objects,
+    placed_settings=placed_settings,
 )

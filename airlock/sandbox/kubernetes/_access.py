@@ -284,7 +284,8 @@ def _names(source: NamesFrom, settings: KubernetesSettings) -> tuple[str, ...]:
     if source == "sandbox_namespace":
         return (settings.namespace,)
     if source == "runtime_classes":
-        return tuple(dict.fromkeys((settings.runtime_classes.gvisor, settings.runtime_classes.micro_vm)))
+        classes = settings.runtime_classes
+        return tuple(dict.fromkeys((classes.gvisor, classes.micro_vm, *settings.placement_runtime_classes)))
     return tuple(settings.image_pull_secrets)
 
 

@@ -27,6 +27,11 @@ objects keep the Docker backend's meaning (:mod:`airlock.sandbox.docker`):
   loopback, link-local/metadata, ...) unless a CIDR rule inside it grants it.
   The proxy enforces names, deny rules and the rest.
 
+**Placement:** both pods get the settings' ``node_selector`` with the agent's
+(:class:`~airlock.sandbox.Placement`) merged over it (the agent wins per key), and the
+settings' tolerations followed by the agent's; the agent's RuntimeClass goes on the sandbox
+pod alone, and only in place of none (``container`` isolation).
+
 Kubernetes has no per-pod pid limit field: the kubelet's ``podPidsLimit`` sets it for every
 pod of a node, so :attr:`~airlock.sandbox._limits.Limits.pids` is not rendered here.
 """
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airlock.policy import ResolvedCredentials, SandboxPlan
@@ -45,6 +50,7 @@ from airlock.proxy.bundle import EVERY_FAMILY, BundleConfig, CredentialListener
 from layer0 import EnvError
 
 from .._limits import Limits
+from .._placement import Placement
 from ._dns import NAMESPACE_LABEL, dns_egress_rule
 from ._names import (
     CREDENTIAL_PORT_BASE,
@@ -130,6 +136,23 @@ class SandboxShape:
     #: ``host:port`` addresses the runner tries before its first turn and refuses to run a
     #: turn if one connects (the cloud metadata service, the API server: ``--fence``).
     fence: tuple[str, ...] = ()
+    #: The agent's placement: its node selector merged over the settings' (the agent wins per
+    #: key), its tolerations after the settings' (both pods); its RuntimeClass for the sandbox
+    #: pod alone, and only when :attr:`runtime_class` is None (``container`` isolation).
+    placement: Placement = field(default_factory=Placement)
+
+    def sandbox_runtime_class(self) -> str | None:
+        """The sandbox pod's RuntimeClass: the isolation's, else the placement's.
+
+        Raises:
+            ValueError: both name one (a stronger boundary's RuntimeClass is never replaced).
+        """
+        if self.runtime_class is not None and self.placement.runtime_class is not None:
+            raise ValueError(
+                f"placement.runtime_class {self.placement.runtime_class!r} would replace the isolation's "
+                f"RuntimeClass {self.runtime_class!r}"
+            )
+        return self.runtime_class or self.placement.runtime_class
 
 
 # --- the proxy's ports and URLs ------------------------------------------------------------
@@ -238,14 +261,18 @@ def _pod_spec(shape: SandboxShape, *, runtime_class: str | None) -> dict[str, An
     }
     if runtime_class is not None:
         spec["runtimeClassName"] = runtime_class
-    elif settings.user_namespaces:
+    # runc pods: no RuntimeClass, or a placement's under ``container`` isolation (e.g. NVIDIA's
+    # runc): never dropped for it; gVisor and Kata have their own boundary.
+    placed = shape.runtime_class is None and runtime_class == shape.placement.runtime_class
+    if settings.user_namespaces and (runtime_class is None or placed):
         spec["hostUsers"] = False
     if shape.active_deadline_s is not None:
         spec["activeDeadlineSeconds"] = shape.active_deadline_s
-    if settings.node_selector:
-        spec["nodeSelector"] = dict(settings.node_selector)
-    if settings.tolerations:
-        spec["tolerations"] = [t.manifest() for t in settings.tolerations]
+    node_selector, tolerations = shape.placement.over(settings.node_selector, settings.tolerations)
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = [t.manifest() for t in tolerations]
     if settings.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
     return spec
@@ -319,7 +346,8 @@ def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
 
     Raises:
         EnvError: ``resource_exceeded`` for what a pod cannot ask for ("all" GPUs).
-        ValueError: ``proxy_ip`` is missing although the plan needs a proxy (or given when not).
+        ValueError: ``proxy_ip`` is missing although the plan needs a proxy (or given when not);
+            the placement names a RuntimeClass besides the isolation's.
     """
     sid, plan, settings = shape.sandbox_id, shape.plan, shape.settings
     secret = object_name(sid)
@@ -402,7 +430,7 @@ def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
         "securityContext": _container_security(),
         "volumeMounts": mounts,
     }
-    spec = _pod_spec(shape, runtime_class=shape.runtime_class)
+    spec = _pod_spec(shape, runtime_class=shape.sandbox_runtime_class())
     spec.update({"initContainers": [init], "containers": [runner], "volumes": volumes})
     no_dns(spec)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _metadata(shape, "sandbox"), "spec": spec}

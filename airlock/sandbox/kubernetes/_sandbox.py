@@ -8,10 +8,12 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
    opts out, with a warning).
 1. **Refuse what cannot be provided, before creating anything:** the isolation asked for
    (``gvisor``/``micro_vm`` need their RuntimeClass in the cluster: ``isolation_violation``
-   otherwise, never a downgrade), the limits, the credentials' values.
-2. **Claim** a warm pod of the sandbox's shape when a pool keeps them (:mod:`._warm`: no
-   network, no file credential); it skips steps 3 and 4, and its env_var credentials travel
-   with the job's Execute. Otherwise (and when none is ready) the sandbox starts cold:
+   otherwise, never a downgrade), the agent's placement (its RuntimeClass only with
+   ``container`` isolation, and present in the cluster), the limits, the credentials' values.
+2. **Claim** a warm pod of the sandbox's shape (its placement included) when a pool keeps
+   them (:mod:`._warm`: no network, no file credential); it skips steps 3 and 4, and its
+   env_var credentials travel with the job's Execute. Otherwise (and when none is ready)
+   the sandbox starts cold:
 3. **Owner:** the controller's Lease (:mod:`._owner`) is acquired; every object names it.
 4. **Provision:** the sandbox's Secret (runner token, env_var/file credentials) and its
    NetworkPolicies; when the plan allows any egress or uses a sidecar credential, the proxy
@@ -61,6 +63,7 @@ from .._events import EventSink
 from .._isolation import IsolationKind, requested_isolation
 from .._lifecycle import settle
 from .._limits import Limits, SandboxDefaults, resolve_limits
+from .._placement import Placement
 from .._pool import WarmPool
 from .._port import SandboxRequest
 from .._proof import IsolationProof
@@ -165,7 +168,9 @@ class KubernetesSandbox:
         agent, spec, plan = request.agent, request.environment, request.plan
         api, lease = await self._prepare()
         await self._require_enforcement()
-        runtime_class = await self._runtime_class(api, requested_isolation(spec, "kubernetes").kind)
+        kind = requested_isolation(spec, "kubernetes").kind
+        runtime_class = await self._runtime_class(api, kind)
+        await self._check_placement(api, kind, request.placement)
         limits = resolve_limits(spec, self.defaults)
         credentials = await resolve_credentials(plan, self.secrets)
         sink = request.events
@@ -174,7 +179,7 @@ class KubernetesSandbox:
         deadline = hard_timeout_s(agent, request.input, self.turn_timeout, self.timeout_grace)
         member: WarmPod | None = None
         if self.pool is not None and poolable(plan):
-            member = await self.pool.claim(self._shape_key(runtime_class, limits))
+            member = await self.pool.claim(self._shape_key(runtime_class, limits, request.placement))
         if member is not None:
             output = await self._run_member(member, request, credentials, sink, deadline, limits)
         else:
@@ -216,6 +221,7 @@ class KubernetesSandbox:
                 ),
                 controller_namespace=self._controller_namespace(),
                 fence=self._fence or (),
+                placement=request.placement,
             )
             sandbox = PodSandbox(
                 api, shape, credentials, sink, port_forward=self._port_forward(), job=request.job
@@ -263,11 +269,13 @@ class KubernetesSandbox:
         self.pool.retire(_retire(member, backstop))
         return output
 
-    async def warm(self, environment: EnvironmentSpec, plan: SandboxPlan) -> bool:
-        """Keep pods of this environment's shape started in the pool, ahead of its jobs; False
-        when none are kept: no pool (or ``size: 0``), or a sandbox that needs a proxy pod
-        (egress, sidecar credentials) or has a file credential: those always start cold
-        (see :mod:`._warm`).
+    async def warm(
+        self, environment: EnvironmentSpec, plan: SandboxPlan, placement: Placement | None = None
+    ) -> bool:
+        """Keep pods of this environment's shape, placed by ``placement``, started in the pool
+        ahead of its jobs (claimed only by jobs of the same placement); False when none are
+        kept: no pool (or ``size: 0``), or a sandbox that needs a proxy pod (egress, sidecar
+        credentials) or has a file credential: those always start cold (see :mod:`._warm`).
 
         Raises:
             EnvError: what a cold start would raise for this environment (a RuntimeClass the
@@ -275,21 +283,25 @@ class KubernetesSandbox:
         """
         if self.pool is None or not self.pool.enabled or not poolable(plan):
             return False
+        placement = placement or Placement()
         api, lease = await self._prepare()
         await self._require_enforcement()
-        runtime_class = await self._runtime_class(api, requested_isolation(environment, "kubernetes").kind)
-        key = self._shape_key(runtime_class, resolve_limits(environment, self.defaults))
+        kind = requested_isolation(environment, "kubernetes").kind
+        runtime_class = await self._runtime_class(api, kind)
+        await self._check_placement(api, kind, placement)
+        key = self._shape_key(runtime_class, resolve_limits(environment, self.defaults), placement)
         render_pod(self._member_shape(key, _EXAMPLE_OWNER), proxy_ip=None)  # what a pod cannot ask for
         self.pool.declare(key, lambda: self._start_member(api, lease, key), label=key.label)
         return True
 
-    def _shape_key(self, runtime_class: str | None, limits: Limits) -> KubeShape:
+    def _shape_key(self, runtime_class: str | None, limits: Limits, placement: Placement) -> KubeShape:
         return KubeShape(
             image=self.image,
             runtime_class=runtime_class,
             limits=limits,
             settings=self.settings.model_dump_json(),
             controller_namespace=self._controller_namespace(),
+            placement=placement,
         )
 
     def _member_shape(self, key: KubeShape, owner: Owner) -> SandboxShape:
@@ -307,6 +319,7 @@ class KubernetesSandbox:
             controller_namespace=key.controller_namespace,
             pool=key.id,
             fence=self._fence or (),
+            placement=key.placement,
         )
 
     async def _start_member(self, api: KubeApi, lease: OwnerLease, key: KubeShape) -> WarmPod:
@@ -471,17 +484,57 @@ class KubernetesSandbox:
             if kind == "gvisor"
             else self.settings.runtime_classes.micro_vm
         )
-        try:
-            await api.call(api.node.read_runtime_class, name)
-        except ApiFailure as e:
-            if e.status == 404:
-                raise EnvError.isolation_violation(
-                    f"{kind} isolation needs the RuntimeClass {name!r}, which this cluster does not have; "
-                    "install it (or name the one you have in backends.kubernetes.runtime_classes) — "
-                    "airlock never falls back to a weaker boundary"
-                ) from e
-            raise provision_error(f"cannot read RuntimeClass {name!r}", e) from e
+        await _require_runtime_class(
+            api,
+            name,
+            f"{kind} isolation needs the RuntimeClass {name!r}, which this cluster does not have; "
+            "install it (or name the one you have in backends.kubernetes.runtime_classes) — "
+            "airlock never falls back to a weaker boundary",
+        )
         return name
+
+    async def _check_placement(self, api: KubeApi, kind: IsolationKind, placement: Placement) -> None:
+        """The placement's RuntimeClass (if any) checked: only with ``container`` isolation,
+        one the backend may read (:attr:`KubernetesSettings.placement_runtime_classes`), and
+        existing in the cluster.
+
+        Raises:
+            EnvError: ``isolation_violation`` for any of those — before any pod exists.
+        """
+        name = placement.runtime_class
+        if name is None:
+            return
+        if kind != "container":
+            raise EnvError.isolation_violation(
+                f"placement.runtime_class {name!r} is refused with {kind} isolation: its sandbox runs "
+                f"under the {kind} RuntimeClass (backends.kubernetes.runtime_classes), never replaced"
+            )
+        if name not in self.settings.placement_runtime_classes:
+            raise EnvError.isolation_violation(
+                f"placement.runtime_class {name!r} is not in backends.kubernetes.placement_runtime_classes "
+                "(the RuntimeClasses this controller may read; the configuration adds its agents')"
+            )
+        await _require_runtime_class(
+            api,
+            name,
+            f"the agent's placement.runtime_class {name!r} names a RuntimeClass this cluster does not "
+            "have; install it (e.g. the NVIDIA runtime's) or correct the agent's placement",
+        )
+
+
+async def _require_runtime_class(api: KubeApi, name: str, missing: str) -> None:
+    """Return when the cluster has RuntimeClass ``name``.
+
+    Raises:
+        EnvError: ``isolation_violation`` saying ``missing`` when it has none of that name;
+            ``provision_failed`` when it cannot be read.
+    """
+    try:
+        await api.call(api.node.read_runtime_class, name)
+    except ApiFailure as e:
+        if e.status == 404:
+            raise EnvError.isolation_violation(missing) from e
+        raise provision_error(f"cannot read RuntimeClass {name!r}", e) from e
 
 
 async def _retire(member: WarmPod, backstop: asyncio.Future[None] | None) -> None:

@@ -6,9 +6,11 @@ import ipaddress
 import re
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from airlock.images import check_image_reference
+
+from .._placement import Toleration, check_runtime_class
 
 __all__ = [
     "DnsPeers",
@@ -107,30 +109,6 @@ class DnsPeers(_Settings):
         if not self.selectors and not self.ip_blocks:
             raise ValueError("no DNS peer: give selectors or ip_blocks (no name rule could resolve)")
         return self
-
-
-class Toleration(_Settings):
-    """A pod toleration (``spec.tolerations[]``), e.g. for a tainted gVisor or Kata node pool."""
-
-    key: str | None = None
-    operator: Literal["Equal", "Exists"] = "Equal"
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    #: Also spelled ``tolerationSeconds``, as in a pod spec (the Helm chart passes them verbatim).
-    toleration_seconds: int | None = Field(
-        default=None, ge=0, validation_alias=AliasChoices("toleration_seconds", "tolerationSeconds")
-    )
-
-    def manifest(self) -> dict[str, object]:
-        """The toleration as the API spells it (unset fields omitted)."""
-        fields = {
-            "key": self.key,
-            "operator": self.operator,
-            "value": self.value,
-            "effect": self.effect,
-            "tolerationSeconds": self.toleration_seconds,
-        }
-        return {k: v for k, v in fields.items() if v is not None}
 
 
 class ProxySettings(_Settings):
@@ -268,6 +246,10 @@ class KubernetesSettings(_Settings):
     #: name; the Helm chart sets the release's fullname). Two live controllers must never
     #: share one. One-shot commands (``airlock run``) hold a Lease of their own process.
     owner_identity: str | None = Field(default=None, min_length=1, max_length=253)
+    #: RuntimeClasses agents name in their ``placement.runtime_class``, read by name before a
+    #: pod names one (the access table's and the chart Role's ``resourceNames``). The
+    #: configuration adds every kubernetes agent's; list here any other a caller may ask for.
+    placement_runtime_classes: tuple[str, ...] = ()
 
     @field_validator("cluster_domain")
     @classmethod
@@ -288,3 +270,8 @@ class KubernetesSettings(_Settings):
         if value is not None and not _DNS_LABEL.match(value):
             raise ValueError(f"{value!r} is not a valid namespace name (RFC 1123 label)")
         return value
+
+    @field_validator("placement_runtime_classes")
+    @classmethod
+    def _runtime_classes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(check_runtime_class(name) for name in value))

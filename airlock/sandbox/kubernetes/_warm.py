@@ -14,7 +14,8 @@ bundle configuration and NetworkPolicies are per job), and one with a **file cre
 lazily, so a value could not be bound at claim time).
 
 The shape (:class:`KubeShape`) is what a pod fixes when it starts: image, RuntimeClass,
-resource limits, and the backend's settings (cluster, namespace, placement, channel).
+resource limits, the backend's settings (cluster, namespace, placement, channel) and the
+agent's placement (so a pod placed for one agent never serves an agent placed elsewhere).
 
 Ownership: a member holds a use of its creator's owner Lease from its start until it is
 destroyed (claimed or not), so the Lease is renewed while any member exists, and a crashed
@@ -25,12 +26,13 @@ deadline and the margin (a backstop: the controller enforces the job's deadline 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airlock.policy import SandboxPlan
 
 from .._lifecycle import shielded
 from .._limits import Limits
+from .._placement import Placement
 from .._pool import shape_id
 from ._owner import OwnerLease
 from ._pod import PodSandbox
@@ -55,6 +57,9 @@ class KubeShape:
     #: The backend's settings as JSON (cluster, namespace, placement, channel, timeouts).
     settings: str
     controller_namespace: str
+    #: The agent's placement (its nodes, tolerations, RuntimeClass): a pod warmed for one
+    #: placement never serves an agent of another.
+    placement: Placement = field(default_factory=Placement)
 
     @property
     def id(self) -> str:
@@ -64,7 +69,7 @@ class KubeShape:
     @property
     def label(self) -> str:
         """One line for logs and statistics."""
-        runtime = self.runtime_class or "default runtime"
+        runtime = self.runtime_class or self.placement.runtime_class or "default runtime"
         return f"{self.image} {runtime} {self.limits.describe()} [{self.id}]"
 
 

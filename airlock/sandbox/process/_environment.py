@@ -33,6 +33,7 @@ from airlock.policy import SecretResolver
 from airlock.sandbox._environment import SandboxEnvironment
 from airlock.sandbox._events import EventSink
 from airlock.sandbox._handle import TurnHandle
+from airlock.sandbox._placement import refuse_placement
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._turn import hard_timeout_s, run_in_sandbox
 from layer0 import (
@@ -95,6 +96,7 @@ class ProcessSandbox:
         """
         agent, input = request.agent, request.input
         _refuse_unenforceable(request.environment)
+        refuse_placement(request.placement, "process")
         proc = _RunnerProcess(self.python)
         try:
             await proc.start(agent, self.start_timeout, request.state)

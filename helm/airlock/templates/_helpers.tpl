@@ -248,7 +248,14 @@ configured objects gets their names as resourceNames, and is left out when none 
 {{- define "airlock.accessNames" -}}
 {{- $sandbox := .root.Values.sandbox -}}
 {{- if eq .names "runtime_classes" -}}
-{{- list $sandbox.runtimeClasses.gvisor $sandbox.runtimeClasses.micro_vm | uniq | toJson -}}
+{{- /* the isolation kinds' RuntimeClasses, then those agents name in placement.runtime_class */ -}}
+{{- $classes := list $sandbox.runtimeClasses.gvisor $sandbox.runtimeClasses.micro_vm -}}
+{{- range $_, $agent := .root.Values.agents -}}
+{{- if and (kindIs "map" $agent.placement) $agent.placement.runtime_class -}}
+{{- $classes = append $classes $agent.placement.runtime_class -}}
+{{- end -}}
+{{- end -}}
+{{- $classes | uniq | toJson -}}
 {{- else if eq .names "sandbox_namespace" -}}
 {{- list (include "airlock.sandboxNamespace" .root) | toJson -}}
 {{- else if eq .names "image_pull_secrets" -}}
