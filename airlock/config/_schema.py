@@ -180,6 +180,12 @@ class AllowRuleConfig(_Config):
     def _one_kind(self) -> AllowRuleConfig:
         if self.service is None:
             extra = [k for k in ("namespace", "pods", "target_port") if getattr(self, k) is not None]
+            if self.destination is None and self.pods is not None:
+                raise ValueError(
+                    "pods alone are not a destination (they have no lasting name for the proxy to "
+                    "grant): name their Service, {service, namespace, port, pods}; pods without "
+                    "one can get a headless Service (clusterIP: None)"
+                )
             if self.destination is None:
                 raise ValueError(
                     "an allow rule needs a destination (or a service, with its namespace and port)"
