@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import secrets
 import sqlite3
 import time
@@ -215,12 +214,9 @@ class SqliteJobStore(SqliteThread):
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            fresh = not self._path.exists()
+            self._create_private()
             conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None)
             try:
-                if fresh:
-                    os.chmod(self._path, 0o600)
                 conn.row_factory = sqlite3.Row
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
