@@ -602,7 +602,8 @@ def status(address: AddressOption = None, token: TokenOption = None, as_json: Js
 @app.command(
     "approve",
     help="Approve the tool calls a job waits for (its state: awaiting_approval). The job resumes once "
-    "its agent's strategy (all, any, majority of its approvers) is met.\n\n" + CONTROL_EXIT_CODES_HELP,
+    "its agent's strategy is met (any: this approval; all: every approver's; majority: more than "
+    "half).\n\n" + CONTROL_EXIT_CODES_HELP,
 )
 def approve(
     job_id: JobIdArgument,
@@ -625,7 +626,8 @@ def approve(
 @app.command(
     "reject",
     help="Reject the tool calls a job waits for; the model reads the reason and the job resumes "
-    "without running them.\n\n" + CONTROL_EXIT_CODES_HELP,
+    "without running them. One rejection settles it under the strategies any and all (majority: "
+    "once more than half can no longer approve).\n\n" + CONTROL_EXIT_CODES_HELP,
 )
 def reject(
     job_id: JobIdArgument,

@@ -348,13 +348,13 @@ async def _job(
     """The job, run by the controller's own service in this process: the same backend choice,
     local-model bring-up, state snapshot and effect application as ``airlock serve``, with
     the session history and memory in the state store of the data directory."""
-    from airlock.controller import AgentRunner, JobService, SqliteJobStore, default_data_dir
+    from airlock.controller import AgentRunner, JobService, SqliteJobStore, default_data_dir, open_data_dir
     from airlock.state import SqliteStore
 
     from ._tool_gate import refuse_broken_tools
 
     data_dir = (opts.data_dir or default_data_dir()).absolute()
-    await asyncio.to_thread(data_dir.mkdir, mode=0o700, parents=True, exist_ok=True)
+    await asyncio.to_thread(open_data_dir, data_dir)
     await refuse_broken_tools(agent, data_dir)
     records = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="airlock-run-"))
     setup = _SetupProgress(view.out)

@@ -290,6 +290,8 @@ class ApprovalConfig(_Config):
     approvers: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
         default_factory=list
     )
+    #: ``any``: the first approval approves, the first rejection rejects; ``all``: every approval
+    #: approves, any rejection rejects; ``majority``: more than half (see airlock.policy.approval).
     strategy: Strategy = "any"
     timeout: Duration = 3_600_000
     on_timeout: OnTimeout = "reject"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ._app import Controller, ControllerOptions
 from ._client import ControllerClient, ControllerError, resolve_token
+from ._data_dir import open_data_dir
 from ._execute import AgentRunner, LocalModelKey, inline_script
 from ._grpc import (
     DEFAULT_ADDRESS,
@@ -108,6 +109,7 @@ __all__ = [
     "default_data_dir",
     "inline_script",
     "load_or_create_token",
+    "open_data_dir",
     "read_token_file",
     "resolve_token",
     "restore_store",

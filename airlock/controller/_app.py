@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
+from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import DEFAULT_ADDRESS, ControllerServer, load_or_create_token
 from ._paths import default_data_dir
@@ -31,7 +32,7 @@ class ControllerOptions:
     Attributes:
         data_dir: ``jobs.db`` (the job store), ``state.db`` (memory, session histories and
             turn records), ``token`` (the bearer token) and ``audit.key`` (which seals the
-            turn records) live here.
+            turn records) live here, private to the user (see :func:`open_data_dir`).
         address: ``host:port`` (``:0`` picks a port) or ``unix:/path``.
         token: the bearer token; None: read ``data_dir/token``, generating it if absent.
         token_file: a file holding the token (a mounted Secret), over ``token``: read at start
@@ -85,7 +86,7 @@ class Controller:
         from airlock.state import SqliteStore
 
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            await asyncio.to_thread(open_data_dir, self.data_dir)
             check = await self._token_check()
             self.token = check if isinstance(check, str) else check.token
             store = await self._stack.enter_async_context(SqliteJobStore(self.data_dir / "jobs.db"))

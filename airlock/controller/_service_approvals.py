@@ -108,6 +108,8 @@ class ApprovalsMixin(RecordsMixin):
         job = await self.get(job_id)
         if job.state is not JobState.AWAITING_APPROVAL or job.approval is None:
             raise JobNotAwaiting(f"job {job_id} is {job.state.value}: it waits for no approval")
+        if job.approval.outcome is not None:  # settled; the job is about to go on
+            raise JobNotAwaiting(f"job {job_id}'s approval is already settled: {job.approval.outcome}")
         policy = self.runner.agent(job.agent).approval
         problem = policy.approver_problem(approver) if policy is not None else "no approval policy"
         if problem is not None:

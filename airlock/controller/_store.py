@@ -16,7 +16,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import secrets
 import sqlite3
 import time
@@ -238,12 +237,9 @@ class SqliteJobStore(SqliteThread):
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            fresh = not self._path.exists()
+            fresh = self._create_private()
             conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None)
             try:
-                if fresh:
-                    os.chmod(self._path, 0o600)
                 conn.row_factory = sqlite3.Row
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
@@ -257,11 +253,12 @@ class SqliteJobStore(SqliteThread):
 
     def _upgrade(self, conn: sqlite3.Connection, *, fresh: bool) -> None:
         """Upgrade a file written by an earlier version (once, in one transaction), after
-        copying it (:mod:`._store_backup`) unless it was just created."""
+        copying it (:mod:`._store_backup`) unless it holds no job yet."""
         version = _migrate.schema_version(conn)
         if version == _migrate.SCHEMA_VERSION:
             return
-        if version < _migrate.SCHEMA_VERSION and not fresh:
+        holds_jobs = conn.execute("SELECT 1 FROM jobs LIMIT 1").fetchone() is not None
+        if version < _migrate.SCHEMA_VERSION and not fresh and holds_jobs:
             # Before the write transaction: SQLite's backup reads through its own lock.
             kept = backup_before_upgrade(conn, self._path)
             _log.warning(

@@ -5,10 +5,12 @@ The gate (which calls wait) travels to the sandbox in the AgentSpec
 strategy, the timeout and what a timeout decides. :meth:`ApprovalPolicy.outcome` is the pure
 rule that turns the decisions recorded so far into approved, rejected or still waiting.
 
-Strategies over ``n`` approvers: ``all`` needs every one, ``any`` needs one, ``majority``
-needs more than half. A call is rejected as soon as the approvals still possible cannot reach
-that number (so under ``all`` one rejection rejects; under ``any`` every approver must reject).
-With no approvers the call is approved at once (the decision is still recorded).
+Strategies over ``n`` approvers: ``any`` approves on the first approval and rejects on the
+first rejection; ``all`` needs every approval and rejects on any rejection; ``majority`` needs
+more than half and rejects once the approvals still possible cannot reach that. The first
+decision that settles the wait settles it (later ones change nothing); before that an
+approver's latest decision counts. With no approvers the call is approved at once (the
+decision is still recorded).
 """
 
 from __future__ import annotations
@@ -71,6 +73,14 @@ class ApprovalPolicy(BaseModel):
             return 0
         return {"all": n, "any": 1, "majority": n // 2 + 1}[self.strategy]
 
+    @property
+    def rejections_needed(self) -> int:
+        """Rejections that reject a call: one under ``any`` and ``all``; under ``majority``
+        enough that the approvals still possible fall short."""
+        if self.strategy == "majority":
+            return len(self.approvers) - self.needed + 1
+        return 1
+
     def approver_problem(self, name: str) -> str | None:
         """Why ``name`` may not decide (None when it may)."""
         if not self.approvers:
@@ -80,15 +90,24 @@ class ApprovalPolicy(BaseModel):
         return None
 
     def outcome(self, decisions: Sequence[ApprovalDecision]) -> Outcome | None:
-        """What the decisions so far decide (an approver's latest decision counts); None
-        while the strategy can still go either way."""
-        if any(d.automatic for d in decisions):
-            return "approved" if decisions[-1].approve else "rejected"
-        latest = {d.approver: d.approve for d in decisions if d.approver in self.approvers}
+        """What the decisions so far decide, in order: the first that settles the wait under
+        the strategy decides (an automatic one always does); None while it is still open."""
+        latest: dict[str, bool] = {}
+        for decision in decisions:
+            if decision.automatic:
+                return "approved" if decision.approve else "rejected"
+            if decision.approver not in self.approvers:
+                continue  # strangers count for nothing
+            latest[decision.approver] = decision.approve
+            settled = self._settled(latest)
+            if settled is not None:
+                return settled
+        return None if self.approvers else "approved"
+
+    def _settled(self, latest: dict[str, bool]) -> Outcome | None:
         approvals = sum(latest.values())
-        undecided = len(self.approvers) - len(latest)
         if approvals >= self.needed:
             return "approved"
-        if approvals + undecided < self.needed:
+        if len(latest) - approvals >= self.rejections_needed:
             return "rejected"
         return None

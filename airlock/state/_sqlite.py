@@ -82,6 +82,19 @@ class SqliteThread(ABC):
     def _connect(self) -> sqlite3.Connection:
         """Open (once) and return the connection; runs on the thread."""
 
+    def _create_private(self) -> bool:
+        """Create the file for its owner only (0600; a new directory 0700) before SQLite opens
+        it: SQLite gives the ``-wal``, ``-shm`` and journal files it makes the main file's mode.
+        An existing file keeps its mode. Whether the file was created now."""
+        if str(self._path) == ":memory:":
+            return False
+        self._path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            return False
+        return True
+
     def _retrying(self, op: Callable[[], T]) -> T:
         """``op()`` (on the thread), retried while SQLite reports a transient lock.
 
@@ -119,7 +132,7 @@ class SqliteStore(SqliteThread):
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._create_private()
             conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")

@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +114,31 @@ def test_run_with_a_session_sees_the_previous_runs_conversation(
     other = runner.invoke(app, ["run", "recall", "Who am I?", "-c", str(config), "--session", "s2"])
     assert other.exit_code == 4, other.output
     assert "messages=1" in other.stderr  # type: ignore[no-any-return]
+
+
+def test_run_keeps_its_data_dir_private_and_names_what_is_not(
+    runner: CliRunner, config: Path, private_data_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    old = os.umask(0o022)  # the common umask: what is not created private is readable by others
+    try:
+        result = runner.invoke(app, ["run", "intro", "My name is Ada.", "-c", str(config), "--session", "s1"])
+        assert result.exit_code == 0, result.output
+        made = {
+            p.name: stat.S_IMODE(p.stat().st_mode) for p in [private_data_dir, *private_data_dir.iterdir()]
+        }
+        assert "state.db" in made and {n: oct(m) for n, m in made.items() if m & 0o077} == {}
+        os.chmod(private_data_dir / "state.db", 0o644)  # as an earlier version left it
+        with caplog.at_level(logging.WARNING, logger="airlock.controller"):
+            again = runner.invoke(app, ["run", "recall", "Who am I?", "-c", str(config), "--session", "s1"])
+        assert again.exit_code == 0, again.output
+    finally:
+        os.umask(old)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        f"{private_data_dir / 'state.db'} in the controller's data directory is mode 0644" in w
+        and w.endswith(f"chmod 600 {private_data_dir / 'state.db'}")
+        for w in warned
+    ), warned
 
 
 def test_run_prints_progress_answer_and_summary(runner: CliRunner, config: Path) -> None:

@@ -193,6 +193,47 @@ async def test_majority_and_any_decide_as_soon_as_the_outcome_is_certain(tmp_pat
         assert cancelled.state is JobState.CANCELLED
 
 
+@pytest.mark.parametrize(
+    ("strategy", "decisions", "outcome"),
+    [
+        ("any", [("a", False)], "rejected"),  # one rejection settles `any` at once
+        ("any", [("b", True)], "approved"),
+        ("all", [("a", True), ("b", False)], "rejected"),
+        ("all", [("b", False)], "rejected"),  # any rejection settles `all`
+        ("all", [("a", True), ("b", True)], "approved"),
+    ],
+)
+async def test_any_and_all_settle_on_the_first_decisive_decision(
+    tmp_path: Path, strategy: str, decisions: list[tuple[str, bool]], outcome: str
+) -> None:
+    config = write(tmp_path, {"ops": gated(["a", "b"], strategy)})
+    async with service_of(tmp_path, config) as service:
+        job = await service.submit("ops", TurnInput.new("go"))
+        await wait_state(service, job.id, JobState.AWAITING_APPROVAL)
+        for who, approve in decisions:
+            decided = await (service.approve(job.id, who) if approve else service.reject(job.id, who, "no"))
+        assert decided.approval is not None and decided.approval.outcome == outcome
+        assert decided.state is not JobState.AWAITING_APPROVAL, "the last decision settled the wait"
+        nxt = await wait_state(service, job.id, JobState.AWAITING_APPROVAL)  # the job went on
+        assert nxt.approval is not None and nxt.approval.calls[0].tool_use_id == "b2"
+        await service.cancel(job.id)
+        weave = await records(service, job.id)
+        said = [r.content for r in weave if r.kind == "approval_decision"]
+        audited = [(c["approver"], c["approve"]) for c in said]  # type: ignore[index, call-overload]
+        assert audited == decisions, "who decided is recorded"
+        resolved = [r.content["outcome"] for r in weave if r.kind == "approval_resolved"]  # type: ignore[index, call-overload]
+        assert resolved == [outcome]
+        first = next(r for r in weave if r.kind == "tool_call")
+        assert first.content["tool_use_id"] == "b1"  # type: ignore[index, call-overload]
+        if outcome == "approved":
+            assert await started_calls(service, job.id) == ["b1"]
+        else:
+            assert await started_calls(service, job.id) == [], "the rejected call never ran"
+            assert first.content["is_error"] is True  # type: ignore[index, call-overload]
+            rejecter = next(who for who, approve in decisions if not approve)
+            assert first.content["output"].startswith(f"rejected by {rejecter}: no")  # type: ignore[index, call-overload]
+
+
 async def test_a_timeout_applies_the_default_decision(tmp_path: Path) -> None:
     config = write(tmp_path, {"ops": gated(["alice"], timeout="300ms", on_timeout="reject")})
     async with service_of(tmp_path, config) as service:

@@ -24,18 +24,26 @@ def policy(strategy: str, approvers: tuple[str, ...] = ("a", "b", "c")) -> Appro
     [
         ("any", [], None),
         ("any", [d("a")], "approved"),
-        ("any", [d("a", False)], None),
-        ("any", [d("a", False), d("b", False), d("c", False)], "rejected"),
+        # any: the first decision settles it, an approval or a rejection
+        ("any", [d("a", False)], "rejected"),
+        ("any", [d("a", False), d("b")], "rejected"),
+        ("any", [d("a"), d("b", False)], "approved"),
+        # all: every approval approves, any rejection rejects
         ("all", [d("a"), d("b")], None),
         ("all", [d("a"), d("b"), d("c")], "approved"),
         ("all", [d("a"), d("b", False)], "rejected"),
+        ("all", [d("c", False)], "rejected"),
+        # the first decision that settles the wait stays its outcome
+        ("all", [d("a", False), d("a"), d("b"), d("c")], "rejected"),
         ("majority", [d("a")], None),
         ("majority", [d("a"), d("b")], "approved"),
         ("majority", [d("a", False), d("b", False)], "rejected"),
         ("majority", [d("a"), d("b", False)], None),
-        # an approver's latest decision counts; strangers count for nothing
-        ("all", [d("a", False), d("a"), d("b"), d("c")], "approved"),
+        # until then an approver's latest decision counts; strangers count for nothing
+        ("majority", [d("a", False), d("a"), d("b")], "approved"),
+        ("majority", [d("a"), d("a", False), d("b", False)], "rejected"),
         ("any", [d("mallory")], None),
+        ("any", [d("mallory", False)], None),
     ],
 )
 def test_strategies(strategy: str, decisions: list[ApprovalDecision], outcome: str | None) -> None:
@@ -47,6 +55,7 @@ def test_majority_of_an_even_number_needs_more_than_half() -> None:
     assert even.needed == 3
     assert even.outcome([d("a"), d("b")]) is None
     assert even.outcome([d("a", False), d("b", False)]) == "rejected"
+    assert (even.needed, even.rejections_needed) == (3, 2)
 
 
 def test_no_approvers_approves_at_once_and_an_automatic_decision_is_final() -> None:

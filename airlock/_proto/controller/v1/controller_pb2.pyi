@@ -62,7 +62,8 @@ class _JobStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobState.Val
     """
     JOB_STATE_AWAITING_APPROVAL: _JobState.ValueType  # 10
     """Stopped before tool calls that wait for a person's approval (see `approval`); it holds no
-    sandbox and no worker. ApproveJob/RejectJob decide; it then resumes from its checkpoint.
+    sandbox and no worker. ApproveJob/RejectJob decide (by the agent's strategy, see
+    ApprovalWait.strategy); it then resumes from its checkpoint.
     """
 
 class JobState(_JobState, metaclass=_JobStateEnumTypeWrapper):
@@ -93,7 +94,8 @@ submitted job whose turn had started resumes instead, within its agent's max_res
 """
 JOB_STATE_AWAITING_APPROVAL: JobState.ValueType  # 10
 """Stopped before tool calls that wait for a person's approval (see `approval`); it holds no
-sandbox and no worker. ApproveJob/RejectJob decide; it then resumes from its checkpoint.
+sandbox and no worker. ApproveJob/RejectJob decide (by the agent's strategy, see
+ApprovalWait.strategy); it then resumes from its checkpoint.
 """
 Global___JobState: _TypeAlias = JobState  # noqa: Y015
 
@@ -349,7 +351,11 @@ class ApprovalWait(_message.Message):
     iteration: _builtins.int
     """The model call whose tool calls wait (1-based)."""
     strategy: _builtins.str
-    """"all" | "any" | "majority"."""
+    """How the approvers' decisions settle the wait: "any" approves on the first approval and
+    rejects on the first rejection; "all" needs every approval and rejects on any rejection;
+    "majority" needs more than half and rejects once that is out of reach. The first decision
+    that settles the wait decides; every decision is kept in `decisions` (who, when, why).
+    """
     on_timeout: _builtins.str
     """"approve" | "reject"."""
     outcome: Global___ApprovalOutcome.ValueType

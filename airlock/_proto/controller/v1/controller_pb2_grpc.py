@@ -204,15 +204,19 @@ class ControllerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ApproveJob(self, request, context):
-        """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
-        of the agent's approvers: PERMISSION_DENIED.
+        """Approve the calls a job waits for: recorded as the approver's decision (audited in the
+        weave). It settles the wait under strategy "any" at once, under "all" once every approver
+        approved (see ApprovalWait.strategy). Not waiting, or the wait already settled:
+        FAILED_PRECONDITION; `approver` not one of the agent's approvers: PERMISSION_DENIED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RejectJob(self, request, context):
-        """Reject them (as ApproveJob); the model reads the reason.
+        """Reject them (errors as ApproveJob); the model reads the reason and the calls never run.
+        One rejection settles the wait as rejected under "any" and under "all" (under "majority"
+        once a majority of approvals is out of reach); the job then resumes at once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -61,11 +61,16 @@ class ControllerStub:
     GetArtifact: _grpc.UnaryStreamMultiCallable[_controller_pb2.GetArtifactRequest, _controller_pb2.ArtifactData]
     """One artifact's content in pieces (unknown id or path: NOT_FOUND)."""
     ApproveJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ApproveJobRequest, _controller_pb2.Job]
-    """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
-    of the agent's approvers: PERMISSION_DENIED.
+    """Approve the calls a job waits for: recorded as the approver's decision (audited in the
+    weave). It settles the wait under strategy "any" at once, under "all" once every approver
+    approved (see ApprovalWait.strategy). Not waiting, or the wait already settled:
+    FAILED_PRECONDITION; `approver` not one of the agent's approvers: PERMISSION_DENIED.
     """
     RejectJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RejectJobRequest, _controller_pb2.Job]
-    """Reject them (as ApproveJob); the model reads the reason."""
+    """Reject them (errors as ApproveJob); the model reads the reason and the calls never run.
+    One rejection settles the wait as rejected under "any" and under "all" (under "majority"
+    once a majority of approvals is out of reach); the job then resumes at once.
+    """
     PauseJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]
     """Pause the running turn at its next step boundary. No turn running: FAILED_PRECONDITION."""
     ResumeJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]
@@ -105,11 +110,16 @@ class ControllerAsyncStub(ControllerStub):
     GetArtifact: _aio.UnaryStreamMultiCallable[_controller_pb2.GetArtifactRequest, _controller_pb2.ArtifactData]  # type: ignore[assignment]
     """One artifact's content in pieces (unknown id or path: NOT_FOUND)."""
     ApproveJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.ApproveJobRequest, _controller_pb2.Job]  # type: ignore[assignment]
-    """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
-    of the agent's approvers: PERMISSION_DENIED.
+    """Approve the calls a job waits for: recorded as the approver's decision (audited in the
+    weave). It settles the wait under strategy "any" at once, under "all" once every approver
+    approved (see ApprovalWait.strategy). Not waiting, or the wait already settled:
+    FAILED_PRECONDITION; `approver` not one of the agent's approvers: PERMISSION_DENIED.
     """
     RejectJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.RejectJobRequest, _controller_pb2.Job]  # type: ignore[assignment]
-    """Reject them (as ApproveJob); the model reads the reason."""
+    """Reject them (errors as ApproveJob); the model reads the reason and the calls never run.
+    One rejection settles the wait as rejected under "any" and under "all" (under "majority"
+    once a majority of approvals is out of reach); the job then resumes at once.
+    """
     PauseJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]  # type: ignore[assignment]
     """Pause the running turn at its next step boundary. No turn running: FAILED_PRECONDITION."""
     ResumeJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]  # type: ignore[assignment]
@@ -212,8 +222,10 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.ApproveJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.Job, _abc.Awaitable[_controller_pb2.Job]]:
-        """Approve the calls a job waits for. Not waiting: FAILED_PRECONDITION; `approver` not one
-        of the agent's approvers: PERMISSION_DENIED.
+        """Approve the calls a job waits for: recorded as the approver's decision (audited in the
+        weave). It settles the wait under strategy "any" at once, under "all" once every approver
+        approved (see ApprovalWait.strategy). Not waiting, or the wait already settled:
+        FAILED_PRECONDITION; `approver` not one of the agent's approvers: PERMISSION_DENIED.
         """
 
     @_abc_1.abstractmethod
@@ -222,7 +234,10 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.RejectJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.Job, _abc.Awaitable[_controller_pb2.Job]]:
-        """Reject them (as ApproveJob); the model reads the reason."""
+        """Reject them (errors as ApproveJob); the model reads the reason and the calls never run.
+        One rejection settles the wait as rejected under "any" and under "all" (under "majority"
+        once a majority of approvals is out of reach); the job then resumes at once.
+        """
 
     @_abc_1.abstractmethod
     def PauseJob(
