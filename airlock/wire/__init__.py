@@ -50,6 +50,7 @@ if _typing.TYPE_CHECKING:
     from ._problems import MalformedMessage, Problem, located, problems_of, validation_problems
     from ._server import HEALTH_SERVICE_NAME, RejectCorruptRequests, add_reflection
     from ._spec import AGENT_SPEC_FIELDS, PROVIDER_SPEC_FIELDS, spec_from_proto, spec_to_proto
+    from ._status import DOMAIN, StatusDetails, abort_with_details, rich_status, status_details
     from ._tagged import (
         exit_reason_from_proto,
         exit_reason_to_proto,
@@ -80,6 +81,7 @@ if _typing.TYPE_CHECKING:
 __all__ = [
     "AGENT_SPEC_FIELDS",
     "CONTEXT_STRATEGY",
+    "DOMAIN",
     "HEALTH_SERVICE_NAME",
     "LOG_LEVEL",
     "PROVIDER_KIND",
@@ -92,7 +94,9 @@ __all__ = [
     "MalformedMessage",
     "Problem",
     "RejectCorruptRequests",
+    "StatusDetails",
     "WireEnum",
+    "abort_with_details",
     "add_reflection",
     "block_from_proto",
     "block_to_proto",
@@ -125,6 +129,7 @@ __all__ = [
     "pending_call_from_proto",
     "pending_call_to_proto",
     "problems_of",
+    "rich_status",
     "scope_from_proto",
     "scope_to_proto",
     "signal_payload_from_proto",
@@ -133,6 +138,7 @@ __all__ = [
     "spec_to_proto",
     "state_from_proto",
     "state_to_proto",
+    "status_details",
     "suspended_event",
     "tool_call_from_proto",
     "tool_call_to_proto",
@@ -181,6 +187,11 @@ _WHERE = {
     "HEALTH_SERVICE_NAME": "._server",
     "RejectCorruptRequests": "._server",
     "add_reflection": "._server",
+    "DOMAIN": "._status",
+    "StatusDetails": "._status",
+    "abort_with_details": "._status",
+    "rich_status": "._status",
+    "status_details": "._status",
     "AGENT_SPEC_FIELDS": "._spec",
     "PROVIDER_SPEC_FIELDS": "._spec",
     "spec_from_proto": "._spec",
