@@ -273,7 +273,7 @@ class AgentRunner:
     async def ensure_gone(self, agent: AgentConfig, job: str) -> None:
         """Before ``job`` resumes: make sure its previous sandbox is gone (removed and
         confirmed), on backends whose sandboxes can outlive a controller and can find them
-        by job (Docker, Kubernetes); other backends are not checked.
+        by job (Docker, Kubernetes, process); other backends are not checked.
 
         Raises:
             EnvError: ``provision_failed`` when it cannot be confirmed gone.

@@ -82,6 +82,13 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds one --fence attempt may take (default 0.5)",
     )
     p.add_argument(
+        "--exit-with-parent",
+        type=int,
+        metavar="PID",
+        help="stop, with no grace (running turns cancelled, their tool trees killed), as soon as "
+        "the process PID is no longer this runner's parent (it died)",
+    )
+    p.add_argument(
         "--grace-seconds",
         type=float,
         default=10.0,
@@ -183,9 +190,21 @@ async def _serve(args: argparse.Namespace, token: str) -> int:
         started = time.monotonic()
         preload()
         log.info("preloaded", extra={"ms": round((time.monotonic() - started) * 1000, 1)})
+    orphaned = asyncio.Event()
+    watcher = None
+    if args.exit_with_parent is not None:
+        from ._parent import watch_parent
+
+        watcher = asyncio.create_task(watch_parent(args.exit_with_parent, orphaned))
+        watcher.add_done_callback(lambda _: stop.set())
     await stop.wait()
-    log.info("shutting down", extra={"grace_s": args.grace_seconds, "running": server.executions})
-    await server.stop(args.grace_seconds)
+    grace = 0.0 if orphaned.is_set() else args.grace_seconds
+    if watcher is not None:
+        watcher.cancel()
+    if orphaned.is_set():
+        log.warning("the process that started this runner is gone: stopping with no grace")
+    log.info("shutting down", extra={"grace_s": grace, "running": server.executions})
+    await server.stop(grace)
     log.info("stopped")
     return 0
 

@@ -38,7 +38,8 @@ def _create(
     pool: WarmPool[Any] | None = None,
 ) -> ProcessSandbox:
     """A process sandbox: it has no control directory of its own to place, no image, leaves
-    nothing behind to sweep (its runner dies with its process group), and keeps no pool."""
+        nothing behind to sweep (its runner dies with its process group, and stops by itself when its
+    controller dies: ``--exit-with-parent``), and keeps no pool."""
     return ProcessSandbox(secrets=secrets)
 
 

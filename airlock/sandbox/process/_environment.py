@@ -36,6 +36,7 @@ from airlock.sandbox._handle import TurnHandle
 from airlock.sandbox._placement import refuse_placement
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._turn import hard_timeout_s, run_in_sandbox
+from airlock.sandbox.process._leftovers import JOB_MARKER, stop_job_runners
 from layer0 import (
     EnvError,
     EnvironmentSpec,
@@ -97,7 +98,7 @@ class ProcessSandbox:
         agent, input = request.agent, request.input
         _refuse_unenforceable(request.environment)
         refuse_placement(request.placement, "process")
-        proc = _RunnerProcess(self.python)
+        proc = _RunnerProcess(self.python, request.job)
         try:
             await proc.start(agent, self.start_timeout, request.state)
             deadline = hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace)
@@ -108,6 +109,16 @@ class ProcessSandbox:
     async def host_address(self) -> str:
         """Loopback: the runner is a process of this host."""
         return _LOOPBACK
+
+    async def ensure_gone(self, job: str) -> None:
+        """Before ``job`` resumes: stop every runner process still serving it and confirm it
+        exited (see :mod:`._leftovers`). A runner whose controller died stops by itself
+        (``--exit-with-parent``); this catches one that has not yet.
+
+        Raises:
+            EnvError: ``provision_failed`` when one is still running after the wait.
+        """
+        await asyncio.to_thread(stop_job_runners, job)
 
 
 class LocalProcessEnvironment(SandboxEnvironment):
@@ -156,8 +167,9 @@ async def _shielded(coro: Coroutine[Any, Any, None]) -> None:
 
 
 class _RunnerProcess:
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, job: str | None = None) -> None:
         self.python = python
+        self.job = job
         self.token = secrets.token_urlsafe(32)
         self.proc: asyncio.subprocess.Process | None = None
         self.base: Path | None = None
@@ -174,6 +186,8 @@ class _RunnerProcess:
         control, workspace, log = await asyncio.to_thread(self._prepare_dirs)
         env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
         env["HOME"] = str(workspace)
+        if self.job is not None:
+            env[JOB_MARKER] = self.job  # what ensure_gone finds it by
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
         with open(log, "wb") as out:  # noqa: ASYNC230 - a new local file, before the process exists
             self.proc = await asyncio.create_subprocess_exec(
@@ -187,6 +201,8 @@ class _RunnerProcess:
                 "--token-file-delete",
                 "--workspace",
                 str(workspace),
+                "--exit-with-parent",
+                str(os.getpid()),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
