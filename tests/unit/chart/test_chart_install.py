@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from airlock.config import load_config
 from airlock.sandbox.kubernetes import KubernetesSettings
 from tests.support.helm import CHART, helm, objects, render, render_notes
 
@@ -266,3 +267,32 @@ def test_the_controller_policy_admits_only_its_namespace_and_the_peers_named() -
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}},
     ]
     assert rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
+
+
+def test_an_agents_runtime_class_is_readable_by_name_and_reaches_its_placement(tmp_path: Path) -> None:
+    """Per-agent placement (a GPU pool): the agent's RuntimeClass joins the ClusterRole's
+    resourceNames, and the rendered config carries the placement to the backend."""
+    values = tmp_path / "gpu.yaml"
+    gpu = {
+        "provider": {"kind": "scripted", "script": [{"text": "hi"}]},
+        "isolation": ["container"],
+        "placement": {
+            "runtime_class": "nvidia",
+            "node_selector": {"pool": "gpu"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+    values.write_text(yaml.safe_dump({"agents": {"gpu": gpu}}))
+    docs = rendered(values)
+    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    (classes,) = [r for r in cluster_role["rules"] if r["resources"] == ["runtimeclasses"]]
+    assert classes["resourceNames"] == ["gvisor", "kata", "nvidia"]
+    (found,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-config")]
+    config_file = tmp_path / "airlock.yaml"
+    config_file.write_text(found["data"]["airlock.yaml"])
+    loaded = load_config(config_file)
+    settings = loaded.settings_of("kubernetes")
+    assert isinstance(settings, KubernetesSettings) and "nvidia" in settings.placement_runtime_classes
+    placement = loaded.agents["gpu"].placement
+    assert placement is not None and placement.runtime_class == "nvidia"
+    assert dict(placement.node_selector) == {"pool": "gpu"}
