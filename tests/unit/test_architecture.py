@@ -290,3 +290,54 @@ def test_no_private_module_is_imported_from_another_package() -> None:
 def test_no_hidden_import_of_an_airlock_module() -> None:
     hidden = _graph().hidden
     assert not hidden, "\n".join(hidden)
+
+
+# --- the README's Layout section is the order ------------------------------------------------
+
+#: Packages the README's layout need not list: the root's face, the entry point, generated code.
+_UNLISTED = frozenset({"airlock", "airlock.__main__", "airlock._proto"})
+
+
+def readme_layout(text: str) -> list[str]:
+    """The packages the README's Layout section lists, in its order (``airlock/turn/`` →
+    ``airlock.turn``, ``airlock/spec.py`` → ``airlock.spec``, ``layer0/`` → ``layer0``)."""
+    section = text.split("## Layout", 1)[1].split("```", 2)[1]
+    found = []
+    for line in section.splitlines():
+        first = line.split(" ", 1)[0]
+        if first.startswith(("airlock/", "layer0/")):
+            found.append(first.removesuffix("/").removesuffix(".py").replace("/", "."))
+    return found
+
+
+def layout_violations(order: Sequence[str], edges: Iterable[tuple[str, str]]) -> list[str]:
+    """Each import from a package to one listed below it (or not listed at all)."""
+    where = {name: i for i, name in enumerate(order)}
+    problems = []
+    for importer, target in sorted(set(edges)):
+        if importer in _UNLISTED or target in _UNLISTED:
+            continue
+        missing = [p for p in (importer, target) if p not in where]
+        if missing:
+            problems.append(f"{', '.join(missing)} is not in the README's Layout list")
+        elif where[target] > where[importer]:
+            problems.append(f"{importer} imports {target}, which the README's Layout lists below it")
+    return sorted(set(problems))
+
+
+def test_the_readme_layout_lists_every_package_in_import_order() -> None:
+    order = readme_layout((ROOT / "README.md").read_text())
+    assert len(order) == len(set(order)), f"a package is listed twice: {order}"
+    problems = layout_violations(order, _graph().edges())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_layout_check_catches_an_import_up_the_list_and_an_unlisted_package() -> None:
+    order = ["layer0", "airlock.turn", "airlock.cli"]
+    assert layout_violations(order, [("airlock.cli", "airlock.turn"), ("airlock.turn", "layer0")]) == []
+    assert layout_violations(order, [("airlock.turn", "airlock.cli")]) == [
+        "airlock.turn imports airlock.cli, which the README's Layout lists below it"
+    ]
+    assert layout_violations(order, [("airlock.cli", "airlock.probe")]) == [
+        "airlock.probe is not in the README's Layout list"
+    ]
