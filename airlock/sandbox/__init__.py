@@ -11,9 +11,9 @@ Each backend (:mod:`.docker`, :mod:`.process`) implements :class:`Sandbox` and d
 up by name. :class:`SandboxEnvironment` adapts any backend to ``layer0.Environment``.
 """
 
-from ._backend import Backend, Capabilities, DoctorCheck, Reaped, Reaper
+from ._declaration import Backend, Capabilities, DoctorCheck, Reaped, Reaper
 from ._environment import SandboxEnvironment, state_snapshot
-from ._events import EventSink, SandboxEvent
+from ._events import SandboxEvent, SandboxEventSink
 from ._handle import TurnHandle, TurnNotRunning
 from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
@@ -37,7 +37,6 @@ __all__ = [
     "Capabilities",
     "ClosableSandbox",
     "DoctorCheck",
-    "EventSink",
     "IsolationProof",
     "IsolationStatus",
     "Limits",
@@ -53,6 +52,7 @@ __all__ = [
     "SandboxDefaults",
     "SandboxEnvironment",
     "SandboxEvent",
+    "SandboxEventSink",
     "SandboxRequest",
     "ShapeStats",
     "StateEntry",

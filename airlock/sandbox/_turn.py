@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
     from airlock.spec import AgentSpec
 
-    from ._events import EventSink
+    from ._events import SandboxEventSink
     from ._handle import TurnHandle
 
 
@@ -58,7 +58,7 @@ async def run_in_sandbox(
     who: str,
     remote: RemoteTurn,
     input: TurnInput,
-    events: EventSink | None,
+    events: SandboxEventSink | None,
     timeout: float | None,  # noqa: ASYNC109
     *,
     stop: Callable[[], Awaitable[object]],

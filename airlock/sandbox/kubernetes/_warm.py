@@ -34,8 +34,8 @@ from .._lifecycle import shielded
 from .._limits import Limits
 from .._placement import Placement
 from .._pool import shape_id
+from ._instance import KubernetesInstance
 from ._owner import OwnerLease
-from ._pod import PodSandbox
 from ._render import needs_proxy
 
 __all__ = ["KubeShape", "WarmPod", "poolable"]
@@ -76,7 +76,7 @@ class KubeShape:
 class WarmPod:
     """A started sandbox pod in the pool (a :class:`~airlock.sandbox.PoolMember`)."""
 
-    def __init__(self, sandbox: PodSandbox, lease: OwnerLease) -> None:
+    def __init__(self, sandbox: KubernetesInstance, lease: OwnerLease) -> None:
         self.sandbox = sandbox
         self.lease = lease
         self._released = False

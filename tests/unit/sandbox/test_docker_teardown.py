@@ -12,7 +12,7 @@ from typing import Any
 import docker.errors
 import pytest
 
-from airlock.sandbox.docker import _container
+from airlock.sandbox.docker import _instance
 from airlock.sandbox.docker._reaper import owner_file, write_owner_file
 
 
@@ -40,7 +40,7 @@ class RestartingEngine:
 
 
 def _sandbox(client: Any, state: Path) -> Any:
-    sandbox = _container.SandboxContainer(client, state)
+    sandbox = _instance.DockerInstance(client, state)
     write_owner_file(state, sandbox.id, {"airlock.owner": "test"})
     sandbox.dir.mkdir()
     sandbox.container = SimpleNamespace(id="c0ffee")
@@ -49,7 +49,7 @@ def _sandbox(client: Any, state: Path) -> Any:
 
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_container, "_ENGINE_RETRY_DELAYS", (0.01,) * 5)
+    monkeypatch.setattr(_instance, "_ENGINE_RETRY_DELAYS", (0.01,) * 5)
 
 
 def test_teardown_waits_for_a_restarting_engine(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""KubernetesSandbox: each turn in its own hardened pod, with the same policy as on Docker.
+"""KubernetesBackend: each turn in its own hardened pod, with the same policy as on Docker.
 
 Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._names`):
 
@@ -35,7 +35,7 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
    removed by a restarted controller of the same identity at once (:mod:`._owner`), else by
    any controller's sweep (every lease period: :mod:`._upkeep`) once its Lease expired.
 
-Every object of a job's sandbox is labelled with the job, so :meth:`KubernetesSandbox.ensure_gone`
+Every object of a job's sandbox is labelled with the job, so :meth:`KubernetesBackend.ensure_gone`
 can remove a previous sandbox of it before the job resumes.
 """
 
@@ -59,7 +59,7 @@ from airlock.policy import (
 )
 from layer0 import EnvError, EnvironmentSpec, TurnOutput
 
-from .._events import EventSink
+from .._events import SandboxEventSink
 from .._isolation import IsolationKind, requested_isolation
 from .._lifecycle import settle
 from .._limits import Limits, SandboxDefaults, resolve_limits
@@ -74,9 +74,9 @@ from ._api import ApiFailure, KubeApi, connect_mode, in_cluster, own_namespace
 from ._enforcement_result import isolation_proof
 from ._enforcement_setup import make_guard, proof_targets
 from ._guard import EnforcementGuard, shared_guard
+from ._instance import DEADLINE_MARGIN_S, KubernetesInstance, api_step, provision_error
 from ._names import DEFAULT_DENY_POLICY, Owner
 from ._owner import OwnerLease, default_identity
-from ._pod import DEADLINE_MARGIN_S, PodSandbox, api_step, provision_error
 from ._pull_secrets import copy_pull_secrets
 from ._removal import ensure_job_gone
 from ._render import SandboxShape, proxy_urls, render_default_deny, render_pod
@@ -84,14 +84,14 @@ from ._settings import KubernetesSettings
 from ._upkeep import Upkeep
 from ._warm import KubeShape, WarmPod, poolable
 
-__all__ = ["KubernetesSandbox"]
+__all__ = ["KubernetesBackend"]
 
 _log = logging.getLogger("airlock.sandbox.kubernetes")
 #: The owner a member's pod is rendered with when ``warm`` only checks that it can be.
 _EXAMPLE_OWNER = Owner(name="airlock-owner-example", uid="00000000-0000-0000-0000-000000000000")
 
 
-class KubernetesSandbox:
+class KubernetesBackend:
     """The Kubernetes backend: each turn in a fresh hardened pod (a :class:`~airlock.sandbox.Sandbox`).
 
     Args:
@@ -103,7 +103,7 @@ class KubernetesSandbox:
         timeout_grace: extra seconds past ``max_duration`` before the pod is deleted.
         defaults: limits for what ``spec.resources`` leaves unset.
         api: a connected :class:`KubeApi` (default: from ``settings``).
-        pool: a warm pool (shared by every KubernetesSandbox of one controller): a job whose
+        pool: a warm pool (shared by every KubernetesBackend of one controller): a job whose
             sandbox is pooled (:meth:`warm`: no network, no file credential) claims a started
             pod instead of starting one; None or ``size: 0``: every pod starts cold.
         guard: decides whether the namespace's NetworkPolicies are enforced (default: the one
@@ -196,7 +196,7 @@ class KubernetesSandbox:
         lease: OwnerLease,
         request: SandboxRequest,
         credentials: ResolvedCredentials,
-        sink: EventSink | None,
+        sink: SandboxEventSink | None,
         deadline: float | None,
         limits: Limits,
         runtime_class: str | None,
@@ -223,7 +223,7 @@ class KubernetesSandbox:
                 fence=self._fence or (),
                 placement=request.placement,
             )
-            sandbox = PodSandbox(
+            sandbox = KubernetesInstance(
                 api, shape, credentials, sink, port_forward=self._port_forward(), job=request.job
             )
             try:
@@ -243,7 +243,7 @@ class KubernetesSandbox:
         member: WarmPod,
         request: SandboxRequest,
         credentials: ResolvedCredentials,
-        sink: EventSink | None,
+        sink: SandboxEventSink | None,
         deadline: float | None,
         limits: Limits,
     ) -> TurnOutput:
@@ -326,7 +326,7 @@ class KubernetesSandbox:
         """A started pod of shape ``key``, its runner SERVING, holding no secret and no agent;
         it holds a use of the owner Lease until it is destroyed."""
         owner = await api_step("acquire the owner Lease", lease.acquire)
-        sandbox = PodSandbox(
+        sandbox = KubernetesInstance(
             api,
             self._member_shape(key, owner),
             ResolvedCredentials(),

@@ -1,6 +1,6 @@
 """One sandbox container: its control directory, token and container; torn down exactly once.
 
-:class:`SandboxContainer` is the lifecycle behind :class:`~._environment.DockerSandbox` (see
+:class:`DockerInstance` is the lifecycle behind :class:`~._backend.DockerBackend` (see
 its module for the control channel): ``provision`` (control dir, token, hardened container,
 and the egress side when there is one), ``wait_ready`` (socket, directory locked, health
 SERVING: no agent is needed yet, so a warm pool member stops here), ``bind`` (the job's agent,
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airlock.images import docker_errors
-from airlock.sandbox._events import EventSink
+from airlock.sandbox._events import SandboxEventSink
 from airlock.sandbox._handle import TurnHandle
 from airlock.sandbox._lifecycle import SETTLE_S, oom_exceeded, settle, shielded
 from airlock.sandbox._limits import Limits
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
     from airlock.spec import AgentSpec
 
-__all__ = ["SandboxContainer", "call_engine"]
+__all__ = ["DockerInstance", "call_engine"]
 
 _log = logging.getLogger("airlock.sandbox.docker")
 _T = TypeVar("_T")
@@ -46,7 +46,7 @@ _POLL_S = 0.01
 _LOG_TAIL = 30
 
 
-class SandboxContainer:
+class DockerInstance:
     """One sandbox: its control dir, token and container; torn down exactly once.
 
     ``labels`` are added to the owner labels of every object it creates; ``extra`` adds
@@ -266,7 +266,7 @@ class SandboxContainer:
     async def execute(
         self,
         input: TurnInput,
-        events: EventSink | None,
+        events: SandboxEventSink | None,
         timeout: float | None,  # noqa: ASYNC109
         limits: Limits,
         session: TurnHandle | None = None,

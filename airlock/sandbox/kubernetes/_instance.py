@@ -1,4 +1,4 @@
-"""One Kubernetes sandbox's objects and lifecycle: :class:`PodSandbox`, torn down exactly once.
+"""One Kubernetes sandbox's objects and lifecycle: :class:`KubernetesInstance`, torn down exactly once.
 
 ``provision`` (Secrets, policies, the proxy pod when the plan needs one, the sandbox pod),
 ``wait_ready`` (the pod runs, the channel is open, the runner answers SERVING: no agent is
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from airlock.policy import ResolvedCredentials
 from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
 
-from .._events import EventSink
+from .._events import SandboxEventSink
 from .._handle import TurnHandle
 from .._lifecycle import SETTLE_S, oom_exceeded, settle, shielded
 from .._limits import Limits
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
     from airlock.spec import AgentSpec
 
-__all__ = ["DEADLINE_MARGIN_S", "PodSandbox", "api_step", "provision_error"]
+__all__ = ["DEADLINE_MARGIN_S", "KubernetesInstance", "api_step", "provision_error"]
 
 _log = logging.getLogger("airlock.sandbox.kubernetes")
 _POLL_S = (0.05, 0.1, 0.2, 0.5)
@@ -71,7 +71,7 @@ def provision_error(what: str, e: ApiFailure) -> EnvError:
     return EnvError.provision_failed(f"{what}: {e}")
 
 
-class PodSandbox:
+class KubernetesInstance:
     """One sandbox's objects on the cluster; torn down exactly once."""
 
     def __init__(
@@ -79,7 +79,7 @@ class PodSandbox:
         api: KubeApi,
         shape: SandboxShape,
         credentials: ResolvedCredentials,
-        events: EventSink | None,
+        events: SandboxEventSink | None,
         *,
         port_forward: bool,
         job: str | None = None,
@@ -273,7 +273,7 @@ class PodSandbox:
     async def execute(
         self,
         input: TurnInput,
-        events: EventSink | None,
+        events: SandboxEventSink | None,
         timeout: float | None,  # noqa: ASYNC109
         limits: Limits,
         session: TurnHandle | None = None,
