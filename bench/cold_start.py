@@ -68,7 +68,7 @@ async def sandbox_once(
         ready = time.perf_counter() - t0
     finally:
         t1 = time.perf_counter()
-        await sandbox.teardown_shielded()
+        await sandbox.teardown()
     return ready, time.perf_counter() - t1
 
 

@@ -413,7 +413,7 @@ async def airlock_cycle(b: Bench, r: Report) -> None:
         tool_calls = await timed_calls(sandbox.remote, b.settings.calls)
     finally:
         t1 = time.perf_counter()
-        await sandbox.teardown_shielded()
+        await sandbox.teardown()
         teardown = time.perf_counter() - t1
     r.add("airlock.ready", ready * 1000)
     r.add("airlock.first", first * 1000)

@@ -83,7 +83,7 @@ async def once(client: Any, state_dir: Path, image: str, runtimes: frozenset[str
         after = memory_kib(pid)
         ms = startup_ms(await sandbox.logs())
     finally:
-        await sandbox.teardown_shielded()
+        await sandbox.teardown()
     return ms, idle[0] / 1024, idle[1] / 1024, execute_ms, after[0] / 1024, after[1] / 1024
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ from airlock.policy import (
     sidecar_agent,
 )
 from airlock.sandbox._events import SandboxEventSink
+from airlock.sandbox._lifecycle import run_turn, start
 from airlock.sandbox._limits import SandboxDefaults, resolve_limits
 from airlock.sandbox._placement import Placement, refuse_placement
 from airlock.sandbox._pool import WarmPool
@@ -165,23 +167,20 @@ class DockerBackend:
         sink = request.events
         if sink is not None and credentials.values:
             sink = redacting_sink(sink, credentials.secrets)
+        deadline = hard_timeout_s(agent, request.input, self.turn_timeout, self.timeout_grace)
         member = await self.pool.claim(shape) if self.pool is not None else None
-        if member is not None:
-            sandbox = await self._bind_member(member, request, credentials, sink)
+        if member is not None and self.pool is not None:
+            sandbox = member.sandbox
+            # After a turn that ended (every tool process was killed at the end of its call)
+            # the job need not wait for the engine to remove the container (the pool's close does).
+            retire = self.pool.retire
+            bind = partial(self._bind_member, member, request, credentials, sink)
         else:
             sandbox = await self._start_cold(client, runtimes, shape, request, credentials, sink)
-        try:
-            deadline = hard_timeout_s(agent, request.input, self.turn_timeout, self.timeout_grace)
-            output = await sandbox.execute(request.input, sink, deadline, shape.limits, request.session)
-        except BaseException:
-            await sandbox.teardown_shielded()
-            raise
-        if member is not None and self.pool is not None:
-            # The turn is over and every tool process was killed at the end of its call: the
-            # job need not wait for the engine to remove the container (the pool's close does).
-            self.pool.retire(sandbox.teardown_shielded())
-        else:
-            await sandbox.teardown_shielded()
+            retire, bind = None, partial(self._bind_cold, sandbox, request)
+        output = await run_turn(
+            sandbox, request.input, sink, deadline, request.session, bind=bind, retire=retire
+        )
         if credentials.values:
             output = redacted_output(output, credentials.secrets)
         return output
@@ -227,7 +226,9 @@ class DockerBackend:
 
     async def _start_member(self, client: Any, runtimes: frozenset[str], shape: DockerShape) -> WarmMember:
         """A started, SERVING sandbox of ``shape`` holding no secret and no agent."""
-        sandbox = DockerInstance(client, self.state_dir, labels={LABEL_POOL: shape.id})
+        sandbox = DockerInstance(
+            client, self.state_dir, labels={LABEL_POOL: shape.id}, start_timeout=self.start_timeout
+        )
         files = LateFiles(self.state_dir / f"{sandbox.id}.files", shape.files, sandbox.user, sandbox.root)
         sandbox.extra, sandbox.dirs, sandbox.preload = files.settings(), (files.dir,), True
         if shape.network is not None:
@@ -246,15 +247,14 @@ class DockerBackend:
                 settings=self.settings,
                 late=(shape.network.resolves_names,),
             )
-        try:
+
+        async def provision() -> None:
             await call_engine(files.create)
             await sandbox.provision(
                 image=shape.image, limits=shape.limits, runtimes=runtimes, boundary=shape.boundary
             )
-            await sandbox.wait_ready(self.start_timeout)
-        except BaseException:
-            await sandbox.teardown_shielded()
-            raise
+
+        await start(sandbox, provision)
         return WarmMember(sandbox, files)
 
     async def _bind_member(
@@ -263,21 +263,23 @@ class DockerBackend:
         request: SandboxRequest,
         credentials: ResolvedCredentials,
         sink: SandboxEventSink | None,
-    ) -> DockerInstance:
+    ) -> None:
         """A claimed member given its job: credentials, the proxy's rules, the agent."""
         sandbox, plan, agent = member.sandbox, request.plan, request.agent
-        try:
-            await asyncio.to_thread(member.files.fill, plan, credentials)
-            wiring = sandbox.wiring
-            if wiring is not None:
-                await call_engine(wiring.bind, plan, credentials, sink)
-                await wiring.wait_ready(self.start_timeout, poll=0.005)
-                agent = sidecar_agent(agent, plan, proxy_urls(wiring.ports))
-            sandbox.bind(agent, request.state, env_var_values(plan, credentials))
-        except BaseException:
-            await sandbox.teardown_shielded()
-            raise
-        return sandbox
+        await asyncio.to_thread(member.files.fill, plan, credentials)
+        wiring = sandbox.wiring
+        if wiring is not None:
+            await call_engine(wiring.bind, plan, credentials, sink)
+            await wiring.wait_ready(self.start_timeout, poll=0.005)
+            agent = sidecar_agent(agent, plan, proxy_urls(wiring.ports))
+        sandbox.bind(agent, request.state, env_var_values(plan, credentials))
+
+    async def _bind_cold(self, sandbox: DockerInstance, request: SandboxRequest) -> None:
+        """A sandbox started for this job given its agent (pointed at its proxy's sidecars)."""
+        assert sandbox.wiring is not None, "a cold sandbox has its wiring"
+        sandbox.bind(
+            sidecar_agent(request.agent, request.plan, proxy_urls(sandbox.wiring.ports)), request.state
+        )
 
     async def _start_cold(
         self,
@@ -292,7 +294,7 @@ class DockerBackend:
         plan = request.plan
         await asyncio.to_thread(require_image, client, shape.image)
         job = {LABEL_JOB: request.job} if request.job is not None else {}
-        sandbox = DockerInstance(client, self.state_dir, labels=job)
+        sandbox = DockerInstance(client, self.state_dir, labels=job, start_timeout=self.start_timeout)
         wiring = EgressWiring(
             client=client,
             sandbox_id=sandbox.id,
@@ -308,16 +310,16 @@ class DockerBackend:
             settings=self.settings,
         )
         sandbox.wiring = wiring
-        try:
-            await sandbox.provision(
-                image=shape.image, limits=shape.limits, runtimes=runtimes, boundary=shape.boundary
-            )
-            agent = sidecar_agent(request.agent, plan, proxy_urls(wiring.ports))
-            await sandbox.wait_ready(self.start_timeout)
-            sandbox.bind(agent, request.state)
-        except BaseException:
-            await sandbox.teardown_shielded()
-            raise
+        await start(
+            sandbox,
+            partial(
+                sandbox.provision,
+                image=shape.image,
+                limits=shape.limits,
+                runtimes=runtimes,
+                boundary=shape.boundary,
+            ),
+        )
         return sandbox
 
     async def ensure_gone(self, job: str) -> None:

@@ -147,4 +147,4 @@ class WarmMember:
 
     async def destroy(self) -> None:
         """Remove the container, its control directory and placeholders."""
-        await self.sandbox.teardown_shielded()
+        await self.sandbox.teardown()

@@ -46,6 +46,7 @@ import contextlib
 import logging
 import math
 import secrets
+from functools import partial
 from typing import Any
 
 from airlock.images import runner_image_tag
@@ -61,7 +62,7 @@ from layer0 import EnvError, EnvironmentSpec, TurnOutput
 
 from .._events import SandboxEventSink
 from .._isolation import IsolationKind, requested_isolation
-from .._lifecycle import settle
+from .._lifecycle import run_turn, start
 from .._limits import Limits, SandboxDefaults, resolve_limits
 from .._placement import Placement
 from .._pool import WarmPool
@@ -181,7 +182,7 @@ class KubernetesBackend:
         if self.pool is not None and poolable(plan):
             member = await self.pool.claim(self._shape_key(runtime_class, limits, request.placement))
         if member is not None:
-            output = await self._run_member(member, request, credentials, sink, deadline, limits)
+            output = await self._run_member(member, request, credentials, sink, deadline)
         else:
             output = await self._run_cold(
                 api, lease, request, credentials, sink, deadline, limits, runtime_class
@@ -202,7 +203,6 @@ class KubernetesBackend:
         runtime_class: str | None,
     ) -> TurnOutput:
         """The turn in a pod started for this job alone, removed before this returns."""
-        agent, plan = request.agent, request.plan
         owner = await api_step("acquire the owner Lease", lease.acquire)
         try:
             shape = SandboxShape(
@@ -211,7 +211,7 @@ class KubernetesBackend:
                 owner=owner,
                 settings=self.settings,
                 image=self.image,
-                plan=plan,
+                plan=request.plan,
                 limits=limits,
                 runtime_class=runtime_class,
                 active_deadline_s=(
@@ -223,20 +223,21 @@ class KubernetesBackend:
                 fence=self._fence or (),
                 placement=request.placement,
             )
-            sandbox = KubernetesInstance(
-                api, shape, credentials, sink, port_forward=self._port_forward(), job=request.job
-            )
-            try:
-                await sandbox.provision(self.settings.start_timeout)
-                if sandbox.proxy_ip is not None:
-                    agent = sidecar_agent(agent, plan, proxy_urls(plan, sandbox.proxy_ip))
-                await sandbox.wait_ready()
-                sandbox.bind(agent, request.state)
-                return await sandbox.execute(request.input, sink, deadline, limits, request.session)
-            finally:
-                await sandbox.teardown_shielded()
-        finally:
+        except BaseException:
             await lease.release()
+            raise
+        sandbox = KubernetesInstance(
+            api, shape, credentials, sink, port_forward=self._port_forward(), job=request.job, lease=lease
+        )
+        await start(sandbox, partial(sandbox.provision, self.settings.start_timeout))
+
+        async def bind() -> None:
+            agent = request.agent
+            if sandbox.proxy_ip is not None:
+                agent = sidecar_agent(agent, request.plan, proxy_urls(request.plan, sandbox.proxy_ip))
+            sandbox.bind(agent, request.state)
+
+        return await run_turn(sandbox, request.input, sink, deadline, request.session, bind=bind)
 
     async def _run_member(
         self,
@@ -245,29 +246,24 @@ class KubernetesBackend:
         credentials: ResolvedCredentials,
         sink: SandboxEventSink | None,
         deadline: float | None,
-        limits: Limits,
     ) -> TurnOutput:
         """The turn in a claimed warm pod: its env_var credentials travel with the Execute;
         its deadline backstop is lowered alongside; the pod is never handed out again."""
         assert self.pool is not None
         sandbox = member.sandbox
-        backstop: asyncio.Future[None] | None = None
-        try:
+
+        async def bind() -> None:
             if request.job is not None:
                 await sandbox.label_job(request.job)
             sandbox.bind(request.agent, request.state, env_var_values(request.plan, credentials))
             if deadline is not None:
-                backstop = asyncio.ensure_future(sandbox.limit_lifetime(deadline))
-            output = await sandbox.execute(request.input, sink, deadline, limits, request.session)
-        except BaseException:
-            if backstop is not None:
-                backstop.cancel()
-            await member.destroy()
-            raise
-        # The turn is over (every tool process was killed at the end of its call): the job
-        # need not wait for the pod's deletion (the pool's close does).
-        self.pool.retire(_retire(member, backstop))
-        return output
+                sandbox.backstop(deadline)
+
+        # After a turn that ended (every tool process was killed at the end of its call) the
+        # job need not wait for the pod's deletion (the pool's close does).
+        return await run_turn(
+            sandbox, request.input, sink, deadline, request.session, bind=bind, retire=self.pool.retire
+        )
 
     async def warm(
         self, environment: EnvironmentSpec, plan: SandboxPlan, placement: Placement | None = None
@@ -332,15 +328,10 @@ class KubernetesBackend:
             ResolvedCredentials(),
             None,
             port_forward=self._port_forward(),
+            lease=lease,
         )
-        member = WarmPod(sandbox, lease)
-        try:
-            await sandbox.provision(self.settings.start_timeout)
-            await sandbox.wait_ready()
-        except BaseException:
-            await member.destroy()
-            raise
-        return member
+        await start(sandbox, partial(sandbox.provision, self.settings.start_timeout))
+        return WarmPod(sandbox)
 
     def _controller_namespace(self) -> str:
         assert self._controller_ns is not None, "_prepare() first"
@@ -535,8 +526,3 @@ async def _require_runtime_class(api: KubeApi, name: str, missing: str) -> None:
         if e.status == 404:
             raise EnvError.isolation_violation(missing) from e
         raise provision_error(f"cannot read RuntimeClass {name!r}", e) from e
-
-
-async def _retire(member: WarmPod, backstop: asyncio.Future[None] | None) -> None:
-    await settle(backstop)
-    await member.destroy()

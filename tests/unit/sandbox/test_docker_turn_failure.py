@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
+from airlock.sandbox._lifecycle import execute
 from airlock.sandbox._limits import Limits
 from airlock.sandbox.docker import _instance
 from airlock.sandbox.docker._config import GVISOR_KERNEL_DIED, Boundary
@@ -90,9 +91,10 @@ def fail(engine: DyingEngine, boundary: Boundary, error: TurnError, tmp_path: Pa
     sandbox = _instance.DockerInstance(engine, tmp_path)
     sandbox.container = SimpleNamespace(id="c0ffee", logs=engine.logs)
     sandbox.boundary = boundary
+    sandbox.limits = LIMITS
     sandbox.remote = BrokenRemote(error)  # type: ignore[assignment]
     with pytest.raises(EnvError) as caught:
-        asyncio.run(sandbox.execute(TurnInput.new("go"), None, None, LIMITS))
+        asyncio.run(execute(sandbox, TurnInput.new("go"), None, None))
     return caught.value
 
 
