@@ -1,4 +1,4 @@
-"""DockerEnvironment: each turn in its own hardened container on a real Docker engine.
+"""DockerBackend: each turn in its own hardened container on a real Docker engine.
 
 Control channel (how the controller reaches a runner that has no network at all):
 
@@ -26,11 +26,11 @@ Lifecycle of ``run``: check the spec (refuse what cannot be enforced), require t
 (naming ``airlock images build``), create the control dir + token, create and start the
 container, wait for health SERVING (start timeout; on failure ``provision_failed`` with the
 container's last log lines), run the turn streaming its events to the optional sink, and
-**always** tear down in ``finally`` — container force-removed, control dir removed — also on
-cancellation and timeout. Teardown is shielded from a second cancellation and waits for a
-create still in flight, so a cancel during provisioning leaves nothing behind. Every object
-carries the labels of :mod:`._labels`; a startup sweep (and ``airlock gc``) removes objects
-whose owner process is gone.
+**always** tear down (:mod:`airlock.sandbox._lifecycle`) — container force-removed, control
+dir removed — also on cancellation and timeout. Teardown is shielded from a second
+cancellation and waits for a create still in flight, so a cancel during provisioning leaves
+nothing behind. Every object carries the labels of :mod:`._labels`; a startup sweep (and
+``airlock gc``) removes objects whose owner process is gone.
 
 Timeouts: a turn gets its ``max_duration`` (TurnConfig, else the AgentSpec defaults) plus
 ``timeout_grace`` for the runner to report its own ``timeout`` exit; the environment-level
