@@ -38,7 +38,7 @@ from airlock.images import docker_client, require_image, runner_image_tag
 from airlock.sandbox import SandboxDefaults, resolve_limits
 from airlock.sandbox.docker import DockerEnvironment, DockerRuntimes, DockerSettings
 from airlock.sandbox.docker._config import resolve_boundary
-from airlock.sandbox.docker._container import SandboxContainer
+from airlock.sandbox.docker._instance import DockerInstance
 from airlock.testing import scripted_agent, text_step
 from bench._common import BENCH_LABEL, floor_once, pct
 from layer0 import EnvironmentSpec, ExitReason, NetworkAction, NetworkPolicy, NetworkRule, TurnInput
@@ -55,7 +55,7 @@ async def sandbox_once(
 ) -> tuple[float, float]:
     spec = EnvironmentSpec()
     t0 = time.perf_counter()
-    sandbox = SandboxContainer(client, state_dir)
+    sandbox = DockerInstance(client, state_dir)
     try:
         await sandbox.provision(
             image=image,
@@ -68,7 +68,7 @@ async def sandbox_once(
         ready = time.perf_counter() - t0
     finally:
         t1 = time.perf_counter()
-        await sandbox.teardown_shielded()
+        await sandbox.teardown()
     return ready, time.perf_counter() - t1
 
 

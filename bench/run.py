@@ -55,7 +55,7 @@ from airlock.runner import RemoteTurn
 from airlock.sandbox import SandboxDefaults, resolve_limits
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.sandbox.docker._config import resolve_boundary
-from airlock.sandbox.docker._container import SandboxContainer
+from airlock.sandbox.docker._instance import DockerInstance
 from airlock.sandbox.docker._labels import LABEL_OWNER, current_owner
 from airlock.testing import bash_agent, scripted_agent, text_step
 from bench import jobs_throughput as jt
@@ -389,7 +389,7 @@ async def timed_calls(turn: RemoteTurn, runs: int, warmup: int = WARMUP_CALLS) -
 async def airlock_cycle(b: Bench, r: Report) -> None:
     """A cold sandbox: ready, first command, memory, round trips, teardown."""
     spec = EnvironmentSpec()
-    sandbox = SandboxContainer(b.client, b.state_dir)
+    sandbox = DockerInstance(b.client, b.state_dir)
     t0 = time.perf_counter()
     try:
         await sandbox.provision(
@@ -413,7 +413,7 @@ async def airlock_cycle(b: Bench, r: Report) -> None:
         tool_calls = await timed_calls(sandbox.remote, b.settings.calls)
     finally:
         t1 = time.perf_counter()
-        await sandbox.teardown_shielded()
+        await sandbox.teardown()
         teardown = time.perf_counter() - t1
     r.add("airlock.ready", ready * 1000)
     r.add("airlock.first", first * 1000)
@@ -521,9 +521,9 @@ def warm_pool_support(b: Bench) -> str | None:
     import inspect
 
     import airlock.sandbox
-    from airlock.sandbox.docker import DockerSandbox
+    from airlock.sandbox.docker import DockerBackend
 
-    if not hasattr(airlock.sandbox, "WarmPool") or "pool" not in inspect.signature(DockerSandbox).parameters:
+    if not hasattr(airlock.sandbox, "WarmPool") or "pool" not in inspect.signature(DockerBackend).parameters:
         return "n/a (no warm pool yet)"
     return None
 

@@ -25,7 +25,7 @@ from airlock.images import docker_client, require_image, runner_image_tag
 from airlock.sandbox import SandboxDefaults, resolve_limits
 from airlock.sandbox.docker import _config
 from airlock.sandbox.docker._config import resolve_boundary
-from airlock.sandbox.docker._container import SandboxContainer
+from airlock.sandbox.docker._instance import DockerInstance
 from airlock.testing import scripted_agent, text_step
 from layer0 import EnvironmentSpec, ExitReason, TurnInput
 
@@ -65,7 +65,7 @@ def startup_ms(logs: str) -> float:
 
 async def once(client: Any, state_dir: Path, image: str, runtimes: frozenset[str]) -> tuple[float, ...]:
     spec = EnvironmentSpec()
-    sandbox = SandboxContainer(client, state_dir)
+    sandbox = DockerInstance(client, state_dir)
     try:
         limits = resolve_limits(spec, SandboxDefaults())
         boundary = resolve_boundary(spec, runtimes, floor="container")
@@ -83,7 +83,7 @@ async def once(client: Any, state_dir: Path, image: str, runtimes: frozenset[str
         after = memory_kib(pid)
         ms = startup_ms(await sandbox.logs())
     finally:
-        await sandbox.teardown_shielded()
+        await sandbox.teardown()
     return ms, idle[0] / 1024, idle[1] / 1024, execute_ms, after[0] / 1024, after[1] / 1024
 
 

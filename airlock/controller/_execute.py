@@ -16,13 +16,13 @@ from airlock.config import ConfigSecretResolver
 from airlock.policy import ChainResolver
 from airlock.sandbox import (
     ClosableSandbox,
-    EventSink,
     IsolationProof,
     PoolStats,
     ProvingSandbox,
     ResumableSandbox,
     Sandbox,
     SandboxEvent,
+    SandboxEventSink,
     SandboxRequest,
     TurnHandle,
     WarmableSandbox,
@@ -115,7 +115,7 @@ class AgentRunner:
         image: str | None = None,
         sweep: bool = False,
         progress: ProgressCallback | None = None,
-        observe: EventSink | None = None,
+        observe: SandboxEventSink | None = None,
     ) -> None:
         self.config = config
         self.state_dir = state_dir
@@ -241,7 +241,7 @@ class AgentRunner:
         agent: AgentConfig,
         input: TurnInput,
         *,
-        events: EventSink | None = None,
+        events: SandboxEventSink | None = None,
         state: Iterable[tuple[Scope, str, Any]] = (),
         session: TurnHandle | None = None,
         job: str | None = None,
@@ -329,7 +329,7 @@ class AgentRunner:
                 await server.stop()
 
 
-def _both(first: EventSink | None, second: EventSink | None) -> EventSink | None:
+def _both(first: SandboxEventSink | None, second: SandboxEventSink | None) -> SandboxEventSink | None:
     """A sink handing each event to ``first`` and then ``second`` (either may be None)."""
     if first is None or second is None:
         return first or second

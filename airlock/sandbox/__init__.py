@@ -6,15 +6,21 @@
     request = SandboxRequest.compile(agent, TurnInput.new("hi"), environment, state=snapshot)
     output = await sandbox.run(request)
 
-Each backend (:mod:`.docker`, :mod:`.process`) implements :class:`Sandbox` and declares a
-:class:`Backend` (what it provides, its doctor checks, its factory); :func:`backend` looks one
-up by name. :class:`SandboxEnvironment` adapts any backend to ``layer0.Environment``.
+Vocabulary: a **backend** (``DockerBackend``, ``KubernetesBackend``, ``ProcessBackend``, each
+in its package's ``_backend.py``) implements the :class:`Sandbox` port the controller uses and
+is declared to the registry by a :class:`Backend` (what it provides, its doctor checks, its
+factory; :func:`backend` looks one up by name). For each turn it provisions a **sandbox
+instance** (:class:`SandboxInstance`, the running box: ``DockerInstance``, ``KubernetesInstance``,
+``ProcessInstance``, each in its package's ``_instance.py``), which goes through the one
+lifecycle of :mod:`._lifecycle`. :class:`SandboxEnvironment` adapts any backend to
+``layer0.Environment``.
 """
 
-from ._backend import Backend, Capabilities, DoctorCheck, Reaped, Reaper
+from ._declaration import Backend, Capabilities, DoctorCheck, Reaped, Reaper
 from ._environment import SandboxEnvironment, state_snapshot
-from ._events import EventSink, SandboxEvent
+from ._events import SandboxEvent, SandboxEventSink
 from ._handle import TurnHandle, TurnNotRunning
+from ._instance import SandboxInstance
 from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
 from ._placement import Placement, Toleration, refuse_placement
@@ -37,7 +43,6 @@ __all__ = [
     "Capabilities",
     "ClosableSandbox",
     "DoctorCheck",
-    "EventSink",
     "IsolationProof",
     "IsolationStatus",
     "Limits",
@@ -53,6 +58,8 @@ __all__ = [
     "SandboxDefaults",
     "SandboxEnvironment",
     "SandboxEvent",
+    "SandboxEventSink",
+    "SandboxInstance",
     "SandboxRequest",
     "ShapeStats",
     "StateEntry",

@@ -17,7 +17,7 @@ from airlock.policy import SidecarRoute
 from airlock.spec import HISTORY_KEY
 from layer0 import EnvError, EnvironmentSpec, Scope, StateReader, Turn, TurnInput, TurnOutput
 
-from ._events import EventSink
+from ._events import SandboxEventSink
 from ._placement import Placement
 from ._port import Sandbox, SandboxRequest, StateEntry
 from ._turn import agent_spec_of
@@ -47,7 +47,7 @@ class SandboxEnvironment:
         sandbox: Sandbox,
         *,
         sidecar_routes: Mapping[str, SidecarRoute] | None = None,
-        events: EventSink | None = None,
+        events: SandboxEventSink | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.sidecar_routes = dict(sidecar_routes or {})
@@ -59,7 +59,7 @@ class SandboxEnvironment:
         input: TurnInput,
         spec: EnvironmentSpec,
         *,
-        events: EventSink | None = None,
+        events: SandboxEventSink | None = None,
         sidecar_routes: Mapping[str, SidecarRoute] | None = None,
         placement: Placement | None = None,
     ) -> TurnOutput:

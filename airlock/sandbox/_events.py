@@ -10,11 +10,11 @@ from pydantic import Field
 from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.turn import AnyTurnEvent
 
-__all__ = ["EventSink", "SandboxEvent"]
+__all__ = ["SandboxEvent", "SandboxEventSink"]
 
 #: One event of a sandboxed turn, tagged by ``type``: a turn event (``started``,
 #: ``inference_started``, …) or a proxy event (``egress``, ``credential_proxy``).
 SandboxEvent = Annotated[AnyTurnEvent | EgressEvent | CredentialProxyEvent, Field(discriminator="type")]
 
 #: Receives each event of a sandboxed turn as it happens; it must be quick (awaited inline).
-EventSink = Callable[[SandboxEvent], Awaitable[None]]
+SandboxEventSink = Callable[[SandboxEvent], Awaitable[None]]

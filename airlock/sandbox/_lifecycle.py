@@ -1,4 +1,11 @@
-"""What every container backend's sandbox does the same way around its own objects.
+"""The one lifecycle of every backend's sandbox, written against :class:`~._instance.SandboxInstance`.
+
+A backend provisions an instance its own way; :func:`start` waits until it is ready,
+:func:`run_turn` binds the job (the backend's step), runs the turn with its deadline
+(:func:`execute`) and tears the instance down (or hands the teardown to a warm pool). Past the
+deadline the instance is stopped and the output says ``timeout``; a failed turn becomes what
+the instance makes of it (an OOM kill, a dead box); after a turn that ended, what the box went
+through meanwhile is raised (an OOM kill).
 
 Provisioning runs shielded, so a cancel mid-create cannot lose track of what was created:
 teardown first waits for the create (:func:`settle`), then removes everything. Teardown
@@ -10,14 +17,23 @@ channel broke is judged once the sandbox has had time to show how it ended (:dat
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from layer0 import EnvError
+from layer0 import EnvError, TurnError, TurnInput, TurnOutput
 
+from ._instance import SandboxInstance
 from ._limits import Limits
+from ._turn import timeout_output
 
-__all__ = ["SETTLE_S", "oom_exceeded", "settle", "shielded"]
+if TYPE_CHECKING:
+    from airlock.runner import RemoteTurn
+
+    from ._events import SandboxEventSink
+    from ._handle import TurnHandle
+
+__all__ = ["SETTLE_S", "execute", "oom_exceeded", "run_turn", "settle", "shielded", "start"]
 
 #: How long a sandbox whose runner's channel broke may take to show how it ended (a dying
 #: gVisor kernel, an OOM kill its engine or kubelet reports once the sandbox has gone), before
@@ -46,9 +62,124 @@ async def settle(inflight: asyncio.Future[Any] | None) -> None:
         inflight.exception()
 
 
-def oom_exceeded(sandbox_id: str, limits: Limits) -> EnvError:
-    """The error of a sandbox whose process was OOM-killed at its memory limit."""
+def oom_exceeded(sandbox_id: str, limits: Limits | None) -> EnvError:
+    """The error of a sandbox whose process was OOM-killed at its memory limit (None: one
+    never provisioned with limits)."""
+    limit = f"{limits.memory_bytes / 2**20:.0f}Mi" if limits is not None else "memory"
     return EnvError.resource_exceeded(
-        f"memory: sandbox {sandbox_id} hit its {limits.memory_bytes / 2**20:.0f}Mi limit "
-        "(a process inside was OOM-killed)"
+        f"memory: sandbox {sandbox_id} hit its {limit} limit (a process inside was OOM-killed)"
     )
+
+
+async def start(instance: SandboxInstance, provision: Callable[[], Awaitable[None]]) -> None:
+    """``provision()`` (the backend's own step), then wait until ``instance`` is ready; it is
+    torn down when either fails (or is cancelled)."""
+    try:
+        await provision()
+        await instance.wait_ready()
+    except BaseException:
+        await instance.teardown()
+        raise
+
+
+async def run_turn(
+    instance: SandboxInstance,
+    input: TurnInput,
+    events: SandboxEventSink | None,
+    deadline: float | None,
+    session: TurnHandle | None = None,
+    *,
+    bind: Callable[[], Awaitable[None]],
+    retire: Callable[[Awaitable[None]], None] | None = None,
+) -> TurnOutput:
+    """A ready ``instance``'s turn: ``bind()`` gives it its job (the backend's step), then
+    :func:`execute`; the instance is torn down before this returns, or, after a turn that
+    ended, its teardown is handed to ``retire`` (a warm pool finishes it in the background)."""
+    try:
+        await bind()
+        output = await execute(instance, input, events, deadline, session)
+    except BaseException:
+        await instance.teardown()
+        raise
+    if retire is None:
+        await instance.teardown()
+    else:
+        retire(instance.teardown())
+    return output
+
+
+async def execute(
+    instance: SandboxInstance,
+    input: TurnInput,
+    events: SandboxEventSink | None,
+    timeout: float | None,  # noqa: ASYNC109
+    session: TurnHandle | None = None,
+) -> TurnOutput:
+    r"""The turn over ``instance``'s channel, the same on every backend: past ``timeout`` the
+    instance is stopped and the output says timeout; a turn that fails becomes the EnvError
+    the instance makes of it; after a turn that ended, the instance raises what it went
+    through meanwhile. The channel is closed in every case. With ``session``, the turn
+    continues from its snapshot (``resume``) and the handle's control calls reach it while
+    it runs."""
+    remote, who = instance.remote, instance.name
+    assert remote is not None, "bind a job first"
+    began = time.monotonic()
+    if session is not None:
+        remote.resume_from = session.resume_from
+        remote.start_paused = session.start_paused
+        session.attach(remote)
+    try:
+        if session is not None and session.files:
+            await _put_files(who, remote, session.files)
+        try:
+            output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
+        except TimeoutError:
+            await instance.stop()
+            elapsed = time.monotonic() - began
+            return timeout_output(who, timeout or elapsed, elapsed)
+        except TurnError as e:
+            raise await _failure(instance, e) from e
+        if session is not None and session.collect_artifacts:
+            await _collect(remote, session)
+    finally:
+        if session is not None:
+            session.detach(remote)
+        await remote.close()
+    await instance.after_turn()
+    return output
+
+
+async def _failure(instance: SandboxInstance, e: TurnError) -> EnvError:
+    """The EnvError of a failed turn: the image refusing the agent, a fence breached, else
+    what the instance makes of it."""
+    from airlock.runner import agent_refused, fence_breached
+
+    why = agent_refused(e)
+    if why is not None:  # the sandbox's image cannot run this agent
+        return EnvError.provision_failed(f"{instance.name}: {why}")
+    breached = fence_breached(e)
+    if breached is not None:  # the sandbox reached what its policy must block
+        return EnvError.isolation_violation(f"{instance.name}: {breached}")
+    return await instance.failure(e)
+
+
+async def _put_files(who: str, remote: RemoteTurn, files: list[tuple[str, bytes]]) -> None:
+    """The job's input files into the fresh workspace (a refusal fails the provisioning)."""
+    from airlock.policy import FileRefused
+    from airlock.runner import RunnerCallError
+
+    try:
+        await remote.put_files(files)
+    except (FileRefused, RunnerCallError) as e:
+        raise EnvError.provision_failed(f"{who}: cannot place the input files: {e}") from e
+
+
+async def _collect(remote: RemoteTurn, session: TurnHandle) -> None:
+    """The turn's artifacts onto ``session``; a refusal is recorded there, never a cut set."""
+    from airlock.policy import FileRefused
+    from airlock.runner import RunnerCallError
+
+    try:
+        session.artifacts = await remote.collect_artifacts()
+    except (FileRefused, RunnerCallError) as e:
+        session.artifacts_refused = str(e)

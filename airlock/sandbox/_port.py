@@ -18,7 +18,7 @@ from airlock.policy import PolicyError, SandboxPlan, SidecarRoute, compile_plan
 from airlock.spec import AgentSpec
 from layer0 import EnvError, EnvironmentSpec, Scope, TurnInput, TurnOutput
 
-from ._events import EventSink
+from ._events import SandboxEventSink
 from ._handle import TurnHandle
 from ._placement import Placement
 
@@ -56,7 +56,7 @@ class SandboxRequest(BaseModel):
     #: The state the turn may read (e.g. its session's history); the sandbox writes none.
     state: tuple[StateEntry, ...] = ()
     #: Receives the turn's events and its proxies' decisions as they happen.
-    events: EventSink | None = None
+    events: SandboxEventSink | None = None
     #: The snapshot the turn resumes from, and its controls while it runs (None: a turn
     #: started anew that nobody controls).
     session: TurnHandle | None = None
@@ -76,7 +76,7 @@ class SandboxRequest(BaseModel):
         *,
         sidecar_routes: Mapping[str, SidecarRoute] | None = None,
         state: Iterable[tuple[Scope, str, Any]] = (),
-        events: EventSink | None = None,
+        events: SandboxEventSink | None = None,
         session: TurnHandle | None = None,
         job: str | None = None,
         placement: Placement | None = None,

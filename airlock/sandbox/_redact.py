@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from airlock.policy import redact
 from layer0 import TurnOutput
 
-from ._events import EventSink
+from ._events import SandboxEventSink
 
 __all__ = ["redacted_output", "redacting_sink"]
 
@@ -34,7 +34,7 @@ def redacted_output(output: TurnOutput, secrets: tuple[str, ...]) -> TurnOutput:
     return output if cleaned == text else TurnOutput.model_validate_json(cleaned)
 
 
-def redacting_sink(sink: EventSink, secrets: tuple[str, ...]) -> EventSink:
+def redacting_sink(sink: SandboxEventSink, secrets: tuple[str, ...]) -> SandboxEventSink:
     """``sink`` receiving events with every secret value replaced by ``[REDACTED]``."""
     forms = _secret_forms(secrets)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from layer0 import EnvError
 
 from . import docker, kubernetes, process
-from ._backend import Backend
+from ._declaration import Backend
 
 __all__ = ["backend", "backend_names", "backends"]
 

@@ -16,7 +16,7 @@ from unittest import mock
 
 import pytest
 
-from airlock.sandbox.docker import _container
+from airlock.sandbox.docker import _instance
 from tests.adversarial.probes import RUNNER_CHANNEL, python_command
 from tests.support.hostile import Hostile, run_hostile
 
@@ -49,7 +49,7 @@ GVISOR_GAPS = {
 def attack(boundary: str, runner_image: str) -> tuple[Hostile, str]:
     token = secrets.token_urlsafe(32)
     scan = {"canary_sha256": hashlib.sha256(token.encode()).hexdigest()}
-    with mock.patch.object(_container.secrets, "token_urlsafe", return_value=token):
+    with mock.patch.object(_instance.secrets, "token_urlsafe", return_value=token):
         hostile = run_hostile(
             [
                 python_command(RUNNER_CHANNEL),

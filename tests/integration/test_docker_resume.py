@@ -17,7 +17,7 @@ import pytest
 
 from airlock.images import runner_image_tag
 from airlock.sandbox import SandboxRequest
-from airlock.sandbox.docker import DockerSandbox
+from airlock.sandbox.docker import DockerBackend
 from airlock.sandbox.docker._resume import LABEL_JOB
 from airlock.testing import bash_agent
 from layer0 import EnvError, EnvironmentSpec, TurnConfig, TurnInput
@@ -48,7 +48,7 @@ async def test_a_resume_removes_the_jobs_running_sandbox_and_confirms_it_gone(
 ) -> None:
     import docker
 
-    sandbox = DockerSandbox(image=image, state_dir=state_dir, sweep=False)
+    sandbox = DockerBackend(image=image, state_dir=state_dir, sweep=False)
     agent = bash_agent("sleep 60", defaults=TurnConfig(max_duration=90_000))
     request = SandboxRequest.compile(agent, TurnInput.new("go"), EnvironmentSpec(), job="j-docker-resume")
     turn = asyncio.create_task(sandbox.run(request))
@@ -71,5 +71,5 @@ async def test_a_resume_removes_the_jobs_running_sandbox_and_confirms_it_gone(
 
 
 async def test_a_resume_with_no_previous_sandbox_passes(image: str, state_dir: Path) -> None:
-    sandbox = DockerSandbox(image=image, state_dir=state_dir, sweep=False)
+    sandbox = DockerBackend(image=image, state_dir=state_dir, sweep=False)
     await sandbox.ensure_gone("j-never-ran")

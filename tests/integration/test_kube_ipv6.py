@@ -31,7 +31,7 @@ import pytest
 from airlock.images import runner_image_tag
 from airlock.proxy import EgressEvent
 from airlock.sandbox import SandboxRequest
-from airlock.sandbox.kubernetes import KubernetesSandbox, KubernetesSettings
+from airlock.sandbox.kubernetes import KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._names import LABEL_ROLE
 from airlock.testing import DockerPods, KubeApiStandIn, bash_agent
 from airlock.turn import ToolFinished
@@ -204,7 +204,7 @@ async def test_a_proxied_job_runs_on_ipv6_pod_ips(
 
             request = SandboxRequest.compile(bash_agent(fetch), TurnInput.new("go"), spec, events=both)
             guard = recorded_guard(NS)  # Docker enforces no NetworkPolicy: a recorded proof
-            sandbox = KubernetesSandbox(settings=settings, sweep=False, turn_timeout=120.0, guard=guard)
+            sandbox = KubernetesBackend(settings=settings, sweep=False, turn_timeout=120.0, guard=guard)
             output = await sandbox.run(request)
     finally:
         site.close()

@@ -31,7 +31,7 @@ import pytest
 from airlock.images import runner_image_tag
 from airlock.policy import EnvSecretResolver
 from airlock.sandbox import PoolSettings, SandboxRequest, WarmPool, compile_sandbox_plan
-from airlock.sandbox.kubernetes import KubernetesSandbox, KubernetesSettings
+from airlock.sandbox.kubernetes import KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._names import LABEL_OWNER, LABEL_POOL
 from airlock.testing import DockerPods, KubeApiStandIn, bash_agent
 from airlock.turn import ToolFinished
@@ -81,7 +81,7 @@ class Cluster:
         self.pods = pods
         self.kubeconfig = kubeconfig
 
-    def sandbox(self, pool: WarmPool[Any] | None) -> KubernetesSandbox:
+    def sandbox(self, pool: WarmPool[Any] | None) -> KubernetesBackend:
         settings = KubernetesSettings(
             namespace=NS,
             kubeconfig=str(self.kubeconfig),
@@ -91,7 +91,7 @@ class Cluster:
             # The runner's fence tries the pod's own loopback: nothing leaves the machine.
             enforcement={"metadata_address": "127.0.0.1:9"},
         )
-        return KubernetesSandbox(
+        return KubernetesBackend(
             settings=settings,
             secrets=EnvSecretResolver(VALUES),
             sweep=False,
@@ -152,7 +152,7 @@ async def pool() -> AsyncIterator[WarmPool[Any]]:
 
 
 async def run(
-    sandbox: KubernetesSandbox, environment: EnvironmentSpec, *commands: str, on_event: Any = None
+    sandbox: KubernetesBackend, environment: EnvironmentSpec, *commands: str, on_event: Any = None
 ) -> tuple[TurnOutput, list[str]]:
     """The job's output and each bash call's stdout."""
     outputs: list[str] = []

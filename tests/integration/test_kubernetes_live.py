@@ -40,8 +40,8 @@ import pytest
 from airlock.policy import EnvSecretResolver, SecretResolver
 from airlock.policy.plan import SidecarRoute
 from airlock.proxy import EgressEvent
-from airlock.sandbox import EventSink, SandboxRequest
-from airlock.sandbox.kubernetes import EnforcementSettings, KubernetesSandbox, KubernetesSettings
+from airlock.sandbox import SandboxEventSink, SandboxRequest
+from airlock.sandbox.kubernetes import EnforcementSettings, KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._names import LABEL_JOB, LABEL_ROLE, LABEL_SANDBOX, object_name
 from airlock.spec import AgentSpec
 from airlock.testing import bash_agent
@@ -201,9 +201,9 @@ class Live:
             enforcement=EnforcementSettings(metadata_address=self.metadata),
         )
 
-    def sandbox(self, resolver: SecretResolver | None = None) -> KubernetesSandbox:
+    def sandbox(self, resolver: SecretResolver | None = None) -> KubernetesBackend:
         # sweep=False: these tests touch only the sandboxes they start themselves.
-        return KubernetesSandbox(
+        return KubernetesBackend(
             settings=self.settings(), secrets=resolver or EnvSecretResolver({}), sweep=False
         )
 
@@ -423,7 +423,7 @@ class Recorder:
         return {e.tool_use_id: json.loads(e.output) for e in self.events if isinstance(e, ToolFinished)}
 
 
-def request(agent: AgentSpec, spec: EnvironmentSpec, sink: EventSink, **kw: Any) -> SandboxRequest:
+def request(agent: AgentSpec, spec: EnvironmentSpec, sink: SandboxEventSink, **kw: Any) -> SandboxRequest:
     return SandboxRequest.compile(agent, TurnInput.new("go"), spec, events=sink, **kw)
 
 

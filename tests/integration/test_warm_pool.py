@@ -20,7 +20,7 @@ import pytest
 
 from airlock.policy import EnvSecretResolver, SidecarRoute
 from airlock.sandbox import PoolSettings, SandboxRequest, WarmPool, compile_sandbox_plan
-from airlock.sandbox.docker import DockerSandbox, DockerSettings, reap_orphans
+from airlock.sandbox.docker import DockerBackend, DockerSettings, reap_orphans
 from airlock.sandbox.docker._warm import LABEL_POOL
 from airlock.testing import bash_agent
 from airlock.turn import ToolFinished
@@ -67,8 +67,8 @@ async def pool() -> AsyncIterator[WarmPool[Any]]:
 
 def sandbox_for(
     runner_image: str, state_dir: Path, pool: WarmPool[Any] | None, isolation: str = "container"
-) -> DockerSandbox:
-    return DockerSandbox(
+) -> DockerBackend:
+    return DockerBackend(
         image=runner_image,
         state_dir=state_dir,
         sweep=False,
@@ -79,7 +79,7 @@ def sandbox_for(
 
 
 async def run(
-    sandbox: DockerSandbox, spec: Any, environment: EnvironmentSpec
+    sandbox: DockerBackend, spec: Any, environment: EnvironmentSpec
 ) -> tuple[TurnOutput, list[Any]]:
     events: list[Any] = []
 
@@ -94,7 +94,7 @@ def stdout(events: list[Any]) -> list[str]:
     return [json.loads(e.output)["stdout"].strip() for e in events if isinstance(e, ToolFinished)]
 
 
-async def warm(sandbox: DockerSandbox, pool: WarmPool[Any], environment: EnvironmentSpec) -> None:
+async def warm(sandbox: DockerBackend, pool: WarmPool[Any], environment: EnvironmentSpec) -> None:
     assert await sandbox.warm(environment, compile_sandbox_plan(environment))
     assert await pool.wait_ready(60), pool.stats()
 
@@ -226,13 +226,13 @@ CRASHING_CONTROLLER = textwrap.dedent(
     """
     import asyncio, pathlib, sys
     from airlock.sandbox import PoolSettings, WarmPool, compile_sandbox_plan
-    from airlock.sandbox.docker import DockerSandbox
+    from airlock.sandbox.docker import DockerBackend
     from layer0 import EnvironmentSpec
 
     async def main():
         pool = WarmPool(PoolSettings(size=2))
         state_dir = pathlib.Path(sys.argv[2])
-        sandbox = DockerSandbox(image=sys.argv[1], state_dir=state_dir, sweep=False, pool=pool)
+        sandbox = DockerBackend(image=sys.argv[1], state_dir=state_dir, sweep=False, pool=pool)
         spec = EnvironmentSpec()
         await sandbox.warm(spec, compile_sandbox_plan(spec))
         assert await pool.wait_ready(60)

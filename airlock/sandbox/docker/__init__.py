@@ -10,12 +10,13 @@ from pydantic import BaseModel
 from airlock.policy import SecretResolver
 from layer0 import ContainerIsolation, EnvironmentSpec
 
-from .._backend import Backend, Capabilities, DoctorCheck
+from .._declaration import Backend, Capabilities, DoctorCheck
 from .._isolation import requested_isolation
 from .._limits import SandboxDefaults
 from .._pool import WarmPool
+from ._backend import DockerBackend
 from ._doctor import doctor_checks
-from ._environment import DockerEnvironment, DockerSandbox
+from ._environment import DockerEnvironment
 from ._labels import LABEL_OWNER, LABEL_SANDBOX
 from ._reaper import ReapReport, default_state_dir, reap_orphans
 from ._settings import KATA_RUNTIMES, DockerRuntimes, DockerSettings, daemon_json, daemon_json_text
@@ -25,9 +26,9 @@ __all__ = [
     "KATA_RUNTIMES",
     "LABEL_OWNER",
     "LABEL_SANDBOX",
+    "DockerBackend",
     "DockerEnvironment",
     "DockerRuntimes",
-    "DockerSandbox",
     "DockerSettings",
     "ReapReport",
     "SandboxDefaults",
@@ -59,7 +60,7 @@ async def _reap(
 
 def _local_image(environment: EnvironmentSpec) -> str:
     """The image a sandbox of ``environment`` runs: its isolation's, else the runner image
-    (as ``DockerSandbox`` chooses)."""
+    (as ``DockerBackend`` chooses)."""
     from airlock.images import runner_image_tag
 
     return requested_isolation(environment, "docker").image or runner_image_tag()
@@ -81,8 +82,8 @@ def _create(
     sweep: bool,
     settings: BaseModel | None,
     pool: WarmPool[Any] | None = None,
-) -> DockerSandbox:
-    return DockerSandbox(
+) -> DockerBackend:
+    return DockerBackend(
         secrets=secrets,
         state_dir=state_dir,
         image=image,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from airlock.images import LABEL_DIGEST, checkout_digest, docker_client, docker_errors, runner_image_tag
-from airlock.sandbox._backend import DoctorCheck
+from airlock.sandbox._declaration import DoctorCheck
 from airlock.sandbox._limits import SandboxDefaults
 
 from ._config import GVISOR_HOST_PIDS_BASE, GVISOR_HOST_PIDS_PER_PROCESS

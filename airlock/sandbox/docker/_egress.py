@@ -53,7 +53,7 @@ from ._settings import DockerSettings
 from ._subnets import allocate
 
 if TYPE_CHECKING:
-    from airlock.sandbox._events import EventSink
+    from airlock.sandbox._events import SandboxEventSink
 
 __all__ = [
     "EGRESS_NETWORK",
@@ -133,7 +133,7 @@ class EgressWiring:
         plan: SandboxPlan,
         credentials: ResolvedCredentials,
         egress_networks: Sequence[str],
-        events: EventSink | None,
+        events: SandboxEventSink | None,
         settings: DockerSettings | None = None,
         late: tuple[bool] | None = None,
     ) -> None:
@@ -176,7 +176,9 @@ class EgressWiring:
         """Whether the sandbox needs the internal network and the proxy."""
         return self.networked
 
-    def bind(self, plan: SandboxPlan, credentials: ResolvedCredentials, events: EventSink | None) -> None:
+    def bind(
+        self, plan: SandboxPlan, credentials: ResolvedCredentials, events: SandboxEventSink | None
+    ) -> None:
         """Give a warm member's proxy its job: the sidecar secrets, then the configuration,
         written whole (by a rename) so the waiting proxy never reads half of it (blocking)."""
         assert not self.bound, "bound twice"

@@ -30,7 +30,7 @@ from airlock.sandbox._limits import Limits
 from airlock.sandbox._pool import shape_id
 
 from ._config import Boundary
-from ._container import SandboxContainer
+from ._instance import DockerInstance
 
 __all__ = [
     "LABEL_POOL",
@@ -137,7 +137,7 @@ class LateFiles:
 class WarmMember:
     """A started sandbox in the pool (a :class:`~airlock.sandbox.PoolMember`)."""
 
-    def __init__(self, sandbox: SandboxContainer, files: LateFiles) -> None:
+    def __init__(self, sandbox: DockerInstance, files: LateFiles) -> None:
         self.sandbox = sandbox
         self.files = files
 
@@ -147,4 +147,4 @@ class WarmMember:
 
     async def destroy(self) -> None:
         """Remove the container, its control directory and placeholders."""
-        await self.sandbox.teardown_shielded()
+        await self.sandbox.teardown()

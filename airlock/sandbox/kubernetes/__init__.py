@@ -1,7 +1,7 @@
 """The Kubernetes backend: each turn in a fresh hardened pod, the same policy as on Docker.
 
 The renderers (:mod:`._render`) turn a compiled plan into the pod, its proxy pod, Secrets and
-NetworkPolicies as plain objects; :class:`KubernetesSandbox` creates them through the official
+NetworkPolicies as plain objects; :class:`KubernetesBackend` creates them through the official
 client, waits for the runner, runs the turn and deletes them all; with a warm pool, sandboxes
 without a network or file credential come from pods started ahead of their jobs
 (:mod:`._warm`). Settings come from the ``backends.kubernetes`` section of ``airlock.yaml``
@@ -19,19 +19,19 @@ from pydantic import BaseModel
 from airlock.policy import SandboxPlan, SecretResolver
 from layer0 import ContainerIsolation
 
-from .._backend import Backend, Capabilities
+from .._declaration import Backend, Capabilities
 from .._limits import SandboxDefaults, resolve_limits
 from .._placement import Placement
 from .._pool import WarmPool
 from ._access import DOCTOR_ACCESS, SANDBOX_ACCESS, Access, AccessTable
 from ._addresses import SandboxAddress, sandbox_addresses
+from ._backend import KubernetesBackend
 from ._dns import ClusterResolver, dns_egress_rule, dns_findings
 from ._doctor import doctor_checks
 from ._names import CREDENTIAL_PORT_BASE, EGRESS_PORT, RUNNER_PORT, Owner
 from ._reaper import KubeReapReport, reap
-from ._release_test import probe_release
+from ._release_probe import probe_release
 from ._render import SandboxShape, render_default_deny, render_network_policies
-from ._sandbox import KubernetesSandbox
 from ._settings import (
     DnsPeers,
     DnsSelector,
@@ -56,7 +56,7 @@ __all__ = [
     "DnsSelector",
     "EnforcementSettings",
     "KubeReapReport",
-    "KubernetesSandbox",
+    "KubernetesBackend",
     "KubernetesSettings",
     "ProxySettings",
     "RuntimeClassNames",
@@ -114,10 +114,10 @@ def _create(
     sweep: bool,
     settings: BaseModel | None,
     pool: WarmPool[Any] | None = None,
-) -> KubernetesSandbox:
+) -> KubernetesBackend:
     """A Kubernetes sandbox (it has no control directories: ``state_dir`` does not apply);
     ``pool`` keeps warm pods of the shapes it pools (no network, no file credential)."""
-    return KubernetesSandbox(
+    return KubernetesBackend(
         settings=_settings(settings), secrets=secrets, image=image, sweep=sweep, pool=pool
     )
 

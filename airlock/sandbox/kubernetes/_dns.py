@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._backend import DoctorCheck
+from .._declaration import DoctorCheck
 from ._settings import DnsPeers, DnsSelector
 
 __all__ = [

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from airlock.images import image_registry, runner_image_tag
 from layer0 import EnvError
 
-from .._backend import DoctorCheck
+from .._declaration import DoctorCheck
 from ._access import (
     DNS_DISCOVERY_ACCESS,
     DOCTOR_ACCESS,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._backend import DoctorCheck
+from .._declaration import DoctorCheck
 from ._api import ApiFailure, KubeApi
 from ._enforcement_result import EnforcementResult
 from ._enforcement_setup import read_published

@@ -17,7 +17,7 @@ from typing import Any
 from airlock.policy import redact
 from layer0 import EnvError
 
-from .._events import EventSink
+from .._events import SandboxEventSink
 from ._api import KubeApi
 
 __all__ = ["READY_LINE", "ProxyLog"]
@@ -32,7 +32,13 @@ class ProxyLog:
     """The proxy pod's log, followed in a thread; lines handed to the event loop."""
 
     def __init__(
-        self, api: KubeApi, namespace: str, pod: str, *, secrets: tuple[str, ...], events: EventSink | None
+        self,
+        api: KubeApi,
+        namespace: str,
+        pod: str,
+        *,
+        secrets: tuple[str, ...],
+        events: SandboxEventSink | None,
     ) -> None:
         self.api = api
         self.namespace = namespace

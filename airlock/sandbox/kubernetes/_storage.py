@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._backend import DoctorCheck
+from .._declaration import DoctorCheck
 from ._api import ApiFailure, KubeApi
 
 __all__ = ["DEFAULT_CLASS_ANNOTATIONS", "storage_check"]

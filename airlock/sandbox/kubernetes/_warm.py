@@ -30,12 +30,10 @@ from dataclasses import dataclass, field
 
 from airlock.policy import SandboxPlan
 
-from .._lifecycle import shielded
 from .._limits import Limits
 from .._placement import Placement
 from .._pool import shape_id
-from ._owner import OwnerLease
-from ._pod import PodSandbox
+from ._instance import KubernetesInstance
 from ._render import needs_proxy
 
 __all__ = ["KubeShape", "WarmPod", "poolable"]
@@ -76,10 +74,8 @@ class KubeShape:
 class WarmPod:
     """A started sandbox pod in the pool (a :class:`~airlock.sandbox.PoolMember`)."""
 
-    def __init__(self, sandbox: PodSandbox, lease: OwnerLease) -> None:
+    def __init__(self, sandbox: KubernetesInstance) -> None:
         self.sandbox = sandbox
-        self.lease = lease
-        self._released = False
 
     async def healthy(self) -> bool:
         """Whether its runner still answers SERVING."""
@@ -88,10 +84,4 @@ class WarmPod:
     async def destroy(self) -> None:
         """Delete its pod, policy and Secret, then give up its use of the owner Lease (both
         run to their end even if the caller is cancelled meanwhile)."""
-        await shielded(self._destroy)
-
-    async def _destroy(self) -> None:
-        await self.sandbox.teardown_shielded()
-        if not self._released:
-            self._released = True
-            await self.lease.release()
+        await self.sandbox.teardown()

@@ -11,11 +11,12 @@ from pydantic import BaseModel
 from airlock.policy import SecretResolver
 from layer0 import ProcessIsolation
 
-from .._backend import Backend, Capabilities, DoctorCheck
+from .._declaration import Backend, Capabilities, DoctorCheck
 from .._pool import WarmPool
-from ._environment import LocalProcessEnvironment, ProcessSandbox
+from ._backend import ProcessBackend
+from ._environment import LocalProcessEnvironment
 
-__all__ = ["BACKEND", "LocalProcessEnvironment", "ProcessSandbox"]
+__all__ = ["BACKEND", "LocalProcessEnvironment", "ProcessBackend"]
 
 
 async def _doctor(settings: BaseModel | None = None) -> list[DoctorCheck]:
@@ -36,11 +37,11 @@ def _create(
     sweep: bool,
     settings: BaseModel | None,
     pool: WarmPool[Any] | None = None,
-) -> ProcessSandbox:
+) -> ProcessBackend:
     """A process sandbox: it has no control directory of its own to place, no image, leaves
         nothing behind to sweep (its runner dies with its process group, and stops by itself when its
     controller dies: ``--exit-with-parent``), and keeps no pool."""
-    return ProcessSandbox(secrets=secrets)
+    return ProcessBackend(secrets=secrets)
 
 
 BACKEND = Backend(

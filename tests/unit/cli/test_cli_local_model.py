@@ -1,6 +1,6 @@
 """``airlock run`` with the ``local-model`` placeholder, wired without Docker or a model.
 
-A DockerSandbox whose host address and ``run`` are stand-ins, and a stand-in
+A DockerBackend whose host address and ``run`` are stand-ins, and a stand-in
 LocalModelServer, show the wiring: the server listens on the egress gateway, its key is a
 sidecar credential resolved on the controller (never in the spec the sandbox gets), the
 provider URL is rewritten to the credential proxy, and the server is stopped afterwards
@@ -26,7 +26,7 @@ from airlock.policy import sidecar_agent
 from airlock.policy.plan import SidecarRoute
 from airlock.proxy import CredentialProxyEvent
 from airlock.sandbox import SandboxRequest, docker
-from airlock.sandbox.docker import DockerSandbox
+from airlock.sandbox.docker import DockerBackend
 from airlock.sandbox.docker._egress import proxy_urls
 from airlock.turn import InferenceFinished
 from layer0 import EnvironmentSpec, ExitReason, TurnOutput
@@ -80,8 +80,8 @@ class FakeServer:
         self.stopped = True
 
 
-class FakeDocker(DockerSandbox):
-    """A DockerSandbox that never talks to an engine."""
+class FakeDocker(DockerBackend):
+    """A DockerBackend that never talks to an engine."""
 
     seen: dict[str, Any] = {}
     made: dict[str, Any] = {}

@@ -14,7 +14,7 @@ import pytest
 
 from airlock.errors import RunnerError
 from airlock.runner import RemoteTurn, RunnerConfig, RunnerServer, fence_breached
-from airlock.sandbox._turn import run_in_sandbox
+from airlock.sandbox._lifecycle import execute
 from layer0 import EnvError, TurnError, TurnInput
 
 from .runner_helpers import scripted_spec, text_step
@@ -79,20 +79,31 @@ async def test_the_sandbox_layer_reports_a_breach_as_an_isolation_violation(
     server = await serve(token, workspace, (listener,))
     assert server.address is not None
 
-    async def stop() -> None:
-        return None
+    class Box:  # a SandboxInstance that adds nothing to the turn's failure
+        name = "sandbox t"
 
-    async def failed(e: TurnError) -> EnvError:
-        return EnvError.from_turn_error(e)
+        def __init__(self, remote: RemoteTurn) -> None:
+            self.remote = remote
 
-    async def finished() -> None:
-        return None
+        async def wait_ready(self) -> None:
+            return None
+
+        async def stop(self) -> None:
+            return None
+
+        async def failure(self, e: TurnError) -> EnvError:
+            return EnvError.from_turn_error(e)
+
+        async def after_turn(self) -> None:
+            return None
+
+        async def teardown(self) -> None:
+            return None
 
     try:
         remote = RemoteTurn(server.address, token, scripted_spec([text_step("hi")]))
         with pytest.raises(EnvError) as info:
-            await run_in_sandbox("sandbox t", remote, TurnInput.new("go"), None, 10.0,
-                                 stop=stop, failed=failed, finished=finished)  # fmt: skip
+            await execute(Box(remote), TurnInput.new("go"), None, 10.0)
     finally:
         await server.stop(grace=1.0)
     assert info.value.kind == "isolation_violation" and listener in str(info.value)

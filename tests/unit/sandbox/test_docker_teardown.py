@@ -12,7 +12,7 @@ from typing import Any
 import docker.errors
 import pytest
 
-from airlock.sandbox.docker import _container
+from airlock.sandbox.docker import _instance
 from airlock.sandbox.docker._reaper import owner_file, write_owner_file
 
 
@@ -40,7 +40,7 @@ class RestartingEngine:
 
 
 def _sandbox(client: Any, state: Path) -> Any:
-    sandbox = _container.SandboxContainer(client, state)
+    sandbox = _instance.DockerInstance(client, state)
     write_owner_file(state, sandbox.id, {"airlock.owner": "test"})
     sandbox.dir.mkdir()
     sandbox.container = SimpleNamespace(id="c0ffee")
@@ -49,13 +49,13 @@ def _sandbox(client: Any, state: Path) -> Any:
 
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_container, "_ENGINE_RETRY_DELAYS", (0.01,) * 5)
+    monkeypatch.setattr(_instance, "_ENGINE_RETRY_DELAYS", (0.01,) * 5)
 
 
 def test_teardown_waits_for_a_restarting_engine(tmp_path: Path) -> None:
     client = RestartingEngine(down_for=4)  # remove, ping, remove, ping fail; then it answers
     sandbox = _sandbox(client, tmp_path)
-    asyncio.run(sandbox.teardown_shielded())
+    asyncio.run(sandbox.teardown())
     assert client.removed == ["c0ffee"]
     assert not sandbox.dir.exists()
     assert not owner_file(tmp_path, sandbox.id).exists()
@@ -66,7 +66,7 @@ def test_an_engine_that_stays_down_leaves_the_owner_file_for_the_reaper(
 ) -> None:
     client = RestartingEngine(down_for=10**6)
     sandbox = _sandbox(client, tmp_path)
-    asyncio.run(sandbox.teardown_shielded())
+    asyncio.run(sandbox.teardown())
     assert client.removed == []
     assert client.calls == 11  # the first attempt, then a ping and an attempt per pause
     assert owner_file(tmp_path, sandbox.id).exists()
@@ -91,7 +91,7 @@ class Refusing(RestartingEngine):
 def test_a_live_engine_still_killing_the_sandbox_is_asked_again(tmp_path: Path) -> None:
     client = Refusing(refusals=3)
     sandbox = _sandbox(client, tmp_path)
-    asyncio.run(sandbox.teardown_shielded())
+    asyncio.run(sandbox.teardown())
     assert client.attempts == 4 and client.removed == ["c0ffee"]
     assert not owner_file(tmp_path, sandbox.id).exists()
 
@@ -101,7 +101,7 @@ def test_a_live_engine_that_keeps_refusing_leaves_the_owner_file_after_the_last_
 ) -> None:
     client = Refusing(refusals=10**6)
     sandbox = _sandbox(client, tmp_path)
-    asyncio.run(sandbox.teardown_shielded())
+    asyncio.run(sandbox.teardown())
     assert client.attempts == 6  # the first attempt, then one per pause: bounded
     assert owner_file(tmp_path, sandbox.id).exists()
     assert "incomplete" in caplog.text and "already in progress" in caplog.text

@@ -15,8 +15,9 @@ from typing import Any
 import grpc
 import pytest
 
+from airlock.sandbox._lifecycle import execute
 from airlock.sandbox._limits import Limits
-from airlock.sandbox.docker import _container
+from airlock.sandbox.docker import _instance
 from airlock.sandbox.docker._config import GVISOR_KERNEL_DIED, Boundary
 from layer0 import EnvError, TurnError, TurnInput
 
@@ -87,12 +88,13 @@ def channel_broke() -> TurnError:
 
 
 def fail(engine: DyingEngine, boundary: Boundary, error: TurnError, tmp_path: Path) -> EnvError:
-    sandbox = _container.SandboxContainer(engine, tmp_path)
+    sandbox = _instance.DockerInstance(engine, tmp_path)
     sandbox.container = SimpleNamespace(id="c0ffee", logs=engine.logs)
     sandbox.boundary = boundary
+    sandbox.limits = LIMITS
     sandbox.remote = BrokenRemote(error)  # type: ignore[assignment]
     with pytest.raises(EnvError) as caught:
-        asyncio.run(sandbox.execute(TurnInput.new("go"), None, None, LIMITS))
+        asyncio.run(execute(sandbox, TurnInput.new("go"), None, None))
     return caught.value
 
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 
 from airlock.sandbox import Placement, SandboxRequest
-from airlock.sandbox.docker import DockerSandbox
-from airlock.sandbox.process import ProcessSandbox
+from airlock.sandbox.docker import DockerBackend
+from airlock.sandbox.process import ProcessBackend
 from airlock.testing import bash_agent
 from layer0 import EnvError, EnvironmentSpec, TurnInput
 
 GPU = Placement(node_selector={"airlock.dev/pool": "gpu"})
 
 
-@pytest.mark.parametrize(("sandbox", "name"), [(ProcessSandbox, "process"), (DockerSandbox, "docker")])
-async def test_a_placed_request_is_refused(sandbox: type[ProcessSandbox | DockerSandbox], name: str) -> None:
+@pytest.mark.parametrize(("sandbox", "name"), [(ProcessBackend, "process"), (DockerBackend, "docker")])
+async def test_a_placed_request_is_refused(sandbox: type[ProcessBackend | DockerBackend], name: str) -> None:
     request = SandboxRequest.compile(
         bash_agent("true"), TurnInput.new("go"), EnvironmentSpec(), placement=GPU
     )

@@ -1,6 +1,6 @@
 """A job's runner never outlives its controller on the process backend, and a resume confirms it.
 
-The controller here is a real Python process running a job's turn through ``ProcessSandbox``
+The controller here is a real Python process running a job's turn through ``ProcessBackend``
 (a bash tool that records its pid and sleeps). The test SIGKILLs that process, as a crash
 would: the runner learns of it (``--exit-with-parent``), cancels its turn, which kills the
 tool's tree, and exits. ``ensure_gone`` stops what is left of a job and confirms it.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from airlock.sandbox.process import ProcessSandbox, _leftovers
+from airlock.sandbox.process import ProcessBackend, _leftovers
 from airlock.sandbox.process._leftovers import JOB_MARKER, job_runners
 from layer0 import EnvError
 
@@ -28,7 +28,7 @@ CONTROLLER = textwrap.dedent(
     """
     import asyncio, sys
     from airlock.sandbox import SandboxRequest
-    from airlock.sandbox.process import ProcessSandbox
+    from airlock.sandbox.process import ProcessBackend
     from airlock.testing import bash_agent
     from layer0 import EnvironmentSpec, ProcessIsolation, TurnInput
 
@@ -37,7 +37,7 @@ CONTROLLER = textwrap.dedent(
         bash_agent(command), TurnInput.new("go"),
         EnvironmentSpec(isolation=[ProcessIsolation()]), job=sys.argv[2],
     )
-    asyncio.run(ProcessSandbox().run(request))
+    asyncio.run(ProcessBackend().run(request))
     """
 )
 
@@ -91,10 +91,10 @@ def _marked(job: str, *, ignore_term: bool = False) -> subprocess.Popen[bytes]:
 async def test_ensure_gone_stops_the_jobs_runners_and_no_others() -> None:
     mine, other = _marked("j-1"), _marked("j-2")
     try:
-        await ProcessSandbox().ensure_gone("j-1")
+        await ProcessBackend().ensure_gone("j-1")
         assert mine.wait(timeout=5) == -signal.SIGTERM
         assert other.poll() is None and job_runners("j-2") == [other.pid]
-        await ProcessSandbox().ensure_gone("j-none")  # nothing of it: returns at once
+        await ProcessBackend().ensure_gone("j-none")  # nothing of it: returns at once
     finally:
         for proc in (mine, other):
             proc.kill()
@@ -106,7 +106,7 @@ async def test_a_runner_that_will_not_stop_blocks_the_resume(monkeypatch: pytest
     stubborn = _marked("j-stuck", ignore_term=True)
     try:
         with pytest.raises(EnvError) as info:
-            await ProcessSandbox().ensure_gone("j-stuck")
+            await ProcessBackend().ensure_gone("j-stuck")
         assert info.value.kind == "provision_failed" and str(stubborn.pid) in str(info.value)
     finally:
         stubborn.kill()

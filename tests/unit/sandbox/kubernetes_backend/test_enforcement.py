@@ -24,7 +24,7 @@ import pytest
 from airlock.policy import SandboxPlan
 from airlock.proxy import host_port_text as host_port
 from airlock.sandbox import SandboxDefaults, SandboxRequest, backend, resolve_limits
-from airlock.sandbox.kubernetes import KubernetesSandbox, KubernetesSettings
+from airlock.sandbox.kubernetes import KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._enforcement_pods import (
     REACH_PREFIX,
     ProofShape,
@@ -145,7 +145,7 @@ async def test_a_cluster_that_lets_the_prober_through_refuses_every_job(
 ) -> None:
     api, network, kubeconfig = cluster
     network.enforcing = False
-    sandbox = KubernetesSandbox(settings=settings(kubeconfig), sweep=False)
+    sandbox = KubernetesBackend(settings=settings(kubeconfig), sweep=False)
     with pytest.raises(EnvError) as info:
         await sandbox.run(request())
     assert info.value.kind == "isolation_violation"
@@ -169,7 +169,7 @@ async def test_a_proven_cluster_runs_jobs_and_publishes_the_proof(
     cluster: tuple[KubeApiStandIn, Network, Path], tmp_path: Path
 ) -> None:
     api, network, kubeconfig = cluster
-    sandbox = KubernetesSandbox(settings=settings(kubeconfig), sweep=False)
+    sandbox = KubernetesBackend(settings=settings(kubeconfig), sweep=False)
     async with RunnerPods(api, network.pods, NS, tmp_path):
         output = await sandbox.run(request())
         again = await sandbox.run(request())
@@ -191,7 +191,7 @@ async def test_a_proof_whose_pods_never_finish_is_unproven_and_refuses_jobs(
 ) -> None:
     api, network, kubeconfig = cluster
     network.finish = False
-    sandbox = KubernetesSandbox(settings=settings(kubeconfig), sweep=False)
+    sandbox = KubernetesBackend(settings=settings(kubeconfig), sweep=False)
     with pytest.raises(EnvError) as info:
         await sandbox.run(request())
     assert info.value.kind == "isolation_violation" and "unproven" in str(info.value)
@@ -205,7 +205,7 @@ async def test_a_control_pod_that_cannot_reach_the_canary_proves_nothing(
 ) -> None:
     api, network, kubeconfig = cluster
     network.control_reaches = False  # e.g. a canary that never listened: the prober's timeouts mean nothing
-    sandbox = KubernetesSandbox(settings=settings(kubeconfig), sweep=False)
+    sandbox = KubernetesBackend(settings=settings(kubeconfig), sweep=False)
     with pytest.raises(EnvError) as info:
         await sandbox.run(request())
     assert info.value.kind == "isolation_violation"
@@ -225,7 +225,7 @@ async def test_a_proxy_pod_that_cannot_resolve_is_said_but_isolation_still_holds
     api, network, kubeconfig = cluster
     network.resolves = False
     kube = settings(kubeconfig, cluster_domain="corp.internal")
-    sandbox = KubernetesSandbox(settings=kube, sweep=False)
+    sandbox = KubernetesBackend(settings=kube, sweep=False)
     async with RunnerPods(api, network.pods, NS, tmp_path):
         await sandbox.run(request())
     result = published(api)
@@ -246,7 +246,7 @@ async def test_assume_enforced_runs_without_a_proof_and_warns(
     api, network, kubeconfig = cluster
     network.enforcing = False
     caplog.set_level(logging.WARNING, "airlock.sandbox.kubernetes")
-    sandbox = KubernetesSandbox(settings=settings(kubeconfig, network_policy="assume_enforced"), sweep=False)
+    sandbox = KubernetesBackend(settings=settings(kubeconfig, network_policy="assume_enforced"), sweep=False)
     async with RunnerPods(api, network.pods, NS, tmp_path):
         await sandbox.run(request())
     assert not [n for n in network.created if n.endswith("-canary")]
@@ -260,7 +260,7 @@ async def test_warming_a_pool_waits_for_the_proof_too(cluster: tuple[KubeApiStan
     _, network, kubeconfig = cluster
     network.enforcing = False
     pool: WarmPool[Any] = WarmPool(PoolSettings(size=1), name="kubernetes")
-    sandbox = KubernetesSandbox(settings=settings(kubeconfig), sweep=False, pool=pool)
+    sandbox = KubernetesBackend(settings=settings(kubeconfig), sweep=False, pool=pool)
     try:
         with pytest.raises(EnvError) as info:
             await sandbox.warm(EnvironmentSpec(), SandboxPlan())

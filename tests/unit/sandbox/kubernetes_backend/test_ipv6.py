@@ -23,7 +23,7 @@ import requests.utils
 from airlock.proxy import EgressEvent
 from airlock.proxy.bundle import EVERY_FAMILY, BundleConfig
 from airlock.sandbox import SandboxRequest
-from airlock.sandbox.kubernetes import KubernetesSandbox, KubernetesSettings, _channel, _own_address, _sandbox
+from airlock.sandbox.kubernetes import KubernetesBackend, KubernetesSettings, _backend, _channel, _own_address
 from airlock.sandbox.kubernetes._channel import pod_ip_target
 from airlock.sandbox.kubernetes._names import EGRESS_PORT, LABEL_ROLE, RUNNER_PORT
 from airlock.sandbox.kubernetes._own_address import choose_address
@@ -123,8 +123,8 @@ async def test_host_address_in_a_pod_is_its_ip_in_the_cluster_family(
 
     monkeypatch.setattr(_own_address.socket, "getaddrinfo", resolve)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", service_host)
-    monkeypatch.setattr(_sandbox, "in_cluster", lambda: True)
-    sandbox = KubernetesSandbox(settings=KubernetesSettings(namespace=NS), sweep=False)
+    monkeypatch.setattr(_backend, "in_cluster", lambda: True)
+    sandbox = KubernetesBackend(settings=KubernetesSettings(namespace=NS), sweep=False)
     assert await sandbox.host_address() == expected
 
 
@@ -135,8 +135,8 @@ async def test_host_address_in_a_pod_without_an_address_says_what_to_set(
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
     monkeypatch.setattr(_own_address.socket, "getaddrinfo", unresolvable)
-    monkeypatch.setattr(_sandbox, "in_cluster", lambda: True)
-    sandbox = KubernetesSandbox(settings=KubernetesSettings(namespace=NS), sweep=False)
+    monkeypatch.setattr(_backend, "in_cluster", lambda: True)
+    sandbox = KubernetesBackend(settings=KubernetesSettings(namespace=NS), sweep=False)
     with pytest.raises(EnvError, match=r"backends\.kubernetes\.host_address"):
         await sandbox.host_address()
 
@@ -196,7 +196,7 @@ async def test_a_proxied_job_on_v6_pod_ips_runs_end_to_end(
 
     async with RunnerPods(api, pods, NS, tmp_path, proxy_log=proxy_log) as runners:
         request = SandboxRequest.compile(bash_agent("true"), TurnInput.new("go"), spec, events=sink)
-        await KubernetesSandbox(settings=settings, sweep=False, guard=recorded_guard(NS)).run(request)
+        await KubernetesBackend(settings=settings, sweep=False, guard=recorded_guard(NS)).run(request)
     by_role = {p["metadata"]["labels"][LABEL_ROLE]: p for p in runners.seen.values()}
     proxy_ip = runners.ips[by_role["proxy"]["metadata"]["name"]]
     assert ":" in proxy_ip  # IPv6
@@ -224,7 +224,7 @@ async def test_the_controller_reaches_a_runner_at_a_v6_pod_ip(
         )
         async with RunnerPods(api, pods, NS, tmp_path, host="::1", port=port) as runners:
             request = SandboxRequest.compile(calculator_agent(), TurnInput.new("go"), EnvironmentSpec())
-            output = await KubernetesSandbox(settings=settings, sweep=False, guard=recorded_guard(NS)).run(
+            output = await KubernetesBackend(settings=settings, sweep=False, guard=recorded_guard(NS)).run(
                 request
             )
     assert output.message.as_text() == "17 x 23 = 391."

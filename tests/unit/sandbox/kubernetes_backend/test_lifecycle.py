@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from airlock.sandbox.kubernetes import KubernetesSandbox
+from airlock.sandbox.kubernetes import KubernetesBackend
 from airlock.sandbox.kubernetes._names import (
     LABEL_JOB,
     LABEL_MANAGED,
@@ -117,7 +117,7 @@ async def test_a_restarted_controller_retires_its_predecessors_lease_and_sandbox
     # the previous process of the same identity crashed a moment ago: its Lease still looks alive
     owner_lease(cluster, lease, holder="old-host/1/0000", renewed=datetime.now(UTC))
     leftover(cluster, "sb-0000000000000001", lease)
-    sandbox = KubernetesSandbox(
+    sandbox = KubernetesBackend(
         settings=cluster.settings(owner_identity="controller-a"), sweep=False, guard=recorded_guard(NS)
     )
     try:
@@ -138,7 +138,7 @@ async def test_two_backends_of_one_controller_share_its_lease_without_retiring_e
 ) -> None:
     settings = cluster.settings(owner_identity="controller-b")
     first, second = (
-        KubernetesSandbox(settings=settings, sweep=False, guard=recorded_guard(NS)) for _ in range(2)
+        KubernetesBackend(settings=settings, sweep=False, guard=recorded_guard(NS)) for _ in range(2)
     )
     try:
         async with cluster.runners():
@@ -152,7 +152,7 @@ async def test_two_backends_of_one_controller_share_its_lease_without_retiring_e
 
 
 async def test_a_running_backend_sweeps_an_owner_that_expired_after_its_start(cluster: Cluster) -> None:
-    sandbox = KubernetesSandbox(
+    sandbox = KubernetesBackend(
         settings=cluster.settings(), sweep=False, reap_every=0.1, guard=recorded_guard(NS)
     )
     try:
@@ -172,7 +172,7 @@ async def test_a_running_backend_sweeps_an_owner_that_expired_after_its_start(cl
 
 
 async def test_closing_the_backend_stops_its_sweep(cluster: Cluster) -> None:
-    sandbox = KubernetesSandbox(
+    sandbox = KubernetesBackend(
         settings=cluster.settings(), sweep=False, reap_every=0.05, guard=recorded_guard(NS)
     )
     async with cluster.runners():

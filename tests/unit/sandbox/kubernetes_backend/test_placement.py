@@ -22,7 +22,7 @@ from airlock.sandbox import (
     WarmPool,
     compile_sandbox_plan,
 )
-from airlock.sandbox.kubernetes import KubernetesSandbox, KubernetesSettings, placed_settings
+from airlock.sandbox.kubernetes import KubernetesBackend, KubernetesSettings, placed_settings
 from airlock.sandbox.kubernetes._access import SANDBOX_ACCESS, resolve
 from airlock.sandbox.kubernetes._names import LABEL_OWNER, LABEL_POOL, LABEL_ROLE
 from airlock.sandbox.kubernetes._render import render_pod, render_proxy_pod
@@ -135,7 +135,7 @@ class Cluster:
     def __init__(self, api: KubeApiStandIn, pods: ScriptedPods, kubeconfig: Path, work: Path) -> None:
         self.api, self.pods, self.kubeconfig, self.work = api, pods, kubeconfig, work
 
-    def sandbox(self, pool: WarmPool[Any] | None = None, **overrides: Any) -> KubernetesSandbox:
+    def sandbox(self, pool: WarmPool[Any] | None = None, **overrides: Any) -> KubernetesBackend:
         values: dict[str, Any] = {
             "namespace": NS,
             "kubeconfig": str(self.kubeconfig),
@@ -144,7 +144,7 @@ class Cluster:
             **BACKEND,
         }
         settings = placed_settings(KubernetesSettings(**{**values, **overrides}), [GPU])
-        return KubernetesSandbox(
+        return KubernetesBackend(
             settings=settings, sweep=False, pool=pool, turn_timeout=60, guard=recorded_guard(NS)
         )
 

@@ -1,4 +1,4 @@
-"""KubernetesSandbox's control flow against the stand-in API server, over real HTTP.
+"""KubernetesBackend's control flow against the stand-in API server, over real HTTP.
 
 The official client talks to :class:`~airlock.testing.KubeApiStandIn`; its scripted pods
 take the states a kubelet would report, and each sandbox pod's runner is a real runner
@@ -22,7 +22,7 @@ import pytest
 from airlock.policy import EnvSecretResolver, compile_plan
 from airlock.proxy import EgressEvent
 from airlock.sandbox import SandboxRequest, backend
-from airlock.sandbox.kubernetes import KubernetesSandbox, KubernetesSettings
+from airlock.sandbox.kubernetes import KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._names import LABEL_MANAGED, LABEL_OWNER, LABEL_ROLE, MANAGED_BY
 from airlock.sandbox.kubernetes._owner import micro_time
 from airlock.sandbox.kubernetes._reaper import reap_with
@@ -64,10 +64,10 @@ class Cluster:
         }
         return KubernetesSettings(**{**values, **overrides})
 
-    def sandbox(self, **overrides: Any) -> KubernetesSandbox:
+    def sandbox(self, **overrides: Any) -> KubernetesBackend:
         secrets = overrides.pop("secrets", None)
         guard = overrides.pop("guard", recorded_guard(NS))
-        return KubernetesSandbox(
+        return KubernetesBackend(
             settings=self.settings(**overrides), secrets=secrets, sweep=False, guard=guard
         )
 
@@ -331,7 +331,7 @@ async def test_an_unreachable_api_server_is_a_provision_failure(tmp_path: Path) 
     kubeconfig = tmp_path / "kubeconfig"
     with KubeApiStandIn(namespaces=(NS,)) as api:
         api.write_kubeconfig(kubeconfig)
-    sandbox = KubernetesSandbox(
+    sandbox = KubernetesBackend(
         settings=KubernetesSettings(namespace=NS, kubeconfig=str(kubeconfig), start_timeout=2.0), sweep=False
     )
     with pytest.raises(EnvError) as info:

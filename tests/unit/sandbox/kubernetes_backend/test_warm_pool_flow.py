@@ -1,4 +1,4 @@
-"""KubernetesSandbox's warm pool against the stand-in API server, without Docker.
+"""KubernetesBackend's warm pool against the stand-in API server, without Docker.
 
 Each sandbox pod's runner is a real runner process on this host, reached through the
 stand-in's port-forward (:class:`RunnerPods`), so this covers the port-forward channel of a
@@ -22,7 +22,7 @@ import pytest
 
 from airlock.policy import EnvSecretResolver
 from airlock.sandbox import PoolSettings, SandboxRequest, WarmPool, compile_sandbox_plan
-from airlock.sandbox.kubernetes import SANDBOX_ACCESS, KubernetesSandbox, KubernetesSettings
+from airlock.sandbox.kubernetes import SANDBOX_ACCESS, KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._access import resolve
 from airlock.sandbox.kubernetes._names import LABEL_OWNER, LABEL_POOL
 from airlock.testing import KubeApiStandIn, PodScript, ScriptedPods, bash_agent
@@ -41,12 +41,12 @@ class Cluster:
     def __init__(self, api: KubeApiStandIn, pods: ScriptedPods, kubeconfig: Path, work: Path) -> None:
         self.api, self.pods, self.kubeconfig, self.work = api, pods, kubeconfig, work
 
-    def sandbox(self, pool: WarmPool[Any]) -> KubernetesSandbox:
+    def sandbox(self, pool: WarmPool[Any]) -> KubernetesBackend:
         settings = KubernetesSettings(
             namespace=NS, kubeconfig=str(self.kubeconfig), connect="port_forward", start_timeout=20.0
         )
         resolver = EnvSecretResolver({"API_TOKEN": VALUE})
-        return KubernetesSandbox(
+        return KubernetesBackend(
             settings=settings,
             secrets=resolver,
             sweep=False,
@@ -85,7 +85,7 @@ async def pool() -> AsyncIterator[WarmPool[Any]]:
     await p.aclose()
 
 
-async def job(sandbox: KubernetesSandbox) -> tuple[Any, list[str]]:
+async def job(sandbox: KubernetesBackend) -> tuple[Any, list[str]]:
     stdout: list[str] = []
 
     async def sink(event: Any) -> None:

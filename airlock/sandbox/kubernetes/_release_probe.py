@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from .._backend import DoctorCheck
+from .._declaration import DoctorCheck
 from ._access import ANY_NAMESPACE, RELEASE_TEST_ACCESS
 from ._api import ApiFailure, KubeApi, configured
 from ._settings import KubernetesSettings

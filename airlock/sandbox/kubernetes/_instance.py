@@ -1,10 +1,13 @@
-"""One Kubernetes sandbox's objects and lifecycle: :class:`PodSandbox`, torn down exactly once.
+"""One Kubernetes sandbox's objects: :class:`KubernetesInstance`, torn down exactly once.
 
-``provision`` (Secrets, policies, the proxy pod when the plan needs one, the sandbox pod),
-``wait_ready`` (the pod runs, the channel is open, the runner answers SERVING: no agent is
-needed yet, so a warm pool member stops here), ``bind`` (the job's agent, state snapshot and
-late-bound environment), ``execute`` and ``teardown_shielded`` (the pods deleted with a grace
-period and confirmed gone, then their policies and Secrets: see :mod:`._removal`).
+The running box of :class:`~._backend.KubernetesBackend`, a
+:class:`~airlock.sandbox._instance.SandboxInstance`: ``provision`` (Secrets, policies, the
+proxy pod when the plan needs one, the sandbox pod), ``wait_ready`` (the pod runs, the channel
+is open, the runner answers SERVING: no agent is needed yet, so a warm pool member stops
+here), ``bind`` (the job's agent, state snapshot and late-bound environment); the turn runs
+through :mod:`airlock.sandbox._lifecycle`, then ``teardown`` (the pods deleted with a grace
+period and confirmed gone, then their policies and Secrets: see :mod:`._removal`; then its
+use of the owner Lease given up).
 """
 
 from __future__ import annotations
@@ -19,17 +22,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airlock.policy import ResolvedCredentials
-from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
+from layer0 import EnvError, Scope, TurnError
 
-from .._events import EventSink
-from .._handle import TurnHandle
+from .._events import SandboxEventSink
 from .._lifecycle import SETTLE_S, oom_exceeded, settle, shielded
-from .._limits import Limits
-from .._turn import run_in_sandbox
 from ._api import ApiFailure, KubeApi
 from ._channel import PortForward, pod_ip_target
 from ._diagnose import describe_pod, oom_killed, start_failure
 from ._names import LABEL_JOB, object_name
+from ._owner import OwnerLease
 from ._proxy_log import ProxyLog
 from ._removal import delete_object, delete_pods
 from ._render import (
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
     from airlock.spec import AgentSpec
 
-__all__ = ["DEADLINE_MARGIN_S", "PodSandbox", "api_step", "provision_error"]
+__all__ = ["DEADLINE_MARGIN_S", "KubernetesInstance", "api_step", "provision_error"]
 
 _log = logging.getLogger("airlock.sandbox.kubernetes")
 _POLL_S = (0.05, 0.1, 0.2, 0.5)
@@ -71,20 +72,23 @@ def provision_error(what: str, e: ApiFailure) -> EnvError:
     return EnvError.provision_failed(f"{what}: {e}")
 
 
-class PodSandbox:
-    """One sandbox's objects on the cluster; torn down exactly once."""
+class KubernetesInstance:
+    """One sandbox's objects on the cluster; torn down exactly once (``lease``: the owner
+    Lease whose use it holds, given up after its teardown)."""
 
     def __init__(
         self,
         api: KubeApi,
         shape: SandboxShape,
         credentials: ResolvedCredentials,
-        events: EventSink | None,
+        events: SandboxEventSink | None,
         *,
         port_forward: bool,
         job: str | None = None,
+        lease: OwnerLease | None = None,
     ) -> None:
         self.api = api
+        self.lease = lease
         #: The job this sandbox runs for (every object it creates is labelled with it).
         self.job = job
         self.shape = shape
@@ -105,6 +109,8 @@ class PodSandbox:
         self.created = 0.0
         self.deadline = 0.0
         self._inflight: asyncio.Future[None] | None = None
+        #: The lowering of a claimed pod's deadline, under way (see :meth:`limit_lifetime`).
+        self._backstop: asyncio.Future[None] | None = None
         self._torn_down = False
 
     # -- provisioning -------------------------------------------------------------------
@@ -194,6 +200,11 @@ class PodSandbox:
             f"sandbox {self.id}: the {what} pod {name} cannot start: {why}\n{detail}"
         )
 
+    @property
+    def name(self) -> str:
+        """How errors and outputs name it."""
+        return f"sandbox {self.id}"
+
     async def wait_ready(self) -> None:
         """Wait for the sandbox pod to run, open the channel, wait for health SERVING (no
         agent is needed yet).
@@ -254,6 +265,10 @@ class PodSandbox:
             if e.status != 404:
                 _log.warning("cannot set the deadline of pod %s: %s", self.pod, e)
 
+    def backstop(self, turn_s: float) -> None:
+        """:meth:`limit_lifetime` in the background (its teardown waits for it)."""
+        self._backstop = asyncio.ensure_future(self.limit_lifetime(turn_s))
+
     async def label_job(self, job: str) -> None:
         """Label the pod (a claimed warm member's) with the job it now runs for.
 
@@ -270,40 +285,25 @@ class PodSandbox:
 
     # -- the turn -----------------------------------------------------------------------
 
-    async def execute(
-        self,
-        input: TurnInput,
-        events: EventSink | None,
-        timeout: float | None,  # noqa: ASYNC109
-        limits: Limits,
-        session: TurnHandle | None = None,
-    ) -> TurnOutput:
-        assert self.remote is not None, "bind() first"
+    async def stop(self) -> None:
+        """Delete the sandbox pod now (its turn ran past the deadline)."""
+        await self._delete("Pod", self.api.core.delete_namespaced_pod, self.pod)
 
+    async def failure(self, error: TurnError) -> EnvError:
+        """An OOM kill, a pod that died, else the turn's own failure (a broken channel:
+        judged once the pod settled)."""
         from airlock.runner import channel_lost
 
-        async def failed(e: TurnError) -> EnvError:
-            pod = await (self._settled_pod() if channel_lost(e) else self._pod_or_empty())
-            self._raise_if_oom(pod, limits, e)
-            if (pod.get("status") or {}).get("phase") not in (None, "Running"):
-                detail = describe_pod(pod, await self._events_of(self.pod))
-                return EnvError.other(f"sandbox {self.id} died during the turn: {e}\n{detail}")
-            return EnvError.from_turn_error(e)
+        pod = await (self._settled_pod() if channel_lost(error) else self._pod_or_empty())
+        self._raise_if_oom(pod, error)
+        if (pod.get("status") or {}).get("phase") not in (None, "Running"):
+            detail = describe_pod(pod, await self._events_of(self.pod))
+            return EnvError.other(f"sandbox {self.id} died during the turn: {error}\n{detail}")
+        return EnvError.from_turn_error(error)
 
-        async def finished() -> None:
-            self._raise_if_oom(await self._pod_or_empty(), limits, None)
-
-        return await run_in_sandbox(
-            f"sandbox {self.id}",
-            self.remote,
-            input,
-            events,
-            timeout,
-            stop=lambda: self._delete("Pod", self.api.core.delete_namespaced_pod, self.pod),
-            failed=failed,
-            finished=finished,
-            session=session,
-        )
+    async def after_turn(self) -> None:
+        """Raise ``resource_exceeded`` if a container of the pod was OOM-killed meanwhile."""
+        self._raise_if_oom(await self._pod_or_empty(), None)
 
     async def _pod_or_empty(self) -> dict[str, Any]:
         try:
@@ -326,20 +326,29 @@ class PodSandbox:
             await asyncio.sleep(_POLL_S[min(polls, len(_POLL_S) - 1)])
             polls += 1
 
-    def _raise_if_oom(self, pod: dict[str, Any], limits: Limits, cause: BaseException | None) -> None:
+    def _raise_if_oom(self, pod: dict[str, Any], cause: BaseException | None) -> None:
         if oom_killed(pod):
-            raise oom_exceeded(self.id, limits) from cause
+            raise oom_exceeded(self.id, self.shape.limits) from cause
 
     # -- teardown -----------------------------------------------------------------------
 
-    async def teardown_shielded(self) -> None:
-        """Tear down even if we are cancelled (again) meanwhile."""
+    async def teardown(self) -> None:
+        """Delete its pods, then their policies and Secrets, then give up its use of the owner
+        Lease; exactly once, even if we are cancelled (again) meanwhile."""
         await shielded(self._teardown)
 
     async def _teardown(self) -> None:
         if self._torn_down:
             return
         self._torn_down = True
+        try:
+            await self._remove()
+        finally:
+            if self.lease is not None:
+                await self.lease.release()
+
+    async def _remove(self) -> None:
+        await settle(self._backstop)
         await settle(self._inflight)
         if self.remote is not None:
             await self.remote.close()

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from airlock.cli import app
 from airlock.sandbox.kubernetes import KubernetesSettings
-from airlock.sandbox.kubernetes._release_test import decode_release, probe_release, release_hooks
+from airlock.sandbox.kubernetes._release_probe import decode_release, probe_release, release_hooks
 from airlock.testing import KubeApiStandIn, PodScript, ScriptedPods
 from tests.support.helm import helm
 from tests.support.kube import until

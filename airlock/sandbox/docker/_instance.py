@@ -1,10 +1,11 @@
 """One sandbox container: its control directory, token and container; torn down exactly once.
 
-:class:`SandboxContainer` is the lifecycle behind :class:`~._environment.DockerSandbox` (see
-its module for the control channel): ``provision`` (control dir, token, hardened container,
-and the egress side when there is one), ``wait_ready`` (socket, directory locked, health
-SERVING: no agent is needed yet, so a warm pool member stops here), ``bind`` (the job's agent,
-state snapshot and late-bound environment), ``execute`` and ``teardown_shielded``.
+:class:`DockerInstance` is the running box of :class:`~._backend.DockerBackend` (see its
+module for the control channel), a :class:`~airlock.sandbox._instance.SandboxInstance`:
+``provision`` (control dir, token, hardened container, and the egress side when there is
+one), ``wait_ready`` (socket, directory locked, health SERVING: no agent is needed yet, so a
+warm pool member stops here), ``bind`` (the job's agent, state snapshot and late-bound
+environment); the turn runs through :mod:`airlock.sandbox._lifecycle`, then ``teardown``.
 """
 
 from __future__ import annotations
@@ -22,12 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airlock.images import docker_errors
-from airlock.sandbox._events import EventSink
-from airlock.sandbox._handle import TurnHandle
 from airlock.sandbox._lifecycle import SETTLE_S, oom_exceeded, settle, shielded
 from airlock.sandbox._limits import Limits
-from airlock.sandbox._turn import run_in_sandbox
-from layer0 import EnvError, Scope, TurnError, TurnInput, TurnOutput
+from layer0 import EnvError, Scope, TurnError
 
 from ._config import GVISOR_KERNEL_DIED, SOCKET_NAME, TOKEN_NAME, Boundary, container_config, process_limits
 from ._egress import EgressWiring
@@ -38,7 +36,7 @@ if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
     from airlock.spec import AgentSpec
 
-__all__ = ["SandboxContainer", "call_engine"]
+__all__ = ["DockerInstance", "call_engine"]
 
 _log = logging.getLogger("airlock.sandbox.docker")
 _T = TypeVar("_T")
@@ -46,12 +44,13 @@ _POLL_S = 0.01
 _LOG_TAIL = 30
 
 
-class SandboxContainer:
+class DockerInstance:
     """One sandbox: its control dir, token and container; torn down exactly once.
 
     ``labels`` are added to the owner labels of every object it creates; ``extra`` adds
     container settings (env, mounts) as :func:`~._config.container_config` takes them;
-    ``dirs`` are host directories of its own, removed at teardown.
+    ``dirs`` are host directories of its own, removed at teardown; ``start_timeout`` is how
+    long :meth:`wait_ready` waits for the runner by default.
     """
 
     def __init__(
@@ -62,6 +61,7 @@ class SandboxContainer:
         labels: Mapping[str, str] | None = None,
         extra: Mapping[str, Any] | None = None,
         dirs: Iterable[Path] = (),
+        start_timeout: float = 30.0,
     ) -> None:
         self.client = client
         self.state_dir = state_dir
@@ -70,6 +70,9 @@ class SandboxContainer:
         self.socket = self.dir / SOCKET_NAME
         self.token = secrets.token_urlsafe(32)
         self.container: Any = None
+        self.start_timeout = start_timeout
+        #: Its resource limits (set by ``provision``): what an OOM kill is reported against.
+        self.limits: Limits | None = None
         self.started_at = 0.0
         self.locked = False
         root = os.geteuid() == 0
@@ -96,6 +99,7 @@ class SandboxContainer:
     ) -> None:
         self.started_at = time.time()
         self.boundary = boundary
+        self.limits = limits
         # Shielded: if we are cancelled mid-create, teardown waits for it and removes it.
         self._inflight = asyncio.ensure_future(
             self._provision(image, limits, runtimes, boundary, self.labels)
@@ -156,11 +160,18 @@ class SandboxContainer:
         except errors.DockerException as e:
             raise EnvError.provision_failed(f"cannot start the sandbox container: {e}") from e
 
-    async def wait_ready(self, timeout: float) -> None:  # noqa: ASYNC109
+    @property
+    def name(self) -> str:
+        """How errors and outputs name it."""
+        return f"sandbox {self.id}"
+
+    async def wait_ready(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Wait for the socket, lock the directory, then wait for health SERVING (and for the
-        egress proxy, when there is one). No agent is needed yet."""
+        egress proxy, when there is one), within ``timeout`` (None: ``start_timeout``). No
+        agent is needed yet."""
         from airlock.runner import RunnerCallError, wait_until_serving
 
+        timeout = self.start_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         checked = time.monotonic()
         while not await asyncio.to_thread(self._socket_ready, False):
@@ -263,42 +274,26 @@ class SandboxContainer:
 
     # -- the turn -----------------------------------------------------------------------
 
-    async def execute(
-        self,
-        input: TurnInput,
-        events: EventSink | None,
-        timeout: float | None,  # noqa: ASYNC109
-        limits: Limits,
-        session: TurnHandle | None = None,
-    ) -> TurnOutput:
-        assert self.remote is not None, "bind() first"
-
+    async def failure(self, error: TurnError) -> EnvError:
+        """An OOM kill, a gVisor kernel that died, a container that died, else the turn's
+        own failure (a broken channel: judged once the container settled)."""
         from airlock.runner import channel_lost
 
-        async def failed(e: TurnError) -> EnvError:
-            state = await (self._settled_state() if channel_lost(e) else self._state())
-            await self._raise_if_oom(limits, e, state)
-            if state.get("Status") in ("exited", "dead"):
-                if (died := self._kernel_died(state, limits)) is not None:
-                    return died
-                logs = await self.logs()
-                return EnvError.other(
-                    f"sandbox {self.id} died during the turn (exit code {state.get('ExitCode')}): "
-                    f"{e}; last log lines:\n{logs}"
-                )
-            return EnvError.from_turn_error(e)
+        state = await (self._settled_state() if channel_lost(error) else self._state())
+        await self._raise_if_oom(self.limits, error, state)
+        if state.get("Status") in ("exited", "dead"):
+            if (died := self._kernel_died(state, self.limits)) is not None:
+                return died
+            logs = await self.logs()
+            return EnvError.other(
+                f"sandbox {self.id} died during the turn (exit code {state.get('ExitCode')}): "
+                f"{error}; last log lines:\n{logs}"
+            )
+        return EnvError.from_turn_error(error)
 
-        return await run_in_sandbox(
-            f"sandbox {self.id}",
-            self.remote,
-            input,
-            events,
-            timeout,
-            stop=self._kill,
-            failed=failed,
-            finished=lambda: self._raise_if_oom(limits, None),
-            session=session,
-        )
+    async def after_turn(self) -> None:
+        """Raise ``resource_exceeded`` if a process inside was OOM-killed during the turn."""
+        await self._raise_if_oom(self.limits, None)
 
     async def _settled_state(self) -> dict[str, Any]:
         """The container's state once it stopped running, or as it is after ``SETTLE_S``: its
@@ -311,11 +306,13 @@ class SandboxContainer:
             await asyncio.to_thread(self.client.api.wait, self.container.id, timeout=SETTLE_S)
         return await self._state()
 
-    def _kernel_died(self, state: Mapping[str, Any], limits: Limits) -> EnvError | None:
+    def _kernel_died(self, state: Mapping[str, Any], limits: Limits | None) -> EnvError | None:
         """``resource_exceeded`` for a gVisor sandbox whose kernel died (see
         :data:`~._config.GVISOR_KERNEL_DIED`); None for any other death."""
         boundary = self.boundary
-        if boundary is None or boundary.kind != "gvisor" or state.get("ExitCode") != GVISOR_KERNEL_DIED:
+        if boundary is None or limits is None or boundary.kind != "gvisor":
+            return None
+        if state.get("ExitCode") != GVISOR_KERNEL_DIED:
             return None
         cap = process_limits(boundary, limits.pids)["pids_limit"]
         return EnvError.resource_exceeded(
@@ -325,7 +322,7 @@ class SandboxContainer:
         )
 
     async def _raise_if_oom(
-        self, limits: Limits, cause: BaseException | None, state: Mapping[str, Any] | None = None
+        self, limits: Limits | None, cause: BaseException | None, state: Mapping[str, Any] | None = None
     ) -> None:
         """Raise ``resource_exceeded`` if the sandbox was OOM-killed (``state``: the container's
         state as just read, else read now)."""
@@ -354,15 +351,17 @@ class SandboxContainer:
         except errors.DockerException:
             return 0
 
-    async def _kill(self) -> None:
+    async def stop(self) -> None:
+        """Kill the container (its turn ran past the deadline)."""
         errors = docker_errors()
         with contextlib.suppress(errors.DockerException):
             await asyncio.to_thread(self.container.kill)
 
     # -- teardown -----------------------------------------------------------------------
 
-    async def teardown_shielded(self) -> None:
-        """Tear down even if we are cancelled (again) meanwhile."""
+    async def teardown(self) -> None:
+        """Remove the container(s), the egress wiring and the control directory, exactly once,
+        even if we are cancelled (again) meanwhile."""
         await shielded(self._teardown)
 
     async def _teardown(self) -> None:

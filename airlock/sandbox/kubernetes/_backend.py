@@ -1,4 +1,4 @@
-"""KubernetesSandbox: each turn in its own hardened pod, with the same policy as on Docker.
+"""KubernetesBackend: each turn in its own hardened pod, with the same policy as on Docker.
 
 Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._names`):
 
@@ -35,7 +35,7 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
    removed by a restarted controller of the same identity at once (:mod:`._owner`), else by
    any controller's sweep (every lease period: :mod:`._upkeep`) once its Lease expired.
 
-Every object of a job's sandbox is labelled with the job, so :meth:`KubernetesSandbox.ensure_gone`
+Every object of a job's sandbox is labelled with the job, so :meth:`KubernetesBackend.ensure_gone`
 can remove a previous sandbox of it before the job resumes.
 """
 
@@ -46,6 +46,7 @@ import contextlib
 import logging
 import math
 import secrets
+from functools import partial
 from typing import Any
 
 from airlock.images import runner_image_tag
@@ -59,9 +60,9 @@ from airlock.policy import (
 )
 from layer0 import EnvError, EnvironmentSpec, TurnOutput
 
-from .._events import EventSink
+from .._events import SandboxEventSink
 from .._isolation import IsolationKind, requested_isolation
-from .._lifecycle import settle
+from .._lifecycle import run_turn, start
 from .._limits import Limits, SandboxDefaults, resolve_limits
 from .._placement import Placement
 from .._pool import WarmPool
@@ -74,9 +75,9 @@ from ._api import ApiFailure, KubeApi, connect_mode, in_cluster, own_namespace
 from ._enforcement_result import isolation_proof
 from ._enforcement_setup import make_guard, proof_targets
 from ._guard import EnforcementGuard, shared_guard
+from ._instance import DEADLINE_MARGIN_S, KubernetesInstance, api_step, provision_error
 from ._names import DEFAULT_DENY_POLICY, Owner
 from ._owner import OwnerLease, default_identity
-from ._pod import DEADLINE_MARGIN_S, PodSandbox, api_step, provision_error
 from ._pull_secrets import copy_pull_secrets
 from ._removal import ensure_job_gone
 from ._render import SandboxShape, proxy_urls, render_default_deny, render_pod
@@ -84,14 +85,14 @@ from ._settings import KubernetesSettings
 from ._upkeep import Upkeep
 from ._warm import KubeShape, WarmPod, poolable
 
-__all__ = ["KubernetesSandbox"]
+__all__ = ["KubernetesBackend"]
 
 _log = logging.getLogger("airlock.sandbox.kubernetes")
 #: The owner a member's pod is rendered with when ``warm`` only checks that it can be.
 _EXAMPLE_OWNER = Owner(name="airlock-owner-example", uid="00000000-0000-0000-0000-000000000000")
 
 
-class KubernetesSandbox:
+class KubernetesBackend:
     """The Kubernetes backend: each turn in a fresh hardened pod (a :class:`~airlock.sandbox.Sandbox`).
 
     Args:
@@ -103,7 +104,7 @@ class KubernetesSandbox:
         timeout_grace: extra seconds past ``max_duration`` before the pod is deleted.
         defaults: limits for what ``spec.resources`` leaves unset.
         api: a connected :class:`KubeApi` (default: from ``settings``).
-        pool: a warm pool (shared by every KubernetesSandbox of one controller): a job whose
+        pool: a warm pool (shared by every KubernetesBackend of one controller): a job whose
             sandbox is pooled (:meth:`warm`: no network, no file credential) claims a started
             pod instead of starting one; None or ``size: 0``: every pod starts cold.
         guard: decides whether the namespace's NetworkPolicies are enforced (default: the one
@@ -181,7 +182,7 @@ class KubernetesSandbox:
         if self.pool is not None and poolable(plan):
             member = await self.pool.claim(self._shape_key(runtime_class, limits, request.placement))
         if member is not None:
-            output = await self._run_member(member, request, credentials, sink, deadline, limits)
+            output = await self._run_member(member, request, credentials, sink, deadline)
         else:
             output = await self._run_cold(
                 api, lease, request, credentials, sink, deadline, limits, runtime_class
@@ -196,13 +197,12 @@ class KubernetesSandbox:
         lease: OwnerLease,
         request: SandboxRequest,
         credentials: ResolvedCredentials,
-        sink: EventSink | None,
+        sink: SandboxEventSink | None,
         deadline: float | None,
         limits: Limits,
         runtime_class: str | None,
     ) -> TurnOutput:
         """The turn in a pod started for this job alone, removed before this returns."""
-        agent, plan = request.agent, request.plan
         owner = await api_step("acquire the owner Lease", lease.acquire)
         try:
             shape = SandboxShape(
@@ -211,7 +211,7 @@ class KubernetesSandbox:
                 owner=owner,
                 settings=self.settings,
                 image=self.image,
-                plan=plan,
+                plan=request.plan,
                 limits=limits,
                 runtime_class=runtime_class,
                 active_deadline_s=(
@@ -223,51 +223,47 @@ class KubernetesSandbox:
                 fence=self._fence or (),
                 placement=request.placement,
             )
-            sandbox = PodSandbox(
-                api, shape, credentials, sink, port_forward=self._port_forward(), job=request.job
-            )
-            try:
-                await sandbox.provision(self.settings.start_timeout)
-                if sandbox.proxy_ip is not None:
-                    agent = sidecar_agent(agent, plan, proxy_urls(plan, sandbox.proxy_ip))
-                await sandbox.wait_ready()
-                sandbox.bind(agent, request.state)
-                return await sandbox.execute(request.input, sink, deadline, limits, request.session)
-            finally:
-                await sandbox.teardown_shielded()
-        finally:
+        except BaseException:
             await lease.release()
+            raise
+        sandbox = KubernetesInstance(
+            api, shape, credentials, sink, port_forward=self._port_forward(), job=request.job, lease=lease
+        )
+        await start(sandbox, partial(sandbox.provision, self.settings.start_timeout))
+
+        async def bind() -> None:
+            agent = request.agent
+            if sandbox.proxy_ip is not None:
+                agent = sidecar_agent(agent, request.plan, proxy_urls(request.plan, sandbox.proxy_ip))
+            sandbox.bind(agent, request.state)
+
+        return await run_turn(sandbox, request.input, sink, deadline, request.session, bind=bind)
 
     async def _run_member(
         self,
         member: WarmPod,
         request: SandboxRequest,
         credentials: ResolvedCredentials,
-        sink: EventSink | None,
+        sink: SandboxEventSink | None,
         deadline: float | None,
-        limits: Limits,
     ) -> TurnOutput:
         """The turn in a claimed warm pod: its env_var credentials travel with the Execute;
         its deadline backstop is lowered alongside; the pod is never handed out again."""
         assert self.pool is not None
         sandbox = member.sandbox
-        backstop: asyncio.Future[None] | None = None
-        try:
+
+        async def bind() -> None:
             if request.job is not None:
                 await sandbox.label_job(request.job)
             sandbox.bind(request.agent, request.state, env_var_values(request.plan, credentials))
             if deadline is not None:
-                backstop = asyncio.ensure_future(sandbox.limit_lifetime(deadline))
-            output = await sandbox.execute(request.input, sink, deadline, limits, request.session)
-        except BaseException:
-            if backstop is not None:
-                backstop.cancel()
-            await member.destroy()
-            raise
-        # The turn is over (every tool process was killed at the end of its call): the job
-        # need not wait for the pod's deletion (the pool's close does).
-        self.pool.retire(_retire(member, backstop))
-        return output
+                sandbox.backstop(deadline)
+
+        # After a turn that ended (every tool process was killed at the end of its call) the
+        # job need not wait for the pod's deletion (the pool's close does).
+        return await run_turn(
+            sandbox, request.input, sink, deadline, request.session, bind=bind, retire=self.pool.retire
+        )
 
     async def warm(
         self, environment: EnvironmentSpec, plan: SandboxPlan, placement: Placement | None = None
@@ -326,21 +322,16 @@ class KubernetesSandbox:
         """A started pod of shape ``key``, its runner SERVING, holding no secret and no agent;
         it holds a use of the owner Lease until it is destroyed."""
         owner = await api_step("acquire the owner Lease", lease.acquire)
-        sandbox = PodSandbox(
+        sandbox = KubernetesInstance(
             api,
             self._member_shape(key, owner),
             ResolvedCredentials(),
             None,
             port_forward=self._port_forward(),
+            lease=lease,
         )
-        member = WarmPod(sandbox, lease)
-        try:
-            await sandbox.provision(self.settings.start_timeout)
-            await sandbox.wait_ready()
-        except BaseException:
-            await member.destroy()
-            raise
-        return member
+        await start(sandbox, partial(sandbox.provision, self.settings.start_timeout))
+        return WarmPod(sandbox)
 
     def _controller_namespace(self) -> str:
         assert self._controller_ns is not None, "_prepare() first"
@@ -535,8 +526,3 @@ async def _require_runtime_class(api: KubeApi, name: str, missing: str) -> None:
         if e.status == 404:
             raise EnvError.isolation_violation(missing) from e
         raise provision_error(f"cannot read RuntimeClass {name!r}", e) from e
-
-
-async def _retire(member: WarmPod, backstop: asyncio.Future[None] | None) -> None:
-    await settle(backstop)
-    await member.destroy()
