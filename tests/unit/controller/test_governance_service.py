@@ -288,7 +288,9 @@ def runner_pids() -> set[int]:
         if entry.isdigit():
             with contextlib.suppress(OSError):
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-                if b"airlock.runner" in cmdline and str(os.getpid()).encode() not in cmdline:
+                # this test's runners only: another test's (or session's) are not ours to kill
+                ours = f"--exit-with-parent\0{os.getpid()}\0".encode()
+                if b"-m\0airlock.runner" in cmdline and ours in cmdline:
                     pids.add(int(entry))
     return pids
 
