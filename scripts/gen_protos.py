@@ -9,6 +9,9 @@ collide with the real ``airlock.runner`` package) to ``airlock._proto.runner.v1`
 served by ``grpcio-health-checking``, whose module already registers those messages, and a
 second copy in the descriptor pool would clash. It is there for clients in other languages.
 
+The include path also holds the installed ``googleapis-common-protos`` package's directory, so
+the protos can import ``google/api/*.proto`` (``field_behavior``) and ``google/rpc/*.proto``.
+
 Usage::
 
     python scripts/gen_protos.py            # regenerate airlock/_proto/ in place
@@ -63,6 +66,22 @@ def _rewrite(text: str) -> str:
     return text
 
 
+def googleapis_include() -> Path:
+    """The directory holding ``google/api/*.proto`` and ``google/rpc/*.proto``.
+
+    They come with the installed ``googleapis-common-protos`` package (its ``.proto`` files sit
+    beside the generated modules), so ``.proto`` files can ``import "google/api/field_behavior.proto";``
+    and ``import "google/rpc/status.proto";``. Their Python modules are that package's, not ours.
+    """
+    import google.api
+
+    for entry in google.api.__path__:
+        api = Path(entry)
+        if (api / "field_behavior.proto").is_file():
+            return api.parent.parent
+    raise SystemExit("googleapis-common-protos has no google/api/field_behavior.proto: is it installed?")
+
+
 def generate(out: Path) -> list[Path]:
     """Generate the package into ``out`` (created; existing generated files replaced)."""
     import grpc_tools
@@ -80,6 +99,7 @@ def generate(out: Path) -> list[Path]:
             "grpc_tools.protoc",
             f"-I{PROTO_ROOT}",
             f"-I{include}",
+            f"-I{googleapis_include()}",
             f"--plugin=protoc-gen-mypy={bindir / 'protoc-gen-mypy'}",
             f"--plugin=protoc-gen-mypy_grpc={bindir / 'protoc-gen-mypy_grpc'}",
             f"--python_out={raw}",
