@@ -37,6 +37,12 @@ PROTO_ROOT = ROOT / "protos"
 GENERATED_ROOT = PROTO_ROOT / "airlock"
 DEFAULT_OUT = ROOT / "airlock" / "_proto"
 
+#: The FileDescriptorSet of airlock's protos WITH their comments (``--include_source_info``),
+#: written beside the modules. The generated modules embed their descriptors without source info
+#: (and the upb runtime drops it anyway); server reflection answers from this set instead, so a
+#: reflection client reads the proto comments. The descriptor-baseline test reads it too.
+DESCRIPTOR_SET = "descriptors.binpb"
+
 #: The proto package prefix ``airlock.`` is dropped inside ``airlock/_proto/``.
 _STRIP = "airlock/"
 
@@ -44,7 +50,8 @@ README = """\
 # airlock/_proto — GENERATED, DO NOT EDIT
 
 Python code generated from `protos/airlock/` by `scripts/gen_protos.py` (grpcio-tools +
-mypy-protobuf).
+mypy-protobuf), and `descriptors.binpb`: the FileDescriptorSet of those protos with their
+comments (source info), which server reflection serves.
 Edit the `.proto` files and run `python scripts/gen_protos.py` instead.
 
 This package is private: only `airlock/wire/` (the shared layer0 <-> protobuf converters) and
@@ -106,6 +113,8 @@ def generate(out: Path) -> list[Path]:
             f"--grpc_python_out={raw}",
             f"--mypy_out={raw}",
             f"--mypy_grpc_out={raw}",
+            "--include_source_info",
+            f"--descriptor_set_out={raw / DESCRIPTOR_SET}",
             *(str(p.relative_to(PROTO_ROOT)) for p in protos),
         ]
         subprocess.run(cmd, check=True, cwd=PROTO_ROOT)
@@ -121,6 +130,10 @@ def generate(out: Path) -> list[Path]:
                 rel = rel[len(_STRIP) :]
             dest = out / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
+            if rel == DESCRIPTOR_SET:
+                dest.write_bytes(src.read_bytes())
+                written.append(dest)
+                continue
             dest.write_text(_rewrite(src.read_text(encoding="utf-8")), encoding="utf-8")
             written.append(dest)
     # Packages: an __init__.py in every directory.
