@@ -173,3 +173,19 @@ async def test_malformed_controller_requests(results: dict[str, Any], case: str)
     assert error["code"] == MALFORMED_CONTROLLER[case], error
     if case == "empty_submit":
         assert "agent" in {v["field"] for v in _details(error)["google.rpc.BadRequest"]["fieldViolations"]}
+
+
+async def test_a_paused_execution_takes_a_signal_and_is_cancelled(results: dict[str, Any]) -> None:
+    run = results["runner"]["signal_cancel"]
+    assert run["error"] is None
+    assert [name for name, _ in run["answers"]] == ["Signal", "Cancel"]
+    assert all("ok" in answer for _, answer in run["answers"]), run["answers"]
+    assert run["kinds"][0] == "paused" and run["kinds"][-1] == "output"
+    assert run["last"]["output"]["exit_reason"] == {"custom": "cancelled", "kind": "custom"}
+
+
+async def test_files_go_up_in_chunks_and_come_back_as_artifacts(results: dict[str, Any]) -> None:
+    files = results["runner"]["files"]
+    assert files["put"]["ok"] == {"files": "2", "bytes": "15"}  # int64 reads as a string in JS
+    assert files["error"] is None
+    assert files["files"] == {"in/a.txt": "alpha beta", "in/b.txt": "gamma"}

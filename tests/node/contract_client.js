@@ -102,6 +102,25 @@ function executeRequest(text, extra) {
   );
 }
 
+// Upload two files (each chunk repeats its path), then download them as artifacts.
+async function filesRoundTrip(runner, token) {
+  const put = await new Promise((resolve) => {
+    const call = runner.PutFiles(auth(token), { deadline: deadline() }, (err, response) =>
+      resolve(err ? { error: failure(err) } : { ok: response }));
+    call.write({ path: 'in/a.txt', data: Buffer.from('alpha ') });
+    call.write({ path: 'in/a.txt', data: Buffer.from('beta'), last: true });
+    call.write({ path: 'in/b.txt', data: Buffer.from('gamma'), last: true });
+    call.end();
+  });
+  const limits = { max_files: 10, max_file_bytes: 1024, max_total_bytes: 4096 };
+  const collected = await stream(runner, 'CollectArtifacts', Object.assign({ globs: ['in/*.txt'] }, limits), token);
+  const files = {};
+  for (const item of collected.events) {
+    if (item.chunk) files[item.chunk.path] = (files[item.chunk.path] || '') + Buffer.from(item.chunk.data).toString();
+  }
+  return { put, files, error: collected.error || null };
+}
+
 async function runnerCases(token) {
   const runner = new Runner(env.AIRLOCK_RUNNER, grpc.credentials.createInsecure());
   const out = {};
@@ -119,6 +138,22 @@ async function runnerCases(token) {
     });
     out[`paused_${control.toLowerCase()}`] = { kinds: kinds(paused.events), answers, error: paused.error || null };
   }
+
+  // Paused at the start, sent a signal, then cancelled.
+  {
+    const id = 'node-signal-cancel';
+    const answers = [];
+    const request = executeRequest('never said', { execution_id: id, start_paused: true });
+    const run = await stream(runner, 'Execute', request, token, async (_event, n) => {
+      if (n !== 1) return;
+      const data = { text: JSON.stringify({ from: 'node' }) };
+      answers.push(['Signal', await unary(runner, 'Signal', { execution_id: id, signal_type: 'note', data }, token)]);
+      answers.push(['Cancel', await unary(runner, 'Cancel', { execution_id: id }, token)]);
+    });
+    out.signal_cancel = { kinds: kinds(run.events), last: run.events[run.events.length - 1] || null, answers, error: run.error || null };
+  }
+
+  out.files = await filesRoundTrip(runner, token);
 
   for (const method of ['Cancel', 'Pause', 'Resume', 'Step']) {
     out[`${method.toLowerCase()}_unknown`] = await unary(runner, method, { execution_id: 'no-such-execution' }, token);
