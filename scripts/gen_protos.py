@@ -9,6 +9,9 @@ collide with the real ``airlock.runner`` package) to ``airlock._proto.runner.v1`
 served by ``grpcio-health-checking``, whose module already registers those messages, and a
 second copy in the descriptor pool would clash. It is there for clients in other languages.
 
+The include path also holds the installed ``googleapis-common-protos`` package's directory, so
+the protos can import ``google/api/*.proto`` (``field_behavior``) and ``google/rpc/*.proto``.
+
 Usage::
 
     python scripts/gen_protos.py            # regenerate airlock/_proto/ in place
@@ -34,6 +37,12 @@ PROTO_ROOT = ROOT / "protos"
 GENERATED_ROOT = PROTO_ROOT / "airlock"
 DEFAULT_OUT = ROOT / "airlock" / "_proto"
 
+#: The FileDescriptorSet of airlock's protos WITH their comments (``--include_source_info``),
+#: written beside the modules. The generated modules embed their descriptors without source info
+#: (and the upb runtime drops it anyway); server reflection answers from this set instead, so a
+#: reflection client reads the proto comments. The descriptor-baseline test reads it too.
+DESCRIPTOR_SET = "descriptors.binpb"
+
 #: The proto package prefix ``airlock.`` is dropped inside ``airlock/_proto/``.
 _STRIP = "airlock/"
 
@@ -41,7 +50,8 @@ README = """\
 # airlock/_proto — GENERATED, DO NOT EDIT
 
 Python code generated from `protos/airlock/` by `scripts/gen_protos.py` (grpcio-tools +
-mypy-protobuf).
+mypy-protobuf), and `descriptors.binpb`: the FileDescriptorSet of those protos with their
+comments (source info), which server reflection serves.
 Edit the `.proto` files and run `python scripts/gen_protos.py` instead.
 
 This package is private: only `airlock/wire/` (the shared layer0 <-> protobuf converters) and
@@ -63,6 +73,22 @@ def _rewrite(text: str) -> str:
     return text
 
 
+def googleapis_include() -> Path:
+    """The directory holding ``google/api/*.proto`` and ``google/rpc/*.proto``.
+
+    They come with the installed ``googleapis-common-protos`` package (its ``.proto`` files sit
+    beside the generated modules), so ``.proto`` files can ``import "google/api/field_behavior.proto";``
+    and ``import "google/rpc/status.proto";``. Their Python modules are that package's, not ours.
+    """
+    import google.api
+
+    for entry in google.api.__path__:
+        api = Path(entry)
+        if (api / "field_behavior.proto").is_file():
+            return api.parent.parent
+    raise SystemExit("googleapis-common-protos has no google/api/field_behavior.proto: is it installed?")
+
+
 def generate(out: Path) -> list[Path]:
     """Generate the package into ``out`` (created; existing generated files replaced)."""
     import grpc_tools
@@ -80,12 +106,15 @@ def generate(out: Path) -> list[Path]:
             "grpc_tools.protoc",
             f"-I{PROTO_ROOT}",
             f"-I{include}",
+            f"-I{googleapis_include()}",
             f"--plugin=protoc-gen-mypy={bindir / 'protoc-gen-mypy'}",
             f"--plugin=protoc-gen-mypy_grpc={bindir / 'protoc-gen-mypy_grpc'}",
             f"--python_out={raw}",
             f"--grpc_python_out={raw}",
             f"--mypy_out={raw}",
             f"--mypy_grpc_out={raw}",
+            "--include_source_info",
+            f"--descriptor_set_out={raw / DESCRIPTOR_SET}",
             *(str(p.relative_to(PROTO_ROOT)) for p in protos),
         ]
         subprocess.run(cmd, check=True, cwd=PROTO_ROOT)
@@ -101,6 +130,10 @@ def generate(out: Path) -> list[Path]:
                 rel = rel[len(_STRIP) :]
             dest = out / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
+            if rel == DESCRIPTOR_SET:
+                dest.write_bytes(src.read_bytes())
+                written.append(dest)
+                continue
             dest.write_text(_rewrite(src.read_text(encoding="utf-8")), encoding="utf-8")
             written.append(dest)
     # Packages: an __init__.py in every directory.

@@ -15,7 +15,8 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
-from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
+
+from ._reflection import add_reflection_services
 
 _log = logging.getLogger("airlock.wire")
 
@@ -117,7 +118,6 @@ class RejectCorruptRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
 
 def add_reflection(server: grpc.aio.Server, service_name: str) -> None:
-    """Serve gRPC server reflection (grpc.reflection.v1alpha) for ``service_name``, the health
-    service and reflection itself."""
-    names = (service_name, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME)
-    reflection.enable_server_reflection(names, server)
+    """Serve gRPC server reflection (``grpc.reflection.v1`` and ``v1alpha``) for ``service_name``,
+    the health service and reflection itself; airlock's files carry their proto comments."""
+    add_reflection_services(server, (service_name, HEALTH_SERVICE_NAME))

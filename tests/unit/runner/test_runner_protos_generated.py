@@ -10,9 +10,9 @@ ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "airlock" / "_proto"
 
 
-def _files(root: Path) -> dict[str, str]:
+def _files(root: Path) -> dict[str, bytes]:
     return {
-        p.relative_to(root).as_posix(): p.read_text(encoding="utf-8")
+        p.relative_to(root).as_posix(): p.read_bytes()
         for p in sorted(root.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts
     }
@@ -34,4 +34,4 @@ def test_regenerating_the_protos_gives_no_diff(tmp_path: Path) -> None:
 def test_generated_imports_point_into_the_private_package() -> None:
     for name, text in _files(COMMITTED).items():
         if name.endswith((".py", ".pyi")):
-            assert "from airlock.runner" not in text and "import airlock.runner" not in text, name
+            assert b"from airlock.runner" not in text and b"import airlock.runner" not in text, name

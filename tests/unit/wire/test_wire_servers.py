@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[3]
 RUNNER = "airlock.runner.v1.Runner"
 CONTROLLER = "airlock.controller.v1.Controller"
 REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 
 
 @pytest.fixture
@@ -65,34 +66,84 @@ def _auth(token: str, scheme: str = "Bearer") -> tuple[tuple[str, str]]:
 
 
 async def _reflect(
-    address: str, metadata: tuple[tuple[str, str], ...], *requests: reflection_pb2.ServerReflectionRequest
+    address: str,
+    metadata: tuple[tuple[str, str], ...],
+    *requests: reflection_pb2.ServerReflectionRequest,
+    service: str = REFLECTION,
 ) -> list[reflection_pb2.ServerReflectionResponse]:
+    """Calls ``service`` (v1alpha through its stub; v1, the same messages, by its method path)."""
     async with grpc.aio.insecure_channel(address) as channel:
-        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-        return [r async for r in stub.ServerReflectionInfo(iter(requests), metadata=metadata)]
+        if service == REFLECTION:
+            call = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo
+        else:
+            call = channel.stream_stream(
+                f"/{service}/ServerReflectionInfo",
+                request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+            )
+        return [r async for r in call(iter(requests), metadata=metadata)]
+
+
+def _leading_comment(file: descriptor_pb2.FileDescriptorProto, service: str, method: str) -> str:
+    """The comment above ``rpc method`` in ``file``, from its source info (path: service 6, method 2)."""
+    s = [x.name for x in file.service].index(service)
+    m = [x.name for x in file.service[s].method].index(method)
+    found = [loc.leading_comments for loc in file.source_code_info.location if list(loc.path) == [6, s, 2, m]]
+    return found[0] if found else ""
 
 
 # --- reflection --------------------------------------------------------------------------------
 
 
-async def test_the_runner_serves_reflection(runner: str, token: str) -> None:
-    await _check_reflection(runner, token, "runner", RUNNER)
+@pytest.mark.parametrize("version", [REFLECTION_V1, REFLECTION])
+async def test_the_runner_serves_reflection(runner: str, token: str, version: str) -> None:
+    files = await _check_reflection(runner, token, "runner", RUNNER, version)
+    comment = _leading_comment(files["airlock/runner/v1/runner.proto"], "Runner", "Execute")
+    assert "RESOURCE_EXHAUSTED" in comment  # the proto comments reach reflection clients
 
 
-async def test_the_controller_serves_reflection(controller: str, token: str) -> None:
-    await _check_reflection(controller, token, "controller", CONTROLLER)
+@pytest.mark.parametrize("version", [REFLECTION_V1, REFLECTION])
+async def test_the_controller_serves_reflection(controller: str, token: str, version: str) -> None:
+    files = await _check_reflection(controller, token, "controller", CONTROLLER, version)
+    comment = _leading_comment(files["airlock/controller/v1/controller.proto"], "Controller", "SubmitJob")
+    assert "QUEUED" in comment
 
 
-async def _check_reflection(address: str, token: str, target: str, service: str) -> None:
+async def test_reflection_v1_describes_itself(runner: str, token: str) -> None:
+    """A v1 client can resolve the v1 service it calls (grpcurl describes it)."""
+    (found,) = await _reflect(
+        runner,
+        _auth(token),
+        reflection_pb2.ServerReflectionRequest(file_containing_symbol=REFLECTION_V1),
+        service=REFLECTION_V1,
+    )
+    (raw,) = found.file_descriptor_response.file_descriptor_proto
+    file = descriptor_pb2.FileDescriptorProto.FromString(raw)
+    assert (file.package, [s.name for s in file.service]) == ("grpc.reflection.v1", ["ServerReflection"])
+    request = file.service[0].method[0].input_type
+    assert request == ".grpc.reflection.v1.ServerReflectionRequest"
+
+
+async def test_reflection_answers_an_unknown_symbol_not_found(runner: str, token: str) -> None:
+    (answer,) = await _reflect(
+        runner, _auth(token), reflection_pb2.ServerReflectionRequest(file_containing_symbol="no.Such")
+    )
+    assert answer.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
+
+
+async def _check_reflection(
+    address: str, token: str, target: str, service: str, version: str
+) -> dict[str, descriptor_pb2.FileDescriptorProto]:
     """The server lists its service, health and reflection, and serves its descriptors."""
     listed, described = await _reflect(
         address,
         _auth(token),
         reflection_pb2.ServerReflectionRequest(list_services=""),
         reflection_pb2.ServerReflectionRequest(file_containing_symbol=service),
+        service=version,
     )
     names = {s.name for s in listed.list_services_response.service}
-    assert names == {service, wire.HEALTH_SERVICE_NAME, REFLECTION}
+    assert names == {service, wire.HEALTH_SERVICE_NAME, REFLECTION, REFLECTION_V1}
     files = [
         descriptor_pb2.FileDescriptorProto.FromString(raw)
         for raw in described.file_descriptor_response.file_descriptor_proto
@@ -103,6 +154,7 @@ async def _check_reflection(address: str, token: str, target: str, service: str)
     # A client gets every file it needs to build the messages, dependencies included.
     assert set(by_name[proto].dependency) <= set(by_name)
     assert by_name[proto].options.go_package.startswith("airlock/gen/go/")
+    return by_name
 
 
 async def test_reflection_needs_the_token_like_every_rpc_but_health(runner: str) -> None:
