@@ -29,6 +29,7 @@ from ._grpc import (
     load_or_create_token,
     read_token_file,
 )
+from ._grpc_errors import REASONS as ERROR_REASONS
 from ._model import (
     JOB_EVENT_DATA,
     ApprovalChanged,
@@ -62,6 +63,7 @@ from .effects import EffectExecutor, EffectOutcome, EffectReport
 
 __all__ = [
     "DEFAULT_ADDRESS",
+    "ERROR_REASONS",
     "JOB_EVENT_DATA",
     "AgentRunner",
     "ApprovalChanged",

@@ -37,22 +37,49 @@ TOKEN_ENV = "AIRLOCK_TOKEN"
 
 
 class ControllerError(AirlockError):
-    """A controller RPC failed; ``code`` is the gRPC status code's name (``NOT_FOUND``, …)."""
+    """A controller RPC failed.
 
-    def __init__(self, code: str, message: str) -> None:
+    Attributes:
+        code: the gRPC status code's name (``NOT_FOUND``, …).
+        reason: the refusal's ``ErrorInfo.reason`` (``NOT_FOUND``, ``NOT_AWAITING``,
+            ``INVALID_ARGUMENT``, ``SHUTTING_DOWN``, …; see ``airlock.controller.ERROR_REASONS``),
+            or None when the answer carried none (e.g. the server is unreachable).
+        violations: ``(field path, problem)`` per problem of a malformed request.
+        retry_after_s: when the controller suggests trying again (``RetryInfo``), or None.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        reason: str | None = None,
+        violations: Sequence[tuple[str, str]] = (),
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.reason = reason
+        self.violations = tuple(violations)
+        self.retry_after_s = retry_after_s
 
     @classmethod
     def from_rpc(cls, error: grpc.aio.AioRpcError, address: str) -> ControllerError:
         """The error for a failed call (the message says what to do for the common ones)."""
         code = error.code()
         details = error.details() or code.name
-        if code == grpc.StatusCode.UNAVAILABLE:
+        found = cv.status_details(error)
+        if code == grpc.StatusCode.UNAVAILABLE and found.reason is None:
             details = f"no controller at {address} ({details}); start one with `airlock serve`"
         elif code == grpc.StatusCode.UNAUTHENTICATED:
             details = f"{details} (set {TOKEN_ENV}, or --token, to the token `airlock serve` printed)"
-        return cls(code.name, details)
+        return cls(
+            code.name,
+            details,
+            reason=found.reason,
+            violations=found.violations,
+            retry_after_s=found.retry_after_s,
+        )
 
 
 def default_token_file() -> Path:

@@ -135,10 +135,19 @@ def filter_from_proto(message: cpb.ListJobsRequest) -> JobFilter:
     """A ListJobs request as a filter (limit 0 → 50, capped at 1000).
 
     Raises:
-        ValueError: an unknown state.
+        MalformedMessage: an unknown or unspecified state (one problem per such ``states[i]``).
     """
+    states = []
+    problems = []
+    for i, value in enumerate(message.states):
+        try:
+            states.append(state_from_proto(value))
+        except ValueError as e:
+            problems.append(cv.Problem(f"states[{i}]", str(e)))
+    if problems:
+        raise cv.MalformedMessage(problems=problems)
     return JobFilter(
-        states=frozenset(state_from_proto(s) for s in message.states),
+        states=frozenset(states),
         agent=message.agent or None,
         session=message.session or None,
         parent_id=message.parent_id or None,
