@@ -30,6 +30,7 @@ from ._grpc import (
     read_token_file,
 )
 from ._grpc_errors import REASONS as ERROR_REASONS
+from ._job_errors import JobErrorKind
 from ._model import (
     JOB_EVENT_DATA,
     ApprovalChanged,
@@ -85,6 +86,7 @@ __all__ = [
     "Inspection",
     "Job",
     "JobError",
+    "JobErrorKind",
     "JobEvent",
     "JobEventData",
     "JobFilter",

@@ -19,6 +19,7 @@ from airlock.sandbox import ISOLATION_STATUSES, IsolationProof, IsolationStatus
 from airlock.weave import RecordType, TurnRecord
 from layer0 import decimal_to_str
 
+from ._job_errors import JobErrorKind
 from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobState
 
 #: JobState ↔ ``JOB_STATE_*``.
@@ -30,6 +31,10 @@ APPROVAL_OUTCOME: cv.WireEnum[Outcome] = cv.WireEnum(
 #: A backend's isolation status ↔ ``ISOLATION_STATUS_*``.
 ISOLATION_STATUS: cv.WireEnum[IsolationStatus] = cv.WireEnum(
     cpb.IsolationStatus, "ISOLATION_STATUS_", ISOLATION_STATUSES, "isolation status"
+)
+#: A job error's kind ↔ ``JOB_ERROR_KIND_*``.
+JOB_ERROR_KIND: cv.WireEnum[JobErrorKind] = cv.WireEnum(
+    cpb.JobErrorKind, "JOB_ERROR_KIND_", JobErrorKind, "job error kind"
 )
 #: A turn record's type ↔ ``RECORD_TYPE_*``.
 RECORD_TYPE: cv.WireEnum[RecordType] = cv.WireEnum(cpb.RecordType, "RECORD_TYPE_", RecordType, "record type")
@@ -81,7 +86,7 @@ def job_to_proto(job: Job) -> cpb.Job:
     if job.output is not None:
         message.output.CopyFrom(cv.output_to_proto(job.output))
     if job.error is not None:
-        message.error.CopyFrom(cpb.JobError(kind=job.error.kind, message=job.error.message))
+        message.error.CopyFrom(job_error_to_proto(job.error))
     if job.started_at is not None:
         message.started_at.CopyFrom(timestamp_to_proto(job.started_at))
     if job.finished_at is not None:
@@ -110,9 +115,7 @@ def job_from_proto(message: cpb.Job) -> Job:
         state=state_from_proto(message.state),
         input=cv.input_from_proto(message.input),
         output=cv.output_from_proto(message.output) if message.HasField("output") else None,
-        error=JobError(kind=message.error.kind, message=message.error.message)
-        if message.HasField("error")
-        else None,
+        error=job_error_from_proto(message.error) if message.HasField("error") else None,
         queue=message.queue,
         parent_id=message.parent_id or None,
         origin=message.origin,
@@ -129,6 +132,23 @@ def job_from_proto(message: cpb.Job) -> Job:
         approval=approval_from_proto(message.approval) if message.HasField("approval") else None,
         fixed_point=fixed_point_from_proto(message.fixed_point) if message.HasField("fixed_point") else None,
     )
+
+
+def job_error_to_proto(error: JobError) -> cpb.JobError:
+    """A job's error on the wire."""
+    return cpb.JobError(
+        kind=JOB_ERROR_KIND.to_proto(error.kind), message=error.message, retryable=error.retryable
+    )
+
+
+def job_error_from_proto(message: cpb.JobError, path: str = "error") -> JobError:
+    """A job's error from the wire.
+
+    Raises:
+        MalformedMessage: an unspecified or unknown kind.
+    """
+    kind = JOB_ERROR_KIND.from_proto(message.kind, f"{path}.kind")
+    return JobError(kind=kind, message=message.message, retryable=message.retryable)
 
 
 def filter_from_proto(message: cpb.ListJobsRequest) -> JobFilter:

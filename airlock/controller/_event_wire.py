@@ -25,6 +25,8 @@ from layer0 import AgentId, TurnError, TurnOutput
 from ._convert import (
     decision_from_proto,
     decision_to_proto,
+    job_error_from_proto,
+    job_error_to_proto,
     outcome_from_proto,
     outcome_to_proto,
     state_from_proto,
@@ -36,7 +38,6 @@ from ._model import (
     ApprovalChanged,
     ChildJobChanged,
     EffectApplied,
-    JobError,
     JobEvent,
     JobEventData,
     JobOrigin,
@@ -149,7 +150,7 @@ def _state_to_proto(data: StateChanged) -> cpb.JobStateChanged:
     if data.detail is not None:
         message.detail = data.detail
     if data.error is not None:
-        message.error.CopyFrom(cpb.JobError(kind=data.error.kind, message=data.error.message))
+        message.error.CopyFrom(job_error_to_proto(data.error))
     return message
 
 
@@ -158,9 +159,7 @@ def _state_from_proto(message: cpb.JobStateChanged) -> StateChanged:
         state=_job_state(message.state, "state"),
         previous=_job_state(message.previous, "previous") if message.previous else None,
         detail=message.detail if message.HasField("detail") else None,
-        error=JobError(kind=message.error.kind, message=message.error.message)
-        if message.HasField("error")
-        else None,
+        error=job_error_from_proto(message.error, "error") if message.HasField("error") else None,
     )
 
 

@@ -116,6 +116,102 @@ APPROVAL_OUTCOME_APPROVED: ApprovalOutcome.ValueType  # 1
 APPROVAL_OUTCOME_REJECTED: ApprovalOutcome.ValueType  # 2
 Global___ApprovalOutcome: _TypeAlias = ApprovalOutcome  # noqa: Y015
 
+class _JobErrorKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _JobErrorKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobErrorKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    JOB_ERROR_KIND_UNSPECIFIED: _JobErrorKind.ValueType  # 0
+    JOB_ERROR_KIND_CONTROLLER: _JobErrorKind.ValueType  # 1
+    """The controller failed unexpectedly (a bug: report it)."""
+    JOB_ERROR_KIND_CANCELLED: _JobErrorKind.ValueType  # 2
+    """A user cancelled the job."""
+    JOB_ERROR_KIND_TIMEOUT: _JobErrorKind.ValueType  # 3
+    """The job ran past its max_duration."""
+    JOB_ERROR_KIND_INTERRUPTED: _JobErrorKind.ValueType  # 4
+    """The controller stopped while the job ran."""
+    JOB_ERROR_KIND_TURN_ERROR: _JobErrorKind.ValueType  # 5
+    """The turn inside the sandbox failed: `retryable` says whether it stopped for a reason that
+    may pass (its runner stopped, its channel dropped, its provider was overloaded) or failed
+    for good.
+    """
+    JOB_ERROR_KIND_PROVISION_FAILED: _JobErrorKind.ValueType  # 6
+    """The sandbox could not be created."""
+    JOB_ERROR_KIND_ISOLATION_VIOLATION: _JobErrorKind.ValueType  # 7
+    """The sandbox's isolation could not be had as the agent requires (never downgraded)."""
+    JOB_ERROR_KIND_CREDENTIAL_FAILED: _JobErrorKind.ValueType  # 8
+    """A credential could not be provided."""
+    JOB_ERROR_KIND_RESOURCE_EXCEEDED: _JobErrorKind.ValueType  # 9
+    """The sandbox exceeded a resource limit."""
+    JOB_ERROR_KIND_MODEL: _JobErrorKind.ValueType  # 10
+    """The turn failed as a TurnError of this kind."""
+    JOB_ERROR_KIND_TOOL: _JobErrorKind.ValueType  # 11
+    JOB_ERROR_KIND_CONTEXT_ASSEMBLY: _JobErrorKind.ValueType  # 12
+    JOB_ERROR_KIND_RETRYABLE: _JobErrorKind.ValueType  # 13
+    JOB_ERROR_KIND_NON_RETRYABLE: _JobErrorKind.ValueType  # 14
+    JOB_ERROR_KIND_AGENT_NOT_FOUND: _JobErrorKind.ValueType  # 15
+    """Orchestration (OrchError) failures."""
+    JOB_ERROR_KIND_WORKFLOW_NOT_FOUND: _JobErrorKind.ValueType  # 16
+    JOB_ERROR_KIND_DISPATCH_FAILED: _JobErrorKind.ValueType  # 17
+    JOB_ERROR_KIND_SIGNAL_FAILED: _JobErrorKind.ValueType  # 18
+    JOB_ERROR_KIND_NOT_FOUND: _JobErrorKind.ValueType  # 19
+    """State store (StateError) failures."""
+    JOB_ERROR_KIND_WRITE_FAILED: _JobErrorKind.ValueType  # 20
+    JOB_ERROR_KIND_SERIALIZATION: _JobErrorKind.ValueType  # 21
+    JOB_ERROR_KIND_HOOK_FAILED: _JobErrorKind.ValueType  # 22
+    """A hook failed."""
+    JOB_ERROR_KIND_OTHER: _JobErrorKind.ValueType  # 23
+    """Any other failure."""
+
+class JobErrorKind(_JobErrorKind, metaclass=_JobErrorKindEnumTypeWrapper):
+    """What kind of failure ended a job: the controller's own, or the kind of the layer0 error
+    (EnvError, TurnError, OrchError, StateError, HookError) the job failed with.
+    """
+
+JOB_ERROR_KIND_UNSPECIFIED: JobErrorKind.ValueType  # 0
+JOB_ERROR_KIND_CONTROLLER: JobErrorKind.ValueType  # 1
+"""The controller failed unexpectedly (a bug: report it)."""
+JOB_ERROR_KIND_CANCELLED: JobErrorKind.ValueType  # 2
+"""A user cancelled the job."""
+JOB_ERROR_KIND_TIMEOUT: JobErrorKind.ValueType  # 3
+"""The job ran past its max_duration."""
+JOB_ERROR_KIND_INTERRUPTED: JobErrorKind.ValueType  # 4
+"""The controller stopped while the job ran."""
+JOB_ERROR_KIND_TURN_ERROR: JobErrorKind.ValueType  # 5
+"""The turn inside the sandbox failed: `retryable` says whether it stopped for a reason that
+may pass (its runner stopped, its channel dropped, its provider was overloaded) or failed
+for good.
+"""
+JOB_ERROR_KIND_PROVISION_FAILED: JobErrorKind.ValueType  # 6
+"""The sandbox could not be created."""
+JOB_ERROR_KIND_ISOLATION_VIOLATION: JobErrorKind.ValueType  # 7
+"""The sandbox's isolation could not be had as the agent requires (never downgraded)."""
+JOB_ERROR_KIND_CREDENTIAL_FAILED: JobErrorKind.ValueType  # 8
+"""A credential could not be provided."""
+JOB_ERROR_KIND_RESOURCE_EXCEEDED: JobErrorKind.ValueType  # 9
+"""The sandbox exceeded a resource limit."""
+JOB_ERROR_KIND_MODEL: JobErrorKind.ValueType  # 10
+"""The turn failed as a TurnError of this kind."""
+JOB_ERROR_KIND_TOOL: JobErrorKind.ValueType  # 11
+JOB_ERROR_KIND_CONTEXT_ASSEMBLY: JobErrorKind.ValueType  # 12
+JOB_ERROR_KIND_RETRYABLE: JobErrorKind.ValueType  # 13
+JOB_ERROR_KIND_NON_RETRYABLE: JobErrorKind.ValueType  # 14
+JOB_ERROR_KIND_AGENT_NOT_FOUND: JobErrorKind.ValueType  # 15
+"""Orchestration (OrchError) failures."""
+JOB_ERROR_KIND_WORKFLOW_NOT_FOUND: JobErrorKind.ValueType  # 16
+JOB_ERROR_KIND_DISPATCH_FAILED: JobErrorKind.ValueType  # 17
+JOB_ERROR_KIND_SIGNAL_FAILED: JobErrorKind.ValueType  # 18
+JOB_ERROR_KIND_NOT_FOUND: JobErrorKind.ValueType  # 19
+"""State store (StateError) failures."""
+JOB_ERROR_KIND_WRITE_FAILED: JobErrorKind.ValueType  # 20
+JOB_ERROR_KIND_SERIALIZATION: JobErrorKind.ValueType  # 21
+JOB_ERROR_KIND_HOOK_FAILED: JobErrorKind.ValueType  # 22
+"""A hook failed."""
+JOB_ERROR_KIND_OTHER: JobErrorKind.ValueType  # 23
+"""Any other failure."""
+Global___JobErrorKind: _TypeAlias = JobErrorKind  # noqa: Y015
+
 class _ApprovalPhase:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -463,18 +559,25 @@ class JobError(_message.Message):
 
     KIND_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
-    kind: _builtins.str
-    """A layer0 EnvError / TurnError kind, or "controller" / "cancelled" / "timeout" / "interrupted"."""
+    RETRYABLE_FIELD_NUMBER: _builtins.int
+    kind: Global___JobErrorKind.ValueType
     message: _builtins.str
+    retryable: _builtins.bool
+    """Whether the same job, submitted again unchanged, may succeed. True for RETRYABLE,
+    INTERRUPTED, PROVISION_FAILED, WRITE_FAILED, and for a TURN_ERROR whose turn stopped for a
+    reason that may pass; false for every other kind (the same request fails the same way, or
+    a person decided).
+    """
     def __init__(
         self,
         *,
-        kind: _builtins.str = ...,
+        kind: Global___JobErrorKind.ValueType = ...,
         message: _builtins.str = ...,
+        retryable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "message", b"message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "message", b"message", "retryable", b"retryable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
