@@ -19,6 +19,7 @@ from airlock.sandbox import ISOLATION_STATUSES, IsolationProof, IsolationStatus
 from airlock.weave import RecordType, TurnRecord
 from layer0 import decimal_to_str
 
+from ._convert_effects import report_from_proto, report_to_proto
 from ._job_errors import JobErrorKind
 from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobState
 
@@ -94,7 +95,7 @@ def job_to_proto(job: Job) -> cpb.Job:
     if job.max_duration_ms is not None:
         message.max_duration.CopyFrom(cv.duration_to_proto(job.max_duration_ms))
     if job.effects is not None:
-        message.effects.CopyFrom(cv.json_to_proto(job.effects))
+        message.effects.CopyFrom(report_to_proto(job.effects))
     message.resumes = job.resumes
     if job.approval is not None:
         message.approval.CopyFrom(approval_to_proto(job.approval))
@@ -127,7 +128,7 @@ def job_from_proto(message: cpb.Job) -> Job:
         if message.HasField("max_duration")
         else None,
         children=list(message.children),
-        effects=cv.json_from_proto(message.effects, present=message.HasField("effects")),
+        effects=report_from_proto(message.effects) if message.HasField("effects") else None,
         resumes=message.resumes,
         approval=approval_from_proto(message.approval) if message.HasField("approval") else None,
         fixed_point=fixed_point_from_proto(message.fixed_point) if message.HasField("fixed_point") else None,

@@ -34,6 +34,7 @@ from ._convert import (
     timestamp_from_proto,
     timestamp_to_proto,
 )
+from ._convert_effects import EFFECT_STATUS
 from ._model import (
     ApprovalChanged,
     ChildJobChanged,
@@ -49,7 +50,7 @@ from ._model import (
     SignalRecorded,
     StateChanged,
 )
-from .effects import EffectOutcome, OutcomeStatus
+from .effects import EffectOutcome
 
 #: Turn events cross this wire whole: the controller already holds what the runner sent.
 _NO_PAYLOAD_LIMIT = 1 << 62
@@ -57,9 +58,7 @@ _NO_PAYLOAD_LIMIT = 1 << 62
 #: ``lifecycle`` variant (see the module docstring).
 _SANDBOX_VARIANTS = frozenset(cpb.SandboxEvent.DESCRIPTOR.fields_by_name)
 
-_EFFECT_STATUS: wire.WireEnum[OutcomeStatus] = wire.WireEnum(
-    cpb.EffectStatus, "EFFECT_STATUS_", get_args(OutcomeStatus), "effect status"
-)
+_EFFECT_STATUS = EFFECT_STATUS
 _EGRESS_PHASE: wire.WireEnum[Literal["decision", "closed"]] = wire.WireEnum(
     cpb.EgressPhase, "EGRESS_PHASE_", ("decision", "closed"), "egress phase"
 )

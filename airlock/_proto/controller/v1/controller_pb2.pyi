@@ -642,8 +642,8 @@ class Job(_message.Message):
         """Ids of the jobs this job's effects started, in order."""
 
     @_builtins.property
-    def effects(self) -> _runner_pb2.Json:
-        """The effect executor's report (JSON of airlock EffectReport), once effects were applied."""
+    def effects(self) -> Global___EffectReport:
+        """The effect executor's report, once effects were applied."""
 
     @_builtins.property
     def approval(self) -> Global___ApprovalWait: ...
@@ -667,17 +667,19 @@ class Job(_message.Message):
         finished_at: _timestamp_pb2.Timestamp | None = ...,
         max_duration: _duration_pb2.Duration | None = ...,
         children: _abc.Iterable[_builtins.str] | None = ...,
-        effects: _runner_pb2.Json | None = ...,
+        effects: Global___EffectReport | None = ...,
         resumes: _builtins.int = ...,
         approval: Global___ApprovalWait | None = ...,
         fixed_point: Global___FixedPointRun | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__approval: _TypeAlias = _typing.Literal["approval"]  # noqa: Y015
     _WhichOneofArgType__approval: _TypeAlias = _typing.Literal["_approval", b"_approval"]  # noqa: Y015
+    _WhichOneofReturnType__effects: _TypeAlias = _typing.Literal["effects"]  # noqa: Y015
+    _WhichOneofArgType__effects: _TypeAlias = _typing.Literal["_effects", b"_effects"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
     _WhichOneofReturnType__finished_at: _TypeAlias = _typing.Literal["finished_at"]  # noqa: Y015
@@ -692,6 +694,8 @@ class Job(_message.Message):
     _WhichOneofArgType__started_at: _TypeAlias = _typing.Literal["_started_at", b"_started_at"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__approval) -> _WhichOneofReturnType__approval | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__effects) -> _WhichOneofReturnType__effects | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
     @_typing.overload
@@ -939,7 +943,8 @@ class SandboxEvent(_message.Message):
     @_builtins.property
     def checkpoint(self) -> _runner_pb2.Checkpoint:
         """The session's state to resume from (the controller keeps the latest; a job's record
-        does not hold these).
+        does not hold these). Its state is SessionState JSON, described by the JSON Schema
+        protos/schemas/session_state.schema.json.
         """
 
     @_builtins.property
@@ -1192,6 +1197,93 @@ class EffectApplied(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__job) -> _WhichOneofReturnType__job | None: ...
 
 Global___EffectApplied: _TypeAlias = EffectApplied  # noqa: Y015
+
+@_typing.final
+class EffectReport(_message.Message):
+    """What became of the effects one TurnOutput declared (a job's own, or a child's: `depth`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEPTH_FIELD_NUMBER: _builtins.int
+    OUTCOMES_FIELD_NUMBER: _builtins.int
+    depth: _builtins.int
+    """0 for the job's own effects; n for a child n dispatches down."""
+    @_builtins.property
+    def outcomes(self) -> _containers.RepeatedCompositeFieldContainer[Global___EffectOutcome]:
+        """One per declared effect, in declaration order."""
+
+    def __init__(
+        self,
+        *,
+        depth: _builtins.int = ...,
+        outcomes: _abc.Iterable[Global___EffectOutcome] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "outcomes", b"outcomes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EffectReport: _TypeAlias = EffectReport  # noqa: Y015
+
+@_typing.final
+class EffectOutcome(_message.Message):
+    """What became of one declared effect (the typed effect events carry the same, one by one)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    FOLLOW_UP_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """Its position in the declaring TurnOutput's effects."""
+    effect: _builtins.str
+    """The effect's type tag: write_memory, delete_memory, signal, delegate, handoff, log, ..."""
+    status: Global___EffectStatus.ValueType
+    detail: _builtins.str
+    agent: _builtins.str
+    """The agent a delegate or handoff dispatched."""
+    @_builtins.property
+    def follow_up(self) -> Global___EffectReport:
+        """The report of applying that child's own effects (its output is on the child's job)."""
+
+    @_builtins.property
+    def result(self) -> _runner_pb2.Json:
+        """A custom effect handler's result (absent: none)."""
+
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        effect: _builtins.str = ...,
+        status: Global___EffectStatus.ValueType = ...,
+        detail: _builtins.str | None = ...,
+        agent: _builtins.str | None = ...,
+        follow_up: Global___EffectReport | None = ...,
+        result: _runner_pb2.Json | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "_detail", b"_detail", "_follow_up", b"_follow_up", "agent", b"agent", "detail", b"detail", "follow_up", b"follow_up", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "_detail", b"_detail", "_follow_up", b"_follow_up", "agent", b"agent", "detail", b"detail", "effect", b"effect", "follow_up", b"follow_up", "index", b"index", "result", b"result", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__agent: _TypeAlias = _typing.Literal["agent"]  # noqa: Y015
+    _WhichOneofArgType__agent: _TypeAlias = _typing.Literal["_agent", b"_agent"]  # noqa: Y015
+    _WhichOneofReturnType__detail: _TypeAlias = _typing.Literal["detail"]  # noqa: Y015
+    _WhichOneofArgType__detail: _TypeAlias = _typing.Literal["_detail", b"_detail"]  # noqa: Y015
+    _WhichOneofReturnType__follow_up: _TypeAlias = _typing.Literal["follow_up"]  # noqa: Y015
+    _WhichOneofArgType__follow_up: _TypeAlias = _typing.Literal["_follow_up", b"_follow_up"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__agent) -> _WhichOneofReturnType__agent | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__detail) -> _WhichOneofReturnType__detail | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__follow_up) -> _WhichOneofReturnType__follow_up | None: ...
+
+Global___EffectOutcome: _TypeAlias = EffectOutcome  # noqa: Y015
 
 @_typing.final
 class ChildJobChanged(_message.Message):
@@ -1640,7 +1732,10 @@ class InspectJobResponse(_message.Message):
     """The turn is paused at a step boundary."""
     @_builtins.property
     def state(self) -> _runner_pb2.Json:
-        """The session's latest checkpoint (airlock.turn.SessionState JSON); null before the first."""
+        """The session's latest checkpoint: SessionState JSON, as the JSON Schema
+        protos/schemas/session_state.schema.json describes it (generated from the model; e.g.
+        `approved` lists the tool-call ids approved to run); null before the first.
+        """
 
     @_builtins.property
     def pending(self) -> _containers.RepeatedCompositeFieldContainer[_runner_pb2.PendingCall]:
