@@ -226,7 +226,7 @@ class ControllerClient:
             {
                 "name": a.name,
                 "backend": a.backend,
-                "provider": a.provider,
+                "provider": cv.PROVIDER_KIND.from_proto(a.provider, "provider"),
                 "model": a.model or None,
                 "local_model": a.local_model,
             }

@@ -11,8 +11,10 @@ A turn's lifecycle events (budget, compaction: ``airlock.turn.LifecycleEvent``) 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Literal, assert_never, get_args
 
+from google.protobuf.timestamp_pb2 import Timestamp
 from pydantic import ValidationError
 
 from airlock import wire
@@ -23,6 +25,7 @@ from airlock.sandbox import SandboxEvent
 from layer0 import AgentId, TurnError, TurnOutput
 
 from ._convert import (
+    JOB_ORIGIN,
     decision_from_proto,
     decision_to_proto,
     job_error_from_proto,
@@ -41,7 +44,6 @@ from ._model import (
     EffectApplied,
     JobEvent,
     JobEventData,
-    JobOrigin,
     JobResumed,
     JobState,
     LogLine,
@@ -212,9 +214,26 @@ def sandbox_event_from_proto(message: cpb.SandboxEvent) -> SandboxEvent:
     return event
 
 
+def _proxy_time_to_proto(text: str) -> Timestamp | None:
+    """A proxy's ISO 8601 time as a Timestamp (None: it does not read as one)."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return timestamp_to_proto(when if when.tzinfo is not None else when.replace(tzinfo=UTC))
+
+
+def _proxy_time_from_proto(message: cpb.EgressEvent | cpb.CredentialProxyEvent) -> str:
+    """A Timestamp as the proxy writes times (ISO 8601, UTC, milliseconds, ``Z``); absent: ``""``."""
+    if not message.HasField("time"):
+        return ""
+    when = timestamp_from_proto(message.time)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _egress_to_proto(event: EgressEvent) -> cpb.EgressEvent:
     message = cpb.EgressEvent(
-        time=event.time,
+        time=_proxy_time_to_proto(event.time),
         client=event.client,
         phase=_EGRESS_PHASE.to_proto(event.phase),
         method=event.method,
@@ -236,7 +255,7 @@ def _egress_to_proto(event: EgressEvent) -> cpb.EgressEvent:
 def _egress_from_proto(message: cpb.EgressEvent) -> EgressEvent:
     phase = _EGRESS_PHASE.from_proto(message.phase, "egress.phase")
     return EgressEvent(
-        time=message.time,
+        time=_proxy_time_from_proto(message),
         client=message.client,
         phase=phase,
         method=message.method,
@@ -255,7 +274,7 @@ def _egress_from_proto(message: cpb.EgressEvent) -> EgressEvent:
 
 def _credential_to_proto(event: CredentialProxyEvent) -> cpb.CredentialProxyEvent:
     return cpb.CredentialProxyEvent(
-        time=event.time,
+        time=_proxy_time_to_proto(event.time),
         client=event.client,
         credential=event.credential,
         method=event.method,
@@ -272,7 +291,7 @@ def _credential_to_proto(event: CredentialProxyEvent) -> cpb.CredentialProxyEven
 
 def _credential_from_proto(message: cpb.CredentialProxyEvent) -> CredentialProxyEvent:
     return CredentialProxyEvent(
-        time=message.time,
+        time=_proxy_time_from_proto(message),
         client=message.client,
         credential=message.credential,
         method=message.method,
@@ -370,12 +389,12 @@ def _effect_from_proto(message: cpb.EffectApplied) -> EffectApplied:
     )
 
 
-_ORIGINS: dict[str, JobOrigin] = {"submit": "submit", "delegate": "delegate", "handoff": "handoff"}
-
-
 def _child_to_proto(data: ChildJobChanged) -> cpb.ChildJobChanged:
     message = cpb.ChildJobChanged(
-        phase=_CHILD_PHASE.to_proto(data.phase), job=data.job, agent=data.agent, origin=data.origin
+        phase=_CHILD_PHASE.to_proto(data.phase),
+        job=data.job,
+        agent=data.agent,
+        origin=JOB_ORIGIN.to_proto(data.origin),
     )
     if data.state is not None:
         message.state = state_to_proto(data.state)
@@ -384,9 +403,7 @@ def _child_to_proto(data: ChildJobChanged) -> cpb.ChildJobChanged:
 
 def _child_from_proto(message: cpb.ChildJobChanged) -> ChildJobChanged:
     phase = _CHILD_PHASE.from_proto(message.phase, "phase")
-    origin = _ORIGINS.get(message.origin)
-    if origin is None:
-        raise wire.MalformedMessage(f"unknown origin {message.origin!r}", path="origin")
+    origin = JOB_ORIGIN.from_proto(message.origin, "origin")
     return ChildJobChanged(
         phase=phase,
         job=message.job,

@@ -210,7 +210,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
             info = cpb.AgentInfo(
                 name=name,
                 backend=agent.backend,
-                provider=agent.spec.provider.kind,
+                provider=wire.PROVIDER_KIND.to_proto(agent.spec.provider.kind),
                 local_model=agent.uses_local_model,
             )
             if agent.spec.provider.model:

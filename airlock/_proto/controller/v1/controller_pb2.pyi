@@ -116,6 +116,76 @@ APPROVAL_OUTCOME_APPROVED: ApprovalOutcome.ValueType  # 1
 APPROVAL_OUTCOME_REJECTED: ApprovalOutcome.ValueType  # 2
 Global___ApprovalOutcome: _TypeAlias = ApprovalOutcome  # noqa: Y015
 
+class _ApprovalStrategy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ApprovalStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApprovalStrategy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    APPROVAL_STRATEGY_UNSPECIFIED: _ApprovalStrategy.ValueType  # 0
+    APPROVAL_STRATEGY_ALL: _ApprovalStrategy.ValueType  # 1
+    """Every approver must approve; any rejection rejects."""
+    APPROVAL_STRATEGY_ANY: _ApprovalStrategy.ValueType  # 2
+    """The first approval approves; the first rejection rejects."""
+    APPROVAL_STRATEGY_MAJORITY: _ApprovalStrategy.ValueType  # 3
+    """More than half must approve; rejected once that is out of reach."""
+
+class ApprovalStrategy(_ApprovalStrategy, metaclass=_ApprovalStrategyEnumTypeWrapper):
+    """How the approvers' decisions settle a wait."""
+
+APPROVAL_STRATEGY_UNSPECIFIED: ApprovalStrategy.ValueType  # 0
+APPROVAL_STRATEGY_ALL: ApprovalStrategy.ValueType  # 1
+"""Every approver must approve; any rejection rejects."""
+APPROVAL_STRATEGY_ANY: ApprovalStrategy.ValueType  # 2
+"""The first approval approves; the first rejection rejects."""
+APPROVAL_STRATEGY_MAJORITY: ApprovalStrategy.ValueType  # 3
+"""More than half must approve; rejected once that is out of reach."""
+Global___ApprovalStrategy: _TypeAlias = ApprovalStrategy  # noqa: Y015
+
+class _ApprovalTimeoutAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ApprovalTimeoutActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApprovalTimeoutAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    APPROVAL_TIMEOUT_ACTION_UNSPECIFIED: _ApprovalTimeoutAction.ValueType  # 0
+    APPROVAL_TIMEOUT_ACTION_APPROVE: _ApprovalTimeoutAction.ValueType  # 1
+    APPROVAL_TIMEOUT_ACTION_REJECT: _ApprovalTimeoutAction.ValueType  # 2
+
+class ApprovalTimeoutAction(_ApprovalTimeoutAction, metaclass=_ApprovalTimeoutActionEnumTypeWrapper):
+    """What the agent's policy decides by itself when nobody decided by the deadline."""
+
+APPROVAL_TIMEOUT_ACTION_UNSPECIFIED: ApprovalTimeoutAction.ValueType  # 0
+APPROVAL_TIMEOUT_ACTION_APPROVE: ApprovalTimeoutAction.ValueType  # 1
+APPROVAL_TIMEOUT_ACTION_REJECT: ApprovalTimeoutAction.ValueType  # 2
+Global___ApprovalTimeoutAction: _TypeAlias = ApprovalTimeoutAction  # noqa: Y015
+
+class _FixedPointExit:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _FixedPointExitEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_FixedPointExit.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FIXED_POINT_EXIT_UNSPECIFIED: _FixedPointExit.ValueType  # 0
+    FIXED_POINT_EXIT_STABLE: _FixedPointExit.ValueType  # 1
+    """An output equalled its input."""
+    FIXED_POINT_EXIT_CYCLE: _FixedPointExit.ValueType  # 2
+    """An output repeated one of the last `window` (a limit cycle)."""
+    FIXED_POINT_EXIT_MAX_ITERATIONS: _FixedPointExit.ValueType  # 3
+    """`max_iterations` ran."""
+
+class FixedPointExit(_FixedPointExit, metaclass=_FixedPointExitEnumTypeWrapper):
+    """Why a fixed-point run stopped."""
+
+FIXED_POINT_EXIT_UNSPECIFIED: FixedPointExit.ValueType  # 0
+FIXED_POINT_EXIT_STABLE: FixedPointExit.ValueType  # 1
+"""An output equalled its input."""
+FIXED_POINT_EXIT_CYCLE: FixedPointExit.ValueType  # 2
+"""An output repeated one of the last `window` (a limit cycle)."""
+FIXED_POINT_EXIT_MAX_ITERATIONS: FixedPointExit.ValueType  # 3
+"""`max_iterations` ran."""
+Global___FixedPointExit: _TypeAlias = FixedPointExit  # noqa: Y015
+
 class _JobErrorKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -211,6 +281,32 @@ JOB_ERROR_KIND_HOOK_FAILED: JobErrorKind.ValueType  # 22
 JOB_ERROR_KIND_OTHER: JobErrorKind.ValueType  # 23
 """Any other failure."""
 Global___JobErrorKind: _TypeAlias = JobErrorKind  # noqa: Y015
+
+class _JobOrigin:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _JobOriginEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobOrigin.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    JOB_ORIGIN_UNSPECIFIED: _JobOrigin.ValueType  # 0
+    JOB_ORIGIN_SUBMIT: _JobOrigin.ValueType  # 1
+    """A user submitted it."""
+    JOB_ORIGIN_DELEGATE: _JobOrigin.ValueType  # 2
+    """Its parent's turn delegated to it (the parent waits for its output)."""
+    JOB_ORIGIN_HANDOFF: _JobOrigin.ValueType  # 3
+    """Its parent's turn handed off to it."""
+
+class JobOrigin(_JobOrigin, metaclass=_JobOriginEnumTypeWrapper):
+    """How a job came to be."""
+
+JOB_ORIGIN_UNSPECIFIED: JobOrigin.ValueType  # 0
+JOB_ORIGIN_SUBMIT: JobOrigin.ValueType  # 1
+"""A user submitted it."""
+JOB_ORIGIN_DELEGATE: JobOrigin.ValueType  # 2
+"""Its parent's turn delegated to it (the parent waits for its output)."""
+JOB_ORIGIN_HANDOFF: JobOrigin.ValueType  # 3
+"""Its parent's turn handed off to it."""
+Global___JobOrigin: _TypeAlias = JobOrigin  # noqa: Y015
 
 class _ApprovalPhase:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -446,14 +542,13 @@ class ApprovalWait(_message.Message):
     OUTCOME_FIELD_NUMBER: _builtins.int
     iteration: _builtins.int
     """The model call whose tool calls wait (1-based)."""
-    strategy: _builtins.str
-    """How the approvers' decisions settle the wait: "any" approves on the first approval and
-    rejects on the first rejection; "all" needs every approval and rejects on any rejection;
-    "majority" needs more than half and rejects once that is out of reach. The first decision
+    strategy: Global___ApprovalStrategy.ValueType
+    """How the approvers' decisions settle the wait: ANY approves on the first approval and
+    rejects on the first rejection; ALL needs every approval and rejects on any rejection;
+    MAJORITY needs more than half and rejects once that is out of reach. The first decision
     that settles the wait decides; every decision is kept in `decisions` (who, when, why).
     """
-    on_timeout: _builtins.str
-    """"approve" | "reject"."""
+    on_timeout: Global___ApprovalTimeoutAction.ValueType
     outcome: Global___ApprovalOutcome.ValueType
     """UNSPECIFIED while undecided."""
     @_builtins.property
@@ -476,8 +571,8 @@ class ApprovalWait(_message.Message):
         requested_at: _timestamp_pb2.Timestamp | None = ...,
         deadline: _timestamp_pb2.Timestamp | None = ...,
         approvers: _abc.Iterable[_builtins.str] | None = ...,
-        strategy: _builtins.str = ...,
-        on_timeout: _builtins.str = ...,
+        strategy: Global___ApprovalStrategy.ValueType = ...,
+        on_timeout: Global___ApprovalTimeoutAction.ValueType = ...,
         decisions: _abc.Iterable[Global___ApprovalDecision] | None = ...,
         outcome: Global___ApprovalOutcome.ValueType = ...,
     ) -> None: ...
@@ -502,8 +597,8 @@ class FixedPointRun(_message.Message):
     CHOSEN_FIELD_NUMBER: _builtins.int
     max_iterations: _builtins.int
     window: _builtins.int
-    exit: _builtins.str
-    """"stable" | "cycle" | "max_iterations"; empty while it runs."""
+    exit: Global___FixedPointExit.ValueType
+    """UNSPECIFIED while it runs."""
     chosen: _builtins.int
     """The 0-based iteration whose output is the job's."""
     @_builtins.property
@@ -516,7 +611,7 @@ class FixedPointRun(_message.Message):
         max_iterations: _builtins.int = ...,
         window: _builtins.int = ...,
         hashes: _abc.Iterable[Global___IterationHashes] | None = ...,
-        exit: _builtins.str = ...,
+        exit: Global___FixedPointExit.ValueType = ...,
         chosen: _builtins.int | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_chosen", b"_chosen", "chosen", b"chosen"]  # noqa: Y015
@@ -613,8 +708,7 @@ class Job(_message.Message):
     """The fair-queue key: jobs of different queues take turns for the workers."""
     parent_id: _builtins.str
     """The job that delegated or handed off to this one (empty for a submitted job)."""
-    origin: _builtins.str
-    """"submit" | "delegate" | "handoff"."""
+    origin: Global___JobOrigin.ValueType
     workflow: _builtins.str
     """The workflow signals to this job's turns are recorded under (default: the job id)."""
     resumes: _builtins.int
@@ -635,7 +729,13 @@ class Job(_message.Message):
     def finished_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def max_duration(self) -> _duration_pb2.Duration:
-        """The limit on the job's whole life (provisioning, turn, effects)."""
+        """The limit on the job's whole life (provisioning, turn, effects). Unless the submitter set
+        it, it is the turn's max_duration (the input's, else the agent's) plus 60 s: the turn's own
+        limit ends the turn (with exit reason `timeout` and an output), and the 60 s leave room for
+        creating the sandbox before it and applying the effects after it, so that a turn that
+        uses its whole time still ends with its output rather than as TIMED_OUT. Without either,
+        the controller's default (1 h).
+        """
 
     @_builtins.property
     def children(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -660,7 +760,7 @@ class Job(_message.Message):
         error: Global___JobError | None = ...,
         queue: _builtins.str = ...,
         parent_id: _builtins.str = ...,
-        origin: _builtins.str = ...,
+        origin: Global___JobOrigin.ValueType = ...,
         workflow: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         started_at: _timestamp_pb2.Timestamp | None = ...,
@@ -1011,8 +1111,6 @@ class EgressEvent(_message.Message):
     BYTES_UP_FIELD_NUMBER: _builtins.int
     BYTES_DOWN_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
-    time: _builtins.str
-    """When, as the proxy wrote it: ISO 8601, UTC, milliseconds ("2026-11-22T20:31:05.123Z")."""
     client: _builtins.str
     """The peer that asked ("ip:port")."""
     phase: Global___EgressPhase.ValueType
@@ -1031,11 +1129,17 @@ class EgressEvent(_message.Message):
     bytes_up: _builtins.int
     bytes_down: _builtins.int
     @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """When the proxy wrote it (UTC, to the millisecond); absent when the proxy's time did not
+        read as ISO 8601.
+        """
+
+    @_builtins.property
     def duration(self) -> _duration_pb2.Duration: ...
     def __init__(
         self,
         *,
-        time: _builtins.str = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
         client: _builtins.str = ...,
         phase: Global___EgressPhase.ValueType = ...,
         method: _builtins.str = ...,
@@ -1050,7 +1154,7 @@ class EgressEvent(_message.Message):
         bytes_down: _builtins.int | None = ...,
         duration: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_bytes_down", b"_bytes_down", "_bytes_up", b"_bytes_up", "_ip", b"_ip", "_sni", b"_sni", "bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "duration", b"duration", "ip", b"ip", "sni", b"sni"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_bytes_down", b"_bytes_down", "_bytes_up", b"_bytes_up", "_ip", b"_ip", "_sni", b"_sni", "bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "duration", b"duration", "ip", b"ip", "sni", b"sni", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["_bytes_down", b"_bytes_down", "_bytes_up", b"_bytes_up", "_ip", b"_ip", "_sni", b"_sni", "allowed", b"allowed", "bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "client", b"client", "duration", b"duration", "host", b"host", "ip", b"ip", "method", b"method", "phase", b"phase", "port", b"port", "reason", b"reason", "rule", b"rule", "sni", b"sni", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1091,8 +1195,6 @@ class CredentialProxyEvent(_message.Message):
     BYTES_DOWN_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
     REDACTED_FIELD_NUMBER: _builtins.int
-    time: _builtins.str
-    """As in EgressEvent."""
     client: _builtins.str
     credential: _builtins.str
     """The credential's name."""
@@ -1108,11 +1210,15 @@ class CredentialProxyEvent(_message.Message):
     redacted: _builtins.int
     """How many reflections of the secret were masked in the response."""
     @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """As in EgressEvent."""
+
+    @_builtins.property
     def duration(self) -> _duration_pb2.Duration: ...
     def __init__(
         self,
         *,
-        time: _builtins.str = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
         client: _builtins.str = ...,
         credential: _builtins.str = ...,
         method: _builtins.str = ...,
@@ -1125,7 +1231,7 @@ class CredentialProxyEvent(_message.Message):
         duration: _duration_pb2.Duration | None = ...,
         redacted: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "client", b"client", "credential", b"credential", "duration", b"duration", "method", b"method", "path", b"path", "reason", b"reason", "redacted", b"redacted", "status", b"status", "time", b"time", "upstream", b"upstream"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1298,8 +1404,8 @@ class ChildJobChanged(_message.Message):
     job: _builtins.str
     """The child job's id."""
     agent: _builtins.str
-    origin: _builtins.str
-    """"delegate" | "handoff"."""
+    origin: Global___JobOrigin.ValueType
+    """DELEGATE or HANDOFF."""
     state: Global___JobState.ValueType
     """The child's final state (FINISHED only; else UNSPECIFIED)."""
     def __init__(
@@ -1308,7 +1414,7 @@ class ChildJobChanged(_message.Message):
         phase: Global___ChildPhase.ValueType = ...,
         job: _builtins.str = ...,
         agent: _builtins.str = ...,
-        origin: _builtins.str = ...,
+        origin: Global___JobOrigin.ValueType = ...,
         state: Global___JobState.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
@@ -1415,7 +1521,9 @@ class SubmitJobRequest(_message.Message):
     def input(self) -> _runner_pb2.TurnInput: ...
     @_builtins.property
     def max_duration(self) -> _duration_pb2.Duration:
-        """Limit on the job's life (default: the agent's max_duration, else the controller's)."""
+        """Limit on the job's life (absent or 0: the turn's max_duration plus 60 s, see
+        Job.max_duration, else the controller's default).
+        """
 
     @_builtins.property
     def until_stable(self) -> Global___UntilStable:
@@ -2179,7 +2287,8 @@ class AgentInfo(_message.Message):
     LOCAL_MODEL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     backend: _builtins.str
-    provider: _builtins.str
+    """The backend its sandboxes run on (a configured name: docker, process, kubernetes, ...)."""
+    provider: _runner_pb2.ProviderKind.ValueType
     model: _builtins.str
     local_model: _builtins.bool
     """The agent's model is served on the controller's machine (its calls cost nothing)."""
@@ -2188,7 +2297,7 @@ class AgentInfo(_message.Message):
         *,
         name: _builtins.str = ...,
         backend: _builtins.str = ...,
-        provider: _builtins.str = ...,
+        provider: _runner_pb2.ProviderKind.ValueType = ...,
         model: _builtins.str | None = ...,
         local_model: _builtins.bool = ...,
     ) -> None: ...
