@@ -28,6 +28,7 @@ from airlock.policy import FileRefused, FilesOverCap
 from . import _convert as jc
 from . import _event_wire as ew
 from . import _grpc_errors as errors
+from . import _grpc_pages as pages
 from . import _grpc_requests as rq
 from ._grpc_closing import RefuseWhileClosing
 from ._service import JobService
@@ -151,15 +152,19 @@ class _Servicer(cpb_grpc.ControllerServicer):
             await _unsendable(context, request.id, e)
 
     async def ListArtifacts(
-        self, request: cpb.GetJobRequest, context: grpc.aio.ServicerContext
+        self, request: cpb.ListArtifactsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListArtifactsResponse:
         await _need_id(context, request)
         try:
-            found = await self.service.artifacts(request.id)
+            found = sorted(await self.service.artifacts(request.id), key=lambda a: a.path)
+            page, token = pages.page_of(request, found, lambda a: a.path, pages.page_size(request.page_size))
         except errors.REFUSED as e:
             return await errors.refuse(context, e)
+        except wire.MalformedMessage as e:
+            return await errors.invalid(context, e.problems)
         return cpb.ListArtifactsResponse(
-            artifacts=[cpb.Artifact(path=a.path, size=a.size, sha256=a.sha256) for a in found]
+            artifacts=[cpb.Artifact(path=a.path, size=a.size, sha256=a.sha256) for a in page],
+            next_page_token=token,
         )
 
     async def GetArtifact(
@@ -185,12 +190,22 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def ListJobs(
         self, request: cpb.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListJobsResponse:
+        problems: list[wire.Problem] = []
         try:
             where = jc.filter_from_proto(request)
         except wire.MalformedMessage as e:
-            return await errors.invalid(context, e.problems)
+            problems += e.problems
+        try:
+            after = pages.read_token(request, request.page_token)
+        except wire.MalformedMessage as e:
+            problems += e.problems
+        if problems:
+            return await errors.invalid(context, problems)
+        if after is not None:
+            where = where.model_copy(update={"before_id": after})
         jobs = await self.service.find(where)
-        return cpb.ListJobsResponse(jobs=[jc.job_to_proto(j) for j in jobs])
+        token = pages.make_token(request, jobs[-1].id) if len(jobs) == where.limit else ""
+        return cpb.ListJobsResponse(jobs=[jc.job_to_proto(j) for j in jobs], next_page_token=token)
 
     async def GetJobLogs(
         self, request: cpb.GetJobLogsRequest, context: grpc.aio.ServicerContext
@@ -205,8 +220,15 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def ListAgents(
         self, request: cpb.ListAgentsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListAgentsResponse:
+        configured = sorted(self.service.runner.config.agents.items())
+        try:
+            page, token = pages.page_of(
+                request, configured, lambda a: a[0], pages.page_size(request.page_size)
+            )
+        except wire.MalformedMessage as e:
+            return await errors.invalid(context, e.problems)
         agents = []
-        for name, agent in sorted(self.service.runner.config.agents.items()):
+        for name, agent in page:
             info = cpb.AgentInfo(
                 name=name,
                 backend=agent.backend,
@@ -216,7 +238,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
             if agent.spec.provider.model:
                 info.model = agent.spec.provider.model
             agents.append(info)
-        return cpb.ListAgentsResponse(agents=agents)
+        return cpb.ListAgentsResponse(agents=agents, next_page_token=token)
 
     async def GetStatus(
         self, request: cpb.GetStatusRequest, context: grpc.aio.ServicerContext
@@ -247,27 +269,27 @@ class _Servicer(cpb_grpc.ControllerServicer):
         return jc.job_to_proto(job)
 
     async def PauseJob(
-        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
-    ) -> cpb.JobControlResponse:
+        self, request: cpb.PauseJobRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.PauseJobResponse:
         await _need_id(context, request)
         try:
             await self.service.pause(request.id)
         except errors.REFUSED as e:
             return await errors.refuse(context, e)
-        return cpb.JobControlResponse()
+        return cpb.PauseJobResponse()
 
     async def ResumeJob(
-        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
-    ) -> cpb.JobControlResponse:
+        self, request: cpb.ResumeJobRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ResumeJobResponse:
         await _need_id(context, request)
         try:
             await self.service.resume(request.id)
         except errors.REFUSED as e:
             return await errors.refuse(context, e)
-        return cpb.JobControlResponse()
+        return cpb.ResumeJobResponse()
 
     async def StepJob(
-        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
+        self, request: cpb.StepJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.StepJobResponse:
         await _need_id(context, request)
         try:
@@ -281,7 +303,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         return cpb.StepJobResponse(complete=info.complete, text=info.text, tools=info.tools, events=recorded)
 
     async def InspectJob(
-        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
+        self, request: cpb.InspectJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.InspectJobResponse:
         await _need_id(context, request)
         try:
@@ -319,7 +341,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         return cpb.GetWeaveResponse(root=root, records=[jc.record_to_proto(r) for r in records])
 
     async def VerifyJob(
-        self, request: cpb.GetWeaveRequest, context: grpc.aio.ServicerContext
+        self, request: cpb.VerifyJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.VerifyJobResponse:
         await _need_id(context, request)
         try:

@@ -14,7 +14,7 @@ from airlock.controller import ControllerClient, JobEvent, SandboxActivity
 from airlock.controller import _event_wire as ew
 from airlock.proxy import EgressEvent
 
-from .test_controller_errors import AUTH, client, server  # noqa: F401 - fixtures
+from .test_controller_errors import AUTH
 
 WHEN = datetime(2026, 11, 22, 20, 31, 5, 123000, tzinfo=UTC)
 
@@ -46,8 +46,8 @@ def test_a_proxy_time_that_is_not_iso_is_absent_on_the_wire() -> None:
     assert not message.sandbox.egress.HasField("time")
 
 
-async def test_an_agents_provider_is_an_enum(client: ControllerClient, server: object) -> None:  # noqa: F811
-    assert [a["provider"] for a in await client.agents()] == ["scripted"]
-    async with grpc.aio.insecure_channel(client.address) as channel:
+async def test_an_agents_provider_is_an_enum(real_client: ControllerClient, real_server: object) -> None:
+    assert [a["provider"] for a in await real_client.agents()] == ["scripted"]
+    async with grpc.aio.insecure_channel(real_client.address) as channel:
         response = await cpb_grpc.ControllerStub(channel).ListAgents(cpb.ListAgentsRequest(), metadata=AUTH)
     assert [a.provider for a in response.agents] == [pb.PROVIDER_KIND_SCRIPTED]
