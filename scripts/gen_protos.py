@@ -21,6 +21,7 @@ temporary directory and fails on any difference.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -71,6 +72,11 @@ def generate(out: Path) -> list[Path]:
     if not protos:
         raise SystemExit(f"no .proto files under {GENERATED_ROOT}")
     include = Path(grpc_tools.__file__).parent / "_proto"
+    # google/api/field_behavior.proto (googleapis-common-protos, beside its generated modules).
+    api_spec = importlib.util.find_spec("google.api.field_behavior_pb2")
+    if api_spec is None or api_spec.origin is None:
+        raise SystemExit("googleapis-common-protos is missing (google/api/field_behavior.proto)")
+    api_include = Path(api_spec.origin).parents[2]
     bindir = Path(sys.executable).parent
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp)
@@ -80,6 +86,7 @@ def generate(out: Path) -> list[Path]:
             "grpc_tools.protoc",
             f"-I{PROTO_ROOT}",
             f"-I{include}",
+            f"-I{api_include}",
             f"--plugin=protoc-gen-mypy={bindir / 'protoc-gen-mypy'}",
             f"--plugin=protoc-gen-mypy_grpc={bindir / 'protoc-gen-mypy_grpc'}",
             f"--python_out={raw}",

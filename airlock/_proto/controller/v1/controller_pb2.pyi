@@ -8,6 +8,13 @@ input and output cross both wires unchanged.
 Conventions are the runner's (see airlock/runner/v1/runner.proto): free JSON is `Json`
 text, durations are google.protobuf.Duration, times are google.protobuf.Timestamp.
 
+Fields a request must set are annotated `(google.api.field_behavior) = REQUIRED` (left empty:
+INVALID_ARGUMENT with a violation on the field); fields only the controller sets,
+OUTPUT_ONLY. Every refusal is a google.rpc.Status with ErrorInfo{reason, domain
+"airlock.dev"}, BadRequest field violations for a malformed request, RetryInfo when trying
+again later can succeed (UNAVAILABLE, reason SHUTTING_DOWN). List RPCs page with
+`page_token`/`next_page_token` (opaque; a foreign token: INVALID_ARGUMENT).
+
 Every RPC needs `authorization: Bearer <token>` metadata, except the standard
 grpc.health.v1.Health service. A missing or wrong token: UNAUTHENTICATED.
 """
