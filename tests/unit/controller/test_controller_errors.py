@@ -20,7 +20,7 @@ from airlock.controller import (
 )
 from layer0 import TurnInput
 
-from .conftest import TOKEN
+TOKEN = "t0ken"  # the token of the real_server fixture (conftest.py)
 
 AUTH = (("authorization", f"Bearer {TOKEN}"),)
 
