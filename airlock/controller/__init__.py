@@ -29,6 +29,8 @@ from ._grpc import (
     load_or_create_token,
     read_token_file,
 )
+from ._grpc_errors import REASONS as ERROR_REASONS
+from ._job_errors import JobErrorKind
 from ._model import (
     JOB_EVENT_DATA,
     ApprovalChanged,
@@ -62,6 +64,7 @@ from .effects import EffectExecutor, EffectOutcome, EffectReport
 
 __all__ = [
     "DEFAULT_ADDRESS",
+    "ERROR_REASONS",
     "JOB_EVENT_DATA",
     "AgentRunner",
     "ApprovalChanged",
@@ -83,6 +86,7 @@ __all__ = [
     "Inspection",
     "Job",
     "JobError",
+    "JobErrorKind",
     "JobEvent",
     "JobEventData",
     "JobFilter",

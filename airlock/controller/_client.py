@@ -37,22 +37,49 @@ TOKEN_ENV = "AIRLOCK_TOKEN"
 
 
 class ControllerError(AirlockError):
-    """A controller RPC failed; ``code`` is the gRPC status code's name (``NOT_FOUND``, …)."""
+    """A controller RPC failed.
 
-    def __init__(self, code: str, message: str) -> None:
+    Attributes:
+        code: the gRPC status code's name (``NOT_FOUND``, …).
+        reason: the refusal's ``ErrorInfo.reason`` (``NOT_FOUND``, ``NOT_AWAITING``,
+            ``INVALID_ARGUMENT``, ``SHUTTING_DOWN``, …; see ``airlock.controller.ERROR_REASONS``),
+            or None when the answer carried none (e.g. the server is unreachable).
+        violations: ``(field path, problem)`` per problem of a malformed request.
+        retry_after_s: when the controller suggests trying again (``RetryInfo``), or None.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        reason: str | None = None,
+        violations: Sequence[tuple[str, str]] = (),
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.reason = reason
+        self.violations = tuple(violations)
+        self.retry_after_s = retry_after_s
 
     @classmethod
     def from_rpc(cls, error: grpc.aio.AioRpcError, address: str) -> ControllerError:
         """The error for a failed call (the message says what to do for the common ones)."""
         code = error.code()
         details = error.details() or code.name
-        if code == grpc.StatusCode.UNAVAILABLE:
+        found = cv.status_details(error)
+        if code == grpc.StatusCode.UNAVAILABLE and found.reason is None:
             details = f"no controller at {address} ({details}); start one with `airlock serve`"
         elif code == grpc.StatusCode.UNAUTHENTICATED:
             details = f"{details} (set {TOKEN_ENV}, or --token, to the token `airlock serve` printed)"
-        return cls(code.name, details)
+        return cls(
+            code.name,
+            details,
+            reason=found.reason,
+            violations=found.violations,
+            retry_after_s=found.retry_after_s,
+        )
 
 
 def default_token_file() -> Path:
@@ -173,8 +200,14 @@ class ControllerClient:
 
     async def artifacts(self, job_id: str) -> list[StoredFile]:
         """The job's artifacts (path, size, SHA-256), in path order."""
-        response = await self._call("ListArtifacts", cpb.GetJobRequest(id=job_id))
-        return [StoredFile(path=a.path, size=a.size, sha256=a.sha256) for a in response.artifacts]
+        found: list[StoredFile] = []
+        request = cpb.ListArtifactsRequest(id=job_id)
+        while True:
+            response = await self._call("ListArtifacts", request)
+            found += [StoredFile(path=a.path, size=a.size, sha256=a.sha256) for a in response.artifacts]
+            if not response.next_page_token:
+                return found
+            request.page_token = response.next_page_token
 
     async def artifact(self, job_id: str, path: str) -> bytes:
         """One artifact's content (``ControllerError`` NOT_FOUND: no such job or artifact)."""
@@ -194,16 +227,23 @@ class ControllerClient:
     async def agents(self) -> list[dict[str, str | bool | None]]:
         """The agents the controller runs: name, backend, provider, model, and whether the model
         is served on the controller's machine (``local_model``)."""
-        response = await self._call("ListAgents", cpb.ListAgentsRequest())
+        listed: list[Any] = []
+        request = cpb.ListAgentsRequest()
+        while True:
+            response = await self._call("ListAgents", request)
+            listed += response.agents
+            if not response.next_page_token:
+                break
+            request.page_token = response.next_page_token
         return [
             {
                 "name": a.name,
                 "backend": a.backend,
-                "provider": a.provider,
+                "provider": cv.PROVIDER_KIND.from_proto(a.provider, "provider"),
                 "model": a.model or None,
                 "local_model": a.local_model,
             }
-            for a in response.agents
+            for a in listed
         ]
 
     # -- approvals ---------------------------------------------------------------------------------
@@ -224,18 +264,18 @@ class ControllerClient:
 
     async def pause(self, job_id: str) -> None:
         """Pause the job's turn at its next step boundary (FAILED_PRECONDITION: none runs)."""
-        await self._call("PauseJob", cpb.JobControlRequest(id=job_id))
+        await self._call("PauseJob", cpb.PauseJobRequest(id=job_id))
 
     async def resume(self, job_id: str) -> None:
         """Let the job's paused turn run on (as :meth:`pause`)."""
-        await self._call("ResumeJob", cpb.JobControlRequest(id=job_id))
+        await self._call("ResumeJob", cpb.ResumeJobRequest(id=job_id))
 
     async def step(self, job_id: str) -> tuple[StepInfo, list[JobEvent]]:
         """Run one step of the job's paused turn: what it did, and what the job recorded
         meanwhile (FAILED_PRECONDITION: not paused)."""
         from airlock.runner import StepInfo
 
-        response = await self._call("StepJob", cpb.JobControlRequest(id=job_id), None)
+        response = await self._call("StepJob", cpb.StepJobRequest(id=job_id), None)
         info = StepInfo(complete=response.complete, text=response.text, tools=list(response.tools))
         return info, [ew.event_from_proto(e) for e in response.events]
 
@@ -245,7 +285,7 @@ class ControllerClient:
         from airlock.turn import SessionState
 
         job = await self.get(job_id)
-        response = await self._call("InspectJob", cpb.JobControlRequest(id=job_id))
+        response = await self._call("InspectJob", cpb.InspectJobRequest(id=job_id))
         data = cv.json_from_proto(response.state, present=response.HasField("state"))
         try:
             state = SessionState.model_validate(data) if data is not None else None
@@ -275,7 +315,7 @@ class ControllerClient:
     async def verify(self, job_id: str) -> tuple[str, ChainReport, bool]:
         """Check the hash chain of the job's tree: its root, what the check found, and whether
         seals were checked too (the controller has an audit key)."""
-        response = await self._call("VerifyJob", cpb.GetWeaveRequest(id=job_id))
+        response = await self._call("VerifyJob", cpb.VerifyJobRequest(id=job_id))
         breaks = [
             ChainBreak(position=b.position, record_id=b.record_id, problem=b.problem) for b in response.breaks
         ]

@@ -8,18 +8,21 @@ Every conversion is lossless for the values the models allow, except a fixed-poi
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import get_args
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock.policy import ApprovalDecision
-from airlock.policy.approval import Outcome
+from airlock.policy.approval import OnTimeout, Outcome, Strategy
 from airlock.sandbox import ISOLATION_STATUSES, IsolationProof, IsolationStatus
-from airlock.weave import RecordType, TurnRecord
+from airlock.weave import FixedPointExit, RecordType, TurnRecord
 from layer0 import decimal_to_str
 
-from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobState
+from ._convert_effects import report_from_proto, report_to_proto
+from ._job_errors import JobErrorKind
+from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobOrigin, JobState
 
 #: JobState ↔ ``JOB_STATE_*``.
 JOB_STATE: cv.WireEnum[JobState] = cv.WireEnum(cpb.JobState, "JOB_STATE_", JobState, "job state")
@@ -30,6 +33,26 @@ APPROVAL_OUTCOME: cv.WireEnum[Outcome] = cv.WireEnum(
 #: A backend's isolation status ↔ ``ISOLATION_STATUS_*``.
 ISOLATION_STATUS: cv.WireEnum[IsolationStatus] = cv.WireEnum(
     cpb.IsolationStatus, "ISOLATION_STATUS_", ISOLATION_STATUSES, "isolation status"
+)
+#: How a job came to be ↔ ``JOB_ORIGIN_*``.
+JOB_ORIGIN: cv.WireEnum[JobOrigin] = cv.WireEnum(
+    cpb.JobOrigin, "JOB_ORIGIN_", get_args(JobOrigin), "job origin"
+)
+#: An approval wait's strategy ↔ ``APPROVAL_STRATEGY_*``.
+APPROVAL_STRATEGY: cv.WireEnum[Strategy] = cv.WireEnum(
+    cpb.ApprovalStrategy, "APPROVAL_STRATEGY_", get_args(Strategy), "approval strategy"
+)
+#: What an approval's timeout decides ↔ ``APPROVAL_TIMEOUT_ACTION_*``.
+APPROVAL_TIMEOUT_ACTION: cv.WireEnum[OnTimeout] = cv.WireEnum(
+    cpb.ApprovalTimeoutAction, "APPROVAL_TIMEOUT_ACTION_", get_args(OnTimeout), "approval timeout action"
+)
+#: Why a fixed-point run stopped ↔ ``FIXED_POINT_EXIT_*`` (UNSPECIFIED: it runs).
+FIXED_POINT_EXIT: cv.WireEnum[FixedPointExit] = cv.WireEnum(
+    cpb.FixedPointExit, "FIXED_POINT_EXIT_", get_args(FixedPointExit), "fixed-point exit"
+)
+#: A job error's kind ↔ ``JOB_ERROR_KIND_*``.
+JOB_ERROR_KIND: cv.WireEnum[JobErrorKind] = cv.WireEnum(
+    cpb.JobErrorKind, "JOB_ERROR_KIND_", JobErrorKind, "job error kind"
 )
 #: A turn record's type ↔ ``RECORD_TYPE_*``.
 RECORD_TYPE: cv.WireEnum[RecordType] = cv.WireEnum(cpb.RecordType, "RECORD_TYPE_", RecordType, "record type")
@@ -73,7 +96,7 @@ def job_to_proto(job: Job) -> cpb.Job:
         input=cv.input_to_proto(job.input),
         queue=job.queue,
         parent_id=job.parent_id or "",
-        origin=job.origin,
+        origin=JOB_ORIGIN.to_proto(job.origin),
         workflow=job.workflow,
         created_at=timestamp_to_proto(job.created_at),
         children=job.children,
@@ -81,7 +104,7 @@ def job_to_proto(job: Job) -> cpb.Job:
     if job.output is not None:
         message.output.CopyFrom(cv.output_to_proto(job.output))
     if job.error is not None:
-        message.error.CopyFrom(cpb.JobError(kind=job.error.kind, message=job.error.message))
+        message.error.CopyFrom(job_error_to_proto(job.error))
     if job.started_at is not None:
         message.started_at.CopyFrom(timestamp_to_proto(job.started_at))
     if job.finished_at is not None:
@@ -89,7 +112,7 @@ def job_to_proto(job: Job) -> cpb.Job:
     if job.max_duration_ms is not None:
         message.max_duration.CopyFrom(cv.duration_to_proto(job.max_duration_ms))
     if job.effects is not None:
-        message.effects.CopyFrom(cv.json_to_proto(job.effects))
+        message.effects.CopyFrom(report_to_proto(job.effects))
     message.resumes = job.resumes
     if job.approval is not None:
         message.approval.CopyFrom(approval_to_proto(job.approval))
@@ -110,12 +133,10 @@ def job_from_proto(message: cpb.Job) -> Job:
         state=state_from_proto(message.state),
         input=cv.input_from_proto(message.input),
         output=cv.output_from_proto(message.output) if message.HasField("output") else None,
-        error=JobError(kind=message.error.kind, message=message.error.message)
-        if message.HasField("error")
-        else None,
+        error=job_error_from_proto(message.error) if message.HasField("error") else None,
         queue=message.queue,
         parent_id=message.parent_id or None,
-        origin=message.origin,
+        origin=JOB_ORIGIN.from_proto(message.origin, "origin"),
         workflow=message.workflow,
         created_at=timestamp_from_proto(message.created_at),
         started_at=timestamp_from_proto(message.started_at) if message.HasField("started_at") else None,
@@ -124,21 +145,47 @@ def job_from_proto(message: cpb.Job) -> Job:
         if message.HasField("max_duration")
         else None,
         children=list(message.children),
-        effects=cv.json_from_proto(message.effects, present=message.HasField("effects")),
+        effects=report_from_proto(message.effects) if message.HasField("effects") else None,
         resumes=message.resumes,
         approval=approval_from_proto(message.approval) if message.HasField("approval") else None,
         fixed_point=fixed_point_from_proto(message.fixed_point) if message.HasField("fixed_point") else None,
     )
 
 
+def job_error_to_proto(error: JobError) -> cpb.JobError:
+    """A job's error on the wire."""
+    return cpb.JobError(
+        kind=JOB_ERROR_KIND.to_proto(error.kind), message=error.message, retryable=error.retryable
+    )
+
+
+def job_error_from_proto(message: cpb.JobError, path: str = "error") -> JobError:
+    """A job's error from the wire.
+
+    Raises:
+        MalformedMessage: an unspecified or unknown kind.
+    """
+    kind = JOB_ERROR_KIND.from_proto(message.kind, f"{path}.kind")
+    return JobError(kind=kind, message=message.message, retryable=message.retryable)
+
+
 def filter_from_proto(message: cpb.ListJobsRequest) -> JobFilter:
     """A ListJobs request as a filter (limit 0 → 50, capped at 1000).
 
     Raises:
-        ValueError: an unknown state.
+        MalformedMessage: an unknown or unspecified state (one problem per such ``states[i]``).
     """
+    states = []
+    problems = []
+    for i, value in enumerate(message.states):
+        try:
+            states.append(state_from_proto(value))
+        except ValueError as e:
+            problems.append(cv.Problem(f"states[{i}]", str(e)))
+    if problems:
+        raise cv.MalformedMessage(problems=problems)
     return JobFilter(
-        states=frozenset(state_from_proto(s) for s in message.states),
+        states=frozenset(states),
         agent=message.agent or None,
         session=message.session or None,
         parent_id=message.parent_id or None,
@@ -210,8 +257,8 @@ def approval_to_proto(wait: ApprovalWait) -> cpb.ApprovalWait:
         requested_at=timestamp_to_proto(wait.requested_at),
         deadline=timestamp_to_proto(wait.deadline),
         approvers=wait.approvers,
-        strategy=wait.strategy,
-        on_timeout=wait.on_timeout,
+        strategy=APPROVAL_STRATEGY.to_proto(wait.strategy),
+        on_timeout=APPROVAL_TIMEOUT_ACTION.to_proto(wait.on_timeout),
         decisions=[decision_to_proto(d) for d in wait.decisions],
         outcome=outcome_to_proto(wait.outcome),
     )
@@ -231,8 +278,8 @@ def approval_from_proto(message: cpb.ApprovalWait) -> ApprovalWait:
                 "requested_at": timestamp_from_proto(message.requested_at),
                 "deadline": timestamp_from_proto(message.deadline),
                 "approvers": list(message.approvers),
-                "strategy": message.strategy,
-                "on_timeout": message.on_timeout,
+                "strategy": APPROVAL_STRATEGY.from_proto(message.strategy, "strategy"),
+                "on_timeout": APPROVAL_TIMEOUT_ACTION.from_proto(message.on_timeout, "on_timeout"),
                 "decisions": [decision_from_proto(d) for d in message.decisions],
                 "outcome": outcome_from_proto(message.outcome),
             }
@@ -248,7 +295,9 @@ def fixed_point_to_proto(run: FixedPointRun) -> cpb.FixedPointRun:
         max_iterations=run.max_iterations,
         window=run.window,
         hashes=[cpb.IterationHashes(pre=pre, post=post) for pre, post in run.hashes],
-        exit=run.exit or "",
+        exit=FIXED_POINT_EXIT.to_proto(run.exit)
+        if run.exit is not None
+        else cpb.FIXED_POINT_EXIT_UNSPECIFIED,
     )
     if run.chosen is not None:
         message.chosen = run.chosen
@@ -267,7 +316,7 @@ def fixed_point_from_proto(message: cpb.FixedPointRun) -> FixedPointRun:
                 "max_iterations": message.max_iterations,
                 "window": message.window,
                 "hashes": [(h.pre, h.post) for h in message.hashes],
-                "exit": message.exit or None,
+                "exit": FIXED_POINT_EXIT.from_proto(message.exit, "exit") if message.exit else None,
                 "chosen": message.chosen if message.HasField("chosen") else None,
             }
         )

@@ -11,8 +11,10 @@ A turn's lifecycle events (budget, compaction: ``airlock.turn.LifecycleEvent``) 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Literal, assert_never, get_args
 
+from google.protobuf.timestamp_pb2 import Timestamp
 from pydantic import ValidationError
 
 from airlock import wire
@@ -23,8 +25,11 @@ from airlock.sandbox import SandboxEvent
 from layer0 import AgentId, TurnError, TurnOutput
 
 from ._convert import (
+    JOB_ORIGIN,
     decision_from_proto,
     decision_to_proto,
+    job_error_from_proto,
+    job_error_to_proto,
     outcome_from_proto,
     outcome_to_proto,
     state_from_proto,
@@ -32,14 +37,13 @@ from ._convert import (
     timestamp_from_proto,
     timestamp_to_proto,
 )
+from ._convert_effects import EFFECT_STATUS
 from ._model import (
     ApprovalChanged,
     ChildJobChanged,
     EffectApplied,
-    JobError,
     JobEvent,
     JobEventData,
-    JobOrigin,
     JobResumed,
     JobState,
     LogLine,
@@ -48,7 +52,7 @@ from ._model import (
     SignalRecorded,
     StateChanged,
 )
-from .effects import EffectOutcome, OutcomeStatus
+from .effects import EffectOutcome
 
 #: Turn events cross this wire whole: the controller already holds what the runner sent.
 _NO_PAYLOAD_LIMIT = 1 << 62
@@ -56,9 +60,7 @@ _NO_PAYLOAD_LIMIT = 1 << 62
 #: ``lifecycle`` variant (see the module docstring).
 _SANDBOX_VARIANTS = frozenset(cpb.SandboxEvent.DESCRIPTOR.fields_by_name)
 
-_EFFECT_STATUS: wire.WireEnum[OutcomeStatus] = wire.WireEnum(
-    cpb.EffectStatus, "EFFECT_STATUS_", get_args(OutcomeStatus), "effect status"
-)
+_EFFECT_STATUS = EFFECT_STATUS
 _EGRESS_PHASE: wire.WireEnum[Literal["decision", "closed"]] = wire.WireEnum(
     cpb.EgressPhase, "EGRESS_PHASE_", ("decision", "closed"), "egress phase"
 )
@@ -149,7 +151,7 @@ def _state_to_proto(data: StateChanged) -> cpb.JobStateChanged:
     if data.detail is not None:
         message.detail = data.detail
     if data.error is not None:
-        message.error.CopyFrom(cpb.JobError(kind=data.error.kind, message=data.error.message))
+        message.error.CopyFrom(job_error_to_proto(data.error))
     return message
 
 
@@ -158,9 +160,7 @@ def _state_from_proto(message: cpb.JobStateChanged) -> StateChanged:
         state=_job_state(message.state, "state"),
         previous=_job_state(message.previous, "previous") if message.previous else None,
         detail=message.detail if message.HasField("detail") else None,
-        error=JobError(kind=message.error.kind, message=message.error.message)
-        if message.HasField("error")
-        else None,
+        error=job_error_from_proto(message.error, "error") if message.HasField("error") else None,
     )
 
 
@@ -214,9 +214,26 @@ def sandbox_event_from_proto(message: cpb.SandboxEvent) -> SandboxEvent:
     return event
 
 
+def _proxy_time_to_proto(text: str) -> Timestamp | None:
+    """A proxy's ISO 8601 time as a Timestamp (None: it does not read as one)."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return timestamp_to_proto(when if when.tzinfo is not None else when.replace(tzinfo=UTC))
+
+
+def _proxy_time_from_proto(message: cpb.EgressEvent | cpb.CredentialProxyEvent) -> str:
+    """A Timestamp as the proxy writes times (ISO 8601, UTC, milliseconds, ``Z``); absent: ``""``."""
+    if not message.HasField("time"):
+        return ""
+    when = timestamp_from_proto(message.time)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _egress_to_proto(event: EgressEvent) -> cpb.EgressEvent:
     message = cpb.EgressEvent(
-        time=event.time,
+        time=_proxy_time_to_proto(event.time),
         client=event.client,
         phase=_EGRESS_PHASE.to_proto(event.phase),
         method=event.method,
@@ -238,7 +255,7 @@ def _egress_to_proto(event: EgressEvent) -> cpb.EgressEvent:
 def _egress_from_proto(message: cpb.EgressEvent) -> EgressEvent:
     phase = _EGRESS_PHASE.from_proto(message.phase, "egress.phase")
     return EgressEvent(
-        time=message.time,
+        time=_proxy_time_from_proto(message),
         client=message.client,
         phase=phase,
         method=message.method,
@@ -257,7 +274,7 @@ def _egress_from_proto(message: cpb.EgressEvent) -> EgressEvent:
 
 def _credential_to_proto(event: CredentialProxyEvent) -> cpb.CredentialProxyEvent:
     return cpb.CredentialProxyEvent(
-        time=event.time,
+        time=_proxy_time_to_proto(event.time),
         client=event.client,
         credential=event.credential,
         method=event.method,
@@ -274,7 +291,7 @@ def _credential_to_proto(event: CredentialProxyEvent) -> cpb.CredentialProxyEven
 
 def _credential_from_proto(message: cpb.CredentialProxyEvent) -> CredentialProxyEvent:
     return CredentialProxyEvent(
-        time=message.time,
+        time=_proxy_time_from_proto(message),
         client=message.client,
         credential=message.credential,
         method=message.method,
@@ -372,12 +389,12 @@ def _effect_from_proto(message: cpb.EffectApplied) -> EffectApplied:
     )
 
 
-_ORIGINS: dict[str, JobOrigin] = {"submit": "submit", "delegate": "delegate", "handoff": "handoff"}
-
-
 def _child_to_proto(data: ChildJobChanged) -> cpb.ChildJobChanged:
     message = cpb.ChildJobChanged(
-        phase=_CHILD_PHASE.to_proto(data.phase), job=data.job, agent=data.agent, origin=data.origin
+        phase=_CHILD_PHASE.to_proto(data.phase),
+        job=data.job,
+        agent=data.agent,
+        origin=JOB_ORIGIN.to_proto(data.origin),
     )
     if data.state is not None:
         message.state = state_to_proto(data.state)
@@ -386,9 +403,7 @@ def _child_to_proto(data: ChildJobChanged) -> cpb.ChildJobChanged:
 
 def _child_from_proto(message: cpb.ChildJobChanged) -> ChildJobChanged:
     phase = _CHILD_PHASE.from_proto(message.phase, "phase")
-    origin = _ORIGINS.get(message.origin)
-    if origin is None:
-        raise wire.MalformedMessage(f"unknown origin {message.origin!r}", path="origin")
+    origin = JOB_ORIGIN.from_proto(message.origin, "origin")
     return ChildJobChanged(
         phase=phase,
         job=message.job,

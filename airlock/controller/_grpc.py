@@ -1,7 +1,9 @@
 """The controller's gRPC face: the Controller service, health, server reflection, bearer-token
-auth, and the token file. Requests that do not parse or do not validate are INVALID_ARGUMENT;
-an unknown job is NOT_FOUND, a job not in the state a request needs FAILED_PRECONDITION, and
-a name that may not decide on a job's calls PERMISSION_DENIED."""
+auth, and the token file. Every refusal is a ``google.rpc.Status`` with ErrorInfo (and
+BadRequest, RetryInfo where they apply): see :mod:`._grpc_errors` for the reasons. A request
+that does not parse or validate is INVALID_ARGUMENT with every problem at once; an unknown job
+NOT_FOUND, a job not in the state a request needs FAILED_PRECONDITION, a name that may not
+decide on a job's calls PERMISSION_DENIED, a stopping controller UNAVAILABLE."""
 
 from __future__ import annotations
 
@@ -11,23 +13,25 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import grpc
-from google.protobuf.duration_pb2 import Duration
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
-from airlock.errors import AirlockError, ConfigError, bounded_detail
+from airlock.errors import AirlockError, ConfigError
 from airlock.policy import FileRefused, FilesOverCap
 
 from . import _convert as jc
 from . import _event_wire as ew
+from . import _grpc_errors as errors
+from . import _grpc_pages as pages
+from . import _grpc_requests as rq
+from ._grpc_closing import RefuseWhileClosing
 from ._service import JobService
-from ._service_core import JobNotAwaiting, JobNotFound, NotAnApprover
 
 _log = logging.getLogger("airlock.controller")
 
@@ -88,178 +92,153 @@ def load_or_create_token(path: Path) -> tuple[str, bool]:
     return token, created
 
 
-#: The range of a valid google.protobuf.Duration (its documented bounds, about 10,000 years).
-#: Beyond it a limit in ms no longer fits the job store's 64-bit integers.
-_MAX_DURATION_SECONDS = 315_576_000_000
 #: Event sequence numbers are SQLite integers (signed 64-bit); an ``after_seq`` above every
 #: possible one is read as this (no event follows it either way).
 _MAX_SEQ = 2**63 - 1
-
-
-def _duration_problem(duration: Duration, path: str) -> str | None:
-    """What makes ``duration`` not a valid google.protobuf.Duration, or None."""
-    if not -_MAX_DURATION_SECONDS <= duration.seconds <= _MAX_DURATION_SECONDS:
-        return f"{path}: {duration.seconds} s is outside a Duration's range (±{_MAX_DURATION_SECONDS} s)"
-    if not -999_999_999 <= duration.nanos <= 999_999_999:
-        return f"{path}: nanos {duration.nanos} is outside a Duration's range (±999999999)"
-    return None
-
-
-async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
-    await context.abort(code, bounded_detail(message))
-    raise AssertionError("unreachable: abort raises")  # pragma: no cover
-
-
 #: Bytes of one piece of an artifact on the wire.
 _ARTIFACT_PIECE = 1024 * 1024
 
-#: The service's refusals of a request about one job, and their status codes.
-_JOB_ERRORS: dict[type[AirlockError], grpc.StatusCode] = {
-    JobNotFound: grpc.StatusCode.NOT_FOUND,
-    JobNotAwaiting: grpc.StatusCode.FAILED_PRECONDITION,
-    NotAnApprover: grpc.StatusCode.PERMISSION_DENIED,
-}
-_JOB_ERROR_TYPES = tuple(_JOB_ERRORS)
-
-
-async def _refuse(context: grpc.aio.ServicerContext, error: AirlockError) -> NoReturn:
-    """Abort with the status code of one of the service's refusals (:data:`_JOB_ERRORS`)."""
-    code = next((c for kind, c in _JOB_ERRORS.items() if isinstance(error, kind)), grpc.StatusCode.INTERNAL)
-    await _abort(context, code, str(error))
-
 
 class _Servicer(cpb_grpc.ControllerServicer):
-    """Maps Controller RPCs onto a JobService; errors become status codes."""
+    """Maps Controller RPCs onto a JobService; refusals become statuses with typed details
+    (:mod:`._grpc_errors`)."""
 
     def __init__(self, service: JobService) -> None:
         self.service = service
 
     async def SubmitJob(self, request: cpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
-        if not request.agent:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "agent is required")
-        if not request.HasField("input"):
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input (a TurnInput) is required")
-        durations = [(request.max_duration, "max_duration")] if request.HasField("max_duration") else []
-        if request.input.HasField("config") and request.input.config.HasField("max_duration"):
-            durations.append((request.input.config.max_duration, "input.config.max_duration"))
-        for duration, path in durations:
-            problem = _duration_problem(duration, path)
-            if problem is not None:
-                return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
         try:
-            turn_input = wire.input_from_proto(request.input)
+            submission = rq.read_submission(request)
         except wire.MalformedMessage as e:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e.under("input")))
-        if not turn_input.message.as_blocks():
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "input.message: empty")
-        max_ms = wire.duration_from_proto(request.max_duration) if request.HasField("max_duration") else None
-        until_stable = None
-        if request.HasField("until_stable"):
-            try:
-                until_stable = jc.until_stable_from_proto(request.until_stable)
-            except wire.MalformedMessage as e:
-                return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            return await errors.invalid(context, e.problems)
         try:
             job = await self.service.submit(
                 request.agent,
-                turn_input,
+                submission.input,
                 queue=request.queue or None,
-                max_duration_ms=max_ms,
+                max_duration_ms=submission.max_duration_ms,
                 workflow=request.workflow or None,
-                until_stable=until_stable,
+                until_stable=submission.until_stable,
                 files=[(f.path, f.data) for f in request.files],
             )
         except FilesOverCap as e:
-            return await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"files: {e}")
+            code = grpc.StatusCode.RESOURCE_EXHAUSTED
+            return await errors.fail(context, code, "FILES_OVER_CAP", f"files: {e}")
         except FileRefused as e:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"files: {e}")
+            return await errors.invalid(context, [wire.Problem("files", str(e))])
         except ConfigError as e:
-            code = (
-                grpc.StatusCode.NOT_FOUND if "unknown agent" in str(e) else grpc.StatusCode.INVALID_ARGUMENT
-            )
-            return await _abort(context, code, str(e))
+            if "unknown agent" in str(e):
+                return await errors.fail(context, grpc.StatusCode.NOT_FOUND, "NOT_FOUND", str(e))
+            return await errors.invalid(context, wire.problems_of(e))
         return jc.job_to_proto(job)
 
     async def GetJob(self, request: cpb.GetJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        await _need_id(context, request)
         try:
             return jc.job_to_proto(await self.service.get(request.id))
-        except JobNotFound as e:
-            return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
 
     async def WatchJob(
         self, request: cpb.WatchJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[cpb.JobEvent]:
+        await _need_id(context, request)
         try:
             async for event in self.service.watch(request.id, min(request.after_seq, _MAX_SEQ)):
                 yield ew.event_to_proto(event)
-        except JobNotFound as e:
-            await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        except errors.REFUSED as e:
+            await errors.refuse(context, e)
         except wire.MalformedMessage as e:
-            await _abort(
-                context, grpc.StatusCode.INTERNAL, f"an event of job {request.id} cannot be sent: {e}"
-            )
+            await _unsendable(context, request.id, e)
 
     async def ListArtifacts(
-        self, request: cpb.GetJobRequest, context: grpc.aio.ServicerContext
+        self, request: cpb.ListArtifactsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListArtifactsResponse:
+        await _need_id(context, request)
         try:
-            found = await self.service.artifacts(request.id)
-        except JobNotFound as e:
-            return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+            found = sorted(await self.service.artifacts(request.id), key=lambda a: a.path)
+            page, token = pages.page_of(request, found, lambda a: a.path, pages.page_size(request.page_size))
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
+        except wire.MalformedMessage as e:
+            return await errors.invalid(context, e.problems)
         return cpb.ListArtifactsResponse(
-            artifacts=[cpb.Artifact(path=a.path, size=a.size, sha256=a.sha256) for a in found]
+            artifacts=[cpb.Artifact(path=a.path, size=a.size, sha256=a.sha256) for a in page],
+            next_page_token=token,
         )
 
     async def GetArtifact(
         self, request: cpb.GetArtifactRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[cpb.ArtifactData]:
+        problems = errors.required(request, "id", "path")
+        if problems:
+            await errors.invalid(context, problems)
         try:
             data = await self.service.artifact(request.id, request.path)
-        except JobNotFound as e:
-            await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        except errors.REFUSED as e:
+            await errors.refuse(context, e)
         for at in range(0, max(len(data), 1), _ARTIFACT_PIECE):
             yield cpb.ArtifactData(data=data[at : at + _ARTIFACT_PIECE])
 
     async def CancelJob(self, request: cpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        await _need_id(context, request)
         try:
             return jc.job_to_proto(await self.service.cancel(request.id, request.reason))
-        except JobNotFound as e:
-            return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
 
     async def ListJobs(
         self, request: cpb.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListJobsResponse:
+        problems: list[wire.Problem] = []
         try:
             where = jc.filter_from_proto(request)
-        except ValueError as e:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except wire.MalformedMessage as e:
+            problems += e.problems
+        try:
+            after = pages.read_token(request, request.page_token)
+        except wire.MalformedMessage as e:
+            problems += e.problems
+        if problems:
+            return await errors.invalid(context, problems)
+        if after is not None:
+            where = where.model_copy(update={"before_id": after})
         jobs = await self.service.find(where)
-        return cpb.ListJobsResponse(jobs=[jc.job_to_proto(j) for j in jobs])
+        token = pages.make_token(request, jobs[-1].id) if len(jobs) == where.limit else ""
+        return cpb.ListJobsResponse(jobs=[jc.job_to_proto(j) for j in jobs], next_page_token=token)
 
     async def GetJobLogs(
         self, request: cpb.GetJobLogsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.GetJobLogsResponse:
+        await _need_id(context, request)
         try:
             lines = await self.service.logs(request.id, min(request.after_seq, _MAX_SEQ))
-        except JobNotFound as e:
-            return await _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
         return cpb.GetJobLogsResponse(lines=[ew.event_to_proto(e) for e in lines])
 
     async def ListAgents(
         self, request: cpb.ListAgentsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListAgentsResponse:
+        configured = sorted(self.service.runner.config.agents.items())
+        try:
+            page, token = pages.page_of(
+                request, configured, lambda a: a[0], pages.page_size(request.page_size)
+            )
+        except wire.MalformedMessage as e:
+            return await errors.invalid(context, e.problems)
         agents = []
-        for name, agent in sorted(self.service.runner.config.agents.items()):
+        for name, agent in page:
             info = cpb.AgentInfo(
                 name=name,
                 backend=agent.backend,
-                provider=agent.spec.provider.kind,
+                provider=wire.PROVIDER_KIND.to_proto(agent.spec.provider.kind),
                 local_model=agent.uses_local_model,
             )
             if agent.spec.provider.model:
                 info.model = agent.spec.provider.model
             agents.append(info)
-        return cpb.ListAgentsResponse(agents=agents)
+        return cpb.ListAgentsResponse(agents=agents, next_page_token=token)
 
     async def GetStatus(
         self, request: cpb.GetStatusRequest, context: grpc.aio.ServicerContext
@@ -270,67 +249,67 @@ class _Servicer(cpb_grpc.ControllerServicer):
     # -- approvals and control of a running turn -----------------------------------------------
 
     async def ApproveJob(self, request: cpb.ApproveJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
-        if not request.approver:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "approver is required")
         try:
+            rq.read_decision(request)
             job = await self.service.approve(request.id, request.approver, request.comment)
-        except _JOB_ERROR_TYPES as e:
-            return await _refuse(context, e)
+        except wire.MalformedMessage as e:
+            return await errors.invalid(context, e.problems)
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
         return jc.job_to_proto(job)
 
     async def RejectJob(self, request: cpb.RejectJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
-        if not request.approver:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "approver is required")
-        if not request.reason.strip():
-            return await _abort(
-                context, grpc.StatusCode.INVALID_ARGUMENT, "reason is required (the model reads it)"
-            )
         try:
+            rq.read_decision(request)
             job = await self.service.reject(request.id, request.approver, request.reason)
-        except _JOB_ERROR_TYPES as e:
-            return await _refuse(context, e)
+        except wire.MalformedMessage as e:
+            return await errors.invalid(context, e.problems)
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
         return jc.job_to_proto(job)
 
     async def PauseJob(
-        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
-    ) -> cpb.JobControlResponse:
+        self, request: cpb.PauseJobRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.PauseJobResponse:
+        await _need_id(context, request)
         try:
             await self.service.pause(request.id)
-        except _JOB_ERROR_TYPES as e:
-            return await _refuse(context, e)
-        return cpb.JobControlResponse()
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
+        return cpb.PauseJobResponse()
 
     async def ResumeJob(
-        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
-    ) -> cpb.JobControlResponse:
+        self, request: cpb.ResumeJobRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ResumeJobResponse:
+        await _need_id(context, request)
         try:
             await self.service.resume(request.id)
-        except _JOB_ERROR_TYPES as e:
-            return await _refuse(context, e)
-        return cpb.JobControlResponse()
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
+        return cpb.ResumeJobResponse()
 
     async def StepJob(
-        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
+        self, request: cpb.StepJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.StepJobResponse:
+        await _need_id(context, request)
         try:
             info, events = await self.service.step(request.id)
-        except _JOB_ERROR_TYPES as e:
-            return await _refuse(context, e)
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
         try:
             recorded = [ew.event_to_proto(e) for e in events]
         except wire.MalformedMessage as e:
-            return await _abort(
-                context, grpc.StatusCode.INTERNAL, f"an event of job {request.id} cannot be sent: {e}"
-            )
+            return await _unsendable(context, request.id, e)
         return cpb.StepJobResponse(complete=info.complete, text=info.text, tools=info.tools, events=recorded)
 
     async def InspectJob(
-        self, request: cpb.JobControlRequest, context: grpc.aio.ServicerContext
+        self, request: cpb.InspectJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.InspectJobResponse:
+        await _need_id(context, request)
         try:
             found = await self.service.inspect(request.id)
-        except _JOB_ERROR_TYPES as e:
-            return await _refuse(context, e)
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
         state = found.state.model_dump(mode="json") if found.state is not None else None
         return cpb.InspectJobResponse(
             running=found.running,
@@ -342,14 +321,10 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def SignalWorkflow(
         self, request: cpb.SignalWorkflowRequest, context: grpc.aio.ServicerContext
     ) -> cpb.SignalWorkflowResponse:
-        if not request.workflow:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "workflow is required")
-        if not request.signal_type:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "signal_type is required")
         try:
-            data = wire.json_from_proto(request.data, present=request.HasField("data"))
+            data = rq.read_signal(request)
         except wire.MalformedMessage as e:
-            return await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e.under("data")))
+            return await errors.invalid(context, e.problems)
         count, delivered = await self.service.signal(request.workflow, request.signal_type, data)
         return cpb.SignalWorkflowResponse(count=count, delivered_to=delivered)
 
@@ -358,19 +333,21 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def GetWeave(
         self, request: cpb.GetWeaveRequest, context: grpc.aio.ServicerContext
     ) -> cpb.GetWeaveResponse:
+        await _need_id(context, request)
         try:
             root, records = await self.service.weave(request.id)
-        except _JOB_ERROR_TYPES as e:
-            return await _refuse(context, e)
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
         return cpb.GetWeaveResponse(root=root, records=[jc.record_to_proto(r) for r in records])
 
     async def VerifyJob(
-        self, request: cpb.GetWeaveRequest, context: grpc.aio.ServicerContext
+        self, request: cpb.VerifyJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.VerifyJobResponse:
+        await _need_id(context, request)
         try:
             root, report = await self.service.verify(request.id)
-        except _JOB_ERROR_TYPES as e:
-            return await _refuse(context, e)
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
         breaks = [
             cpb.ChainBreak(position=b.position, record_id=b.record_id, problem=b.problem)
             for b in report.breaks
@@ -382,6 +359,18 @@ class _Servicer(cpb_grpc.ControllerServicer):
             breaks=breaks,
             sealed=self.service.weaves.key is not None,
         )
+
+
+async def _need_id(context: grpc.aio.ServicerContext, request: Any) -> None:
+    """INVALID_ARGUMENT (a violation on ``id``) when the request names no job."""
+    problems = errors.required(request, "id")
+    if problems:
+        await errors.invalid(context, problems)
+
+
+async def _unsendable(context: grpc.aio.ServicerContext, job_id: str, error: Exception) -> NoReturn:
+    message = f"an event of job {job_id} cannot be sent: {error}"
+    await errors.fail(context, grpc.StatusCode.INTERNAL, "INTERNAL", message)
 
 
 class ControllerServer:
@@ -411,7 +400,8 @@ class ControllerServer:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ]
-        interceptors = [wire.BearerAuth(token), wire.RejectCorruptRequests()]
+        self._closing = RefuseWhileClosing(SERVICE_NAME)
+        interceptors = [wire.BearerAuth(token), wire.RejectCorruptRequests(), self._closing]
         self._server = grpc.aio.server(interceptors=interceptors, options=options)
         cpb_grpc.add_ControllerServicer_to_server(_Servicer(service), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
@@ -440,10 +430,15 @@ class ControllerServer:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         return self.address
 
-    async def stop(self, grace: float = 2.0) -> None:
-        """NOT_SERVING, then close the server (open watch streams end)."""
+    async def begin_shutdown(self) -> None:
+        """NOT_SERVING, and new Controller calls refused (UNAVAILABLE, SHUTTING_DOWN, RetryInfo)."""
+        self._closing.close()
         for name in ("", SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def stop(self, grace: float = 2.0) -> None:
+        """:meth:`begin_shutdown`, then close the server (open watch streams end)."""
+        await self.begin_shutdown()
         await self._server.stop(grace)
 
     async def wait_for_termination(self) -> None:

@@ -33,6 +33,7 @@ from airlock.turn import PendingCall
 from airlock.weave import FixedPointExit
 from layer0 import LogLevel, TurnInput, TurnOutput
 
+from ._job_errors import JobErrorKind, error_kind, is_retryable, kind_of
 from .effects import EffectOutcome
 
 __all__ = [
@@ -90,14 +91,31 @@ class StoredFile(BaseModel):
 
 
 class JobError(BaseModel):
-    """Why a job ended without an output."""
+    """Why a job ended without an output: its kind (a closed set, see :mod:`._job_errors`), the
+    message, and whether submitting the job again unchanged may succeed."""
 
     model_config = ConfigDict(frozen=True)
 
-    #: A layer0 EnvError/TurnError kind, or ``controller`` / ``cancelled`` / ``timeout`` /
-    #: ``interrupted``.
-    kind: str
+    kind: JobErrorKind
     message: str
+    retryable: bool = False
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _known_kind(cls, value: object) -> JobErrorKind:
+        return error_kind(value)
+
+    @classmethod
+    def of(cls, kind: JobErrorKind | str, message: str) -> JobError:
+        """An error of ``kind``, retryable as its kind is (see :data:`RETRYABLE_KINDS`)."""
+        found = error_kind(kind)
+        return cls(kind=found, message=message, retryable=is_retryable(found))
+
+    @classmethod
+    def raised(cls, error: BaseException) -> JobError:
+        """The error a job failed with, as recorded (``turn_error``: retryable as its cause)."""
+        kind = kind_of(error)
+        return cls(kind=kind, message=str(error) or type(error).__name__, retryable=is_retryable(kind, error))
 
 
 class ApprovalWait(BaseModel):

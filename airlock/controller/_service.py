@@ -121,8 +121,7 @@ def _max_turns(agent: AgentSpec, input: TurnInput) -> int:
 
 
 def _error_of(e: BaseException) -> JobError:
-    kind = getattr(e, "kind", None)
-    return JobError(kind=kind if isinstance(kind, str) else "controller", message=str(e) or type(e).__name__)
+    return JobError.raised(e)
 
 
 class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
@@ -395,7 +394,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
 
     async def _cancel_unheld(self, job_id: str, detail: str, state: JobState) -> Job | None:
         """Cancel a job no worker holds, if it is still ``state``."""
-        error = JobError(kind="cancelled", message=detail)
+        error = JobError.of("cancelled", detail)
         return await self._transition(
             job_id, JobState.CANCELLED, detail=detail, error=error, only_from=[state]
         )
@@ -476,7 +475,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
             if current is not None and current.cancelling():
                 raise  # pragma: no cover - an outer cancel arrived at the same time
             message = f"ran past its max_duration of {limit_s:g}s; cancelled and its sandbox removed"
-            await self._finish_shielded(job.id, JobState.TIMED_OUT, JobError(kind="timeout", message=message))
+            await self._finish_shielded(job.id, JobState.TIMED_OUT, JobError.of("timeout", message))
             return None
         except asyncio.CancelledError:
             default = (JobState.INTERRUPTED, _STOPPED) if apply_effects else (JobState.CANCELLED, "cancelled")
@@ -486,7 +485,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
                 await self._shielded(self._resumed(job, "restart", reason, into=JobState.QUEUED))
                 raise
             message = f"{detail}; its sandbox was removed"
-            await self._finish_shielded(job.id, why, JobError(kind=why.value, message=message))
+            await self._finish_shielded(job.id, why, JobError.of(why.value, message))
             raise
         except (Layer0Error, AirlockError) as e:
             self._keep_failure(job.id, e)
@@ -685,7 +684,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
             for child in reversed(orchestrator.pending()):
                 why, _ = self._stopping.get(job.id, (JobState.CANCELLED, ""))
                 message = f"its parent job {job.id} ended before this job's effects were applied"
-                await self._finish_shielded(child.id, why, JobError(kind=why.value, message=message))
+                await self._finish_shielded(child.id, why, JobError.of(why.value, message))
         return report
 
     async def _finish_child(self, child: Job, outcome: EffectOutcome) -> None:

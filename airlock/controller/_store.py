@@ -583,7 +583,7 @@ class SqliteJobStore(SqliteThread):
         (source ``controller``) is written before the terminal ``state`` event, in the same
         transaction. Returns the jobs, interrupted.
         """
-        error = JobError(kind="interrupted", message=detail)
+        error = JobError.of("interrupted", detail)
         select = f"SELECT {_COLUMNS} FROM jobs WHERE id = ?"
         kept = set(keep)
 

@@ -300,7 +300,7 @@ def test_unknown_agents_are_not_found_and_record_nothing(controller: Service, ag
         assert answer.code == grpc.StatusCode.OK
         return
     if agent == "":
-        assert answer.code == grpc.StatusCode.INVALID_ARGUMENT and "agent is required" in answer.details
+        assert answer.code == grpc.StatusCode.INVALID_ARGUMENT and "agent: is required" in answer.details
     else:
         assert answer.code == grpc.StatusCode.NOT_FOUND, (answer.code, answer.details)
         assert "unknown agent" in answer.details
@@ -336,7 +336,7 @@ def test_negative_and_overflowing_durations(
         job = cpb.Job.FromString(answer.responses[0])
         limit = job.max_duration.seconds * MS + job.max_duration.nanos // 1_000_000
         assert 0 < limit < 2**63, f"accepted a job with limit {limit} ms"
-        if where != "input":
+        if where != "input" and exact_ns != 0:  # 0: the default limit
             assert abs(limit * 1_000_000 - exact_ns) < 1_000_000, (limit, exact_ns)
     else:
         assert answer.code == grpc.StatusCode.INVALID_ARGUMENT, (answer.code, answer.details)

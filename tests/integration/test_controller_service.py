@@ -556,8 +556,8 @@ async def test_bad_submissions_are_refused_and_unavailable_isolation_fails_the_j
         async with grpc.aio.insecure_channel(controller.address) as channel:
             stub = cpb_grpc.ControllerStub(channel)
             for request, expected in (
-                (cpb.SubmitJobRequest(agent="echo"), "input (a TurnInput) is required"),
-                (cpb.SubmitJobRequest(input=cpb.SubmitJobRequest().input), "agent is required"),
+                (cpb.SubmitJobRequest(agent="echo"), "input: is required (a TurnInput)"),
+                (cpb.SubmitJobRequest(input=cpb.SubmitJobRequest().input), "agent: is required"),
             ):
                 with pytest.raises(grpc.aio.AioRpcError) as refused:
                     await stub.SubmitJob(request, metadata=metadata)

@@ -513,7 +513,7 @@ async def test_a_rejection_carries_its_reason() -> None:
         ("j-nope", "ana", "NOT_FOUND", "no job 'j-nope'"),
         ("j-run", "ana", "FAILED_PRECONDITION", "job j-run is running: it waits for no approval"),
         ("j-wait", "eve", "PERMISSION_DENIED", "'eve' is not an approver"),
-        ("j-wait", "", "INVALID_ARGUMENT", "approver is required"),
+        ("j-wait", "", "INVALID_ARGUMENT", "approver: is required"),
     ],
 )
 async def test_a_refused_decision_has_its_status_code(
@@ -531,7 +531,7 @@ async def test_a_refused_decision_has_its_status_code(
 async def test_a_rejection_without_a_reason_is_invalid_and_never_reaches_the_service() -> None:
     service = with_samples()
     async with serving(service) as client:
-        with pytest.raises(ControllerError, match="reason is required") as caught:
+        with pytest.raises(ControllerError, match="reason: is required") as caught:
             await client.reject("j-wait", "ana", "  ")
     assert caught.value.code == "INVALID_ARGUMENT" and service.calls == []
 
@@ -598,8 +598,8 @@ async def test_a_signal_reaches_the_service_with_its_data_whole() -> None:
 @pytest.mark.parametrize(
     ("request_", "says"),
     [
-        (cpb.SignalWorkflowRequest(signal_type="x"), "workflow is required"),
-        (cpb.SignalWorkflowRequest(workflow="wf"), "signal_type is required"),
+        (cpb.SignalWorkflowRequest(signal_type="x"), "workflow: is required"),
+        (cpb.SignalWorkflowRequest(workflow="wf"), "signal_type: is required"),
         (
             cpb.SignalWorkflowRequest(workflow="wf", signal_type="x", data=pb.Json(text="{nope")),
             "data: invalid JSON",

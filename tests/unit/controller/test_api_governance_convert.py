@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 
+from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock.controller import FixedPointRun, Job, JobState
 from airlock.controller import _convert as jc
 from airlock.policy import ApprovalDecision
@@ -64,7 +65,7 @@ def test_a_fixed_point_run_round_trips_without_its_outputs() -> None:
 
 def test_a_bad_approval_or_fixed_point_is_malformed() -> None:
     message = jc.job_to_proto(awaiting_job())
-    message.approval.on_timeout = "shrug"
+    message.approval.on_timeout = 9  # type: ignore[assignment]
     with pytest.raises(MalformedMessage, match=r"approval\.on_timeout"):
         jc.job_from_proto(message)
     message = jc.job_to_proto(awaiting_job())
@@ -72,8 +73,16 @@ def test_a_bad_approval_or_fixed_point_is_malformed() -> None:
     with pytest.raises(MalformedMessage, match=r"approval\.outcome: unknown approval outcome 7"):
         jc.job_from_proto(message)
     message = jc.job_to_proto(awaiting_job().model_copy(update={"fixed_point": FixedPointRun()}))
-    message.fixed_point.exit = "bored"
+    message.fixed_point.exit = 9  # type: ignore[assignment]
     with pytest.raises(MalformedMessage, match=r"fixed_point\.exit"):
+        jc.job_from_proto(message)
+    message = jc.job_to_proto(awaiting_job())
+    message.approval.strategy = cpb.APPROVAL_STRATEGY_UNSPECIFIED
+    with pytest.raises(MalformedMessage, match=r"approval\.strategy"):
+        jc.job_from_proto(message)
+    message = jc.job_to_proto(awaiting_job())
+    message.origin = cpb.JOB_ORIGIN_UNSPECIFIED
+    with pytest.raises(MalformedMessage, match=r"origin"):
         jc.job_from_proto(message)
 
 

@@ -84,11 +84,11 @@ async def test_records_survive_reopening_and_recover_marks_active_jobs(tmp_path:
             state=JobState.INTERRUPTED,
             previous=JobState.RUNNING,
             detail="controller gone",
-            error=JobError(kind="interrupted", message="controller gone"),
+            error=JobError.of("interrupted", "controller gone"),
         )
         again = await store.get(running.id)
         assert again is not None and again.state is JobState.INTERRUPTED
-        assert again.error == JobError(kind="interrupted", message="controller gone")
+        assert again.error == JobError.of("interrupted", "controller gone")
         assert again.children == [child.id]
         assert [j.id for j in await store.queued()] == [queued.id]  # children never queue
         assert await store.held() == []

@@ -15,6 +15,7 @@ from pathlib import Path
 import grpc
 import grpc_tools
 import pytest
+from google.api import field_behavior_pb2
 from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -234,9 +235,10 @@ async def test_corrupt_requests_to_health_are_invalid_argument_too(runner: str) 
 def _compiled(proto: str, tmp_path: Path) -> descriptor_pb2.FileDescriptorProto:
     out = tmp_path / "set.bin"
     include = Path(grpc_tools.__file__).parent / "_proto"
+    api_include = Path(field_behavior_pb2.__file__).parents[2]  # google/api/field_behavior.proto
     subprocess.run(
         [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'protos'}", f"-I{include}",
-         f"--descriptor_set_out={out}", proto],
+         f"-I{api_include}", f"--descriptor_set_out={out}", proto],
         check=True,
         capture_output=True,
     )  # fmt: skip

@@ -8,6 +8,13 @@ input and output cross both wires unchanged.
 Conventions are the runner's (see airlock/runner/v1/runner.proto): free JSON is `Json`
 text, durations are google.protobuf.Duration, times are google.protobuf.Timestamp.
 
+Fields a request must set are annotated `(google.api.field_behavior) = REQUIRED` (left empty:
+INVALID_ARGUMENT with a violation on the field); fields only the controller sets,
+OUTPUT_ONLY. Every refusal is a google.rpc.Status with ErrorInfo{reason, domain
+"airlock.dev"}, BadRequest field violations for a malformed request, RetryInfo when trying
+again later can succeed (UNAVAILABLE, reason SHUTTING_DOWN). List RPCs page with
+`page_token`/`next_page_token` (opaque; a foreign token: INVALID_ARGUMENT).
+
 Every RPC needs `authorization: Bearer <token>` metadata, except the standard
 grpc.health.v1.Health service. A missing or wrong token: UNAUTHENTICATED.
 """
@@ -115,6 +122,198 @@ APPROVAL_OUTCOME_UNSPECIFIED: ApprovalOutcome.ValueType  # 0
 APPROVAL_OUTCOME_APPROVED: ApprovalOutcome.ValueType  # 1
 APPROVAL_OUTCOME_REJECTED: ApprovalOutcome.ValueType  # 2
 Global___ApprovalOutcome: _TypeAlias = ApprovalOutcome  # noqa: Y015
+
+class _ApprovalStrategy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ApprovalStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApprovalStrategy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    APPROVAL_STRATEGY_UNSPECIFIED: _ApprovalStrategy.ValueType  # 0
+    APPROVAL_STRATEGY_ALL: _ApprovalStrategy.ValueType  # 1
+    """Every approver must approve; any rejection rejects."""
+    APPROVAL_STRATEGY_ANY: _ApprovalStrategy.ValueType  # 2
+    """The first approval approves; the first rejection rejects."""
+    APPROVAL_STRATEGY_MAJORITY: _ApprovalStrategy.ValueType  # 3
+    """More than half must approve; rejected once that is out of reach."""
+
+class ApprovalStrategy(_ApprovalStrategy, metaclass=_ApprovalStrategyEnumTypeWrapper):
+    """How the approvers' decisions settle a wait."""
+
+APPROVAL_STRATEGY_UNSPECIFIED: ApprovalStrategy.ValueType  # 0
+APPROVAL_STRATEGY_ALL: ApprovalStrategy.ValueType  # 1
+"""Every approver must approve; any rejection rejects."""
+APPROVAL_STRATEGY_ANY: ApprovalStrategy.ValueType  # 2
+"""The first approval approves; the first rejection rejects."""
+APPROVAL_STRATEGY_MAJORITY: ApprovalStrategy.ValueType  # 3
+"""More than half must approve; rejected once that is out of reach."""
+Global___ApprovalStrategy: _TypeAlias = ApprovalStrategy  # noqa: Y015
+
+class _ApprovalTimeoutAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ApprovalTimeoutActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApprovalTimeoutAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    APPROVAL_TIMEOUT_ACTION_UNSPECIFIED: _ApprovalTimeoutAction.ValueType  # 0
+    APPROVAL_TIMEOUT_ACTION_APPROVE: _ApprovalTimeoutAction.ValueType  # 1
+    APPROVAL_TIMEOUT_ACTION_REJECT: _ApprovalTimeoutAction.ValueType  # 2
+
+class ApprovalTimeoutAction(_ApprovalTimeoutAction, metaclass=_ApprovalTimeoutActionEnumTypeWrapper):
+    """What the agent's policy decides by itself when nobody decided by the deadline."""
+
+APPROVAL_TIMEOUT_ACTION_UNSPECIFIED: ApprovalTimeoutAction.ValueType  # 0
+APPROVAL_TIMEOUT_ACTION_APPROVE: ApprovalTimeoutAction.ValueType  # 1
+APPROVAL_TIMEOUT_ACTION_REJECT: ApprovalTimeoutAction.ValueType  # 2
+Global___ApprovalTimeoutAction: _TypeAlias = ApprovalTimeoutAction  # noqa: Y015
+
+class _FixedPointExit:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _FixedPointExitEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_FixedPointExit.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FIXED_POINT_EXIT_UNSPECIFIED: _FixedPointExit.ValueType  # 0
+    FIXED_POINT_EXIT_STABLE: _FixedPointExit.ValueType  # 1
+    """An output equalled its input."""
+    FIXED_POINT_EXIT_CYCLE: _FixedPointExit.ValueType  # 2
+    """An output repeated one of the last `window` (a limit cycle)."""
+    FIXED_POINT_EXIT_MAX_ITERATIONS: _FixedPointExit.ValueType  # 3
+    """`max_iterations` ran."""
+
+class FixedPointExit(_FixedPointExit, metaclass=_FixedPointExitEnumTypeWrapper):
+    """Why a fixed-point run stopped."""
+
+FIXED_POINT_EXIT_UNSPECIFIED: FixedPointExit.ValueType  # 0
+FIXED_POINT_EXIT_STABLE: FixedPointExit.ValueType  # 1
+"""An output equalled its input."""
+FIXED_POINT_EXIT_CYCLE: FixedPointExit.ValueType  # 2
+"""An output repeated one of the last `window` (a limit cycle)."""
+FIXED_POINT_EXIT_MAX_ITERATIONS: FixedPointExit.ValueType  # 3
+"""`max_iterations` ran."""
+Global___FixedPointExit: _TypeAlias = FixedPointExit  # noqa: Y015
+
+class _JobErrorKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _JobErrorKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobErrorKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    JOB_ERROR_KIND_UNSPECIFIED: _JobErrorKind.ValueType  # 0
+    JOB_ERROR_KIND_CONTROLLER: _JobErrorKind.ValueType  # 1
+    """The controller failed unexpectedly (a bug: report it)."""
+    JOB_ERROR_KIND_CANCELLED: _JobErrorKind.ValueType  # 2
+    """A user cancelled the job."""
+    JOB_ERROR_KIND_TIMEOUT: _JobErrorKind.ValueType  # 3
+    """The job ran past its max_duration."""
+    JOB_ERROR_KIND_INTERRUPTED: _JobErrorKind.ValueType  # 4
+    """The controller stopped while the job ran."""
+    JOB_ERROR_KIND_TURN_ERROR: _JobErrorKind.ValueType  # 5
+    """The turn inside the sandbox failed: `retryable` says whether it stopped for a reason that
+    may pass (its runner stopped, its channel dropped, its provider was overloaded) or failed
+    for good.
+    """
+    JOB_ERROR_KIND_PROVISION_FAILED: _JobErrorKind.ValueType  # 6
+    """The sandbox could not be created."""
+    JOB_ERROR_KIND_ISOLATION_VIOLATION: _JobErrorKind.ValueType  # 7
+    """The sandbox's isolation could not be had as the agent requires (never downgraded)."""
+    JOB_ERROR_KIND_CREDENTIAL_FAILED: _JobErrorKind.ValueType  # 8
+    """A credential could not be provided."""
+    JOB_ERROR_KIND_RESOURCE_EXCEEDED: _JobErrorKind.ValueType  # 9
+    """The sandbox exceeded a resource limit."""
+    JOB_ERROR_KIND_MODEL: _JobErrorKind.ValueType  # 10
+    """The turn failed as a TurnError of this kind."""
+    JOB_ERROR_KIND_TOOL: _JobErrorKind.ValueType  # 11
+    JOB_ERROR_KIND_CONTEXT_ASSEMBLY: _JobErrorKind.ValueType  # 12
+    JOB_ERROR_KIND_RETRYABLE: _JobErrorKind.ValueType  # 13
+    JOB_ERROR_KIND_NON_RETRYABLE: _JobErrorKind.ValueType  # 14
+    JOB_ERROR_KIND_AGENT_NOT_FOUND: _JobErrorKind.ValueType  # 15
+    """Orchestration (OrchError) failures."""
+    JOB_ERROR_KIND_WORKFLOW_NOT_FOUND: _JobErrorKind.ValueType  # 16
+    JOB_ERROR_KIND_DISPATCH_FAILED: _JobErrorKind.ValueType  # 17
+    JOB_ERROR_KIND_SIGNAL_FAILED: _JobErrorKind.ValueType  # 18
+    JOB_ERROR_KIND_NOT_FOUND: _JobErrorKind.ValueType  # 19
+    """State store (StateError) failures."""
+    JOB_ERROR_KIND_WRITE_FAILED: _JobErrorKind.ValueType  # 20
+    JOB_ERROR_KIND_SERIALIZATION: _JobErrorKind.ValueType  # 21
+    JOB_ERROR_KIND_HOOK_FAILED: _JobErrorKind.ValueType  # 22
+    """A hook failed."""
+    JOB_ERROR_KIND_OTHER: _JobErrorKind.ValueType  # 23
+    """Any other failure."""
+
+class JobErrorKind(_JobErrorKind, metaclass=_JobErrorKindEnumTypeWrapper):
+    """What kind of failure ended a job: the controller's own, or the kind of the layer0 error
+    (EnvError, TurnError, OrchError, StateError, HookError) the job failed with.
+    """
+
+JOB_ERROR_KIND_UNSPECIFIED: JobErrorKind.ValueType  # 0
+JOB_ERROR_KIND_CONTROLLER: JobErrorKind.ValueType  # 1
+"""The controller failed unexpectedly (a bug: report it)."""
+JOB_ERROR_KIND_CANCELLED: JobErrorKind.ValueType  # 2
+"""A user cancelled the job."""
+JOB_ERROR_KIND_TIMEOUT: JobErrorKind.ValueType  # 3
+"""The job ran past its max_duration."""
+JOB_ERROR_KIND_INTERRUPTED: JobErrorKind.ValueType  # 4
+"""The controller stopped while the job ran."""
+JOB_ERROR_KIND_TURN_ERROR: JobErrorKind.ValueType  # 5
+"""The turn inside the sandbox failed: `retryable` says whether it stopped for a reason that
+may pass (its runner stopped, its channel dropped, its provider was overloaded) or failed
+for good.
+"""
+JOB_ERROR_KIND_PROVISION_FAILED: JobErrorKind.ValueType  # 6
+"""The sandbox could not be created."""
+JOB_ERROR_KIND_ISOLATION_VIOLATION: JobErrorKind.ValueType  # 7
+"""The sandbox's isolation could not be had as the agent requires (never downgraded)."""
+JOB_ERROR_KIND_CREDENTIAL_FAILED: JobErrorKind.ValueType  # 8
+"""A credential could not be provided."""
+JOB_ERROR_KIND_RESOURCE_EXCEEDED: JobErrorKind.ValueType  # 9
+"""The sandbox exceeded a resource limit."""
+JOB_ERROR_KIND_MODEL: JobErrorKind.ValueType  # 10
+"""The turn failed as a TurnError of this kind."""
+JOB_ERROR_KIND_TOOL: JobErrorKind.ValueType  # 11
+JOB_ERROR_KIND_CONTEXT_ASSEMBLY: JobErrorKind.ValueType  # 12
+JOB_ERROR_KIND_RETRYABLE: JobErrorKind.ValueType  # 13
+JOB_ERROR_KIND_NON_RETRYABLE: JobErrorKind.ValueType  # 14
+JOB_ERROR_KIND_AGENT_NOT_FOUND: JobErrorKind.ValueType  # 15
+"""Orchestration (OrchError) failures."""
+JOB_ERROR_KIND_WORKFLOW_NOT_FOUND: JobErrorKind.ValueType  # 16
+JOB_ERROR_KIND_DISPATCH_FAILED: JobErrorKind.ValueType  # 17
+JOB_ERROR_KIND_SIGNAL_FAILED: JobErrorKind.ValueType  # 18
+JOB_ERROR_KIND_NOT_FOUND: JobErrorKind.ValueType  # 19
+"""State store (StateError) failures."""
+JOB_ERROR_KIND_WRITE_FAILED: JobErrorKind.ValueType  # 20
+JOB_ERROR_KIND_SERIALIZATION: JobErrorKind.ValueType  # 21
+JOB_ERROR_KIND_HOOK_FAILED: JobErrorKind.ValueType  # 22
+"""A hook failed."""
+JOB_ERROR_KIND_OTHER: JobErrorKind.ValueType  # 23
+"""Any other failure."""
+Global___JobErrorKind: _TypeAlias = JobErrorKind  # noqa: Y015
+
+class _JobOrigin:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _JobOriginEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobOrigin.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    JOB_ORIGIN_UNSPECIFIED: _JobOrigin.ValueType  # 0
+    JOB_ORIGIN_SUBMIT: _JobOrigin.ValueType  # 1
+    """A user submitted it."""
+    JOB_ORIGIN_DELEGATE: _JobOrigin.ValueType  # 2
+    """Its parent's turn delegated to it (the parent waits for its output)."""
+    JOB_ORIGIN_HANDOFF: _JobOrigin.ValueType  # 3
+    """Its parent's turn handed off to it."""
+
+class JobOrigin(_JobOrigin, metaclass=_JobOriginEnumTypeWrapper):
+    """How a job came to be."""
+
+JOB_ORIGIN_UNSPECIFIED: JobOrigin.ValueType  # 0
+JOB_ORIGIN_SUBMIT: JobOrigin.ValueType  # 1
+"""A user submitted it."""
+JOB_ORIGIN_DELEGATE: JobOrigin.ValueType  # 2
+"""Its parent's turn delegated to it (the parent waits for its output)."""
+JOB_ORIGIN_HANDOFF: JobOrigin.ValueType  # 3
+"""Its parent's turn handed off to it."""
+Global___JobOrigin: _TypeAlias = JobOrigin  # noqa: Y015
 
 class _ApprovalPhase:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -350,14 +549,13 @@ class ApprovalWait(_message.Message):
     OUTCOME_FIELD_NUMBER: _builtins.int
     iteration: _builtins.int
     """The model call whose tool calls wait (1-based)."""
-    strategy: _builtins.str
-    """How the approvers' decisions settle the wait: "any" approves on the first approval and
-    rejects on the first rejection; "all" needs every approval and rejects on any rejection;
-    "majority" needs more than half and rejects once that is out of reach. The first decision
+    strategy: Global___ApprovalStrategy.ValueType
+    """How the approvers' decisions settle the wait: ANY approves on the first approval and
+    rejects on the first rejection; ALL needs every approval and rejects on any rejection;
+    MAJORITY needs more than half and rejects once that is out of reach. The first decision
     that settles the wait decides; every decision is kept in `decisions` (who, when, why).
     """
-    on_timeout: _builtins.str
-    """"approve" | "reject"."""
+    on_timeout: Global___ApprovalTimeoutAction.ValueType
     outcome: Global___ApprovalOutcome.ValueType
     """UNSPECIFIED while undecided."""
     @_builtins.property
@@ -380,8 +578,8 @@ class ApprovalWait(_message.Message):
         requested_at: _timestamp_pb2.Timestamp | None = ...,
         deadline: _timestamp_pb2.Timestamp | None = ...,
         approvers: _abc.Iterable[_builtins.str] | None = ...,
-        strategy: _builtins.str = ...,
-        on_timeout: _builtins.str = ...,
+        strategy: Global___ApprovalStrategy.ValueType = ...,
+        on_timeout: Global___ApprovalTimeoutAction.ValueType = ...,
         decisions: _abc.Iterable[Global___ApprovalDecision] | None = ...,
         outcome: Global___ApprovalOutcome.ValueType = ...,
     ) -> None: ...
@@ -406,8 +604,8 @@ class FixedPointRun(_message.Message):
     CHOSEN_FIELD_NUMBER: _builtins.int
     max_iterations: _builtins.int
     window: _builtins.int
-    exit: _builtins.str
-    """"stable" | "cycle" | "max_iterations"; empty while it runs."""
+    exit: Global___FixedPointExit.ValueType
+    """UNSPECIFIED while it runs."""
     chosen: _builtins.int
     """The 0-based iteration whose output is the job's."""
     @_builtins.property
@@ -420,7 +618,7 @@ class FixedPointRun(_message.Message):
         max_iterations: _builtins.int = ...,
         window: _builtins.int = ...,
         hashes: _abc.Iterable[Global___IterationHashes] | None = ...,
-        exit: _builtins.str = ...,
+        exit: Global___FixedPointExit.ValueType = ...,
         chosen: _builtins.int | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_chosen", b"_chosen", "chosen", b"chosen"]  # noqa: Y015
@@ -463,18 +661,25 @@ class JobError(_message.Message):
 
     KIND_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
-    kind: _builtins.str
-    """A layer0 EnvError / TurnError kind, or "controller" / "cancelled" / "timeout" / "interrupted"."""
+    RETRYABLE_FIELD_NUMBER: _builtins.int
+    kind: Global___JobErrorKind.ValueType
     message: _builtins.str
+    retryable: _builtins.bool
+    """Whether the same job, submitted again unchanged, may succeed. True for RETRYABLE,
+    INTERRUPTED, PROVISION_FAILED, WRITE_FAILED, and for a TURN_ERROR whose turn stopped for a
+    reason that may pass; false for every other kind (the same request fails the same way, or
+    a person decided).
+    """
     def __init__(
         self,
         *,
-        kind: _builtins.str = ...,
+        kind: Global___JobErrorKind.ValueType = ...,
         message: _builtins.str = ...,
+        retryable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "message", b"message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "message", b"message", "retryable", b"retryable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -510,8 +715,7 @@ class Job(_message.Message):
     """The fair-queue key: jobs of different queues take turns for the workers."""
     parent_id: _builtins.str
     """The job that delegated or handed off to this one (empty for a submitted job)."""
-    origin: _builtins.str
-    """"submit" | "delegate" | "handoff"."""
+    origin: Global___JobOrigin.ValueType
     workflow: _builtins.str
     """The workflow signals to this job's turns are recorded under (default: the job id)."""
     resumes: _builtins.int
@@ -532,15 +736,21 @@ class Job(_message.Message):
     def finished_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def max_duration(self) -> _duration_pb2.Duration:
-        """The limit on the job's whole life (provisioning, turn, effects)."""
+        """The limit on the job's whole life (provisioning, turn, effects). Unless the submitter set
+        it, it is the turn's max_duration (the input's, else the agent's) plus 60 s: the turn's own
+        limit ends the turn (with exit reason `timeout` and an output), and the 60 s leave room for
+        creating the sandbox before it and applying the effects after it, so that a turn that
+        uses its whole time still ends with its output rather than as TIMED_OUT. Without either,
+        the controller's default (1 h).
+        """
 
     @_builtins.property
     def children(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Ids of the jobs this job's effects started, in order."""
 
     @_builtins.property
-    def effects(self) -> _runner_pb2.Json:
-        """The effect executor's report (JSON of airlock EffectReport), once effects were applied."""
+    def effects(self) -> Global___EffectReport:
+        """The effect executor's report, once effects were applied."""
 
     @_builtins.property
     def approval(self) -> Global___ApprovalWait: ...
@@ -557,24 +767,26 @@ class Job(_message.Message):
         error: Global___JobError | None = ...,
         queue: _builtins.str = ...,
         parent_id: _builtins.str = ...,
-        origin: _builtins.str = ...,
+        origin: Global___JobOrigin.ValueType = ...,
         workflow: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         started_at: _timestamp_pb2.Timestamp | None = ...,
         finished_at: _timestamp_pb2.Timestamp | None = ...,
         max_duration: _duration_pb2.Duration | None = ...,
         children: _abc.Iterable[_builtins.str] | None = ...,
-        effects: _runner_pb2.Json | None = ...,
+        effects: Global___EffectReport | None = ...,
         resumes: _builtins.int = ...,
         approval: Global___ApprovalWait | None = ...,
         fixed_point: Global___FixedPointRun | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__approval: _TypeAlias = _typing.Literal["approval"]  # noqa: Y015
     _WhichOneofArgType__approval: _TypeAlias = _typing.Literal["_approval", b"_approval"]  # noqa: Y015
+    _WhichOneofReturnType__effects: _TypeAlias = _typing.Literal["effects"]  # noqa: Y015
+    _WhichOneofArgType__effects: _TypeAlias = _typing.Literal["_effects", b"_effects"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
     _WhichOneofReturnType__finished_at: _TypeAlias = _typing.Literal["finished_at"]  # noqa: Y015
@@ -589,6 +801,8 @@ class Job(_message.Message):
     _WhichOneofArgType__started_at: _TypeAlias = _typing.Literal["_started_at", b"_started_at"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__approval) -> _WhichOneofReturnType__approval | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__effects) -> _WhichOneofReturnType__effects | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
     @_typing.overload
@@ -836,7 +1050,8 @@ class SandboxEvent(_message.Message):
     @_builtins.property
     def checkpoint(self) -> _runner_pb2.Checkpoint:
         """The session's state to resume from (the controller keeps the latest; a job's record
-        does not hold these).
+        does not hold these). Its state is SessionState JSON, described by the JSON Schema
+        protos/schemas/session_state.schema.json.
         """
 
     @_builtins.property
@@ -903,8 +1118,6 @@ class EgressEvent(_message.Message):
     BYTES_UP_FIELD_NUMBER: _builtins.int
     BYTES_DOWN_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
-    time: _builtins.str
-    """When, as the proxy wrote it: ISO 8601, UTC, milliseconds ("2026-11-22T20:31:05.123Z")."""
     client: _builtins.str
     """The peer that asked ("ip:port")."""
     phase: Global___EgressPhase.ValueType
@@ -923,11 +1136,17 @@ class EgressEvent(_message.Message):
     bytes_up: _builtins.int
     bytes_down: _builtins.int
     @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """When the proxy wrote it (UTC, to the millisecond); absent when the proxy's time did not
+        read as ISO 8601.
+        """
+
+    @_builtins.property
     def duration(self) -> _duration_pb2.Duration: ...
     def __init__(
         self,
         *,
-        time: _builtins.str = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
         client: _builtins.str = ...,
         phase: Global___EgressPhase.ValueType = ...,
         method: _builtins.str = ...,
@@ -942,7 +1161,7 @@ class EgressEvent(_message.Message):
         bytes_down: _builtins.int | None = ...,
         duration: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_bytes_down", b"_bytes_down", "_bytes_up", b"_bytes_up", "_ip", b"_ip", "_sni", b"_sni", "bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "duration", b"duration", "ip", b"ip", "sni", b"sni"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_bytes_down", b"_bytes_down", "_bytes_up", b"_bytes_up", "_ip", b"_ip", "_sni", b"_sni", "bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "duration", b"duration", "ip", b"ip", "sni", b"sni", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["_bytes_down", b"_bytes_down", "_bytes_up", b"_bytes_up", "_ip", b"_ip", "_sni", b"_sni", "allowed", b"allowed", "bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "client", b"client", "duration", b"duration", "host", b"host", "ip", b"ip", "method", b"method", "phase", b"phase", "port", b"port", "reason", b"reason", "rule", b"rule", "sni", b"sni", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -983,8 +1202,6 @@ class CredentialProxyEvent(_message.Message):
     BYTES_DOWN_FIELD_NUMBER: _builtins.int
     DURATION_FIELD_NUMBER: _builtins.int
     REDACTED_FIELD_NUMBER: _builtins.int
-    time: _builtins.str
-    """As in EgressEvent."""
     client: _builtins.str
     credential: _builtins.str
     """The credential's name."""
@@ -1000,11 +1217,15 @@ class CredentialProxyEvent(_message.Message):
     redacted: _builtins.int
     """How many reflections of the secret were masked in the response."""
     @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """As in EgressEvent."""
+
+    @_builtins.property
     def duration(self) -> _duration_pb2.Duration: ...
     def __init__(
         self,
         *,
-        time: _builtins.str = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
         client: _builtins.str = ...,
         credential: _builtins.str = ...,
         method: _builtins.str = ...,
@@ -1017,7 +1238,7 @@ class CredentialProxyEvent(_message.Message):
         duration: _duration_pb2.Duration | None = ...,
         redacted: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
     _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_down", b"bytes_down", "bytes_up", b"bytes_up", "client", b"client", "credential", b"credential", "duration", b"duration", "method", b"method", "path", b"path", "reason", b"reason", "redacted", b"redacted", "status", b"status", "time", b"time", "upstream", b"upstream"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
@@ -1091,6 +1312,93 @@ class EffectApplied(_message.Message):
 Global___EffectApplied: _TypeAlias = EffectApplied  # noqa: Y015
 
 @_typing.final
+class EffectReport(_message.Message):
+    """What became of the effects one TurnOutput declared (a job's own, or a child's: `depth`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEPTH_FIELD_NUMBER: _builtins.int
+    OUTCOMES_FIELD_NUMBER: _builtins.int
+    depth: _builtins.int
+    """0 for the job's own effects; n for a child n dispatches down."""
+    @_builtins.property
+    def outcomes(self) -> _containers.RepeatedCompositeFieldContainer[Global___EffectOutcome]:
+        """One per declared effect, in declaration order."""
+
+    def __init__(
+        self,
+        *,
+        depth: _builtins.int = ...,
+        outcomes: _abc.Iterable[Global___EffectOutcome] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "outcomes", b"outcomes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EffectReport: _TypeAlias = EffectReport  # noqa: Y015
+
+@_typing.final
+class EffectOutcome(_message.Message):
+    """What became of one declared effect (the typed effect events carry the same, one by one)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    FOLLOW_UP_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    """Its position in the declaring TurnOutput's effects."""
+    effect: _builtins.str
+    """The effect's type tag: write_memory, delete_memory, signal, delegate, handoff, log, ..."""
+    status: Global___EffectStatus.ValueType
+    detail: _builtins.str
+    agent: _builtins.str
+    """The agent a delegate or handoff dispatched."""
+    @_builtins.property
+    def follow_up(self) -> Global___EffectReport:
+        """The report of applying that child's own effects (its output is on the child's job)."""
+
+    @_builtins.property
+    def result(self) -> _runner_pb2.Json:
+        """A custom effect handler's result (absent: none)."""
+
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        effect: _builtins.str = ...,
+        status: Global___EffectStatus.ValueType = ...,
+        detail: _builtins.str | None = ...,
+        agent: _builtins.str | None = ...,
+        follow_up: Global___EffectReport | None = ...,
+        result: _runner_pb2.Json | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "_detail", b"_detail", "_follow_up", b"_follow_up", "agent", b"agent", "detail", b"detail", "follow_up", b"follow_up", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent", b"_agent", "_detail", b"_detail", "_follow_up", b"_follow_up", "agent", b"agent", "detail", b"detail", "effect", b"effect", "follow_up", b"follow_up", "index", b"index", "result", b"result", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__agent: _TypeAlias = _typing.Literal["agent"]  # noqa: Y015
+    _WhichOneofArgType__agent: _TypeAlias = _typing.Literal["_agent", b"_agent"]  # noqa: Y015
+    _WhichOneofReturnType__detail: _TypeAlias = _typing.Literal["detail"]  # noqa: Y015
+    _WhichOneofArgType__detail: _TypeAlias = _typing.Literal["_detail", b"_detail"]  # noqa: Y015
+    _WhichOneofReturnType__follow_up: _TypeAlias = _typing.Literal["follow_up"]  # noqa: Y015
+    _WhichOneofArgType__follow_up: _TypeAlias = _typing.Literal["_follow_up", b"_follow_up"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__agent) -> _WhichOneofReturnType__agent | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__detail) -> _WhichOneofReturnType__detail | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__follow_up) -> _WhichOneofReturnType__follow_up | None: ...
+
+Global___EffectOutcome: _TypeAlias = EffectOutcome  # noqa: Y015
+
+@_typing.final
 class ChildJobChanged(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1103,8 +1411,8 @@ class ChildJobChanged(_message.Message):
     job: _builtins.str
     """The child job's id."""
     agent: _builtins.str
-    origin: _builtins.str
-    """"delegate" | "handoff"."""
+    origin: Global___JobOrigin.ValueType
+    """DELEGATE or HANDOFF."""
     state: Global___JobState.ValueType
     """The child's final state (FINISHED only; else UNSPECIFIED)."""
     def __init__(
@@ -1113,7 +1421,7 @@ class ChildJobChanged(_message.Message):
         phase: Global___ChildPhase.ValueType = ...,
         job: _builtins.str = ...,
         agent: _builtins.str = ...,
-        origin: _builtins.str = ...,
+        origin: Global___JobOrigin.ValueType = ...,
         state: Global___JobState.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
@@ -1220,7 +1528,9 @@ class SubmitJobRequest(_message.Message):
     def input(self) -> _runner_pb2.TurnInput: ...
     @_builtins.property
     def max_duration(self) -> _duration_pb2.Duration:
-        """Limit on the job's life (default: the agent's max_duration, else the controller's)."""
+        """Limit on the job's life (absent or 0: the turn's max_duration plus 60 s, see
+        Job.max_duration, else the controller's default).
+        """
 
     @_builtins.property
     def until_stable(self) -> Global___UntilStable:
@@ -1311,20 +1621,53 @@ class Artifact(_message.Message):
 Global___Artifact: _TypeAlias = Artifact  # noqa: Y015
 
 @_typing.final
+class ListArtifactsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    page_size: _builtins.int
+    """At most this many per page (0: 100, capped at 1000)."""
+    page_token: _builtins.str
+    """A previous response's `next_page_token` (empty: the first page). Opaque; one from another
+    request (another job) or not from this controller: INVALID_ARGUMENT.
+    """
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListArtifactsRequest: _TypeAlias = ListArtifactsRequest  # noqa: Y015
+
+@_typing.final
 class ListArtifactsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ARTIFACTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass as `page_token` for the next page; empty: this was the last."""
     @_builtins.property
     def artifacts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Artifact]: ...
     def __init__(
         self,
         *,
         artifacts: _abc.Iterable[Global___Artifact] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifacts", b"artifacts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["artifacts", b"artifacts", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1454,7 +1797,7 @@ class RejectJobRequest(_message.Message):
 Global___RejectJobRequest: _TypeAlias = RejectJobRequest  # noqa: Y015
 
 @_typing.final
-class JobControlRequest(_message.Message):
+class PauseJobRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
@@ -1470,10 +1813,10 @@ class JobControlRequest(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___JobControlRequest: _TypeAlias = JobControlRequest  # noqa: Y015
+Global___PauseJobRequest: _TypeAlias = PauseJobRequest  # noqa: Y015
 
 @_typing.final
-class JobControlResponse(_message.Message):
+class PauseJobResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -1485,7 +1828,79 @@ class JobControlResponse(_message.Message):
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___JobControlResponse: _TypeAlias = JobControlResponse  # noqa: Y015
+Global___PauseJobResponse: _TypeAlias = PauseJobResponse  # noqa: Y015
+
+@_typing.final
+class ResumeJobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeJobRequest: _TypeAlias = ResumeJobRequest  # noqa: Y015
+
+@_typing.final
+class ResumeJobResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeJobResponse: _TypeAlias = ResumeJobResponse  # noqa: Y015
+
+@_typing.final
+class StepJobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StepJobRequest: _TypeAlias = StepJobRequest  # noqa: Y015
+
+@_typing.final
+class InspectJobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InspectJobRequest: _TypeAlias = InspectJobRequest  # noqa: Y015
 
 @_typing.final
 class StepJobResponse(_message.Message):
@@ -1537,7 +1952,10 @@ class InspectJobResponse(_message.Message):
     """The turn is paused at a step boundary."""
     @_builtins.property
     def state(self) -> _runner_pb2.Json:
-        """The session's latest checkpoint (airlock.turn.SessionState JSON); null before the first."""
+        """The session's latest checkpoint: SessionState JSON, as the JSON Schema
+        protos/schemas/session_state.schema.json describes it (generated from the model; e.g.
+        `approved` lists the tool-call ids approved to run); null before the first.
+        """
 
     @_builtins.property
     def pending(self) -> _containers.RepeatedCompositeFieldContainer[_runner_pb2.PendingCall]:
@@ -1720,6 +2138,26 @@ class GetWeaveRequest(_message.Message):
 Global___GetWeaveRequest: _TypeAlias = GetWeaveRequest  # noqa: Y015
 
 @_typing.final
+class VerifyJobRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Any job of the tree; the chain checked is its root's."""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyJobRequest: _TypeAlias = VerifyJobRequest  # noqa: Y015
+
+@_typing.final
 class GetWeaveResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1875,14 +2313,19 @@ class ListJobsRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     BEFORE_ID_FIELD_NUMBER: _builtins.int
     WORKFLOW_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     session: _builtins.str
     parent_id: _builtins.str
     limit: _builtins.int
-    """Most recent first; at most this many (0: 50, capped at 1000)."""
+    """Most recent first; at most this many per page (0: 50, capped at 1000)."""
     before_id: _builtins.str
-    """Only jobs created before this job (paging: pass the last id of the previous page)."""
+    """Only jobs created before this job."""
     workflow: _builtins.str
+    page_token: _builtins.str
+    """A previous response's `next_page_token` (empty: the first page). Opaque; one from a
+    request with other filters, or not from this controller: INVALID_ARGUMENT.
+    """
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[Global___JobState.ValueType]:
         """Any of these states (empty: all)."""
@@ -1897,10 +2340,11 @@ class ListJobsRequest(_message.Message):
         limit: _builtins.int = ...,
         before_id: _builtins.str = ...,
         workflow: _builtins.str = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "before_id", b"before_id", "limit", b"limit", "parent_id", b"parent_id", "session", b"session", "states", b"states", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "before_id", b"before_id", "limit", b"limit", "page_token", b"page_token", "parent_id", b"parent_id", "session", b"session", "states", b"states", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1911,16 +2355,20 @@ class ListJobsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOBS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass as `page_token` (with the same filters) for the next page; empty: this was the last."""
     @_builtins.property
     def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___Job]: ...
     def __init__(
         self,
         *,
         jobs: _abc.Iterable[Global___Job] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1981,7 +2429,8 @@ class AgentInfo(_message.Message):
     LOCAL_MODEL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     backend: _builtins.str
-    provider: _builtins.str
+    """The backend its sandboxes run on (a configured name: docker, process, kubernetes, ...)."""
+    provider: _runner_pb2.ProviderKind.ValueType
     model: _builtins.str
     local_model: _builtins.bool
     """The agent's model is served on the controller's machine (its calls cost nothing)."""
@@ -1990,7 +2439,7 @@ class AgentInfo(_message.Message):
         *,
         name: _builtins.str = ...,
         backend: _builtins.str = ...,
-        provider: _builtins.str = ...,
+        provider: _runner_pb2.ProviderKind.ValueType = ...,
         model: _builtins.str | None = ...,
         local_model: _builtins.bool = ...,
     ) -> None: ...
@@ -2008,12 +2457,21 @@ Global___AgentInfo: _TypeAlias = AgentInfo  # noqa: Y015
 class ListAgentsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    """At most this many per page (0: 100, capped at 1000)."""
+    page_token: _builtins.str
+    """A previous response's `next_page_token` (empty: the first page); opaque."""
     def __init__(
         self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2104,16 +2562,20 @@ class ListAgentsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     AGENTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Pass as `page_token` for the next page; empty: this was the last."""
     @_builtins.property
     def agents(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentInfo]: ...
     def __init__(
         self,
         *,
         agents: _abc.Iterable[Global___AgentInfo] | None = ...,
+        next_page_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "next_page_token", b"next_page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

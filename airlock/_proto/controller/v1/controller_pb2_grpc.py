@@ -76,7 +76,7 @@ class ControllerStub:
                 _registered_method=True)
         self.ListArtifacts = channel.unary_unary(
                 '/airlock.controller.v1.Controller/ListArtifacts',
-                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetJobRequest.SerializeToString,
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListArtifactsRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListArtifactsResponse.FromString,
                 _registered_method=True)
         self.GetArtifact = channel.unary_stream(
@@ -96,22 +96,22 @@ class ControllerStub:
                 _registered_method=True)
         self.PauseJob = channel.unary_unary(
                 '/airlock.controller.v1.Controller/PauseJob',
-                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
-                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.FromString,
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PauseJobRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PauseJobResponse.FromString,
                 _registered_method=True)
         self.ResumeJob = channel.unary_unary(
                 '/airlock.controller.v1.Controller/ResumeJob',
-                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
-                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.FromString,
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ResumeJobRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ResumeJobResponse.FromString,
                 _registered_method=True)
         self.StepJob = channel.unary_unary(
                 '/airlock.controller.v1.Controller/StepJob',
-                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.StepJobRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.StepJobResponse.FromString,
                 _registered_method=True)
         self.InspectJob = channel.unary_unary(
                 '/airlock.controller.v1.Controller/InspectJob',
-                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.InspectJobRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.InspectJobResponse.FromString,
                 _registered_method=True)
         self.SignalWorkflow = channel.unary_unary(
@@ -126,7 +126,7 @@ class ControllerStub:
                 _registered_method=True)
         self.VerifyJob = channel.unary_unary(
                 '/airlock.controller.v1.Controller/VerifyJob',
-                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.SerializeToString,
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobResponse.FromString,
                 _registered_method=True)
 
@@ -316,7 +316,7 @@ def add_ControllerServicer_to_server(servicer, server):
             ),
             'ListArtifacts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListArtifacts,
-                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetJobRequest.FromString,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListArtifactsRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListArtifactsResponse.SerializeToString,
             ),
             'GetArtifact': grpc.unary_stream_rpc_method_handler(
@@ -336,22 +336,22 @@ def add_ControllerServicer_to_server(servicer, server):
             ),
             'PauseJob': grpc.unary_unary_rpc_method_handler(
                     servicer.PauseJob,
-                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.FromString,
-                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.SerializeToString,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PauseJobRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PauseJobResponse.SerializeToString,
             ),
             'ResumeJob': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeJob,
-                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.FromString,
-                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.SerializeToString,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ResumeJobRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ResumeJobResponse.SerializeToString,
             ),
             'StepJob': grpc.unary_unary_rpc_method_handler(
                     servicer.StepJob,
-                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.FromString,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.StepJobRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.StepJobResponse.SerializeToString,
             ),
             'InspectJob': grpc.unary_unary_rpc_method_handler(
                     servicer.InspectJob,
-                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.FromString,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.InspectJobRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.InspectJobResponse.SerializeToString,
             ),
             'SignalWorkflow': grpc.unary_unary_rpc_method_handler(
@@ -366,7 +366,7 @@ def add_ControllerServicer_to_server(servicer, server):
             ),
             'VerifyJob': grpc.unary_unary_rpc_method_handler(
                     servicer.VerifyJob,
-                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.FromString,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobResponse.SerializeToString,
             ),
     }
@@ -611,7 +611,7 @@ class Controller:
             request,
             target,
             '/airlock.controller.v1.Controller/ListArtifacts',
-            airlock_dot_controller_dot_v1_dot_controller__pb2.GetJobRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListArtifactsRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListArtifactsResponse.FromString,
             options,
             channel_credentials,
@@ -719,8 +719,8 @@ class Controller:
             request,
             target,
             '/airlock.controller.v1.Controller/PauseJob',
-            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
-            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.FromString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.PauseJobRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.PauseJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -746,8 +746,8 @@ class Controller:
             request,
             target,
             '/airlock.controller.v1.Controller/ResumeJob',
-            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
-            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlResponse.FromString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ResumeJobRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ResumeJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -773,7 +773,7 @@ class Controller:
             request,
             target,
             '/airlock.controller.v1.Controller/StepJob',
-            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.StepJobRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.StepJobResponse.FromString,
             options,
             channel_credentials,
@@ -800,7 +800,7 @@ class Controller:
             request,
             target,
             '/airlock.controller.v1.Controller/InspectJob',
-            airlock_dot_controller_dot_v1_dot_controller__pb2.JobControlRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.InspectJobRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.InspectJobResponse.FromString,
             options,
             channel_credentials,
@@ -881,7 +881,7 @@ class Controller:
             request,
             target,
             '/airlock.controller.v1.Controller/VerifyJob',
-            airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobResponse.FromString,
             options,
             channel_credentials,

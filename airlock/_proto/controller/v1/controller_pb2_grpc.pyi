@@ -8,6 +8,13 @@ input and output cross both wires unchanged.
 Conventions are the runner's (see airlock/runner/v1/runner.proto): free JSON is `Json`
 text, durations are google.protobuf.Duration, times are google.protobuf.Timestamp.
 
+Fields a request must set are annotated `(google.api.field_behavior) = REQUIRED` (left empty:
+INVALID_ARGUMENT with a violation on the field); fields only the controller sets,
+OUTPUT_ONLY. Every refusal is a google.rpc.Status with ErrorInfo{reason, domain
+"airlock.dev"}, BadRequest field violations for a malformed request, RetryInfo when trying
+again later can succeed (UNAVAILABLE, reason SHUTTING_DOWN). List RPCs page with
+`page_token`/`next_page_token` (opaque; a foreign token: INVALID_ARGUMENT).
+
 Every RPC needs `authorization: Bearer <token>` metadata, except the standard
 grpc.health.v1.Health service. A missing or wrong token: UNAUTHENTICATED.
 """
@@ -56,7 +63,7 @@ class ControllerStub:
     """The agents this controller can run."""
     GetStatus: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetStatusRequest, _controller_pb2.ControllerStatus]
     """The controller's own state: each backend's isolation proof (made now if none was yet)."""
-    ListArtifacts: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetJobRequest, _controller_pb2.ListArtifactsResponse]
+    ListArtifacts: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListArtifactsRequest, _controller_pb2.ListArtifactsResponse]
     """The job's artifacts, in path order (unknown id: NOT_FOUND)."""
     GetArtifact: _grpc.UnaryStreamMultiCallable[_controller_pb2.GetArtifactRequest, _controller_pb2.ArtifactData]
     """One artifact's content in pieces (unknown id or path: NOT_FOUND)."""
@@ -71,19 +78,19 @@ class ControllerStub:
     One rejection settles the wait as rejected under "any" and under "all" (under "majority"
     once a majority of approvals is out of reach); the job then resumes at once.
     """
-    PauseJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]
+    PauseJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.PauseJobRequest, _controller_pb2.PauseJobResponse]
     """Pause the running turn at its next step boundary. No turn running: FAILED_PRECONDITION."""
-    ResumeJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]
+    ResumeJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ResumeJobRequest, _controller_pb2.ResumeJobResponse]
     """Let a paused turn run on (as PauseJob)."""
-    StepJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.StepJobResponse]
+    StepJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.StepJobRequest, _controller_pb2.StepJobResponse]
     """Run exactly one step of a paused turn and report it (not paused: FAILED_PRECONDITION)."""
-    InspectJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.InspectJobResponse]
+    InspectJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.InspectJobRequest, _controller_pb2.InspectJobResponse]
     """The job's session as of its latest checkpoint."""
     SignalWorkflow: _grpc.UnaryUnaryMultiCallable[_controller_pb2.SignalWorkflowRequest, _controller_pb2.SignalWorkflowResponse]
     """Record a signal for a workflow and deliver it into its running turns."""
     GetWeave: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.GetWeaveResponse]
     """The turn records of the job's tree."""
-    VerifyJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.VerifyJobResponse]
+    VerifyJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.VerifyJobRequest, _controller_pb2.VerifyJobResponse]
     """Check the hash chain (and seals) of the job's tree."""
 
 @_typing.type_check_only
@@ -105,7 +112,7 @@ class ControllerAsyncStub(ControllerStub):
     """The agents this controller can run."""
     GetStatus: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetStatusRequest, _controller_pb2.ControllerStatus]  # type: ignore[assignment]
     """The controller's own state: each backend's isolation proof (made now if none was yet)."""
-    ListArtifacts: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetJobRequest, _controller_pb2.ListArtifactsResponse]  # type: ignore[assignment]
+    ListArtifacts: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListArtifactsRequest, _controller_pb2.ListArtifactsResponse]  # type: ignore[assignment]
     """The job's artifacts, in path order (unknown id: NOT_FOUND)."""
     GetArtifact: _aio.UnaryStreamMultiCallable[_controller_pb2.GetArtifactRequest, _controller_pb2.ArtifactData]  # type: ignore[assignment]
     """One artifact's content in pieces (unknown id or path: NOT_FOUND)."""
@@ -120,19 +127,19 @@ class ControllerAsyncStub(ControllerStub):
     One rejection settles the wait as rejected under "any" and under "all" (under "majority"
     once a majority of approvals is out of reach); the job then resumes at once.
     """
-    PauseJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]  # type: ignore[assignment]
+    PauseJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.PauseJobRequest, _controller_pb2.PauseJobResponse]  # type: ignore[assignment]
     """Pause the running turn at its next step boundary. No turn running: FAILED_PRECONDITION."""
-    ResumeJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.JobControlResponse]  # type: ignore[assignment]
+    ResumeJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.ResumeJobRequest, _controller_pb2.ResumeJobResponse]  # type: ignore[assignment]
     """Let a paused turn run on (as PauseJob)."""
-    StepJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.StepJobResponse]  # type: ignore[assignment]
+    StepJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.StepJobRequest, _controller_pb2.StepJobResponse]  # type: ignore[assignment]
     """Run exactly one step of a paused turn and report it (not paused: FAILED_PRECONDITION)."""
-    InspectJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.JobControlRequest, _controller_pb2.InspectJobResponse]  # type: ignore[assignment]
+    InspectJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.InspectJobRequest, _controller_pb2.InspectJobResponse]  # type: ignore[assignment]
     """The job's session as of its latest checkpoint."""
     SignalWorkflow: _aio.UnaryUnaryMultiCallable[_controller_pb2.SignalWorkflowRequest, _controller_pb2.SignalWorkflowResponse]  # type: ignore[assignment]
     """Record a signal for a workflow and deliver it into its running turns."""
     GetWeave: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.GetWeaveResponse]  # type: ignore[assignment]
     """The turn records of the job's tree."""
-    VerifyJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.VerifyJobResponse]  # type: ignore[assignment]
+    VerifyJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.VerifyJobRequest, _controller_pb2.VerifyJobResponse]  # type: ignore[assignment]
     """Check the hash chain (and seals) of the job's tree."""
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
@@ -203,7 +210,7 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def ListArtifacts(
         self,
-        request: _controller_pb2.GetJobRequest,
+        request: _controller_pb2.ListArtifactsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.ListArtifactsResponse, _abc.Awaitable[_controller_pb2.ListArtifactsResponse]]:
         """The job's artifacts, in path order (unknown id: NOT_FOUND)."""
@@ -242,23 +249,23 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def PauseJob(
         self,
-        request: _controller_pb2.JobControlRequest,
+        request: _controller_pb2.PauseJobRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_controller_pb2.JobControlResponse, _abc.Awaitable[_controller_pb2.JobControlResponse]]:
+    ) -> _typing.Union[_controller_pb2.PauseJobResponse, _abc.Awaitable[_controller_pb2.PauseJobResponse]]:
         """Pause the running turn at its next step boundary. No turn running: FAILED_PRECONDITION."""
 
     @_abc_1.abstractmethod
     def ResumeJob(
         self,
-        request: _controller_pb2.JobControlRequest,
+        request: _controller_pb2.ResumeJobRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_controller_pb2.JobControlResponse, _abc.Awaitable[_controller_pb2.JobControlResponse]]:
+    ) -> _typing.Union[_controller_pb2.ResumeJobResponse, _abc.Awaitable[_controller_pb2.ResumeJobResponse]]:
         """Let a paused turn run on (as PauseJob)."""
 
     @_abc_1.abstractmethod
     def StepJob(
         self,
-        request: _controller_pb2.JobControlRequest,
+        request: _controller_pb2.StepJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.StepJobResponse, _abc.Awaitable[_controller_pb2.StepJobResponse]]:
         """Run exactly one step of a paused turn and report it (not paused: FAILED_PRECONDITION)."""
@@ -266,7 +273,7 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def InspectJob(
         self,
-        request: _controller_pb2.JobControlRequest,
+        request: _controller_pb2.InspectJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.InspectJobResponse, _abc.Awaitable[_controller_pb2.InspectJobResponse]]:
         """The job's session as of its latest checkpoint."""
@@ -290,7 +297,7 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def VerifyJob(
         self,
-        request: _controller_pb2.GetWeaveRequest,
+        request: _controller_pb2.VerifyJobRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.VerifyJobResponse, _abc.Awaitable[_controller_pb2.VerifyJobResponse]]:
         """Check the hash chain (and seals) of the job's tree."""
