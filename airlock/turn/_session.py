@@ -29,6 +29,7 @@ from layer0 import (
     WriteMemory,
 )
 
+from ._config import DeadlineReached, ResolvedConfig, TurnSessionError
 from ._events import (
     ContextCompacted,
     InferenceFinished,
@@ -41,7 +42,6 @@ from ._events import (
 )
 from ._memory_tools import memory_context
 from ._run_log import dropped_line, workflow_of
-from ._session_base import DeadlineReached, ResolvedConfig, TurnSessionError
 from ._session_tools import SessionTools
 from ._signals import apply_signal, overridden
 from ._state import SessionState, StepResult, ToolExecution
@@ -66,8 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Model calls allowed when neither TurnConfig nor the agent's defaults set ``max_turns``.
-DEFAULT_MAX_TURNS = 25
 #: Stop reasons after which the model's call did not end the turn though it asked for no tool.
 _CONTINUING = (StopReason.PAUSE_TURN, StopReason.COMPACTION)
 

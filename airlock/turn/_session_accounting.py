@@ -18,10 +18,11 @@ from layer0 import (
     Scope,
 )
 
+from ._config import DeadlineReached
 from ._context import as_compaction, estimate_tokens
 from ._events import ContextCompacted
 from ._run_log import due_warnings, workflow_of
-from ._session_base import DeadlineReached, SessionBase
+from ._session_base import SessionBase
 from ._types import CompactionPart, ProviderRequest, ProviderResponse
 
 

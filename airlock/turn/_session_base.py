@@ -6,20 +6,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
-from airlock.errors import AirlockError
 from layer0 import HookContext, HookPoint, LogLevel
 
+from ._config import DeadlineReached, ResolvedConfig
 from ._events import LifecycleEvent, LifecyclePayload, TurnEvent
 from ._hooks import BudgetHook, HookDecision
 from ._run_log import note
 from ._state import SessionState
-from ._types import ToolSchema
 
 if TYPE_CHECKING:
     from ._events import EventSink
@@ -27,28 +24,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger("airlock.turn._session")
-
-
-class TurnSessionError(AirlockError):
-    """Raised when a session is misused (e.g. ``step()`` while another step is running)."""
-
-
-class DeadlineReached(Exception):
-    """Internal: the turn's max_duration expired while awaiting a hook or compaction."""
-
-
-@dataclass(frozen=True)
-class ResolvedConfig:
-    """TurnConfig merged over the agent's defaults, as the loop uses it."""
-
-    model: str | None
-    system: str | None
-    tools: list[ToolSchema]
-    offered: frozenset[str]
-    max_turns: int
-    max_cost: Decimal | None
-    max_duration_ms: int | None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class SessionBase:
