@@ -6,6 +6,7 @@ a runner imports the event and message types to serve health, and builds its fir
 
 import typing as _typing  # as private names: this package exports exactly __all__
 
+from ._config import DEFAULT_MAX_TURNS, ResolvedConfig, ToolSchema, TurnSessionError
 from ._events import (
     AnyTurnEvent,
     Checkpoint,
@@ -40,7 +41,6 @@ from ._types import (
     TextPart,
     TokenUsage,
     ToolResultPart,
-    ToolSchema,
     ToolUsePart,
     block_to_part,
     part_to_block,
@@ -68,8 +68,7 @@ if _typing.TYPE_CHECKING:
     from ._provider import Provider
     from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
     from ._run_log import MAX_RUN_LOGS
-    from ._session import DEFAULT_MAX_TURNS, TurnSession
-    from ._session_base import ResolvedConfig, TurnSessionError
+    from ._session import TurnSession
     from ._state import SessionState, StepResult, ToolExecution
     from ._tool import MAX_TOOL_EFFECTS, ToolContext, ToolDyn, ToolResult
     from ._tool_choice import ToolChoicePolicy, failed_step
@@ -168,7 +167,6 @@ _LAZY_MODULES = (
     "_registry",
     "_run_log",
     "_session",
-    "_session_base",
     "_state",
     "_tool",
     "_tool_choice",

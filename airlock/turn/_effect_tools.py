@@ -23,7 +23,7 @@ from layer0 import (
     WriteMemory,
 )
 
-from ._types import ToolSchema
+from ._config import ToolSchema
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator

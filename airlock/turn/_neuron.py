@@ -10,6 +10,7 @@ from airlock.errors import SpecError
 from airlock.spec import EFFECT_TOOLS, MEMORY_TOOLS, AgentSpec, ApprovalGate, LoopLimits
 from layer0 import Hook, StateReader, TurnConfig, TurnInput, TurnOutput
 
+from ._config import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSessionError
 from ._context import ContextStrategy, NoCompaction
 from ._effect_tools import EFFECT_TOOL_SCHEMAS
 from ._events import EventSink
@@ -17,8 +18,7 @@ from ._hooks import HookRegistry, LifecycleObserver
 from ._memory_tools import make_memory_tools
 from ._provider import Provider
 from ._registry import ToolRegistry
-from ._session import DEFAULT_MAX_TURNS, TurnSession
-from ._session_base import ResolvedConfig, TurnSessionError
+from ._session import TurnSession
 from ._state import SessionState
 from ._tool import ToolDyn
 from ._tool_choice import ToolChoicePolicy

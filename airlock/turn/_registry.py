@@ -20,8 +20,8 @@ from airlock.errors import SpecError, ToolError
 from airlock.spec import TOOL_RISKS
 from layer0 import CustomEffect
 
+from ._config import ToolSchema
 from ._tool import MAX_TOOL_EFFECTS, ToolContext, ToolDyn, ToolResult
-from ._types import ToolSchema
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator

@@ -1,6 +1,8 @@
 """TurnSession: the ReAct loop, one model call (plus the tools it asked for) per step.
 
-``NeuronTurn.execute`` is ``start()`` + ``run()``: there is exactly one loop, this one.
+``NeuronTurn.execute`` is ``start()`` + ``run()``: there is exactly one loop, this one. The
+session composes its parts: a step context (state, clock, events, hooks, checkpoints), the
+accounting, the tool runner and the approval gate.
 """
 
 from __future__ import annotations
@@ -9,11 +11,9 @@ import asyncio
 import json
 import logging
 import time
-from typing import TYPE_CHECKING
 
-from pydantic import JsonValue, TypeAdapter, ValidationError
+from pydantic import JsonValue
 
-from airlock.spec import HISTORY_KEY
 from layer0 import (
     BudgetAction,
     BudgetDecision,
@@ -22,15 +22,16 @@ from layer0 import (
     HookPoint,
     Log,
     LogLevel,
-    Scope,
     TurnError,
-    TurnMetadata,
     TurnOutput,
-    WriteMemory,
 )
 
+from ._accounting import Accounting
+from ._approvals import Approvals
+from ._assembly import opening_messages
+from ._config import DeadlineReached, ResolvedConfig, TurnSessionError
 from ._events import (
-    ContextCompacted,
+    EventSink,
     InferenceFinished,
     InferenceStarted,
     PendingCall,
@@ -39,39 +40,31 @@ from ._events import (
     TurnStarted,
     TurnSuspended,
 )
-from ._memory_tools import memory_context
-from ._run_log import dropped_line, workflow_of
-from ._session_base import DeadlineReached, ResolvedConfig, TurnSessionError
-from ._session_tools import SessionTools
+from ._output import build_output, cancelled_output
+from ._parts import TurnParts
+from ._run_log import workflow_of
 from ._signals import apply_signal, overridden
 from ._state import SessionState, StepResult, ToolExecution
-from ._trigger import trigger_note
+from ._step_context import StepContext
+from ._tool_runner import ToolRunner
 from ._types import (
     CompactionPart,
     ContentPart,
     ImagePart,
     ProviderMessage,
     ProviderRequest,
+    ProviderResponse,
     Role,
     StopReason,
     TextPart,
     ToolUsePart,
-    block_to_part,
     part_to_block,
 )
 
-if TYPE_CHECKING:
-    from ._events import EventSink
-    from ._neuron import NeuronTurn
-
 log = logging.getLogger(__name__)
 
-#: Model calls allowed when neither TurnConfig nor the agent's defaults set ``max_turns``.
-DEFAULT_MAX_TURNS = 25
 #: Stop reasons after which the model's call did not end the turn though it asked for no tool.
 _CONTINUING = (StopReason.PAUSE_TURN, StopReason.COMPACTION)
-
-_HISTORY = TypeAdapter(list[ProviderMessage])
 
 
 def call_signature(name: str, input: JsonValue) -> str:
@@ -79,42 +72,36 @@ def call_signature(name: str, input: JsonValue) -> str:
     return name + ":" + json.dumps(input, sort_keys=True, separators=(",", ":"))
 
 
-class TurnSession(SessionTools):
+class TurnSession:
     """One turn in progress; step it, run it, pause it, snapshot it.
 
     Built by ``NeuronTurn.start`` or ``NeuronTurn.resume``, not directly.
     """
 
-    def __init__(self, turn: NeuronTurn, state: SessionState, events: EventSink | None = None) -> None:
-        self._turn = turn
-        self._state = state
-        self._events = events
-        self._cfg = overridden(turn.resolve_config(state.input), state.overrides)
+    def __init__(self, turn: TurnParts, state: SessionState, events: EventSink | None = None) -> None:
+        cfg = overridden(turn.resolve_config(state.input), state.overrides)
+        self._ctx = StepContext(turn, state, events, cfg)
+        self._accounting = Accounting(self._ctx)
+        self._tools = ToolRunner(self._ctx)
+        self._approvals = Approvals(self._ctx)
         self._pause_requested = False
-        self._awaiting: list[PendingCall] = []
         self._inbox: list[tuple[str, JsonValue]] = []
-        self._journaled: int | None = None
-        self._records_journaled = 0
-        self._unsaved = False
         self._announced = False
         if state.started and state.iterations:  # a provider keeping its place follows the snapshot
             resume_at = getattr(turn.provider, "resume_at", None)
             if callable(resume_at):
                 resume_at(state.iterations)
         self._boundary: SessionState | None = None
-        self._step_t0: float | None = None
-        self._step_base_ms = 0.0
-        self._budget_halt = False
         self._output: TurnOutput | None = None
         if state.exit_reason is not None:
-            self._output = self._build_output()
+            self._output = build_output(state)
 
     # -- public surface ---------------------------------------------------------------
 
     @property
     def state(self) -> SessionState:
         """A snapshot at the latest step boundary (JSON-serializable; resume from it)."""
-        return (self._boundary or self._state).model_copy(deep=True)
+        return (self._boundary or self._ctx.state).model_copy(deep=True)
 
     @property
     def is_complete(self) -> bool:
@@ -129,7 +116,7 @@ class TurnSession(SessionTools):
     @property
     def config(self) -> ResolvedConfig:
         """The effective configuration of this turn."""
-        return self._cfg
+        return self._ctx.cfg
 
     @property
     def pause_requested(self) -> bool:
@@ -140,7 +127,7 @@ class TurnSession(SessionTools):
     def awaiting(self) -> list[PendingCall]:
         """Tool calls waiting for a person's approval: the session is suspended before them
         (``run`` returns None; resume its ``state`` with them decided)."""
-        return list(self._awaiting)
+        return list(self._approvals.awaiting)
 
     def deliver(self, signal_type: str, data: JsonValue = None) -> None:
         """Hand the turn a signal, applied at its next step boundary.
@@ -166,11 +153,11 @@ class TurnSession(SessionTools):
     async def run(self) -> TurnOutput | None:
         """Step until the turn ends (its output) or a pause is honoured (None)."""
         while self._output is None:
-            if self._awaiting:
+            if self._approvals.awaiting:
                 return None
             if self._pause_requested:
                 self._pause_requested = False
-                await self._emit(TurnPaused(iteration=self._state.iterations))
+                await self._ctx.emit(TurnPaused(iteration=self._ctx.state.iterations))
                 return None
             await self.step()
         return self._output
@@ -188,21 +175,43 @@ class TurnSession(SessionTools):
         """
         if self._output is not None:
             return StepResult(
-                iteration=self._state.iterations,
+                iteration=self._ctx.state.iterations,
                 text="",
                 is_complete=True,
                 exit_reason=self._output.exit_reason,
                 output=self._output,
             )
-        if self._step_t0 is not None:
-            raise TurnSessionError("a step of this session is already running")
-        if self._awaiting:
-            names = ", ".join(c.name for c in self._awaiting)
-            raise TurnSessionError(
-                f"the session waits for approval of {names}; resume its state once decided"
-            )
-        st = self._state
-        self._boundary = st.model_copy(
+        self._check_steppable()
+        self._boundary = self._boundary_copy()
+        self._ctx.start_clock()
+        try:
+            result = await self._step()
+        except asyncio.CancelledError:
+            self._tools.close_dangling("not run: the turn was cancelled")
+            raise
+        finally:
+            self._ctx.stop_clock()
+            self._boundary = None
+        if result.is_complete:
+            self._output = build_output(self._ctx.state)
+            result = result.model_copy(update={"output": self._output})
+            if result.exit_reason is not None and result.exit_reason.kind != "complete":
+                await self._ctx.emit(TurnLog(level="warn", message=f"turn ended: {result.exit_reason}"))
+        return result
+
+    def cancelled_output(self) -> TurnOutput:
+        """A TurnOutput for a cancelled turn: ``custom("cancelled")`` with the metadata so far.
+
+        Its only effect is a log line; history and tool effects are not declared.
+        """
+        return cancelled_output(self._ctx.state, self._ctx.elapsed_ms())
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _boundary_copy(self) -> SessionState:
+        """The state at this step boundary (the lists a step changes copied)."""
+        st = self._ctx.state
+        return st.model_copy(
             update={
                 "messages": list(st.messages),
                 "tool_records": list(st.tool_records),
@@ -212,78 +221,76 @@ class TurnSession(SessionTools):
                 "overrides": dict(st.overrides),
             }
         )
-        self._step_base_ms = st.elapsed_ms
-        self._step_t0 = time.perf_counter()
-        try:
-            result = await self._step()
-        except asyncio.CancelledError:
-            self._close_dangling("not run: the turn was cancelled")
-            raise
-        finally:
-            st.elapsed_ms = self._elapsed_ms()
-            self._step_t0 = None
-            self._boundary = None
-        if result.is_complete:
-            self._output = self._build_output()
-            result = result.model_copy(update={"output": self._output})
-            if result.exit_reason is not None and result.exit_reason.kind != "complete":
-                await self._emit(TurnLog(level="warn", message=f"turn ended: {result.exit_reason}"))
-        return result
 
-    def cancelled_output(self) -> TurnOutput:
-        """A TurnOutput for a cancelled turn: ``custom("cancelled")`` with the metadata so far.
-
-        Its only effect is a log line; history and tool effects are not declared.
-        """
-        st = self._state
-        return TurnOutput(
-            message=self._message(),
-            exit_reason=ExitReason.custom("cancelled"),
-            metadata=self._metadata(self._elapsed_ms()),
-            effects=[Log(level=LogLevel.WARN, message="turn cancelled", data={"turns_used": st.iterations})],
-        )
-
-    # -- the loop -------------------------------------------------------------------------
+    def _check_steppable(self) -> None:
+        if self._ctx.stepping:
+            raise TurnSessionError("a step of this session is already running")
+        if self._approvals.awaiting:
+            names = ", ".join(c.name for c in self._approvals.awaiting)
+            raise TurnSessionError(
+                f"the session waits for approval of {names}; resume its state once decided"
+            )
 
     async def _step(self) -> StepResult:
         try:
             return await self._step_body()
         except DeadlineReached:
-            self._close_dangling("not run: the turn's time limit was reached")
-            return await self._finish(ExitReason.timeout(), iteration=self._state.iterations)
+            self._tools.close_dangling("not run: the turn's time limit was reached")
+            return await self._finish(ExitReason.timeout(), iteration=self._ctx.state.iterations)
 
     async def _step_body(self) -> StepResult:
-        st = self._state
-        turn = self._turn
-        if not st.started:
-            await self._assemble()
-        elif not self._announced:
-            self._announced = True
-            await self._emit(TurnStarted(resumed=True))
-            await self._checkpoint()
+        st = self._ctx.state
+        await self._open()
         uses = st.open_uses()
         if uses:  # resumed inside a step: the model call is done, its tools are not
             return await self._act(uses, st.iterations, "", None)
         ended = self._ended_before_resume()
         if ended is not None:
             return await self._finish(ended, st.iterations, st.final_text)
-        signalled = await self._deliver_signals()
-        if signalled is not None:
-            return await self._finish(signalled, iteration=0)
-        cfg = self._cfg
-        early = self._limit_exit()
+        early = await self._boundary_exit()
         if early is not None:
             return await self._finish(early, iteration=0)
         iteration = st.iterations + 1
+        request = self._request(iteration)
+        response = await self._call_model(request, iteration)
+        if response is None:  # the time limit was reached during the call
+            return await self._finish(ExitReason.timeout(), iteration=iteration)
+        return await self._answered(request, response, iteration)
 
-        decision = await self._fire(HookPoint.PRE_INFERENCE)
+    async def _open(self) -> None:
+        """Assemble the context of a turn not started yet; announce a resumed one."""
+        ctx = self._ctx
+        if not ctx.state.started:
+            ctx.state.messages = await opening_messages(ctx)
+            ctx.state.started = True
+            self._announced = True
+            await ctx.emit(TurnStarted())
+            await ctx.checkpoint()
+        elif not self._announced:
+            self._announced = True
+            await ctx.emit(TurnStarted(resumed=True))
+            await ctx.checkpoint()
+
+    async def _boundary_exit(self) -> ExitReason | None:
+        """Why the turn ends before its next model call: a signal, a limit, or a hook's halt."""
+        signalled = await self._deliver_signals()
+        if signalled is not None:
+            return signalled
+        early = self._accounting.limit_exit()
+        if early is not None:
+            return early
+        decision = await self._ctx.fire(HookPoint.PRE_INFERENCE)
         if decision.halt is not None:
-            return await self._finish(ExitReason.observer_halt(decision.halt), iteration=0)
+            return ExitReason.observer_halt(decision.halt)
+        return None
 
+    def _request(self, iteration: int) -> ProviderRequest:
+        """The model call of step ``iteration``."""
+        st, turn, cfg = self._ctx.state, self._ctx.turn, self._ctx.cfg
         extra = cfg.extra
         if cfg.tools:
             extra = {**extra, **turn.tool_choice.request_extra(iteration, st.messages)}
-        request = ProviderRequest(
+        return ProviderRequest(
             model=cfg.model,
             messages=list(st.messages),
             tools=cfg.tools,
@@ -292,9 +299,15 @@ class TurnSession(SessionTools):
             system=cfg.system,
             extra=extra,
         )
-        await self._emit(InferenceStarted(iteration=iteration, model=cfg.model))
+
+    async def _call_model(self, request: ProviderRequest, iteration: int) -> ProviderResponse | None:
+        """Call the model within the time limit and count the call; None when the limit was
+        reached during it."""
+        ctx = self._ctx
+        st, turn = ctx.state, ctx.turn
+        await ctx.emit(InferenceStarted(iteration=iteration, model=request.model))
         t0 = time.perf_counter()
-        deadline = self._deadline()
+        deadline = ctx.deadline()
         try:
             async with deadline:
                 response = await turn.provider.complete(request)
@@ -302,13 +315,13 @@ class TurnSession(SessionTools):
             raise
         except TimeoutError as e:
             if deadline.expired():
-                return await self._finish(ExitReason.timeout(), iteration=iteration)
+                return None
             raise TurnError.retryable(f"provider {turn.provider.name} timed out: {e}") from e
         except Exception as e:
             raise TurnError.other(f"provider {turn.provider.name} failed: {type(e).__name__}: {e}") from e
         st.iterations = iteration
-        self._add_usage(response)
-        await self._emit(
+        self._accounting.add_usage(response)
+        await ctx.emit(
             InferenceFinished(
                 iteration=iteration,
                 stop_reason=response.stop_reason.value,
@@ -321,7 +334,43 @@ class TurnSession(SessionTools):
                 duration_ms=int((time.perf_counter() - t0) * 1000),
             )
         )
-        await self._after_call(response, f"model call {iteration}")
+        await self._accounting.after_call(response, f"model call {iteration}")
+        return response
+
+    async def _answered(
+        self, request: ProviderRequest, response: ProviderResponse, iteration: int
+    ) -> StepResult:
+        """The model's answer taken into the conversation; the step goes on to its tools or ends."""
+        stop = await self._take(request, response)
+        text = response.text()
+        uses = response.tool_uses()
+        stuck = self._note_calls(uses)
+        if stuck is not None:
+            self._tools.close_open_uses(uses, stuck)
+            return await self._finish(ExitReason.custom("stuck_detected"), iteration, text, stop)
+        await self._ctx.checkpoint()
+        decision = await self._ctx.fire(
+            HookPoint.POST_INFERENCE,
+            model_output=Content.blocks([part_to_block(p) for p in response.content]),
+        )
+        if decision.halt is not None:
+            self._tools.close_open_uses(uses, "not run: the turn was halted by an observer")
+            return await self._finish(ExitReason.observer_halt(decision.halt), iteration, text, stop)
+        if stop in (StopReason.REFUSAL, StopReason.CONTENT_FILTER):
+            self._tools.close_open_uses(uses, "not run: the model's response was stopped")
+            reason = ExitReason.safety_stop(response.stop_detail or stop.value)
+            return await self._finish(reason, iteration, text, stop)
+        if not uses:
+            if stop is StopReason.TOOL_USE:
+                raise TurnError.model("the model stopped for tool use but asked for no tool")
+            if stop not in _CONTINUING:
+                return await self._finish(ExitReason.complete(), iteration, text, stop)
+        return await self._act(uses, iteration, text, stop)
+
+    async def _take(self, request: ProviderRequest, response: ProviderResponse) -> StopReason:
+        """Record the model's answer: its stop reason, final text and message (a truncated
+        output or an exceeded context window is a model error)."""
+        st = self._ctx.state
         stop = response.stop_reason
         st.last_stop = stop.value
         if stop is StopReason.MAX_TOKENS:
@@ -336,68 +385,42 @@ class TurnSession(SessionTools):
         if response.content:
             st.messages.append(ProviderMessage(role=Role.ASSISTANT, content=list(response.content)))
         if response.compaction is not None or any(isinstance(p, CompactionPart) for p in response.content):
-            await self._provider_compacted(request, response)
-        uses = response.tool_uses()
-        stuck = self._note_calls(uses)
-        if stuck is not None:
-            self._close_open_uses(uses, stuck)
-            return await self._finish(ExitReason.custom("stuck_detected"), iteration, text, stop)
-        await self._checkpoint()
-
-        decision = await self._fire(
-            HookPoint.POST_INFERENCE,
-            model_output=Content.blocks([part_to_block(p) for p in response.content]),
-        )
-        if decision.halt is not None:
-            self._close_open_uses(uses, "not run: the turn was halted by an observer")
-            return await self._finish(ExitReason.observer_halt(decision.halt), iteration, text, stop)
-        if stop in (StopReason.REFUSAL, StopReason.CONTENT_FILTER):
-            self._close_open_uses(uses, "not run: the model's response was stopped")
-            return await self._finish(
-                ExitReason.safety_stop(response.stop_detail or stop.value), iteration, text, stop
-            )
-        if not uses:
-            if stop is StopReason.TOOL_USE:
-                raise TurnError.model("the model stopped for tool use but asked for no tool")
-            if stop not in _CONTINUING:
-                return await self._finish(ExitReason.complete(), iteration, text, stop)
-        return await self._act(uses, iteration, text, stop)
+            await self._accounting.provider_compacted(request, response)
+        return stop
 
     async def _act(
         self, uses: list[ToolUsePart], iteration: int, text: str, stop: StopReason | None
     ) -> StepResult:
         """The second half of a step: run the tools asked for, then check the limits and
         compact; a step resumed from a checkpoint starts here."""
-        st = self._state
-        turn = self._turn
+        ctx = self._ctx
         executions: list[ToolExecution] = []
         exit_reason: ExitReason | None = None
         if uses:
-            awaiting = self._needs_approval(uses)
+            awaiting = self._approvals.pending(uses)
             if awaiting:
-                self._awaiting = awaiting
-                await self._emit(TurnSuspended(iteration=iteration, calls=awaiting))
-                await self._checkpoint()
+                self._approvals.awaiting = awaiting
+                await ctx.emit(TurnSuspended(iteration=iteration, calls=awaiting))
+                await ctx.checkpoint()
                 return StepResult(iteration=iteration, text=text, stop_reason=stop, awaiting=awaiting)
-            executions, exit_reason = await self._run_tools(uses)
+            executions, exit_reason = await self._tools.run(uses)
         if exit_reason is None:
-            exit_reason = self._limit_exit()
+            exit_reason = self._accounting.limit_exit()
         if exit_reason is None:
-            decision = await self._fire(HookPoint.EXIT_CHECK)
+            decision = await ctx.fire(HookPoint.EXIT_CHECK)
             if decision.halt is not None:
                 exit_reason = ExitReason.observer_halt(decision.halt)
         if exit_reason is not None:
             return await self._finish(exit_reason, iteration, text, stop, executions)
-        if turn.context.should_compact(st.messages, turn.context_limit):
-            await self._compact()
-        if self._unsaved:  # else the last call's checkpoint already resumes to here
-            await self._checkpoint()
+        await self._accounting.compact_if_due()
+        if ctx.unsaved:  # else the last call's checkpoint already resumes to here
+            await ctx.checkpoint()
         return StepResult(iteration=iteration, text=text, stop_reason=stop, tool_executions=executions)
 
     def _ended_before_resume(self) -> ExitReason | None:
         """How a resumed turn had ended when its last checkpoint is the model's final answer
         (its process was lost before it finished): never call the model again for it."""
-        st = self._state
+        st = self._ctx.state
         if not st.messages or st.messages[-1].role is not Role.ASSISTANT or st.last_stop is None:
             return None
         if st.last_stop in (s.value for s in _CONTINUING):
@@ -408,129 +431,33 @@ class TurnSession(SessionTools):
 
     def _note_calls(self, uses: list[ToolUsePart]) -> str | None:
         """Count repeated identical calls; why the step stops when they count as stuck."""
-        st = self._state
+        st = self._ctx.state
         for use in uses:
             sig = call_signature(use.name, use.input)
             if sig == st.last_call:
                 st.last_call_repeats += 1
             else:
                 st.last_call, st.last_call_repeats = sig, 1
-            if st.last_call_repeats >= self._turn.limits.stuck_threshold:
+            if st.last_call_repeats >= self._ctx.turn.limits.stuck_threshold:
                 return (
                     f"not run: the same call was repeated {st.last_call_repeats} times in a row "
                     "(loop detected)"
                 )
         return None
 
-    def _needs_approval(self, uses: list[ToolUsePart]) -> list[PendingCall]:
-        """The open step's calls that wait for approval (none ran, none was approved)."""
-        gate = self._turn.approval
-        if gate is None:
-            return []
-        st = self._state
-        settled = {ex.tool_use_id for ex in st.completed} | set(st.approved)
-        registry = self._turn.tools
-        pending = []
-        for use in uses:
-            if use.id in settled or use.name not in self._cfg.offered:
-                continue
-            risks = registry.risks(use.name)
-            if gate.needs(use.name, risks):
-                pending.append(
-                    PendingCall(tool_use_id=use.id, name=use.name, input=use.input, risks=list(risks))
-                )
-        return pending
-
     async def _deliver_signals(self) -> ExitReason | None:
         """Apply the signals delivered since the last boundary; an exit reason for ``cancel``."""
+        ctx = self._ctx
         while self._inbox:
-            outcome = apply_signal(self._state, *self._inbox.pop(0))
+            outcome = apply_signal(ctx.state, *self._inbox.pop(0))
             if outcome.overrides:
-                self._cfg = overridden(self._cfg, outcome.overrides)
-            if outcome.rewrote is not None and self._journaled is not None:
-                self._journaled = min(self._journaled, outcome.rewrote)
-            await self._emit(outcome.event)
+                ctx.cfg = overridden(ctx.cfg, outcome.overrides)
+            if outcome.rewrote is not None and ctx.journaled is not None:
+                ctx.journaled = min(ctx.journaled, outcome.rewrote)
+            await ctx.emit(outcome.event)
             if outcome.exit is not None:
                 return outcome.exit
         return None
-
-    def _limit_exit(self) -> ExitReason | None:
-        st = self._state
-        cfg = self._cfg
-        if cfg.max_duration_ms is not None and self._elapsed_ms() >= cfg.max_duration_ms:
-            return ExitReason.timeout()
-        if cfg.max_cost is not None and st.cost >= cfg.max_cost:
-            return ExitReason.budget_exhausted()
-        if st.iterations >= cfg.max_turns:
-            return ExitReason.max_turns()
-        return None
-
-    async def _assemble(self) -> None:
-        st = self._state
-        history: list[ProviderMessage] = []
-        session = st.input.session
-        reader = self._turn.state
-        if session is not None and reader is not None:
-            try:
-                raw = await reader.read(Scope.session(session), HISTORY_KEY)
-            except Exception as e:
-                raise TurnError.context_assembly(f"cannot read the history of session {session}: {e}") from e
-            if raw is not None:
-                try:
-                    history = _HISTORY.validate_python(raw)
-                except ValidationError as e:
-                    raise TurnError.context_assembly(
-                        f"the history of session {session} is unreadable: {e.error_count()} error(s), "
-                        f"first: {e.errors()[0]['msg']}"
-                    ) from e
-        parts = [block_to_part(b) for b in st.input.message.as_blocks()]
-        if not parts:
-            raise TurnError.context_assembly("the input message is empty")
-        parts = [*await self._preamble(), *parts]
-        cone = await self._project_cone()
-        if cone is not None:  # the causal past replaces the shared history
-            context, size, total = cone
-            before = len(history) + 1
-            history, parts = [], [*context, *parts]
-            ratio = 1 - size / total if total else 0.0
-            await self._emit(
-                ContextCompacted(
-                    strategy="causal_cone",
-                    messages_before=before,
-                    messages_after=1,
-                    cone_size=size,
-                    cone_total=total,
-                    compression_ratio=ratio,
-                )
-            )
-        st.messages = [*history, ProviderMessage(role=Role.USER, content=parts)]
-        st.started = True
-        self._announced = True
-        await self._emit(TurnStarted())
-        await self._checkpoint()
-
-    async def _preamble(self) -> list[TextPart]:
-        """What goes before the input message: the trigger stated (unless a person sent it),
-        then the memory the agent asked for (``memory.context_keys``), session before global."""
-        st = self._state
-        note_text = trigger_note(st.input)
-        parts = [TextPart(text=note_text)] if note_text is not None else []
-        try:
-            lines = await memory_context(self._turn.state, st.input.session, self._turn.memory_keys)
-        except Exception as e:
-            raise TurnError.context_assembly(f"cannot read the memory the context starts with: {e}") from e
-        parts += [TextPart(text=line) for line in lines]
-        return parts
-
-    async def _project_cone(self) -> tuple[list[TextPart], int, int] | None:
-        project = getattr(self._turn.context, "project", None)
-        if project is None:
-            return None
-        try:
-            result: tuple[list[TextPart], int, int] | None = await project(self._turn.state)
-        except Exception as e:
-            raise TurnError.context_assembly(f"cannot read the turn's causal cone: {e}") from e
-        return result
 
     async def _finish(
         self,
@@ -540,11 +467,12 @@ class TurnSession(SessionTools):
         stop: StopReason | None = None,
         executions: list[ToolExecution] | None = None,
     ) -> StepResult:
-        st = self._state
+        ctx = self._ctx
+        st = ctx.state
         st.exit_reason = reason
-        if reason.kind == "budget_exhausted" or (reason.kind == "observer_halt" and self._budget_halt):
-            workflow = workflow_of(st.input, self._turn.name)
-            await self._observe(BudgetAction(workflow=workflow, action=BudgetDecision.halt_workflow()))
+        if reason.kind == "budget_exhausted" or (reason.kind == "observer_halt" and ctx.budget_halt):
+            workflow = workflow_of(st.input, ctx.turn.name)
+            await ctx.observe(BudgetAction(workflow=workflow, action=BudgetDecision.halt_workflow()))
         if reason.kind != "complete":
             message = f"turn ended: {reason}"
             st.effects.append(
@@ -554,8 +482,8 @@ class TurnSession(SessionTools):
                     data={"turns_used": st.iterations, "cost": str(st.cost)},
                 )
             )
-            log.info("%s (agent %s)", message, self._turn.name)
-        await self._checkpoint()
+            log.info("%s (agent %s)", message, ctx.turn.name)
+        await ctx.checkpoint()
         return StepResult(
             iteration=iteration,
             text=text,
@@ -563,46 +491,4 @@ class TurnSession(SessionTools):
             tool_executions=executions or [],
             is_complete=True,
             exit_reason=reason,
-        )
-
-    # -- output -------------------------------------------------------------------------
-
-    def _metadata(self, elapsed_ms: float) -> TurnMetadata:
-        st = self._state
-        return TurnMetadata(
-            tokens_in=st.tokens_in,
-            tokens_out=st.tokens_out,
-            cost=st.cost,
-            turns_used=st.iterations,
-            tools_called=list(st.tool_records),
-            duration=int(elapsed_ms),
-        )
-
-    def _message(self) -> Content:
-        """The output message: the final answer's text, and its images when it has any."""
-        st = self._state
-        if any(isinstance(p, ImagePart) for p in st.final_parts):
-            return Content.blocks([part_to_block(p) for p in st.final_parts])
-        return Content.text(st.final_text)
-
-    def _build_output(self) -> TurnOutput:
-        st = self._state
-        assert st.exit_reason is not None
-        effects = list(st.effects)
-        dropped = dropped_line(st)
-        if dropped is not None:
-            effects.append(dropped)
-        if st.input.session is not None and st.started:
-            effects.append(
-                WriteMemory(
-                    scope=Scope.session(st.input.session),
-                    key=HISTORY_KEY,
-                    value=[m.model_dump(mode="json") for m in st.messages],
-                )
-            )
-        return TurnOutput(
-            message=self._message(),
-            exit_reason=st.exit_reason,
-            metadata=self._metadata(st.elapsed_ms),
-            effects=effects,
         )

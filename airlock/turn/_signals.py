@@ -12,19 +12,17 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import JsonValue
 
 from airlock.errors import shorten
 from layer0 import ExitReason, Log, LogLevel
 
+from ._config import ResolvedConfig
 from ._events import SignalDelivered
 from ._state import SessionState
 from ._types import ProviderMessage, Role, TextPart
-
-if TYPE_CHECKING:
-    from ._session_base import ResolvedConfig
 
 BUDGET_KEYS = ("max_turns", "max_cost", "max_duration_ms")
 

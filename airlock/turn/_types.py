@@ -21,6 +21,8 @@ from layer0 import (
     UrlSource,
 )
 
+from ._config import ToolSchema
+
 log = logging.getLogger(__name__)
 
 
@@ -105,16 +107,6 @@ class ProviderMessage(BaseModel):
 
     role: Role
     content: list[ContentPart]
-
-
-class ToolSchema(BaseModel):
-    """A tool as offered to the model."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
 
 
 class ProviderRequest(BaseModel):
