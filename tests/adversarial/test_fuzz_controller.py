@@ -267,9 +267,16 @@ def test_random_bytes_get_a_clear_answer(controller: Service, method: str, body:
         assert "does not parse" in answer.details
     elif method in ("GetJob", "WatchJob", "CancelJob", "GetJobLogs"):
         request = METHODS[method][1].FromString(body)
-        if request.id != controller.job_id:  # random ids name no job
+        if not request.id:  # a missing id is a bad request, naming the field
+            assert answer.code == grpc.StatusCode.INVALID_ARGUMENT, (answer.code, answer.details)
+            assert answer.details == "id: is required"
+        elif request.id != controller.job_id:  # random ids name no job
             assert answer.code == grpc.StatusCode.NOT_FOUND, (answer.code, answer.details)
             assert "not found" in answer.details.lower() or "no job" in answer.details.lower()
+    elif method == "ListAgents" and cpb.ListAgentsRequest.FromString(body).page_token:
+        # random bytes are no page token of this request: refused on the field
+        assert answer.code == grpc.StatusCode.INVALID_ARGUMENT, (answer.code, answer.details)
+        assert answer.details.startswith("page_token: ")
     elif method == "ListAgents":
         assert answer.code == grpc.StatusCode.OK
         agents = cpb.ListAgentsResponse.FromString(answer.responses[0]).agents
@@ -447,6 +454,10 @@ def test_job_ids_and_sequence_numbers(
             assert all(s > after_seq for s in seqs)
         else:
             assert answer.code == grpc.StatusCode.OK, (answer.code, answer.details)
+        return
+    if not job_id:  # a missing id is a bad request, naming the field
+        assert answer.code == grpc.StatusCode.INVALID_ARGUMENT, (answer.code, answer.details)
+        assert answer.details == "id: is required"
         return
     assert answer.code == grpc.StatusCode.NOT_FOUND, (answer.code, answer.details[:200])
     assert answer.details.strip()

@@ -62,9 +62,12 @@ def config(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cli_env(runner_image: str, state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def cli_env(
+    runner_image: str, state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
     """The environment for the command: our own state directory, no ambient configuration."""
     monkeypatch.setenv("AIRLOCK_STATE_DIR", str(state_dir))
+    monkeypatch.setenv("AIRLOCK_DATA_DIR", str(tmp_path / "data"))  # not the user's own
     monkeypatch.delenv("AIRLOCK_CONFIG", raising=False)
     env = dict(os.environ)
     env["COLUMNS"] = "120"
