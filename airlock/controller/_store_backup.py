@@ -35,6 +35,8 @@ JOB_STORE = "jobs.db"
 
 _NAME = re.compile(r"^(?P<store>.+)\.schema-v(?P<version>\d+)-(?P<time>\d{8}T\d{6}Z)\.bak$")
 _SIDE_FILES = ("-wal", "-shm", "-journal")
+#: How the copies' names spell their time.
+_STAMP = "%Y%m%dT%H%M%SZ"
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,16 @@ def copy_store(conn: sqlite3.Connection, target: Path) -> Path:
     return target
 
 
+def _stamp() -> str:
+    """Now, as the copies' names spell it (UTC, to the second)."""
+    return datetime.now(UTC).strftime(_STAMP)
+
+
 def backup_before_upgrade(conn: sqlite3.Connection, store: Path) -> Path:
-    """Copy the store beside it before it is upgraded, named after the schema version the
-    copy holds (read from the copy: another process may have upgraded it meanwhile)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    """Copy the store beside it (before it is upgraded, or when asked), named after the
+    schema version the copy holds (read from the copy: another process may have upgraded it
+    meanwhile)."""
+    stamp = _stamp()
     partial = copy_store(conn, store.with_name(f"{store.name}.copying-{stamp}"))
     with contextlib.closing(sqlite3.connect(partial)) as copy:
         version = int(copy.execute("PRAGMA user_version").fetchone()[0])
@@ -74,51 +82,49 @@ def backups(store: Path) -> list[StoreBackup]:
     for path in store.parent.glob(f"{store.name}.schema-v*.bak"):
         match = _NAME.match(path.name)
         if match and match["store"] == store.name:
-            made = datetime.strptime(match["time"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            made = datetime.strptime(match["time"], _STAMP).replace(tzinfo=UTC)
             found.append(StoreBackup(path, int(match["version"]), made))
     return sorted(found, key=lambda b: b.made_at, reverse=True)
 
 
-def restore(store: Path, backup: Path, *, version: int) -> None:
+def restore(store: Path, backup: Path, *, version: int) -> Path | None:
     """Replace ``store`` by ``backup`` (the controller must be stopped). The backup must be a
     store this code can open (schema ``version`` or older); the replaced file is kept as
-    ``<store>.replaced-<time>`` so nothing is lost by a wrong choice.
+    ``<store>.replaced-<time>`` (returned; None when there was none) so nothing is lost by a
+    wrong choice.
 
     Raises:
         ValueError: ``backup`` is not a job store, or is newer than ``version``.
     """
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{backup}?mode=ro", uri=True)) as check:
-            found = int(check.execute("PRAGMA user_version").fetchone()[0])
-            check.execute("SELECT count(*) FROM jobs").fetchone()
-    except sqlite3.Error as e:
-        raise ValueError(f"{backup} is not a job store: {e}") from None
-    if found > version:
-        raise ValueError(f"{backup} holds schema version {found}, newer than this airlock's ({version})")
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    if store.exists():
-        store.rename(store.with_name(f"{store.name}.replaced-{stamp}"))
-    for suffix in _SIDE_FILES:
-        side = store.with_name(store.name + suffix)
-        if side.exists():
-            side.rename(store.with_name(f"{store.name}.replaced-{stamp}{suffix}"))
-    with contextlib.closing(sqlite3.connect(f"file:{backup}?mode=ro", uri=True)) as source:
+    source = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
+    with contextlib.closing(source):
+        try:
+            found = int(source.execute("PRAGMA user_version").fetchone()[0])
+            source.execute("SELECT count(*) FROM jobs").fetchone()
+        except sqlite3.Error as e:
+            raise ValueError(f"{backup} is not a job store: {e}") from None
+        if found > version:
+            raise ValueError(f"{backup} holds schema version {found}, newer than this airlock's ({version})")
+        kept = store.with_name(f"{store.name}.replaced-{_stamp()}")
+        replaced = store.exists()
+        if replaced:
+            store.rename(kept)
+        for suffix in _SIDE_FILES:
+            side = store.with_name(store.name + suffix)
+            if side.exists():
+                side.rename(kept.with_name(kept.name + suffix))
         copy_store(source, store)
+    return kept if replaced else None
 
 
 def backup_store(data_dir: Path, target: Path | None = None) -> Path:
     """A consistent copy of ``data_dir``'s job store (while a controller runs, too) at
     ``target`` (default: beside it, named like an upgrade's copy)."""
-    from ._migrate import schema_version
-
     store = data_dir / JOB_STORE
     if not store.exists():
         raise ValueError(f"no job store at {store}")
     with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as conn:
-        if target is None:
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-            target = store.with_name(f"{store.name}.schema-v{schema_version(conn)}-{stamp}.bak")
-        return copy_store(conn, target)
+        return copy_store(conn, target) if target is not None else backup_before_upgrade(conn, store)
 
 
 def restore_store(data_dir: Path, backup: Path) -> Path:
@@ -130,7 +136,4 @@ def restore_store(data_dir: Path, backup: Path) -> Path:
     chosen = backup if backup.is_absolute() or backup.exists() else store.with_name(backup.name)
     if not chosen.exists():
         raise ValueError(f"no backup at {chosen}")
-    before = set(data_dir.glob(f"{JOB_STORE}.replaced-*"))
-    restore(store, chosen, version=SCHEMA_VERSION)
-    kept = sorted(set(data_dir.glob(f"{JOB_STORE}.replaced-*")) - before)
-    return kept[0] if kept else store
+    return restore(store, chosen, version=SCHEMA_VERSION) or store
