@@ -17,7 +17,7 @@ from layer0 import AgentId
 
 from .effects import EffectOutcome, EffectReport, OutcomeStatus
 
-__all__ = ["EFFECT_STATUS", "report_from_proto", "report_json", "report_to_proto"]
+__all__ = ["EFFECT_STATUS", "report_from_proto", "report_to_proto"]
 
 #: An effect's outcome status ↔ ``EFFECT_STATUS_*``.
 EFFECT_STATUS: wire.WireEnum[OutcomeStatus] = wire.WireEnum(
@@ -25,13 +25,8 @@ EFFECT_STATUS: wire.WireEnum[OutcomeStatus] = wire.WireEnum(
 )
 
 
-def report_json(report: EffectReport) -> JsonValue:
-    """An effect report as a job records it (children's outputs are on their own jobs)."""
-    return report.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
-
-
 def report_to_proto(recorded: JsonValue) -> cpb.EffectReport:
-    """A job's recorded report (:func:`report_json`) as its message.
+    """A job's recorded report (:meth:`EffectReport.recorded`) as its message.
 
     Raises:
         MalformedMessage: the record is not an effect report (located under ``effects``).
@@ -62,13 +57,13 @@ def _to_proto(report: EffectReport) -> cpb.EffectReport:
 
 
 def report_from_proto(message: cpb.EffectReport, path: str = "effects") -> JsonValue:
-    """A report's message as the job records it (:func:`report_json`).
+    """A report's message as the job records it (:meth:`EffectReport.recorded`).
 
     Raises:
         MalformedMessage: an unknown status, invalid result JSON, a value out of range.
     """
     with wire.located(path):
-        return report_json(_from_proto(message))
+        return _from_proto(message).recorded()
 
 
 def _from_proto(message: cpb.EffectReport) -> EffectReport:

@@ -27,8 +27,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from pydantic import JsonValue
-
 from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectReport
 from airlock.errors import AirlockError, ConfigError, shorten
 from airlock.policy.effects import EffectContext, check_effect
@@ -98,11 +96,6 @@ def _event_data(event: SandboxEvent) -> JobEventData:
         level = _LOG_LEVELS.get(event.level, LogLevel.INFO)
         return LogLine(level=level, message=event.message, source="turn")
     return SandboxActivity(event=event)
-
-
-def _report_json(report: EffectReport) -> JsonValue:
-    """An effect report as the job records it (children's outputs are on their own jobs)."""
-    return report.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
 
 
 def _job_limit_ms(agent: AgentSpec, input: TurnInput) -> int | None:
@@ -468,7 +461,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
                         JobState.SUCCEEDED,
                         detail=f"exit reason {output.exit_reason.kind}"
                         + (f"; {refused} effect(s) refused" if refused else ""),
-                        effects=_report_json(report),
+                        effects=report.recorded(),
                     )
                 return output
         except TimeoutError:
@@ -689,7 +682,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
 
     async def _finish_child(self, child: Job, outcome: EffectOutcome) -> None:
         """A child's own effects were applied: it succeeded; tell its parent's record."""
-        report = _report_json(outcome.follow_up) if outcome.follow_up is not None else None
+        report = outcome.follow_up.recorded() if outcome.follow_up is not None else None
         output = outcome.child_output
         detail = f"exit reason {output.exit_reason.kind}" if output is not None else None
         final = await self._transition(

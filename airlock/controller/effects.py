@@ -109,6 +109,10 @@ class EffectReport(BaseModel):
     depth: int
     outcomes: list[EffectOutcome]
 
+    def recorded(self) -> JsonValue:
+        """The report as a job records it (children's outputs are on their own jobs)."""
+        return self.model_dump(mode="json", exclude={"outcomes": {"__all__": {"child_output"}}})
+
     def walk(self) -> Iterator[EffectOutcome]:
         """Every outcome, this report's and its follow-ups', depth first."""
         for outcome in self.outcomes:

@@ -11,7 +11,6 @@ from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock.controller import EffectOutcome, EffectReport, Job, JobState
 from airlock.controller import _convert as jc
-from airlock.controller._convert_effects import report_json
 from layer0 import AgentId, Content, ExitReason, TurnInput, TurnMetadata, TurnOutput
 
 WHEN = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
@@ -51,7 +50,7 @@ def _job() -> Job:
         queue="q",
         workflow="j1",
         created_at=WHEN,
-        effects=report_json(_report()),
+        effects=_report().recorded(),
     )
 
 
