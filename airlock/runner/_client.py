@@ -26,7 +26,9 @@ from airlock.turn import (
 )
 from layer0 import Scope, TurnError, TurnInput, TurnOutput
 
-from ._server import DEFAULT_MAX_MESSAGE_BYTES, REASON_KEY, SERVICE_NAME
+from . import _reasons as reasons
+from ._reasons import REASON_KEY
+from ._server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME
 from ._transfer import Artifacts, collect_artifacts, put_files
 
 
@@ -58,11 +60,18 @@ class StepInfo:
 
 class RunnerCallError(RunnerError):
     """Raised when a control call (cancel, pause, resume, step, health) fails; ``code`` is
-    the gRPC status name (``NOT_FOUND``, ``FAILED_PRECONDITION``, ``UNAVAILABLE``, …)."""
+    the gRPC status name (``NOT_FOUND``, ``FAILED_PRECONDITION``, ``UNAVAILABLE``, …),
+    ``reason`` the runner's ``ErrorInfo.reason`` (``NOT_PAUSED``, …) when it gave one."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, reason: str | None = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
+        self.reason = reason
+
+    @classmethod
+    def of(cls, error: grpc.aio.AioRpcError, message: str) -> RunnerCallError:
+        """The error for a failed call, with its code and reason."""
+        return cls(error.code().name, message, _reason(error))
 
 
 _RETRYABLE = {
@@ -75,9 +84,14 @@ _RETRYABLE = {
 
 
 def _reason(error: grpc.aio.AioRpcError) -> str | None:
+    """Why the runner refused the call: ``ErrorInfo.reason`` (``BUSY``, ``INVALID_ARGUMENT``, …),
+    or, from a runner that sends no details, its legacy ``airlock-reason`` trailer translated."""
+    reason = wire.status_details(error).reason
+    if reason:
+        return reason
     for key, value in error.trailing_metadata() or ():
         if key == REASON_KEY:
-            return str(value)
+            return reasons.FROM_LEGACY.get(str(value), str(value))
     return None
 
 
@@ -95,10 +109,14 @@ def agent_refused(error: BaseException) -> str | None:
     cause = error.__cause__
     if not isinstance(cause, grpc.aio.AioRpcError) or cause.code() != grpc.StatusCode.INVALID_ARGUMENT:
         return None
-    if _reason(cause) != "invalid":
+    if _reason(cause) != reasons.INVALID_ARGUMENT:
         return None
-    details = (cause.details() or "").splitlines()
-    problems = [line.removeprefix("agent: ") for line in details if line.startswith("agent: ")]
+    violations = wire.status_details(cause).violations
+    if violations:
+        problems = [text for field, text in violations if field == "agent"]
+    else:
+        details = (cause.details() or "").splitlines()
+        problems = [line.removeprefix("agent: ") for line in details if line.startswith("agent: ")]
     return "\n".join(problems) or None
 
 
@@ -108,7 +126,9 @@ def fence_breached(error: BaseException) -> str | None:
     cause = error.__cause__
     if not isinstance(cause, grpc.aio.AioRpcError) or cause.code() != grpc.StatusCode.FAILED_PRECONDITION:
         return None
-    return (cause.details() or "the network fence was breached") if _reason(cause) == "isolation" else None
+    return (
+        (cause.details() or "the network fence was breached") if _reason(cause) == reasons.ISOLATION else None
+    )
 
 
 def _turn_error(error: grpc.aio.AioRpcError, address: str) -> TurnError:
@@ -117,7 +137,7 @@ def _turn_error(error: grpc.aio.AioRpcError, address: str) -> TurnError:
     message = f"runner at {address}: {code.name}: {error.details()}"
     if code in _RETRYABLE:
         return TurnError.retryable(message)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _reason(error) == "busy":
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _reason(error) == reasons.BUSY:
         return TurnError.retryable(message)
     if code == grpc.StatusCode.UNKNOWN:
         return TurnError.other(message)
@@ -293,7 +313,7 @@ class RemoteTurn:
         try:
             await put_files(self._connect(), self._metadata, files)
         except grpc.aio.AioRpcError as e:
-            raise RunnerCallError(e.code().name, f"runner at {self.address}: {e.details()}") from e
+            raise RunnerCallError.of(e, f"runner at {self.address}: {e.details()}") from e
 
     async def collect_artifacts(self) -> Artifacts:
         """The files the turn left under the spec's artifact globs (checked on this side).
@@ -306,7 +326,7 @@ class RemoteTurn:
         try:
             return await collect_artifacts(self._connect(), self._metadata, self.spec.artifacts)
         except grpc.aio.AioRpcError as e:
-            raise RunnerCallError(e.code().name, f"runner at {self.address}: {e.details()}") from e
+            raise RunnerCallError.of(e, f"runner at {self.address}: {e.details()}") from e
 
     # --- control ---------------------------------------------------------------------------
 
@@ -320,7 +340,7 @@ class RemoteTurn:
         try:
             return await getattr(stub, method)(request, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
-            raise RunnerCallError(e.code().name, str(e.details())) from e
+            raise RunnerCallError.of(e, str(e.details())) from e
 
     async def cancel(self) -> None:
         """Cancel the current execution; its result is an output with exit reason
@@ -404,7 +424,7 @@ async def _health_status(channel: grpc.aio.Channel) -> str:
     try:
         response = await stub.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
     except grpc.aio.AioRpcError as e:
-        raise RunnerCallError(e.code().name, str(e.details())) from e
+        raise RunnerCallError.of(e, str(e.details())) from e
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
 
 

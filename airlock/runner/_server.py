@@ -24,10 +24,12 @@ from grpc_health.v1._async import HealthServicer
 from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
-from airlock.errors import RunnerError, SpecError, bounded_detail
+from airlock.errors import RunnerError, SpecError
 
+from . import _reasons as reasons
 from ._fence import DEFAULT_FENCE_TIMEOUT_S, NetworkFence, split_address
 from ._log import logger
+from ._reasons import REASON_KEY
 
 if TYPE_CHECKING:  # the turn's machinery loads at the first Execute, not before SERVING
     from pydantic import JsonValue
@@ -40,9 +42,6 @@ if TYPE_CHECKING:  # the turn's machinery loads at the first Execute, not before
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_EVENT_PAYLOAD_BYTES = 16 * 1024
 SERVICE_NAME = "airlock.runner.v1.Runner"
-#: Trailing-metadata key telling the client why an RPC was refused (``busy``, ``invalid``, …;
-#: every value is listed in protos/airlock/runner/v1/runner.proto).
-REASON_KEY = "airlock-reason"
 
 _log = logger()
 _T = TypeVar("_T")
@@ -327,11 +326,24 @@ class _RunnerService(pb_grpc.RunnerServicer):
         return len(self.reserved)
 
     async def _refuse(
-        self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, reason: str
+        self,
+        context: grpc.aio.ServicerContext,
+        code: grpc.StatusCode,
+        message: str,
+        reason: str,
+        problems: Sequence[wire.Problem] = (),
     ) -> NoReturn:
-        context.set_trailing_metadata(((REASON_KEY, reason),))
-        await context.abort(code, bounded_detail(message))
-        raise AssertionError("unreachable: abort raises")
+        """Abort with the typed details (ErrorInfo ``reason``, a violation per problem,
+        RetryInfo when waiting helps) and the legacy ``airlock-reason`` trailer."""
+        await wire.abort_with_details(
+            context,
+            code,
+            message,
+            reason=reason,
+            problems=problems,
+            retry_after_s=reasons.RETRY_AFTER_S.get(reason),
+            trailing_metadata=((REASON_KEY, reasons.LEGACY[reason]),),
+        )
 
     def _admit(self, key: str) -> tuple[grpc.StatusCode, str, str] | None:
         """Reserve ``key`` and a slot, or say why not (code, message, reason). Synchronous, so
@@ -341,16 +353,16 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 grpc.StatusCode.ALREADY_EXISTS,
                 f"execution {key!r} is already running on this runner; its id is free again once "
                 "the Execute call that uses it has ended",
-                "duplicate",
+                reasons.DUPLICATE,
             )
         if not self.accepting:
-            return grpc.StatusCode.UNAVAILABLE, "the runner is shutting down", "shutdown"
+            return grpc.StatusCode.UNAVAILABLE, "the runner is shutting down", reasons.SHUTTING_DOWN
         if self.active >= self.config.max_concurrent:
             return (
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"runner busy: {self.active} execution(s) running, --max-concurrent is "
                 f"{self.config.max_concurrent}; retry when it finishes",
-                "busy",
+                reasons.BUSY,
             )
         self.reserved.add(key)
         self.idle.clear()
@@ -365,7 +377,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"this sandbox reached {', '.join(breached)}, which its network policy must block: "
                 "the cluster does not enforce the sandbox's NetworkPolicy here; no turn runs",
-                "isolation",
+                reasons.ISOLATION,
             )
 
     async def Execute(
@@ -490,14 +502,16 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 context,
                 grpc.StatusCode.INTERNAL,
                 f"cannot build the turn: {type(e).__name__}: {e}",
-                "internal",
+                reasons.INTERNAL,
             )
         return turn, input, resume, mcp
 
     async def _invalid(self, context: grpc.aio.ServicerContext, problems: Sequence[wire.Problem]) -> NoReturn:
         details = "\n".join(str(p) for p in problems)
         _log.info("rejected an invalid Execute", extra={"error": details})
-        await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, details, "invalid")
+        await self._refuse(
+            context, grpc.StatusCode.INVALID_ARGUMENT, details, reasons.INVALID_ARGUMENT, problems
+        )
 
     def _find(self, execution_id: str) -> _Execution | None:
         return self.executions.get(execution_id)
@@ -506,7 +520,10 @@ class _RunnerService(pb_grpc.RunnerServicer):
         execution = self._find(execution_id)
         if execution is None or execution.task is None:
             await self._refuse(
-                context, grpc.StatusCode.NOT_FOUND, f"no running execution {execution_id!r}", "not_found"
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                f"no running execution {execution_id!r}",
+                reasons.NOT_FOUND,
             )
         return execution
 
@@ -530,12 +547,14 @@ class _RunnerService(pb_grpc.RunnerServicer):
 
     async def Signal(self, request: pb.SignalRequest, context: grpc.aio.ServicerContext) -> pb.SignalResponse:
         execution = await self._get(request.execution_id, context)
-        if not request.signal_type:
-            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, "signal_type: required", "invalid")
+        problems = [] if request.signal_type else [wire.Problem("signal_type", "required")]
+        data: Any = None
         try:
             data = wire.json_from_proto(request.data, present=request.HasField("data"))
         except wire.MalformedMessage as e:
-            await self._invalid(context, [p.under("data") for p in e.problems])
+            problems += [p.under("data") for p in e.problems]
+        if problems:
+            await self._invalid(context, problems)
         execution.session.deliver(request.signal_type, data)
         _log.info(
             "signal delivered", extra={"execution_id": execution.id, "signal_type": request.signal_type}
@@ -549,14 +568,14 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 context,
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"execution {execution.id!r} is not paused; Pause it first",
-                "not_paused",
+                reasons.NOT_PAUSED,
             )
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         execution.commands.put_nowait(("step", reply))
         try:
             result = await reply
         except RunnerError as e:
-            await self._refuse(context, grpc.StatusCode.ABORTED, str(e), "ended")
+            await self._refuse(context, grpc.StatusCode.ABORTED, str(e), reasons.ENDED)
         return _step_response(result)
 
     async def PutFiles(
@@ -575,9 +594,9 @@ class _RunnerService(pb_grpc.RunnerServicer):
             contents = list(received.finish().items())
             await asyncio.to_thread(write_files, self.config.workspace, contents)
         except FilesOverCap as e:
-            await self._refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), "too_large")
+            await self._refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), reasons.TOO_LARGE)
         except FileRefused as e:
-            await self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, str(e), "invalid")
+            await self._invalid(context, [wire.Problem("path", str(e))])
         _log.info("input files written", extra={"files": len(sizes), "bytes": sum(sizes.values())})
         return pb.PutFilesResponse(files=len(sizes), bytes=sum(sizes.values()))
 
@@ -593,12 +612,12 @@ class _RunnerService(pb_grpc.RunnerServicer):
         from ._transfer import artifact_caps, file_chunks
 
         try:
-            spec = ArtifactSpec(
-                globs=list(request.globs),
-                max_files=request.max_files,
-                max_file_bytes=request.max_file_bytes,
-                max_total_bytes=request.max_total_bytes,
-            )
+            given = {
+                name: getattr(request, name)
+                for name in ("max_files", "max_file_bytes", "max_total_bytes")
+                if getattr(request, name)  # 0: the default cap
+            }
+            spec = ArtifactSpec(globs=list(request.globs), **given)
         except ValidationError as e:
             await self._invalid(context, wire.validation_problems(e))
         caps = artifact_caps(spec)
@@ -613,9 +632,9 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 for chunk in file_chunks(path, data, step):
                     yield pb.ArtifactItem(chunk=chunk)
         except FilesOverCap as e:
-            await self._refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), "too_large")
+            await self._refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), reasons.TOO_LARGE)
         except FileRefused as e:
-            await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, str(e), "invalid")
+            await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, str(e), reasons.FILE_REFUSED)
         _log.info("artifacts collected", extra={"files": len(found), "skipped": len(skipped)})
 
 

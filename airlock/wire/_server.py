@@ -2,7 +2,8 @@
 
 grpc.aio answers a request whose bytes do not parse as its message with ``UNKNOWN`` and a
 Python exception class in the details. :class:`RejectCorruptRequests` makes that
-``INVALID_ARGUMENT`` with a plain sentence, for every unary-request method of the server.
+``INVALID_ARGUMENT`` with a plain sentence (and the typed details: ErrorInfo reason
+``INVALID_ARGUMENT``, one violation), for every unary-request method of the server.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 
 from ._reflection import add_reflection_services
+
+from ._problems import Problem
+from ._status import abort_with_details
 
 _log = logging.getLogger("airlock.wire")
 
@@ -74,12 +78,17 @@ class RejectCorruptRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         async def refuse(request: _Corrupt, context: grpc.aio.ServicerContext) -> None:
             _log.info("rejected a corrupt request", extra={"method": method, "error": str(request.error)})
-            if trailing:
-                context.set_trailing_metadata(trailing)
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
+            text = (
                 f"the request to {method} does not parse as its protobuf message (corrupt bytes, or "
-                "a message of another type)",
+                "a message of another type)"
+            )
+            await abort_with_details(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                text,
+                reason="INVALID_ARGUMENT",
+                problems=[Problem("", text)],
+                trailing_metadata=trailing,
             )
 
         deserializer = _tolerant(handler.request_deserializer)

@@ -30,8 +30,6 @@ pytestmark = pytest.mark.skipif(
     (NODE is None or not (NODE_DIR / "node_modules").is_dir()) and not os.environ.get("AIRLOCK_REQUIRE_NODE"),
     reason="needs node and tests/node/node_modules (npm ci --prefix tests/node; .ci/run does it)",
 )
-#: Typed error details (google.rpc.Status in grpc-status-details-bin) are issue 35 item 7.
-ITEM_7 = "the server sends no google.rpc.Status details yet (issue 35 item 7)"
 
 
 def _googleapis() -> str:
@@ -91,9 +89,8 @@ async def results(servers: dict[str, str]) -> dict[str, Any]:
 
 
 def _details(error: dict[str, Any]) -> dict[str, Any]:
-    """The decoded google.rpc details by type; skipped while the server sends none (item 7)."""
-    if not error["details"]:
-        pytest.skip(ITEM_7)
+    """The decoded google.rpc details (grpc-status-details-bin) by type."""
+    assert error["details"], error
     return {d["type"]: d["value"] for d in error["details"]}
 
 
@@ -121,6 +118,8 @@ async def test_controls_of_an_unknown_execution_are_not_found(results: dict[str,
     error = results["runner"][f"{method}_unknown"]["error"]
     assert error["code"] == "NOT_FOUND" and "no-such-execution" in error["message"]
     assert error["reason"] == "not_found"  # the legacy trailer, superseded by ErrorInfo.reason
+    info = _details(error)["google.rpc.ErrorInfo"]
+    assert info == {"reason": "NOT_FOUND", "domain": "airlock.dev"}
 
 
 MALFORMED_RUNNER = {

@@ -20,8 +20,11 @@ Conventions (mirroring layer0's JSON wire conventions):
   a request is INVALID_ARGUMENT.
 - Errors of the RPCs are gRPC status codes; a turn's own failure is the final `error` event.
   INVALID_ARGUMENT details hold one line per problem, `path: what is wrong`, where the path
-  names the request field (`agent.provider.kind: ...`, `input.metadata: ...`). A refusal
-  by the runner also carries trailing metadata `airlock-reason` (see the Runner service).
+  names the request field (`agent.provider.kind: ...`, `input.metadata: ...`). Every refusal
+  carries a `google.rpc.Status` in the `grpc-status-details-bin` trailer: an `ErrorInfo`
+  (domain `airlock.dev`, a stable `reason`), a `BadRequest.FieldViolation` per problem of a
+  malformed request and a `RetryInfo` when trying again later can succeed (see the Runner
+  service).
 """
 
 from collections import abc as _abc
@@ -2314,10 +2317,10 @@ class ExecuteRequest(_message.Message):
     runner checks its concurrency limit, before the turn is built) until that Execute call
     ends: its stream's last event (`output`, `error` or `suspended`) is sent, or the call
     ends otherwise (the client cancels it or goes away, the runner stops). Meanwhile another
-    Execute with the same id is ALREADY_EXISTS (`duplicate`), whatever the concurrency limit;
+    Execute with the same id is ALREADY_EXISTS (`DUPLICATE`), whatever the concurrency limit;
     afterwards the id can be used again (e.g. to resume a suspended turn). An Execute refused
-    for another reason (`invalid`, `busy`, `shutdown`, `isolation`, `internal`) reserves
-    nothing.
+    for another reason (`INVALID_ARGUMENT`, `BUSY`, `SHUTTING_DOWN`, `ISOLATION`, `INTERNAL`)
+    reserves nothing.
     """
     start_paused: _builtins.bool
     """Pause before the first step (a `paused` event follows); Step or Resume it from there."""
@@ -2593,7 +2596,9 @@ class CollectArtifactsRequest(_message.Message):
     MAX_FILE_BYTES_FIELD_NUMBER: _builtins.int
     MAX_TOTAL_BYTES_FIELD_NUMBER: _builtins.int
     max_files: _builtins.int
-    """Caps (each > 0): more matching files or bytes refuse the whole set."""
+    """Caps: more matching files or bytes refuse the whole set. 0 means the default cap (100
+    files, 10 MiB per file, 50 MiB in all).
+    """
     max_file_bytes: _builtins.int
     max_total_bytes: _builtins.int
     @_builtins.property

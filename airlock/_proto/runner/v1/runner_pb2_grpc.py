@@ -31,14 +31,23 @@ class RunnerStub:
     also serves; a missing or wrong token: UNAUTHENTICATED. The runner also serves gRPC server
     reflection (grpc.reflection.v1alpha), behind the same token.
 
-    A refusal carries trailing metadata `airlock-reason`: `invalid` (INVALID_ARGUMENT: a
-    request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
-    later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
-    `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
-    (`--fence`): no turn runs in it),
-    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
-    RESOURCE_EXHAUSTED from gRPC itself, without the key.
+    A refusal carries a google.rpc.Status (trailer `grpc-status-details-bin`) whose details are
+    `google.rpc.ErrorInfo{reason, domain: "airlock.dev"}`, plus `google.rpc.BadRequest` (one
+    FieldViolation per problem, decoding and validation alike, `field` the request path) for a
+    malformed request and `google.rpc.RetryInfo` for BUSY and SHUTTING_DOWN. `reason` is one of:
+    `INVALID_ARGUMENT` (INVALID_ARGUMENT: a request that does not parse or does not validate),
+    `BUSY` (RESOURCE_EXHAUSTED: retry later), `DUPLICATE` (ALREADY_EXISTS), `SHUTTING_DOWN`
+    (UNAVAILABLE: retry on another runner or later), `NOT_FOUND` (NOT_FOUND), `NOT_PAUSED`
+    (FAILED_PRECONDITION), `ENDED` (ABORTED: the execution ended during a Step), `ISOLATION`
+    (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it), `TOO_LARGE` (RESOURCE_EXHAUSTED: files over a cap),
+    `FILE_REFUSED` (FAILED_PRECONDITION: an artifact the runner may not read, e.g. it changed
+    while read), `INTERNAL` (INTERNAL). A request larger than the runner's message limit is
+    RESOURCE_EXHAUSTED from gRPC itself, without details.
+
+    Superseded, kept for older clients: the trailing metadata `airlock-reason` holds the same
+    reason in its former spelling (`invalid`, `busy`, `duplicate`, `shutdown`, `not_found`,
+    `not_paused`, `ended`, `isolation`, `too_large`, `internal`; `invalid` for FILE_REFUSED too).
     """
 
     def __init__(self, channel):
@@ -95,22 +104,31 @@ class RunnerServicer:
     also serves; a missing or wrong token: UNAUTHENTICATED. The runner also serves gRPC server
     reflection (grpc.reflection.v1alpha), behind the same token.
 
-    A refusal carries trailing metadata `airlock-reason`: `invalid` (INVALID_ARGUMENT: a
-    request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
-    later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
-    `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
-    (`--fence`): no turn runs in it),
-    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
-    RESOURCE_EXHAUSTED from gRPC itself, without the key.
+    A refusal carries a google.rpc.Status (trailer `grpc-status-details-bin`) whose details are
+    `google.rpc.ErrorInfo{reason, domain: "airlock.dev"}`, plus `google.rpc.BadRequest` (one
+    FieldViolation per problem, decoding and validation alike, `field` the request path) for a
+    malformed request and `google.rpc.RetryInfo` for BUSY and SHUTTING_DOWN. `reason` is one of:
+    `INVALID_ARGUMENT` (INVALID_ARGUMENT: a request that does not parse or does not validate),
+    `BUSY` (RESOURCE_EXHAUSTED: retry later), `DUPLICATE` (ALREADY_EXISTS), `SHUTTING_DOWN`
+    (UNAVAILABLE: retry on another runner or later), `NOT_FOUND` (NOT_FOUND), `NOT_PAUSED`
+    (FAILED_PRECONDITION), `ENDED` (ABORTED: the execution ended during a Step), `ISOLATION`
+    (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it), `TOO_LARGE` (RESOURCE_EXHAUSTED: files over a cap),
+    `FILE_REFUSED` (FAILED_PRECONDITION: an artifact the runner may not read, e.g. it changed
+    while read), `INTERNAL` (INTERNAL). A request larger than the runner's message limit is
+    RESOURCE_EXHAUSTED from gRPC itself, without details.
+
+    Superseded, kept for older clients: the trailing metadata `airlock-reason` holds the same
+    reason in its former spelling (`invalid`, `busy`, `duplicate`, `shutdown`, `not_found`,
+    `not_paused`, `ended`, `isolation`, `too_large`, `internal`; `invalid` for FILE_REFUSED too).
     """
 
     def Execute(self, request, context):
         """Runs one turn of the agent on the input and streams its events; the stream ends with the
         TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
-        an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`duplicate`; see
+        an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`DUPLICATE`; see
         ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
-        limit reached by other executions: RESOURCE_EXHAUSTED (`busy`); then the network fence
+        limit reached by other executions: RESOURCE_EXHAUSTED (`BUSY`); then the network fence
         and the request itself (invalid agent spec, unknown provider/tool or empty input:
         INVALID_ARGUMENT).
         """
@@ -167,8 +185,8 @@ class RunnerServicer:
     def PutFiles(self, request_iterator, context):
         """Writes files into the workspace (before a turn: a job's input files). Each path is
         confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
-        in the way is INVALID_ARGUMENT (`invalid`); more than 200 files or 8 MiB in all is
-        RESOURCE_EXHAUSTED (`too_large`). Directories are created as needed; an existing regular
+        in the way is INVALID_ARGUMENT (a violation on `path`); more than 200 files or 8 MiB in
+        all is RESOURCE_EXHAUSTED (`TOO_LARGE`). Directories are created as needed; an existing regular
         file is replaced. Nothing is written unless the whole stream is accepted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -179,7 +197,8 @@ class RunnerServicer:
         """Streams the workspace's files that match the request's globs (after a turn: the job's
         artifacts), each as its chunks, and a `skipped` item for each match that is a symbolic
         link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
-        (`too_large`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT.
+        (`TOO_LARGE`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT. A cap
+        of 0 means the default cap.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -242,14 +261,23 @@ class Runner:
     also serves; a missing or wrong token: UNAUTHENTICATED. The runner also serves gRPC server
     reflection (grpc.reflection.v1alpha), behind the same token.
 
-    A refusal carries trailing metadata `airlock-reason`: `invalid` (INVALID_ARGUMENT: a
-    request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
-    later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
-    `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
-    (`--fence`): no turn runs in it),
-    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
-    RESOURCE_EXHAUSTED from gRPC itself, without the key.
+    A refusal carries a google.rpc.Status (trailer `grpc-status-details-bin`) whose details are
+    `google.rpc.ErrorInfo{reason, domain: "airlock.dev"}`, plus `google.rpc.BadRequest` (one
+    FieldViolation per problem, decoding and validation alike, `field` the request path) for a
+    malformed request and `google.rpc.RetryInfo` for BUSY and SHUTTING_DOWN. `reason` is one of:
+    `INVALID_ARGUMENT` (INVALID_ARGUMENT: a request that does not parse or does not validate),
+    `BUSY` (RESOURCE_EXHAUSTED: retry later), `DUPLICATE` (ALREADY_EXISTS), `SHUTTING_DOWN`
+    (UNAVAILABLE: retry on another runner or later), `NOT_FOUND` (NOT_FOUND), `NOT_PAUSED`
+    (FAILED_PRECONDITION), `ENDED` (ABORTED: the execution ended during a Step), `ISOLATION`
+    (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it), `TOO_LARGE` (RESOURCE_EXHAUSTED: files over a cap),
+    `FILE_REFUSED` (FAILED_PRECONDITION: an artifact the runner may not read, e.g. it changed
+    while read), `INTERNAL` (INTERNAL). A request larger than the runner's message limit is
+    RESOURCE_EXHAUSTED from gRPC itself, without details.
+
+    Superseded, kept for older clients: the trailing metadata `airlock-reason` holds the same
+    reason in its former spelling (`invalid`, `busy`, `duplicate`, `shutdown`, `not_found`,
+    `not_paused`, `ended`, `isolation`, `too_large`, `internal`; `invalid` for FILE_REFUSED too).
     """
 
     @staticmethod

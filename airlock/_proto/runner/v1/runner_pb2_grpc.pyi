@@ -20,8 +20,11 @@ Conventions (mirroring layer0's JSON wire conventions):
   a request is INVALID_ARGUMENT.
 - Errors of the RPCs are gRPC status codes; a turn's own failure is the final `error` event.
   INVALID_ARGUMENT details hold one line per problem, `path: what is wrong`, where the path
-  names the request field (`agent.provider.kind: ...`, `input.metadata: ...`). A refusal
-  by the runner also carries trailing metadata `airlock-reason` (see the Runner service).
+  names the request field (`agent.provider.kind: ...`, `input.metadata: ...`). Every refusal
+  carries a `google.rpc.Status` in the `grpc-status-details-bin` trailer: an `ErrorInfo`
+  (domain `airlock.dev`, a stable `reason`), a `BadRequest.FieldViolation` per problem of a
+  malformed request and a `RetryInfo` when trying again later can succeed (see the Runner
+  service).
 """
 
 from airlock._proto.runner.v1 import runner_pb2 as _runner_pb2
@@ -53,14 +56,23 @@ class RunnerStub:
     also serves; a missing or wrong token: UNAUTHENTICATED. The runner also serves gRPC server
     reflection (grpc.reflection.v1alpha), behind the same token.
 
-    A refusal carries trailing metadata `airlock-reason`: `invalid` (INVALID_ARGUMENT: a
-    request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
-    later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
-    `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
-    (`--fence`): no turn runs in it),
-    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
-    RESOURCE_EXHAUSTED from gRPC itself, without the key.
+    A refusal carries a google.rpc.Status (trailer `grpc-status-details-bin`) whose details are
+    `google.rpc.ErrorInfo{reason, domain: "airlock.dev"}`, plus `google.rpc.BadRequest` (one
+    FieldViolation per problem, decoding and validation alike, `field` the request path) for a
+    malformed request and `google.rpc.RetryInfo` for BUSY and SHUTTING_DOWN. `reason` is one of:
+    `INVALID_ARGUMENT` (INVALID_ARGUMENT: a request that does not parse or does not validate),
+    `BUSY` (RESOURCE_EXHAUSTED: retry later), `DUPLICATE` (ALREADY_EXISTS), `SHUTTING_DOWN`
+    (UNAVAILABLE: retry on another runner or later), `NOT_FOUND` (NOT_FOUND), `NOT_PAUSED`
+    (FAILED_PRECONDITION), `ENDED` (ABORTED: the execution ended during a Step), `ISOLATION`
+    (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it), `TOO_LARGE` (RESOURCE_EXHAUSTED: files over a cap),
+    `FILE_REFUSED` (FAILED_PRECONDITION: an artifact the runner may not read, e.g. it changed
+    while read), `INTERNAL` (INTERNAL). A request larger than the runner's message limit is
+    RESOURCE_EXHAUSTED from gRPC itself, without details.
+
+    Superseded, kept for older clients: the trailing metadata `airlock-reason` holds the same
+    reason in its former spelling (`invalid`, `busy`, `duplicate`, `shutdown`, `not_found`,
+    `not_paused`, `ended`, `isolation`, `too_large`, `internal`; `invalid` for FILE_REFUSED too).
     """
 
     @_typing.overload
@@ -70,9 +82,9 @@ class RunnerStub:
     Execute: _grpc.UnaryStreamMultiCallable[_runner_pb2.ExecuteRequest, _runner_pb2.TurnEvent]
     """Runs one turn of the agent on the input and streams its events; the stream ends with the
     TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
-    an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`duplicate`; see
+    an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`DUPLICATE`; see
     ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
-    limit reached by other executions: RESOURCE_EXHAUSTED (`busy`); then the network fence
+    limit reached by other executions: RESOURCE_EXHAUSTED (`BUSY`); then the network fence
     and the request itself (invalid agent spec, unknown provider/tool or empty input:
     INVALID_ARGUMENT).
     """
@@ -105,15 +117,16 @@ class RunnerStub:
     PutFiles: _grpc.StreamUnaryMultiCallable[_runner_pb2.FileChunk, _runner_pb2.PutFilesResponse]
     """Writes files into the workspace (before a turn: a job's input files). Each path is
     confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
-    in the way is INVALID_ARGUMENT (`invalid`); more than 200 files or 8 MiB in all is
-    RESOURCE_EXHAUSTED (`too_large`). Directories are created as needed; an existing regular
+    in the way is INVALID_ARGUMENT (a violation on `path`); more than 200 files or 8 MiB in
+    all is RESOURCE_EXHAUSTED (`TOO_LARGE`). Directories are created as needed; an existing regular
     file is replaced. Nothing is written unless the whole stream is accepted.
     """
     CollectArtifacts: _grpc.UnaryStreamMultiCallable[_runner_pb2.CollectArtifactsRequest, _runner_pb2.ArtifactItem]
     """Streams the workspace's files that match the request's globs (after a turn: the job's
     artifacts), each as its chunks, and a `skipped` item for each match that is a symbolic
     link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
-    (`too_large`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT.
+    (`TOO_LARGE`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT. A cap
+    of 0 means the default cap.
     """
 
 @_typing.type_check_only
@@ -123,23 +136,32 @@ class RunnerAsyncStub(RunnerStub):
     also serves; a missing or wrong token: UNAUTHENTICATED. The runner also serves gRPC server
     reflection (grpc.reflection.v1alpha), behind the same token.
 
-    A refusal carries trailing metadata `airlock-reason`: `invalid` (INVALID_ARGUMENT: a
-    request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
-    later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
-    `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
-    (`--fence`): no turn runs in it),
-    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
-    RESOURCE_EXHAUSTED from gRPC itself, without the key.
+    A refusal carries a google.rpc.Status (trailer `grpc-status-details-bin`) whose details are
+    `google.rpc.ErrorInfo{reason, domain: "airlock.dev"}`, plus `google.rpc.BadRequest` (one
+    FieldViolation per problem, decoding and validation alike, `field` the request path) for a
+    malformed request and `google.rpc.RetryInfo` for BUSY and SHUTTING_DOWN. `reason` is one of:
+    `INVALID_ARGUMENT` (INVALID_ARGUMENT: a request that does not parse or does not validate),
+    `BUSY` (RESOURCE_EXHAUSTED: retry later), `DUPLICATE` (ALREADY_EXISTS), `SHUTTING_DOWN`
+    (UNAVAILABLE: retry on another runner or later), `NOT_FOUND` (NOT_FOUND), `NOT_PAUSED`
+    (FAILED_PRECONDITION), `ENDED` (ABORTED: the execution ended during a Step), `ISOLATION`
+    (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it), `TOO_LARGE` (RESOURCE_EXHAUSTED: files over a cap),
+    `FILE_REFUSED` (FAILED_PRECONDITION: an artifact the runner may not read, e.g. it changed
+    while read), `INTERNAL` (INTERNAL). A request larger than the runner's message limit is
+    RESOURCE_EXHAUSTED from gRPC itself, without details.
+
+    Superseded, kept for older clients: the trailing metadata `airlock-reason` holds the same
+    reason in its former spelling (`invalid`, `busy`, `duplicate`, `shutdown`, `not_found`,
+    `not_paused`, `ended`, `isolation`, `too_large`, `internal`; `invalid` for FILE_REFUSED too).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Execute: _aio.UnaryStreamMultiCallable[_runner_pb2.ExecuteRequest, _runner_pb2.TurnEvent]  # type: ignore[assignment]
     """Runs one turn of the agent on the input and streams its events; the stream ends with the
     TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
-    an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`duplicate`; see
+    an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`DUPLICATE`; see
     ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
-    limit reached by other executions: RESOURCE_EXHAUSTED (`busy`); then the network fence
+    limit reached by other executions: RESOURCE_EXHAUSTED (`BUSY`); then the network fence
     and the request itself (invalid agent spec, unknown provider/tool or empty input:
     INVALID_ARGUMENT).
     """
@@ -172,15 +194,16 @@ class RunnerAsyncStub(RunnerStub):
     PutFiles: _aio.StreamUnaryMultiCallable[_runner_pb2.FileChunk, _runner_pb2.PutFilesResponse]  # type: ignore[assignment]
     """Writes files into the workspace (before a turn: a job's input files). Each path is
     confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
-    in the way is INVALID_ARGUMENT (`invalid`); more than 200 files or 8 MiB in all is
-    RESOURCE_EXHAUSTED (`too_large`). Directories are created as needed; an existing regular
+    in the way is INVALID_ARGUMENT (a violation on `path`); more than 200 files or 8 MiB in
+    all is RESOURCE_EXHAUSTED (`TOO_LARGE`). Directories are created as needed; an existing regular
     file is replaced. Nothing is written unless the whole stream is accepted.
     """
     CollectArtifacts: _aio.UnaryStreamMultiCallable[_runner_pb2.CollectArtifactsRequest, _runner_pb2.ArtifactItem]  # type: ignore[assignment]
     """Streams the workspace's files that match the request's globs (after a turn: the job's
     artifacts), each as its chunks, and a `skipped` item for each match that is a symbolic
     link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
-    (`too_large`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT.
+    (`TOO_LARGE`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT. A cap
+    of 0 means the default cap.
     """
 
 class RunnerServicer(metaclass=_abc_1.ABCMeta):
@@ -189,14 +212,23 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
     also serves; a missing or wrong token: UNAUTHENTICATED. The runner also serves gRPC server
     reflection (grpc.reflection.v1alpha), behind the same token.
 
-    A refusal carries trailing metadata `airlock-reason`: `invalid` (INVALID_ARGUMENT: a
-    request that does not parse or does not validate), `busy` (RESOURCE_EXHAUSTED: retry
-    later), `duplicate` (ALREADY_EXISTS), `shutdown` (UNAVAILABLE), `not_found` (NOT_FOUND),
-    `not_paused` (FAILED_PRECONDITION), `ended` (ABORTED: the execution ended during a Step),
-    `isolation` (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
-    (`--fence`): no turn runs in it),
-    `too_large` (RESOURCE_EXHAUSTED: files over a cap), `internal` (INTERNAL). A request larger than the runner's message limit is
-    RESOURCE_EXHAUSTED from gRPC itself, without the key.
+    A refusal carries a google.rpc.Status (trailer `grpc-status-details-bin`) whose details are
+    `google.rpc.ErrorInfo{reason, domain: "airlock.dev"}`, plus `google.rpc.BadRequest` (one
+    FieldViolation per problem, decoding and validation alike, `field` the request path) for a
+    malformed request and `google.rpc.RetryInfo` for BUSY and SHUTTING_DOWN. `reason` is one of:
+    `INVALID_ARGUMENT` (INVALID_ARGUMENT: a request that does not parse or does not validate),
+    `BUSY` (RESOURCE_EXHAUSTED: retry later), `DUPLICATE` (ALREADY_EXISTS), `SHUTTING_DOWN`
+    (UNAVAILABLE: retry on another runner or later), `NOT_FOUND` (NOT_FOUND), `NOT_PAUSED`
+    (FAILED_PRECONDITION), `ENDED` (ABORTED: the execution ended during a Step), `ISOLATION`
+    (FAILED_PRECONDITION: the sandbox reached an address its network policy must block
+    (`--fence`): no turn runs in it), `TOO_LARGE` (RESOURCE_EXHAUSTED: files over a cap),
+    `FILE_REFUSED` (FAILED_PRECONDITION: an artifact the runner may not read, e.g. it changed
+    while read), `INTERNAL` (INTERNAL). A request larger than the runner's message limit is
+    RESOURCE_EXHAUSTED from gRPC itself, without details.
+
+    Superseded, kept for older clients: the trailing metadata `airlock-reason` holds the same
+    reason in its former spelling (`invalid`, `busy`, `duplicate`, `shutdown`, `not_found`,
+    `not_paused`, `ended`, `isolation`, `too_large`, `internal`; `invalid` for FILE_REFUSED too).
     """
 
     @_abc_1.abstractmethod
@@ -207,9 +239,9 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_runner_pb2.TurnEvent], _abc.AsyncIterator[_runner_pb2.TurnEvent]]:
         """Runs one turn of the agent on the input and streams its events; the stream ends with the
         TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
-        an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`duplicate`; see
+        an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`DUPLICATE`; see
         ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
-        limit reached by other executions: RESOURCE_EXHAUSTED (`busy`); then the network fence
+        limit reached by other executions: RESOURCE_EXHAUSTED (`BUSY`); then the network fence
         and the request itself (invalid agent spec, unknown provider/tool or empty input:
         INVALID_ARGUMENT).
         """
@@ -278,8 +310,8 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runner_pb2.PutFilesResponse, _abc.Awaitable[_runner_pb2.PutFilesResponse]]:
         """Writes files into the workspace (before a turn: a job's input files). Each path is
         confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
-        in the way is INVALID_ARGUMENT (`invalid`); more than 200 files or 8 MiB in all is
-        RESOURCE_EXHAUSTED (`too_large`). Directories are created as needed; an existing regular
+        in the way is INVALID_ARGUMENT (a violation on `path`); more than 200 files or 8 MiB in
+        all is RESOURCE_EXHAUSTED (`TOO_LARGE`). Directories are created as needed; an existing regular
         file is replaced. Nothing is written unless the whole stream is accepted.
         """
 
@@ -292,7 +324,8 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
         """Streams the workspace's files that match the request's globs (after a turn: the job's
         artifacts), each as its chunks, and a `skipped` item for each match that is a symbolic
         link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
-        (`too_large`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT.
+        (`TOO_LARGE`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT. A cap
+        of 0 means the default cap.
         """
 
 def add_RunnerServicer_to_server(servicer: RunnerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
