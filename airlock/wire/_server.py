@@ -17,9 +17,8 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2
 
-from ._reflection import add_reflection_services
-
 from ._problems import Problem
+from ._reflection import add_reflection_services
 from ._status import abort_with_details
 
 _log = logging.getLogger("airlock.wire")
