@@ -13,6 +13,9 @@ from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, ClassVar, Self
 
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -20,8 +23,10 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    GetJsonSchemaHandler,
     PlainSerializer,
     Strict,
+    WithJsonSchema,
     model_serializer,
     model_validator,
 )
@@ -124,13 +129,30 @@ def _parse_decimal(value: Any) -> Decimal:
 
 
 #: A fixed-point decimal (``rust_decimal``): cost and budget amounts. Never float.
-Money = Annotated[Decimal, BeforeValidator(_parse_decimal), PlainSerializer(decimal_to_str)]
+Money = Annotated[
+    Decimal,
+    BeforeValidator(_parse_decimal),
+    PlainSerializer(decimal_to_str),
+    WithJsonSchema({"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$", "description": "A decimal as text."}),
+]
 
 
 class WireModel(BaseModel):
     """Base of every layer0 wire struct: frozen, unknown keys ignored (as serde does)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+
+def _variant_schema(name: str, spec: str | dict[str, str] | None, fields: dict[str, Any]) -> JsonSchemaValue:
+    """One variant of an externally tagged enum: its bare name, or an object keyed by it."""
+    if spec is None:
+        return {"const": name}
+    if isinstance(spec, str):
+        payload = fields[spec]
+    else:
+        properties = {wire: fields[attr] for wire, attr in spec.items()}
+        payload = {"type": "object", "properties": properties, "required": list(spec)}
+    return {"type": "object", "properties": {name: payload}, "required": [name], "additionalProperties": False}
 
 
 class ExternallyTagged(BaseModel):
@@ -191,6 +213,21 @@ class ExternallyTagged(BaseModel):
                 fields[attr] = payload[wire_name]
             return fields
         raise ValueError(f"invalid type for {name}: {type(data).__name__}")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """The wire form's schema (a unit variant's name, or ``{"variant": payload}``), not the
+        attributes the model keeps internally."""
+        reference = handler(core_schema)
+        model = handler.resolve_ref_schema(reference)
+        fields = model.get("properties", {})
+        variants = [_variant_schema(name, spec, fields) for name, spec in cls._variants.items()]
+        wire = {"title": model.get("title", cls.__name__), "oneOf": variants}
+        if "description" in model:
+            wire["description"] = model["description"]
+        model.clear()
+        model.update(wire)
+        return reference
 
     @model_serializer(mode="plain")
     def _to_wire(self) -> Any:

@@ -20,53 +20,60 @@ class SessionState(BaseModel):
     the cost is written as a decimal string. Taken at step boundaries only.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, use_attribute_docstrings=True)
 
     version: Literal[1] = 1
-    #: The turn's input (its config and metadata are re-applied on resume).
+    """The shape's version; a resumed runner refuses any other."""
     input: TurnInput
-    #: Whether context was assembled (history read, input message appended).
+    """The turn's input (its config and metadata are re-applied on resume)."""
     started: bool = False
-    #: The conversation: history followed by this turn's messages.
+    """Whether context was assembled (history read, input message appended)."""
     messages: list[ProviderMessage] = Field(default_factory=list)
-    #: Model calls made.
+    """The conversation: history followed by this turn's messages."""
     iterations: int = 0
+    """Model calls made."""
     tokens_in: int = 0
+    """Input tokens of every model call so far."""
     tokens_out: int = 0
+    """Output tokens of every model call so far."""
     cost: Money = Decimal(0)
+    """The cost so far, in dollars (written as a decimal string)."""
     tool_records: list[ToolCallRecord] = Field(default_factory=list)
-    #: Milliseconds spent inside steps so far (time paused does not count).
+    """One record per tool call so far (name, success, duration)."""
     elapsed_ms: float = 0.0
-    #: Failed tool calls in a row (for the circuit breaker).
+    """Milliseconds spent inside steps so far (time paused does not count)."""
     consecutive_failures: int = 0
-    #: Signature (name + canonical JSON input) of the latest tool call, and how often in a row.
+    """Failed tool calls in a row (for the circuit breaker)."""
     last_call: str | None = None
+    """Signature (name + canonical JSON input) of the latest tool call."""
     last_call_repeats: int = 0
-    #: Effects declared so far (tool effects and log effects, without the history write).
+    """How often in a row ``last_call`` was made (for the stuck detector)."""
     effects: list[Effect] = Field(default_factory=list)
-    #: The latest assistant text.
+    """Effects declared so far (tool effects and log effects, without the history write)."""
     final_text: str = ""
-    #: The text and image parts of the response that set ``final_text`` (the output message
-    #: keeps its images).
+    """The latest assistant text."""
     final_parts: list[ContentPart] = Field(default_factory=list)
-    #: Set once the turn has ended.
+    """The text and image parts of the response that set ``final_text`` (the output message
+    keeps its images)."""
     exit_reason: ExitReason | None = None
-    #: The open step's tool calls that already ran (when the last message is the model's
-    #: call for tools, the step is open: a resumed session runs only the calls not here).
+    """Set once the turn has ended."""
     completed: list[ToolExecution] = Field(default_factory=list)
-    #: Ids of the open step's calls a person approved (they run without asking again).
+    """The open step's tool calls that already ran (when the last message is the model's call
+    for tools, the step is open: a resumed session runs only the calls not here)."""
     approved: list[str] = Field(default_factory=list)
-    #: Why the model stopped in its latest response (a resumed session whose last message is
-    #: that response knows whether the turn had ended).
+    """Tool-call ids (``tool_use_id``) of the open step's calls a person approved: they run
+    without asking again."""
     last_stop: str | None = None
-    #: Turn limits changed by ``budget`` signals (max_turns, max_cost, max_duration_ms).
+    """Why the model stopped in its latest response (a resumed session whose last message is
+    that response knows whether the turn had ended)."""
     overrides: dict[str, Json] = Field(default_factory=dict)
-    #: The fractions of ``max_cost`` a budget warning was emitted at.
+    """Turn limits changed by ``budget`` signals (max_turns, max_cost, max_duration_ms)."""
     budget_warned: list[float] = Field(default_factory=list)
-    #: Log effects declared while the turn ran (tool errors, compactions, retries), and
-    #: those left out once there were too many (one summary line says how many).
+    """The fractions of ``max_cost`` a budget warning was emitted at."""
     run_logs: int = 0
+    """Log effects declared while the turn ran (tool errors, compactions, retries)."""
     run_logs_dropped: int = 0
+    """Log effects left out once there were too many (one summary line says how many)."""
 
     def open_uses(self) -> list[ToolUsePart]:
         """The tool calls of the open step: the last message's, when it is the model's
@@ -111,23 +118,28 @@ class SessionState(BaseModel):
 class ToolExecution(BaseModel):
     """One tool call of a step, as backfilled into the conversation."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     tool_use_id: str
+    """The id of the model's call (``ToolUsePart.id``)."""
     name: str
-    #: The input the tool received (after any ModifyToolInput).
+    """The tool's name."""
     input: Json
+    """The input the tool received (after any ModifyToolInput)."""
     output: str
+    """The result text the model receives."""
     is_error: bool
+    """The call failed (the model receives the output as an error result)."""
     duration_ms: float = 0.0
-    #: A hook skipped it (the output is the synthetic "skipped by policy" text).
+    """How long the call took, in milliseconds."""
     skipped: bool = False
-    #: An effect tool: intercepted and declared as an Effect instead of run.
+    """A hook skipped it (the output is the synthetic "skipped by policy" text)."""
     effect: bool = False
-    #: The Effect an effect tool's call declared (None when its input was refused).
+    """An effect tool: intercepted and declared as an Effect instead of run."""
     declared: Effect | None = None
-    #: The custom effects the tool returned with its result (a ``ToolResult``'s).
+    """The Effect an effect tool's call declared (None when its input was refused)."""
     effects: list[Effect] = Field(default_factory=list)
+    """The custom effects the tool returned with its result (a ``ToolResult``'s)."""
 
 
 class StepResult(BaseModel):

@@ -2010,7 +2010,8 @@ class Checkpoint(_message.Message):
     the last call's checkpoint does not hold (a compaction, a call that did not run), and at
     the end of the turn.
     `state` is the JSON of the turn's SessionState (airlock.turn.SessionState: the input, the
-    conversation, the counters, the open step's finished calls) whose `messages` hold only the
+    conversation, the counters, the open step's finished calls; its JSON Schema is published at
+    protos/schemas/session_state.schema.json) whose `messages` hold only the
     messages from index `messages_from` on; the ones before are those of the previous
     checkpoint of this execution (0: all messages are here, e.g. after a compaction). The
     first checkpoint of an execution always carries every message.
@@ -2345,9 +2346,10 @@ class ExecuteRequest(_message.Message):
     @_builtins.property
     def resume(self) -> Global___Json:
         """Continue a turn instead of starting it: the JSON of a SessionState as the checkpoints
-        carry it, with every message. Its `input` must equal `input`. A step left open (the
-        model's tool calls, some finished: `completed`) runs only the calls not finished; calls
-        listed in `approved` run without waiting for approval again. A snapshot that does not
+        carry it, with every message (schema: protos/schemas/session_state.schema.json). Its
+        `input` must equal `input`. A step left open (the model's tool calls, some finished:
+        `completed`) runs only the calls not finished; calls whose tool_use_id is listed in
+        `approved` run without waiting for approval again. A snapshot that does not
         validate, or names another input: INVALID_ARGUMENT (`resume: ...`).
         """
 
