@@ -190,7 +190,7 @@ def filter_from_proto(message: cpb.ListJobsRequest) -> JobFilter:
         session=message.session or None,
         parent_id=message.parent_id or None,
         workflow=message.workflow or None,
-        limit=min(message.limit or 50, 1000),
+        limit=min(message.page_size or 50, 1000),
         before_id=message.before_id or None,
     )
 
@@ -203,7 +203,7 @@ def filter_to_proto(where: JobFilter) -> cpb.ListJobsRequest:
         session=where.session or "",
         parent_id=where.parent_id or "",
         workflow=where.workflow or "",
-        limit=where.limit,
+        page_size=where.limit,
         before_id=where.before_id or "",
     )
 

@@ -29,7 +29,7 @@ _INVALID = "not a page token of this request (pass a previous response's next_pa
 def _fingerprint(request: Message) -> str:
     scope = type(request)()
     scope.CopyFrom(request)
-    for name in ("page_token", "page_size", "limit"):
+    for name in ("page_token", "page_size"):
         if name in scope.DESCRIPTOR.fields_by_name:
             scope.ClearField(name)
     return hashlib.sha256(scope.SerializeToString(deterministic=True)).hexdigest()[:16]

@@ -6,7 +6,7 @@ no sandbox backend (Docker) is needed: an accepted job just stays queued.
 Fuzzed: random bytes as the raw request body of every Controller method; SubmitJob with
 unknown agent names, hostile inputs (deep JSON metadata, NaN, huge strings, empty
 messages), negative, zero and overflowing durations (``max_duration`` and the input's
-``max_duration``); ListJobs with job states no version defines and every ``limit``; job
+``max_duration``); ListJobs with job states no version defines and every ``page_size``; job
 ids and ``after_seq`` values (up to 2**64-1) for GetJob, WatchJob, CancelJob and GetJobLogs;
 oversized requests; a missing or wrong token.
 
@@ -474,7 +474,7 @@ def test_job_ids_and_sequence_numbers(
 def test_list_jobs_filters(
     controller: Service, states: list[int], limit: int, agent: str, before_id: str
 ) -> None:
-    request = cpb.ListJobsRequest(agent=agent, before_id=before_id, limit=limit)
+    request = cpb.ListJobsRequest(agent=agent, before_id=before_id, page_size=limit)
     request.states.extend(states)  # type: ignore[arg-type]
     answer = _call(controller, "ListJobs", request.SerializeToString())
     valid = set(cpb.JobState.values()) - {cpb.JOB_STATE_UNSPECIFIED}

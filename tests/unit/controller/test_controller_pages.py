@@ -22,7 +22,7 @@ async def _list(address: str, method: str, request: object) -> object:
 async def test_jobs_page_until_the_last(real_server: ControllerServer, real_client: ControllerClient) -> None:
     ids = [(await real_client.submit("a", f"job {i}")).id for i in range(5)]
     seen: list[str] = []
-    request = cpb.ListJobsRequest(limit=2)
+    request = cpb.ListJobsRequest(page_size=2)
     pages = 0
     while True:
         response = await _list(str(real_server.address), "ListJobs", request)
@@ -60,9 +60,9 @@ async def test_a_token_with_other_filters_is_invalid(
 ) -> None:
     for i in range(3):
         await real_client.submit("a", f"job {i}")
-    first = await _list(str(real_server.address), "ListJobs", cpb.ListJobsRequest(limit=1))
+    first = await _list(str(real_server.address), "ListJobs", cpb.ListJobsRequest(page_size=1))
     assert isinstance(first, cpb.ListJobsResponse) and first.next_page_token
-    other = cpb.ListJobsRequest(limit=1, agent="a", page_token=first.next_page_token)
+    other = cpb.ListJobsRequest(page_size=1, agent="a", page_token=first.next_page_token)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await _list(str(real_server.address), "ListJobs", other)
     assert wire.status_details(caught.value).violations[0][0] == "page_token"

@@ -2310,15 +2310,13 @@ class ListJobsRequest(_message.Message):
     AGENT_FIELD_NUMBER: _builtins.int
     SESSION_FIELD_NUMBER: _builtins.int
     PARENT_ID_FIELD_NUMBER: _builtins.int
-    LIMIT_FIELD_NUMBER: _builtins.int
     BEFORE_ID_FIELD_NUMBER: _builtins.int
     WORKFLOW_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     session: _builtins.str
     parent_id: _builtins.str
-    limit: _builtins.int
-    """Most recent first; at most this many per page (0: 50, capped at 1000)."""
     before_id: _builtins.str
     """Only jobs created before this job."""
     workflow: _builtins.str
@@ -2326,6 +2324,8 @@ class ListJobsRequest(_message.Message):
     """A previous response's `next_page_token` (empty: the first page). Opaque; one from a
     request with other filters, or not from this controller: INVALID_ARGUMENT.
     """
+    page_size: _builtins.int
+    """Most recent first; at most this many per page (0: 50, capped at 1000)."""
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[Global___JobState.ValueType]:
         """Any of these states (empty: all)."""
@@ -2337,14 +2337,14 @@ class ListJobsRequest(_message.Message):
         agent: _builtins.str = ...,
         session: _builtins.str = ...,
         parent_id: _builtins.str = ...,
-        limit: _builtins.int = ...,
         before_id: _builtins.str = ...,
         workflow: _builtins.str = ...,
         page_token: _builtins.str = ...,
+        page_size: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "before_id", b"before_id", "limit", b"limit", "page_token", b"page_token", "parent_id", b"parent_id", "session", b"session", "states", b"states", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "before_id", b"before_id", "page_size", b"page_size", "page_token", b"page_token", "parent_id", b"parent_id", "session", b"session", "states", b"states", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
