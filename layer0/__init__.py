@@ -56,22 +56,10 @@ from ._error import (
     TurnError,
 )
 from ._id import AgentId, ScopeId, SessionId, WorkflowId
+from ._operator import Operator, OperatorConfig, OperatorInput, OperatorMetadata, OperatorOutput, Turn
+from ._output import TurnOutput
 from ._state import ReadOnlyState, SearchResult, StateReader, StateStore, read_only
-from ._turn import (
-    ExitReason,
-    Operator,
-    OperatorConfig,
-    OperatorInput,
-    OperatorMetadata,
-    OperatorOutput,
-    ToolCallRecord,
-    TriggerType,
-    Turn,
-    TurnConfig,
-    TurnInput,
-    TurnMetadata,
-    TurnOutput,
-)
+from ._turn import ExitReason, ToolCallRecord, TriggerType, TurnConfig, TurnInput, TurnMetadata
 from ._wire import JSON_MAX_DEPTH, U32_MAX, DurationMs, Json, Money, decimal_to_str, json_depth
 
 if _typing.TYPE_CHECKING:
@@ -119,7 +107,6 @@ if _typing.TYPE_CHECKING:
     )
     from ._orchestrator import Orchestrator, QueryPayload
 
-TurnOutput.model_rebuild()
 
 __all__ = [
     "JSON_MAX_DEPTH",

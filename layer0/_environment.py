@@ -7,7 +7,9 @@ from typing import Annotated, ClassVar, Literal, Protocol, Self, runtime_checkab
 
 from pydantic import Field
 
-from ._turn import Turn, TurnInput, TurnOutput
+from ._operator import Turn
+from ._output import TurnOutput
+from ._turn import TurnInput
 from ._wire import U16, ExternallyTagged, Json, WireModel
 
 

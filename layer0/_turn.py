@@ -1,18 +1,14 @@
-"""Protocol ①, the Turn: what one agent does per cycle, and the values it exchanges."""
+"""Protocol ①, the Turn: the values one agent's cycle takes in and reports (its input, why it
+ended, its metadata); the output is in ``_output``, the protocol in ``_operator``."""
 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkable
-
-from pydantic import Field
+from typing import Any, ClassVar, Self
 
 from ._content import Content
 from ._id import SessionId
 from ._wire import U32, U64, DurationMs, ExternallyTagged, Json, Money, WireModel
-
-if TYPE_CHECKING:
-    from ._effect import Effect
 
 
 class TriggerType(ExternallyTagged):
@@ -177,43 +173,3 @@ class TurnMetadata(WireModel):
     def empty(cls) -> Self:
         """All counters zero, cost ``Decimal(0)``, no tools."""
         return cls(tokens_in=0, tokens_out=0, cost=Decimal(0), turns_used=0, tools_called=[], duration=0)
-
-
-class TurnOutput(WireModel):
-    """A turn's response, why it ended, its metadata and the effects it declares."""
-
-    message: Content
-    exit_reason: ExitReason
-    metadata: TurnMetadata
-    #: Side effects the caller executes; the turn never executes them itself.
-    effects: list[Effect] = Field(default_factory=list)
-
-    @classmethod
-    def new(cls, message: str | Content, exit_reason: ExitReason | None = None) -> Self:
-        """An output with empty metadata and no effects; exit reason defaults to complete."""
-        return cls(
-            message=message,
-            exit_reason=exit_reason or ExitReason.complete(),
-            metadata=TurnMetadata.empty(),
-        )
-
-
-@runtime_checkable
-class Turn(Protocol):
-    """Protocol ①: receive input, assemble context, reason, act, return output + effects.
-
-    A turn MAY read state during context assembly and MUST NOT write it: writes are
-    declared as effects in the output.
-    """
-
-    async def execute(self, input: TurnInput) -> TurnOutput:
-        """Run one turn. Raises ``TurnError`` on failure."""
-        ...
-
-
-# The upstream crate later renamed Turn* to Operator*; both names are kept.
-Operator = Turn
-OperatorInput = TurnInput
-OperatorOutput = TurnOutput
-OperatorConfig = TurnConfig
-OperatorMetadata = TurnMetadata

@@ -13,23 +13,22 @@ from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema
-
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    JsonValue,
     GetJsonSchemaHandler,
+    JsonValue,
     PlainSerializer,
     Strict,
     WithJsonSchema,
     model_serializer,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
@@ -133,7 +132,9 @@ Money = Annotated[
     Decimal,
     BeforeValidator(_parse_decimal),
     PlainSerializer(decimal_to_str),
-    WithJsonSchema({"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$", "description": "A decimal as text."}),
+    WithJsonSchema(
+        {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$", "description": "A decimal as text."}
+    ),
 ]
 
 
@@ -152,7 +153,12 @@ def _variant_schema(name: str, spec: str | dict[str, str] | None, fields: dict[s
     else:
         properties = {wire: fields[attr] for wire, attr in spec.items()}
         payload = {"type": "object", "properties": properties, "required": list(spec)}
-    return {"type": "object", "properties": {name: payload}, "required": [name], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {name: payload},
+        "required": [name],
+        "additionalProperties": False,
+    }
 
 
 class ExternallyTagged(BaseModel):
@@ -215,7 +221,9 @@ class ExternallyTagged(BaseModel):
         raise ValueError(f"invalid type for {name}: {type(data).__name__}")
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         """The wire form's schema (a unit variant's name, or ``{"variant": payload}``), not the
         attributes the model keeps internally."""
         reference = handler(core_schema)

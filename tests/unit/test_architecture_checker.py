@@ -160,3 +160,25 @@ def test_a_hidden_import_is_reported(tmp_path: Path, call: str) -> None:
 def test_a_dynamic_import_of_another_library_is_not_an_airlock_import(tmp_path: Path) -> None:
     root = _tree(tmp_path, {"airlock/e/__init__.py": "import importlib\nimportlib.import_module('json')\n"})
     assert checker.ImportGraph.scan(root).hidden == []
+
+
+def test_a_circle_of_modules_inside_a_package_is_found_type_only_imports_included(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "airlock/a/__init__.py": "from ._one import One\nfrom ._two import Two\n",
+            "airlock/a/_one.py": "from ._two import Two\n\nclass One: ...\n",
+            "airlock/a/_two.py": """
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:
+                    from ._one import One
+                class Two: ...
+            """,
+            "airlock/a/_three.py": "from airlock.a import One\n",  # through the face: not a circle
+        },
+    )
+    packages = {m for m, p in checker.module_names(root).items() if p.name == "__init__.py"}
+    (circle,) = checker.ImportGraph.scan(root).module_cycles(packages)
+    assert circle.startswith("module circle in airlock.a: ")
+    assert "airlock.a._one" in circle and "airlock.a._two" in circle and "_three" not in circle
+    assert "airlock/a/_two.py:4: `from ._one import One`" in circle
