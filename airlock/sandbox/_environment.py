@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 from airlock.policy import SidecarRoute
 from airlock.spec import HISTORY_KEY
-from layer0 import EnvError, EnvironmentSpec, Scope, StateReader, Turn, TurnInput, TurnOutput
+from layer0 import EnvError, EnvironmentSpec, Scope, SessionId, StateReader, Turn, TurnInput, TurnOutput
 
 from ._events import SandboxEventSink
 from ._placement import Placement
@@ -114,48 +115,77 @@ async def state_snapshot(
     entries: list[StateEntry] = []
     scopes = [Scope.global_()] if "global" in memory else []
     if input.session is not None:
-        scope = Scope.session(input.session)
-        try:
-            history = await reader.read(scope, HISTORY_KEY)
-        except Exception as e:
-            raise EnvError.other(f"cannot read the history of session {input.session}: {e}") from e
-        if history is not None:
-            entries.append(StateEntry(scope, HISTORY_KEY, history))
+        entries += await _history(reader, input.session)
         if "session" in memory:
-            scopes.insert(0, scope)
-    kept = used = left = left_bytes = 0
+            scopes.insert(0, Scope.session(input.session))
+    budget = _MemoryBudget(max_entries, max_bytes)
     for scope in scopes:
-        where = f"session {input.session}" if scope.kind == "session" else "the global scope"
-        try:
-            keys = await reader.list(scope, "")
-        except Exception as e:
-            raise EnvError.other(f"cannot list the memory of {where}: {e}") from e
-        for key in keys:
-            if scope.kind == "session" and key == HISTORY_KEY:
-                continue
-            if kept >= max_entries:
-                left += 1
-                continue
-            try:
-                value = await reader.read(scope, key)
-            except Exception as e:
-                raise EnvError.other(f"cannot read memory {key!r} of {where}: {e}") from e
-            if value is None:
-                continue
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-            if used + size > max_bytes:
-                left, left_bytes = left + 1, left_bytes + size
-                continue
-            entries.append(StateEntry(scope, key, value))
-            kept, used = kept + 1, used + size
-    if left:
+        entries += await _memory_of(reader, scope, input.session, budget)
+    if budget.left:
         _log.warning(
             "%d memory entries (%d bytes read among them) left out of the state snapshot for "
             "session %s: it carries at most %d entries and %d bytes besides the history",
-            left,
-            left_bytes,
+            budget.left,
+            budget.left_bytes,
             input.session,
             max_entries,
             max_bytes,
         )
     return tuple(entries)
+
+
+async def _history(reader: StateReader, session: SessionId) -> list[StateEntry]:
+    """The session's history entry (none before its first turn)."""
+    scope = Scope.session(session)
+    try:
+        history = await reader.read(scope, HISTORY_KEY)
+    except Exception as e:
+        raise EnvError.other(f"cannot read the history of session {session}: {e}") from e
+    return [] if history is None else [StateEntry(scope, HISTORY_KEY, history)]
+
+
+@dataclass
+class _MemoryBudget:
+    """What the memory part of a snapshot may still take, and what it left out."""
+
+    max_entries: int
+    max_bytes: int
+    kept: int = 0
+    used: int = 0
+    left: int = 0
+    left_bytes: int = 0
+
+    def admit(self, size: int) -> bool:
+        """Take an entry of ``size`` bytes if it fits; else count it as left out."""
+        if self.used + size > self.max_bytes:
+            self.left, self.left_bytes = self.left + 1, self.left_bytes + size
+            return False
+        self.kept, self.used = self.kept + 1, self.used + size
+        return True
+
+
+async def _memory_of(
+    reader: StateReader, scope: Scope, session: SessionId | None, budget: _MemoryBudget
+) -> list[StateEntry]:
+    """The entries of one memory scope that fit ``budget`` (the session's history excepted)."""
+    where = f"session {session}" if scope.kind == "session" else "the global scope"
+    try:
+        keys = await reader.list(scope, "")
+    except Exception as e:
+        raise EnvError.other(f"cannot list the memory of {where}: {e}") from e
+    entries = []
+    for key in keys:
+        if scope.kind == "session" and key == HISTORY_KEY:
+            continue
+        if budget.kept >= budget.max_entries:
+            budget.left += 1
+            continue
+        try:
+            value = await reader.read(scope, key)
+        except Exception as e:
+            raise EnvError.other(f"cannot read memory {key!r} of {where}: {e}") from e
+        if value is None:
+            continue
+        if budget.admit(len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())):
+            entries.append(StateEntry(scope, key, value))
+    return entries

@@ -139,6 +139,14 @@ def process_limits(boundary: Boundary, pids: int) -> dict[str, Any]:
     }
 
 
+def _tmpfs(limits: Limits, uid: int, gid: int) -> dict[str, str]:
+    """The writable places: the workspace (the sandbox user's, executable) and /tmp."""
+    return {
+        WORKSPACE: f"rw,nosuid,nodev,exec,size={tmpfs_size(limits.disk_bytes)},mode=0700,uid={uid},gid={gid}",
+        "/tmp": f"rw,nosuid,nodev,noexec,size={tmpfs_size(limits.tmp_bytes)},mode=1777",
+    }
+
+
 def container_config(
     *,
     image: str,
@@ -188,29 +196,34 @@ def container_config(
         "memswap_limit": limits.memory_bytes,
         "nano_cpus": limits.nano_cpus,
         "ipc_mode": "private",
-        "tmpfs": {
-            WORKSPACE: (
-                f"rw,nosuid,nodev,exec,size={tmpfs_size(limits.disk_bytes)},mode=0700,uid={uid},gid={gid}"
-            ),
-            "/tmp": f"rw,nosuid,nodev,noexec,size={tmpfs_size(limits.tmp_bytes)},mode=1777",
-        },
+        "tmpfs": _tmpfs(limits, uid, gid),
         "volumes": {control_dir: {"bind": CONTROL_DIR, "mode": "rw"}},
         "environment": {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"},
         "log_config": {"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}},
     }
     if extra:
-        config["environment"].update(extra.get("environment") or {})
-        config["volumes"].update(extra.get("volumes") or {})
-        if extra.get("network"):
-            del config["network_mode"]
-            config["network"] = extra["network"]
-            config["dns"] = list(extra.get("dns") or [])
-            config["dns_opt"] = list(extra.get("dns_opt") or [])
+        _add_wiring(config, extra)
     if limits.gpus is not None:
-        if not any(r in runtimes for r in GPU_RUNTIMES):
-            raise EnvError.resource_exceeded(
-                f"gpu: the spec asks for {'all' if limits.gpus == -1 else limits.gpus} GPU(s) but the Docker "
-                "engine has no GPU runtime (nvidia-container-toolkit, runtime 'nvidia')"
-            )
-        config["device_requests"] = [{"count": limits.gpus, "capabilities": [["gpu"]]}]
+        config["device_requests"] = _gpu_request(limits.gpus, runtimes)
     return config
+
+
+def _add_wiring(config: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """The egress wiring's environment, credential mounts and network (never the hardening)."""
+    config["environment"].update(extra.get("environment") or {})
+    config["volumes"].update(extra.get("volumes") or {})
+    if extra.get("network"):
+        del config["network_mode"]
+        config["network"] = extra["network"]
+        config["dns"] = list(extra.get("dns") or [])
+        config["dns_opt"] = list(extra.get("dns_opt") or [])
+
+
+def _gpu_request(gpus: int, runtimes: Collection[str]) -> list[dict[str, Any]]:
+    """The device request for ``gpus`` GPUs (-1: all), refused without a GPU runtime."""
+    if not any(r in runtimes for r in GPU_RUNTIMES):
+        raise EnvError.resource_exceeded(
+            f"gpu: the spec asks for {'all' if gpus == -1 else gpus} GPU(s) but the Docker "
+            "engine has no GPU runtime (nvidia-container-toolkit, runtime 'nvidia')"
+        )
+    return [{"count": gpus, "capabilities": [["gpu"]]}]

@@ -278,24 +278,12 @@ def allocate(
     refused: set[IPv4Network] = set()  # Docker says these overlap something we cannot see
     waiting = False
     while True:
-        with _lock:
-            used = [s.network for s in docker_subnets(client)]
-            used += [c.network for c in (host or host_networks)()]
-            used += [*_reserved, *refused]
-            subnet = pick(pool, prefix, used, random.getrandbits(32))
-            if subnet is not None:
-                _reserved.add(subnet)
+        subnet, used = _reserve(client, pool, prefix, refused, host or host_networks)
         if subnet is None:
             if cancelled():
                 raise EnvError.provision_failed(f"{what}: cancelled while waiting for a free internal subnet")
             if time.monotonic() >= deadline:
-                cap = capacity(pool, prefix, used)
-                seen = f", {len(refused)} refused by Docker as overlapping" if refused else ""
-                waited = f" after waiting {wait:.0f}s" if wait > 0 else ""
-                raise EnvError.provision_failed(
-                    f"{what}: no free /{prefix} left in {pool} ({cap.in_use} in use{seen}){waited}; "
-                    "raise backends.docker.internal_subnets or lower concurrency"
-                )
+                raise _exhausted(what, pool, prefix, used, len(refused), wait)
             if not waiting:
                 waiting = True
                 _log.info("%s: all /%d subnets of %s in use; waiting up to %.0fs", what, prefix, pool, wait)
@@ -311,3 +299,35 @@ def allocate(
         finally:
             with _lock:
                 _reserved.discard(subnet)
+
+
+def _reserve(
+    client: Any,
+    pool: IPv4Network,
+    prefix: int,
+    refused: set[IPv4Network],
+    host: Callable[[], list[Claim]],
+) -> tuple[IPv4Network | None, list[IPv4Network]]:
+    """A free subnet, reserved for this process until released (None: none is free), and
+    what was in use when it was picked."""
+    with _lock:
+        used = [s.network for s in docker_subnets(client)]
+        used += [c.network for c in host()]
+        used += [*_reserved, *refused]
+        subnet = pick(pool, prefix, used, random.getrandbits(32))
+        if subnet is not None:
+            _reserved.add(subnet)
+    return subnet, used
+
+
+def _exhausted(
+    what: str, pool: IPv4Network, prefix: int, used: list[IPv4Network], refused: int, wait: float
+) -> EnvError:
+    """The error of a pool with no free subnet after ``wait`` seconds."""
+    cap = capacity(pool, prefix, used)
+    seen = f", {refused} refused by Docker as overlapping" if refused else ""
+    waited = f" after waiting {wait:.0f}s" if wait > 0 else ""
+    return EnvError.provision_failed(
+        f"{what}: no free /{prefix} left in {pool} ({cap.in_use} in use{seen}){waited}; "
+        "raise backends.docker.internal_subnets or lower concurrency"
+    )

@@ -349,9 +349,22 @@ def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
         ValueError: ``proxy_ip`` is missing although the plan needs a proxy (or given when not);
             the placement names a RuntimeClass besides the isolation's.
     """
-    sid, plan, settings = shape.sandbox_id, shape.plan, shape.settings
-    secret = object_name(sid)
-    env = _base_env()
+    secret = object_name(shape.sandbox_id)
+    env, mounts, files = _credentials(shape.plan, secret)
+    env = [*_base_env(), *env, *_proxy_env(shape.plan, proxy_ip)]
+    containers = {"initContainers": [_token_container(shape)], "containers": [_runner(shape, env, mounts)]}
+    spec = _pod_spec(shape, runtime_class=shape.sandbox_runtime_class())
+    spec.update({**containers, "volumes": _sandbox_volumes(shape, secret, files)})
+    no_dns(spec)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": _metadata(shape, "sandbox"), "spec": spec}
+
+
+def _credentials(
+    plan: SandboxPlan, secret: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The runner's credentials from the pod's Secret: ``(env, mounts, secret items)``; the
+    mounts begin with the workspace, /tmp and the control dir."""
+    env: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = [
         {"name": "workspace", "mountPath": WORKSPACE},
         {"name": "tmp", "mountPath": "/tmp"},
@@ -367,37 +380,33 @@ def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
             assert c.path is not None
             files.append({"key": key, "path": key, "mode": _READ_ONLY})
             mounts.append({"name": "credentials", "mountPath": c.path, "subPath": key, "readOnly": True})
-    env += _proxy_env(plan, proxy_ip)
-    resources = _resources(shape)
+    return env, mounts, files
 
+
+def _sandbox_volumes(shape: SandboxShape, secret: str, files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workspace, /tmp, the control dir, the token and (if any) the credential files."""
     workspace: dict[str, Any] = {"sizeLimit": str(shape.limits.disk_bytes)}
-    if settings.workspace_medium == "Memory":
+    if shape.settings.workspace_medium == "Memory":
         workspace["medium"] = "Memory"
+    token_items = [{"key": "token", "path": "token", "mode": _READ_ONLY}]
     volumes: list[dict[str, Any]] = [
         {"name": "workspace", "emptyDir": workspace},
         _memory_dir("tmp", shape.limits.tmp_bytes),
         _memory_dir("control", "1Mi"),
-        {
-            "name": "token",
-            "secret": {
-                "secretName": secret,
-                "defaultMode": _READ_ONLY,
-                "items": [{"key": "token", "path": "token", "mode": _READ_ONLY}],
-            },
-        },
+        {"name": "token", "secret": {"secretName": secret, "defaultMode": _READ_ONLY, "items": token_items}},
     ]
     if files:
-        volumes.append(
-            {
-                "name": "credentials",
-                "secret": {"secretName": secret, "defaultMode": _READ_ONLY, "items": files},
-            }
-        )
+        credentials = {"secretName": secret, "defaultMode": _READ_ONLY, "items": files}
+        volumes.append({"name": "credentials", "secret": credentials})
+    return volumes
 
-    init = {
+
+def _token_container(shape: SandboxShape) -> dict[str, Any]:
+    """The init container copying the runner's token into the control dir."""
+    return {
         "name": "token",
         "image": shape.image,
-        "imagePullPolicy": settings.image_pull_policy,
+        "imagePullPolicy": shape.settings.image_pull_policy,
         "command": [PYTHON, "-c", _COPY_TOKEN],
         "env": _base_env(),
         "resources": {
@@ -410,30 +419,30 @@ def render_pod(shape: SandboxShape, *, proxy_ip: str | None) -> dict[str, Any]:
             {"name": "control", "mountPath": CONTROL_DIR},
         ],
     }
-    runner = {
+
+
+def _runner(shape: SandboxShape, env: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runner container."""
+    args = [
+        "--listen",
+        RUNNER_LISTEN,
+        "--token-file",
+        TOKEN_FILE,
+        "--token-file-delete",
+        "--workspace",
+        WORKSPACE,
+    ]
+    return {
         "name": "runner",
         "image": shape.image,
-        "imagePullPolicy": settings.image_pull_policy,
-        "args": [
-            "--listen",
-            RUNNER_LISTEN,
-            "--token-file",
-            TOKEN_FILE,
-            "--token-file-delete",
-            "--workspace",
-            WORKSPACE,
-            *(arg for address in shape.fence for arg in ("--fence", address)),
-        ],
+        "imagePullPolicy": shape.settings.image_pull_policy,
+        "args": [*args, *(arg for address in shape.fence for arg in ("--fence", address))],
         "ports": [{"containerPort": RUNNER_PORT, "name": "grpc", "protocol": "TCP"}],
         "env": env,
-        "resources": resources,
+        "resources": _resources(shape),
         "securityContext": _container_security(),
         "volumeMounts": mounts,
     }
-    spec = _pod_spec(shape, runtime_class=shape.sandbox_runtime_class())
-    spec.update({"initContainers": [init], "containers": [runner], "volumes": volumes})
-    no_dns(spec)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": _metadata(shape, "sandbox"), "spec": spec}
 
 
 # --- the proxy pod -------------------------------------------------------------------------
