@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import h11
@@ -45,6 +46,17 @@ from ._shield import ResponseShield
 from .egress import system_resolver
 
 __all__ = ["CredentialProxy"]
+
+
+@dataclass
+class _Attempt:
+    """What is known of one request while it is relayed (for its event)."""
+
+    method: str = ""
+    path: str = ""
+    status: int = 0
+    reason: str = ""
+    up: int = 0
 
 
 class CredentialProxy(ProxyServer):
@@ -104,61 +116,69 @@ class CredentialProxy(ProxyServer):
         started = time.monotonic()
         client = Channel(h11.SERVER, reader, writer)
         shield = ResponseShield(self._patterns)
-        method, path, status, reason, up, down = "", "", 0, "", 0, 0
+        attempt = _Attempt()
         try:
-            head = await asyncio.wait_for(client.read_head(), self._head_timeout)
-            if not isinstance(head, h11.Request):
-                return
-            method, target = head.method.decode("ascii"), head.target.decode("ascii")
-            path = target.split("?", 1)[0]
-            if not target.startswith("/"):
-                raise HttpError(400, "send an origin-form HTTP/1.x request (this is not a forward proxy)")
-            drop = {"host", "accept-encoding", *self.route.stripped_headers}
-            request = outgoing_request(
-                head.method,
-                self._base_path.encode("ascii") + head.target,
-                self._authority,
-                [
-                    *forwardable(head, drop),
-                    *body_framing(head),
-                    (b"Accept-Encoding", b"identity"),
-                    (self.route.header.encode("ascii"), self._value),
-                ],
-            )
-            up_reader, up_writer = await self._open_upstream()
-            upstream = Channel(h11.CLIENT, up_reader, up_writer)
-            try:
-                status = await exchange(client, upstream, request, shield)
-            finally:
-                up = upstream.sent
-                await close_writer(up_writer)
+            await self._relay(client, shield, attempt)
         except HttpError as e:
-            status, reason = e.status, redact(e.message, [self._secret])
-            if not method and (line := client.request_line()):
-                method, path = line[0], line[1].split("?", 1)[0]
-            await client.send_error(e.status, f"airlock credential proxy: {reason}")
+            attempt.status, attempt.reason = e.status, redact(e.message, [self._secret])
+            if not attempt.method and (line := client.request_line()):
+                attempt.method, attempt.path = line[0], line[1].split("?", 1)[0]
+            await client.send_error(e.status, f"airlock credential proxy: {attempt.reason}")
         except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
-            reason = redact(f"{type(e).__name__}", [self._secret])
+            attempt.reason = redact(f"{type(e).__name__}", [self._secret])
         except asyncio.CancelledError:
-            reason = "proxy shutting down"  # aclose() cut the connection; the event still goes out
+            attempt.reason = "proxy shutting down"  # aclose() cut the connection; the event still goes out
         finally:
-            down = client.sent
-            if method:
-                self._sink.emit(
-                    CredentialProxyEvent(
-                        client=client_id,
-                        credential=self._credential,
-                        method=method,
-                        path=redact(path, [self._secret]),
-                        upstream=self.route.upstream,
-                        status=status,
-                        reason=reason,
-                        bytes_up=up,
-                        bytes_down=down,
-                        duration_ms=int((time.monotonic() - started) * 1000),
-                        redacted=shield.found,
-                    )
-                )
+            if attempt.method:
+                duration_ms = int((time.monotonic() - started) * 1000)
+                self._sink.emit(self._event(attempt, client_id, client.sent, duration_ms, shield.found))
+
+    async def _relay(self, client: Channel, shield: ResponseShield, attempt: _Attempt) -> None:
+        """Read one request, send it upstream with the credential, stream the answer back."""
+        head = await asyncio.wait_for(client.read_head(), self._head_timeout)
+        if not isinstance(head, h11.Request):
+            return
+        attempt.method, target = head.method.decode("ascii"), head.target.decode("ascii")
+        attempt.path = target.split("?", 1)[0]
+        if not target.startswith("/"):
+            raise HttpError(400, "send an origin-form HTTP/1.x request (this is not a forward proxy)")
+        drop = {"host", "accept-encoding", *self.route.stripped_headers}
+        request = outgoing_request(
+            head.method,
+            self._base_path.encode("ascii") + head.target,
+            self._authority,
+            [
+                *forwardable(head, drop),
+                *body_framing(head),
+                (b"Accept-Encoding", b"identity"),
+                (self.route.header.encode("ascii"), self._value),
+            ],
+        )
+        up_reader, up_writer = await self._open_upstream()
+        upstream = Channel(h11.CLIENT, up_reader, up_writer)
+        try:
+            attempt.status = await exchange(client, upstream, request, shield)
+        finally:
+            attempt.up = upstream.sent
+            await close_writer(up_writer)
+
+    def _event(
+        self, attempt: _Attempt, client_id: str, down: int, duration_ms: int, redacted: int
+    ) -> CredentialProxyEvent:
+        """The event of one request (its path redacted)."""
+        return CredentialProxyEvent(
+            client=client_id,
+            credential=self._credential,
+            method=attempt.method,
+            path=redact(attempt.path, [self._secret]),
+            upstream=self.route.upstream,
+            status=attempt.status,
+            reason=attempt.reason,
+            bytes_up=attempt.up,
+            bytes_down=down,
+            duration_ms=duration_ms,
+            redacted=redacted,
+        )
 
     async def _checked_addresses(self) -> list[str]:
         """Where to dial: the upstream host itself, or (with a plan) only addresses it allows."""

@@ -65,6 +65,65 @@ def _content_problems(record: TurnRecord, key: bytes | None) -> list[str]:
     return problems
 
 
+def _missing(job: str, first: int, last: int) -> str:
+    """``job:first is`` / ``job:first to job:last are`` (the records a thread lacks)."""
+    return f"{job}:{first} is" if first == last else f"{job}:{first} to {job}:{last} are"
+
+
+def _first_problems(record: TurnRecord) -> list[str]:
+    """What is wrong with the first stored record of its thread."""
+    problems = []
+    if record.n != 1:
+        missing = _missing(record.job, 1, record.n - 1)
+        problems.append(f"record {record.id} is the first of thread {record.job}: {missing} missing")
+    if record.prev_hash is not None:
+        problems.append(
+            f"record {record.id} is the first of thread {record.job} "
+            "but its prev_hash names a previous record"
+        )
+    return problems
+
+
+def _thread_problems(record: TurnRecord, prev: TurnRecord) -> list[str]:
+    """What is wrong with ``record`` as the successor of ``prev`` in its thread."""
+    rid, problems = record.id, []
+    if record.n > prev.n + 1:
+        problems.append(
+            f"record {rid} follows {prev.id}: {_missing(record.job, prev.n + 1, record.n - 1)} missing"
+        )
+    elif record.n <= prev.n:
+        problems.append(f"record {rid} comes after {prev.id}: thread {record.job} is out of order")
+    if record.prev_hash != prev.hash:
+        problems.append(
+            f"record {rid}'s prev_hash does not match the hash of {prev.id}, "
+            f"the record before it in thread {record.job}"
+        )
+    if record.clock <= prev.clock:
+        problems.append(
+            f"record {rid} has clock {record.clock}, not greater than the clock {prev.clock} "
+            f"of {prev.id}, the record before it in thread {record.job}"
+        )
+    return problems
+
+
+def _dependency_problems(record: TurnRecord, where: dict[str, int], clocks: dict[str, int]) -> list[str]:
+    """What is wrong with ``record``'s dependencies (``clocks``: the records before it)."""
+    rid, problems = record.id, []
+    for dep in record.depends_on:
+        if dep == rid:
+            problems.append(f"record {rid} depends on itself")
+        elif dep not in where:
+            problems.append(f"record {rid} depends on {dep}, which is missing")
+        elif dep not in clocks:
+            problems.append(f"record {rid} depends on {dep}, which comes later (position {where[dep]})")
+        elif record.clock <= clocks[dep]:
+            problems.append(
+                f"record {rid} has clock {record.clock}, not greater than the clock {clocks[dep]} "
+                f"of its dependency {dep}"
+            )
+    return problems
+
+
 def verify(records: Sequence[TurnRecord], key: bytes | None = None) -> ChainReport:
     """Re-check ``records`` in their storage order.
 
@@ -86,55 +145,9 @@ def verify(records: Sequence[TurnRecord], key: bytes | None = None) -> ChainRepo
         problems = _content_problems(record, key)
         if rid in seen:
             problems.append(f"record {rid} appears twice (first at position {seen[rid]})")
-
         prev = last.get(record.job)
-        if prev is None:
-            if record.n != 1:
-                missing = (
-                    f"{record.job}:1 is"
-                    if record.n == 2
-                    else f"{record.job}:1 to {record.job}:{record.n - 1} are"
-                )
-                problems.append(f"record {rid} is the first of thread {record.job}: {missing} missing")
-            if record.prev_hash is not None:
-                problems.append(
-                    f"record {rid} is the first of thread {record.job} "
-                    "but its prev_hash names a previous record"
-                )
-        else:
-            if record.n > prev.n + 1:
-                gap = (
-                    f"{record.job}:{prev.n + 1} is"
-                    if record.n == prev.n + 2
-                    else f"{record.job}:{prev.n + 1} to {record.job}:{record.n - 1} are"
-                )
-                problems.append(f"record {rid} follows {prev.id}: {gap} missing")
-            elif record.n <= prev.n:
-                problems.append(f"record {rid} comes after {prev.id}: thread {record.job} is out of order")
-            if record.prev_hash != prev.hash:
-                problems.append(
-                    f"record {rid}'s prev_hash does not match the hash of {prev.id}, "
-                    f"the record before it in thread {record.job}"
-                )
-            if record.clock <= prev.clock:
-                problems.append(
-                    f"record {rid} has clock {record.clock}, not greater than the clock {prev.clock} "
-                    f"of {prev.id}, the record before it in thread {record.job}"
-                )
-
-        for dep in record.depends_on:
-            if dep == rid:
-                problems.append(f"record {rid} depends on itself")
-            elif dep not in where:
-                problems.append(f"record {rid} depends on {dep}, which is missing")
-            elif dep not in clocks:
-                problems.append(f"record {rid} depends on {dep}, which comes later (position {where[dep]})")
-            elif record.clock <= clocks[dep]:
-                problems.append(
-                    f"record {rid} has clock {record.clock}, not greater than the clock {clocks[dep]} "
-                    f"of its dependency {dep}"
-                )
-
+        problems += _first_problems(record) if prev is None else _thread_problems(record, prev)
+        problems += _dependency_problems(record, where, clocks)
         breaks.extend(ChainBreak(position=position, record_id=rid, problem=p) for p in problems)
         seen.setdefault(rid, position)
         clocks.setdefault(rid, record.clock)
