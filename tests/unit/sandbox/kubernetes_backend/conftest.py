@@ -8,9 +8,12 @@ proxy log's thread, the warm pool's deadline backstop), so the log is what is ch
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
+
+from airlock.sandbox import PoolSettings, WarmPool
 
 #: The logger of the access table's refusals.
 ACCESS_LOGGER = "airlock.sandbox.kubernetes.access"
@@ -26,3 +29,11 @@ def every_request_is_in_the_access_table(caplog: pytest.LogCaptureFixture) -> It
         if r.name == ACCESS_LOGGER and r.levelno >= logging.ERROR
     ]
     assert not refused, "requests outside the access table:\n" + "\n".join(refused)
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[WarmPool[Any]]:
+    """A warm pool of one sandbox, closed after the test."""
+    p: WarmPool[Any] = WarmPool(PoolSettings(size=1), name="kubernetes")
+    yield p
+    await p.aclose()

@@ -7,7 +7,7 @@ placement never serves a job of another."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,6 @@ import pytest
 
 from airlock.sandbox import (
     Placement,
-    PoolSettings,
     SandboxRequest,
     Toleration,
     WarmPool,
@@ -165,13 +164,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     runtime_classes = {"gvisor": "runsc", "nvidia": "nvidia"}
     with KubeApiStandIn(pods=pods, namespaces=(NS,), runtime_classes=runtime_classes) as api:
         yield Cluster(api, pods, api.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path)
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[WarmPool[Any]]:
-    p: WarmPool[Any] = WarmPool(PoolSettings(size=1), name="kubernetes")
-    yield p
-    await p.aclose()
 
 
 def request(spec: EnvironmentSpec, placement: Placement | None) -> SandboxRequest:

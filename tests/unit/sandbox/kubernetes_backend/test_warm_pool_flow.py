@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airlock.policy import EnvSecretResolver
-from airlock.sandbox import PoolSettings, SandboxRequest, WarmPool, compile_sandbox_plan
+from airlock.sandbox import SandboxRequest, WarmPool, compile_sandbox_plan
 from airlock.sandbox.kubernetes import SANDBOX_ACCESS, KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._access import resolve
 from airlock.sandbox.kubernetes._names import LABEL_OWNER, LABEL_POOL
@@ -76,13 +76,6 @@ def cluster(tmp_path: Path, script: dict[str, PodScript]) -> Iterator[Cluster]:
     pods = ScriptedPods(lambda pod: script.get("sandbox", PodScript()))
     with KubeApiStandIn(pods=pods, namespaces=(NS,)) as api:
         yield Cluster(api, pods, api.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path)
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[WarmPool[Any]]:
-    p: WarmPool[Any] = WarmPool(PoolSettings(size=1), name="kubernetes")
-    yield p
-    await p.aclose()
 
 
 async def job(sandbox: KubernetesBackend) -> tuple[Any, list[str]]:
