@@ -46,15 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airlock.build import build_turn
 from airlock.config import AgentConfig, AirlockConfig, load_config
-from airlock.controller import (
-    Controller,
-    ControllerClient,
-    ControllerOptions,
-    JobState,
-    ServiceSettings,
-    inline_script,
-)
+from airlock.controller import Controller, ControllerOptions, ServiceSettings, inline_script
 from airlock.images import docker_client, require_image, runner_image_tag
+from airlock.jobs import ControllerClient, JobState
 from airlock.sandbox.docker import DockerEnvironment
 from airlock.sandbox.docker._labels import LABEL_OWNER, current_owner
 from airlock.testing import calculator_script, script_yaml

@@ -26,7 +26,7 @@ from airlock.cli._common import (
 )
 from airlock.cli._store import store_app
 from airlock.errors import AirlockError, ConfigError
-from airlock.jobstate import JobState
+from airlock.jobs import JobState
 from layer0 import Layer0Error
 
 if TYPE_CHECKING:

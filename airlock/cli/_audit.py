@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.tree import Tree
 
-from airlock.controller import ControllerClient, ControllerError, Job
+from airlock.jobs import ControllerClient, ControllerError, Job
 from airlock.weave import ChainReport, RecordType, TurnRecord
 
 from ._common import EXIT_INCOMPLETE, EXIT_OK, console, err_console

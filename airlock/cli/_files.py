@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from airlock.policy import INPUT_CAPS, FileRefused, workspace_path
 
 if TYPE_CHECKING:
-    from airlock.controller import StoredFile
+    from airlock.jobs import StoredFile
 
 __all__ = ["ArtifactSource", "fetch_artifacts", "read_inputs", "write_artifacts"]
 

@@ -13,7 +13,7 @@ from pydantic import JsonValue
 from rich.markup import escape
 from rich.table import Table
 
-from airlock.controller import ControllerClient, Inspection, Job, JobEvent, JobState
+from airlock.jobs import ControllerClient, Inspection, Job, JobEvent, JobState
 
 from ._common import EXIT_USAGE, console, fail
 from ._jobs import JobView, Target, _agent_of, _dump, _state, _with_client

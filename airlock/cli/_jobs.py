@@ -26,7 +26,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from airlock.controller import (
+from airlock.errors import AirlockError
+from airlock.jobs import (
     ApprovalChanged,
     ChildJobChanged,
     ControllerClient,
@@ -43,7 +44,6 @@ from airlock.controller import (
     SignalRecorded,
     StateChanged,
 )
-from airlock.errors import AirlockError
 from airlock.turn import Checkpoint, SignalDelivered, TurnSuspended
 from layer0 import Layer0Error
 
@@ -137,7 +137,7 @@ def _other_failure(error: AirlockError | Layer0Error, as_json: bool) -> NoReturn
 
 def _with_client(target: Target, as_json: bool, work: Callable[[ControllerClient], Awaitable[T]]) -> T:
     """``work(client)`` in a fresh event loop; controller errors exit with their code."""
-    from airlock.controller import resolve_token
+    from airlock.jobs import resolve_token
 
     try:
         token = resolve_token(target.token)

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from airlock.controller import ApprovalWait, FixedPointRun
+from airlock.jobs import ApprovalWait, FixedPointRun
 from airlock.policy import ApprovalDecision
 from airlock.turn import (
     CompactionPart,

@@ -348,7 +348,8 @@ async def _job(
     """The job, run by the controller's own service in this process: the same backend choice,
     local-model bring-up, state snapshot and effect application as ``airlock serve``, with
     the session history and memory in the state store of the data directory."""
-    from airlock.controller import AgentRunner, JobService, SqliteJobStore, default_data_dir, open_data_dir
+    from airlock.controller import AgentRunner, JobService, SqliteJobStore, open_data_dir
+    from airlock.jobs import default_data_dir
     from airlock.state import SqliteStore
 
     from ._tool_gate import refuse_broken_tools
@@ -399,7 +400,7 @@ async def _job(
 async def _take_artifacts(service: JobService, job_id: str, out: Path | None, view: RunView) -> None:
     """The job's artifacts onto ``view``, written below ``out`` when given (the job store of
     ``airlock run`` is removed when it ends)."""
-    from airlock.controller import LogLine
+    from airlock.jobs import LogLine
 
     from ._files import fetch_artifacts
 

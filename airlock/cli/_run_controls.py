@@ -32,6 +32,7 @@ class Lines(Protocol):
     def line(self, text: str) -> None:
         """Print one line (rich markup allowed)."""
 
+
 HELP = (
     "keys (then Enter): p pause · s step · r resume · i inspect · "
     "y [comment] approve · n reason reject · ? help"
@@ -198,7 +199,7 @@ class RunControls:
             self.view.line(f"  pending {call_line(call)}")
 
     async def _decide(self, job: str, approve: bool, text: str) -> None:
-        from airlock.controller import JobState
+        from airlock.jobs import JobState
 
         for _ in range(600):  # the suspension is reported before the job is marked waiting
             if (await self.service.get(job)).state is not JobState.RUNNING:

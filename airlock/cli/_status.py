@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from airlock.controller import ControllerClient
+from airlock.jobs import ControllerClient
 from airlock.sandbox import IsolationProof
 
 from ._jobs import Target, _with_client

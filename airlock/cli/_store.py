@@ -28,7 +28,7 @@ DataDirOption = Annotated[
 
 
 def _data_dir(given: Path | None) -> Path:
-    from airlock.controller import default_data_dir
+    from airlock.jobs import default_data_dir
 
     return (given or default_data_dir()).absolute()
 

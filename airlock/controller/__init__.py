@@ -13,108 +13,55 @@ orchestration, session history), :class:`AgentRunner` (an agent's turn in its ow
 the one run path, which ``airlock run`` shares), :class:`EffectExecutor` (a turn's declared
 effects, each checked against its agent's policy, applied in order) and
 :class:`ControllerServer` (the ``airlock.controller.v1.Controller`` gRPC service with
-bearer-token auth). :class:`ControllerClient` is its client.
+bearer-token auth). The job vocabulary and the client (:class:`airlock.jobs.ControllerClient`)
+live in :mod:`airlock.jobs`, which this server builds on.
 """
 
 from __future__ import annotations
 
 from ._app import Controller, ControllerOptions
-from ._client import ControllerClient, ControllerError, resolve_token
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner, LocalModelKey, inline_script
 from ._grpc import (
-    DEFAULT_ADDRESS,
     ControllerServer,
     ControllerServerError,
     load_or_create_token,
     read_token_file,
 )
 from ._grpc_errors import REASONS as ERROR_REASONS
-from ._job_errors import JobErrorKind
-from ._model import (
-    JOB_EVENT_DATA,
-    ApprovalChanged,
-    ApprovalWait,
-    ChildJobChanged,
-    EffectApplied,
-    EventKind,
-    FixedPointRun,
-    Job,
-    JobError,
-    JobEvent,
-    JobEventData,
-    JobFilter,
-    JobResumed,
-    JobState,
-    LogLine,
-    SandboxActivity,
-    SignalRecorded,
-    StateChanged,
-    StoredFile,
-)
 from ._orchestrator import JobOrchestrator
-from ._paths import default_data_dir
 from ._queue import FairQueue, QueuedJob
 from ._service import JobService
-from ._service_controls import Inspection
 from ._service_core import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
 from ._store import JobStoreError, SqliteJobStore
 from ._store_backup import StoreBackup, backup_store, backups, restore_store
-from .effects import EffectExecutor, EffectOutcome, EffectReport
+from .effects import EffectExecutor
 
 __all__ = [
-    "DEFAULT_ADDRESS",
     "ERROR_REASONS",
-    "JOB_EVENT_DATA",
     "AgentRunner",
-    "ApprovalChanged",
-    "ApprovalWait",
-    "ChildJobChanged",
     "Controller",
-    "ControllerClient",
-    "ControllerError",
     "ControllerOptions",
     "ControllerServer",
     "ControllerServerError",
-    "EffectApplied",
     "EffectExecutor",
-    "EffectOutcome",
-    "EffectReport",
-    "EventKind",
     "FairQueue",
-    "FixedPointRun",
-    "Inspection",
-    "Job",
-    "JobError",
-    "JobErrorKind",
-    "JobEvent",
-    "JobEventData",
-    "JobFilter",
     "JobNotAwaiting",
     "JobNotFound",
     "JobOrchestrator",
-    "JobResumed",
     "JobService",
-    "JobState",
     "JobStoreError",
     "LocalModelKey",
-    "LogLine",
     "NotAnApprover",
     "QueuedJob",
-    "SandboxActivity",
     "ServiceSettings",
-    "SignalRecorded",
     "SqliteJobStore",
-    "StateChanged",
     "StoreBackup",
-    "StoredFile",
     "backup_store",
     "backups",
-    "default_data_dir",
     "inline_script",
     "load_or_create_token",
     "open_data_dir",
     "read_token_file",
-    "resolve_token",
     "restore_store",
 ]

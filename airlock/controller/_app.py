@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
+from airlock.jobs import DEFAULT_ADDRESS, default_data_dir
+
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner
-from ._grpc import DEFAULT_ADDRESS, ControllerServer, load_or_create_token
-from ._paths import default_data_dir
+from ._grpc import ControllerServer, load_or_create_token
 from ._service import JobService
 from ._service_core import ServiceSettings
 from ._store import SqliteJobStore

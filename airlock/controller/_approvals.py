@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from airlock.jobs import ApprovalWait
 from airlock.policy import ApprovalDecision, ApprovalPolicy
 from airlock.policy.approval import Outcome
 from airlock.turn import PendingCall, SessionState, ToolExecution
-
-from ._model import ApprovalWait
 
 #: Who decides when the policy itself does (no approver configured, a timeout).
 POLICY = "policy"

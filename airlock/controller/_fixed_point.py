@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
+from airlock.jobs import Job
 from airlock.weave import FixedPoint, RecordType, state_hash
 from layer0 import ExitReason, TurnInput, TurnMetadata, TurnOutput
-
-from ._model import Job
 
 if TYPE_CHECKING:
     from ._service import JobService

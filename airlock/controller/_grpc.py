@@ -23,10 +23,11 @@ from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError, ConfigError
+from airlock.jobs import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
+from airlock.jobs import convert as jc
+from airlock.jobs import event_wire as ew
 from airlock.policy import FileRefused, FilesOverCap
 
-from . import _convert as jc
-from . import _event_wire as ew
 from . import _grpc_errors as errors
 from . import _grpc_pages as pages
 from . import _grpc_requests as rq
@@ -37,10 +38,6 @@ _log = logging.getLogger("airlock.controller")
 
 #: The fully qualified service name (health checks report it).
 SERVICE_NAME = "airlock.controller.v1.Controller"
-#: Largest request or response (a TurnInput with images, a long output).
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-#: Where ``airlock serve`` listens unless told otherwise (loopback only).
-DEFAULT_ADDRESS = "127.0.0.1:7878"
 
 
 class ControllerServerError(AirlockError):

@@ -14,11 +14,11 @@ from pydantic import JsonValue
 
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
+from airlock.jobs import FixedPointRun
+from airlock.jobs import convert as jc
 from layer0 import TurnInput
 
-from . import _convert as jc
 from ._grpc_errors import required
-from ._model import FixedPointRun
 
 #: The range of a valid google.protobuf.Duration (its documented bounds, about 10,000 years).
 #: Beyond it a limit in ms no longer fits the job store's 64-bit integers.

@@ -3,7 +3,7 @@
 Version 0 (the first controllers) kept each event as a ``kind`` and free JSON ``data``: a turn
 event under ``turn``, proxy events under ``egress`` / ``credential_proxy``, an effect's outcome
 flattened with its depth and source. Version 1 keeps each event's ``data`` as the JSON of
-:data:`~airlock.controller._model.JobEventData` (``kind`` inside it; sandbox events under
+:data:`~airlock.jobs.JobEventData` (``kind`` inside it; sandbox events under
 ``sandbox``). Version 2 adds the jobs' ``resumes``, ``approval`` and ``fixed_point`` columns
 (the ``checkpoints`` table is created with the schema). Upgrading rewrites every old row once,
 in the opening transaction; a row that does not read as any event (none written by airlock
@@ -17,8 +17,7 @@ import sqlite3
 
 from pydantic import JsonValue, ValidationError
 
-from ._model import JOB_EVENT_DATA, JobEventData, LogLine
-from .effects import EffectOutcome
+from airlock.jobs import JOB_EVENT_DATA, EffectOutcome, JobEventData, LogLine
 
 #: The schema version this code writes.
 SCHEMA_VERSION = 2

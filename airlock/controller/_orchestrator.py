@@ -6,6 +6,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from airlock.jobs import (
+    Job,
+    JobFilter,
+    JobOrigin,
+    SignalRecorded,
+)
 from layer0 import (
     AgentId,
     OrchError,
@@ -14,13 +20,6 @@ from layer0 import (
     TurnInput,
     TurnOutput,
     WorkflowId,
-)
-
-from ._model import (
-    Job,
-    JobFilter,
-    JobOrigin,
-    SignalRecorded,
 )
 
 if TYPE_CHECKING:

@@ -27,8 +27,25 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectReport
+from airlock.controller.effects import EffectExecutor
 from airlock.errors import AirlockError, ConfigError, shorten
+from airlock.jobs import (
+    ACTIVE_STATES,
+    ChildJobChanged,
+    EffectApplied,
+    EffectOutcome,
+    EffectReport,
+    FixedPointRun,
+    Job,
+    JobError,
+    JobEvent,
+    JobEventData,
+    JobFilter,
+    JobOrigin,
+    JobState,
+    LogLine,
+    SandboxActivity,
+)
 from airlock.policy.effects import EffectContext, check_effect
 from airlock.sandbox import SandboxEvent, TurnHandle, state_snapshot
 from airlock.spec import AgentSpec
@@ -55,21 +72,6 @@ from layer0 import (
 
 from ._durable import lost_sandbox, resume_state
 from ._journal import JobJournal
-from ._model import (
-    ACTIVE_STATES,
-    ChildJobChanged,
-    EffectApplied,
-    FixedPointRun,
-    Job,
-    JobError,
-    JobEvent,
-    JobEventData,
-    JobFilter,
-    JobOrigin,
-    JobState,
-    LogLine,
-    SandboxActivity,
-)
 from ._orchestrator import JobOrchestrator
 from ._queue import QueuedJob
 from ._service_approvals import ApprovalsMixin

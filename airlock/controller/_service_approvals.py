@@ -6,6 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from airlock.jobs import (
+    ApprovalChanged,
+    ApprovalWait,
+    Job,
+    JobState,
+    utcnow,
+)
 from airlock.policy import ApprovalDecision
 from airlock.turn import (
     SessionState,
@@ -13,13 +20,6 @@ from airlock.turn import (
 )
 
 from . import _approvals
-from ._model import (
-    ApprovalChanged,
-    ApprovalWait,
-    Job,
-    JobState,
-    utcnow,
-)
 from ._queue import QueuedJob
 from ._service_core import JobNotAwaiting, NotAnApprover
 from ._service_records import RecordsMixin

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
+from airlock.jobs import (
+    Inspection,
+    Job,
+    JobEvent,
+    JobFilter,
+    JobState,
+    SignalRecorded,
+)
 from airlock.sandbox import TurnHandle, TurnNotRunning
 from airlock.turn import (
     PendingCall,
@@ -17,13 +24,6 @@ from airlock.turn import (
 )
 from airlock.weave import ChainReport, RecordType, TurnRecord
 
-from ._model import (
-    Job,
-    JobEvent,
-    JobFilter,
-    JobState,
-    SignalRecorded,
-)
 from ._service_core import JobNotAwaiting
 from ._service_records import RecordsMixin
 
@@ -31,17 +31,6 @@ if TYPE_CHECKING:
     from airlock.runner import StepInfo
 
 _log = logging.getLogger("airlock.jobs")
-
-
-@dataclass(frozen=True)
-class Inspection:
-    """A job's session as of its latest checkpoint (``state``: None before the first)."""
-
-    job: Job
-    state: SessionState | None
-    running: bool
-    paused: bool
-    pending: list[PendingCall]
 
 
 class ControlsMixin(RecordsMixin):

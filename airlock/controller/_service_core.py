@@ -10,6 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airlock.errors import AirlockError, ConfigError
+from airlock.jobs import (
+    Job,
+    JobEvent,
+    JobEventData,
+    JobState,
+    LogLine,
+)
 from airlock.sandbox import TurnHandle
 from layer0 import (
     LogLevel,
@@ -18,13 +25,6 @@ from layer0 import (
 
 from ._execute import AgentRunner
 from ._journal import JobJournal
-from ._model import (
-    Job,
-    JobEvent,
-    JobEventData,
-    JobState,
-    LogLine,
-)
 from ._queue import FairQueue
 from ._store import SqliteJobStore
 from ._weaving import Weaves

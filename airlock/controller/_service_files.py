@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from airlock.jobs import LogLine, StoredFile
 from airlock.policy import INPUT_CAPS, FileRefused, InputFilesPolicy, workspace_path
 from airlock.sandbox import TurnHandle
 from layer0 import Content, TextBlock, TurnInput
 
-from ._model import LogLine, StoredFile
 from ._service_core import JobNotFound, ServiceCore
 
 

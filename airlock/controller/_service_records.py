@@ -6,8 +6,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airlock.controller.effects import EffectOutcome
 from airlock.errors import ConfigError
+from airlock.jobs import (
+    EffectOutcome,
+    Job,
+    JobResumed,
+    JobState,
+    ResumeCause,
+)
 from airlock.turn import (
     CONE_KEY,
     CONE_SCOPE,
@@ -20,12 +26,6 @@ from layer0 import (
 )
 
 from ._durable import in_flight
-from ._model import (
-    Job,
-    JobResumed,
-    JobState,
-    ResumeCause,
-)
 from ._service_core import ServiceCore
 
 _log = logging.getLogger("airlock.jobs")

@@ -4,7 +4,7 @@ Every change of a job and the event that reports it are written in one transacti
 crash never leaves a state without its event or an event without its state. Calls run on a
 dedicated thread (sqlite3 blocks); the event loop never waits on the disk.
 
-An event's ``data`` column holds its :data:`~airlock.controller._model.JobEventData` as JSON
+An event's ``data`` column holds its :data:`~airlock.jobs.JobEventData` as JSON
 (the ``kind`` column repeats its tag, for filtering) and is read back through
 ``JOB_EVENT_DATA``. A file written by an earlier version is upgraded when it is opened
 (see ``_migrate``).
@@ -27,11 +27,7 @@ from typing import Any, Literal, Self, TypeVar
 from pydantic import JsonValue, ValidationError
 
 from airlock.errors import AirlockError
-from airlock.state import SqliteThread
-from layer0 import TurnInput, TurnOutput
-
-from . import _migrate
-from ._model import (
+from airlock.jobs import (
     ACTIVE_STATES,
     JOB_EVENT_DATA,
     ApprovalWait,
@@ -49,6 +45,10 @@ from ._model import (
     StoredFile,
     utcnow,
 )
+from airlock.state import SqliteThread
+from layer0 import TurnInput, TurnOutput
+
+from . import _migrate
 from ._store_backup import backup_before_upgrade, backups
 
 T = TypeVar("T")

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from airlock.controller import ControllerClient
-from airlock.jobstate import JobState
+from airlock.jobs import ControllerClient, JobState
 from airlock.sandbox.kubernetes import CREDENTIAL_PORT_BASE, EGRESS_PORT, RUNNER_PORT, sandbox_addresses
 
 from ._servers import ProbeServers

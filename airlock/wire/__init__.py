@@ -3,7 +3,7 @@
 The runner's protos (``protos/airlock/runner/v1/runner.proto``) mirror layer0's types as
 real messages, so a client in any language gets typed messages; this package is the one
 converter between them and the Python models, shared by the runner, its client and the
-controller (which keeps only its job messages in ``airlock.controller._convert``). Every
+controller (which keeps only its job messages in ``airlock.jobs.convert``). Every
 conversion is lossless; a test round-trips each of layer0's golden vectors through it.
 
 Reading a message that does not carry a valid value raises :class:`MalformedMessage`,

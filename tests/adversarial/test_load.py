@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from airlock.controller import ControllerClient, JobState
+from airlock.jobs import ControllerClient, JobState
 from tests.support.containers import assert_none_left
 from tests.support.servers import free_port, wait_serving
 

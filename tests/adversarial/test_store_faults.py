@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller import JobState, JobStoreError, SqliteJobStore
+from airlock.controller import JobStoreError, SqliteJobStore
+from airlock.jobs import JobState
 from layer0 import TurnInput
 
 pytestmark = [pytest.mark.attack("faults")]

@@ -14,8 +14,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from airlock.controller import ControllerClient, ControllerError
 from airlock.images import CONTROLLER_IMAGE_REPOSITORY, controller_image_tag
+from airlock.jobs import ControllerClient, ControllerError
 from tests.support.controller_image import run_controller_image, wait_listening
 from tests.support.helm import objects, render
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller import JobState, SandboxActivity
+from airlock.jobs import JobState, SandboxActivity
 from airlock.localmodel._manager import _pid_alive
 from airlock.proxy import CredentialProxyEvent
 from tests.support.controller import running_controller

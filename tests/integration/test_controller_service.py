@@ -17,8 +17,8 @@ import grpc
 import pytest
 
 from airlock.config import AgentConfig
-from airlock.controller import (
-    AgentRunner,
+from airlock.controller import AgentRunner
+from airlock.jobs import (
     ChildJobChanged,
     ControllerClient,
     ControllerError,

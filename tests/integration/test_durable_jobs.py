@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from airlock.controller import ControllerClient, JobResumed, JobService, JobState, SandboxActivity
+from airlock.controller import JobService
+from airlock.jobs import ControllerClient, JobResumed, JobState, SandboxActivity
 from airlock.sandbox.docker._labels import LABEL_SANDBOX
 from airlock.testing import text_step, tool_step
 from airlock.turn import ToolStarted

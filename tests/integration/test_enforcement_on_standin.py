@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from airlock.controller import JobState
 from airlock.images import runner_image_tag
+from airlock.jobs import JobState
 from airlock.sandbox.kubernetes._enforcement_result import ANNOTATION, EnforcementResult
 from airlock.testing import DockerPods, KubeApiStandIn
 from tests.support.controller import running_controller

@@ -28,8 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airlock.controller import ControllerClient
-from airlock.jobstate import JobState
+from airlock.jobs import ControllerClient, JobState
 from airlock.sandbox.kubernetes import Access, AccessTable, KubernetesSettings
 from airlock.sandbox.kubernetes._api import KubeApi
 from airlock.sandbox.kubernetes._channel import PortForward

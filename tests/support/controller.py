@@ -15,14 +15,12 @@ from airlock.config import load_config
 from airlock.controller import (
     AgentRunner,
     Controller,
-    ControllerClient,
     ControllerOptions,
-    JobEvent,
     JobService,
-    SandboxActivity,
     ServiceSettings,
     SqliteJobStore,
 )
+from airlock.jobs import ControllerClient, JobEvent, SandboxActivity
 from airlock.state import SqliteStore
 from airlock.turn import ToolFinished
 

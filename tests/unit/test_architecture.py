@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOP_LEVEL = ("airlock", "layer0")
 GENERATED = ("airlock._proto",)
 #: Packages allowed to import the private ``airlock._proto``.
-PROTO_OWNERS = frozenset({"airlock.wire", "airlock.runner", "airlock.controller"})
+PROTO_OWNERS = frozenset({"airlock.wire", "airlock.runner", "airlock.jobs", "airlock.controller"})
 _HIDDEN_IMPORTERS = frozenset({"import_module", "__import__"})
 
 

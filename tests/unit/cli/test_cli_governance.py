@@ -20,14 +20,13 @@ from typer.testing import CliRunner
 from airlock.cli import app
 from airlock.cli._common import EXIT_USAGE
 from airlock.cli._jobs import JobView, RemoteAgent
-from airlock.controller import (
+from airlock.controller import ControllerServer, JobService
+from airlock.jobs import (
     ApprovalChanged,
-    ControllerServer,
     FixedPointRun,
     JobEvent,
     JobEventData,
     JobResumed,
-    JobService,
     JobState,
     SandboxActivity,
 )

@@ -10,7 +10,7 @@ from decimal import Decimal
 from rich.console import Console
 
 from airlock.cli._jobs import JobView, RemoteAgent
-from airlock.controller import (
+from airlock.jobs import (
     ChildJobChanged,
     EffectApplied,
     EffectOutcome,

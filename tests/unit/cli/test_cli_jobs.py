@@ -23,15 +23,8 @@ from typer.testing import CliRunner
 from airlock.cli import app
 from airlock.cli._common import EXIT_CANCELLED, EXIT_ENV, EXIT_INCOMPLETE, EXIT_TURN, EXIT_USAGE
 from airlock.config import load_config
-from airlock.controller import (
-    Controller,
-    ControllerOptions,
-    JobState,
-    SandboxActivity,
-    ServiceSettings,
-    SqliteJobStore,
-    _execute,
-)
+from airlock.controller import Controller, ControllerOptions, ServiceSettings, SqliteJobStore, _execute
+from airlock.jobs import JobState, SandboxActivity
 from airlock.turn import ToolStarted
 from layer0 import TurnInput
 
@@ -490,7 +483,7 @@ def test_watch_reports_a_controller_that_stops(
 
 def test_the_cli_offers_job_states_without_importing_the_controller() -> None:
     code = (
-        "import sys, airlock.cli; from airlock.jobstate import JobState; "
+        "import sys, airlock.cli; from airlock.jobs import JobState; "
         "assert airlock.cli.JobState is JobState; "
         "print(sorted(m for m in ('grpc', 'sqlite3', 'airlock.controller') if m in sys.modules))"
     )

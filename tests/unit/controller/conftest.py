@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from airlock.config import load_config
-from airlock.controller import AgentRunner, ControllerClient, ControllerServer, JobService, SqliteJobStore
+from airlock.controller import AgentRunner, ControllerServer, JobService, SqliteJobStore
+from airlock.jobs import ControllerClient
 from airlock.state import SqliteStore
 
 #: The bearer token of :func:`real_server`.

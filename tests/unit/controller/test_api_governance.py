@@ -21,21 +21,17 @@ from pydantic import JsonValue
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.runner.v1 import runner_pb2 as pb
-from airlock.controller import (
+from airlock.controller import ControllerServer, JobNotAwaiting, JobNotFound, JobService, NotAnApprover
+from airlock.jobs import (
     ApprovalWait,
     ControllerClient,
     ControllerError,
-    ControllerServer,
     FixedPointRun,
     Inspection,
     Job,
     JobEvent,
-    JobNotAwaiting,
-    JobNotFound,
-    JobService,
     JobState,
     LogLine,
-    NotAnApprover,
     SandboxActivity,
 )
 from airlock.policy import ApprovalDecision

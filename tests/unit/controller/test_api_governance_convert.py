@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from airlock._proto.controller.v1 import controller_pb2 as cpb
-from airlock.controller import FixedPointRun, Job, JobState
-from airlock.controller import _convert as jc
+from airlock.jobs import FixedPointRun, Job, JobState
+from airlock.jobs import convert as jc
 from airlock.policy import ApprovalDecision
 from airlock.weave import RecordType
 from airlock.wire import MalformedMessage

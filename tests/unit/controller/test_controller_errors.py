@@ -12,12 +12,8 @@ import pytest
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
-from airlock.controller import (
-    ERROR_REASONS,
-    ControllerClient,
-    ControllerError,
-    ControllerServer,
-)
+from airlock.controller import ERROR_REASONS, ControllerServer
+from airlock.jobs import ControllerClient, ControllerError
 from layer0 import TurnInput
 
 TOKEN = "t0ken"  # the token of the real_server fixture (conftest.py)

@@ -9,7 +9,8 @@ import pytest
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
-from airlock.controller import ControllerClient, ControllerServer
+from airlock.controller import ControllerServer
+from airlock.jobs import ControllerClient
 
 from .test_controller_errors import AUTH
 

@@ -10,8 +10,8 @@ import grpc
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock._proto.runner.v1 import runner_pb2 as pb
-from airlock.controller import ControllerClient, JobEvent, SandboxActivity
-from airlock.controller import _event_wire as ew
+from airlock.jobs import ControllerClient, JobEvent, SandboxActivity
+from airlock.jobs import event_wire as ew
 from airlock.proxy import EgressEvent
 
 from .test_controller_errors import AUTH

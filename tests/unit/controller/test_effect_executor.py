@@ -7,8 +7,9 @@ import logging
 import pytest
 from pydantic import JsonValue
 
-from airlock.controller.effects import EffectExecutor, EffectReport
+from airlock.controller.effects import EffectExecutor
 from airlock.errors import ConfigError
+from airlock.jobs import EffectReport
 from airlock.policy.effects import EffectContext, EffectPolicy, check_effect
 from airlock.state import InMemoryStore
 from airlock.testing import EchoTurn

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from airlock.config import AgentConfig, load_config
-from airlock.controller import AgentRunner, FixedPointRun, JobService, JobState, SqliteJobStore
+from airlock.controller import AgentRunner, JobService, SqliteJobStore
+from airlock.jobs import FixedPointRun, JobState
 from airlock.state import SqliteStore
 from airlock.testing import text_step
 from airlock.weave import state_hash

@@ -17,18 +17,8 @@ from typing import Any
 import pytest
 
 from airlock.config import load_config
-from airlock.controller import (
-    AgentRunner,
-    ApprovalChanged,
-    Job,
-    JobNotAwaiting,
-    JobResumed,
-    JobService,
-    JobState,
-    NotAnApprover,
-    SandboxActivity,
-    SqliteJobStore,
-)
+from airlock.controller import AgentRunner, JobNotAwaiting, JobService, NotAnApprover, SqliteJobStore
+from airlock.jobs import ApprovalChanged, Job, JobResumed, JobState, SandboxActivity
 from airlock.state import SqliteStore
 from airlock.testing import text_step, tool_step
 from airlock.turn import SessionState, ToolStarted

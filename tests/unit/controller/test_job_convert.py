@@ -8,18 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller import (
-    ControllerServerError,
-    Job,
-    JobError,
-    JobEvent,
-    JobFilter,
-    JobState,
-    LogLine,
-    load_or_create_token,
-)
-from airlock.controller import _convert as jc
-from airlock.controller import _event_wire as ew
+from airlock.controller import ControllerServerError, load_or_create_token
+from airlock.jobs import Job, JobError, JobEvent, JobFilter, JobState, LogLine
+from airlock.jobs import convert as jc
+from airlock.jobs import event_wire as ew
 from layer0 import Content, ExitReason, LogLevel, SessionId, TurnInput, TurnMetadata, TurnOutput
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
-from airlock.controller import EffectOutcome, EffectReport, Job, JobState
-from airlock.controller import _convert as jc
+from airlock.jobs import EffectOutcome, EffectReport, Job, JobState
+from airlock.jobs import convert as jc
 from layer0 import AgentId, Content, ExitReason, TurnInput, TurnMetadata, TurnOutput
 
 WHEN = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)

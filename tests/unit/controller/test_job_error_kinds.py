@@ -9,8 +9,8 @@ import pytest
 
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
-from airlock.controller import JobError, JobErrorKind
-from airlock.controller._convert import job_error_from_proto, job_error_to_proto
+from airlock.jobs import JobError, JobErrorKind
+from airlock.jobs.convert import job_error_from_proto, job_error_to_proto
 from layer0 import EnvError, HookError, OrchError, StateError, TurnError
 from layer0._error import EnvErrorKind, OrchErrorKind, StateErrorKind, TurnErrorKind
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from airlock.config import load_config
-from airlock.controller import (
+from airlock.controller import AgentRunner, ControllerServer, JobService, JobStoreError, SqliteJobStore
+from airlock.controller._migrate import SCHEMA_VERSION
+from airlock.jobs import (
     JOB_EVENT_DATA,
-    AgentRunner,
     ApprovalChanged,
     ChildJobChanged,
     ControllerClient,
-    ControllerServer,
     EffectApplied,
     EffectOutcome,
     EventKind,
@@ -28,17 +28,13 @@ from airlock.controller import (
     JobEvent,
     JobEventData,
     JobResumed,
-    JobService,
     JobState,
-    JobStoreError,
     LogLine,
     SandboxActivity,
     SignalRecorded,
-    SqliteJobStore,
     StateChanged,
 )
-from airlock.controller import _event_wire as ew
-from airlock.controller._migrate import SCHEMA_VERSION
+from airlock.jobs import event_wire as ew
 from airlock.policy import ApprovalDecision
 from airlock.proxy import CredentialProxyEvent
 from airlock.sandbox import SandboxEvent
@@ -169,7 +165,7 @@ def test_an_unknown_enum_number_is_malformed_and_names_the_valid_ones(
 
 
 def test_effect_events_never_hold_a_childs_output_or_report() -> None:
-    from airlock.controller import EffectReport
+    from airlock.jobs import EffectReport
     from layer0 import Content, ExitReason, TurnMetadata, TurnOutput
 
     output = TurnOutput(

@@ -15,17 +15,8 @@ import grpc
 import pytest
 
 from airlock.config import load_config
-from airlock.controller import (
-    AgentRunner,
-    ControllerClient,
-    ControllerError,
-    ControllerServer,
-    JobService,
-    JobState,
-    LogLine,
-    SandboxActivity,
-    SqliteJobStore,
-)
+from airlock.controller import AgentRunner, ControllerServer, JobService, SqliteJobStore
+from airlock.jobs import ControllerClient, ControllerError, JobState, LogLine, SandboxActivity
 from airlock.policy import FileRefused, FilesOverCap
 from airlock.state import SqliteStore
 from airlock.testing import text_step, tool_step

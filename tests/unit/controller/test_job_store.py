@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller import (
-    JobError,
-    JobFilter,
-    JobState,
-    JobStoreError,
-    LogLine,
-    SqliteJobStore,
-    StateChanged,
-)
+from airlock.controller import JobStoreError, SqliteJobStore
+from airlock.jobs import JobError, JobFilter, JobState, LogLine, StateChanged
 from layer0 import Content, ExitReason, LogLevel, SessionId, TurnInput, TurnMetadata, TurnOutput
 
 

@@ -13,18 +13,9 @@ import pytest
 
 from airlock.cli._render import lifecycle_line
 from airlock.config import load_config
-from airlock.controller import (
-    AgentRunner,
-    ControllerClient,
-    ControllerServer,
-    JobEvent,
-    JobService,
-    JobState,
-    LogLine,
-    SandboxActivity,
-    SqliteJobStore,
-)
-from airlock.controller import _event_wire as ew
+from airlock.controller import AgentRunner, ControllerServer, JobService, SqliteJobStore
+from airlock.jobs import ControllerClient, JobEvent, JobState, LogLine, SandboxActivity
+from airlock.jobs import event_wire as ew
 from airlock.state import SqliteStore
 from airlock.testing import text_step, tools_step
 from airlock.turn import LifecycleEvent

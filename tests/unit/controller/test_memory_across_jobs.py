@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from airlock.config import load_config
-from airlock.controller import AgentRunner, JobService, JobState, SqliteJobStore
+from airlock.controller import AgentRunner, JobService, SqliteJobStore
+from airlock.jobs import JobState
 from airlock.sandbox import state_snapshot
 from airlock.spec import HISTORY_KEY
 from airlock.state import SqliteStore

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from airlock.config import AgentConfig, load_config
-from airlock.controller import AgentRunner, JobService, JobState, SqliteJobStore
+from airlock.controller import AgentRunner, JobService, SqliteJobStore
+from airlock.jobs import JobState
 from airlock.state import SqliteStore
 from airlock.testing import text_step, tool_step
 from layer0 import EnvError, TurnInput, TurnOutput

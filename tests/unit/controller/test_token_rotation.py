@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from airlock.config import load_config
-from airlock.controller import Controller, ControllerClient, ControllerError, ControllerOptions
+from airlock.controller import Controller, ControllerOptions
 from airlock.controller._token_file import TokenFile
+from airlock.jobs import ControllerClient, ControllerError
 from tests.support.servers import free_port
 
 CONFIG = """\

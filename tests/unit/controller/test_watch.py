@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from airlock.config import load_config
-from airlock.controller import AgentRunner, JobEvent, JobService, JobState, SqliteJobStore
+from airlock.controller import AgentRunner, JobService, SqliteJobStore
+from airlock.jobs import JobEvent, JobState
 from airlock.state import SqliteStore
 from layer0 import TurnInput
 

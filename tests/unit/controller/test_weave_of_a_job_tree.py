@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from airlock.config import load_config
-from airlock.controller import AgentRunner, JobService, JobState, SandboxActivity, SqliteJobStore
+from airlock.controller import AgentRunner, JobService, SqliteJobStore
+from airlock.jobs import JobState, SandboxActivity
 from airlock.state import SqliteStore
 from airlock.testing import text_step, tools_step
 from airlock.turn import ContextCompacted, SessionState

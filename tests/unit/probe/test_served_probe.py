@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from airlock.cli import app
-from airlock.controller import ControllerClient
+from airlock.jobs import ControllerClient
 from airlock.probe import served
 from airlock.probe.client import ProbeError, ProbeOptions, Row
 

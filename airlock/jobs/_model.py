@@ -20,21 +20,22 @@ The store keeps each as its JSON (``JOB_EVENT_DATA.dump_json``) and reads it bac
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
 
-from airlock.jobstate import ACTIVE_STATES, TERMINAL_STATES, JobState
 from airlock.policy import ApprovalDecision
 from airlock.policy.approval import OnTimeout, Outcome, Strategy
 from airlock.sandbox import SandboxEvent
-from airlock.turn import PendingCall
+from airlock.turn import PendingCall, SessionState
 from airlock.weave import FixedPointExit
 from layer0 import LogLevel, TurnInput, TurnOutput
 
-from ._job_errors import JobErrorKind, error_kind, is_retryable, kind_of
-from .effects import EffectOutcome
+from ._effects import EffectOutcome
+from ._errors import JobErrorKind, error_kind, is_retryable, kind_of
+from ._states import ACTIVE_STATES, TERMINAL_STATES, JobState
 
 __all__ = [
     "ACTIVE_STATES",
@@ -360,3 +361,14 @@ class JobFilter(BaseModel):
     limit: int = 50
     #: Only jobs created before this job (paging).
     before_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """A job's session as of its latest checkpoint (``state``: None before the first)."""
+
+    job: Job
+    state: SessionState | None
+    running: bool
+    paused: bool
+    pending: list[PendingCall]

@@ -15,7 +15,7 @@ from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from layer0 import AgentId
 
-from .effects import EffectOutcome, EffectReport, OutcomeStatus
+from ._effects import EffectOutcome, EffectReport, OutcomeStatus
 
 __all__ = ["EFFECT_STATUS", "report_from_proto", "report_to_proto"]
 

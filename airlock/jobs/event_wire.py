@@ -24,20 +24,8 @@ from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.sandbox import SandboxEvent
 from layer0 import AgentId, TurnError, TurnOutput
 
-from ._convert import (
-    JOB_ORIGIN,
-    decision_from_proto,
-    decision_to_proto,
-    job_error_from_proto,
-    job_error_to_proto,
-    outcome_from_proto,
-    outcome_to_proto,
-    state_from_proto,
-    state_to_proto,
-    timestamp_from_proto,
-    timestamp_to_proto,
-)
 from ._convert_effects import EFFECT_STATUS
+from ._effects import EffectOutcome
 from ._model import (
     ApprovalChanged,
     ChildJobChanged,
@@ -52,7 +40,19 @@ from ._model import (
     SignalRecorded,
     StateChanged,
 )
-from .effects import EffectOutcome
+from .convert import (
+    JOB_ORIGIN,
+    decision_from_proto,
+    decision_to_proto,
+    job_error_from_proto,
+    job_error_to_proto,
+    outcome_from_proto,
+    outcome_to_proto,
+    state_from_proto,
+    state_to_proto,
+    timestamp_from_proto,
+    timestamp_to_proto,
+)
 
 #: Turn events cross this wire whole: the controller already holds what the runner sent.
 _NO_PAYLOAD_LIMIT = 1 << 62

@@ -21,7 +21,7 @@ from airlock.weave import FixedPointExit, RecordType, TurnRecord
 from layer0 import decimal_to_str
 
 from ._convert_effects import report_from_proto, report_to_proto
-from ._job_errors import JobErrorKind
+from ._errors import JobErrorKind
 from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobOrigin, JobState
 
 #: JobState ↔ ``JOB_STATE_*``.

@@ -21,12 +21,11 @@ from airlock.sandbox import IsolationProof
 from airlock.weave import ChainBreak, ChainReport, TurnRecord
 from layer0 import TurnInput
 
-from . import _convert as jc
-from . import _event_wire as ew
-from ._grpc import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
-from ._model import FixedPointRun, Job, JobEvent, JobFilter, StoredFile
+from . import convert as jc
+from . import event_wire as ew
+from ._address import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
+from ._model import FixedPointRun, Inspection, Job, JobEvent, JobFilter, StoredFile
 from ._paths import default_data_dir
-from ._service_controls import Inspection
 
 if TYPE_CHECKING:
     from airlock.runner import StepInfo

@@ -1,0 +1,147 @@
+"""airlock.jobs: the job vocabulary and the client of the jobs API, without the server.
+
+The states a job passes through, the job and its events, the errors a job ends with, the
+report of its effects, and :class:`ControllerClient` (the gRPC client of a controller). The
+CLI and any SDK import this package; ``airlock.controller`` (the server) builds on it.
+:mod:`airlock.jobs.convert` and :mod:`airlock.jobs.event_wire` are the vocabulary's wire form,
+shared by the client and the server.
+
+Every name loads at its first use: the CLI offers the job states without loading gRPC.
+"""
+
+import typing as _typing  # as private names: this package exports exactly __all__
+
+from airlock.lazy import lazy_names as _lazy_names
+
+if _typing.TYPE_CHECKING:
+    from ._address import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
+    from ._client import (
+        ADDRESS_ENV,
+        TOKEN_ENV,
+        ControllerClient,
+        ControllerError,
+        default_token_file,
+        resolve_token,
+    )
+    from ._effects import EffectOutcome, EffectReport, OutcomeStatus
+    from ._errors import RETRYABLE_KINDS, JobErrorKind, error_kind, is_retryable, kind_of
+    from ._model import (
+        JOB_EVENT_DATA,
+        ApprovalChanged,
+        ApprovalWait,
+        ChildJobChanged,
+        EffectApplied,
+        EventKind,
+        FixedPointRun,
+        Inspection,
+        Job,
+        JobError,
+        JobEvent,
+        JobEventData,
+        JobFilter,
+        JobOrigin,
+        JobResumed,
+        LogLine,
+        ResumeCause,
+        SandboxActivity,
+        SignalRecorded,
+        StateChanged,
+        StoredFile,
+        utcnow,
+    )
+    from ._paths import default_data_dir
+    from ._states import ACTIVE_STATES, TERMINAL_STATES, JobState
+
+__all__ = [
+    "ACTIVE_STATES",
+    "ADDRESS_ENV",
+    "DEFAULT_ADDRESS",
+    "JOB_EVENT_DATA",
+    "MAX_MESSAGE_BYTES",
+    "RETRYABLE_KINDS",
+    "TERMINAL_STATES",
+    "TOKEN_ENV",
+    "ApprovalChanged",
+    "ApprovalWait",
+    "ChildJobChanged",
+    "ControllerClient",
+    "ControllerError",
+    "EffectApplied",
+    "EffectOutcome",
+    "EffectReport",
+    "EventKind",
+    "FixedPointRun",
+    "Inspection",
+    "Job",
+    "JobError",
+    "JobErrorKind",
+    "JobEvent",
+    "JobEventData",
+    "JobFilter",
+    "JobOrigin",
+    "JobResumed",
+    "JobState",
+    "LogLine",
+    "OutcomeStatus",
+    "ResumeCause",
+    "SandboxActivity",
+    "SignalRecorded",
+    "StateChanged",
+    "StoredFile",
+    "default_data_dir",
+    "default_token_file",
+    "error_kind",
+    "is_retryable",
+    "kind_of",
+    "resolve_token",
+    "utcnow",
+]
+
+#: Each name's module (loaded at the name's first use).
+_WHERE = {
+    "ACTIVE_STATES": "._states",
+    "ADDRESS_ENV": "._client",
+    "ApprovalChanged": "._model",
+    "ApprovalWait": "._model",
+    "ChildJobChanged": "._model",
+    "ControllerClient": "._client",
+    "ControllerError": "._client",
+    "DEFAULT_ADDRESS": "._address",
+    "EffectApplied": "._model",
+    "EffectOutcome": "._effects",
+    "EffectReport": "._effects",
+    "EventKind": "._model",
+    "FixedPointRun": "._model",
+    "Inspection": "._model",
+    "JOB_EVENT_DATA": "._model",
+    "Job": "._model",
+    "JobError": "._model",
+    "JobErrorKind": "._errors",
+    "JobEvent": "._model",
+    "JobEventData": "._model",
+    "JobFilter": "._model",
+    "JobOrigin": "._model",
+    "JobResumed": "._model",
+    "JobState": "._states",
+    "LogLine": "._model",
+    "MAX_MESSAGE_BYTES": "._address",
+    "OutcomeStatus": "._effects",
+    "RETRYABLE_KINDS": "._errors",
+    "ResumeCause": "._model",
+    "SandboxActivity": "._model",
+    "SignalRecorded": "._model",
+    "StateChanged": "._model",
+    "StoredFile": "._model",
+    "TERMINAL_STATES": "._states",
+    "TOKEN_ENV": "._client",
+    "default_data_dir": "._paths",
+    "default_token_file": "._client",
+    "error_kind": "._errors",
+    "is_retryable": "._errors",
+    "kind_of": "._errors",
+    "resolve_token": "._client",
+    "utcnow": "._model",
+}
+
+if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
+    __getattr__, __dir__ = _lazy_names(__name__, globals(), _WHERE)
