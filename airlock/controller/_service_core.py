@@ -1,33 +1,14 @@
-"""The state and primitives every part of the JobService shares: its stores, its runner,
-its in-memory bookkeeping, and how a job's state changes and events are recorded."""
+"""The JobService's settings and the errors its API raises."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from airlock.errors import AirlockError, ConfigError
-from airlock.sandbox import TurnHandle
 from layer0 import (
     LogLevel,
-    StateStore,
 )
-
-from ._execute import AgentRunner
-from ._journal import JobJournal
-from ._model import (
-    Job,
-    JobEvent,
-    JobEventData,
-    JobState,
-    LogLine,
-)
-from ._queue import FairQueue
-from ._store import SqliteJobStore
-from ._weaving import Weaves
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -69,81 +50,3 @@ class ServiceSettings:
             raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.max_depth < 0 or self.max_follow_ups < 0:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
-
-
-class ServiceCore:
-    """What the JobService's parts share (see :class:`~airlock.controller.JobService`)."""
-
-    def __init__(
-        self,
-        store: SqliteJobStore,
-        runner: AgentRunner,
-        state: StateStore,
-        settings: ServiceSettings | None = None,
-        audit_key: bytes | None = None,
-    ) -> None:
-        self.store = store
-        self.runner = runner
-        self.state = state
-        self.settings = settings or ServiceSettings()
-        #: Every job tree's turn records (sealed with ``audit_key``).
-        self.weaves = Weaves(state, audit_key)
-        #: Running jobs' turn controls and journals.
-        self._handles: dict[str, TurnHandle] = {}
-        self._journals: dict[str, JobJournal] = {}
-        #: Approval timeouts, and children waiting in place for a decision.
-        self._approval_timers: dict[str, asyncio.Task[None]] = {}
-        self._decided: dict[str, asyncio.Event] = {}
-        #: Whether a job's latest execution got its turn going (a checkpoint came back).
-        self._progressed: dict[str, bool] = {}
-        #: Jobs whose next execution starts paused (before its first model call).
-        self._paused_at_start: set[str] = set()
-        #: Jobs whose turn is paused now (a ``paused`` event came; resumed or ended since: not).
-        self._paused: set[str] = set()
-        self._queue = FairQueue()
-        self._wake = asyncio.Condition()
-        self._tasks: dict[str, asyncio.Task[Any]] = {}
-        #: Why a job's task is being cancelled: CANCELLED (with the user's detail) or INTERRUPTED.
-        self._stopping: dict[str, tuple[JobState, str]] = {}
-        self._busy_sessions: Counter[str] = Counter()
-        self._watchers: dict[str, set[asyncio.Event]] = {}
-        self._workers: list[asyncio.Task[None]] = []
-        self._running_now = 0
-        #: The most jobs seen running at once (for tests and the bench).
-        self.peak_running = 0
-        #: Jobs marked interrupted at start (their controller was gone).
-        self.recovered: list[Job] = []
-        #: Jobs submitted by :meth:`run`: the exception each ended with, if it failed with one.
-        self._awaited: dict[str, BaseException | None] = {}
-
-    async def get(self, job_id: str) -> Job:
-        """The job.
-
-        Raises:
-            JobNotFound: no such job.
-        """
-        job = await self.store.get(job_id)
-        if job is None:
-            raise JobNotFound(f"no job {job_id!r}")
-        return job
-
-    def _notify(self, event: JobEvent) -> None:
-        for wake in self._watchers.get(event.job_id, ()):
-            wake.set()
-
-    async def _emit(self, job_id: str, data: JobEventData) -> JobEvent:
-        event = await self.store.append(job_id, data)
-        self._notify(event)
-        return event
-
-    async def _transition(self, job_id: str, state: JobState, **kwargs: Any) -> Job | None:
-        changed = await self.store.transition(job_id, state, **kwargs)
-        if changed is None:
-            return None
-        self._notify(changed[1])
-        return changed[0]
-
-    async def _log(self, job_id: str, level: str, message: str) -> None:
-        await self._emit(
-            job_id, LogLine(level=_LOG_LEVELS.get(level, LogLevel.INFO), message=message, source="controller")
-        )
