@@ -113,8 +113,8 @@ class ActiveJobs:
         entry = self._jobs.get(job_id)
         return entry.journal if entry is not None else None
 
-    def timers(self) -> list[asyncio.Task[None]]:
-        """Every approval timer; each entry forgets its own."""
+    def take_timers(self) -> list[asyncio.Task[None]]:
+        """Every approval timer, each entry forgetting its own (the service stops)."""
         found = []
         for entry in self._jobs.values():
             if entry.approval_timer is not None:

@@ -160,7 +160,7 @@ class JobService:
             job = await self.store.get(job_id)
             resumable = job is not None and await self._resumable_after_restart(job)
             fates[job_id] = (JobState.QUEUED if resumable else JobState.INTERRUPTED, STOPPED)
-        for timer in self._active.timers():
+        for timer in self._active.take_timers():
             timer.cancel()
         workers = self._scheduler.cancel_workers()
         for job_id, task in tasks.items():
