@@ -83,10 +83,12 @@ class ActiveJobs:
         Raises:
             ConfigError: the configuration has no such agent.
         """
-        entry = self.of(job.id)
-        if entry.agent is None:
-            entry.agent = self.resolve(job.agent)
-        return entry.agent
+        entry = self._jobs.get(job.id)
+        if entry is not None and entry.agent is not None:
+            return entry.agent
+        agent = self.resolve(job.agent)
+        self.of(job.id).agent = agent
+        return agent
 
     def tidy(self, job_id: str) -> None:
         """Forget the job's entry when nothing is held for it."""

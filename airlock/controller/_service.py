@@ -134,6 +134,9 @@ class JobService:
             )
             keep = [job for job in held if await self._resumable_after_restart(job)]
             self.recovered = await self.store.recover(STOPPED, log, keep=[j.id for j in keep])
+            for job in held:
+                if job not in keep:
+                    self._active.tidy(job.id)  # interrupted: nothing is held for it
             for job in keep:
                 why = f"the controller restarted; its sandboxes were reaped ({removed})"
                 await self._records.resumed(job, "restart", why, into=JobState.QUEUED)
