@@ -105,6 +105,11 @@ class ActiveJobs:
         """Every running job's task, by job id."""
         return {job_id: e.task for job_id, e in self._jobs.items() if e.task is not None}
 
+    def stopping(self, job_id: str) -> tuple[JobState, str] | None:
+        """Why the job's task is being cancelled, if it is."""
+        entry = self._jobs.get(job_id)
+        return entry.stopping if entry is not None else None
+
     def handle(self, job_id: str) -> TurnHandle | None:
         """The controls of the job's running turn."""
         entry = self._jobs.get(job_id)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from layer0 import LogLevel
 
-from ._model import Job, JobEvent, JobEventData, JobState, LogLine
+from ._model import ACTIVE_STATES, Job, JobError, JobEvent, JobEventData, JobState, LogLine
 from ._service_core import JobNotFound
 from ._store import SqliteJobStore
 
@@ -89,3 +89,19 @@ class JobEvents:
                 watchers.discard(wake)
                 if not watchers:
                     del self._watchers[job_id]
+
+    async def finish(self, job_id: str, state: JobState, error: JobError) -> None:
+        """End a job that is not yet terminal with ``error``, even when the caller is being
+        cancelled."""
+        active = [JobState.QUEUED, *ACTIVE_STATES]
+        await shielded(self.transition(job_id, state, error=error, detail=error.message, only_from=active))
+
+
+async def shielded(work: Awaitable[Any]) -> None:
+    """Finish ``work`` even when the caller is being cancelled."""
+    done = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(done)
+    except asyncio.CancelledError:
+        await done
+        raise

@@ -1,19 +1,15 @@
 """The execution of one job: its turn in a fresh sandbox (resumed from its last checkpoint
 when the sandbox is lost or its approval is decided), within its ``max_duration``, then its
-effects (each checked against the declaring agent's ``effects:`` policy; delegates and
-handoffs run as child jobs, each in a sandbox of its own agent)."""
+effects (:mod:`._job_effects`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airlock.controller.effects import EffectExecutor, EffectOutcome, EffectReport
-from airlock.errors import AirlockError, ConfigError, shorten
-from airlock.policy.effects import EffectContext, check_effect
+from airlock.errors import AirlockError, shorten
 from airlock.sandbox import SandboxEvent, SandboxEventSink, TurnHandle, state_snapshot
 from airlock.spec import AgentSpec
 from airlock.turn import (
@@ -24,40 +20,16 @@ from airlock.turn import (
     TurnPaused,
     TurnStarted,
 )
-from layer0 import (
-    AgentId,
-    Effect,
-    EnvError,
-    Layer0Error,
-    Log,
-    LogLevel,
-    OrchError,
-    Scope,
-    StateStore,
-    TurnInput,
-    TurnOutput,
-)
+from layer0 import EnvError, Layer0Error, LogLevel, Scope, StateStore, TurnInput, TurnOutput
 
 from ._active import ActiveJob, ActiveJobs
 from ._durable import lost_sandbox, resume_state
 from ._fixed_point import run_until_stable
-from ._job_events import JobEvents
+from ._job_effects import JobEffects
+from ._job_events import JobEvents, shielded
 from ._journal import JobJournal
-from ._model import (
-    ACTIVE_STATES,
-    ChildJobChanged,
-    EffectApplied,
-    Job,
-    JobError,
-    JobEventData,
-    JobOrigin,
-    JobState,
-    LogLine,
-    SandboxActivity,
-)
-from ._orchestrator import JobOrchestrator, SignalDelivery
+from ._model import Job, JobError, JobEventData, JobState, LogLine, SandboxActivity
 from ._service_approvals import Approvals
-from ._service_core import ServiceSettings
 from ._service_files import JobFiles
 from ._service_records import JobRecords
 
@@ -71,10 +43,6 @@ _log = logging.getLogger("airlock.jobs")
 #: Why a running job was interrupted when the controller stops.
 STOPPED = "the controller stopped while the job ran"
 
-#: Extra time a job gets beyond its turn's ``max_duration`` (the input's, else its agent's)
-#: by default (sandbox start, effects), when the submitter gives no ``max_duration``.
-DEFAULT_SLACK_MS = 60_000
-
 _LOG_LEVELS = {level.value: level for level in LogLevel}
 
 
@@ -85,12 +53,6 @@ def _event_data(event: SandboxEvent) -> JobEventData:
         level = _LOG_LEVELS.get(event.level, LogLevel.INFO)
         return LogLine(level=level, message=event.message, source="turn")
     return SandboxActivity(event=event)
-
-
-def job_limit_ms(agent: AgentSpec, input: TurnInput) -> int | None:
-    """A job's limit: its turn's ``max_duration`` (the input's, else the agent's) plus slack."""
-    turn = agent.max_duration_for(input)
-    return turn + DEFAULT_SLACK_MS if turn is not None else None
 
 
 def _max_turns(agent: AgentSpec, input: TurnInput) -> int:
@@ -104,16 +66,6 @@ def _max_turns(agent: AgentSpec, input: TurnInput) -> int:
 
 def _error_of(e: BaseException) -> JobError:
     return JobError.raised(e)
-
-
-async def shielded(work: Awaitable[Any]) -> None:
-    """Finish ``work`` even when the caller is being cancelled."""
-    done = asyncio.ensure_future(work)
-    try:
-        await asyncio.shield(done)
-    except asyncio.CancelledError:
-        await done
-        raise
 
 
 @dataclass(frozen=True)
@@ -132,11 +84,10 @@ class JobRuns:
 
     Args:
         runner: runs an agent's turn in a sandbox.
-        state: memory and session histories (the turn's read-only snapshot, memory effects).
-        settings: the limits of follow-ups.
+        state: the turn's read-only snapshot (memory, session history) comes from here.
         events: the job record; ``records`` the tree's records; ``files`` its files.
         approvals: a job's approval waits.
-        signals: hands signals to running turns (for the effects' orchestrator).
+        effects: applies a submitted job's effects (children included).
         active: each job's agent, task, turn controls and stop request.
     """
 
@@ -145,23 +96,21 @@ class JobRuns:
         *,
         runner: AgentRunner,
         state: StateStore,
-        settings: ServiceSettings,
         events: JobEvents,
         records: JobRecords,
         files: JobFiles,
         approvals: Approvals,
-        signals: SignalDelivery,
+        effects: JobEffects,
         active: ActiveJobs,
     ) -> None:
         self._runner = runner
         self._state = state
-        self._settings = settings
         self._events = events
         self._store = events.store
         self._records = records
         self._files = files
         self._approvals = approvals
-        self._signals = signals
+        self._effects = effects
         self._active = active
 
     async def run_submitted(self, job_id: str) -> None:
@@ -198,7 +147,7 @@ class JobRuns:
             if current is not None and current.cancelling():
                 raise  # pragma: no cover - an outer cancel arrived at the same time
             message = f"ran past its max_duration of {limit_s:g}s; cancelled and its sandbox removed"
-            await self._finish_shielded(job.id, JobState.TIMED_OUT, JobError.of("timeout", message))
+            await self._events.finish(job.id, JobState.TIMED_OUT, JobError.of("timeout", message))
             return None
         except asyncio.CancelledError:
             await self._cancelled(job, apply_effects)
@@ -216,7 +165,7 @@ class JobRuns:
             return None
 
     async def _succeed(self, job: Job, output: TurnOutput) -> None:
-        report = await self._apply_effects(job, output)
+        report = await self._effects.apply(job, output)
         refused = len(report.refused)
         await self._events.transition(
             job.id,
@@ -237,18 +186,12 @@ class JobRuns:
             await shielded(self._records.resumed(job, "restart", reason, into=JobState.QUEUED))
             return
         message = f"{detail}; its sandbox was removed"
-        await self._finish_shielded(job.id, why, JobError.of(why.value, message))
+        await self._events.finish(job.id, why, JobError.of(why.value, message))
 
     def _keep_failure(self, job_id: str, error: BaseException) -> None:
         entry = self._active.get(job_id)
         if entry is not None and entry.awaited:
             entry.failure = error
-
-    async def _finish_shielded(self, job_id: str, state: JobState, error: JobError) -> None:
-        active = [JobState.QUEUED, *ACTIVE_STATES]
-        await shielded(
-            self._events.transition(job_id, state, error=error, detail=error.message, only_from=active)
-        )
 
     async def _turn(self, job: Job) -> TurnOutput | None:
         """The job's turn to its output, resumed in a fresh sandbox from its last checkpoint
@@ -389,162 +332,3 @@ class JobRuns:
             await self._events.emit(job_id, _event_data(event))
 
         return sink
-
-    # -- effects ---------------------------------------------------------------------------------
-
-    def _gate(self, effect: Effect, context: EffectContext) -> str | None:
-        """Why the declaring agent's policy refuses ``effect``; None when it allows it."""
-        if context.agent is None:
-            return "the agent that declared this effect is not known"
-        try:
-            policy = self._active.resolve(str(context.agent)).effects
-        except ConfigError:
-            return f"agent {str(context.agent)!r} is not configured"
-        return check_effect(policy, effect, context)
-
-    async def _apply_effects(self, job: Job, output: TurnOutput) -> EffectReport:
-        """Apply the submitted job's effects, each checked against its declaring agent's policy;
-        each outcome and log effect is recorded on the job that declared it as it happens (and
-        on the submitted job, which sees the whole tree)."""
-        emit = self._events.emit
-        orchestrator = JobOrchestrator(
-            job, children=self, store=self._store, emit=emit, signals=self._signals
-        )
-
-        async def record(data: EffectApplied | LogLine) -> None:
-            owner = orchestrator.current
-            await emit(owner.id, data)
-            if owner.id != job.id:
-                await emit(job.id, data.model_copy(update={"job": owner.id}))
-
-        async def on_outcome(outcome: EffectOutcome, depth: int, source: AgentId | None) -> None:
-            child = None
-            if outcome.effect in ("delegate", "handoff") and outcome.status == "ok":
-                child = orchestrator.follow_up_done()
-                if child is not None:
-                    await self._finish_child(child, outcome)
-            declared_by = str(source) if source is not None else job.agent
-            await record(EffectApplied(outcome=outcome, depth=depth, source=declared_by))
-            await self._records.effect_record(job, orchestrator.current, outcome, child)
-
-        async def on_log(effect: Log, source: AgentId | None) -> None:
-            declared_by = str(source) if source is not None else job.agent
-            line = LogLine(
-                level=effect.level.value, message=effect.message, source=declared_by, data=effect.data
-            )
-            await record(line)
-
-        executor = EffectExecutor(
-            self._state,
-            orchestrator,
-            max_depth=self._settings.max_depth,
-            max_follow_ups=self._settings.max_follow_ups,
-            on_outcome=on_outcome,
-            on_log=on_log,
-            gate=self._gate,
-        )
-        try:
-            report = await executor.apply(output, source=AgentId(job.agent), session=job.input.session)
-        finally:
-            # Children whose effects were still being applied end with their parent.
-            for child in reversed(orchestrator.pending()):
-                why, _ = self._stopping(job.id) or (JobState.CANCELLED, "")
-                message = f"its parent job {job.id} ended before this job's effects were applied"
-                await self._finish_shielded(child.id, why, JobError.of(why.value, message))
-        return report
-
-    def _stopping(self, job_id: str) -> tuple[JobState, str] | None:
-        entry = self._active.get(job_id)
-        return entry.stopping if entry is not None else None
-
-    async def _finish_child(self, child: Job, outcome: EffectOutcome) -> None:
-        """A child's own effects were applied: it succeeded; tell its parent's record."""
-        report = outcome.follow_up.recorded() if outcome.follow_up is not None else None
-        output = outcome.child_output
-        detail = f"exit reason {output.exit_reason.kind}" if output is not None else None
-        final = await self._events.transition(
-            child.id, JobState.SUCCEEDED, detail=detail, effects=report, only_from=[JobState.APPLYING_EFFECTS]
-        )
-        if child.parent_id is not None:
-            finished = ChildJobChanged(
-                phase="finished",
-                job=child.id,
-                agent=child.agent,
-                origin=child.origin,
-                state=(final or child).state,
-            )
-            await self._events.emit(child.parent_id, finished)
-
-    async def run_child(
-        self, parent: Job, agent: AgentId, input: TurnInput, origin: JobOrigin
-    ) -> tuple[Job, TurnOutput]:
-        """Run a delegate/handoff child of ``parent`` as its own job; the job and its output.
-
-        Raises:
-            OrchError: ``agent_not_found`` for an agent the configuration lacks;
-                ``dispatch_failed`` when the child did not produce an output.
-        """
-        try:
-            config = self._active.resolve(str(agent))
-        except ConfigError as e:
-            raise OrchError.agent_not_found(str(e)) from e
-        child = await self._new_child(parent, str(agent), config.spec, input, origin)
-        entry = self._active.of(child.id)
-        entry.agent = config
-        task = asyncio.create_task(self.run(child, apply_effects=False), name=f"airlock-job-{child.id}")
-        entry.task = task
-        try:
-            output = await self._child_output(parent, child.id, task)
-        finally:
-            if entry.task is task:
-                entry.task = None
-            self._active.tidy(child.id)
-        final = await self._events.get(child.id)
-        if output is None:
-            finished = ChildJobChanged(
-                phase="finished", job=child.id, agent=str(agent), origin=origin, state=final.state
-            )
-            await self._events.emit(parent.id, finished)
-            why = final.error.message if final.error else final.state.value
-            raise OrchError.dispatch_failed(
-                f"child job {child.id} ({agent}) ended {final.state.value}: {why}"
-            )
-        return final, output
-
-    async def _new_child(
-        self, parent: Job, agent: str, spec: AgentSpec, input: TurnInput, origin: JobOrigin
-    ) -> Job:
-        """Record a child job of ``parent`` (PROVISIONING), and its start on the parent."""
-        limit = job_limit_ms(spec, input)
-        child, event = await self._store.create(
-            agent=agent,
-            input=input,
-            queue=parent.queue,
-            parent_id=parent.id,
-            origin=origin,
-            workflow=parent.workflow,
-            max_duration_ms=limit or parent.max_duration_ms,
-        )
-        self._events.notify(event)
-        started = ChildJobChanged(phase="started", job=child.id, agent=agent, origin=origin)
-        await self._events.emit(parent.id, started)
-        return await self._events.transition(child.id, JobState.PROVISIONING) or child
-
-    async def _child_output(
-        self, parent: Job, child_id: str, task: asyncio.Task[TurnOutput | None]
-    ) -> TurnOutput | None:
-        """The child's output; None when the child alone was cancelled. When the parent is
-        stopped, so is the child (for the parent's reason), before this raises."""
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            outer = asyncio.current_task()
-            if outer is not None and outer.cancelling():
-                parent_state, _ = self._stopping(parent.id) or (JobState.CANCELLED, "")
-                entry = self._active.of(child_id)
-                if entry.stopping is None:
-                    entry.stopping = (parent_state, f"its parent job {parent.id} was stopped")
-                task.cancel()
-                await asyncio.wait([task])
-                raise
-            return None  # the child alone was cancelled

@@ -6,8 +6,9 @@ module with a narrow constructor and no reference back to the service:
 - :class:`~._scheduler.Scheduler`: the fair queue and ``concurrency`` workers, each job run
   as its own task (cancellable by a user or its ``max_duration`` without its worker);
 - :class:`~._job_runs.JobRuns`: one job's execution (its turn in a fresh sandbox, resumed
-  from its last checkpoint when the sandbox is lost or its approval decided; then its
-  effects, each checked against the declaring agent's policy; children as jobs);
+  from its last checkpoint when the sandbox is lost or its approval decided);
+- :class:`~._job_effects.JobEffects`: a submitted job's effects, each checked against the
+  declaring agent's policy, delegates and handoffs run as child jobs;
 - :class:`~._service_approvals.Approvals`: approval waits, decisions and timeouts;
 - :class:`~._service_controls.Controls`: pause/step/resume/inspect, signals into turns;
 - :class:`~._service_records.JobRecords`: the records the controller writes, resumes, audit;
@@ -32,13 +33,14 @@ from airlock.weave import ChainReport, TurnRecord
 from layer0 import StateStore, TurnInput
 
 from ._active import ActiveJobs
+from ._job_effects import JobEffects
 from ._job_events import JobEvents
-from ._job_runs import STOPPED, JobRuns, job_limit_ms
+from ._job_runs import STOPPED, JobRuns
 from ._model import FixedPointRun, Job, JobError, JobEvent, JobFilter, JobState, StoredFile
 from ._scheduler import Scheduler
 from ._service_approvals import Approvals
 from ._service_controls import Controls, Inspection
-from ._service_core import ServiceSettings
+from ._service_core import ServiceSettings, job_limit_ms
 from ._service_files import JobFiles, announced, checked_input_files
 from ._service_records import JobRecords
 from ._store import SqliteJobStore
@@ -91,15 +93,23 @@ class JobService:
             self.settings.concurrency, self._active, lambda job_id: self._runs.run_submitted(job_id)
         )
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
-        self._runs = JobRuns(
-            runner=runner,
+        effects = JobEffects(
             state=state,
             settings=self.settings,
             events=self.events,
             records=self._records,
+            signals=self._controls,
+            active=self._active,
+            run=lambda child: self._runs.run(child, apply_effects=False),
+        )
+        self._runs = JobRuns(
+            runner=runner,
+            state=state,
+            events=self.events,
+            records=self._records,
             files=self._files,
             approvals=self._approvals,
-            signals=self._controls,
+            effects=effects,
             active=self._active,
         )
 

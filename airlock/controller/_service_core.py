@@ -1,18 +1,12 @@
-"""The JobService's settings and the errors its API raises."""
+"""The JobService's settings and limits, and the errors its API raises."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from airlock.errors import AirlockError, ConfigError
-from layer0 import (
-    LogLevel,
-)
-
-_log = logging.getLogger("airlock.jobs")
-
-_LOG_LEVELS = {level.value: level for level in LogLevel}
+from airlock.spec import AgentSpec
+from layer0 import TurnInput
 
 
 class JobNotFound(AirlockError):
@@ -50,3 +44,14 @@ class ServiceSettings:
             raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.max_depth < 0 or self.max_follow_ups < 0:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
+
+
+#: Extra time a job gets beyond its turn's ``max_duration`` (the input's, else its agent's)
+#: by default (sandbox start, effects), when the submitter gives no ``max_duration``.
+DEFAULT_SLACK_MS = 60_000
+
+
+def job_limit_ms(agent: AgentSpec, input: TurnInput) -> int | None:
+    """A job's limit: its turn's ``max_duration`` (the input's, else the agent's) plus slack."""
+    turn = agent.max_duration_for(input)
+    return turn + DEFAULT_SLACK_MS if turn is not None else None
