@@ -83,12 +83,15 @@ class JobService:
         self.weaves = Weaves(state, audit_key)
         #: Jobs marked interrupted at start (their controller was gone).
         self.recovered: list[Job] = []
+        #: Jobs' state changes and events as recorded, and watching them.
         self.events = JobEvents(store)
+        #: What this process holds about each job; the other parts below.
         self._active = ActiveJobs(self._agent)
         self._records = JobRecords(self.weaves, self.events)
         self._files = JobFiles(self.events)
         self._controls = Controls(self.events, self._records, self._active)
-        # The scheduler runs what the approvals requeue; the runs wait on the approvals.
+        # The scheduler runs what the approvals requeue; runs and effects call each other
+        # through the lambdas (evaluated once jobs run).
         self._scheduler = Scheduler(
             self.settings.concurrency, self._active, lambda job_id: self._runs.run_submitted(job_id)
         )
