@@ -11,7 +11,7 @@ are kept on the job, so a resumed job continues with the iteration it was in.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import JsonValue
 
@@ -19,8 +19,15 @@ from airlock.jobs import Job
 from airlock.weave import FixedPoint, RecordType, state_hash
 from layer0 import ExitReason, TurnInput, TurnMetadata, TurnOutput
 
-if TYPE_CHECKING:
-    from ._service import JobService
+from ._store import SqliteJobStore
+from ._weaving import Weaves
+
+
+class IterationRunner(Protocol):
+    """What runs one iteration's turn of a job (resumes included)."""
+
+    async def turn_of(self, job: Job, input: TurnInput) -> TurnOutput | None: ...
+
 
 #: The exit reasons of a fixed-point job's output.
 EXIT_REASONS = {
@@ -59,8 +66,11 @@ def summed(outputs: list[TurnOutput]) -> TurnMetadata:
     return total
 
 
-async def run_until_stable(service: JobService, job: Job) -> TurnOutput | None:
-    """Run ``job`` to its fixed point; None when an iteration waits for approval."""
+async def run_until_stable(
+    turns: IterationRunner, job: Job, *, root: str, weaves: Weaves, store: SqliteJobStore
+) -> TurnOutput | None:
+    """Run ``job`` (whose tree is ``root``) to its fixed point; None when an iteration waits
+    for approval."""
     run = job.fixed_point
     assert run is not None
     tracker = FixedPoint(max_iterations=run.max_iterations, window=run.window)
@@ -68,9 +78,8 @@ async def run_until_stable(service: JobService, job: Job) -> TurnOutput | None:
         tracker.observe(pre, post)
     outputs = list(run.outputs)
     current = next_input(job.input, outputs[-1]) if outputs else job.input
-    root = await service._root(job)
     while True:
-        output = await service._turn_of(job, current)
+        output = await turns.turn_of(job, current)
         if output is None:
             return None
         pre, post = message_hash(current), message_hash(output)
@@ -81,7 +90,7 @@ async def run_until_stable(service: JobService, job: Job) -> TurnOutput | None:
             "iteration": len(outputs),
             "exit": result.exit if result is not None else None,
         }
-        await service.weaves.record(
+        await weaves.record(
             root,
             job=job.id,
             agent=job.agent,
@@ -93,7 +102,7 @@ async def run_until_stable(service: JobService, job: Job) -> TurnOutput | None:
         )
         if result is not None:
             run = run.model_copy(update={"exit": result.exit, "chosen": result.chosen})
-            await service.store.update(job.id, fixed_point=run)
+            await store.update(job.id, fixed_point=run)
             chosen = outputs[result.chosen]
             return chosen.model_copy(
                 update={
@@ -101,6 +110,6 @@ async def run_until_stable(service: JobService, job: Job) -> TurnOutput | None:
                     "metadata": summed(outputs),
                 }
             )
-        await service.store.update(job.id, fixed_point=run)
-        await service.store.clear_checkpoint(job.id)
+        await store.update(job.id, fixed_point=run)
+        await store.clear_checkpoint(job.id)
         current = next_input(job.input, output)

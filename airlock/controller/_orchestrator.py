@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from pydantic import JsonValue
 
 from airlock.jobs import (
     Job,
+    JobEvent,
+    JobEventData,
     JobFilter,
     JobOrigin,
     SignalRecorded,
@@ -22,8 +27,25 @@ from layer0 import (
     WorkflowId,
 )
 
-if TYPE_CHECKING:
-    from ._service import JobService
+from ._store import SqliteJobStore
+
+
+class ChildRunner(Protocol):
+    """What runs a delegate's or handoff's child job."""
+
+    async def run_child(
+        self, parent: Job, agent: AgentId, input: TurnInput, origin: JobOrigin
+    ) -> tuple[Job, TurnOutput]: ...
+
+
+class SignalDelivery(Protocol):
+    """What hands a signal to a job's running turn."""
+
+    async def deliver(self, job: Job, signal_type: str, data: JsonValue, sender: str | None) -> bool: ...
+
+
+#: Records an event of a job.
+Emit = Callable[[str, JobEventData], Awaitable[JobEvent]]
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -36,9 +58,14 @@ class JobOrchestrator:
     its workflow and on the job's record; ``query`` answers from those records.
     """
 
-    def __init__(self, service: JobService, job: Job) -> None:
-        self._service = service
+    def __init__(
+        self, job: Job, *, children: ChildRunner, store: SqliteJobStore, emit: Emit, signals: SignalDelivery
+    ) -> None:
         self._job = job
+        self._children = children
+        self._store = store
+        self._emit = emit
+        self._signals = signals
         #: Children whose own effects are being applied (the executor goes depth first, one
         #: effect at a time): a dispatch now comes from the last of them.
         self._applying: list[Job] = []
@@ -52,7 +79,7 @@ class JobOrchestrator:
             else "delegate"
         )
         parent = self.current
-        child, output = await self._service.run_child(parent, agent, input, origin)
+        child, output = await self._children.run_child(parent, agent, input, origin)
         self._applying.append(child)
         return output
 
@@ -84,23 +111,20 @@ class JobOrchestrator:
         """Record ``signal`` for ``target`` durably, on this job's record, and on the record of
         every job of that workflow that is not finished (they see it in their watch stream);
         a turn of such a job that runs now receives it at its next step boundary."""
-        service = self._service
-        count = await service.store.record_signal(
-            str(target), signal.signal_type, signal.data, self.current.id
-        )
+        count = await self._store.record_signal(str(target), signal.signal_type, signal.data, self.current.id)
         sent = SignalRecorded(
             target=str(target), signal_type=signal.signal_type, data=signal.data, count=count
         )
-        await service._emit(self._job.id, sent)
-        receivers = await service.store.find(JobFilter(workflow=str(target), limit=100))
+        await self._emit(self._job.id, sent)
+        receivers = await self._store.find(JobFilter(workflow=str(target), limit=100))
         for job in receivers:
             if job.id != self._job.id and not job.state.terminal:
-                await service._emit(job.id, sent.model_copy(update={"from_job": self.current.id}))
-                await service.deliver(job, signal.signal_type, signal.data, self.current.id)
+                await self._emit(job.id, sent.model_copy(update={"from_job": self.current.id}))
+                await self._signals.deliver(job, signal.signal_type, signal.data, self.current.id)
 
     async def query(self, target: WorkflowId, query: QueryPayload) -> Any:
         """``signals``: the signals recorded for ``target``; ``signal_count``: how many."""
-        signals = await self._service.store.signals(str(target))
+        signals = await self._store.signals(str(target))
         if query.query_type == "signals":
             return signals
         if query.query_type == "signal_count":

@@ -1,10 +1,11 @@
-"""The JobService's approvals: a job waits (holding no worker), decisions are recorded and
+"""Approvals: a job waits (holding no worker), decisions are recorded and
 combined by the agent's policy, a timeout decides by itself, the decided job resumes."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from airlock.jobs import (
     ApprovalChanged,
@@ -20,24 +21,45 @@ from airlock.turn import (
 )
 
 from . import _approvals
-from ._queue import QueuedJob
+from ._active import ActiveJobs
+from ._job_events import JobEvents
 from ._service_core import JobNotAwaiting, NotAnApprover
-from ._service_records import RecordsMixin
+from ._service_records import JobRecords
 
 _log = logging.getLogger("airlock.jobs")
 
 
-class ApprovalsMixin(RecordsMixin):
-    """Waiting for, and deciding, the tool calls an agent's approval gate stops before."""
+class Approvals:
+    """Waiting for, and deciding, the tool calls an agent's approval gate stops before.
 
-    async def _await_approval(self, job: Job, suspended: SuspendedForApproval) -> bool:
+    Args:
+        events: the job record.
+        records: the tree's records (each request and decision is one).
+        active: each job's agent (its approval policy), timer and in-place wait.
+        requeue: queues a submitted job whose wait was decided (it resumes from its checkpoint).
+    """
+
+    def __init__(
+        self,
+        events: JobEvents,
+        records: JobRecords,
+        active: ActiveJobs,
+        requeue: Callable[[Job], Awaitable[None]],
+    ) -> None:
+        self._events = events
+        self._store = events.store
+        self._records = records
+        self._active = active
+        self._requeue = requeue
+
+    async def await_approval(self, job: Job, suspended: SuspendedForApproval) -> bool:
         """Record that ``job`` waits for approval of ``suspended``'s calls; True when the policy
         decided at once (no approver configured: the job resumes now)."""
-        agent = self.runner.agent(job.agent)
+        agent = self._active.agent(job)
         policy = agent.approval
         now = utcnow()
         wait = _approvals.new_wait(policy, suspended.calls, suspended.event.iteration, now)
-        await self._yield_record(
+        await self._records.yield_record(
             job,
             "approval_requested",
             {
@@ -47,46 +69,49 @@ class ApprovalsMixin(RecordsMixin):
                 "deadline": wait.deadline.isoformat(),
             },
         )
-        await self._emit(job.id, ApprovalChanged(phase="requested", calls=wait.calls))
+        await self._events.emit(job.id, ApprovalChanged(phase="requested", calls=wait.calls))
         if policy is None or not policy.approvers:
             why = "no approver is configured for this agent: approved at once"
             await self._decide(job, wait, _approvals.automatic(True, why, now))
             return True
         names = ", ".join(f"{c.name} ({c.tool_use_id})" for c in wait.calls)
-        await self._transition(
+        await self._events.transition(
             job.id,
             JobState.AWAITING_APPROVAL,
             detail=f"waiting for approval of {names} by {policy.strategy} of {', '.join(policy.approvers)}",
             approval=wait,
         )
         if job.origin != "submit":
-            self._decided[job.id] = asyncio.Event()
-        self._arm_approval_timeout(job.id, wait)
+            self._active.of(job.id).decided = asyncio.Event()
+        self.arm_timeout(job.id, wait)
         return False
 
-    async def _wait_decision(self, job_id: str) -> None:
-        event = self._decided.get(job_id)
-        if event is not None:
+    async def wait_decision(self, job_id: str) -> None:
+        entry = self._active.get(job_id)
+        event = entry.decided if entry is not None else None
+        if entry is not None and event is not None:
             try:
                 await event.wait()
             finally:
-                self._decided.pop(job_id, None)
+                entry.decided = None
 
-    def _arm_approval_timeout(self, job_id: str, wait: ApprovalWait) -> None:
+    def arm_timeout(self, job_id: str, wait: ApprovalWait) -> None:
         async def fire() -> None:
             await asyncio.sleep(max(0.0, (wait.deadline - utcnow()).total_seconds()))
-            self._approval_timers.pop(job_id, None)
-            job = await self.store.get(job_id)
+            self._active.of(job_id).approval_timer = None
+            job = await self._store.get(job_id)
             if job is None or job.state is not JobState.AWAITING_APPROVAL or job.approval is None:
+                self._active.tidy(job_id)
                 return
             approve = job.approval.on_timeout == "approve"
             why = f"no decision within the approval timeout: {job.approval.on_timeout}ed by the policy"
             await self._decide(job, job.approval, _approvals.automatic(approve, why, utcnow()))
 
-        old = self._approval_timers.pop(job_id, None)
+        entry = self._active.of(job_id)
+        old, entry.approval_timer = entry.approval_timer, None
         if old is not None:
             old.cancel()
-        self._approval_timers[job_id] = asyncio.create_task(fire(), name=f"airlock-approval-{job_id}")
+        entry.approval_timer = asyncio.create_task(fire(), name=f"airlock-approval-{job_id}")
 
     async def approve(self, job_id: str, approver: str, comment: str = "") -> Job:
         """Record ``approver``'s approval of the calls ``job_id`` waits for; the job resumes
@@ -105,52 +130,50 @@ class ApprovalsMixin(RecordsMixin):
         return await self._human_decision(job_id, approver, False, reason)
 
     async def _human_decision(self, job_id: str, approver: str, approve: bool, comment: str) -> Job:
-        job = await self.get(job_id)
+        job = await self._events.get(job_id)
         if job.state is not JobState.AWAITING_APPROVAL or job.approval is None:
             raise JobNotAwaiting(f"job {job_id} is {job.state.value}: it waits for no approval")
         if job.approval.outcome is not None:  # settled; the job is about to go on
             raise JobNotAwaiting(f"job {job_id}'s approval is already settled: {job.approval.outcome}")
-        policy = self.runner.agent(job.agent).approval
+        policy = self._active.agent(job).approval
         problem = policy.approver_problem(approver) if policy is not None else "no approval policy"
         if problem is not None:
             raise NotAnApprover(problem)
         decision = ApprovalDecision(approver=approver, approve=approve, comment=comment, time=utcnow())
         await self._decide(job, job.approval, decision)
-        return await self.get(job_id)
+        return await self._events.get(job_id)
 
     async def _decide(self, job: Job, wait: ApprovalWait, decision: ApprovalDecision) -> None:
         """Record one decision; once the policy settles the wait, apply it to the job's
         checkpoint and let the job resume."""
         wait = wait.model_copy(update={"decisions": [*wait.decisions, decision]})
-        await self._yield_record(job, "approval_decision", decision.model_dump(mode="json"))
-        await self._emit(job.id, ApprovalChanged(phase="decided", decision=decision))
-        outcome = _approvals.outcome_of(self.runner.agent(job.agent).approval, wait)
+        await self._records.yield_record(job, "approval_decision", decision.model_dump(mode="json"))
+        await self._events.emit(job.id, ApprovalChanged(phase="decided", decision=decision))
+        outcome = _approvals.outcome_of(self._active.agent(job).approval, wait)
         if outcome is None:
-            await self.store.update(job.id, approval=wait)
+            await self._store.update(job.id, approval=wait)
             return
         wait = wait.model_copy(update={"outcome": outcome})
-        await self._yield_record(
+        await self._records.yield_record(
             job, "approval_resolved", {"outcome": outcome, "calls": [c.tool_use_id for c in wait.calls]}
         )
-        saved = await self.store.checkpoint(job.id)
+        saved = await self._store.checkpoint(job.id)
         if saved is not None:
             state = _approvals.apply_outcome(SessionState.model_validate_json(saved[0]), wait)
-            await self.store.save_checkpoint(job.id, state.model_dump_json(), saved[1])
-        await self._emit(job.id, ApprovalChanged(phase="resolved", outcome=outcome))
-        timer = self._approval_timers.pop(job.id, None)
-        if timer is not None and timer is not asyncio.current_task():
-            timer.cancel()
+            await self._store.save_checkpoint(job.id, state.model_dump_json(), saved[1])
+        await self._events.emit(job.id, ApprovalChanged(phase="resolved", outcome=outcome))
+        self._drop_timer(job.id)
         if job.state is not JobState.AWAITING_APPROVAL:  # decided at once, the job still runs
-            await self.store.update(job.id, approval=wait)
+            await self._store.update(job.id, approval=wait)
             return
         if job.origin != "submit":
-            await self.store.update(job.id, approval=wait)
-            decided = self._decided.get(job.id)
-            if decided is not None:
-                decided.set()
+            await self._store.update(job.id, approval=wait)
+            entry = self._active.get(job.id)
+            if entry is not None and entry.decided is not None:
+                entry.decided.set()
             return
-        resumed = await self._resume_event(job, "approval", f"the calls it waited for were {outcome}")
-        requeued = await self._transition(
+        resumed = await self._records.resume_event(job, "approval", f"the calls it waited for were {outcome}")
+        requeued = await self._events.transition(
             job.id,
             JobState.QUEUED,
             detail=f"{outcome}; resume {resumed.resume} continues from its checkpoint",
@@ -159,6 +182,18 @@ class ApprovalsMixin(RecordsMixin):
             resumed=True,
         )
         if requeued is not None:
-            async with self._wake:
-                self._queue.push(QueuedJob(requeued.id, requeued.queue, requeued.session))
-                self._wake.notify()
+            await self._requeue(requeued)
+
+    def _drop_timer(self, job_id: str) -> None:
+        """Forget the job's approval timer, cancelled unless it is the caller."""
+        entry = self._active.get(job_id)
+        timer = entry.approval_timer if entry is not None else None
+        if entry is not None and timer is not None:
+            entry.approval_timer = None
+            if timer is not asyncio.current_task():
+                timer.cancel()
+
+    def cancel_timer(self, job_id: str) -> None:
+        """Stop the job's approval timer (its job is cancelled)."""
+        self._drop_timer(job_id)
+        self._active.tidy(job_id)

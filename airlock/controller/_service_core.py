@@ -1,37 +1,12 @@
-"""The state and primitives every part of the JobService shares: its stores, its runner,
-its in-memory bookkeeping, and how a job's state changes and events are recorded."""
+"""The JobService's settings and limits, and the errors its API raises."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from airlock.errors import AirlockError, ConfigError
-from airlock.jobs import (
-    Job,
-    JobEvent,
-    JobEventData,
-    JobState,
-    LogLine,
-)
-from airlock.sandbox import TurnHandle
-from layer0 import (
-    LogLevel,
-    StateStore,
-)
-
-from ._execute import AgentRunner
-from ._journal import JobJournal
-from ._queue import FairQueue
-from ._store import SqliteJobStore
-from ._weaving import Weaves
-
-_log = logging.getLogger("airlock.jobs")
-
-_LOG_LEVELS = {level.value: level for level in LogLevel}
+from airlock.spec import AgentSpec
+from layer0 import TurnInput
 
 
 class JobNotFound(AirlockError):
@@ -71,79 +46,12 @@ class ServiceSettings:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
 
 
-class ServiceCore:
-    """What the JobService's parts share (see :class:`~airlock.controller.JobService`)."""
+#: Extra time a job gets beyond its turn's ``max_duration`` (the input's, else its agent's)
+#: by default (sandbox start, effects), when the submitter gives no ``max_duration``.
+DEFAULT_SLACK_MS = 60_000
 
-    def __init__(
-        self,
-        store: SqliteJobStore,
-        runner: AgentRunner,
-        state: StateStore,
-        settings: ServiceSettings | None = None,
-        audit_key: bytes | None = None,
-    ) -> None:
-        self.store = store
-        self.runner = runner
-        self.state = state
-        self.settings = settings or ServiceSettings()
-        #: Every job tree's turn records (sealed with ``audit_key``).
-        self.weaves = Weaves(state, audit_key)
-        #: Running jobs' turn controls and journals.
-        self._handles: dict[str, TurnHandle] = {}
-        self._journals: dict[str, JobJournal] = {}
-        #: Approval timeouts, and children waiting in place for a decision.
-        self._approval_timers: dict[str, asyncio.Task[None]] = {}
-        self._decided: dict[str, asyncio.Event] = {}
-        #: Whether a job's latest execution got its turn going (a checkpoint came back).
-        self._progressed: dict[str, bool] = {}
-        #: Jobs whose next execution starts paused (before its first model call).
-        self._paused_at_start: set[str] = set()
-        #: Jobs whose turn is paused now (a ``paused`` event came; resumed or ended since: not).
-        self._paused: set[str] = set()
-        self._queue = FairQueue()
-        self._wake = asyncio.Condition()
-        self._tasks: dict[str, asyncio.Task[Any]] = {}
-        #: Why a job's task is being cancelled: CANCELLED (with the user's detail) or INTERRUPTED.
-        self._stopping: dict[str, tuple[JobState, str]] = {}
-        self._busy_sessions: Counter[str] = Counter()
-        self._watchers: dict[str, set[asyncio.Event]] = {}
-        self._workers: list[asyncio.Task[None]] = []
-        self._running_now = 0
-        #: The most jobs seen running at once (for tests and the bench).
-        self.peak_running = 0
-        #: Jobs marked interrupted at start (their controller was gone).
-        self.recovered: list[Job] = []
-        #: Jobs submitted by :meth:`run`: the exception each ended with, if it failed with one.
-        self._awaited: dict[str, BaseException | None] = {}
 
-    async def get(self, job_id: str) -> Job:
-        """The job.
-
-        Raises:
-            JobNotFound: no such job.
-        """
-        job = await self.store.get(job_id)
-        if job is None:
-            raise JobNotFound(f"no job {job_id!r}")
-        return job
-
-    def _notify(self, event: JobEvent) -> None:
-        for wake in self._watchers.get(event.job_id, ()):
-            wake.set()
-
-    async def _emit(self, job_id: str, data: JobEventData) -> JobEvent:
-        event = await self.store.append(job_id, data)
-        self._notify(event)
-        return event
-
-    async def _transition(self, job_id: str, state: JobState, **kwargs: Any) -> Job | None:
-        changed = await self.store.transition(job_id, state, **kwargs)
-        if changed is None:
-            return None
-        self._notify(changed[1])
-        return changed[0]
-
-    async def _log(self, job_id: str, level: str, message: str) -> None:
-        await self._emit(
-            job_id, LogLine(level=_LOG_LEVELS.get(level, LogLevel.INFO), message=message, source="controller")
-        )
+def job_limit_ms(agent: AgentSpec, input: TurnInput) -> int | None:
+    """A job's limit: its turn's ``max_duration`` (the input's, else the agent's) plus slack."""
+    turn = agent.max_duration_for(input)
+    return turn + DEFAULT_SLACK_MS if turn is not None else None

@@ -1,4 +1,4 @@
-"""The JobService's files: a job's input files (checked at submit, announced in its message
+"""A job's files: a job's input files (checked at submit, announced in its message
 as its agent says, placed in the workspace before each of its turns) and its artifacts (what
 the turn left under its agent's artifact globs, checked by the runner's client and kept in
 the job store)."""
@@ -12,7 +12,8 @@ from airlock.policy import INPUT_CAPS, FileRefused, InputFilesPolicy, workspace_
 from airlock.sandbox import TurnHandle
 from layer0 import Content, TextBlock, TurnInput
 
-from ._service_core import JobNotFound, ServiceCore
+from ._job_events import JobEvents
+from ._service_core import JobNotFound
 
 
 def checked_input_files(files: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
@@ -43,8 +44,12 @@ def announced(input: TurnInput, files: Sequence[tuple[str, bytes]], policy: Inpu
     return input.model_copy(update={"message": message})
 
 
-class FilesMixin(ServiceCore):
-    """A job's input files and artifacts."""
+class JobFiles:
+    """A job's input files and artifacts as the job store keeps them."""
+
+    def __init__(self, events: JobEvents) -> None:
+        self._events = events
+        self._store = events.store
 
     async def artifacts(self, job_id: str) -> list[StoredFile]:
         """The job's artifacts (path, size, SHA-256), in path order.
@@ -52,8 +57,8 @@ class FilesMixin(ServiceCore):
         Raises:
             JobNotFound: no such job.
         """
-        await self.get(job_id)
-        return await self.store.files(job_id, "artifact")
+        await self._events.get(job_id)
+        return await self._store.files(job_id, "artifact")
 
     async def artifact(self, job_id: str, path: str) -> bytes:
         """The content of one of the job's artifacts.
@@ -61,23 +66,23 @@ class FilesMixin(ServiceCore):
         Raises:
             JobNotFound: no such job, or no such artifact of it.
         """
-        await self.get(job_id)
-        data = await self.store.file_data(job_id, "artifact", path)
+        await self._events.get(job_id)
+        data = await self._store.file_data(job_id, "artifact", path)
         if data is None:
             raise JobNotFound(f"job {job_id} has no artifact {path[:200]!r}")
         return data
 
     async def input_files(self, job_id: str) -> list[StoredFile]:
         """The job's input files (path, size, SHA-256), in path order (raises as :meth:`artifacts`)."""
-        await self.get(job_id)
-        return await self.store.files(job_id, "input")
+        await self._events.get(job_id)
+        return await self._store.files(job_id, "input")
 
-    async def _keep_artifacts(self, job_id: str, handle: TurnHandle) -> None:
+    async def keep_artifacts(self, job_id: str, handle: TurnHandle) -> None:
         """Store what the turn left (replacing an earlier execution's) and say so on the job;
         a refused set is a warning naming why, and nothing is stored. Each warning's data
         names what it is about (``artifacts_refused``, ``artifact_skipped``)."""
         if handle.artifacts_refused is not None:
-            await self._emit(
+            await self._events.emit(
                 job_id,
                 LogLine(
                     level="warn",
@@ -91,7 +96,7 @@ class FilesMixin(ServiceCore):
         if found is None:
             return
         for path, reason in found.skipped:
-            await self._emit(
+            await self._events.emit(
                 job_id,
                 LogLine(
                     level="warn",
@@ -102,9 +107,9 @@ class FilesMixin(ServiceCore):
             )
         if not found.files:
             return
-        await self.store.save_artifacts(job_id, found.files.items())
+        await self._store.save_artifacts(job_id, found.files.items())
         size = sum(len(d) for d in found.files.values())
-        await self._emit(
+        await self._events.emit(
             job_id,
             LogLine(
                 level="info",

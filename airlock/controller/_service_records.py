@@ -1,12 +1,11 @@
-"""The JobService's turn records and resumes: where a job's tree keeps its weave, what each
-job's first record depends on, and noting that a job continues from its checkpoint."""
+"""The records the controller writes itself: where a job's tree keeps its weave, what each
+job's first record depends on, noting that a job continues from its checkpoint; the audit."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from airlock.errors import ConfigError
 from airlock.jobs import (
     EffectOutcome,
     Job,
@@ -19,23 +18,29 @@ from airlock.turn import (
     CONE_SCOPE,
     SessionState,
 )
-from airlock.weave import RecordType, TurnRecord
+from airlock.weave import ChainReport, RecordType, TurnRecord
 from layer0 import (
     Scope,
     TurnInput,
 )
 
 from ._durable import in_flight
-from ._service_core import ServiceCore
+from ._job_events import JobEvents
+from ._weaving import Weaves
 
 _log = logging.getLogger("airlock.jobs")
 
 
-class RecordsMixin(ServiceCore):
+class JobRecords:
     """Records of a job tree written by the controller itself (inputs, effects, approvals,
-    resumes), and the resume bookkeeping."""
+    resumes), the resume bookkeeping, and the audit of a tree."""
 
-    async def _root(self, job: Job) -> str:
+    def __init__(self, weaves: Weaves, events: JobEvents) -> None:
+        self.weaves = weaves
+        self.store = events.store
+        self._events = events
+
+    async def root(self, job: Job) -> str:
         """The root of ``job``'s tree (the submitted job its weave is kept under)."""
         while job.parent_id is not None:
             parent = await self.store.get(job.parent_id)
@@ -44,7 +49,7 @@ class RecordsMixin(ServiceCore):
             job = parent
         return job.id
 
-    async def _cone_entry(self, root: str, tip: str) -> tuple[Scope, str, Any]:
+    async def cone_entry(self, root: str, tip: str) -> tuple[Scope, str, Any]:
         """The state entry a causal_cone turn reads: the records ``tip`` depends on (itself,
         the turn's input, aside), linearized, and the size of the whole weave. The sandbox
         receives no record outside the cone."""
@@ -56,7 +61,7 @@ class RecordsMixin(ServiceCore):
         ]
         return Scope.custom(CONE_SCOPE), CONE_KEY, {"records": records, "total": total}
 
-    async def _record_input(
+    async def record_input(
         self, root: str, job: Job, input: TurnInput, tip: TurnRecord | None
     ) -> tuple[str, ...]:
         """Record what the job was asked (once: not when its thread has a ``tip`` already);
@@ -65,7 +70,7 @@ class RecordsMixin(ServiceCore):
             return (tip.id,)
         deps: tuple[str, ...] = ()
         if job.parent_id is not None:
-            asked = await self._delegating_record(root, job.parent_id, job.agent, input)
+            asked = await self.delegating_record(root, job.parent_id, job.agent, input)
             deps = (asked.id,) if asked is not None else ()
         content = {"message": input.message.model_dump(mode="json"), "origin": job.origin}
         record = await self.weaves.record(
@@ -79,7 +84,7 @@ class RecordsMixin(ServiceCore):
         )
         return (record.id,)
 
-    async def _delegating_record(
+    async def delegating_record(
         self, root: str, parent: str, agent: str, input: TurnInput
     ) -> TurnRecord | None:
         """The parent's call that asked for this child (a delegate or handoff naming it): what
@@ -100,9 +105,9 @@ class RecordsMixin(ServiceCore):
                 return record
         return thread[-1] if thread else None
 
-    async def _yield_record(self, job: Job, kind: str, content: dict[str, Any]) -> TurnRecord:
+    async def yield_record(self, job: Job, kind: str, content: dict[str, Any]) -> TurnRecord:
         return await self.weaves.record(
-            await self._root(job),
+            await self.root(job),
             job=job.id,
             agent=job.agent,
             type=RecordType.YIELD,
@@ -110,20 +115,11 @@ class RecordsMixin(ServiceCore):
             content=content,
         )
 
-    async def _crash_resumes(self, job_id: str) -> int:
+    async def crash_resumes(self, job_id: str) -> int:
         events = await self.store.events(job_id, kind="resume")
         return sum(1 for e in events if isinstance(e.data, JobResumed) and e.data.cause != "approval")
 
-    async def _resumable_after_restart(self, job: Job) -> bool:
-        if job.origin != "submit" or job.state not in (JobState.PROVISIONING, JobState.RUNNING):
-            return False
-        try:
-            agent = self.runner.agent(job.agent)
-        except ConfigError:
-            return False
-        return await self._crash_resumes(job.id) < agent.durability.max_resumes
-
-    async def _resume_event(self, job: Job, cause: ResumeCause, reason: str) -> JobResumed:
+    async def resume_event(self, job: Job, cause: ResumeCause, reason: str) -> JobResumed:
         """Record (an event and a SILENCE record) that ``job`` continues from its checkpoint."""
         saved = await self.store.checkpoint(job.id)
         state = SessionState.model_validate_json(saved[0]) if saved is not None else None
@@ -132,8 +128,8 @@ class RecordsMixin(ServiceCore):
         event = JobResumed(
             resume=job.resumes + 1, cause=cause, reason=reason, iteration=iteration, lost_calls=lost
         )
-        await self._emit(job.id, event)
-        root = await self._root(job)
+        await self._events.emit(job.id, event)
+        root = await self.root(job)
         await self.weaves.record(
             root,
             job=job.id,
@@ -144,16 +140,16 @@ class RecordsMixin(ServiceCore):
         )
         return event
 
-    async def _resumed(
+    async def resumed(
         self, job: Job, cause: ResumeCause, reason: str, into: JobState = JobState.PROVISIONING
     ) -> Job:
         """Note that ``job`` continues in a fresh sandbox from its last checkpoint: now
         (PROVISIONING), or once a worker takes it (QUEUED: a job the previous controller held)."""
-        event = await self._resume_event(job, cause, reason)
+        event = await self.resume_event(job, cause, reason)
         detail = f"resume {event.resume} ({reason}); continuing after model call {event.iteration}"
-        return await self._transition(job.id, into, detail=detail, resumed=True) or job
+        return await self._events.transition(job.id, into, detail=detail, resumed=True) or job
 
-    async def _effect_record(self, root: Job, owner: Job, outcome: EffectOutcome, child: Job | None) -> None:
+    async def effect_record(self, root: Job, owner: Job, outcome: EffectOutcome, child: Job | None) -> None:
         """One applied (or refused) effect in its declaring job's thread; a delegate's or
         handoff's outcome also depends on the child's last record (a knot of the two)."""
         deps = await self.weaves.tips(root.id, owner.id, child.id) if child is not None else ()
@@ -167,3 +163,13 @@ class RecordsMixin(ServiceCore):
             content=content,
             depends_on=deps,
         )
+
+    async def weave(self, job: Job) -> tuple[str, list[TurnRecord]]:
+        """The root of ``job``'s tree and every turn record of it, as stored."""
+        root = await self.root(job)
+        return root, await self.weaves.load(root)
+
+    async def verify(self, job: Job) -> tuple[str, ChainReport]:
+        """Check the hash chain (and, with the audit key, the seals) of ``job``'s tree."""
+        root = await self.root(job)
+        return root, await self.weaves.verify(root)

@@ -349,31 +349,7 @@ class SqliteJobStore(SqliteThread):
         )
 
         def op(conn: sqlite3.Connection) -> JobEvent:
-            conn.execute(
-                f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * 20)})",
-                (
-                    job.id,
-                    job.agent,
-                    job.state.value,
-                    job.queue,
-                    job.parent_id,
-                    job.origin,
-                    job.workflow,
-                    job.session,
-                    job.input.model_dump_json(),
-                    None,
-                    None,
-                    now.timestamp(),
-                    None,
-                    None,
-                    max_duration_ms,
-                    "[]",
-                    None,
-                    0,
-                    None,
-                    fixed_point.model_dump_json() if fixed_point is not None else None,
-                ),
-            )
+            conn.execute(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * 20)})", _new_row(job))
             if parent_id is not None:
                 row = conn.execute("SELECT children FROM jobs WHERE id = ?", (parent_id,)).fetchone()
                 if row is not None:
@@ -672,3 +648,30 @@ class SqliteJobStore(SqliteThread):
             ]
 
         return await self._run(op)
+
+
+def _new_row(job: Job) -> tuple[Any, ...]:
+    """A new job's row, in :data:`_COLUMNS` order."""
+    fixed_point = job.fixed_point.model_dump_json() if job.fixed_point is not None else None
+    return (
+        job.id,
+        job.agent,
+        job.state.value,
+        job.queue,
+        job.parent_id,
+        job.origin,
+        job.workflow,
+        job.session,
+        job.input.model_dump_json(),
+        None,
+        None,
+        job.created_at.timestamp(),
+        None,
+        None,
+        job.max_duration_ms,
+        "[]",
+        None,
+        0,
+        None,
+        fixed_point,
+    )

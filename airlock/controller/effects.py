@@ -220,15 +220,7 @@ class EffectExecutor:
             case Delegate(agent=agent, input=child_input):
                 return await self._follow_up(index, "delegate", agent, child_input, depth, budget)
             case Handoff(agent=agent, state=state):
-                text = (
-                    state if isinstance(state, str) else json.dumps(state, sort_keys=True, ensure_ascii=False)
-                )
-                metadata: dict[str, JsonValue] = {"handoff_state": state}
-                if source is not None:
-                    metadata["handoff_from"] = str(source)
-                child_input = TurnInput(
-                    message=Content(text), trigger=TriggerType.task(), session=session, metadata=metadata
-                )
+                child_input = _handoff_input(state, source, session)
                 return await self._follow_up(index, "handoff", agent, child_input, depth, budget)
             case Log(level=level, message=message, data=data):
                 if self._on_log is not None:
@@ -281,3 +273,13 @@ class EffectExecutor:
         return EffectOutcome(
             index=index, effect=kind, status="ok", agent=agent, child_output=child, follow_up=report
         )
+
+
+def _handoff_input(state: JsonValue, source: AgentId | None, session: SessionId | None) -> TurnInput:
+    """The input a handoff's agent receives: its ``state`` as the message (JSON unless a string),
+    the state and the handing agent in its metadata."""
+    text = state if isinstance(state, str) else json.dumps(state, sort_keys=True, ensure_ascii=False)
+    metadata: dict[str, JsonValue] = {"handoff_state": state}
+    if source is not None:
+        metadata["handoff_from"] = str(source)
+    return TurnInput(message=Content(text), trigger=TriggerType.task(), session=session, metadata=metadata)

@@ -26,9 +26,6 @@ CORE = (
     "layer0",
 )
 MAX_LINES = 60
-#: Classes still being composed (issue 36): empty once they are.
-_LEFT: tuple[str, ...] = ("airlock.controller._service",)
-_LEFT_ROOMS: tuple[str, ...] = ("airlock/controller",)
 
 
 def _modules() -> Iterator[object]:
@@ -65,7 +62,7 @@ def mixed_classes() -> list[str]:
                 and base.__module__ != cls.__module__
                 and _gives_methods(base)
             }
-            if len(donors) > 1 and not cls.__module__.startswith(_LEFT):
+            if len(donors) > 1:
                 found.append(f"{cls.__module__}.{cls.__qualname__} takes methods from {sorted(donors)}")
     return sorted(set(found))
 
@@ -88,5 +85,5 @@ def long_functions(folder: Path) -> list[str]:
 
 
 def test_no_function_in_the_core_is_over_60_lines() -> None:
-    long = [f for room in CORE for f in long_functions(ROOT / room) if not f.startswith(_LEFT_ROOMS)]
+    long = [f for room in CORE for f in long_functions(ROOT / room)]
     assert not long, "\n".join(long)

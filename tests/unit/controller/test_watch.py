@@ -32,7 +32,7 @@ async def test_the_final_event_is_sent_when_the_job_ends_between_the_watchers_re
     async with SqliteJobStore(tmp_path / "jobs.db") as store, SqliteStore(tmp_path / "state.db") as state:
         service = service_of(tmp_path, store, state)
         job, _ = await store.create(agent="a", input=TurnInput.new("go"))
-        await service._transition(job.id, JobState.PROVISIONING)
+        await service.events.transition(job.id, JobState.PROVISIONING)
         read_events = store.events
         finished = False
 
@@ -42,7 +42,7 @@ async def test_the_final_event_is_sent_when_the_job_ends_between_the_watchers_re
             events = await read_events(job_id, **kwargs)
             if not events and not finished:
                 finished = True
-                await service._transition(job_id, JobState.SUCCEEDED, detail="done")
+                await service.events.transition(job_id, JobState.SUCCEEDED, detail="done")
             return events
 
         monkeypatch.setattr(store, "events", events_then_finish)
@@ -56,7 +56,7 @@ async def test_a_watch_of_a_finished_job_sends_its_whole_record_and_ends(tmp_pat
     async with SqliteJobStore(tmp_path / "jobs.db") as store, SqliteStore(tmp_path / "state.db") as state:
         service = service_of(tmp_path, store, state)
         job, _ = await store.create(agent="a", input=TurnInput.new("go"))
-        await service._transition(job.id, JobState.CANCELLED, detail="by a user")
+        await service.events.transition(job.id, JobState.CANCELLED, detail="by a user")
         seen = await asyncio.wait_for(_collect(service, job.id), 5)
         assert [e.seq for e in seen] == [1, 2] and seen[-1].terminal
         assert [e.seq for e in await _collect(service, job.id, after_seq=1)] == [2]

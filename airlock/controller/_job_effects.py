@@ -1,0 +1,221 @@
+"""A submitted job's effects: each checked against its declaring agent's ``effects:`` policy
+(a refused one is recorded, not applied) and applied in order through the layer0 effect
+executor; delegates and handoffs run as child jobs of it, each in a sandbox of its own agent."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from airlock.controller.effects import EffectExecutor
+from airlock.errors import ConfigError
+from airlock.jobs import (
+    ChildJobChanged,
+    EffectApplied,
+    EffectOutcome,
+    EffectReport,
+    Job,
+    JobError,
+    JobOrigin,
+    JobState,
+    LogLine,
+)
+from airlock.policy.effects import EffectContext, check_effect
+from airlock.spec import AgentSpec
+from layer0 import AgentId, Effect, Log, OrchError, StateStore, TurnInput, TurnOutput
+
+from ._active import ActiveJobs
+from ._job_events import JobEvents
+from ._orchestrator import JobOrchestrator, SignalDelivery
+from ._service_core import ServiceSettings, job_limit_ms
+from ._service_records import JobRecords
+
+#: Runs a child job (PROVISIONING) to its output; None when it ended without one.
+RunChild = Callable[[Job], Coroutine[Any, Any, TurnOutput | None]]
+
+
+class JobEffects:
+    """Applies a submitted job's effects and runs its children.
+
+    Args:
+        state: where memory effects are written.
+        settings: the depth and number of follow-ups.
+        events: the job record; ``records`` the tree's records.
+        signals: hands signals to running turns.
+        active: each job's agent, task and stop request.
+        run: runs a child job (its effects are applied here, by its parent's executor).
+    """
+
+    def __init__(
+        self,
+        *,
+        state: StateStore,
+        settings: ServiceSettings,
+        events: JobEvents,
+        records: JobRecords,
+        signals: SignalDelivery,
+        active: ActiveJobs,
+        run: RunChild,
+    ) -> None:
+        self._state = state
+        self._settings = settings
+        self._events = events
+        self._store = events.store
+        self._records = records
+        self._signals = signals
+        self._active = active
+        self._run = run
+
+    def _gate(self, effect: Effect, context: EffectContext) -> str | None:
+        """Why the declaring agent's policy refuses ``effect``; None when it allows it."""
+        if context.agent is None:
+            return "the agent that declared this effect is not known"
+        try:
+            policy = self._active.resolve(str(context.agent)).effects
+        except ConfigError:
+            return f"agent {str(context.agent)!r} is not configured"
+        return check_effect(policy, effect, context)
+
+    async def apply(self, job: Job, output: TurnOutput) -> EffectReport:
+        """Apply the submitted job's effects, each checked against its declaring agent's policy;
+        each outcome and log effect is recorded on the job that declared it as it happens (and
+        on the submitted job, which sees the whole tree)."""
+        emit = self._events.emit
+        orchestrator = JobOrchestrator(
+            job, children=self, store=self._store, emit=emit, signals=self._signals
+        )
+
+        async def record(data: EffectApplied | LogLine) -> None:
+            owner = orchestrator.current
+            await emit(owner.id, data)
+            if owner.id != job.id:
+                await emit(job.id, data.model_copy(update={"job": owner.id}))
+
+        async def on_outcome(outcome: EffectOutcome, depth: int, source: AgentId | None) -> None:
+            child = None
+            if outcome.effect in ("delegate", "handoff") and outcome.status == "ok":
+                child = orchestrator.follow_up_done()
+                if child is not None:
+                    await self._finish_child(child, outcome)
+            declared_by = str(source) if source is not None else job.agent
+            await record(EffectApplied(outcome=outcome, depth=depth, source=declared_by))
+            await self._records.effect_record(job, orchestrator.current, outcome, child)
+
+        async def on_log(effect: Log, source: AgentId | None) -> None:
+            declared_by = str(source) if source is not None else job.agent
+            line = LogLine(
+                level=effect.level.value, message=effect.message, source=declared_by, data=effect.data
+            )
+            await record(line)
+
+        executor = EffectExecutor(
+            self._state,
+            orchestrator,
+            max_depth=self._settings.max_depth,
+            max_follow_ups=self._settings.max_follow_ups,
+            on_outcome=on_outcome,
+            on_log=on_log,
+            gate=self._gate,
+        )
+        try:
+            report = await executor.apply(output, source=AgentId(job.agent), session=job.input.session)
+        finally:
+            # Children whose effects were still being applied end with their parent.
+            for child in reversed(orchestrator.pending()):
+                why, _ = self._active.stopping(job.id) or (JobState.CANCELLED, "")
+                message = f"its parent job {job.id} ended before this job's effects were applied"
+                await self._events.finish(child.id, why, JobError.of(why.value, message))
+        return report
+
+    async def _finish_child(self, child: Job, outcome: EffectOutcome) -> None:
+        """A child's own effects were applied: it succeeded; tell its parent's record."""
+        report = outcome.follow_up.recorded() if outcome.follow_up is not None else None
+        output = outcome.child_output
+        detail = f"exit reason {output.exit_reason.kind}" if output is not None else None
+        final = await self._events.transition(
+            child.id, JobState.SUCCEEDED, detail=detail, effects=report, only_from=[JobState.APPLYING_EFFECTS]
+        )
+        if child.parent_id is not None:
+            finished = ChildJobChanged(
+                phase="finished",
+                job=child.id,
+                agent=child.agent,
+                origin=child.origin,
+                state=(final or child).state,
+            )
+            await self._events.emit(child.parent_id, finished)
+
+    async def run_child(
+        self, parent: Job, agent: AgentId, input: TurnInput, origin: JobOrigin
+    ) -> tuple[Job, TurnOutput]:
+        """Run a delegate/handoff child of ``parent`` as its own job; the job and its output.
+
+        Raises:
+            OrchError: ``agent_not_found`` for an agent the configuration lacks;
+                ``dispatch_failed`` when the child did not produce an output.
+        """
+        try:
+            config = self._active.resolve(str(agent))
+        except ConfigError as e:
+            raise OrchError.agent_not_found(str(e)) from e
+        child = await self._new_child(parent, str(agent), config.spec, input, origin)
+        entry = self._active.of(child.id)
+        entry.agent = config
+        task = asyncio.create_task(self._run(child), name=f"airlock-job-{child.id}")
+        entry.task = task
+        try:
+            output = await self._child_output(parent, child.id, task)
+        finally:
+            if entry.task is task:
+                entry.task = None
+            self._active.tidy(child.id)
+        final = await self._events.get(child.id)
+        if output is None:
+            finished = ChildJobChanged(
+                phase="finished", job=child.id, agent=str(agent), origin=origin, state=final.state
+            )
+            await self._events.emit(parent.id, finished)
+            why = final.error.message if final.error else final.state.value
+            raise OrchError.dispatch_failed(
+                f"child job {child.id} ({agent}) ended {final.state.value}: {why}"
+            )
+        return final, output
+
+    async def _new_child(
+        self, parent: Job, agent: str, spec: AgentSpec, input: TurnInput, origin: JobOrigin
+    ) -> Job:
+        """Record a child job of ``parent`` (PROVISIONING), and its start on the parent."""
+        limit = job_limit_ms(spec, input)
+        child, event = await self._store.create(
+            agent=agent,
+            input=input,
+            queue=parent.queue,
+            parent_id=parent.id,
+            origin=origin,
+            workflow=parent.workflow,
+            max_duration_ms=limit or parent.max_duration_ms,
+        )
+        self._events.notify(event)
+        started = ChildJobChanged(phase="started", job=child.id, agent=agent, origin=origin)
+        await self._events.emit(parent.id, started)
+        return await self._events.transition(child.id, JobState.PROVISIONING) or child
+
+    async def _child_output(
+        self, parent: Job, child_id: str, task: asyncio.Task[TurnOutput | None]
+    ) -> TurnOutput | None:
+        """The child's output; None when the child alone was cancelled. When the parent is
+        stopped, so is the child (for the parent's reason), before this raises."""
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            outer = asyncio.current_task()
+            if outer is not None and outer.cancelling():
+                parent_state, _ = self._active.stopping(parent.id) or (JobState.CANCELLED, "")
+                entry = self._active.of(child_id)
+                if entry.stopping is None:
+                    entry.stopping = (parent_state, f"its parent job {parent.id} was stopped")
+                task.cancel()
+                await asyncio.wait([task])
+                raise
+            return None  # the child alone was cancelled

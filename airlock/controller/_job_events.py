@@ -1,0 +1,107 @@
+"""A job's record as the service writes and follows it: state changes and events stored, and
+the watchers of each job woken when one lands."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+from airlock.jobs import ACTIVE_STATES, Job, JobError, JobEvent, JobEventData, JobState, LogLine
+from layer0 import LogLevel
+
+from ._service_core import JobNotFound
+from ._store import SqliteJobStore
+
+_LOG_LEVELS = {level.value: level for level in LogLevel}
+
+
+class JobEvents:
+    """Reads jobs, records their state changes and events, and follows them live."""
+
+    def __init__(self, store: SqliteJobStore) -> None:
+        self.store = store
+        self._watchers: dict[str, set[asyncio.Event]] = {}
+
+    async def get(self, job_id: str) -> Job:
+        """The job.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        job = await self.store.get(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r}")
+        return job
+
+    def notify(self, event: JobEvent) -> None:
+        """Wake the watchers of ``event``'s job."""
+        for wake in self._watchers.get(event.job_id, ()):
+            wake.set()
+
+    async def emit(self, job_id: str, data: JobEventData) -> JobEvent:
+        """Record an event of the job."""
+        event = await self.store.append(job_id, data)
+        self.notify(event)
+        return event
+
+    async def transition(self, job_id: str, state: JobState, **kwargs: Any) -> Job | None:
+        """Move the job to ``state`` (as :meth:`SqliteJobStore.transition`); None when it was not."""
+        changed = await self.store.transition(job_id, state, **kwargs)
+        if changed is None:
+            return None
+        self.notify(changed[1])
+        return changed[0]
+
+    async def log(self, job_id: str, level: str, message: str) -> None:
+        """A log line of the controller on the job."""
+        line = LogLine(level=_LOG_LEVELS.get(level, LogLevel.INFO), message=message, source="controller")
+        await self.emit(job_id, line)
+
+    async def watch(self, job_id: str, after_seq: int = 0) -> AsyncIterator[JobEvent]:
+        """The job's events after ``after_seq``, then live ones, until it is terminal."""
+        job = await self.get(job_id)
+        seq = after_seq
+        wake = asyncio.Event()
+        self._watchers.setdefault(job_id, set()).add(wake)
+        try:
+            while True:
+                wake.clear()
+                # The state is read before the events: a job that was terminal then has all
+                # its events, the final one included, in this read (the other order could see
+                # no event, then the terminal state, and end without sending the last event).
+                ended = job.state.terminal or (await self.get(job_id)).state.terminal
+                events = await self.store.events(job_id, after_seq=seq)
+                for event in events:
+                    seq = event.seq
+                    yield event
+                    if event.terminal:
+                        return
+                if ended:
+                    return
+                if not events:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), 5.0)
+        finally:
+            watchers = self._watchers.get(job_id)
+            if watchers is not None:
+                watchers.discard(wake)
+                if not watchers:
+                    del self._watchers[job_id]
+
+    async def finish(self, job_id: str, state: JobState, error: JobError) -> None:
+        """End a job that is not yet terminal with ``error``, even when the caller is being
+        cancelled."""
+        active = [JobState.QUEUED, *ACTIVE_STATES]
+        await shielded(self.transition(job_id, state, error=error, detail=error.message, only_from=active))
+
+
+async def shielded(work: Awaitable[Any]) -> None:
+    """Finish ``work`` even when the caller is being cancelled."""
+    done = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(done)
+    except asyncio.CancelledError:
+        await done
+        raise
