@@ -32,7 +32,7 @@ from ._grpc_errors import REASONS as ERROR_REASONS
 from ._orchestrator import JobOrchestrator
 from ._queue import FairQueue, QueuedJob
 from ._service import JobService
-from ._service_core import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
+from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
 from ._store import JobStoreError, SqliteJobStore
 from ._store_backup import StoreBackup, backup_store, backups, restore_store
 from .effects import EffectExecutor

@@ -15,7 +15,7 @@ from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import ControllerServer, load_or_create_token
 from ._service import JobService
-from ._service_core import ServiceSettings
+from ._service_settings import ServiceSettings
 from ._store import SqliteJobStore
 from ._token_file import TokenFile
 from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key

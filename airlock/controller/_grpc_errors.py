@@ -18,7 +18,7 @@ import grpc
 from airlock import wire
 from airlock.errors import AirlockError
 
-from ._service_core import JobNotAwaiting, JobNotFound, NotAnApprover
+from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover
 
 __all__ = ["REASONS", "RETRY_AFTER_S", "fail", "invalid", "refuse", "required"]
 

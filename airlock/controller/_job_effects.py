@@ -27,9 +27,9 @@ from layer0 import AgentId, Effect, Log, OrchError, StateStore, TurnInput, TurnO
 
 from ._active import ActiveJobs
 from ._job_events import JobEvents
+from ._job_records import JobRecords
 from ._orchestrator import JobOrchestrator, SignalDelivery
-from ._service_core import ServiceSettings, job_limit_ms
-from ._service_records import JobRecords
+from ._service_settings import ServiceSettings, job_limit_ms
 
 #: Runs a child job (PROVISIONING) to its output; None when it ended without one.
 RunChild = Callable[[Job], Coroutine[Any, Any, TurnOutput | None]]

@@ -11,7 +11,7 @@ from typing import Any
 from airlock.jobs import ACTIVE_STATES, Job, JobError, JobEvent, JobEventData, JobState, LogLine
 from layer0 import LogLevel
 
-from ._service_core import JobNotFound
+from ._service_settings import JobNotFound
 from ._store import SqliteJobStore
 
 _LOG_LEVELS = {level.value: level for level in LogLevel}

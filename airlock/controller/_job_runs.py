@@ -26,12 +26,12 @@ from layer0 import EnvError, Layer0Error, LogLevel, Scope, StateStore, TurnInput
 from ._active import ActiveJob, ActiveJobs
 from ._durable import lost_sandbox, resume_state
 from ._fixed_point import run_until_stable
+from ._job_approvals import Approvals
 from ._job_effects import JobEffects
 from ._job_events import JobEvents, shielded
+from ._job_files import JobFiles
+from ._job_records import JobRecords
 from ._journal import JobJournal
-from ._service_approvals import Approvals
-from ._service_files import JobFiles
-from ._service_records import JobRecords
 
 if TYPE_CHECKING:
     from airlock.config import AgentConfig

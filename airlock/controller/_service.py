@@ -9,10 +9,10 @@ module with a narrow constructor and no reference back to the service:
   from its last checkpoint when the sandbox is lost or its approval decided);
 - :class:`~._job_effects.JobEffects`: a submitted job's effects, each checked against the
   declaring agent's policy, delegates and handoffs run as child jobs;
-- :class:`~._service_approvals.Approvals`: approval waits, decisions and timeouts;
-- :class:`~._service_controls.Controls`: pause/step/resume/inspect, signals into turns;
-- :class:`~._service_records.JobRecords`: the records the controller writes, resumes, audit;
-- :class:`~._service_files.JobFiles`: input files and artifacts;
+- :class:`~._job_approvals.Approvals`: approval waits, decisions and timeouts;
+- :class:`~._job_controls.Controls`: pause/step/resume/inspect, signals into turns;
+- :class:`~._job_records.JobRecords`: the records the controller writes, resumes, audit;
+- :class:`~._job_files.JobFiles`: input files and artifacts;
 - :class:`~._job_events.JobEvents`: state changes and events, and watching them;
 - :class:`~._active.ActiveJobs`: what this process holds about each job (one
   :class:`~._active.ActiveJob`: its agent, resolved once, its task, turn controls, waits).
@@ -34,15 +34,15 @@ from airlock.weave import ChainReport, TurnRecord
 from layer0 import StateStore, TurnInput
 
 from ._active import ActiveJobs
+from ._job_approvals import Approvals
+from ._job_controls import Controls
 from ._job_effects import JobEffects
 from ._job_events import JobEvents
+from ._job_files import JobFiles, announced, checked_input_files
+from ._job_records import JobRecords
 from ._job_runs import STOPPED, JobRuns
 from ._scheduler import Scheduler
-from ._service_approvals import Approvals
-from ._service_controls import Controls
-from ._service_core import ServiceSettings, job_limit_ms
-from ._service_files import JobFiles, announced, checked_input_files
-from ._service_records import JobRecords
+from ._service_settings import ServiceSettings, job_limit_ms
 from ._store import SqliteJobStore
 from ._weaving import Weaves
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from airlock.config import load_config
 from airlock.controller import AgentRunner, JobService, ServiceSettings, SqliteJobStore
-from airlock.controller._service_core import DEFAULT_SLACK_MS
+from airlock.controller._service_settings import DEFAULT_SLACK_MS
 from airlock.state import SqliteStore
 from layer0 import TurnConfig, TurnInput
 

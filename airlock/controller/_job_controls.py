@@ -25,8 +25,8 @@ from airlock.weave import RecordType
 
 from ._active import ActiveJobs
 from ._job_events import JobEvents
-from ._service_core import JobNotAwaiting
-from ._service_records import JobRecords
+from ._job_records import JobRecords
+from ._service_settings import JobNotAwaiting
 
 if TYPE_CHECKING:
     from airlock.runner import StepInfo

@@ -23,8 +23,8 @@ from airlock.turn import (
 from . import _approvals
 from ._active import ActiveJobs
 from ._job_events import JobEvents
-from ._service_core import JobNotAwaiting, NotAnApprover
-from ._service_records import JobRecords
+from ._job_records import JobRecords
+from ._service_settings import JobNotAwaiting, NotAnApprover
 
 _log = logging.getLogger("airlock.jobs")
 

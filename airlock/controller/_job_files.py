@@ -13,7 +13,7 @@ from airlock.sandbox import TurnHandle
 from layer0 import Content, TextBlock, TurnInput
 
 from ._job_events import JobEvents
-from ._service_core import JobNotFound
+from ._service_settings import JobNotFound
 
 
 def checked_input_files(files: Sequence[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
