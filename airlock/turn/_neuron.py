@@ -13,7 +13,7 @@ from layer0 import Hook, StateReader, TurnConfig, TurnInput, TurnOutput
 from ._config import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSessionError
 from ._context import ContextStrategy, NoCompaction
 from ._effect_tools import EFFECT_TOOL_SCHEMAS
-from ._events import EventSink
+from ._events import TurnEventSink
 from ._hooks import HookRegistry, LifecycleObserver
 from ._memory_tools import make_memory_tools
 from ._provider import Provider
@@ -83,7 +83,7 @@ class NeuronTurn:
         memory_keys: Sequence[str] = (),
         limits: LoopLimits | None = None,
         name: str = "agent",
-        events: EventSink | None = None,
+        events: TurnEventSink | None = None,
         spec: AgentSpec | None = None,
         approval: ApprovalGate | None = None,
     ) -> None:
@@ -141,11 +141,11 @@ class NeuronTurn:
 
     # -- stepping -------------------------------------------------------------------------
 
-    def start(self, input: TurnInput, events: EventSink | None = None) -> TurnSession:
+    def start(self, input: TurnInput, events: TurnEventSink | None = None) -> TurnSession:
         """A session for ``input``; nothing runs (and no state is read) until ``step``/``run``."""
         return TurnSession(self, SessionState(input=input), events or self.events)
 
-    def resume(self, state: SessionState | str | bytes, events: EventSink | None = None) -> TurnSession:
+    def resume(self, state: SessionState | str | bytes, events: TurnEventSink | None = None) -> TurnSession:
         """A session continuing from a snapshot (a SessionState or its JSON).
 
         Raises:

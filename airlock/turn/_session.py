@@ -31,10 +31,10 @@ from ._approvals import Approvals
 from ._assembly import opening_messages
 from ._config import DeadlineReached, ResolvedConfig, TurnSessionError
 from ._events import (
-    EventSink,
     InferenceFinished,
     InferenceStarted,
     PendingCall,
+    TurnEventSink,
     TurnLog,
     TurnPaused,
     TurnStarted,
@@ -78,7 +78,7 @@ class TurnSession:
     Built by ``NeuronTurn.start`` or ``NeuronTurn.resume``, not directly.
     """
 
-    def __init__(self, turn: TurnParts, state: SessionState, events: EventSink | None = None) -> None:
+    def __init__(self, turn: TurnParts, state: SessionState, events: TurnEventSink | None = None) -> None:
         cfg = overridden(turn.resolve_config(state.input), state.overrides)
         self._ctx = StepContext(turn, state, events, cfg)
         self._accounting = Accounting(self._ctx)
