@@ -52,7 +52,6 @@ from airlock.controller import (
     ControllerOptions,
     JobState,
     ServiceSettings,
-    inline_script,
 )
 from airlock.images import docker_client, require_image, runner_image_tag
 from airlock.sandbox.docker import DockerEnvironment
@@ -166,7 +165,7 @@ async def raw_docker(client: Any, image: str, concurrency: int, jobs: int) -> Re
 
 async def direct_once(env: DockerEnvironment, agent: AgentConfig, workspace: Path) -> None:
     """One turn as AgentRunner.run builds it, without the controller."""
-    turn = build_turn(inline_script(agent.spec), workspace=workspace)
+    turn = build_turn(agent.running().with_inline_script().final(), workspace=workspace)
     out = await env.run(turn, TurnInput.new(PROMPT), agent.environment, sidecar_routes=agent.sidecar_routes)
     if out.exit_reason != ExitReason.complete():
         raise RuntimeError(f"turn ended {out.exit_reason.kind}")

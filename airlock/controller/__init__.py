@@ -21,7 +21,7 @@ from __future__ import annotations
 from ._app import Controller, ControllerOptions
 from ._client import ControllerClient, ControllerError, resolve_token
 from ._data_dir import open_data_dir
-from ._execute import AgentRunner, LocalModelKey, inline_script
+from ._execute import AgentRunner, LocalModelKey
 from ._grpc import (
     DEFAULT_ADDRESS,
     ControllerServer,
@@ -111,7 +111,6 @@ __all__ = [
     "backup_store",
     "backups",
     "default_data_dir",
-    "inline_script",
     "load_or_create_token",
     "open_data_dir",
     "read_token_file",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airlock.policy import ApprovalDecision, ApprovalPolicy
-from airlock.policy.approval import Outcome
+from airlock.behaviour import ApprovalDecision, ApprovalPolicy
+from airlock.behaviour.approval import Outcome
 from airlock.turn import PendingCall, SessionState, ToolExecution
 
 from ._model import ApprovalWait

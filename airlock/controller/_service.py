@@ -610,7 +610,7 @@ class JobService(ApprovalsMixin, ControlsMixin, FilesMixin):
             await self.runner.ensure_gone(agent, job.id)
         self._handles[job.id], self._journals[job.id] = handle, journal
         try:
-            output = await self.runner.run(agent, input, events=sink, state=state, session=handle, job=job.id)
+            output = await self.runner.run(agent, input, events=sink, state=state, handle=handle, job=job.id)
             await self._keep_artifacts(job.id, handle)
             return output
         finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from airlock.policy import ApprovalDecision
+from airlock.behaviour import ApprovalDecision
 from airlock.turn import (
     SessionState,
     SuspendedForApproval,

@@ -36,9 +36,11 @@ from ._port import (
 )
 from ._proof import ISOLATION_STATUSES, IsolationProof, IsolationStatus, ProvingSandbox
 from ._registry import backend, backend_names, backends
+from ._running import LOCAL_MODEL, RunningAgent, sidecar_agent
 
 __all__ = [
     "ISOLATION_STATUSES",
+    "LOCAL_MODEL",
     "Backend",
     "Capabilities",
     "ClosableSandbox",
@@ -54,6 +56,7 @@ __all__ = [
     "Reaper",
     "RequestedIsolation",
     "ResumableSandbox",
+    "RunningAgent",
     "Sandbox",
     "SandboxDefaults",
     "SandboxEnvironment",
@@ -75,5 +78,6 @@ __all__ = [
     "refuse_placement",
     "requested_isolation",
     "resolve_limits",
+    "sidecar_agent",
     "state_snapshot",
 ]

@@ -131,16 +131,16 @@ def test_local_model_placeholder_is_resolved_for_the_cli(config: AirlockConfig) 
     demo = config.agent("demo")
     assert demo.uses_local_model
     assert demo.spec.provider.base_url == LOCAL_MODEL
-    resolved = demo.with_local_model("http://172.17.0.1:8765/v1")
+    resolved = demo.running().with_local_model("http://172.17.0.1:8765/v1")
     assert resolved.spec.provider.base_url == "http://172.17.0.1:8765/v1"
     assert rules(resolved) == [("172.17.0.1/32", 8765, "allow")]
     assert not resolved.uses_local_model
     assert resolved.plan().egress.rules[0].kind == "cidr"
-    by_name = demo.with_local_model("http://model-host:9000/v1")
+    by_name = demo.running().with_local_model("http://model-host:9000/v1")
     assert rules(by_name) == [("model-host", 9000, "allow")]
     assert demo.spec.provider.base_url == LOCAL_MODEL  # the original is unchanged
     with pytest.raises(ConfigError, match="http"):
-        demo.with_local_model("model-host:9000")
+        demo.running().with_local_model("model-host:9000")
 
 
 def test_unknown_agent_lists_defined_ones(config: AirlockConfig) -> None:

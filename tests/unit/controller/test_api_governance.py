@@ -21,6 +21,7 @@ from pydantic import JsonValue
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock.behaviour import ApprovalDecision
 from airlock.controller import (
     ApprovalWait,
     ControllerClient,
@@ -38,7 +39,6 @@ from airlock.controller import (
     NotAnApprover,
     SandboxActivity,
 )
-from airlock.policy import ApprovalDecision
 from airlock.runner import StepInfo
 from airlock.turn import (
     InferenceFinished,

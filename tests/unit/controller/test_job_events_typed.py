@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from airlock.behaviour import ApprovalDecision
 from airlock.config import load_config
 from airlock.controller import (
     JOB_EVENT_DATA,
@@ -39,7 +40,6 @@ from airlock.controller import (
 )
 from airlock.controller import _event_wire as ew
 from airlock.controller._migrate import SCHEMA_VERSION
-from airlock.policy import ApprovalDecision
 from airlock.proxy import CredentialProxyEvent
 from airlock.sandbox import SandboxEvent
 from airlock.state import SqliteStore
