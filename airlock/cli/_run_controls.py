@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.markup import escape
 
@@ -25,7 +25,12 @@ from ._render import call_line
 if TYPE_CHECKING:
     from airlock.controller import JobService
 
-    from ._run import RunView
+
+class Lines(Protocol):
+    """Where the controls print (the run's view; a protocol, so this module needs not import it)."""
+
+    def line(self, text: str) -> None: ...
+
 
 HELP = (
     "keys (then Enter): p pause · s step · r resume · i inspect · "
@@ -62,7 +67,7 @@ class RunControls:
         approver: the name approvals and rejections are made as.
     """
 
-    def __init__(self, service: JobService | None, view: RunView, *, step: bool, approver: str) -> None:
+    def __init__(self, service: JobService | None, view: Lines, *, step: bool, approver: str) -> None:
         self._service = service
         self.view = view
         self.step = step

@@ -316,7 +316,6 @@ def _compile_agent(
         spec=spec,
         environment=environment,
         backend=sandbox.backend,  # validated against the sandbox backend registry
-        defaults=defaults,
         sidecar_routes=routes,
         effects=sandbox.effects,
         approval=approval,

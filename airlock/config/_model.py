@@ -17,7 +17,6 @@ from airlock.sandbox import Placement, PoolSettings, RunningAgent, backend_names
 from airlock.spec import AgentSpec
 from layer0 import (
     EnvironmentSpec,
-    TurnConfig,
 )
 
 from ._schema import Backend, SecretSource
@@ -32,13 +31,12 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    #: The turn blueprint (its ``defaults`` equal :attr:`defaults`).
+    #: The turn blueprint (its ``defaults``: max_turns / max_cost / max_duration after
+    #: merging the top-level defaults).
     spec: AgentSpec
     #: Isolation, network allow-list, credentials (by name) and resource limits.
     environment: EnvironmentSpec
     backend: Backend
-    #: max_turns / max_cost / max_duration after merging the top-level defaults.
-    defaults: TurnConfig
     #: Routes for sidecar credentials written in the configuration (by secret name).
     sidecar_routes: dict[str, SidecarRoute] = Field(default_factory=dict)
     #: The effects its turns may declare; the controller refuses any other.

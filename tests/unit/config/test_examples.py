@@ -103,17 +103,25 @@ def test_credentials_are_names_with_sidecar_injection(config: AirlockConfig) -> 
 
 def test_defaults_merge_top_level_under_agent(config: AirlockConfig) -> None:
     coder = config.agent("coder")
-    assert (coder.defaults.max_turns, coder.defaults.max_cost, coder.defaults.max_duration) == (
+    assert (
+        coder.spec.defaults.max_turns,
+        coder.spec.defaults.max_cost,
+        coder.spec.defaults.max_duration,
+    ) == (
         30,
         Decimal("1.00"),
         600_000,
     )
     demo = config.agent("demo")
-    assert (demo.defaults.max_turns, demo.defaults.max_cost, demo.defaults.max_duration) == (6, None, 180_000)
-    assert demo.spec.defaults == demo.defaults
+    assert (demo.spec.defaults.max_turns, demo.spec.defaults.max_cost, demo.spec.defaults.max_duration) == (
+        6,
+        None,
+        180_000,
+    )
+    assert demo.spec.defaults == demo.spec.defaults
     budgeted = config.agent("budgeted")
-    assert str(budgeted.defaults.max_cost) == "0.25"
-    assert budgeted.defaults.max_duration == 90_000
+    assert str(budgeted.spec.defaults.max_cost) == "0.25"
+    assert budgeted.spec.defaults.max_duration == 90_000
     assert [(h.name, h.options) for h in budgeted.spec.hooks] == [
         ("budget", {"max_cost": "0.20", "warn_at": "0.80"})
     ]
