@@ -56,6 +56,7 @@ from ._error import (
     TurnError,
 )
 from ._id import AgentId, ScopeId, SessionId, WorkflowId
+from ._input import TriggerType, TurnConfig, TurnInput
 from ._state import ReadOnlyState, SearchResult, StateReader, StateStore, read_only
 from ._turn import (
     ExitReason,
@@ -65,10 +66,7 @@ from ._turn import (
     OperatorMetadata,
     OperatorOutput,
     ToolCallRecord,
-    TriggerType,
     Turn,
-    TurnConfig,
-    TurnInput,
     TurnMetadata,
     TurnOutput,
 )

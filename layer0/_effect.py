@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Literal, Self
 from pydantic import Field
 
 from ._id import AgentId, SessionId, WorkflowId
-from ._turn import TurnInput
+from ._input import TurnInput
 from ._wire import ExternallyTagged, Json, WireModel
 
 

@@ -7,7 +7,8 @@ from typing import Annotated, ClassVar, Literal, Protocol, Self, runtime_checkab
 
 from pydantic import Field
 
-from ._turn import Turn, TurnInput, TurnOutput
+from ._input import TurnInput
+from ._turn import Turn, TurnOutput
 from ._wire import U16, ExternallyTagged, Json, WireModel
 
 

@@ -7,7 +7,8 @@ from typing import Any, Protocol, runtime_checkable
 from ._effect import SignalPayload
 from ._error import OrchError
 from ._id import AgentId, WorkflowId
-from ._turn import TurnInput, TurnOutput
+from ._input import TurnInput
+from ._turn import TurnOutput
 from ._wire import Json, WireModel
 
 

@@ -20,7 +20,7 @@ from ._parts import TurnParts
 from ._run_log import note
 from ._state import SessionState
 
-log = logging.getLogger("airlock.turn._session")
+log = logging.getLogger("airlock.turn._loop")
 
 T = TypeVar("T")
 

@@ -282,6 +282,27 @@ def test_no_import_cycle_between_packages() -> None:
     assert not cycles, "\n\n".join(cycles)
 
 
+#: Packages whose modules still import each other in a circle, being rebuilt elsewhere (issue
+#: 36: the controller's service, orchestrator and fixed point); drop each once it is gone.
+_MODULE_CYCLES_PENDING = frozenset({"airlock.controller"})
+
+
+def test_no_import_cycle_between_the_modules_of_a_package() -> None:
+    """No files of one package import each other in a loop (type-only and lazy imports count)."""
+    graph: dict[str, set[str]] = {}
+    for imp in _graph().imports:
+        package = package_of(imp.importer)
+        if imp.importer != imp.target and package == package_of(imp.target):
+            graph.setdefault(imp.importer, set()).add(imp.target)
+            graph.setdefault(imp.target, set())
+    circles = [
+        " <-> ".join(sorted(component))
+        for component in _strongly_connected(graph)
+        if len(component) > 1 and package_of(min(component)) not in _MODULE_CYCLES_PENDING
+    ]
+    assert not circles, "modules importing each other in a circle:\n" + "\n".join(circles)
+
+
 def test_no_private_module_is_imported_from_another_package() -> None:
     violations = _graph().private_imports()
     assert not violations, "\n".join(violations)
