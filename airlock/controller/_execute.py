@@ -69,9 +69,10 @@ class AgentRunner:
     """Runs turns of a configuration's agents, each in a fresh sandbox with its own policy.
 
     The one path from an AgentConfig to a TurnOutput, shared by ``airlock serve`` and
-    ``airlock run``: the agent's backend from the registry, the managed local model brought up
-    where that backend's sandboxes reach it, the scripted provider's script inlined, the state
-    snapshot and the sink handed over in one :class:`~airlock.sandbox.SandboxRequest`.
+    ``airlock run``: the agent's backend from the registry, the agent as it will run built
+    (:meth:`running`: its script inlined, the managed local model brought up where that
+    backend's sandboxes reach it), the state snapshot and the sink handed over in one
+    :class:`~airlock.sandbox.SandboxRequest`.
 
     One sandbox backend instance per agent is kept (its engine client and runtime probe are
     reused); the managed local model server is started on first use by an agent that names
@@ -242,8 +243,8 @@ class AgentRunner:
     ) -> TurnOutput:
         """One turn of ``agent`` (as it will run: :meth:`running`) in a fresh sandbox;
         ``state`` is its read-only snapshot; ``handle`` the snapshot it resumes from and its
-        controls while it runs; ``job`` the
-        job it belongs to (its sandbox is labelled with it: see :meth:`ensure_gone`).
+        controls while it runs; ``job`` the job it belongs to (its sandbox is labelled with
+        it: see :meth:`ensure_gone`).
 
         Raises:
             EnvError: the sandbox could not be provisioned, or its turn failed.

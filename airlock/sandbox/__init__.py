@@ -13,7 +13,9 @@ factory; :func:`backend` looks one up by name). For each turn it provisions a **
 instance** (:class:`SandboxInstance`, the running box: ``DockerInstance``, ``KubernetesInstance``,
 ``ProcessInstance``, each in its package's ``_instance.py``), which goes through the one
 lifecycle of :mod:`._lifecycle`. :class:`SandboxEnvironment` adapts any backend to
-``layer0.Environment``.
+``layer0.Environment``. A request carries the **running agent** (:class:`RunningAgent`, the
+agent as it will run): the controller applies its steps, the backend its last one
+(``with_sidecar_routes``), and the instance is given :meth:`RunningAgent.final`.
 """
 
 from ._declaration import Backend, Capabilities, DoctorCheck, Reaped, Reaper
