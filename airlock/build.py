@@ -19,7 +19,7 @@ from airlock.spec import EFFECT_TOOLS, MEMORY_TOOLS, AgentSpec, ContextSpec, Hoo
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from airlock.turn import ContextStrategy, EventSink, NeuronTurn, Provider, ToolDyn
+    from airlock.turn import ContextStrategy, NeuronTurn, Provider, ToolDyn, TurnEventSink
     from layer0 import Hook, StateReader
 
 __all__ = ["HOOK_NAMES", "build_context", "build_hook", "build_turn"]
@@ -34,7 +34,7 @@ def build_turn(
     state: StateReader | None = None,
     workspace: Path | None = None,
     provider: Provider | None = None,
-    events: EventSink | None = None,
+    events: TurnEventSink | None = None,
     mcp_tools: Sequence[ToolDyn] = (),
 ) -> NeuronTurn:
     """Build the turn an AgentSpec describes.

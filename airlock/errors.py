@@ -14,7 +14,7 @@ the rest live here)::
     │   ├── RunnerCallError      a runner control call failed (gRPC status name) [airlock.runner]
     │   └── MalformedMessage     a protobuf message does not carry a valid value [airlock.wire]
     ├── ImageError               a sandbox image is missing or cannot be built
-    ├── TurnSessionError         a turn session is misused (a step while one runs) [airlock.turn]
+    ├── TurnLoopError            a turn loop is misused (a step while one runs) [airlock.turn]
     ├── SuspendedForApproval     a turn stopped before calls that wait for approval [airlock.turn]
     ├── TurnNotRunning           a turn has no runner to control now [airlock.sandbox]
     ├── WeaveError               a stored weave cannot be read back or written [airlock.weave]

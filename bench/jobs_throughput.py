@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airlock.build import build_turn
 from airlock.config import AgentConfig, AirlockConfig, load_config
-from airlock.controller import Controller, ControllerOptions, ServiceSettings, inline_script
+from airlock.controller import Controller, ControllerOptions, ServiceSettings
 from airlock.images import docker_client, require_image, runner_image_tag
 from airlock.jobs import ControllerClient, JobState
 from airlock.sandbox.docker import DockerEnvironment
@@ -160,7 +160,7 @@ async def raw_docker(client: Any, image: str, concurrency: int, jobs: int) -> Re
 
 async def direct_once(env: DockerEnvironment, agent: AgentConfig, workspace: Path) -> None:
     """One turn as AgentRunner.run builds it, without the controller."""
-    turn = build_turn(inline_script(agent.spec), workspace=workspace)
+    turn = build_turn(agent.running().with_inline_script().final(), workspace=workspace)
     out = await env.run(turn, TurnInput.new(PROMPT), agent.environment, sidecar_routes=agent.sidecar_routes)
     if out.exit_reason != ExitReason.complete():
         raise RuntimeError(f"turn ended {out.exit_reason.kind}")

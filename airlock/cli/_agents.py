@@ -211,7 +211,7 @@ def agent_summary(agent: AgentConfig) -> dict[str, Any]:
         "network": network_summary(env),
         "credentials": credentials_summary(env),
         "resources": env.resources.model_dump(mode="json") if env.resources else None,
-        "limits": limits_dict(agent.defaults),
+        "limits": limits_dict(agent.spec.defaults),
         "uses_local_model": agent.uses_local_model,
         "source": f"{agent.source}:{agent.line}",
     }
@@ -302,7 +302,7 @@ def agents_show(
         ("resources", resources_summary(agent.environment)),
         (
             "limits",
-            ", ".join(f"{k} {v}" for k, v in limits_dict(agent.defaults).items() if v is not None) or "-",
+            ", ".join(f"{k} {v}" for k, v in limits_dict(spec.defaults).items() if v is not None) or "-",
         ),
     ]
     if spec.tool_options:

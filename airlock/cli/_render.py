@@ -10,8 +10,8 @@ from typing import Any
 
 from rich.markup import escape
 
+from airlock.behaviour import ApprovalDecision
 from airlock.jobs import ApprovalWait, FixedPointRun
-from airlock.policy import ApprovalDecision
 from airlock.turn import (
     CompactionPart,
     ImagePart,

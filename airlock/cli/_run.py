@@ -29,7 +29,6 @@ from rich.status import Status
 from rich.table import Table
 
 from airlock.config import AgentConfig, AirlockConfig, parse_duration
-from airlock.controller import inline_script
 from airlock.errors import SpecError
 from airlock.turn import ToolRegistry
 from layer0 import EnvError, SessionId, TurnConfig, TurnInput, TurnOutput
@@ -545,8 +544,8 @@ def _json_error(error: BaseException, code: int) -> None:
 def run_agent(config: AirlockConfig, agent: AgentConfig, opts: RunOptions) -> None:
     """Run one job for ``agent`` of ``config`` and exit with the documented code."""
     turn = turn_config(opts)
-    try:
-        agent = agent.model_copy(update={"spec": inline_script(agent.spec)})
+    try:  # fail before anything starts (the runner builds the running agent again per job)
+        agent.running().with_inline_script()
     except SpecError as e:
         if opts.as_json:
             _json_error(e, exit_code_for_error(e))

@@ -5,11 +5,13 @@ Each agent is an AgentSpec (provider, system prompt, tools, …) plus its own sa
 defaults. Every problem is reported as ``file:line:col: key: message``.
 """
 
+from airlock.sandbox import LOCAL_MODEL
+
 from ._discover import CONFIG_ENV, config_files, find_config, load_config
 from ._errors import ConfigIssue, InvalidConfigError
 from ._load import compile_documents
 from ._model import AgentConfig, AirlockConfig
-from ._schema import LOCAL_MODEL, Backend, SecretSource
+from ._schema import Backend, SecretSource
 from ._secrets import ConfigSecretResolver
 from ._values import parse_duration, parse_quantity
 from ._yaml import LocatedDocument, load_yaml

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from airlock.errors import shorten
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
-from airlock.sandbox import Placement, PoolSettings, backend_names, backends
+from airlock.sandbox import LOCAL_MODEL, Placement, PoolSettings, backend_names, backends
 from airlock.sandbox import backend as sandbox_backend
 from airlock.spec import TOOL_NAMES, AgentSpec
 from layer0 import (
@@ -37,7 +37,6 @@ from ._errors import ConfigIssue, InvalidConfigError
 from ._model import AgentConfig, AirlockConfig
 from ._schema import (
     LITERAL_SECRET_KEYS,
-    LOCAL_MODEL,
     SANDBOX_KEYS,
     ApprovalConfig,
     ContainerIsolationConfig,
@@ -317,7 +316,6 @@ def _compile_agent(
         spec=spec,
         environment=environment,
         backend=sandbox.backend,  # validated against the sandbox backend registry
-        defaults=defaults,
         sidecar_routes=routes,
         effects=sandbox.effects,
         approval=approval,

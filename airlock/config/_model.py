@@ -2,31 +2,24 @@
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
+from airlock.behaviour.approval import ApprovalPolicy
+from airlock.behaviour.durability import DurabilityPolicy
+from airlock.behaviour.input_files import InputFilesPolicy
 from airlock.errors import ConfigError
-from airlock.policy.approval import ApprovalPolicy
-from airlock.policy.durability import DurabilityPolicy
 from airlock.policy.effects import EffectPolicy
-from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
-from airlock.sandbox import Placement, PoolSettings, backend_names
+from airlock.sandbox import Placement, PoolSettings, RunningAgent, backend_names
 from airlock.spec import AgentSpec
 from layer0 import (
-    CredentialInjection,
-    CredentialRef,
     EnvironmentSpec,
-    NetworkPolicy,
-    NetworkRule,
-    TurnConfig,
 )
 
-from ._schema import LOCAL_MODEL, Backend, SecretSource
+from ._schema import Backend, SecretSource
 
 if TYPE_CHECKING:
     from airlock.sandbox import Backend as SandboxBackend
@@ -38,13 +31,12 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    #: The turn blueprint (its ``defaults`` equal :attr:`defaults`).
+    #: The turn blueprint (its ``defaults``: max_turns / max_cost / max_duration after
+    #: merging the top-level defaults).
     spec: AgentSpec
     #: Isolation, network allow-list, credentials (by name) and resource limits.
     environment: EnvironmentSpec
     backend: Backend
-    #: max_turns / max_cost / max_duration after merging the top-level defaults.
-    defaults: TurnConfig
     #: Routes for sidecar credentials written in the configuration (by secret name).
     sidecar_routes: dict[str, SidecarRoute] = Field(default_factory=dict)
     #: The effects its turns may declare; the controller refuses any other.
@@ -68,82 +60,20 @@ class AgentConfig(BaseModel):
     @property
     def uses_local_model(self) -> bool:
         """Whether ``base_url`` or a network rule names the ``local-model`` placeholder."""
-        rules = self.environment.network.rules if self.environment.network else []
-        return self.spec.provider.base_url == LOCAL_MODEL or any(r.destination == LOCAL_MODEL for r in rules)
+        return self.running().uses_local_model
 
     def plan(self) -> SandboxPlan:
         """The compiled network/credential plan (what ``airlock agents show`` prints).
 
         Raises:
             PolicyError: never for a loaded configuration (it was compiled at load time),
-                but possible after :meth:`with_local_model` names a disallowed address.
+                but possible for a running agent whose local model has a disallowed address.
         """
         return compile_plan(self.environment, sidecar_routes=self.sidecar_routes)
 
-    def with_local_model(
-        self,
-        base_url: str,
-        *,
-        credential: str | None = None,
-        header: str = "authorization",
-        value_prefix: str = "Bearer ",
-    ) -> AgentConfig:
-        """This agent with the ``local-model`` placeholder resolved to a running server.
-
-        ``provider.base_url: local-model`` becomes ``base_url``; each network rule whose
-        destination is ``local-model`` becomes the URL's host (an IP literal as a one-address
-        CIDR, so a private or bridge address is granted explicitly) with the rule's port, or
-        else the URL's port.
-
-        With ``credential`` (the server's API key, by name) the key reaches the server only
-        through the credential proxy: the environment gains a sidecar credential of that name,
-        and :attr:`sidecar_routes` a route to the server's origin (``scheme://host[:port]``)
-        sending ``header: value_prefix + key``. ``base_url`` lies below that origin, so the
-        environment points the provider at the proxy; the sandbox never holds the key.
-
-        Raises:
-            ConfigError: ``base_url`` is not an http(s) URL with a host, or ``credential``
-                is already used by the agent for something else.
-        """
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"local model URL {base_url!r} must be an http(s) URL with a host")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        host = parts.hostname
-        try:
-            ip = ipaddress.ip_address(host)
-            destination = f"{ip}/{ip.max_prefixlen}"
-        except ValueError:
-            destination = host
-        spec = self.spec
-        if spec.provider.base_url == LOCAL_MODEL:
-            provider = spec.provider.model_copy(update={"base_url": base_url})
-            spec = spec.model_copy(update={"provider": provider})
-        environment = self.environment
-        if environment.network is not None:
-            rules = [
-                NetworkRule(destination=destination, port=r.port or port, action=r.action)
-                if r.destination == LOCAL_MODEL
-                else r
-                for r in environment.network.rules
-            ]
-            network = NetworkPolicy(default=environment.network.default, rules=rules)
-            environment = environment.model_copy(update={"network": network})
-        routes = self.sidecar_routes
-        if credential is not None:
-            if any(c.name == credential for c in environment.credentials) or credential in routes:
-                raise ConfigError(
-                    f"agent {self.name!r}: credential {credential!r} is reserved for the local model's key"
-                )
-            # The origin exactly as base_url spells it, so base_url lies below the upstream.
-            netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
-            route = SidecarRoute(
-                upstream=f"{parts.scheme}://{netloc}", header=header, value_prefix=value_prefix
-            )
-            ref = CredentialRef(name=credential, injection=CredentialInjection.sidecar())
-            environment = environment.model_copy(update={"credentials": [*environment.credentials, ref]})
-            routes = {**routes, credential: route}
-        return self.model_copy(update={"spec": spec, "environment": environment, "sidecar_routes": routes})
+    def running(self) -> RunningAgent:
+        """The start of the agent as it will run (its steps: :class:`~airlock.sandbox.RunningAgent`)."""
+        return RunningAgent.of(self.spec, self.environment, self.sidecar_routes)
 
 
 class AirlockConfig(BaseModel):

@@ -20,21 +20,16 @@ from pydantic import (
     model_validator,
 )
 
-from airlock.policy.approval import ApprovalPolicy, OnTimeout, Strategy
+from airlock.behaviour.approval import ApprovalPolicy, OnTimeout, Strategy
+from airlock.behaviour.durability import DurabilityPolicy
+from airlock.behaviour.input_files import InputFilesPolicy
 from airlock.policy.cluster import ClusterService
-from airlock.policy.durability import DurabilityPolicy
 from airlock.policy.effects import EffectPolicy
-from airlock.policy.input_files import InputFilesPolicy
 from airlock.policy.plan import SidecarRoute
-from airlock.sandbox import Placement, PoolSettings, backend_names
+from airlock.sandbox import LOCAL_MODEL, Placement, PoolSettings, backend_names
 from layer0 import U32_MAX, Money
 
 from ._values import check_env_name, normalise_destination, parse_duration, parse_quantity
-
-#: Reserved name standing for the airlock-managed local model server. ``base_url: local-model``
-#: and ``network.allow: [{destination: local-model}]`` are resolved by the CLI at run time
-#: (:meth:`airlock.config.AgentConfig.with_local_model`).
-LOCAL_MODEL = "local-model"
 
 #: A sandbox backend's name (one of :func:`airlock.sandbox.backend_names`).
 Backend = str
@@ -291,7 +286,7 @@ class ApprovalConfig(_Config):
         default_factory=list
     )
     #: ``any``: the first approval approves, the first rejection rejects; ``all``: every approval
-    #: approves, any rejection rejects; ``majority``: more than half (see airlock.policy.approval).
+    #: approves, any rejection rejects; ``majority``: more than half (see airlock.behaviour.approval).
     strategy: Strategy = "any"
     timeout: Duration = 3_600_000
     on_timeout: OnTimeout = "reject"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ._app import Controller, ControllerOptions
 from ._data_dir import open_data_dir
-from ._execute import AgentRunner, LocalModelKey, inline_script
+from ._execute import AgentRunner, LocalModelKey
 from ._grpc import (
     ControllerServer,
     ControllerServerError,
@@ -59,7 +59,6 @@ __all__ = [
     "StoreBackup",
     "backup_store",
     "backups",
-    "inline_script",
     "load_or_create_token",
     "open_data_dir",
     "read_token_file",

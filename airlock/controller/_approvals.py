@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from airlock.behaviour import ApprovalDecision, ApprovalPolicy
+from airlock.behaviour.approval import Outcome
 from airlock.jobs import ApprovalWait
-from airlock.policy import ApprovalDecision, ApprovalPolicy
-from airlock.policy.approval import Outcome
 from airlock.turn import PendingCall, SessionState, ToolExecution
 
 #: Who decides when the policy itself does (no approver configured, a timeout).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airlock.policy import LOST_CALL, DurabilityPolicy
+from airlock.behaviour import LOST_CALL, DurabilityPolicy
 from airlock.turn import SessionState, ToolExecution, ToolUsePart
 from layer0 import EnvError, TurnError, TurnInput
 

@@ -20,6 +20,7 @@ from airlock.sandbox import (
     PoolStats,
     ProvingSandbox,
     ResumableSandbox,
+    RunningAgent,
     Sandbox,
     SandboxEvent,
     SandboxEventSink,
@@ -31,7 +32,6 @@ from airlock.sandbox import (
     backends,
     compile_sandbox_plan,
 )
-from airlock.spec import AgentSpec
 from layer0 import EnvError, Scope, TurnInput, TurnOutput
 
 if TYPE_CHECKING:
@@ -43,23 +43,6 @@ _log = logging.getLogger("airlock.jobs")
 #: The name of the local model server's API key: a sidecar credential of the agent, so the
 #: key is added by the credential proxy and never enters the sandbox.
 LOCAL_MODEL_CREDENTIAL = "local-model-key"
-
-
-def inline_script(spec: AgentSpec) -> AgentSpec:
-    """A scripted provider's script file read here, on the controller, and put into the spec.
-
-    The runner rebuilds the turn inside the sandbox, where host paths do not exist.
-
-    Raises:
-        SpecError: the script file is missing or invalid.
-    """
-    p = spec.provider
-    if p.kind != "scripted" or not isinstance(p.script, str) or p.script.lstrip().startswith(("[", "{")):
-        return spec
-    from airlock.providers import load_script
-
-    script = load_script(Path(p.script)).model_dump(mode="json")
-    return spec.model_copy(update={"provider": p.model_copy(update={"script": script})})
 
 
 class LocalModelKey:
@@ -86,9 +69,10 @@ class AgentRunner:
     """Runs turns of a configuration's agents, each in a fresh sandbox with its own policy.
 
     The one path from an AgentConfig to a TurnOutput, shared by ``airlock serve`` and
-    ``airlock run``: the agent's backend from the registry, the managed local model brought up
-    where that backend's sandboxes reach it, the scripted provider's script inlined, the state
-    snapshot and the sink handed over in one :class:`~airlock.sandbox.SandboxRequest`.
+    ``airlock run``: the agent's backend from the registry, the agent as it will run built
+    (:meth:`running`: its script inlined, the managed local model brought up where that
+    backend's sandboxes reach it), the state snapshot and the sink handed over in one
+    :class:`~airlock.sandbox.SandboxRequest`.
 
     One sandbox backend instance per agent is kept (its engine client and runtime probe are
     reused); the managed local model server is started on first use by an agent that names
@@ -226,15 +210,26 @@ class AgentRunner:
                 self._local_model = server
             return self._local_model
 
-    async def _with_local_model(self, agent: AgentConfig) -> AgentConfig:
+    async def running(self, agent: AgentConfig) -> RunningAgent:
+        """``agent`` as it will run, built once per execution: its script inlined, then its
+        local model resolved (started first if need be); the last step, the sidecar routes,
+        is the backend's.
+
+        Raises:
+            SpecError: the agent's scripted provider names an unreadable script.
+            EnvError: the local model could not be started.
+        """
+        running = agent.running().with_inline_script()
+        if not agent.uses_local_model:
+            return running
         info = (await self._local_model_server(self._sandbox(agent))).info
         if info is None:  # pragma: no cover - start() sets it
             raise EnvError.provision_failed("the local model server did not report its address")
         through_proxy = backend(agent.backend).capabilities.model_endpoint == "egress_proxy"
         if through_proxy and info.api_key:
             self._keys[agent.name].key = info.api_key
-            return agent.with_local_model(info.base_url, credential=LOCAL_MODEL_CREDENTIAL)
-        return agent.with_local_model(info.base_url)
+            return running.with_local_model(info.base_url, credential=LOCAL_MODEL_CREDENTIAL)
+        return running.with_local_model(info.base_url)
 
     async def run(
         self,
@@ -243,28 +238,25 @@ class AgentRunner:
         *,
         events: SandboxEventSink | None = None,
         state: Iterable[tuple[Scope, str, Any]] = (),
-        session: TurnHandle | None = None,
+        handle: TurnHandle | None = None,
         job: str | None = None,
     ) -> TurnOutput:
-        """One turn of ``agent`` in a fresh sandbox; ``state`` is its read-only snapshot;
-        ``session`` the snapshot it resumes from and its controls while it runs; ``job`` the
-        job it belongs to (its sandbox is labelled with it: see :meth:`ensure_gone`).
+        """One turn of ``agent`` (as it will run: :meth:`running`) in a fresh sandbox;
+        ``state`` is its read-only snapshot; ``handle`` the snapshot it resumes from and its
+        controls while it runs; ``job`` the job it belongs to (its sandbox is labelled with
+        it: see :meth:`ensure_gone`).
 
         Raises:
             EnvError: the sandbox could not be provisioned, or its turn failed.
             SpecError: the agent's scripted provider names an unreadable script.
         """
         sandbox = self._sandbox(agent)
-        if agent.uses_local_model:
-            agent = await self._with_local_model(agent)
-        request = SandboxRequest.compile(
-            inline_script(agent.spec),
+        request = SandboxRequest.of(
+            await self.running(agent),
             input,
-            agent.environment,
-            sidecar_routes=agent.sidecar_routes,
             state=state,
             events=_both(self.observe, events),
-            session=session,
+            handle=handle,
             job=job,
             placement=agent.placement,
         )

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from airlock.behaviour import ApprovalDecision
 from airlock.jobs import (
     ApprovalChanged,
     ApprovalWait,
@@ -14,7 +15,6 @@ from airlock.jobs import (
     JobState,
     utcnow,
 )
-from airlock.policy import ApprovalDecision
 from airlock.turn import (
     SessionState,
     SuspendedForApproval,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from airlock.behaviour import InputFilesPolicy
 from airlock.jobs import LogLine, StoredFile
-from airlock.policy import INPUT_CAPS, FileRefused, InputFilesPolicy, workspace_path
+from airlock.policy import INPUT_CAPS, FileRefused, workspace_path
 from airlock.sandbox import TurnHandle
 from layer0 import Content, TextBlock, TurnInput
 

@@ -298,9 +298,7 @@ class JobRuns:
         entry.handle, entry.journal = handle, journal
         try:
             sink = self._sink(job.id, journal, entry)
-            output = await self._runner.run(
-                agent, input, events=sink, state=state, session=handle, job=job.id
-            )
+            output = await self._runner.run(agent, input, events=sink, state=state, handle=handle, job=job.id)
             await self._files.keep_artifacts(job.id, handle)
             return output
         finally:

@@ -26,8 +26,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
 
-from airlock.policy import ApprovalDecision
-from airlock.policy.approval import OnTimeout, Outcome, Strategy
+from airlock.behaviour import ApprovalDecision
+from airlock.behaviour.approval import OnTimeout, Outcome, Strategy
 from airlock.sandbox import SandboxEvent
 from airlock.turn import PendingCall, SessionState
 from airlock.weave import FixedPointExit

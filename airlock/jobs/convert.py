@@ -14,8 +14,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
-from airlock.policy import ApprovalDecision
-from airlock.policy.approval import OnTimeout, Outcome, Strategy
+from airlock.behaviour import ApprovalDecision
+from airlock.behaviour.approval import OnTimeout, Outcome, Strategy
 from airlock.sandbox import ISOLATION_STATUSES, IsolationProof, IsolationStatus
 from airlock.weave import FixedPointExit, RecordType, TurnRecord
 from layer0 import decimal_to_str

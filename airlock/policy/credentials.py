@@ -1,15 +1,13 @@
-"""Credentials of a compiled plan: resolving their values, and pointing an agent at its sidecar.
+"""Credentials of a compiled plan: resolving their values (backend-neutral).
 
-Backend-neutral: a backend decides where its credential proxies listen and hands their URLs
-to :func:`sidecar_agent`.
+Pointing an agent at its credential proxies is a step of the running agent
+(:meth:`airlock.sandbox.RunningAgent.with_sidecar_routes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from airlock.spec import AgentSpec
 from layer0 import EnvError
 
 from .plan import SandboxPlan
@@ -20,7 +18,6 @@ __all__ = [
     "ResolvedCredentials",
     "env_var_values",
     "resolve_credentials",
-    "sidecar_agent",
 ]
 
 #: Where each provider kind sends requests when its ``base_url`` is unset.
@@ -70,41 +67,3 @@ def env_var_values(plan: SandboxPlan, credentials: ResolvedCredentials) -> dict[
         for c in plan.credentials
         if c.kind == "env_var" and c.var_name is not None
     }
-
-
-def sidecar_agent(agent: AgentSpec, plan: SandboxPlan, proxy_urls: Mapping[str, str]) -> AgentSpec:
-    """``agent`` with its provider, and each of its http MCP servers, pointed at the credential
-    proxy that carries its key.
-
-    A sidecar route applies to a URL that is the route's upstream or lies below it (the
-    provider's base URL, or its kind's default; an MCP server's ``url``); ``proxy_urls`` maps
-    each sidecar credential's name to the URL of its proxy as the sandbox reaches it. The path
-    below is kept (``…/v1``, ``…/mcp``). The provider's ``api_key_env`` is cleared: the proxy
-    strips whatever key the runner sends. Other URLs are left alone: they go through the egress
-    proxy, unauthenticated.
-    """
-    routes = []
-    for c in plan.sidecars:
-        assert c.route is not None  # a sidecar credential is compiled with its route
-        routes.append((c.route.upstream.rstrip("/"), proxy_urls[c.name].rstrip("/")))
-
-    def through_proxy(url: str) -> str | None:
-        for upstream, proxy in routes:
-            if url and (url == upstream or url.startswith(upstream + "/")):
-                return f"{proxy}{url[len(upstream) :]}"
-        return None
-
-    update: dict[str, object] = {}
-    provider = agent.provider
-    url = through_proxy((provider.base_url or PROVIDER_DEFAULT_URLS.get(provider.kind, "")).rstrip("/"))
-    if url is not None:
-        update["provider"] = provider.model_copy(update={"base_url": url, "api_key_env": None})
-    servers = [
-        s.model_copy(update={"url": through})
-        if s.transport == "http" and (through := through_proxy(s.url or "")) is not None
-        else s
-        for s in agent.mcp_servers
-    ]
-    if servers != agent.mcp_servers:
-        update["mcp_servers"] = servers
-    return agent.model_copy(update=update) if update else agent

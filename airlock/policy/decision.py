@@ -42,10 +42,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .plan import EgressPlan, EgressRule
+from typing import Protocol
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -83,6 +80,46 @@ SPECIAL_RANGES: tuple[tuple[str, IPNetwork], ...] = tuple(
         ("multicast", "ff00::/8"),
     )
 )
+
+
+class RuleView(Protocol):
+    """What the decision reads of one rule (:class:`airlock.policy.plan.EgressRule` is one).
+
+    A protocol, so this module needs nothing of :mod:`.plan` (which imports it).
+    """
+
+    @property
+    def action(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    def label(self) -> str: ...
+
+    def matches(
+        self, name: str | None, port: int, ip: IPAddress | None, *, cluster_domain: str = ...
+    ) -> bool: ...
+
+    def names_special(self, special: IPNetwork) -> bool: ...
+
+    def specificity(self) -> tuple[int, int, bool]: ...
+
+
+class PlanView(Protocol):
+    """What the decision reads of a plan (:class:`airlock.policy.plan.EgressPlan` is one)."""
+
+    @property
+    def default(self) -> str: ...
+
+    @property
+    def rules(self) -> Sequence[RuleView]: ...
+
+    @property
+    def cluster_domain(self) -> str: ...
+
+    def service_name(self, host: str) -> str | None: ...
+
+    def service_forms(self, host: str) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -146,14 +183,14 @@ def special_range(ip: IPAddress) -> tuple[str, IPNetwork] | None:
     return None
 
 
-def lookup_name(plan: EgressPlan, host: str) -> str:
+def lookup_name(plan: PlanView, host: str) -> str:
     """The name a proxy resolves for ``host``: an allowed Service's full name, absolute (a
     trailing dot: never through the resolver's search list), else ``host`` itself."""
     full = plan.service_name(host)
     return f"{full}." if full is not None else host
 
 
-def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress | str]) -> Decision:
+def decide(plan: PlanView, host: str, port: int, resolved: Sequence[IPAddress | str]) -> Decision:
     """Decide whether ``host:port`` (resolved to ``resolved``) may be reached under ``plan``.
 
     Args:
@@ -202,7 +239,7 @@ def decide(plan: EgressPlan, host: str, port: int, resolved: Sequence[IPAddress 
     return Decision(True, granted.rule, granted.reason, tuple(str(ip) for ip in ips))
 
 
-def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
+def precheck(plan: PlanView, host: str, port: int) -> Decision | None:
     """The decision when it needs no DNS lookup, or None when ``host`` must be resolved first.
 
     IP literals (and invalid requests) are decided fully here. A name is resolved only when a
@@ -224,7 +261,7 @@ def precheck(plan: EgressPlan, host: str, port: int) -> Decision | None:
     return _unnamed(name, port, resolved=False)
 
 
-def _name_denied(plan: EgressPlan, name: str, port: int) -> Decision | None:
+def _name_denied(plan: PlanView, name: str, port: int) -> Decision | None:
     """The refusal when a name deny rule (exact, wildcard or ``*``) covers ``name:port``."""
     for rule in plan.rules:
         if rule.action == "deny" and rule.kind != "cidr" and _matches(plan, rule, name, port, None):
@@ -232,14 +269,14 @@ def _name_denied(plan: EgressPlan, name: str, port: int) -> Decision | None:
     return None
 
 
-def _name_admitted(plan: EgressPlan, name: str, port: int) -> bool:
+def _name_admitted(plan: PlanView, name: str, port: int) -> bool:
     """Whether a name allow rule (exact, wildcard or ``*``) covers ``name:port``."""
     return any(
         r.action == "allow" and r.kind != "cidr" and _matches(plan, r, name, port, None) for r in plan.rules
     )
 
 
-def _matches(plan: EgressPlan, rule: EgressRule, name: str | None, port: int, ip: IPAddress | None) -> bool:
+def _matches(plan: PlanView, rule: RuleView, name: str | None, port: int, ip: IPAddress | None) -> bool:
     return rule.matches(name, port, ip, cluster_domain=plan.cluster_domain)
 
 
@@ -250,15 +287,15 @@ def _unnamed(name: str, port: int, *, resolved: bool) -> Decision:
     return Decision(False, "default deny", f"{name}:{port} denied: {why}")
 
 
-def _decide_ip(plan: EgressPlan, name: str | None, port: int, ip: IPAddress) -> Decision:
+def _decide_ip(plan: PlanView, name: str | None, port: int, ip: IPAddress) -> Decision:
     literal = f"[{ip}]" if ip.version == 6 else str(ip)
     target = f"{name}:{port} ({ip})" if name else f"{literal}:{port}"
     for rule in plan.rules:
         if rule.action == "deny" and _matches(plan, rule, name, port, ip):
             return Decision(False, rule.label(), f"{target} matches deny rule {rule.label()}")
     special = special_range(ip)
-    blocked_by_special: EgressRule | None = None
-    best: EgressRule | None = None
+    blocked_by_special: RuleView | None = None
+    best: RuleView | None = None
     for rule in plan.rules:
         if rule.action != "allow" or not _matches(plan, rule, name, port, ip):
             continue

@@ -11,11 +11,11 @@ from ._events import (
     PROXY_EVENT,
     CredentialProxyEvent,
     EgressEvent,
-    EventSink,
     LineSink,
     MemorySink,
     MultiSink,
     ProxyEvent,
+    ProxyEventSink,
 )
 from ._listen import host_port_text
 from .credentials import CredentialProxy
@@ -28,11 +28,11 @@ __all__ = [
     "CredentialProxyEvent",
     "EgressEvent",
     "EgressProxy",
-    "EventSink",
     "LineSink",
     "MemorySink",
     "MultiSink",
     "ProxyEvent",
+    "ProxyEventSink",
     "Resolver",
     "host_port_text",
     "system_resolver",

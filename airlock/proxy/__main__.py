@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from airlock.policy.plan import EgressPlan, SidecarRoute
 
-from ._events import EventSink, LineSink, MultiSink
+from ._events import LineSink, MultiSink, ProxyEventSink
 from ._listen import EVERY_FAMILY, host_port_text
 from .bundle import BundleConfig, ProxyBundle
 from .credentials import CredentialProxy
@@ -158,7 +158,7 @@ async def _serve(args: argparse.Namespace) -> None:
         return
     secrets: tuple[str, ...] = ()
     proxy: EgressProxy | CredentialProxy
-    sink: EventSink
+    sink: ProxyEventSink
     if args.kind == "egress":
         try:
             plan = EgressPlan.model_validate_json(args.plan_file.read_bytes())

@@ -94,7 +94,7 @@ ProxyEvent = Annotated[EgressEvent | CredentialProxyEvent, Field(discriminator="
 PROXY_EVENT: TypeAdapter[EgressEvent | CredentialProxyEvent] = TypeAdapter(ProxyEvent)
 
 
-class EventSink(Protocol):
+class ProxyEventSink(Protocol):
     """Receives proxy events. ``emit`` never blocks on I/O."""
 
     def emit(self, event: EgressEvent | CredentialProxyEvent) -> None:
@@ -216,7 +216,7 @@ def _file_write(handle: TextIO, text: str) -> None:
 class MultiSink:
     """Sends every event to several sinks."""
 
-    def __init__(self, sinks: Iterable[EventSink]) -> None:
+    def __init__(self, sinks: Iterable[ProxyEventSink]) -> None:
         self.sinks = tuple(sinks)
 
     def emit(self, event: EgressEvent | CredentialProxyEvent) -> None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from airlock.policy.plan import EgressPlan, SidecarRoute
 
 from ._clients import ClientFilter
-from ._events import EventSink
+from ._events import ProxyEventSink
 from ._listen import EVERY_FAMILY
 from .credentials import CredentialProxy
 from .egress import EgressProxy
@@ -62,7 +62,7 @@ class BundleConfig(BaseModel):
 class ProxyBundle:
     """Starts and stops the proxies a :class:`BundleConfig` describes (an async context manager)."""
 
-    def __init__(self, config: BundleConfig, sink: EventSink) -> None:
+    def __init__(self, config: BundleConfig, sink: ProxyEventSink) -> None:
         self.config = config
         self._sink = sink
         self._proxies: list[EgressProxy | CredentialProxy] = []

@@ -38,7 +38,7 @@ from airlock.policy.plan import EgressPlan, SidecarRoute
 from airlock.policy.secrets import redact
 
 from ._clients import ClientFilter
-from ._events import CredentialProxyEvent, EventSink
+from ._events import CredentialProxyEvent, ProxyEventSink
 from ._http import Channel, HttpError, body_framing, close_writer, exchange, forwardable, outgoing_request
 from ._redact import SecretPatterns
 from ._server import ProxyServer
@@ -70,7 +70,7 @@ class CredentialProxy(ProxyServer):
         self,
         route: SidecarRoute,
         secret: str,
-        sink: EventSink,
+        sink: ProxyEventSink,
         *,
         credential: str = "",
         ssl_context: ssl.SSLContext | None = None,

@@ -45,7 +45,7 @@ from airlock.policy.decision import Decision, decide, lookup_name, normalise_hos
 from airlock.policy.plan import EgressPlan
 
 from ._clients import ClientFilter
-from ._events import EgressEvent, EventSink
+from ._events import EgressEvent, ProxyEventSink
 from ._http import Channel, HttpError, body_framing, close_writer, exchange, forwardable, outgoing_request
 from ._server import ProxyServer
 from ._tls import MAX_CLIENT_HELLO, parse_client_hello
@@ -109,7 +109,7 @@ class EgressProxy(ProxyServer):
     def __init__(
         self,
         plan: EgressPlan,
-        sink: EventSink,
+        sink: ProxyEventSink,
         *,
         resolver: Resolver = system_resolver,
         connector: Connector = _open,

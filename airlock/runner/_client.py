@@ -20,8 +20,8 @@ from airlock.errors import RunnerError
 from airlock.spec import AgentSpec
 from airlock.turn import (
     AnyTurnEvent,
-    EventSink,
     SuspendedForApproval,
+    TurnEventSink,
     TurnSuspended,
 )
 from layer0 import Scope, TurnError, TurnInput, TurnOutput
@@ -237,7 +237,7 @@ class RemoteTurn:
 
     # --- the turn --------------------------------------------------------------------------
 
-    async def execute(self, input: TurnInput, events: EventSink | None = None) -> TurnOutput:
+    async def execute(self, input: TurnInput, events: TurnEventSink | None = None) -> TurnOutput:
         """Run one turn on the runner and return its output; ``events`` receives each event.
 
         Raises:

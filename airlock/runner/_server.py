@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the turn's machinery loads at the first Execute, not before
 
     from airlock.spec import AgentSpec
     from airlock.tools import McpToolSet
-    from airlock.turn import NeuronTurn, StepResult, TurnEvent, TurnSession
+    from airlock.turn import NeuronTurn, StepResult, TurnEvent, TurnLoop
     from layer0 import Scope, TurnInput, TurnOutput
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -121,7 +121,7 @@ class _Execution:
         self.events: asyncio.Queue[pb.TurnEvent] = asyncio.Queue()
         self.payload_limit = config.event_payload_bytes
         self.message_limit = config.max_message_bytes - 1024
-        self.session: TurnSession = (
+        self.session: TurnLoop = (
             turn.resume(resume, events=self._sink)
             if resume is not None
             else turn.start(input, events=self._sink)

@@ -13,7 +13,9 @@ factory; :func:`backend` looks one up by name). For each turn it provisions a **
 instance** (:class:`SandboxInstance`, the running box: ``DockerInstance``, ``KubernetesInstance``,
 ``ProcessInstance``, each in its package's ``_instance.py``), which goes through the one
 lifecycle of :mod:`._lifecycle`. :class:`SandboxEnvironment` adapts any backend to
-``layer0.Environment``.
+``layer0.Environment``. A request carries the **running agent** (:class:`RunningAgent`, the
+agent as it will run): the controller applies its steps, the backend its last one
+(``with_sidecar_routes``), and the instance is given :meth:`RunningAgent.final`.
 """
 
 from ._declaration import Backend, Capabilities, DoctorCheck, Reaped, Reaper
@@ -36,9 +38,11 @@ from ._port import (
 )
 from ._proof import ISOLATION_STATUSES, IsolationProof, IsolationStatus, ProvingSandbox
 from ._registry import backend, backend_names, backends
+from ._running import LOCAL_MODEL, RunningAgent, sidecar_agent
 
 __all__ = [
     "ISOLATION_STATUSES",
+    "LOCAL_MODEL",
     "Backend",
     "Capabilities",
     "ClosableSandbox",
@@ -54,6 +58,7 @@ __all__ = [
     "Reaper",
     "RequestedIsolation",
     "ResumableSandbox",
+    "RunningAgent",
     "Sandbox",
     "SandboxDefaults",
     "SandboxEnvironment",
@@ -75,5 +80,6 @@ __all__ = [
     "refuse_placement",
     "requested_isolation",
     "resolve_limits",
+    "sidecar_agent",
     "state_snapshot",
 ]

@@ -1,7 +1,7 @@
 """TurnHandle: the controls of a sandboxed turn while it runs, the snapshot it resumes from,
 the files it starts with and the artifacts it leaves.
 
-A caller creates one per request (:attr:`SandboxRequest.session`); the backend attaches the
+A caller creates one per request (:attr:`SandboxRequest.handle`); the backend attaches the
 runner's channel to it for the duration of the turn. Pause, resume, step and signal then
 reach the runner inside the sandbox; outside that window they raise ``TurnNotRunning``.
 """

@@ -87,7 +87,7 @@ async def run_turn(
     input: TurnInput,
     events: SandboxEventSink | None,
     deadline: float | None,
-    session: TurnHandle | None = None,
+    handle: TurnHandle | None = None,
     *,
     bind: Callable[[], Awaitable[None]],
     retire: Callable[[Awaitable[None]], None] | None = None,
@@ -97,7 +97,7 @@ async def run_turn(
     ended, its teardown is handed to ``retire`` (a warm pool finishes it in the background)."""
     try:
         await bind()
-        output = await execute(instance, input, events, deadline, session)
+        output = await execute(instance, input, events, deadline, handle)
     except BaseException:
         await instance.teardown()
         raise
@@ -113,24 +113,24 @@ async def execute(
     input: TurnInput,
     events: SandboxEventSink | None,
     timeout: float | None,  # noqa: ASYNC109
-    session: TurnHandle | None = None,
+    handle: TurnHandle | None = None,
 ) -> TurnOutput:
     r"""The turn over ``instance``'s channel, the same on every backend: past ``timeout`` the
     instance is stopped and the output says timeout; a turn that fails becomes the EnvError
     the instance makes of it; after a turn that ended, the instance raises what it went
-    through meanwhile. The channel is closed in every case. With ``session``, the turn
+    through meanwhile. The channel is closed in every case. With ``handle``, the turn
     continues from its snapshot (``resume``) and the handle's control calls reach it while
     it runs."""
     remote, who = instance.remote, instance.name
     assert remote is not None, "bind a job first"
     began = time.monotonic()
-    if session is not None:
-        remote.resume_from = session.resume_from
-        remote.start_paused = session.start_paused
-        session.attach(remote)
+    if handle is not None:
+        remote.resume_from = handle.resume_from
+        remote.start_paused = handle.start_paused
+        handle.attach(remote)
     try:
-        if session is not None and session.files:
-            await _put_files(who, remote, session.files)
+        if handle is not None and handle.files:
+            await _put_files(who, remote, handle.files)
         try:
             output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
         except TimeoutError:
@@ -139,11 +139,11 @@ async def execute(
             return timeout_output(who, timeout or elapsed, elapsed)
         except TurnError as e:
             raise await _failure(instance, e) from e
-        if session is not None and session.collect_artifacts:
-            await _collect(remote, session)
+        if handle is not None and handle.collect_artifacts:
+            await _collect(remote, handle)
     finally:
-        if session is not None:
-            session.detach(remote)
+        if handle is not None:
+            handle.detach(remote)
         await remote.close()
     await instance.after_turn()
     return output
@@ -174,12 +174,12 @@ async def _put_files(who: str, remote: RemoteTurn, files: list[tuple[str, bytes]
         raise EnvError.provision_failed(f"{who}: cannot place the input files: {e}") from e
 
 
-async def _collect(remote: RemoteTurn, session: TurnHandle) -> None:
-    """The turn's artifacts onto ``session``; a refusal is recorded there, never a cut set."""
+async def _collect(remote: RemoteTurn, handle: TurnHandle) -> None:
+    """The turn's artifacts onto ``handle``; a refusal is recorded there, never a cut set."""
     from airlock.policy import FileRefused
     from airlock.runner import RunnerCallError
 
     try:
-        session.artifacts = await remote.collect_artifacts()
+        handle.artifacts = await remote.collect_artifacts()
     except (FileRefused, RunnerCallError) as e:
-        session.artifacts_refused = str(e)
+        handle.artifacts_refused = str(e)

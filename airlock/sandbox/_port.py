@@ -2,9 +2,9 @@
 
 A backend (Docker, a local process, Kubernetes) runs one turn per request in a fresh sandbox
 and returns its ``TurnOutput``. The request carries everything the sandbox may know: the
-agent as data (the runner rebuilds the turn inside), the input, the ``EnvironmentSpec`` and
-its compiled :class:`~airlock.policy.SandboxPlan` (sidecar routes included), the read-only
-state snapshot the turn reads, and the sink for its events. Nothing else crosses.
+agent as it will run (:class:`RunningAgent`: the runner rebuilds the turn inside from it),
+the input, its environment's compiled :class:`~airlock.policy.SandboxPlan` (sidecar routes
+included), the read-only state snapshot the turn reads, and the sink for its events. Nothing else crosses.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from layer0 import EnvError, EnvironmentSpec, Scope, TurnInput, TurnOutput
 from ._events import SandboxEventSink
 from ._handle import TurnHandle
 from ._placement import Placement
+from ._running import RunningAgent
 
 __all__ = [
     "ClosableSandbox",
@@ -42,16 +43,15 @@ class StateEntry(NamedTuple):
 
 
 class SandboxRequest(BaseModel):
-    """One turn to run in a fresh sandbox (build it with :meth:`compile`)."""
+    """One turn to run in a fresh sandbox (build it with :meth:`of`, or :meth:`compile`)."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    #: The agent as data; the runner inside the sandbox builds the turn from it.
-    agent: AgentSpec
+    #: The agent as it will run (its last step, the sidecar routes, is the backend's; the
+    #: runner inside the sandbox builds the turn from :meth:`RunningAgent.final`).
+    agent: RunningAgent
     input: TurnInput
-    #: What the sandbox must provide (isolation, resources, network, credentials).
-    environment: EnvironmentSpec
-    #: ``environment``'s network and credential parts, compiled (sidecar routes included).
+    #: ``agent``'s network and credential parts, compiled (sidecar routes included).
     plan: SandboxPlan
     #: The state the turn may read (e.g. its session's history); the sandbox writes none.
     state: tuple[StateEntry, ...] = ()
@@ -59,13 +59,47 @@ class SandboxRequest(BaseModel):
     events: SandboxEventSink | None = None
     #: The snapshot the turn resumes from, and its controls while it runs (None: a turn
     #: started anew that nobody controls).
-    session: TurnHandle | None = None
+    handle: TurnHandle | None = None
     #: The job the turn belongs to: its sandbox is labelled with it, so that before the job
     #: resumes its previous sandbox can be found and removed (None: no job).
     job: str | None = None
     #: Where the sandbox is scheduled, over the backend's own placement (only a backend with
     #: the ``placement`` capability honours one; any other refuses a non-empty one).
     placement: Placement = Placement()
+
+    @property
+    def environment(self) -> EnvironmentSpec:
+        """What the sandbox must provide (isolation, resources, network, credentials)."""
+        return self.agent.environment
+
+    @classmethod
+    def of(
+        cls,
+        agent: RunningAgent,
+        input: TurnInput,
+        *,
+        state: Iterable[tuple[Scope, str, Any]] = (),
+        events: SandboxEventSink | None = None,
+        handle: TurnHandle | None = None,
+        job: str | None = None,
+        placement: Placement | None = None,
+    ) -> Self:
+        """A request to run ``agent``, its plan compiled from its environment and routes.
+
+        Raises:
+            EnvError: ``isolation_violation`` listing every invalid, unsafe or contradictory
+                rule or credential of the environment.
+        """
+        return cls(
+            agent=agent,
+            input=input,
+            plan=compile_sandbox_plan(agent.environment, agent.sidecar_routes),
+            state=tuple(StateEntry(*entry) for entry in state),
+            events=events,
+            handle=handle,
+            job=job,
+            placement=placement or Placement(),
+        )
 
     @classmethod
     def compile(
@@ -77,27 +111,19 @@ class SandboxRequest(BaseModel):
         sidecar_routes: Mapping[str, SidecarRoute] | None = None,
         state: Iterable[tuple[Scope, str, Any]] = (),
         events: SandboxEventSink | None = None,
-        session: TurnHandle | None = None,
+        handle: TurnHandle | None = None,
         job: str | None = None,
         placement: Placement | None = None,
     ) -> Self:
-        """A request whose plan is compiled from ``environment`` and ``sidecar_routes``.
+        """:meth:`of` an agent that needs no controller step (as configured: no script file
+        to inline, no local model).
 
         Raises:
             EnvError: ``isolation_violation`` listing every invalid, unsafe or contradictory
                 rule or credential of the environment.
         """
-        return cls(
-            agent=agent,
-            input=input,
-            environment=environment,
-            plan=compile_sandbox_plan(environment, sidecar_routes),
-            state=tuple(StateEntry(*entry) for entry in state),
-            events=events,
-            session=session,
-            job=job,
-            placement=placement or Placement(),
-        )
+        running = RunningAgent.of(agent, environment, sidecar_routes)
+        return cls.of(running, input, state=state, events=events, handle=handle, job=job, placement=placement)
 
 
 def compile_sandbox_plan(

@@ -6,12 +6,11 @@ a runner imports the event and message types to serve health, and builds its fir
 
 import typing as _typing  # as private names: this package exports exactly __all__
 
-from ._config import DEFAULT_MAX_TURNS, ResolvedConfig, ToolSchema, TurnSessionError
+from ._config import DEFAULT_MAX_TURNS, ResolvedConfig, ToolSchema, TurnLoopError
 from ._events import (
     AnyTurnEvent,
     Checkpoint,
     ContextCompacted,
-    EventSink,
     InferenceFinished,
     InferenceStarted,
     LifecycleEvent,
@@ -22,6 +21,7 @@ from ._events import (
     ToolFinished,
     ToolStarted,
     TurnEvent,
+    TurnEventSink,
     TurnLog,
     TurnPaused,
     TurnStarted,
@@ -63,12 +63,12 @@ if _typing.TYPE_CHECKING:
     from ._function_tool import FunctionTool, tool
     from ._hooks import BudgetHook, HookDecision, HookRegistry, LifecycleObserver
     from ._logging_hook import LoggingHook
+    from ._loop import TurnLoop
     from ._memory_tools import ReadMemoryTool, SearchMemoryTool
     from ._neuron import NeuronTurn
     from ._provider import Provider
     from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
     from ._run_log import MAX_RUN_LOGS
-    from ._session import TurnSession
     from ._state import SessionState, StepResult, ToolExecution
     from ._tool import MAX_TOOL_EFFECTS, ToolContext, ToolDyn, ToolResult
     from ._tool_choice import ToolChoicePolicy, failed_step
@@ -92,7 +92,6 @@ __all__ = [
     "ContentPart",
     "ContextCompacted",
     "ContextStrategy",
-    "EventSink",
     "FunctionTool",
     "HookDecision",
     "HookRegistry",
@@ -139,10 +138,11 @@ __all__ = [
     "ToolStarted",
     "ToolUsePart",
     "TurnEvent",
+    "TurnEventSink",
     "TurnLog",
+    "TurnLoop",
+    "TurnLoopError",
     "TurnPaused",
-    "TurnSession",
-    "TurnSessionError",
     "TurnStarted",
     "TurnSuspended",
     "block_to_part",
@@ -166,7 +166,7 @@ _LAZY_MODULES = (
     "_provider",
     "_registry",
     "_run_log",
-    "_session",
+    "_loop",
     "_state",
     "_tool",
     "_tool_choice",

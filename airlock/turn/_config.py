@@ -15,7 +15,7 @@ from airlock.errors import AirlockError
 DEFAULT_MAX_TURNS = 25
 
 
-class TurnSessionError(AirlockError):
+class TurnLoopError(AirlockError):
     """Raised when a session is misused (e.g. ``step()`` while another step is running)."""
 
 

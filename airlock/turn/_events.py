@@ -246,4 +246,4 @@ AnyTurnEvent: TypeAlias = (
 TurnEvent = Annotated[AnyTurnEvent, Field(discriminator="type")]
 
 #: A callback that receives turn events; it must be quick (it is awaited inline).
-EventSink = Callable[[TurnEvent], Awaitable[None]]
+TurnEventSink = Callable[[TurnEvent], Awaitable[None]]

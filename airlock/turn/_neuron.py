@@ -10,15 +10,15 @@ from airlock.errors import SpecError
 from airlock.spec import EFFECT_TOOLS, MEMORY_TOOLS, AgentSpec, ApprovalGate, LoopLimits
 from layer0 import Hook, StateReader, TurnConfig, TurnInput, TurnOutput
 
-from ._config import DEFAULT_MAX_TURNS, ResolvedConfig, TurnSessionError
+from ._config import DEFAULT_MAX_TURNS, ResolvedConfig, TurnLoopError
 from ._context import ContextStrategy, NoCompaction
 from ._effect_tools import EFFECT_TOOL_SCHEMAS
-from ._events import EventSink
+from ._events import TurnEventSink
 from ._hooks import HookRegistry, LifecycleObserver
+from ._loop import TurnLoop
 from ._memory_tools import make_memory_tools
 from ._provider import Provider
 from ._registry import ToolRegistry
-from ._session import TurnSession
 from ._state import SessionState
 from ._tool import ToolDyn
 from ._tool_choice import ToolChoicePolicy
@@ -57,7 +57,7 @@ class NeuronTurn:
         events: default event sink for ``execute`` and ``start``.
         spec: the AgentSpec this turn was built from, if any (kept as ``.spec``).
         approval: tool calls that wait for a person's approval: the session suspends before
-            them (``TurnSession.awaiting``) until it is resumed with them decided.
+            them (``TurnLoop.awaiting``) until it is resumed with them decided.
 
     Raises:
         SpecError: an unknown effect or memory tool, or a tool named like one.
@@ -83,7 +83,7 @@ class NeuronTurn:
         memory_keys: Sequence[str] = (),
         limits: LoopLimits | None = None,
         name: str = "agent",
-        events: EventSink | None = None,
+        events: TurnEventSink | None = None,
         spec: AgentSpec | None = None,
         approval: ApprovalGate | None = None,
     ) -> None:
@@ -132,33 +132,33 @@ class NeuronTurn:
         if output is None:  # nobody else holds this session, so nobody can pause it
             if session.awaiting:
                 names = ", ".join(c.name for c in session.awaiting)
-                raise TurnSessionError(
+                raise TurnLoopError(
                     f"the turn waits for approval of {names}: run it with start()/run() and resume "
                     "its state with the calls decided"
                 )
-            raise TurnSessionError("the turn paused without a pause request")
+            raise TurnLoopError("the turn paused without a pause request")
         return output
 
     # -- stepping -------------------------------------------------------------------------
 
-    def start(self, input: TurnInput, events: EventSink | None = None) -> TurnSession:
+    def start(self, input: TurnInput, events: TurnEventSink | None = None) -> TurnLoop:
         """A session for ``input``; nothing runs (and no state is read) until ``step``/``run``."""
-        return TurnSession(self, SessionState(input=input), events or self.events)
+        return TurnLoop(self, SessionState(input=input), events or self.events)
 
-    def resume(self, state: SessionState | str | bytes, events: EventSink | None = None) -> TurnSession:
+    def resume(self, state: SessionState | str | bytes, events: TurnEventSink | None = None) -> TurnLoop:
         """A session continuing from a snapshot (a SessionState or its JSON).
 
         Raises:
-            TurnSessionError: the JSON is not a valid snapshot.
+            TurnLoopError: the JSON is not a valid snapshot.
         """
         if not isinstance(state, SessionState):
             try:
                 state = SessionState.model_validate_json(state)
             except ValidationError as e:
-                raise TurnSessionError(f"not a valid session snapshot: {e}") from e
+                raise TurnLoopError(f"not a valid session snapshot: {e}") from e
         else:
             state = state.model_copy(deep=True)
-        return TurnSession(self, state, events or self.events)
+        return TurnLoop(self, state, events or self.events)
 
     def resolve_config(self, input: TurnInput) -> ResolvedConfig:
         """The input's TurnConfig over this turn's defaults, as the loop applies it."""

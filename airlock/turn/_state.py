@@ -143,7 +143,7 @@ class ToolExecution(BaseModel):
 
 
 class StepResult(BaseModel):
-    """What one ``TurnSession.step()`` did: one model call and the tools it asked for."""
+    """What one ``TurnLoop.step()`` did: one model call and the tools it asked for."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -14,13 +14,13 @@ from pydantic import JsonValue
 from layer0 import HookContext, HookPoint, LogLevel
 
 from ._config import DeadlineReached, ResolvedConfig
-from ._events import EventSink, LifecycleEvent, LifecyclePayload, TurnEvent
+from ._events import LifecycleEvent, LifecyclePayload, TurnEvent, TurnEventSink
 from ._hooks import BudgetHook, HookDecision
 from ._parts import TurnParts
 from ._run_log import note
 from ._state import SessionState
 
-log = logging.getLogger("airlock.turn._session")
+log = logging.getLogger("airlock.turn._loop")
 
 T = TypeVar("T")
 
@@ -29,7 +29,7 @@ class StepContext:
     """The session's state and the plumbing every step uses (shared by the session's parts)."""
 
     def __init__(
-        self, turn: TurnParts, state: SessionState, events: EventSink | None, cfg: ResolvedConfig
+        self, turn: TurnParts, state: SessionState, events: TurnEventSink | None, cfg: ResolvedConfig
     ) -> None:
         self.turn = turn
         self.state = state

@@ -306,13 +306,9 @@ def test_no_import_cycle_between_packages() -> None:
     assert not cycles, "\n\n".join(cycles)
 
 
-#: Packages whose circles are being taken apart (issue 36); empty once they are gone.
-_CIRCLES_LEFT = ("module circle in airlock.policy:",)
-
-
 def test_no_circle_of_modules_inside_a_package() -> None:
     packages = {m for m, path in module_names(ROOT).items() if path.name == "__init__.py"}
-    circles = [c for c in _graph().module_cycles(packages) if not c.startswith(_CIRCLES_LEFT)]
+    circles = _graph().module_cycles(packages)
     assert not circles, "\n\n".join(circles)
 
 

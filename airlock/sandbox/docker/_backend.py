@@ -57,7 +57,6 @@ from airlock.policy import (
     SecretResolver,
     env_var_values,
     resolve_credentials,
-    sidecar_agent,
 )
 from airlock.sandbox._events import SandboxEventSink
 from airlock.sandbox._lifecycle import run_turn, start
@@ -159,7 +158,7 @@ class DockerBackend:
                 ``provision_failed`` for a missing image, an unreachable engine, or a runner
                 or proxy that never became ready; ``turn_error`` for the turn's own failure.
         """
-        agent, plan = request.agent, request.plan
+        agent, plan = request.agent.spec, request.plan
         refuse_placement(request.placement, "docker")
         client, runtimes = await self._prepare()
         shape = self._shape(request.environment, plan, runtimes)
@@ -179,7 +178,7 @@ class DockerBackend:
             sandbox = await self._start_cold(client, runtimes, shape, request, credentials, sink)
             retire, bind = None, partial(self._bind_cold, sandbox, request)
         output = await run_turn(
-            sandbox, request.input, sink, deadline, request.session, bind=bind, retire=retire
+            sandbox, request.input, sink, deadline, request.handle, bind=bind, retire=retire
         )
         if credentials.values:
             output = redacted_output(output, credentials.secrets)
@@ -271,15 +270,14 @@ class DockerBackend:
         if wiring is not None:
             await call_engine(wiring.bind, plan, credentials, sink)
             await wiring.wait_ready(self.start_timeout, poll=0.005)
-            agent = sidecar_agent(agent, plan, proxy_urls(wiring.ports))
-        sandbox.bind(agent, request.state, env_var_values(plan, credentials))
+            agent = agent.with_sidecar_routes(plan, proxy_urls(wiring.ports))
+        sandbox.bind(agent.final(), request.state, env_var_values(plan, credentials))
 
     async def _bind_cold(self, sandbox: DockerInstance, request: SandboxRequest) -> None:
         """A sandbox started for this job given its agent (pointed at its proxy's sidecars)."""
         assert sandbox.wiring is not None, "a cold sandbox has its wiring"
-        sandbox.bind(
-            sidecar_agent(request.agent, request.plan, proxy_urls(sandbox.wiring.ports)), request.state
-        )
+        agent = request.agent.with_sidecar_routes(request.plan, proxy_urls(sandbox.wiring.ports))
+        sandbox.bind(agent.final(), request.state)
 
     async def _start_cold(
         self,

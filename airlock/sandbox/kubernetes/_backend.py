@@ -56,7 +56,6 @@ from airlock.policy import (
     SecretResolver,
     env_var_values,
     resolve_credentials,
-    sidecar_agent,
 )
 from layer0 import EnvError, EnvironmentSpec, TurnOutput
 
@@ -166,7 +165,7 @@ class KubernetesBackend:
                 an unreachable or refusing API server, or a pod or proxy that never became
                 ready; ``turn_error`` for the turn's own failure.
         """
-        agent, spec, plan = request.agent, request.environment, request.plan
+        agent, spec, plan = request.agent.spec, request.environment, request.plan
         api, lease = await self._prepare()
         await self._require_enforcement()
         kind = requested_isolation(spec, "kubernetes").kind
@@ -234,10 +233,10 @@ class KubernetesBackend:
         async def bind() -> None:
             agent = request.agent
             if sandbox.proxy_ip is not None:
-                agent = sidecar_agent(agent, request.plan, proxy_urls(request.plan, sandbox.proxy_ip))
-            sandbox.bind(agent, request.state)
+                agent = agent.with_sidecar_routes(request.plan, proxy_urls(request.plan, sandbox.proxy_ip))
+            sandbox.bind(agent.final(), request.state)
 
-        return await run_turn(sandbox, request.input, sink, deadline, request.session, bind=bind)
+        return await run_turn(sandbox, request.input, sink, deadline, request.handle, bind=bind)
 
     async def _run_member(
         self,
@@ -255,14 +254,14 @@ class KubernetesBackend:
         async def bind() -> None:
             if request.job is not None:
                 await sandbox.label_job(request.job)
-            sandbox.bind(request.agent, request.state, env_var_values(request.plan, credentials))
+            sandbox.bind(request.agent.final(), request.state, env_var_values(request.plan, credentials))
             if deadline is not None:
                 sandbox.backstop(deadline)
 
         # After a turn that ended (every tool process was killed at the end of its call) the
         # job need not wait for the pod's deletion (the pool's close does).
         return await run_turn(
-            sandbox, request.input, sink, deadline, request.session, bind=bind, retire=self.pool.retire
+            sandbox, request.input, sink, deadline, request.handle, bind=bind, retire=self.pool.retire
         )
 
     async def warm(

@@ -69,13 +69,13 @@ class ProcessBackend:
                 for a spec this backend cannot enforce; ``provision_failed`` when the runner
                 does not start; ``turn_error`` for the turn's own failure (chained).
         """
-        agent, input = request.agent, request.input
+        agent, input = request.agent.final(), request.input
         _refuse_unenforceable(request.environment)
         refuse_placement(request.placement, "process")
         runner = ProcessInstance(self.python, request.job, start_timeout=self.start_timeout)
         await start(runner, partial(runner.provision, agent, request.state))
         deadline = hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace)
-        return await run_turn(runner, input, request.events, deadline, request.session, bind=runner.bound)
+        return await run_turn(runner, input, request.events, deadline, request.handle, bind=runner.bound)
 
     async def host_address(self) -> str:
         """Loopback: the runner is a process of this host."""

@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from airlock.behaviour import ApprovalDecision
 from airlock.cli import app
 from airlock.cli._common import EXIT_USAGE
 from airlock.cli._jobs import JobView, RemoteAgent
@@ -30,7 +31,6 @@ from airlock.jobs import (
     JobState,
     SandboxActivity,
 )
-from airlock.policy import ApprovalDecision
 from airlock.turn import Checkpoint, SignalDelivered, TurnSuspended
 from airlock.weave import ChainBreak, ChainReport, RecordType
 from tests.unit.controller.test_api_governance import (

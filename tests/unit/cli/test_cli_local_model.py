@@ -22,7 +22,6 @@ import airlock.localmodel
 from airlock.cli import app
 from airlock.controller import _execute
 from airlock.localmodel import ServerInfo
-from airlock.policy import sidecar_agent
 from airlock.policy.plan import SidecarRoute
 from airlock.proxy import CredentialProxyEvent
 from airlock.sandbox import SandboxRequest, docker
@@ -97,8 +96,10 @@ class FakeDocker(DockerBackend):
         FakeDocker.seen = {
             "spec": request.environment,
             "routes": {c.name: c.route for c in plan.sidecars},
-            "agent": request.agent,
-            "in_sandbox": sidecar_agent(request.agent, plan, proxy_urls(dict.fromkeys(names, 9100))),
+            "agent": request.agent.spec,
+            "in_sandbox": request.agent.with_sidecar_routes(
+                plan, proxy_urls(dict.fromkeys(names, 9100))
+            ).final(),
             "key": await self.secrets.get("local-model-key"),
             "other": await self.secrets.get("anthropic-api-key"),
         }

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from airlock.behaviour import InputFilesPolicy
 from airlock.config import load_config
-from airlock.policy import InputFilesPolicy
 from airlock.spec import ApprovalGate
 
 Write = Callable[..., Path]

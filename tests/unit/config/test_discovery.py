@@ -94,7 +94,7 @@ def test_directory_shares_secrets_and_defaults_across_files(write: Write, tmp_pa
     )
     config = load_config(tmp_path / "conf")
     agent = config.agent("a")
-    assert (agent.defaults.max_turns, agent.defaults.max_duration) == (7, 90_000)
+    assert (agent.spec.defaults.max_turns, agent.spec.defaults.max_duration) == (7, 90_000)
     # A file source is anchored to the file that declares it.
     assert agent.secrets["anthropic-api-key"].file == str(tmp_path / "conf/keys/anthropic")
 

@@ -103,17 +103,24 @@ def test_credentials_are_names_with_sidecar_injection(config: AirlockConfig) -> 
 
 def test_defaults_merge_top_level_under_agent(config: AirlockConfig) -> None:
     coder = config.agent("coder")
-    assert (coder.defaults.max_turns, coder.defaults.max_cost, coder.defaults.max_duration) == (
+    assert (
+        coder.spec.defaults.max_turns,
+        coder.spec.defaults.max_cost,
+        coder.spec.defaults.max_duration,
+    ) == (
         30,
         Decimal("1.00"),
         600_000,
     )
     demo = config.agent("demo")
-    assert (demo.defaults.max_turns, demo.defaults.max_cost, demo.defaults.max_duration) == (6, None, 180_000)
-    assert demo.spec.defaults == demo.defaults
+    assert (demo.spec.defaults.max_turns, demo.spec.defaults.max_cost, demo.spec.defaults.max_duration) == (
+        6,
+        None,
+        180_000,
+    )
     budgeted = config.agent("budgeted")
-    assert str(budgeted.defaults.max_cost) == "0.25"
-    assert budgeted.defaults.max_duration == 90_000
+    assert str(budgeted.spec.defaults.max_cost) == "0.25"
+    assert budgeted.spec.defaults.max_duration == 90_000
     assert [(h.name, h.options) for h in budgeted.spec.hooks] == [
         ("budget", {"max_cost": "0.20", "warn_at": "0.80"})
     ]
@@ -131,16 +138,16 @@ def test_local_model_placeholder_is_resolved_for_the_cli(config: AirlockConfig) 
     demo = config.agent("demo")
     assert demo.uses_local_model
     assert demo.spec.provider.base_url == LOCAL_MODEL
-    resolved = demo.with_local_model("http://172.17.0.1:8765/v1")
+    resolved = demo.running().with_local_model("http://172.17.0.1:8765/v1")
     assert resolved.spec.provider.base_url == "http://172.17.0.1:8765/v1"
     assert rules(resolved) == [("172.17.0.1/32", 8765, "allow")]
     assert not resolved.uses_local_model
     assert resolved.plan().egress.rules[0].kind == "cidr"
-    by_name = demo.with_local_model("http://model-host:9000/v1")
+    by_name = demo.running().with_local_model("http://model-host:9000/v1")
     assert rules(by_name) == [("model-host", 9000, "allow")]
     assert demo.spec.provider.base_url == LOCAL_MODEL  # the original is unchanged
     with pytest.raises(ConfigError, match="http"):
-        demo.with_local_model("model-host:9000")
+        demo.running().with_local_model("model-host:9000")
 
 
 def test_unknown_agent_lists_defined_ones(config: AirlockConfig) -> None:

@@ -79,7 +79,7 @@ def test_cost_keeps_its_exact_decimal_and_duration_is_milliseconds(write: Write)
         """
     )
     config = load_config(path)
-    a, b = config.agent("a").defaults, config.agent("b").defaults
+    a, b = config.agent("a").spec.defaults, config.agent("b").spec.defaults
     assert a.max_cost == Decimal("0.0123") and str(a.max_cost) == "0.0123"
     assert (a.max_duration, a.max_turns) == (5_400_000, 3)
     assert str(b.max_cost) == "0.10" and b.max_duration == 2500 and b.max_turns is None

@@ -21,6 +21,7 @@ from pydantic import JsonValue
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock.behaviour import ApprovalDecision
 from airlock.controller import ControllerServer, JobNotAwaiting, JobNotFound, JobService, NotAnApprover
 from airlock.jobs import (
     ApprovalWait,
@@ -34,7 +35,6 @@ from airlock.jobs import (
     LogLine,
     SandboxActivity,
 )
-from airlock.policy import ApprovalDecision
 from airlock.runner import StepInfo
 from airlock.turn import (
     InferenceFinished,

@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 
 from airlock._proto.controller.v1 import controller_pb2 as cpb
+from airlock.behaviour import ApprovalDecision
 from airlock.jobs import FixedPointRun, Job, JobState
 from airlock.jobs import convert as jc
-from airlock.policy import ApprovalDecision
 from airlock.weave import RecordType
 from airlock.wire import MalformedMessage
 from layer0 import Content, ExitReason, TurnMetadata, TurnOutput

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from airlock.behaviour import ApprovalDecision
 from airlock.config import load_config
 from airlock.controller import AgentRunner, ControllerServer, JobService, JobStoreError, SqliteJobStore
 from airlock.controller._migrate import SCHEMA_VERSION
@@ -35,7 +36,6 @@ from airlock.jobs import (
     StateChanged,
 )
 from airlock.jobs import event_wire as ew
-from airlock.policy import ApprovalDecision
 from airlock.proxy import CredentialProxyEvent
 from airlock.sandbox import SandboxEvent
 from airlock.state import SqliteStore

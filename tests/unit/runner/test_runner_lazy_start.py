@@ -32,7 +32,7 @@ DEFERRED = (
     "airlock.turn._effect_tools",
     "airlock.turn._neuron",
     "airlock.turn._registry",
-    "airlock.turn._session",
+    "airlock.turn._loop",
     "layer0._environment",
     "layer0._hook",
     "layer0._lifecycle",

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from airlock.policy import ResolvedCredentials, resolve_credentials, sidecar_agent
+from airlock.policy import ResolvedCredentials, resolve_credentials
 from airlock.policy.plan import SidecarRoute, compile_plan
 from airlock.policy.secrets import EnvSecretResolver
 from airlock.proxy._clients import ClientFilter
 from airlock.proxy.bundle import BundleConfig
+from airlock.sandbox import sidecar_agent
 from airlock.sandbox.docker._egress import (
     CREDENTIAL_PORT_BASE,
     PROXY_ALIAS,

@@ -24,7 +24,7 @@ from airlock.turn import (
     ToolExecution,
     ToolResultPart,
     TurnEvent,
-    TurnSessionError,
+    TurnLoopError,
     TurnSuspended,
     tool,
 )
@@ -138,7 +138,7 @@ async def test_a_gated_call_suspends_the_session_before_any_tool_of_its_step_run
     assert counted.runs == []
     suspended = [e for e in rec.events if isinstance(e, TurnSuspended)]
     assert len(suspended) == 1 and suspended[0].calls[1].input == {"n": 2}
-    with pytest.raises(TurnSessionError, match="approval of bump, bump"):
+    with pytest.raises(TurnLoopError, match="approval of bump, bump"):
         await session.step()
     # the last checkpoint holds the open step to resume from
     state = mirror(rec.events)[-1]
@@ -177,7 +177,7 @@ async def test_a_gate_by_risk_class_uses_what_the_tool_declares() -> None:
 
 async def test_execute_refuses_to_hide_a_suspension() -> None:
     turn = make(Counted(), FakeProvider(script()), approval=ApprovalGate(tools=["bump"]))
-    with pytest.raises(TurnSessionError, match="waits for approval of bump"):
+    with pytest.raises(TurnLoopError, match="waits for approval of bump"):
         await turn.execute(INPUT)
 
 

@@ -16,7 +16,7 @@ def test_all_names_exist_and_are_public() -> None:
 def test_loop_api_is_exported() -> None:
     for name in (
         "NeuronTurn",
-        "TurnSession",
+        "TurnLoop",
         "StepResult",
         "SessionState",
         "ToolRegistry",

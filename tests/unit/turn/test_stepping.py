@@ -18,8 +18,8 @@ from airlock.turn import (
     StopReason,
     ToolResultPart,
     TurnEvent,
-    TurnSession,
-    TurnSessionError,
+    TurnLoop,
+    TurnLoopError,
     tool,
 )
 from layer0 import Content, ExitReason, Scope, SessionId, TurnConfig, TurnInput, TurnOutput, WriteMemory
@@ -102,7 +102,7 @@ async def test_pause_before_the_first_step() -> None:
 
 
 async def test_pause_during_run_stops_at_the_next_boundary_and_run_continues() -> None:
-    session_box: list[TurnSession] = []
+    session_box: list[TurnLoop] = []
 
     async def pause_after_second_call(event: TurnEvent) -> None:
         if event.type == "inference_finished" and event.iteration == 2:
@@ -147,7 +147,7 @@ async def test_step_while_stepping_is_refused() -> None:
     running = asyncio.create_task(session.step())
     await asyncio.sleep(0)
     await asyncio.sleep(0)
-    with pytest.raises(TurnSessionError):
+    with pytest.raises(TurnLoopError):
         await session.step()
     gate.set()
     assert (await running).is_complete
@@ -194,7 +194,7 @@ async def test_state_during_a_step_is_the_last_boundary() -> None:
     gate = asyncio.Event()
     inside = asyncio.Event()
     seen: list[SessionState] = []
-    box: list[TurnSession] = []
+    box: list[TurnLoop] = []
 
     @tool
     async def wait() -> str:
@@ -216,7 +216,7 @@ async def test_state_during_a_step_is_the_last_boundary() -> None:
 
 
 async def test_resume_rejects_garbage() -> None:
-    with pytest.raises(TurnSessionError):
+    with pytest.raises(TurnLoopError):
         make_turn(FakeProvider()).resume('{"version": 2}')
 
 

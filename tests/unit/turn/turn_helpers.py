@@ -27,7 +27,7 @@ def echo(text: str) -> str:
 
 
 class Recorder:
-    """An EventSink keeping every event."""
+    """An TurnEventSink keeping every event."""
 
     def __init__(self) -> None:
         self.events: list[TurnEvent] = []

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airlock.policy import ApprovalDecision, ApprovalPolicy
+from airlock.behaviour import ApprovalDecision, ApprovalPolicy
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 

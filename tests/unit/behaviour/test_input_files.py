@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from airlock.policy import InputFilesPolicy
-from airlock.policy.input_files import HEADING
+from airlock.behaviour import InputFilesPolicy
+from airlock.behaviour.input_files import HEADING
 
 
 def listed(*lines: str) -> str:

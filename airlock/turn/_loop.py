@@ -1,7 +1,7 @@
-"""TurnSession: the ReAct loop, one model call (plus the tools it asked for) per step.
+"""TurnLoop: the ReAct loop, one model call (plus the tools it asked for) per step.
 
 ``NeuronTurn.execute`` is ``start()`` + ``run()``: there is exactly one loop, this one. The
-session composes its parts: a step context (state, clock, events, hooks, checkpoints), the
+loop composes its parts: a step context (state, clock, events, hooks, checkpoints), the
 accounting, the tool runner and the approval gate.
 """
 
@@ -29,12 +29,12 @@ from layer0 import (
 from ._accounting import Accounting
 from ._approvals import Approvals
 from ._assembly import opening_messages
-from ._config import DeadlineReached, ResolvedConfig, TurnSessionError
+from ._config import DeadlineReached, ResolvedConfig, TurnLoopError
 from ._events import (
-    EventSink,
     InferenceFinished,
     InferenceStarted,
     PendingCall,
+    TurnEventSink,
     TurnLog,
     TurnPaused,
     TurnStarted,
@@ -72,13 +72,13 @@ def call_signature(name: str, input: JsonValue) -> str:
     return name + ":" + json.dumps(input, sort_keys=True, separators=(",", ":"))
 
 
-class TurnSession:
+class TurnLoop:
     """One turn in progress; step it, run it, pause it, snapshot it.
 
     Built by ``NeuronTurn.start`` or ``NeuronTurn.resume``, not directly.
     """
 
-    def __init__(self, turn: TurnParts, state: SessionState, events: EventSink | None = None) -> None:
+    def __init__(self, turn: TurnParts, state: SessionState, events: TurnEventSink | None = None) -> None:
         cfg = overridden(turn.resolve_config(state.input), state.overrides)
         self._ctx = StepContext(turn, state, events, cfg)
         self._accounting = Accounting(self._ctx)
@@ -171,7 +171,7 @@ class TurnSession:
             layer0.TurnError: from the provider (never retried here), for a truncated output
                 (``model("output truncated")``), an exceeded context window
                 (``model("context exceeded")``), or unreadable history (``context_assembly``).
-            TurnSessionError: a step is already running.
+            TurnLoopError: a step is already running.
         """
         if self._output is not None:
             return StepResult(
@@ -224,12 +224,10 @@ class TurnSession:
 
     def _check_steppable(self) -> None:
         if self._ctx.stepping:
-            raise TurnSessionError("a step of this session is already running")
+            raise TurnLoopError("a step of this session is already running")
         if self._approvals.awaiting:
             names = ", ".join(c.name for c in self._approvals.awaiting)
-            raise TurnSessionError(
-                f"the session waits for approval of {names}; resume its state once decided"
-            )
+            raise TurnLoopError(f"the session waits for approval of {names}; resume its state once decided")
 
     async def _step(self) -> StepResult:
         try:
