@@ -26,7 +26,7 @@ from airlock.turn import (
 )
 from layer0 import TurnError, TurnOutput, decimal_to_str
 
-from ._enums import LOG_LEVEL, STOP_REASON, TURN_ERROR_KIND
+from ._enums import CONTEXT_STRATEGY, LOG_LEVEL, SIGNAL_ACTION, STOP_REASON, TURN_ERROR_KIND
 from ._primitives import (
     decimal_from_text,
     decoder,
@@ -92,16 +92,17 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
         )
     if isinstance(event, ToolFinished):
         output, truncated = _cut(event.output, payload_limit)
-        return pb.TurnEvent(
-            tool_finished=pb.ToolFinished(
-                tool_use_id=event.tool_use_id,
-                name=event.name,
-                duration=duration_to_proto(event.duration_ms),
-                success=event.success,
-                output=output,
-                output_truncated=truncated,
-            )
+        tool_done = pb.ToolFinished(
+            tool_use_id=event.tool_use_id,
+            name=event.name,
+            duration=duration_to_proto(event.duration_ms),
+            success=event.success,
+            output=output,
+            output_truncated=truncated,
         )
+        if event.exit_code is not None:
+            tool_done.exit_code = event.exit_code
+        return pb.TurnEvent(tool_finished=tool_done)
     if isinstance(event, TurnLog):
         return pb.TurnEvent(log=pb.TurnLogEvent(level=LOG_LEVEL.to_proto(event.level), message=event.message))
     if isinstance(event, TurnPaused):
@@ -116,7 +117,7 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
         return suspended_event(event)
     if isinstance(event, ContextCompacted):
         compacted = pb.ContextCompacted(
-            strategy=event.strategy,
+            strategy=CONTEXT_STRATEGY.to_proto(event.strategy),
             messages_before=event.messages_before,
             messages_after=event.messages_after,
         )
@@ -126,7 +127,11 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
         return pb.TurnEvent(compacted=compacted)
     if isinstance(event, SignalDelivered):
         return pb.TurnEvent(
-            signal=pb.SignalDelivered(signal_type=event.signal_type, action=event.action, detail=event.detail)
+            signal=pb.SignalDelivered(
+                signal_type=event.signal_type,
+                action=SIGNAL_ACTION.to_proto(event.action),
+                detail=event.detail,
+            )
         )
     if isinstance(event, LifecycleEvent):
         return pb.TurnEvent(lifecycle=lifecycle_to_proto(event))
@@ -229,7 +234,7 @@ def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnErro
         if kind == "compacted":
             c = message.compacted
             return ContextCompacted(
-                strategy=c.strategy,
+                strategy=CONTEXT_STRATEGY.from_proto(c.strategy, "strategy"),
                 messages_before=c.messages_before,
                 messages_after=c.messages_after,
                 cone_size=c.cone_size if c.HasField("cone_size") else None,
@@ -240,9 +245,8 @@ def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnErro
             return lifecycle_from_proto(message.lifecycle)
         if kind == "signal":
             g = message.signal
-            if g.action not in ("feedback", "budget", "cancel", "ignored"):
-                raise MalformedMessage(f"unknown signal action {g.action!r}", path="action")
-            return SignalDelivered(signal_type=g.signal_type, action=g.action, detail=g.detail)
+            action = SIGNAL_ACTION.from_proto(g.action, "action")
+            return SignalDelivered(signal_type=g.signal_type, action=cast(Any, action), detail=g.detail)
         if kind == "inference_started":
             s = message.inference_started
             return InferenceStarted(iteration=s.iteration, model=s.model if s.HasField("model") else None)
@@ -270,6 +274,7 @@ def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnErro
                 duration_ms=duration_from_proto(t2.duration),
                 success=t2.success,
                 output=t2.output,
+                exit_code=t2.exit_code if t2.HasField("exit_code") else None,
             )
         if kind == "log":
             level = LOG_LEVEL.from_proto(message.log.level, "level")

@@ -253,6 +253,11 @@ def test_random_bytes_get_a_clear_answer(runner: Runner, method: str, body: byte
         assert answer.code == grpc.StatusCode.INVALID_ARGUMENT, (answer.code, answer.details)
         assert "does not parse" in answer.details
         assert answer.trailing.get("airlock-reason") == "invalid"
+    elif method != "Execute" and not message_type.FromString(body).execution_id:
+        # Parses, but names no execution: its id is required.
+        assert answer.code == grpc.StatusCode.INVALID_ARGUMENT, (answer.code, answer.details)
+        assert answer.details.startswith("execution_id: is required")
+        assert answer.trailing.get("airlock-reason") == "invalid"
     elif method != "Execute":
         # Parses, but names no running execution.
         assert answer.code == grpc.StatusCode.NOT_FOUND, (answer.code, answer.details)
