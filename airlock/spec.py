@@ -42,6 +42,8 @@ IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 MCP_SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 #: Risk classes a tool may declare; an approval gate may name them.
 RISK_CLASSES = ("destructive", "external")
+#: The hooks a spec may enable by name (``HookSpec.name``; built by ``airlock.build``).
+HOOK_NAMES = ("budget", "logging")
 #: The risk classes of the built-in tools: ``destructive`` changes what the sandbox or the
 #: agent's state holds, ``external`` reaches beyond the sandbox (the network, other agents).
 TOOL_RISKS: dict[str, tuple[str, ...]] = {

@@ -618,7 +618,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
         from airlock.policy import FileRefused, FilesOverCap
         from airlock.spec import ArtifactSpec
 
-        from ._files import collect, read_artifact
+        from ._files import SKIPPED_SYMLINK, collect, read_artifact
         from ._transfer import artifact_caps, file_chunks
 
         try:
@@ -635,7 +635,10 @@ class _RunnerService(pb_grpc.RunnerServicer):
         try:
             found, skipped = await asyncio.to_thread(collect, workspace, spec.globs, caps)
             for path, reason in skipped:
-                yield pb.ArtifactItem(skipped=pb.SkippedFile(path=path, reason=reason))
+                kind = (
+                    pb.SKIP_REASON_SYMLINK if reason == SKIPPED_SYMLINK else pb.SKIP_REASON_NOT_REGULAR_FILE
+                )
+                yield pb.ArtifactItem(skipped=pb.SkippedFile(path=path, reason=reason, kind=kind))
             step = max(1024, min(1024 * 1024, self.config.max_message_bytes // 2))
             for path in found:
                 data = await asyncio.to_thread(read_artifact, workspace, path, caps.max_file_bytes)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar, get_args
 
 from airlock._proto.runner.v1 import runner_pb2 as pb
-from airlock.spec import PROVIDER_KINDS, ContextSpec, McpServerSpec, ProviderSpec
+from airlock.spec import HOOK_NAMES, PROVIDER_KINDS, RISK_CLASSES, ContextSpec, McpServerSpec, ProviderSpec
 from airlock.turn import StopReason
 from layer0 import LogLevel
 
@@ -99,6 +99,8 @@ MCP_TRANSPORT: WireEnum[str] = WireEnum(
     get_args(McpServerSpec.model_fields["transport"].annotation),
     "MCP transport",
 )
+HOOK_KIND: WireEnum[str] = WireEnum(pb.HookKind, "HOOK_KIND_", HOOK_NAMES, "hook kind")
+RISK_CLASS: WireEnum[str] = WireEnum(pb.RiskClass, "RISK_CLASS_", RISK_CLASSES, "risk class")
 #: What a delivered signal did (``SignalDelivered.action``).
 SIGNAL_ACTIONS = ("feedback", "budget", "cancel", "ignored")
 SIGNAL_ACTION: WireEnum[str] = WireEnum(pb.SignalAction, "SIGNAL_ACTION_", SIGNAL_ACTIONS, "signal action")
@@ -113,4 +115,6 @@ WIRE_ENUMS: tuple[WireEnum[Any], ...] = (
     TOOL_CHOICE,
     MCP_TRANSPORT,
     SIGNAL_ACTION,
+    HOOK_KIND,
+    RISK_CLASS,
 )

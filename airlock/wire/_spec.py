@@ -11,7 +11,7 @@ from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.spec import AgentSpec, McpServerSpec
 from layer0 import decimal_to_str
 
-from ._enums import CONTEXT_STRATEGY, MCP_TRANSPORT, PROVIDER_KIND, TOOL_CHOICE
+from ._enums import CONTEXT_STRATEGY, HOOK_KIND, MCP_TRANSPORT, PROVIDER_KIND, RISK_CLASS, TOOL_CHOICE
 from ._primitives import json_field, json_to_proto, seconds_from_proto, seconds_to_proto
 from ._problems import MalformedMessage, Problem, validation_problems
 from ._turn import config_from_proto, config_to_proto
@@ -77,7 +77,9 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
             pb.ToolOptions(tool=tool, options=json_to_proto(options))
             for tool, options in spec.tool_options.items()
         ],
-        hooks=[pb.HookSpec(name=h.name, options=json_to_proto(h.options)) for h in spec.hooks],
+        hooks=[
+            pb.HookSpec(kind=HOOK_KIND.to_proto(h.name), options=json_to_proto(h.options)) for h in spec.hooks
+        ],
         limits=pb.LoopLimits(
             circuit_breaker_threshold=spec.limits.circuit_breaker_threshold,
             stuck_threshold=spec.limits.stuck_threshold,
@@ -93,7 +95,8 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
         ),
     )
     if spec.approval is not None:
-        message.approval.CopyFrom(pb.ApprovalGate(tools=spec.approval.tools, risks=spec.approval.risks))
+        risks = [RISK_CLASS.to_proto(risk) for risk in spec.approval.risks]
+        message.approval.CopyFrom(pb.ApprovalGate(tools=spec.approval.tools, risks=risks))
     return message
 
 
@@ -237,7 +240,10 @@ def spec_from_proto(message: pb.AgentSpec) -> AgentSpec:
         "tools": list(message.tools),
         "tool_options": _tool_options(message, problems),
         "hooks": [
-            {"name": h.name, "options": problems.read(f"hooks[{i}]", json_field, h, "options") or {}}
+            {
+                "name": problems.read(f"hooks[{i}].kind", HOOK_KIND.from_proto, h.kind),
+                "options": problems.read(f"hooks[{i}]", json_field, h, "options") or {},
+            }
             for i, h in enumerate(message.hooks)
         ],
         "mcp_servers": [
@@ -283,5 +289,9 @@ def _parts(message: pb.AgentSpec, problems: _Problems) -> dict[str, Any]:
             artifacts["globs"] = list(a.globs.values)
         data["artifacts"] = artifacts
     if message.HasField("approval"):
-        data["approval"] = {"tools": list(message.approval.tools), "risks": list(message.approval.risks)}
+        risks = [
+            problems.read(f"approval.risks[{i}]", RISK_CLASS.from_proto, risk)
+            for i, risk in enumerate(message.approval.risks)
+        ]
+        data["approval"] = {"tools": list(message.approval.tools), "risks": risks}
     return data

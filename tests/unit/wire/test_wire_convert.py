@@ -15,6 +15,7 @@ from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.spec import (
     AgentSpec,
+    ApprovalGate,
     ArtifactSpec,
     ContextSpec,
     HookSpec,
@@ -306,7 +307,18 @@ agent_specs = st.builds(
     ),
     defaults=configs,
     hooks=st.lists(
-        st.builds(HookSpec, name=text, options=st.dictionaries(text, json_values, max_size=3)), max_size=2
+        st.builds(
+            HookSpec,
+            name=st.sampled_from(["budget", "logging"]),
+            options=st.dictionaries(text, json_values, max_size=3),
+        ),
+        max_size=2,
+    ),
+    approval=st.none()
+    | st.builds(
+        ApprovalGate,
+        tools=st.lists(text, max_size=2),
+        risks=st.lists(st.sampled_from(["destructive", "external"]), unique=True),
     ),
     limits=st.builds(
         LoopLimits, circuit_breaker_threshold=st.integers(1, 50), stuck_threshold=st.integers(2, 50)
@@ -433,14 +445,18 @@ def test_unknown_enum_numbers_and_negative_durations_name_their_field() -> None:
             kind=pb.PROVIDER_KIND_SCRIPTED, tool_choice_after_failure=7, timeout=Duration(seconds=-1)
         ),
         mcp_servers=[pb.McpServer(name="m", command=["srv"]), pb.McpServer(name="n", transport=9)],
+        hooks=[pb.HookSpec(kind=pb.HOOK_KIND_BUDGET), pb.HookSpec()],
+        approval=pb.ApprovalGate(risks=[pb.RISK_CLASS_EXTERNAL, 5]),
     )
     valid = "valid: MCP_TRANSPORT_STDIO, MCP_TRANSPORT_HTTP"
     assert _problems(message) == [
+        "hooks[1].kind: required (got HOOK_KIND_UNSPECIFIED); valid: HOOK_KIND_BUDGET, HOOK_KIND_LOGGING",
         f"mcp_servers[0].transport: required (got MCP_TRANSPORT_UNSPECIFIED); {valid}",
         f"mcp_servers[1].transport: unknown MCP transport 9; {valid}",
         "provider.timeout: must not be negative (unset or zero: the default)",
         "provider.tool_choice_after_failure: unknown tool choice 7; valid: TOOL_CHOICE_AUTO, "
         "TOOL_CHOICE_REQUIRED",
+        "approval.risks[1]: unknown risk class 5; valid: RISK_CLASS_DESTRUCTIVE, RISK_CLASS_EXTERNAL",
     ]
 
 

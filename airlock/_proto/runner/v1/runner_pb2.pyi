@@ -13,11 +13,15 @@ Conventions (mirroring layer0's JSON wire conventions):
   absent `Json` field and a `Json` with empty text both mean JSON null.
 - Decimal amounts (cost, budgets, prices) are strings of plain decimal text keeping their
   scale ("0.0150"), never floats.
-- Durations are google.protobuf.Duration (layer0 keeps whole milliseconds).
+- Durations are google.protobuf.Duration, never seconds as a double (layer0 keeps whole
+  milliseconds; timeouts keep nanoseconds).
+- Counts and caps that never need 64 bits are uint32 (byte caps stay int64). For every limit,
+  0 or unset means its default (a zero Duration too).
 - Externally tagged layer0 enums (TriggerType, ExitReason, Scope) are `oneof`s; unit
   variants are google.protobuf.Empty.
-- Closed sets are enums whose 0 value is `*_UNSPECIFIED`; an unspecified or unknown value in
-  a request is INVALID_ARGUMENT.
+- Closed sets are enums whose 0 value is `*_UNSPECIFIED`; an unknown value in a request is
+  INVALID_ARGUMENT naming the field, and so is an unspecified one where the field is required
+  (its comment says what UNSPECIFIED means otherwise, e.g. ToolChoice: the default).
 - Errors of the RPCs are gRPC status codes; a turn's own failure is the final `error` event.
   INVALID_ARGUMENT details hold one line per problem, `path: what is wrong`, where the path
   names the request field (`agent.provider.kind: ...`, `input.metadata: ...`). Every refusal
@@ -176,6 +180,28 @@ controller in the state snapshot (scope custom "causal_cone", key "cone": {"reco
 """
 Global___ContextStrategy: _TypeAlias = ContextStrategy  # noqa: Y015
 
+class _HookKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _HookKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HookKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    HOOK_KIND_UNSPECIFIED: _HookKind.ValueType  # 0
+    HOOK_KIND_BUDGET: _HookKind.ValueType  # 1
+    """Stops the turn at a cost: options {"max_cost": "1.00" (required), "warn_at": "0.8"}."""
+    HOOK_KIND_LOGGING: _HookKind.ValueType  # 2
+    """Logs the turn's steps: options {"level": "INFO"}."""
+
+class HookKind(_HookKind, metaclass=_HookKindEnumTypeWrapper):
+    """The hooks a spec may enable."""
+
+HOOK_KIND_UNSPECIFIED: HookKind.ValueType  # 0
+HOOK_KIND_BUDGET: HookKind.ValueType  # 1
+"""Stops the turn at a cost: options {"max_cost": "1.00" (required), "warn_at": "0.8"}."""
+HOOK_KIND_LOGGING: HookKind.ValueType  # 2
+"""Logs the turn's steps: options {"level": "INFO"}."""
+Global___HookKind: _TypeAlias = HookKind  # noqa: Y015
+
 class _McpTransport:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -197,6 +223,32 @@ MCP_TRANSPORT_STDIO: McpTransport.ValueType  # 1
 MCP_TRANSPORT_HTTP: McpTransport.ValueType  # 2
 """Streamable HTTP at `url`, reached through the sandbox's egress proxy."""
 Global___McpTransport: _TypeAlias = McpTransport  # noqa: Y015
+
+class _RiskClass:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RiskClassEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RiskClass.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RISK_CLASS_UNSPECIFIED: _RiskClass.ValueType  # 0
+    RISK_CLASS_DESTRUCTIVE: _RiskClass.ValueType  # 1
+    """It can change or delete something (bash, write_file, edit_file, write_memory,
+    delete_memory, an MCP tool not marked read-only).
+    """
+    RISK_CLASS_EXTERNAL: _RiskClass.ValueType  # 2
+    """It can reach outside the sandbox (bash, http_request, an http MCP server's tools)."""
+
+class RiskClass(_RiskClass, metaclass=_RiskClassEnumTypeWrapper):
+    """A class of risk a tool declares."""
+
+RISK_CLASS_UNSPECIFIED: RiskClass.ValueType  # 0
+RISK_CLASS_DESTRUCTIVE: RiskClass.ValueType  # 1
+"""It can change or delete something (bash, write_file, edit_file, write_memory,
+delete_memory, an MCP tool not marked read-only).
+"""
+RISK_CLASS_EXTERNAL: RiskClass.ValueType  # 2
+"""It can reach outside the sandbox (bash, http_request, an http MCP server's tools)."""
+Global___RiskClass: _TypeAlias = RiskClass  # noqa: Y015
 
 class _StopReason:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -297,6 +349,28 @@ TURN_ERROR_KIND_NON_RETRYABLE: TurnErrorKind.ValueType  # 5
 """A retry will fail the same way."""
 TURN_ERROR_KIND_OTHER: TurnErrorKind.ValueType  # 6
 Global___TurnErrorKind: _TypeAlias = TurnErrorKind  # noqa: Y015
+
+class _SkipReason:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SkipReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SkipReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SKIP_REASON_UNSPECIFIED: _SkipReason.ValueType  # 0
+    SKIP_REASON_SYMLINK: _SkipReason.ValueType  # 1
+    """A symbolic link (never followed)."""
+    SKIP_REASON_NOT_REGULAR_FILE: _SkipReason.ValueType  # 2
+    """Not a regular file (a device, a FIFO, a socket)."""
+
+class SkipReason(_SkipReason, metaclass=_SkipReasonEnumTypeWrapper):
+    """Why a matching path is not collected."""
+
+SKIP_REASON_UNSPECIFIED: SkipReason.ValueType  # 0
+SKIP_REASON_SYMLINK: SkipReason.ValueType  # 1
+"""A symbolic link (never followed)."""
+SKIP_REASON_NOT_REGULAR_FILE: SkipReason.ValueType  # 2
+"""Not a regular file (a device, a FIFO, a socket)."""
+Global___SkipReason: _TypeAlias = SkipReason  # noqa: Y015
 
 @_typing.final
 class Json(_message.Message):
@@ -1306,7 +1380,7 @@ class ProviderSpec(_message.Message):
 
     @_builtins.property
     def timeout(self) -> _duration_pb2.Duration:
-        """Request timeout. Unset or zero: the default, 120 s; else > 0 (whole milliseconds kept)."""
+        """Request timeout. Unset or zero: the default, 120 s; negative: INVALID_ARGUMENT."""
 
     @_builtins.property
     def compaction(self) -> Global___ServerCompaction:
@@ -1463,15 +1537,14 @@ Global___ToolOptions: _TypeAlias = ToolOptions  # noqa: Y015
 
 @_typing.final
 class HookSpec(_message.Message):
-    """A hook, by name: "budget" (options {"max_cost": "1.00" (required), "warn_at": "0.8"}) or
-    "logging" (options {"level": "INFO"}).
-    """
+    """A hook and its options."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
-    name: _builtins.str
+    kind: Global___HookKind.ValueType
+    """Required (UNSPECIFIED or unknown: INVALID_ARGUMENT)."""
     @_builtins.property
     def options(self) -> Global___Json:
         """A JSON object; absent: {}."""
@@ -1479,12 +1552,12 @@ class HookSpec(_message.Message):
     def __init__(
         self,
         *,
-        name: _builtins.str = ...,
+        kind: Global___HookKind.ValueType = ...,
         options: Global___Json | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "options", b"options"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "options", b"options"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1580,7 +1653,9 @@ class McpServer(_message.Message):
 
     @_builtins.property
     def startup_timeout(self) -> _duration_pb2.Duration:
-        """Time to start the server and list its tools. Unset or zero: the default, 30 s."""
+        """Time to start the server and list its tools. Unset or zero: the default, 30 s (negative:
+        INVALID_ARGUMENT, as for call_timeout).
+        """
 
     @_builtins.property
     def call_timeout(self) -> _duration_pb2.Duration:
@@ -1679,9 +1754,9 @@ Global___ArtifactSpec: _TypeAlias = ArtifactSpec  # noqa: Y015
 @_typing.final
 class ApprovalGate(_message.Message):
     """Which tool calls wait for a person's approval: a call matches by its tool's name (fnmatch
-    globs such as "bash", "*_file") or by a risk class its tool declares ("destructive",
-    "external"; an unknown class is INVALID_ARGUMENT). The turn suspends before such a call
-    (the stream ends with `suspended`) until it is resumed with the call decided.
+    globs such as "bash", "*_file") or by a risk class its tool declares. The turn suspends
+    before such a call (the stream ends with `suspended`) until it is resumed with the call
+    decided.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -1691,12 +1766,14 @@ class ApprovalGate(_message.Message):
     @_builtins.property
     def tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
-    def risks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def risks(self) -> _containers.RepeatedScalarFieldContainer[Global___RiskClass.ValueType]:
+        """UNSPECIFIED or unknown: INVALID_ARGUMENT (`approval.risks[i]`)."""
+
     def __init__(
         self,
         *,
         tools: _abc.Iterable[_builtins.str] | None = ...,
-        risks: _abc.Iterable[_builtins.str] | None = ...,
+        risks: _abc.Iterable[Global___RiskClass.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -2121,7 +2198,10 @@ class PendingCall(_message.Message):
     def input(self) -> Global___Json: ...
     @_builtins.property
     def risks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """The risk classes the tool declares."""
+        """The risk classes the tool declares, as text: the RiskClass names in lower case without
+        their prefix ("destructive", "external") for the built-in and MCP tools; a custom tool may
+        declare classes of its own, so this stays open text.
+        """
 
     def __init__(
         self,
@@ -2746,17 +2826,21 @@ class SkippedFile(_message.Message):
 
     PATH_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     reason: _builtins.str
+    """The same, as a sentence for people."""
+    kind: Global___SkipReason.ValueType
     def __init__(
         self,
         *,
         path: _builtins.str = ...,
         reason: _builtins.str = ...,
+        kind: Global___SkipReason.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "path", b"path", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

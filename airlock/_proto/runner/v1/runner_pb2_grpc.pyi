@@ -13,11 +13,15 @@ Conventions (mirroring layer0's JSON wire conventions):
   absent `Json` field and a `Json` with empty text both mean JSON null.
 - Decimal amounts (cost, budgets, prices) are strings of plain decimal text keeping their
   scale ("0.0150"), never floats.
-- Durations are google.protobuf.Duration (layer0 keeps whole milliseconds).
+- Durations are google.protobuf.Duration, never seconds as a double (layer0 keeps whole
+  milliseconds; timeouts keep nanoseconds).
+- Counts and caps that never need 64 bits are uint32 (byte caps stay int64). For every limit,
+  0 or unset means its default (a zero Duration too).
 - Externally tagged layer0 enums (TriggerType, ExitReason, Scope) are `oneof`s; unit
   variants are google.protobuf.Empty.
-- Closed sets are enums whose 0 value is `*_UNSPECIFIED`; an unspecified or unknown value in
-  a request is INVALID_ARGUMENT.
+- Closed sets are enums whose 0 value is `*_UNSPECIFIED`; an unknown value in a request is
+  INVALID_ARGUMENT naming the field, and so is an unspecified one where the field is required
+  (its comment says what UNSPECIFIED means otherwise, e.g. ToolChoice: the default).
 - Errors of the RPCs are gRPC status codes; a turn's own failure is the final `error` event.
   INVALID_ARGUMENT details hold one line per problem, `path: what is wrong`, where the path
   names the request field (`agent.provider.kind: ...`, `input.metadata: ...`). Every refusal
