@@ -621,6 +621,9 @@ class _RunnerService(pb_grpc.RunnerServicer):
         from ._files import SKIPPED_SYMLINK, collect, read_artifact
         from ._transfer import artifact_caps, file_chunks
 
+        reserved = wire.reserved_problems(request)
+        if reserved:
+            await self._invalid(context, reserved)
         try:
             given = {
                 name: getattr(request, name)

@@ -14,6 +14,7 @@ from layer0 import decimal_to_str
 from ._enums import CONTEXT_STRATEGY, HOOK_KIND, MCP_TRANSPORT, PROVIDER_KIND, RISK_CLASS, TOOL_CHOICE
 from ._primitives import json_field, json_to_proto, seconds_from_proto, seconds_to_proto
 from ._problems import MalformedMessage, Problem, validation_problems
+from ._reserved import reserved_problems
 from ._turn import config_from_proto, config_to_proto
 
 _T = TypeVar("_T")
@@ -228,12 +229,13 @@ def spec_from_proto(message: pb.AgentSpec) -> AgentSpec:
     A count, cap or Duration that is 0 (or unset) means its default.
 
     Raises:
-        MalformedMessage: every problem found (a missing provider, an unspecified or unknown
-            enum value, invalid JSON, a negative Duration, a value that does not validate),
-            each located by its path in the AgentSpec (``provider.kind``,
-            ``context.keep_last``, …).
+        MalformedMessage: every problem found (a value at a number this version reserves, a
+            missing provider, an unspecified or unknown enum value, invalid JSON, a negative
+            Duration, a value that does not validate), each located by its path in the
+            AgentSpec (``provider.kind``, ``context.keep_last``, …).
     """
     problems = _Problems()
+    problems.found.extend(reserved_problems(message))
     data: dict[str, Any] = {
         "name": message.name,
         "system": message.system,

@@ -98,6 +98,20 @@ async def test_corrupt_bytes_are_one_violation(address: str, token: str) -> None
     assert len(details.violations) == 1 and "does not parse" in details.violations[0][1]
 
 
+async def test_an_older_clients_field_at_a_reserved_number_is_a_violation(address: str, token: str) -> None:
+    # CollectArtifactsRequest.max_files was an int64 at 2 (now uint32 at 5; 2 is reserved).
+    body = pb.CollectArtifactsRequest(globs=["out/**"]).SerializeToString() + bytes([2 << 3, 1])
+    md = (("authorization", f"Bearer {token}"),)
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = channel.unary_stream("/airlock.runner.v1.Runner/CollectArtifacts")(body, metadata=md)
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            async for _ in call:
+                pass
+    details = check(e.value, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "invalid")
+    [(field, text)] = details.violations
+    assert field == "" and text.startswith("field 2 is no longer read")
+
+
 async def test_control_calls_on_unknown_executions_are_not_found(runner: Runner) -> None:
     stub, md = runner.stub, runner.metadata
     for call, message in [

@@ -460,6 +460,30 @@ def test_unknown_enum_numbers_and_negative_durations_name_their_field() -> None:
     ]
 
 
+def test_a_value_at_a_reserved_number_is_refused_not_ignored() -> None:
+    # An older client writes max_tokens as int64 at 6 and timeout_s as a double at 8 (both now
+    # reserved): the request is refused instead of silently getting the defaults.
+    provider = pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED, script=wire.json_to_proto([]))
+    old = provider.SerializeToString() + bytes([6 << 3, 100]) + bytes([8 << 3 | 1]) + b"\0" * 8
+    older = pb.AgentSpec(name="a", provider=pb.ProviderSpec.FromString(old))
+    older.mcp_servers.add(name="m").MergeFromString(bytes([2 << 3 | 2, 5]) + b"stdio")
+    lines = _problems(older)
+    assert [line.split(": ")[0] for line in lines] == [
+        "provider",
+        "provider",
+        "mcp_servers[0]",
+        "mcp_servers[0].transport",  # its transport at 9 is not set
+    ]
+    assert lines[0].startswith("provider: field 6 is no longer read") and "field 8" in lines[1]
+    assert "field 2 is no longer read" in lines[2]
+    assert (
+        wire.reserved_problems(
+            wire.spec_to_proto(AgentSpec(name="a", provider=ProviderSpec(kind="scripted")))
+        )
+        == []
+    )
+
+
 # --- Events ----------------------------------------------------------------------------------
 
 
