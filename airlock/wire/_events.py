@@ -61,14 +61,10 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
     Raises:
         MalformedMessage: a value outside its closed set (a stop reason, a log level, ...).
     """
-    if isinstance(event, ToolStarted):
-        return _tool_started(event, payload_limit)
-    if isinstance(event, ToolFinished):
-        return _tool_finished(event, payload_limit)
-    for kind, convert in _TO_PROTO.items():
-        if isinstance(event, kind):
-            return convert(event)
-    return None
+    convert = _TO_PROTO.get(type(event))
+    if convert is None:  # a subclass of an event type (an exact type is found at once)
+        convert = next((c for kind, c in _TO_PROTO.items() if isinstance(event, kind)), None)
+    return convert(event, payload_limit) if convert is not None else None
 
 
 def _tool_started(event: ToolStarted, payload_limit: int) -> pb.TurnEvent:
@@ -148,20 +144,22 @@ def _signal(event: SignalDelivered) -> pb.TurnEvent:
     )
 
 
-#: The other events' converters, by the event's type.
-_TO_PROTO: dict[type[Any], Callable[[Any], pb.TurnEvent]] = {
-    TurnStarted: lambda e: pb.TurnEvent(started=pb.TurnStarted(resumed=e.resumed)),
-    InferenceStarted: _inference_started,
-    InferenceFinished: _inference_finished,
-    TurnLog: lambda e: pb.TurnEvent(
+#: Each event type's converter (called with the event and the payload limit).
+_TO_PROTO: dict[type[Any], Callable[[Any, int], pb.TurnEvent]] = {
+    Checkpoint: lambda e, _: _checkpoint(e),
+    InferenceStarted: lambda e, _: _inference_started(e),
+    InferenceFinished: lambda e, _: _inference_finished(e),
+    ToolStarted: _tool_started,
+    ToolFinished: _tool_finished,
+    TurnStarted: lambda e, _: pb.TurnEvent(started=pb.TurnStarted(resumed=e.resumed)),
+    TurnLog: lambda e, _: pb.TurnEvent(
         log=pb.TurnLogEvent(level=LOG_LEVEL.to_proto(e.level), message=e.message)
     ),
-    TurnPaused: lambda e: pb.TurnEvent(paused=pb.TurnPaused(iteration=e.iteration)),
-    Checkpoint: _checkpoint,
-    TurnSuspended: lambda e: suspended_event(e),
-    ContextCompacted: _compacted,
-    SignalDelivered: _signal,
-    LifecycleEvent: lambda e: pb.TurnEvent(lifecycle=lifecycle_to_proto(e)),
+    TurnPaused: lambda e, _: pb.TurnEvent(paused=pb.TurnPaused(iteration=e.iteration)),
+    TurnSuspended: lambda e, _: suspended_event(e),
+    ContextCompacted: lambda e, _: _compacted(e),
+    SignalDelivered: lambda e, _: _signal(e),
+    LifecycleEvent: lambda e, _: pb.TurnEvent(lifecycle=lifecycle_to_proto(e)),
 }
 
 
