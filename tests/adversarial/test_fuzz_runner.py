@@ -403,7 +403,7 @@ def test_hostile_json_is_refused_with_its_path(runner: Runner, field: str, value
         request.agent.tools.append("calculator")
         request.agent.tool_options.add(tool="calculator", options=pb.Json(text=text))
     elif field == "agent.hooks":
-        request.agent.hooks.add(name="logging", options=pb.Json(text=text))
+        request.agent.hooks.add(kind=pb.HOOK_KIND_LOGGING, options=pb.Json(text=text))
     else:
         request.agent.provider.script.text = text
     answer = _call(runner, "Execute", request.SerializeToString())
