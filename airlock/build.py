@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airlock.errors import SpecError
-from airlock.spec import EFFECT_TOOLS, MEMORY_TOOLS, AgentSpec, ContextSpec, HookSpec
+from airlock.spec import EFFECT_TOOLS, HOOK_NAMES, MEMORY_TOOLS, AgentSpec, ContextSpec, HookSpec
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from layer0 import Hook, StateReader
 
 __all__ = ["HOOK_NAMES", "build_context", "build_hook", "build_turn"]
-
-#: Hook names an AgentSpec may enable.
-HOOK_NAMES = ("budget", "logging")
 
 
 def build_turn(

@@ -42,6 +42,8 @@ IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 MCP_SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 #: Risk classes a tool may declare; an approval gate may name them.
 RISK_CLASSES = ("destructive", "external")
+#: The hooks a spec may enable by name (``HookSpec.name``; built by ``airlock.build``).
+HOOK_NAMES = ("budget", "logging")
 #: The risk classes of the built-in tools: ``destructive`` changes what the sandbox or the
 #: agent's state holds, ``external`` reaches beyond the sandbox (the network, other agents).
 TOOL_RISKS: dict[str, tuple[str, ...]] = {
@@ -59,6 +61,8 @@ TOOL_RISKS: dict[str, tuple[str, ...]] = {
 HISTORY_KEY = "history"
 #: The most values an agent spec's YAML may expand to, counting each use of an alias anew.
 _MAX_SPEC_VALUES = 200_000
+#: The largest count the wire carries (its counts are uint32).
+UINT32_MAX = 2**32 - 1
 
 
 def _names_a_file(source: str) -> bool:
@@ -103,7 +107,7 @@ class ProviderSpec(_Spec):
     api_key_env: str | None = None
     #: Scripted provider only: the recorded conversation (inline) or a path to its file.
     script: str | list[JsonValue] | dict[str, JsonValue] | None = None
-    max_tokens: int = Field(default=4096, gt=0)
+    max_tokens: int = Field(default=4096, gt=0, le=UINT32_MAX)
     temperature: float | None = None
     #: Anthropic only: server-side compaction (None: off). Works beside the client-side
     #: context strategies.
@@ -112,7 +116,7 @@ class ProviderSpec(_Spec):
     timeout_s: float = Field(default=120.0, gt=0)
     #: Retries the SDK itself makes on 429/5xx/connection errors before raising (0: none;
     #: the orchestrator's retry policy still applies on top).
-    max_retries: int = Field(default=2, ge=0)
+    max_retries: int = Field(default=2, ge=0, le=UINT32_MAX)
     #: The ``tool_choice`` of a turn's first model call when tools are offered: ``required``
     #: makes the model act (call a tool) before it may answer; later calls are ``auto``. Small
     #: local models otherwise tend to explain how to do a task instead of doing it.
@@ -144,9 +148,9 @@ class ContextSpec(_Spec):
     #: its job tree (given by the controller), not the whole shared history.
     strategy: Literal["none", "sliding_window", "summarization", "composite", "causal_cone"] = "none"
     #: Token budget the strategy compacts to.
-    max_tokens: int = Field(default=100_000, gt=0)
+    max_tokens: int = Field(default=100_000, gt=0, le=UINT32_MAX)
     #: sliding_window: messages kept at the end (tool pairs never split).
-    keep_last: int = Field(default=20, gt=0)
+    keep_last: int = Field(default=20, gt=0, le=UINT32_MAX)
 
 
 class McpServerSpec(_Spec):
@@ -217,7 +221,7 @@ class ArtifactSpec(_Spec):
     silent cut)."""
 
     globs: list[str] = Field(default_factory=lambda: ["out/**"])
-    max_files: int = Field(default=100, gt=0)
+    max_files: int = Field(default=100, gt=0, le=UINT32_MAX)
     max_file_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
     max_total_bytes: int = Field(default=50 * 1024 * 1024, gt=0)
 
@@ -234,7 +238,7 @@ class ServerCompaction(_Spec):
     """Anthropic only: the API's server-side context compaction (``context_management``)."""
 
     #: Input tokens at which the API compacts the conversation.
-    trigger_tokens: int = Field(default=150_000, ge=50_000)
+    trigger_tokens: int = Field(default=150_000, ge=50_000, le=UINT32_MAX)
 
 
 class HookSpec(_Spec):
@@ -248,9 +252,9 @@ class LoopLimits(_Spec):
     """Loop guards beyond TurnConfig."""
 
     #: Consecutive failed tool calls that trip the circuit breaker.
-    circuit_breaker_threshold: int = Field(default=5, gt=0)
+    circuit_breaker_threshold: int = Field(default=5, gt=0, le=UINT32_MAX)
     #: Identical tool calls (same name and input) in a row that count as stuck.
-    stuck_threshold: int = Field(default=4, gt=1)
+    stuck_threshold: int = Field(default=4, gt=1, le=UINT32_MAX)
     #: Fractions of ``max_cost`` at which the turn emits a budget warning (each once).
     budget_warnings: list[float] = Field(default_factory=lambda: [0.5, 0.8])
 

@@ -17,7 +17,11 @@ from pathlib import Path
 
 from airlock.policy import FileCaps, FileRefused, FilesOverCap, matches, workspace_path
 
-__all__ = ["collect", "read_artifact", "write_files"]
+__all__ = ["SKIPPED_SPECIAL", "SKIPPED_SYMLINK", "collect", "read_artifact", "write_files"]
+
+#: Why a matching path is not collected: a symbolic link, or not a regular file.
+SKIPPED_SYMLINK = "a symbolic link (never followed)"
+SKIPPED_SPECIAL = "not a regular file"
 
 #: Entries the artifact walk visits at most (a workspace of millions of files is refused).
 MAX_WALKED = 100_000
@@ -110,7 +114,7 @@ def collect(
                 rel = f"{prefix}{entry.name}"
                 if entry.is_symlink():
                     if matches(rel, globs):
-                        skipped.append((rel, "a symbolic link (never followed)"))
+                        skipped.append((rel, SKIPPED_SYMLINK))
                     continue
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(rel + "/")
@@ -121,7 +125,7 @@ def collect(
                 if stat.S_ISREG(info.st_mode):
                     found[rel] = info.st_size
                 else:
-                    skipped.append((rel, "not a regular file"))
+                    skipped.append((rel, SKIPPED_SPECIAL))
     caps.check(found, "artifacts")
     return dict(sorted(found.items())), sorted(skipped)
 

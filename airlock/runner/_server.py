@@ -297,6 +297,10 @@ def _resume_problems(resume: str, input: TurnInput) -> list[wire.Problem]:
     return []
 
 
+#: The problem of a control request (Cancel, Pause, Resume, Step, Signal) without an id.
+_ID_REQUIRED = wire.Problem("execution_id", "is required")
+
+
 def _step_response(result: StepResult) -> pb.StepResponse:
     return pb.StepResponse(
         complete=result.is_complete, text=result.text, tools=[t.name for t in result.tool_executions]
@@ -508,7 +512,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
 
     async def _invalid(self, context: grpc.aio.ServicerContext, problems: Sequence[wire.Problem]) -> NoReturn:
         details = "\n".join(str(p) for p in problems)
-        _log.info("rejected an invalid Execute", extra={"error": details})
+        _log.info("rejected an invalid request", extra={"error": details})
         await self._refuse(
             context, grpc.StatusCode.INVALID_ARGUMENT, details, reasons.INVALID_ARGUMENT, problems
         )
@@ -517,6 +521,10 @@ class _RunnerService(pb_grpc.RunnerServicer):
         return self.executions.get(execution_id)
 
     async def _get(self, execution_id: str, context: grpc.aio.ServicerContext) -> _Execution:
+        """The running execution ``execution_id`` names; an empty id is INVALID_ARGUMENT, an
+        unknown one NOT_FOUND."""
+        if not execution_id:
+            await self._invalid(context, [_ID_REQUIRED])
         execution = self._find(execution_id)
         if execution is None or execution.task is None:
             await self._refuse(
@@ -546,13 +554,15 @@ class _RunnerService(pb_grpc.RunnerServicer):
         return pb.ResumeResponse()
 
     async def Signal(self, request: pb.SignalRequest, context: grpc.aio.ServicerContext) -> pb.SignalResponse:
-        execution = await self._get(request.execution_id, context)
         problems = [] if request.signal_type else [wire.Problem("signal_type", "required")]
         data: Any = None
         try:
             data = wire.json_from_proto(request.data, present=request.HasField("data"))
         except wire.MalformedMessage as e:
             problems += [p.under("data") for p in e.problems]
+        if not request.execution_id:  # every problem of the request at once
+            await self._invalid(context, [_ID_REQUIRED, *problems])
+        execution = await self._get(request.execution_id, context)
         if problems:
             await self._invalid(context, problems)
         execution.session.deliver(request.signal_type, data)
@@ -579,7 +589,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
         return _step_response(result)
 
     async def PutFiles(
-        self, request_iterator: AsyncIterator[pb.FileChunk], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[pb.PutFilesRequest], context: grpc.aio.ServicerContext
     ) -> pb.PutFilesResponse:
         from airlock.policy import INPUT_CAPS, FileRefused, FilesOverCap
 
@@ -608,9 +618,12 @@ class _RunnerService(pb_grpc.RunnerServicer):
         from airlock.policy import FileRefused, FilesOverCap
         from airlock.spec import ArtifactSpec
 
-        from ._files import collect, read_artifact
+        from ._files import SKIPPED_SYMLINK, collect, read_artifact
         from ._transfer import artifact_caps, file_chunks
 
+        reserved = wire.reserved_problems(request)
+        if reserved:
+            await self._invalid(context, reserved)
         try:
             given = {
                 name: getattr(request, name)
@@ -625,7 +638,10 @@ class _RunnerService(pb_grpc.RunnerServicer):
         try:
             found, skipped = await asyncio.to_thread(collect, workspace, spec.globs, caps)
             for path, reason in skipped:
-                yield pb.ArtifactItem(skipped=pb.SkippedFile(path=path, reason=reason))
+                kind = (
+                    pb.SKIP_REASON_SYMLINK if reason == SKIPPED_SYMLINK else pb.SKIP_REASON_NOT_REGULAR_FILE
+                )
+                yield pb.ArtifactItem(skipped=pb.SkippedFile(path=path, reason=reason, kind=kind))
             step = max(1024, min(1024 * 1024, self.config.max_message_bytes // 2))
             for path in found:
                 data = await asyncio.to_thread(read_artifact, workspace, path, caps.max_file_bytes)

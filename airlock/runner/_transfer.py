@@ -14,7 +14,15 @@ from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.policy import FileCaps, FileRefused, FilesOverCap, matches, workspace_path
 from airlock.spec import ArtifactSpec
 
-__all__ = ["Artifacts", "FileAssembly", "artifact_caps", "collect_artifacts", "file_chunks", "put_files"]
+__all__ = [
+    "Artifacts",
+    "FileAssembly",
+    "artifact_caps",
+    "collect_artifacts",
+    "file_chunks",
+    "put_chunks",
+    "put_files",
+]
 
 #: Bytes of one chunk on the wire.
 CHUNK_BYTES = 256 * 1024
@@ -30,15 +38,29 @@ class Artifacts:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
-def file_chunks(path: str, data: bytes, size: int = CHUNK_BYTES) -> Iterator[pb.FileChunk]:
-    """``data`` as chunks of at most ``size`` bytes (one, empty, for an empty file), the last marked."""
+def _pieces(data: bytes, size: int) -> Iterator[tuple[bytes, bool]]:
+    """``data`` in pieces of at most ``size`` bytes (one, empty, for empty data), each with
+    whether it is the last."""
     for at in range(0, max(len(data), 1), size):
-        yield pb.FileChunk(path=path, data=data[at : at + size], last=at + size >= len(data))
+        yield data[at : at + size], at + size >= len(data)
 
 
-async def _chunks(files: Sequence[tuple[str, bytes]]) -> AsyncIterator[pb.FileChunk]:
+def file_chunks(path: str, data: bytes, size: int = CHUNK_BYTES) -> Iterator[pb.FileChunk]:
+    """``data`` as artifact chunks of at most ``size`` bytes (one, empty, for an empty file),
+    each naming ``path``, the last marked."""
+    for piece, last in _pieces(data, size):
+        yield pb.FileChunk(path=path, data=piece, last=last)
+
+
+def put_chunks(path: str, data: bytes, size: int = CHUNK_BYTES) -> Iterator[pb.PutFilesRequest]:
+    """``data`` as the PutFiles requests of one file (as :func:`file_chunks`)."""
+    for piece, last in _pieces(data, size):
+        yield pb.PutFilesRequest(path=path, data=piece, last=last)
+
+
+async def _chunks(files: Sequence[tuple[str, bytes]]) -> AsyncIterator[pb.PutFilesRequest]:
     for path, data in files:
-        for chunk in file_chunks(path, data):
+        for chunk in put_chunks(path, data):
             yield chunk
 
 

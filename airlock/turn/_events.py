@@ -75,8 +75,12 @@ class ToolFinished(_Event):
     tool_use_id: str
     name: str
     duration_ms: int
+    #: The tool ran and returned a result (not an error result). A command that exited
+    #: non-zero ran: ``success`` with its ``exit_code``.
     success: bool
     output: str
+    #: A command's exit status (a result object with an integer ``exit_code``), else None.
+    exit_code: int | None = None
 
 
 class TurnLog(_Event):

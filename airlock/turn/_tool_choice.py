@@ -61,11 +61,18 @@ def failed_step(messages: Sequence[ProviderMessage]) -> bool:
 
 
 def _nonzero_exit(content: str) -> bool:
+    code = exit_code(content)
+    return code is not None and code != 0
+
+
+def exit_code(content: str) -> int | None:
+    """The exit status a tool result reports: the integer ``exit_code`` of a JSON object
+    (a command's result, e.g. ``bash``'s), else None."""
     if not content.startswith("{"):
-        return False
+        return None
     try:
         value = json.loads(content)
     except ValueError:
-        return False
+        return None
     code = value.get("exit_code") if isinstance(value, dict) else None
-    return isinstance(code, int) and not isinstance(code, bool) and code != 0
+    return code if isinstance(code, int) and not isinstance(code, bool) else None

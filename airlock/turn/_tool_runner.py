@@ -17,6 +17,7 @@ from ._registry import ToolOutcome, ToolRegistry
 from ._state import ToolExecution
 from ._step_context import StepContext
 from ._tool import ToolContext
+from ._tool_choice import exit_code
 from ._types import ProviderMessage, Role, ToolResultPart, ToolUsePart
 
 #: Calls to run in the sandbox: their index in the step, the call, its (hook-modified) input.
@@ -195,6 +196,7 @@ class ToolRunner:
                 duration_ms=int(duration),
                 success=not outcome.is_error,
                 output=outcome.content,
+                exit_code=None if outcome.is_error else exit_code(outcome.content),
             )
         )
         await ctx.checkpoint()

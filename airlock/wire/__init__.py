@@ -48,6 +48,7 @@ if _typing.TYPE_CHECKING:
     )
     from ._primitives import duration_from_proto, duration_to_proto, json_from_proto, json_text, json_to_proto
     from ._problems import MalformedMessage, Problem, located, problems_of, validation_problems
+    from ._reserved import reserved_problems
     from ._server import HEALTH_SERVICE_NAME, RejectCorruptRequests, add_reflection
     from ._spec import AGENT_SPEC_FIELDS, PROVIDER_SPEC_FIELDS, spec_from_proto, spec_to_proto
     from ._status import DOMAIN, StatusDetails, abort_with_details, rich_status, status_details
@@ -129,6 +130,7 @@ __all__ = [
     "pending_call_from_proto",
     "pending_call_to_proto",
     "problems_of",
+    "reserved_problems",
     "rich_status",
     "scope_from_proto",
     "scope_to_proto",
@@ -183,6 +185,7 @@ _WHERE = {
     "Problem": "._problems",
     "located": "._problems",
     "problems_of": "._problems",
+    "reserved_problems": "._reserved",
     "validation_problems": "._problems",
     "HEALTH_SERVICE_NAME": "._server",
     "RejectCorruptRequests": "._server",

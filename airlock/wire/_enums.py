@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar, get_args
 
 from airlock._proto.runner.v1 import runner_pb2 as pb
-from airlock.spec import PROVIDER_KINDS, ContextSpec
+from airlock.spec import HOOK_NAMES, PROVIDER_KINDS, RISK_CLASSES, ContextSpec, McpServerSpec, ProviderSpec
 from airlock.turn import StopReason
 from layer0 import LogLevel
 
@@ -87,6 +87,23 @@ STOP_REASON: WireEnum[StopReason] = WireEnum(pb.StopReason, "STOP_REASON_", Stop
 TURN_ERROR_KIND: WireEnum[str] = WireEnum(
     pb.TurnErrorKind, "TURN_ERROR_KIND_", TURN_ERROR_KINDS, "turn error kind"
 )
+TOOL_CHOICE: WireEnum[str] = WireEnum(
+    pb.ToolChoice,
+    "TOOL_CHOICE_",
+    get_args(ProviderSpec.model_fields["tool_choice_first"].annotation),
+    "tool choice",
+)
+MCP_TRANSPORT: WireEnum[str] = WireEnum(
+    pb.McpTransport,
+    "MCP_TRANSPORT_",
+    get_args(McpServerSpec.model_fields["transport"].annotation),
+    "MCP transport",
+)
+HOOK_KIND: WireEnum[str] = WireEnum(pb.HookKind, "HOOK_KIND_", HOOK_NAMES, "hook kind")
+RISK_CLASS: WireEnum[str] = WireEnum(pb.RiskClass, "RISK_CLASS_", RISK_CLASSES, "risk class")
+#: What a delivered signal did (``SignalDelivered.action``).
+SIGNAL_ACTIONS = ("feedback", "budget", "cancel", "ignored")
+SIGNAL_ACTION: WireEnum[str] = WireEnum(pb.SignalAction, "SIGNAL_ACTION_", SIGNAL_ACTIONS, "signal action")
 
 #: Every closed set the runner's wire carries as an enum.
 WIRE_ENUMS: tuple[WireEnum[Any], ...] = (
@@ -95,4 +112,9 @@ WIRE_ENUMS: tuple[WireEnum[Any], ...] = (
     LOG_LEVEL,
     STOP_REASON,
     TURN_ERROR_KIND,
+    TOOL_CHOICE,
+    MCP_TRANSPORT,
+    SIGNAL_ACTION,
+    HOOK_KIND,
+    RISK_CLASS,
 )

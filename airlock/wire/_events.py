@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 from pydantic import TypeAdapter
@@ -26,7 +27,7 @@ from airlock.turn import (
 )
 from layer0 import TurnError, TurnOutput, decimal_to_str
 
-from ._enums import LOG_LEVEL, STOP_REASON, TURN_ERROR_KIND
+from ._enums import CONTEXT_STRATEGY, LOG_LEVEL, SIGNAL_ACTION, STOP_REASON, TURN_ERROR_KIND
 from ._primitives import (
     decimal_from_text,
     decoder,
@@ -58,79 +59,108 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
     Returns None for an event type this wire version does not carry.
 
     Raises:
-        MalformedMessage: a stop reason or log level outside its closed set.
+        MalformedMessage: a value outside its closed set (a stop reason, a log level, ...).
     """
-    if isinstance(event, TurnStarted):
-        return pb.TurnEvent(started=pb.TurnStarted(resumed=event.resumed))
-    if isinstance(event, InferenceStarted):
-        started = pb.InferenceStarted(iteration=event.iteration)
-        if event.model is not None:
-            started.model = event.model
-        return pb.TurnEvent(inference_started=started)
-    if isinstance(event, InferenceFinished):
-        finished = pb.InferenceFinished(
-            iteration=event.iteration,
-            stop_reason=STOP_REASON.to_proto(event.stop_reason),
-            tokens_in=event.tokens_in,
-            tokens_out=event.tokens_out,
-            total_tokens_in=event.total_tokens_in,
-            total_tokens_out=event.total_tokens_out,
-            total_cost=decimal_to_str(event.total_cost),
-            duration=duration_to_proto(event.duration_ms),
+    convert = _TO_PROTO.get(type(event))
+    if convert is None:  # a subclass of an event type (an exact type is found at once)
+        convert = next((c for kind, c in _TO_PROTO.items() if isinstance(event, kind)), None)
+    return convert(event, payload_limit) if convert is not None else None
+
+
+def _tool_started(event: ToolStarted, payload_limit: int) -> pb.TurnEvent:
+    text = json_text(event.input)
+    cut, truncated = _cut(text, payload_limit)
+    payload = json_to_proto(cut) if truncated else pb.Json(text=text)
+    return pb.TurnEvent(
+        tool_started=pb.ToolStarted(
+            tool_use_id=event.tool_use_id, name=event.name, input=payload, input_truncated=truncated
         )
-        if event.cost is not None:
-            finished.cost = decimal_to_str(event.cost)
-        return pb.TurnEvent(inference_finished=finished)
-    if isinstance(event, ToolStarted):
-        text = json_text(event.input)
-        cut, truncated = _cut(text, payload_limit)
-        payload = json_to_proto(cut) if truncated else pb.Json(text=text)
-        return pb.TurnEvent(
-            tool_started=pb.ToolStarted(
-                tool_use_id=event.tool_use_id, name=event.name, input=payload, input_truncated=truncated
-            )
-        )
-    if isinstance(event, ToolFinished):
-        output, truncated = _cut(event.output, payload_limit)
-        return pb.TurnEvent(
-            tool_finished=pb.ToolFinished(
-                tool_use_id=event.tool_use_id,
-                name=event.name,
-                duration=duration_to_proto(event.duration_ms),
-                success=event.success,
-                output=output,
-                output_truncated=truncated,
-            )
-        )
-    if isinstance(event, TurnLog):
-        return pb.TurnEvent(log=pb.TurnLogEvent(level=LOG_LEVEL.to_proto(event.level), message=event.message))
-    if isinstance(event, TurnPaused):
-        return pb.TurnEvent(paused=pb.TurnPaused(iteration=event.iteration))
-    if isinstance(event, Checkpoint):
-        state = json_to_proto(event.state)
-        checkpoint = pb.Checkpoint(
-            messages_from=event.messages_from, tool_records_from=event.tool_records_from, state=state
-        )
-        return pb.TurnEvent(checkpoint=checkpoint)
-    if isinstance(event, TurnSuspended):
-        return suspended_event(event)
-    if isinstance(event, ContextCompacted):
-        compacted = pb.ContextCompacted(
-            strategy=event.strategy,
-            messages_before=event.messages_before,
-            messages_after=event.messages_after,
-        )
-        for name in ("cone_size", "cone_total", "compression_ratio"):
-            if getattr(event, name) is not None:
-                setattr(compacted, name, getattr(event, name))
-        return pb.TurnEvent(compacted=compacted)
-    if isinstance(event, SignalDelivered):
-        return pb.TurnEvent(
-            signal=pb.SignalDelivered(signal_type=event.signal_type, action=event.action, detail=event.detail)
-        )
-    if isinstance(event, LifecycleEvent):
-        return pb.TurnEvent(lifecycle=lifecycle_to_proto(event))
-    return None
+    )
+
+
+def _tool_finished(event: ToolFinished, payload_limit: int) -> pb.TurnEvent:
+    output, truncated = _cut(event.output, payload_limit)
+    finished = pb.ToolFinished(
+        tool_use_id=event.tool_use_id,
+        name=event.name,
+        duration=duration_to_proto(event.duration_ms),
+        success=event.success,
+        output=output,
+        output_truncated=truncated,
+    )
+    if event.exit_code is not None:
+        finished.exit_code = event.exit_code
+    return pb.TurnEvent(tool_finished=finished)
+
+
+def _inference_started(event: InferenceStarted) -> pb.TurnEvent:
+    started = pb.InferenceStarted(iteration=event.iteration)
+    if event.model is not None:
+        started.model = event.model
+    return pb.TurnEvent(inference_started=started)
+
+
+def _inference_finished(event: InferenceFinished) -> pb.TurnEvent:
+    finished = pb.InferenceFinished(
+        iteration=event.iteration,
+        stop_reason=STOP_REASON.to_proto(event.stop_reason),
+        tokens_in=event.tokens_in,
+        tokens_out=event.tokens_out,
+        total_tokens_in=event.total_tokens_in,
+        total_tokens_out=event.total_tokens_out,
+        total_cost=decimal_to_str(event.total_cost),
+        duration=duration_to_proto(event.duration_ms),
+    )
+    if event.cost is not None:
+        finished.cost = decimal_to_str(event.cost)
+    return pb.TurnEvent(inference_finished=finished)
+
+
+def _checkpoint(event: Checkpoint) -> pb.TurnEvent:
+    checkpoint = pb.Checkpoint(
+        messages_from=event.messages_from,
+        tool_records_from=event.tool_records_from,
+        state=json_to_proto(event.state),
+    )
+    return pb.TurnEvent(checkpoint=checkpoint)
+
+
+def _compacted(event: ContextCompacted) -> pb.TurnEvent:
+    compacted = pb.ContextCompacted(
+        strategy=CONTEXT_STRATEGY.to_proto(event.strategy),
+        messages_before=event.messages_before,
+        messages_after=event.messages_after,
+    )
+    for name in ("cone_size", "cone_total", "compression_ratio"):
+        if getattr(event, name) is not None:
+            setattr(compacted, name, getattr(event, name))
+    return pb.TurnEvent(compacted=compacted)
+
+
+def _signal(event: SignalDelivered) -> pb.TurnEvent:
+    action = SIGNAL_ACTION.to_proto(event.action)
+    return pb.TurnEvent(
+        signal=pb.SignalDelivered(signal_type=event.signal_type, action=action, detail=event.detail)
+    )
+
+
+#: Each event type's converter (called with the event and the payload limit).
+_TO_PROTO: dict[type[Any], Callable[[Any, int], pb.TurnEvent]] = {
+    Checkpoint: lambda e, _: _checkpoint(e),
+    InferenceStarted: lambda e, _: _inference_started(e),
+    InferenceFinished: lambda e, _: _inference_finished(e),
+    ToolStarted: _tool_started,
+    ToolFinished: _tool_finished,
+    TurnStarted: lambda e, _: pb.TurnEvent(started=pb.TurnStarted(resumed=e.resumed)),
+    TurnLog: lambda e, _: pb.TurnEvent(
+        log=pb.TurnLogEvent(level=LOG_LEVEL.to_proto(e.level), message=e.message)
+    ),
+    TurnPaused: lambda e, _: pb.TurnEvent(paused=pb.TurnPaused(iteration=e.iteration)),
+    TurnSuspended: lambda e, _: suspended_event(e),
+    ContextCompacted: lambda e, _: _compacted(e),
+    SignalDelivered: lambda e, _: _signal(e),
+    LifecycleEvent: lambda e, _: pb.TurnEvent(lifecycle=lifecycle_to_proto(e)),
+}
 
 
 def lifecycle_to_proto(event: LifecycleEvent) -> pb.LifecycleEvent:
@@ -208,70 +238,83 @@ def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnErro
     """A proto event → a turn event, the final TurnOutput, or the final TurnError."""
     kind = oneof(message, "kind")
     with located(kind):
-        if kind == "output":
-            return output_from_proto(message.output)
-        if kind == "error":
-            return turn_error_from_proto(message.error)
-        if kind == "started":
-            return TurnStarted(resumed=message.started.resumed)
-        if kind == "checkpoint":
-            state = json_field(message.checkpoint, "state")
-            if not isinstance(state, dict):
-                raise MalformedMessage("a checkpoint's state is a JSON object", path="state")
-            return Checkpoint(
-                messages_from=message.checkpoint.messages_from,
-                tool_records_from=message.checkpoint.tool_records_from,
-                state=state,
-            )
-        if kind == "suspended":
-            s2 = message.suspended
-            return TurnSuspended(iteration=s2.iteration, calls=[pending_call_from_proto(c) for c in s2.calls])
-        if kind == "compacted":
-            c = message.compacted
-            return ContextCompacted(
-                strategy=c.strategy,
-                messages_before=c.messages_before,
-                messages_after=c.messages_after,
-                cone_size=c.cone_size if c.HasField("cone_size") else None,
-                cone_total=c.cone_total if c.HasField("cone_total") else None,
-                compression_ratio=c.compression_ratio if c.HasField("compression_ratio") else None,
-            )
-        if kind == "lifecycle":
-            return lifecycle_from_proto(message.lifecycle)
-        if kind == "signal":
-            g = message.signal
-            if g.action not in ("feedback", "budget", "cancel", "ignored"):
-                raise MalformedMessage(f"unknown signal action {g.action!r}", path="action")
-            return SignalDelivered(signal_type=g.signal_type, action=g.action, detail=g.detail)
-        if kind == "inference_started":
-            s = message.inference_started
-            return InferenceStarted(iteration=s.iteration, model=s.model if s.HasField("model") else None)
-        if kind == "inference_finished":
-            f = message.inference_finished
-            return InferenceFinished(
-                iteration=f.iteration,
-                stop_reason=STOP_REASON.from_proto(f.stop_reason, "stop_reason").value,
-                tokens_in=f.tokens_in,
-                tokens_out=f.tokens_out,
-                cost=decimal_from_text(f.cost, "cost") if f.HasField("cost") else None,
-                total_tokens_in=f.total_tokens_in,
-                total_tokens_out=f.total_tokens_out,
-                total_cost=decimal_from_text(f.total_cost or "0", "total_cost"),
-                duration_ms=duration_from_proto(f.duration),
-            )
-        if kind == "tool_started":
-            t = message.tool_started
-            return ToolStarted(tool_use_id=t.tool_use_id, name=t.name, input=json_field(t, "input"))
-        if kind == "tool_finished":
-            t2 = message.tool_finished
-            return ToolFinished(
-                tool_use_id=t2.tool_use_id,
-                name=t2.name,
-                duration_ms=duration_from_proto(t2.duration),
-                success=t2.success,
-                output=t2.output,
-            )
-        if kind == "log":
-            level = LOG_LEVEL.from_proto(message.log.level, "level")
-            return TurnLog(level=level.value, message=message.log.message)
-        return TurnPaused(iteration=message.paused.iteration)
+        return _FROM_PROTO[kind](getattr(message, kind))
+
+
+def _checkpoint_from_proto(message: pb.Checkpoint) -> Checkpoint:
+    state = json_field(message, "state")
+    if not isinstance(state, dict):
+        raise MalformedMessage("a checkpoint's state is a JSON object", path="state")
+    return Checkpoint(
+        messages_from=message.messages_from, tool_records_from=message.tool_records_from, state=state
+    )
+
+
+def _compacted_from_proto(c: pb.ContextCompacted) -> ContextCompacted:
+    return ContextCompacted(
+        strategy=CONTEXT_STRATEGY.from_proto(c.strategy, "strategy"),
+        messages_before=c.messages_before,
+        messages_after=c.messages_after,
+        cone_size=c.cone_size if c.HasField("cone_size") else None,
+        cone_total=c.cone_total if c.HasField("cone_total") else None,
+        compression_ratio=c.compression_ratio if c.HasField("compression_ratio") else None,
+    )
+
+
+def _signal_from_proto(g: pb.SignalDelivered) -> SignalDelivered:
+    action = SIGNAL_ACTION.from_proto(g.action, "action")
+    return SignalDelivered(signal_type=g.signal_type, action=cast(Any, action), detail=g.detail)
+
+
+def _inference_finished_from_proto(f: pb.InferenceFinished) -> InferenceFinished:
+    return InferenceFinished(
+        iteration=f.iteration,
+        stop_reason=STOP_REASON.from_proto(f.stop_reason, "stop_reason").value,
+        tokens_in=f.tokens_in,
+        tokens_out=f.tokens_out,
+        cost=decimal_from_text(f.cost, "cost") if f.HasField("cost") else None,
+        total_tokens_in=f.total_tokens_in,
+        total_tokens_out=f.total_tokens_out,
+        total_cost=decimal_from_text(f.total_cost or "0", "total_cost"),
+        duration_ms=duration_from_proto(f.duration),
+    )
+
+
+def _tool_finished_from_proto(t: pb.ToolFinished) -> ToolFinished:
+    return ToolFinished(
+        tool_use_id=t.tool_use_id,
+        name=t.name,
+        duration_ms=duration_from_proto(t.duration),
+        success=t.success,
+        output=t.output,
+        exit_code=t.exit_code if t.HasField("exit_code") else None,
+    )
+
+
+def _log_from_proto(message: pb.TurnLogEvent) -> TurnLog:
+    return TurnLog(level=LOG_LEVEL.from_proto(message.level, "level").value, message=message.message)
+
+
+#: Each variant's reader, by its name in the ``kind`` oneof.
+_FROM_PROTO: dict[str, Callable[[Any], TurnEvent | TurnOutput | TurnError]] = {
+    "output": output_from_proto,
+    "error": turn_error_from_proto,
+    "started": lambda s: TurnStarted(resumed=s.resumed),
+    "checkpoint": _checkpoint_from_proto,
+    "suspended": lambda s: TurnSuspended(
+        iteration=s.iteration, calls=[pending_call_from_proto(c) for c in s.calls]
+    ),
+    "compacted": _compacted_from_proto,
+    "lifecycle": lifecycle_from_proto,
+    "signal": _signal_from_proto,
+    "inference_started": lambda s: InferenceStarted(
+        iteration=s.iteration, model=s.model if s.HasField("model") else None
+    ),
+    "inference_finished": _inference_finished_from_proto,
+    "tool_started": lambda t: ToolStarted(
+        tool_use_id=t.tool_use_id, name=t.name, input=json_field(t, "input")
+    ),
+    "tool_finished": _tool_finished_from_proto,
+    "log": _log_from_proto,
+    "paused": lambda p: TurnPaused(iteration=p.iteration),
+}

@@ -104,6 +104,18 @@ def duration_from_proto(duration: Duration) -> int:
     return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
 
 
+def seconds_to_proto(seconds: float) -> Duration:
+    """Seconds (a float) as a Duration, to the nanosecond."""
+    duration = Duration()
+    duration.FromNanoseconds(round(seconds * 1_000_000_000))
+    return duration
+
+
+def seconds_from_proto(duration: Duration) -> float:
+    """A Duration as seconds (a float)."""
+    return int(duration.ToNanoseconds()) / 1_000_000_000
+
+
 def decimal_from_text(text: str, path: str) -> Decimal:
     """Decimal text as a finite Decimal (its scale kept).
 

@@ -11,9 +11,10 @@ from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock.spec import AgentSpec, McpServerSpec
 from layer0 import decimal_to_str
 
-from ._enums import CONTEXT_STRATEGY, PROVIDER_KIND
-from ._primitives import json_field, json_to_proto
+from ._enums import CONTEXT_STRATEGY, HOOK_KIND, MCP_TRANSPORT, PROVIDER_KIND, RISK_CLASS, TOOL_CHOICE
+from ._primitives import json_field, json_to_proto, seconds_from_proto, seconds_to_proto
 from ._problems import MalformedMessage, Problem, validation_problems
+from ._reserved import reserved_problems
 from ._turn import config_from_proto, config_to_proto
 
 _T = TypeVar("_T")
@@ -62,28 +63,9 @@ MCP_SERVER_FIELDS = frozenset(
 
 def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
     """AgentSpec → proto (every field set explicitly, defaults included)."""
-    p = spec.provider
-    provider = pb.ProviderSpec(
-        kind=PROVIDER_KIND.to_proto(p.kind),
-        script=json_to_proto(p.script),
-        max_tokens=p.max_tokens,
-        timeout_s=p.timeout_s,
-        max_retries=p.max_retries,
-        tool_choice_first=p.tool_choice_first,
-        tool_choice_after_failure=p.tool_choice_after_failure,
-    )
-    for name in ("model", "base_url", "api_key_env", "temperature", "parallel_tool_calls"):
-        if getattr(p, name) is not None:
-            setattr(provider, name, getattr(p, name))
-    for name in ("price_per_mtok_in", "price_per_mtok_out"):
-        price = getattr(p, name)
-        if price is not None:
-            setattr(provider, name, decimal_to_str(price))
-    if p.compaction is not None:
-        provider.compaction.CopyFrom(pb.ServerCompaction(trigger_tokens=p.compaction.trigger_tokens))
     message = pb.AgentSpec(
         name=spec.name,
-        provider=provider,
+        provider=_provider_to_proto(spec),
         system=spec.system,
         tools=list(spec.tools),
         context=pb.ContextSpec(
@@ -96,7 +78,9 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
             pb.ToolOptions(tool=tool, options=json_to_proto(options))
             for tool, options in spec.tool_options.items()
         ],
-        hooks=[pb.HookSpec(name=h.name, options=json_to_proto(h.options)) for h in spec.hooks],
+        hooks=[
+            pb.HookSpec(kind=HOOK_KIND.to_proto(h.name), options=json_to_proto(h.options)) for h in spec.hooks
+        ],
         limits=pb.LoopLimits(
             circuit_breaker_threshold=spec.limits.circuit_breaker_threshold,
             stuck_threshold=spec.limits.stuck_threshold,
@@ -112,18 +96,42 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
         ),
     )
     if spec.approval is not None:
-        message.approval.CopyFrom(pb.ApprovalGate(tools=spec.approval.tools, risks=spec.approval.risks))
+        risks = [RISK_CLASS.to_proto(risk) for risk in spec.approval.risks]
+        message.approval.CopyFrom(pb.ApprovalGate(tools=spec.approval.tools, risks=risks))
     return message
+
+
+def _provider_to_proto(spec: AgentSpec) -> pb.ProviderSpec:
+    p = spec.provider
+    provider = pb.ProviderSpec(
+        kind=PROVIDER_KIND.to_proto(p.kind),
+        script=json_to_proto(p.script),
+        max_tokens=p.max_tokens,
+        timeout=seconds_to_proto(p.timeout_s),
+        max_retries=p.max_retries,
+        tool_choice_first=TOOL_CHOICE.to_proto(p.tool_choice_first),
+        tool_choice_after_failure=TOOL_CHOICE.to_proto(p.tool_choice_after_failure),
+    )
+    for name in ("model", "base_url", "api_key_env", "temperature", "parallel_tool_calls"):
+        if getattr(p, name) is not None:
+            setattr(provider, name, getattr(p, name))
+    for name in ("price_per_mtok_in", "price_per_mtok_out"):
+        price = getattr(p, name)
+        if price is not None:
+            setattr(provider, name, decimal_to_str(price))
+    if p.compaction is not None:
+        provider.compaction.CopyFrom(pb.ServerCompaction(trigger_tokens=p.compaction.trigger_tokens))
+    return provider
 
 
 def _mcp_to_proto(server: McpServerSpec) -> pb.McpServer:
     message = pb.McpServer(
         name=server.name,
-        transport=server.transport,
+        transport=MCP_TRANSPORT.to_proto(server.transport),
         command=server.command,
         env=server.env,
-        startup_timeout_s=server.startup_timeout_s,
-        call_timeout_s=server.call_timeout_s,
+        startup_timeout=seconds_to_proto(server.startup_timeout_s),
+        call_timeout=seconds_to_proto(server.call_timeout_s),
     )
     if server.url is not None:
         message.url = server.url
@@ -132,14 +140,16 @@ def _mcp_to_proto(server: McpServerSpec) -> pb.McpServer:
     return message
 
 
-def _mcp_from_proto(message: pb.McpServer) -> dict[str, Any]:
+def _mcp_from_proto(message: pb.McpServer, path: str, problems: _Problems) -> dict[str, Any]:
     server: dict[str, Any] = {
         "name": message.name,
-        "transport": message.transport,
+        "transport": problems.read(f"{path}.transport", MCP_TRANSPORT.from_proto, message.transport),
         "command": list(message.command),
         "env": dict(message.env),
     }
-    server.update(_present(message, ("url", "startup_timeout_s", "call_timeout_s")))
+    server.update(_present(message, ("url",)))
+    timeouts = {"startup_timeout": "startup_timeout_s", "call_timeout": "call_timeout_s"}
+    server.update(_durations(message, timeouts, path, problems))
     if message.HasField("allowed_tools"):
         server["allowed_tools"] = list(message.allowed_tools.values)
     return server
@@ -147,6 +157,26 @@ def _mcp_from_proto(message: pb.McpServer) -> dict[str, Any]:
 
 def _present(message: Any, names: Iterable[str]) -> dict[str, Any]:
     return {name: getattr(message, name) for name in names if message.HasField(name)}
+
+
+def _counts(message: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The counts and caps of ``names`` that are not 0 (0, like unset, means the default)."""
+    return {name: getattr(message, name) for name in names if getattr(message, name)}
+
+
+def _durations(message: Any, names: dict[str, str], path: str, problems: _Problems) -> dict[str, float]:
+    """The Durations of ``names`` (wire name → spec field in seconds) that are set and not
+    zero (unset or zero: the default); a negative one is a problem at ``path.<name>``."""
+    found: dict[str, float] = {}
+    for name, field in names.items():
+        if not message.HasField(name):
+            continue
+        duration = getattr(message, name)
+        if duration.ToNanoseconds() < 0:
+            problems.add(f"{path}.{name}", "must not be negative (unset or zero: the default)")
+        elif duration.ToNanoseconds():
+            found[field] = seconds_from_proto(duration)
+    return found
 
 
 class _Problems:
@@ -172,15 +202,15 @@ def _provider(p: pb.ProviderSpec, problems: _Problems) -> dict[str, Any]:
         "kind": problems.read("provider.kind", PROVIDER_KIND.from_proto, p.kind),
         "script": problems.read("provider", json_field, p, "script"),
     }
-    provider.update(
-        _present(p, ("model", "base_url", "api_key_env", "max_tokens", "temperature", "timeout_s"))
-    )
-    provider.update(
-        _present(p, ("max_retries", "price_per_mtok_in", "price_per_mtok_out", "tool_choice_first"))
-    )
-    provider.update(_present(p, ("tool_choice_after_failure", "parallel_tool_calls")))
+    provider.update(_present(p, ("model", "base_url", "api_key_env", "temperature", "max_retries")))
+    provider.update(_present(p, ("price_per_mtok_in", "price_per_mtok_out", "parallel_tool_calls")))
+    provider.update(_counts(p, ("max_tokens",)))
+    provider.update(_durations(p, {"timeout": "timeout_s"}, "provider", problems))
+    for name in ("tool_choice_first", "tool_choice_after_failure"):
+        if getattr(p, name):  # UNSPECIFIED: the default
+            provider[name] = problems.read(f"provider.{name}", TOOL_CHOICE.from_proto, getattr(p, name))
     if p.HasField("compaction"):
-        provider["compaction"] = _present(p.compaction, ("trigger_tokens",))
+        provider["compaction"] = _counts(p.compaction, ("trigger_tokens",))
     return provider
 
 
@@ -196,53 +226,74 @@ def _tool_options(message: pb.AgentSpec, problems: _Problems) -> dict[str, Any]:
 def spec_from_proto(message: pb.AgentSpec) -> AgentSpec:
     """proto → AgentSpec, validated like any AgentSpec.
 
+    A count, cap or Duration that is 0 (or unset) means its default.
+
     Raises:
-        MalformedMessage: every problem found (a missing provider, an unspecified or unknown
-            enum value, invalid JSON, a value that does not validate), each located by its
-            path in the AgentSpec (``provider.kind``, ``context.keep_last``, …).
+        MalformedMessage: every problem found (a value at a number this version reserves, a
+            missing provider, an unspecified or unknown enum value, invalid JSON, a negative
+            Duration, a value that does not validate), each located by its path in the
+            AgentSpec (``provider.kind``, ``context.keep_last``, …).
     """
     problems = _Problems()
+    problems.found.extend(reserved_problems(message))
     data: dict[str, Any] = {
         "name": message.name,
         "system": message.system,
         "tools": list(message.tools),
         "tool_options": _tool_options(message, problems),
         "hooks": [
-            {"name": h.name, "options": problems.read(f"hooks[{i}]", json_field, h, "options") or {}}
+            {
+                "name": problems.read(f"hooks[{i}].kind", HOOK_KIND.from_proto, h.kind),
+                "options": problems.read(f"hooks[{i}]", json_field, h, "options") or {},
+            }
             for i, h in enumerate(message.hooks)
+        ],
+        "mcp_servers": [
+            _mcp_from_proto(server, f"mcp_servers[{i}]", problems)
+            for i, server in enumerate(message.mcp_servers)
         ],
     }
     if message.HasField("provider"):
         data["provider"] = _provider(message.provider, problems)
     else:
         problems.add("provider", "required")
-    if message.HasField("context"):
-        c = message.context
-        context = _present(c, ("max_tokens", "keep_last"))
-        if c.HasField("strategy"):
-            context["strategy"] = problems.read("context.strategy", CONTEXT_STRATEGY.from_proto, c.strategy)
-        data["context"] = context
     if message.HasField("defaults"):
         data["defaults"] = problems.read("defaults", config_from_proto, message.defaults)
-    if message.HasField("limits"):
-        limits = _present(message.limits, ("circuit_breaker_threshold", "stuck_threshold"))
-        if message.limits.HasField("budget_warnings"):
-            limits["budget_warnings"] = problems.read("limits", json_field, message.limits, "budget_warnings")
-        data["limits"] = limits
-    data["mcp_servers"] = [_mcp_from_proto(server) for server in message.mcp_servers]
-    if message.HasField("memory"):
-        data["memory"] = {"context_keys": list(message.memory.context_keys)}
-    if message.HasField("artifacts"):
-        a = message.artifacts
-        artifacts = _present(a, ("max_files", "max_file_bytes", "max_total_bytes"))
-        if a.HasField("globs"):
-            artifacts["globs"] = list(a.globs.values)
-        data["artifacts"] = artifacts
-    if message.HasField("approval"):
-        data["approval"] = {"tools": list(message.approval.tools), "risks": list(message.approval.risks)}
+    data.update(_parts(message, problems))
     if problems.found:
         raise MalformedMessage(problems=problems.found)
     try:
         return AgentSpec.model_validate(data)
     except ValidationError as e:
         raise MalformedMessage(problems=validation_problems(e)) from e
+
+
+def _parts(message: pb.AgentSpec, problems: _Problems) -> dict[str, Any]:
+    """The context, limits, memory, artifacts and approval sections that are present."""
+    data: dict[str, Any] = {}
+    if message.HasField("context"):
+        c = message.context
+        context = _counts(c, ("max_tokens", "keep_last"))
+        if c.HasField("strategy"):
+            context["strategy"] = problems.read("context.strategy", CONTEXT_STRATEGY.from_proto, c.strategy)
+        data["context"] = context
+    if message.HasField("limits"):
+        limits = _counts(message.limits, ("circuit_breaker_threshold", "stuck_threshold"))
+        if message.limits.HasField("budget_warnings"):
+            limits["budget_warnings"] = problems.read("limits", json_field, message.limits, "budget_warnings")
+        data["limits"] = limits
+    if message.HasField("memory"):
+        data["memory"] = {"context_keys": list(message.memory.context_keys)}
+    if message.HasField("artifacts"):
+        a = message.artifacts
+        artifacts = _counts(a, ("max_files", "max_file_bytes", "max_total_bytes"))
+        if a.HasField("globs"):
+            artifacts["globs"] = list(a.globs.values)
+        data["artifacts"] = artifacts
+    if message.HasField("approval"):
+        risks = [
+            problems.read(f"approval.risks[{i}]", RISK_CLASS.from_proto, risk)
+            for i, risk in enumerate(message.approval.risks)
+        ]
+        data["approval"] = {"tools": list(message.approval.tools), "risks": risks}
+    return data

@@ -253,6 +253,11 @@ def test_random_bytes_get_a_clear_answer(runner: Runner, method: str, body: byte
         assert answer.code == grpc.StatusCode.INVALID_ARGUMENT, (answer.code, answer.details)
         assert "does not parse" in answer.details
         assert answer.trailing.get("airlock-reason") == "invalid"
+    elif method != "Execute" and not message_type.FromString(body).execution_id:
+        # Parses, but names no execution: its id is required.
+        assert answer.code == grpc.StatusCode.INVALID_ARGUMENT, (answer.code, answer.details)
+        assert answer.details.startswith("execution_id: is required")
+        assert answer.trailing.get("airlock-reason") == "invalid"
     elif method != "Execute":
         # Parses, but names no running execution.
         assert answer.code == grpc.StatusCode.NOT_FOUND, (answer.code, answer.details)
@@ -398,7 +403,7 @@ def test_hostile_json_is_refused_with_its_path(runner: Runner, field: str, value
         request.agent.tools.append("calculator")
         request.agent.tool_options.add(tool="calculator", options=pb.Json(text=text))
     elif field == "agent.hooks":
-        request.agent.hooks.add(name="logging", options=pb.Json(text=text))
+        request.agent.hooks.add(kind=pb.HOOK_KIND_LOGGING, options=pb.Json(text=text))
     else:
         request.agent.provider.script.text = text
     answer = _call(runner, "Execute", request.SerializeToString())

@@ -128,7 +128,9 @@ MALFORMED_RUNNER = {
     "bad_json_metadata": ("INVALID_ARGUMENT", ["input.metadata"]),
     "no_token": ("UNAUTHENTICATED", []),
     "wrong_token": ("UNAUTHENTICATED", []),
-    "cancel_without_id": ("NOT_FOUND", []),
+    "cancel_without_id": ("INVALID_ARGUMENT", ["execution_id"]),
+    "step_without_id": ("INVALID_ARGUMENT", ["execution_id"]),
+    "unknown_tool_choice": ("INVALID_ARGUMENT", ["agent.provider.tool_choice_first"]),
 }
 
 

@@ -169,6 +169,12 @@ async function runnerCases(token) {
     no_token: (await stream(runner, 'Execute', executeRequest('x'), undefined)).error,
     wrong_token: (await stream(runner, 'Execute', executeRequest('x'), 'wrong')).error,
     cancel_without_id: (await unary(runner, 'Cancel', {}, token)).error || null,
+    step_without_id: (await unary(runner, 'Step', {}, token)).error || null,
+    unknown_tool_choice: (await stream(runner, 'Execute', executeRequest('x', {
+      agent: Object.assign(scriptedAgent(['x']), {
+        provider: { kind: 'PROVIDER_KIND_SCRIPTED', script: { text: '[]' }, tool_choice_first: 9, timeout: { seconds: 30 } },
+      }),
+    }), token)).error,
   };
   runner.close();
   return out;

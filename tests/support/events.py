@@ -68,6 +68,9 @@ TURN_EVENTS: list[TurnEvent] = [
     ToolStarted(tool_use_id="t1", name="calculator", input={"expression": "17 * 23", "big": 2**60}),
     ToolFinished(tool_use_id="t1", name="calculator", duration_ms=3, success=True, output="391\n"),
     ToolFinished(tool_use_id="t2", name="bash", duration_ms=30_000, success=False, output="killed ✗"),
+    ToolFinished(
+        tool_use_id="t3", name="bash", duration_ms=12, success=True, output='{"exit_code": 2}', exit_code=2
+    ),
     TurnLog(level="warn", message="turn ended: max_turns"),
     TurnPaused(iteration=2),
     TurnStarted(resumed=True),

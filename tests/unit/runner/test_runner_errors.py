@@ -63,7 +63,7 @@ async def refused(runner: Runner, message: pb.ExecuteRequest) -> grpc.aio.AioRpc
 async def test_decoding_and_validation_problems_are_all_violations(runner: Runner) -> None:
     message = pb.ExecuteRequest(agent=wire.spec_to_proto(scripted_spec([text_step("x")])), execution_id="v")
     message.agent.name = ""  # validation
-    message.agent.provider.max_tokens = 0  # validation
+    message.agent.limits.stuck_threshold = 1  # validation (0 would mean the default)
     message.state.add(key="k", value=pb.Json(text="[1,"), scope=wire.scope_to_proto(Scope.session("s")))
     # no input: decoding; the state's JSON: decoding
     details = check(
@@ -71,7 +71,7 @@ async def test_decoding_and_validation_problems_are_all_violations(runner: Runne
     )
     assert [field for field, _ in details.violations] == [
         "agent.name",
-        "agent.provider.max_tokens",
+        "agent.limits.stuck_threshold",
         "input",
         "state[0].value",
     ]
@@ -98,6 +98,20 @@ async def test_corrupt_bytes_are_one_violation(address: str, token: str) -> None
     assert len(details.violations) == 1 and "does not parse" in details.violations[0][1]
 
 
+async def test_an_older_clients_field_at_a_reserved_number_is_a_violation(address: str, token: str) -> None:
+    # CollectArtifactsRequest.max_files was an int64 at 2 (now uint32 at 5; 2 is reserved).
+    body = pb.CollectArtifactsRequest(globs=["out/**"]).SerializeToString() + bytes([2 << 3, 1])
+    md = (("authorization", f"Bearer {token}"),)
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = channel.unary_stream("/airlock.runner.v1.Runner/CollectArtifacts")(body, metadata=md)
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            async for _ in call:
+                pass
+    details = check(e.value, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "invalid")
+    [(field, text)] = details.violations
+    assert field == "" and text.startswith("field 2 is no longer read")
+
+
 async def test_control_calls_on_unknown_executions_are_not_found(runner: Runner) -> None:
     stub, md = runner.stub, runner.metadata
     for call, message in [
@@ -110,6 +124,27 @@ async def test_control_calls_on_unknown_executions_are_not_found(runner: Runner)
         with pytest.raises(grpc.aio.AioRpcError) as e:
             await call(message, metadata=md)
         check(e.value, grpc.StatusCode.NOT_FOUND, "NOT_FOUND", "not_found")
+
+
+async def test_control_calls_without_an_execution_id_are_invalid(runner: Runner) -> None:
+    stub, md = runner.stub, runner.metadata
+    for call, message in [
+        (stub.Cancel, pb.CancelRequest()),
+        (stub.Pause, pb.PauseRequest()),
+        (stub.Resume, pb.ResumeRequest()),
+        (stub.Step, pb.StepRequest()),
+        (stub.Signal, pb.SignalRequest(signal_type="s")),
+    ]:
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await call(message, metadata=md)
+        details = check(e.value, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "invalid")
+        assert details.violations == (("execution_id", "is required"),)
+        assert e.value.details() == "execution_id: is required"
+    # Signal reports every problem of its request at once.
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await stub.Signal(pb.SignalRequest(data=pb.Json(text="{")), metadata=md)
+    details = check(e.value, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", "invalid")
+    assert [field for field, _ in details.violations] == ["execution_id", "signal_type", "data"]
 
 
 async def test_refusals_about_a_running_execution(runner: Runner, workspace: Path) -> None:
@@ -179,8 +214,8 @@ async def test_a_breached_fence_is_isolation(token: str, workspace: Path) -> Non
 
 
 async def test_file_refusals(runner: Runner, workspace: Path) -> None:
-    async def put(*chunks: pb.FileChunk) -> grpc.aio.AioRpcError:
-        async def stream() -> AsyncIterator[pb.FileChunk]:
+    async def put(*chunks: pb.PutFilesRequest) -> grpc.aio.AioRpcError:
+        async def stream() -> AsyncIterator[pb.PutFilesRequest]:
             for chunk in chunks:
                 yield chunk
 
@@ -189,13 +224,13 @@ async def test_file_refusals(runner: Runner, workspace: Path) -> None:
         return e.value
 
     bad = check(
-        await put(pb.FileChunk(path="../x", data=b"1", last=True)),
+        await put(pb.PutFilesRequest(path="../x", data=b"1", last=True)),
         grpc.StatusCode.INVALID_ARGUMENT,
         "INVALID_ARGUMENT",
         "invalid",
     )
     assert [field for field, _ in bad.violations] == ["path"]
-    big = [pb.FileChunk(path=f"f{i}", data=b"x" * 500_000, last=True) for i in range(20)]
+    big = [pb.PutFilesRequest(path=f"f{i}", data=b"x" * 500_000, last=True) for i in range(20)]
     check(await put(*big), grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_LARGE", "too_large")
 
     with pytest.raises(grpc.aio.AioRpcError) as e:

@@ -425,7 +425,7 @@ async def test_every_problem_of_a_request_is_one_line_without_python_details(
         agent=wire.spec_to_proto(scripted_spec([text_step("x")])), execution_id="lines"
     )
     request.agent.name = ""
-    request.agent.provider.max_tokens = 0
+    request.agent.limits.stuck_threshold = 1
     request.state.add(key="k", value=pb.Json(text="[1,"), scope=wire.scope_to_proto(Scope.session("s")))
     md = (("authorization", f"Bearer {token}"),)
     async with grpc.aio.insecure_channel(address) as channel:
@@ -437,7 +437,7 @@ async def test_every_problem_of_a_request_is_one_line_without_python_details(
         lines = str(e.value.details()).splitlines()
         assert [line.split(": ")[0] for line in lines] == [
             "agent.name",
-            "agent.provider.max_tokens",
+            "agent.limits.stuck_threshold",
             "input",
             "state[0].value",
         ]

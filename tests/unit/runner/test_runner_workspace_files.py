@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import grpc
 import pytest
 
+from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.policy import FileRefused, FilesOverCap
 from airlock.runner import RemoteTurn
 from airlock.spec import AgentSpec, ArtifactSpec
@@ -109,6 +112,17 @@ async def test_links_and_fifos_under_the_globs_are_skipped_never_followed(
         "out/dir-leak": "a symbolic link (never followed)",
         "out/leak": "a symbolic link (never followed)",
         "out/pipe": "not a regular file",
+    }
+    # On the wire each skipped file also says why as a SkipReason.
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = pb_grpc.RunnerStub(channel).CollectArtifacts(
+            pb.CollectArtifactsRequest(globs=["out/**"]), metadata=(("authorization", f"Bearer {token}"),)
+        )
+        kinds = {i.skipped.path: i.skipped.kind async for i in call if i.HasField("skipped")}
+    assert kinds == {
+        "out/dir-leak": pb.SKIP_REASON_SYMLINK,
+        "out/leak": pb.SKIP_REASON_SYMLINK,
+        "out/pipe": pb.SKIP_REASON_NOT_REGULAR_FILE,
     }
 
 

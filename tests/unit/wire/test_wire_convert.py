@@ -7,12 +7,23 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from google.protobuf.duration_pb2 import Duration
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
-from airlock.spec import AgentSpec, ContextSpec, HookSpec, LoopLimits, ProviderSpec
+from airlock.spec import (
+    AgentSpec,
+    ApprovalGate,
+    ArtifactSpec,
+    ContextSpec,
+    HookSpec,
+    LoopLimits,
+    McpServerSpec,
+    ProviderSpec,
+    ServerCompaction,
+)
 from airlock.turn import (
     ToolFinished,
     ToolStarted,
@@ -275,9 +286,9 @@ agent_specs = st.builds(
         | text
         | st.lists(json_values, max_size=3)
         | st.dictionaries(text, json_values, max_size=3),
-        max_tokens=st.integers(1, 2**40),
+        max_tokens=st.integers(1, 2**32 - 1),
         temperature=st.none() | st.floats(0, 2),
-        timeout_s=st.floats(0.001, 1e6),
+        timeout_s=st.integers(1, 10**9).map(lambda ms: ms / 1000),  # a Duration
         max_retries=st.integers(0, 10),
         price_per_mtok_in=st.none() | decimals().map(Decimal.copy_abs),
         price_per_mtok_out=st.none() | decimals().map(Decimal.copy_abs),
@@ -296,7 +307,18 @@ agent_specs = st.builds(
     ),
     defaults=configs,
     hooks=st.lists(
-        st.builds(HookSpec, name=text, options=st.dictionaries(text, json_values, max_size=3)), max_size=2
+        st.builds(
+            HookSpec,
+            name=st.sampled_from(["budget", "logging"]),
+            options=st.dictionaries(text, json_values, max_size=3),
+        ),
+        max_size=2,
+    ),
+    approval=st.none()
+    | st.builds(
+        ApprovalGate,
+        tools=st.lists(text, max_size=2),
+        risks=st.lists(st.sampled_from(["destructive", "external"]), unique=True),
     ),
     limits=st.builds(
         LoopLimits, circuit_breaker_threshold=st.integers(1, 50), stuck_threshold=st.integers(2, 50)
@@ -349,7 +371,7 @@ def test_invalid_agent_spec_names_each_problem_on_its_own_line() -> None:
     assert tools.startswith("tools: unknown tool(s) rm_rf; valid tools: bash, calculator, ")
     several = pb.AgentSpec(
         name="",
-        provider=pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED, max_tokens=0, price_per_mtok_in="lots"),
+        provider=pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED, price_per_mtok_in="lots"),
         context=pb.ContextSpec(strategy=pb.CONTEXT_STRATEGY_UNSPECIFIED),
         limits=pb.LoopLimits(stuck_threshold=1),
     )
@@ -364,7 +386,6 @@ def test_invalid_agent_spec_names_each_problem_on_its_own_line() -> None:
     lines = _problems(several)
     assert lines == [
         "name: String should have at least 1 character",
-        "provider.max_tokens: Input should be greater than 0",
         "provider.price_per_mtok_in: Input should be a valid decimal",
         "limits.stuck_threshold: Input should be greater than 1",
     ]
@@ -375,6 +396,92 @@ def test_invalid_agent_spec_names_each_problem_on_its_own_line() -> None:
         "tool_options[1].tool",
         "tool_options[1].options",
     ]
+
+
+def test_zero_counts_and_durations_mean_the_default() -> None:
+    zeros = pb.AgentSpec(
+        name="a",
+        provider=pb.ProviderSpec(
+            kind=pb.PROVIDER_KIND_SCRIPTED,
+            max_tokens=0,
+            timeout=Duration(),
+            compaction=pb.ServerCompaction(trigger_tokens=0),
+        ),
+        context=pb.ContextSpec(max_tokens=0, keep_last=0),
+        limits=pb.LoopLimits(circuit_breaker_threshold=0, stuck_threshold=0),
+        artifacts=pb.ArtifactSpec(max_files=0, max_file_bytes=0, max_total_bytes=0),
+    )
+    spec = wire.spec_from_proto(zeros)
+    assert spec.provider == ProviderSpec(kind="scripted", compaction=ServerCompaction())
+    assert (spec.context, spec.limits, spec.artifacts) == (ContextSpec(), LoopLimits(), ArtifactSpec())
+
+
+def test_timeouts_are_durations_and_closed_sets_enums_on_the_wire() -> None:
+    spec = AgentSpec(
+        name="a",
+        provider=ProviderSpec(
+            kind="scripted", timeout_s=2.5, tool_choice_first="required", tool_choice_after_failure="auto"
+        ),
+        tools=["bash"],
+        mcp_servers=[
+            McpServerSpec(name="local", transport="stdio", command=["srv"], startup_timeout_s=0.25),
+            McpServerSpec(name="web", transport="http", url="http://127.0.0.1:1/mcp", call_timeout_s=90),
+        ],
+    )
+    message = wire.spec_to_proto(spec)
+    assert (message.provider.timeout.seconds, message.provider.timeout.nanos) == (2, 500_000_000)
+    assert message.provider.tool_choice_first == pb.TOOL_CHOICE_REQUIRED
+    assert message.provider.tool_choice_after_failure == pb.TOOL_CHOICE_AUTO
+    assert [m.transport for m in message.mcp_servers] == [pb.MCP_TRANSPORT_STDIO, pb.MCP_TRANSPORT_HTTP]
+    assert message.mcp_servers[0].startup_timeout.nanos == 250_000_000
+    assert message.mcp_servers[1].call_timeout.seconds == 90
+    assert wire.spec_from_proto(pb.AgentSpec.FromString(message.SerializeToString())) == spec
+
+
+def test_unknown_enum_numbers_and_negative_durations_name_their_field() -> None:
+    message = pb.AgentSpec(
+        name="a",
+        provider=pb.ProviderSpec(
+            kind=pb.PROVIDER_KIND_SCRIPTED, tool_choice_after_failure=7, timeout=Duration(seconds=-1)
+        ),
+        mcp_servers=[pb.McpServer(name="m", command=["srv"]), pb.McpServer(name="n", transport=9)],
+        hooks=[pb.HookSpec(kind=pb.HOOK_KIND_BUDGET), pb.HookSpec()],
+        approval=pb.ApprovalGate(risks=[pb.RISK_CLASS_EXTERNAL, 5]),
+    )
+    valid = "valid: MCP_TRANSPORT_STDIO, MCP_TRANSPORT_HTTP"
+    assert _problems(message) == [
+        "hooks[1].kind: required (got HOOK_KIND_UNSPECIFIED); valid: HOOK_KIND_BUDGET, HOOK_KIND_LOGGING",
+        f"mcp_servers[0].transport: required (got MCP_TRANSPORT_UNSPECIFIED); {valid}",
+        f"mcp_servers[1].transport: unknown MCP transport 9; {valid}",
+        "provider.timeout: must not be negative (unset or zero: the default)",
+        "provider.tool_choice_after_failure: unknown tool choice 7; valid: TOOL_CHOICE_AUTO, "
+        "TOOL_CHOICE_REQUIRED",
+        "approval.risks[1]: unknown risk class 5; valid: RISK_CLASS_DESTRUCTIVE, RISK_CLASS_EXTERNAL",
+    ]
+
+
+def test_a_value_at_a_reserved_number_is_refused_not_ignored() -> None:
+    # An older client writes max_tokens as int64 at 6 and timeout_s as a double at 8 (both now
+    # reserved): the request is refused instead of silently getting the defaults.
+    provider = pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED, script=wire.json_to_proto([]))
+    old = provider.SerializeToString() + bytes([6 << 3, 100]) + bytes([8 << 3 | 1]) + b"\0" * 8
+    older = pb.AgentSpec(name="a", provider=pb.ProviderSpec.FromString(old))
+    older.mcp_servers.add(name="m").MergeFromString(bytes([2 << 3 | 2, 5]) + b"stdio")
+    lines = _problems(older)
+    assert [line.split(": ")[0] for line in lines] == [
+        "provider",
+        "provider",
+        "mcp_servers[0]",
+        "mcp_servers[0].transport",  # its transport at 9 is not set
+    ]
+    assert lines[0].startswith("provider: field 6 is no longer read") and "field 8" in lines[1]
+    assert "field 2 is no longer read" in lines[2]
+    assert (
+        wire.reserved_problems(
+            wire.spec_to_proto(AgentSpec(name="a", provider=ProviderSpec(kind="scripted")))
+        )
+        == []
+    )
 
 
 # --- Events ----------------------------------------------------------------------------------
@@ -421,3 +528,9 @@ def test_events_with_a_value_outside_a_closed_set_are_malformed() -> None:
         wire.event_from_proto(pb.TurnEvent(log=pb.TurnLogEvent(level=42)))
     with pytest.raises(wire.MalformedMessage, match="unknown log level 'loud'"):
         wire.event_to_proto(TurnLog(level="loud", message="x"), payload_limit=10)
+    compacted = pb.TurnEvent(compacted=pb.ContextCompacted(strategy=42))
+    with pytest.raises(wire.MalformedMessage, match=r"^compacted.strategy: unknown context strategy 42"):
+        wire.event_from_proto(compacted)
+    signal = pb.TurnEvent(signal=pb.SignalDelivered(signal_type="x", action=9))
+    with pytest.raises(wire.MalformedMessage, match=r"^signal.action: unknown signal action 9"):
+        wire.event_from_proto(signal)

@@ -13,11 +13,15 @@ Conventions (mirroring layer0's JSON wire conventions):
   absent `Json` field and a `Json` with empty text both mean JSON null.
 - Decimal amounts (cost, budgets, prices) are strings of plain decimal text keeping their
   scale ("0.0150"), never floats.
-- Durations are google.protobuf.Duration (layer0 keeps whole milliseconds).
+- Durations are google.protobuf.Duration, never seconds as a double (layer0 keeps whole
+  milliseconds; timeouts keep nanoseconds).
+- Counts and caps that never need 64 bits are uint32 (byte caps stay int64). For every limit,
+  0 or unset means its default (a zero Duration too).
 - Externally tagged layer0 enums (TriggerType, ExitReason, Scope) are `oneof`s; unit
   variants are google.protobuf.Empty.
-- Closed sets are enums whose 0 value is `*_UNSPECIFIED`; an unspecified or unknown value in
-  a request is INVALID_ARGUMENT.
+- Closed sets are enums whose 0 value is `*_UNSPECIFIED`; an unknown value in a request is
+  INVALID_ARGUMENT naming the field, and so is an unspecified one where the field is required
+  (its comment says what UNSPECIFIED means otherwise, e.g. ToolChoice: the default).
 - Errors of the RPCs are gRPC status codes; a turn's own failure is the final `error` event.
   INVALID_ARGUMENT details hold one line per problem, `path: what is wrong`, where the path
   names the request field (`agent.provider.kind: ...`, `input.metadata: ...`). Every refusal
@@ -110,6 +114,30 @@ PROVIDER_KIND_COMMAND: ProviderKind.ValueType  # 4
 """No model: runs the user's message as one `bash` call and answers with its output."""
 Global___ProviderKind: _TypeAlias = ProviderKind  # noqa: Y015
 
+class _ToolChoice:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ToolChoiceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ToolChoice.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TOOL_CHOICE_UNSPECIFIED: _ToolChoice.ValueType  # 0
+    """The default: AUTO."""
+    TOOL_CHOICE_AUTO: _ToolChoice.ValueType  # 1
+    """The model may answer or call tools."""
+    TOOL_CHOICE_REQUIRED: _ToolChoice.ValueType  # 2
+    """The model must call a tool."""
+
+class ToolChoice(_ToolChoice, metaclass=_ToolChoiceEnumTypeWrapper):
+    """The tool_choice of a model call when tools are offered."""
+
+TOOL_CHOICE_UNSPECIFIED: ToolChoice.ValueType  # 0
+"""The default: AUTO."""
+TOOL_CHOICE_AUTO: ToolChoice.ValueType  # 1
+"""The model may answer or call tools."""
+TOOL_CHOICE_REQUIRED: ToolChoice.ValueType  # 2
+"""The model must call a tool."""
+Global___ToolChoice: _TypeAlias = ToolChoice  # noqa: Y015
+
 class _ContextStrategy:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -152,6 +180,76 @@ controller in the state snapshot (scope custom "causal_cone", key "cone": {"reco
 """
 Global___ContextStrategy: _TypeAlias = ContextStrategy  # noqa: Y015
 
+class _HookKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _HookKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HookKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    HOOK_KIND_UNSPECIFIED: _HookKind.ValueType  # 0
+    HOOK_KIND_BUDGET: _HookKind.ValueType  # 1
+    """Stops the turn at a cost: options {"max_cost": "1.00" (required), "warn_at": "0.8"}."""
+    HOOK_KIND_LOGGING: _HookKind.ValueType  # 2
+    """Logs the turn's steps: options {"level": "INFO"}."""
+
+class HookKind(_HookKind, metaclass=_HookKindEnumTypeWrapper):
+    """The hooks a spec may enable."""
+
+HOOK_KIND_UNSPECIFIED: HookKind.ValueType  # 0
+HOOK_KIND_BUDGET: HookKind.ValueType  # 1
+"""Stops the turn at a cost: options {"max_cost": "1.00" (required), "warn_at": "0.8"}."""
+HOOK_KIND_LOGGING: HookKind.ValueType  # 2
+"""Logs the turn's steps: options {"level": "INFO"}."""
+Global___HookKind: _TypeAlias = HookKind  # noqa: Y015
+
+class _McpTransport:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _McpTransportEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_McpTransport.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MCP_TRANSPORT_UNSPECIFIED: _McpTransport.ValueType  # 0
+    MCP_TRANSPORT_STDIO: _McpTransport.ValueType  # 1
+    """`command` started inside the sandbox, spoken to over its stdin/stdout."""
+    MCP_TRANSPORT_HTTP: _McpTransport.ValueType  # 2
+    """Streamable HTTP at `url`, reached through the sandbox's egress proxy."""
+
+class McpTransport(_McpTransport, metaclass=_McpTransportEnumTypeWrapper):
+    """How airlock reaches an MCP server."""
+
+MCP_TRANSPORT_UNSPECIFIED: McpTransport.ValueType  # 0
+MCP_TRANSPORT_STDIO: McpTransport.ValueType  # 1
+"""`command` started inside the sandbox, spoken to over its stdin/stdout."""
+MCP_TRANSPORT_HTTP: McpTransport.ValueType  # 2
+"""Streamable HTTP at `url`, reached through the sandbox's egress proxy."""
+Global___McpTransport: _TypeAlias = McpTransport  # noqa: Y015
+
+class _RiskClass:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RiskClassEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RiskClass.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RISK_CLASS_UNSPECIFIED: _RiskClass.ValueType  # 0
+    RISK_CLASS_DESTRUCTIVE: _RiskClass.ValueType  # 1
+    """It can change or delete something (bash, write_file, edit_file, write_memory,
+    delete_memory, an MCP tool not marked read-only).
+    """
+    RISK_CLASS_EXTERNAL: _RiskClass.ValueType  # 2
+    """It can reach outside the sandbox (bash, http_request, an http MCP server's tools)."""
+
+class RiskClass(_RiskClass, metaclass=_RiskClassEnumTypeWrapper):
+    """A class of risk a tool declares."""
+
+RISK_CLASS_UNSPECIFIED: RiskClass.ValueType  # 0
+RISK_CLASS_DESTRUCTIVE: RiskClass.ValueType  # 1
+"""It can change or delete something (bash, write_file, edit_file, write_memory,
+delete_memory, an MCP tool not marked read-only).
+"""
+RISK_CLASS_EXTERNAL: RiskClass.ValueType  # 2
+"""It can reach outside the sandbox (bash, http_request, an http MCP server's tools)."""
+Global___RiskClass: _TypeAlias = RiskClass  # noqa: Y015
+
 class _StopReason:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -185,6 +283,36 @@ STOP_REASON_CONTENT_FILTER: StopReason.ValueType  # 8
 STOP_REASON_COMPACTION: StopReason.ValueType  # 9
 """The provider compacted the context server-side and paused: the turn goes on."""
 Global___StopReason: _TypeAlias = StopReason  # noqa: Y015
+
+class _SignalAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SignalActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SignalAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SIGNAL_ACTION_UNSPECIFIED: _SignalAction.ValueType  # 0
+    SIGNAL_ACTION_FEEDBACK: _SignalAction.ValueType  # 1
+    """Shown to the model with its next call."""
+    SIGNAL_ACTION_BUDGET: _SignalAction.ValueType  # 2
+    """The turn's limits changed."""
+    SIGNAL_ACTION_CANCEL: _SignalAction.ValueType  # 3
+    """The turn ends."""
+    SIGNAL_ACTION_IGNORED: _SignalAction.ValueType  # 4
+    """Nothing (`detail` says why)."""
+
+class SignalAction(_SignalAction, metaclass=_SignalActionEnumTypeWrapper):
+    """What a delivered signal did."""
+
+SIGNAL_ACTION_UNSPECIFIED: SignalAction.ValueType  # 0
+SIGNAL_ACTION_FEEDBACK: SignalAction.ValueType  # 1
+"""Shown to the model with its next call."""
+SIGNAL_ACTION_BUDGET: SignalAction.ValueType  # 2
+"""The turn's limits changed."""
+SIGNAL_ACTION_CANCEL: SignalAction.ValueType  # 3
+"""The turn ends."""
+SIGNAL_ACTION_IGNORED: SignalAction.ValueType  # 4
+"""Nothing (`detail` says why)."""
+Global___SignalAction: _TypeAlias = SignalAction  # noqa: Y015
 
 class _TurnErrorKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -221,6 +349,28 @@ TURN_ERROR_KIND_NON_RETRYABLE: TurnErrorKind.ValueType  # 5
 """A retry will fail the same way."""
 TURN_ERROR_KIND_OTHER: TurnErrorKind.ValueType  # 6
 Global___TurnErrorKind: _TypeAlias = TurnErrorKind  # noqa: Y015
+
+class _SkipReason:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SkipReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SkipReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SKIP_REASON_UNSPECIFIED: _SkipReason.ValueType  # 0
+    SKIP_REASON_SYMLINK: _SkipReason.ValueType  # 1
+    """A symbolic link (never followed)."""
+    SKIP_REASON_NOT_REGULAR_FILE: _SkipReason.ValueType  # 2
+    """Not a regular file (a device, a FIFO, a socket)."""
+
+class SkipReason(_SkipReason, metaclass=_SkipReasonEnumTypeWrapper):
+    """Why a matching path is not collected."""
+
+SKIP_REASON_UNSPECIFIED: SkipReason.ValueType  # 0
+SKIP_REASON_SYMLINK: SkipReason.ValueType  # 1
+"""A symbolic link (never followed)."""
+SKIP_REASON_NOT_REGULAR_FILE: SkipReason.ValueType  # 2
+"""Not a regular file (a device, a FIFO, a socket)."""
+Global___SkipReason: _TypeAlias = SkipReason  # noqa: Y015
 
 @_typing.final
 class Json(_message.Message):
@@ -716,6 +866,11 @@ class ToolCallRecord(_message.Message):
     SUCCESS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     success: _builtins.bool
+    """The tool ran and returned a result: not an error result (an unknown tool, invalid input,
+    a tool that raised, a timeout, a call refused by a hook or by approval). A command that
+    ran and exited non-zero is a success here: it ran (its exit code is in the result, and
+    on the `tool_finished` event's `exit_code`). Failures count towards the circuit breaker.
+    """
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration: ...
     def __init__(
@@ -1152,7 +1307,7 @@ class ProviderSpec(_message.Message):
     SCRIPT_FIELD_NUMBER: _builtins.int
     MAX_TOKENS_FIELD_NUMBER: _builtins.int
     TEMPERATURE_FIELD_NUMBER: _builtins.int
-    TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    TIMEOUT_FIELD_NUMBER: _builtins.int
     MAX_RETRIES_FIELD_NUMBER: _builtins.int
     PRICE_PER_MTOK_IN_FIELD_NUMBER: _builtins.int
     PRICE_PER_MTOK_OUT_FIELD_NUMBER: _builtins.int
@@ -1171,25 +1326,26 @@ class ProviderSpec(_message.Message):
     Absent: no key (e.g. a credential proxy injects it).
     """
     max_tokens: _builtins.int
-    """Largest completion per model call. Default 4096; must be > 0."""
+    """Largest completion per model call. 0: the default, 4096."""
     temperature: _builtins.float
     """Absent: the provider's default."""
-    timeout_s: _builtins.float
-    """Request timeout, seconds. Default 120; must be > 0."""
     max_retries: _builtins.int
-    """Retries the provider SDK makes on 429/5xx/connection errors. Default 2; >= 0."""
+    """Retries the provider SDK makes on 429/5xx/connection errors. Absent: the default, 2; 0: no
+    retry (not a limit: 0 is a value here).
+    """
     price_per_mtok_in: _builtins.str
     """openai_compat only: USD per million prompt / completion tokens, decimal text (>= 0).
     Absent: the cost of a call is unknown (never guessed).
     """
     price_per_mtok_out: _builtins.str
-    tool_choice_first: _builtins.str
-    """The tool_choice of a turn's first model call when tools are offered: "auto" (default) or
-    "required" (the model must call a tool before it may answer). Later calls are "auto".
+    tool_choice_first: Global___ToolChoice.ValueType
+    """The tool_choice of a turn's first model call when tools are offered. UNSPECIFIED: the
+    default, AUTO; REQUIRED: the model must call a tool before it may answer. Later calls are
+    AUTO.
     """
-    tool_choice_after_failure: _builtins.str
+    tool_choice_after_failure: Global___ToolChoice.ValueType
     """The tool_choice of the model call after a failed tool step (an error result, or a
-    command's non-zero exit_code): "auto" (default) or "required", once.
+    command's non-zero exit_code), once. UNSPECIFIED: the default, AUTO.
     """
     parallel_tool_calls: _builtins.bool
     """false: at most one tool call per model reply. Absent: the provider's default."""
@@ -1206,15 +1362,25 @@ class ProviderSpec(_message.Message):
                         "stop_reason": "tool_use",                 // end_turn | tool_use | max_tokens |
                                                                    // stop_sequence | pause_turn | refusal |
                                                                    // model_context_window_exceeded |
-                                                                   // content_filter
+                                                                   // content_filter | compaction
                         "usage": {"input_tokens": 12, "output_tokens": 7},  // optional
                         "cost": "0.000047",                        // optional decimal text
-                        "model": "...", "stop_detail": null}}      // optional
+                        "model": "...", "stop_detail": null,       // optional
+                        "compaction": {"tokens_before": 180000, "tokens_after": 9000}}}  // optional
         Content parts: text {text}, tool_use {id, name, input}, tool_result {tool_use_id,
-        content, is_error}, image {source_type: base64|url, data, media_type}. Unknown keys are
+        content, is_error}, image {source_type: base64|url, data, media_type}, compaction
+        {summary, block}. Stop reason `compaction` plays a server-side compaction: the response
+        holds a compaction part (`block` the provider's block, kept verbatim in the history;
+        `summary` its text, optional), `compaction` optionally gives the context's size around it,
+        and the loop goes on by itself with the next step (a STOP_REASON_COMPACTION
+        inference_finished, then a `provider_managed` lifecycle event). Unknown keys are
         rejected. A request that does not match the next step, or one after the last step, fails
         the turn (TurnFailed kind NON_RETRYABLE).
         """
+
+    @_builtins.property
+    def timeout(self) -> _duration_pb2.Duration:
+        """Request timeout. Unset or zero: the default, 120 s; negative: INVALID_ARGUMENT."""
 
     @_builtins.property
     def compaction(self) -> Global___ServerCompaction:
@@ -1228,20 +1394,20 @@ class ProviderSpec(_message.Message):
         base_url: _builtins.str | None = ...,
         api_key_env: _builtins.str | None = ...,
         script: Global___Json | None = ...,
-        max_tokens: _builtins.int | None = ...,
+        max_tokens: _builtins.int = ...,
         temperature: _builtins.float | None = ...,
-        timeout_s: _builtins.float | None = ...,
+        timeout: _duration_pb2.Duration | None = ...,
         max_retries: _builtins.int | None = ...,
         price_per_mtok_in: _builtins.str | None = ...,
         price_per_mtok_out: _builtins.str | None = ...,
         compaction: Global___ServerCompaction | None = ...,
-        tool_choice_first: _builtins.str | None = ...,
-        tool_choice_after_failure: _builtins.str | None = ...,
+        tool_choice_first: Global___ToolChoice.ValueType = ...,
+        tool_choice_after_failure: Global___ToolChoice.ValueType = ...,
         parallel_tool_calls: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "_tool_choice_after_failure", b"_tool_choice_after_failure", "_tool_choice_first", b"_tool_choice_first", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s", "tool_choice_after_failure", b"tool_choice_after_failure", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_max_tokens", b"_max_tokens", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "_timeout_s", b"_timeout_s", "_tool_choice_after_failure", b"_tool_choice_after_failure", "_tool_choice_first", b"_tool_choice_first", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout_s", b"timeout_s", "tool_choice_after_failure", b"tool_choice_after_failure", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout", b"timeout", "tool_choice_after_failure", b"tool_choice_after_failure", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__api_key_env: _TypeAlias = _typing.Literal["api_key_env"]  # noqa: Y015
     _WhichOneofArgType__api_key_env: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env"]  # noqa: Y015
@@ -1249,8 +1415,6 @@ class ProviderSpec(_message.Message):
     _WhichOneofArgType__base_url: _TypeAlias = _typing.Literal["_base_url", b"_base_url"]  # noqa: Y015
     _WhichOneofReturnType__max_retries: _TypeAlias = _typing.Literal["max_retries"]  # noqa: Y015
     _WhichOneofArgType__max_retries: _TypeAlias = _typing.Literal["_max_retries", b"_max_retries"]  # noqa: Y015
-    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
-    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
     _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
     _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
     _WhichOneofReturnType__parallel_tool_calls: _TypeAlias = _typing.Literal["parallel_tool_calls"]  # noqa: Y015
@@ -1261,20 +1425,12 @@ class ProviderSpec(_message.Message):
     _WhichOneofArgType__price_per_mtok_out: _TypeAlias = _typing.Literal["_price_per_mtok_out", b"_price_per_mtok_out"]  # noqa: Y015
     _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
-    _WhichOneofReturnType__timeout_s: _TypeAlias = _typing.Literal["timeout_s"]  # noqa: Y015
-    _WhichOneofArgType__timeout_s: _TypeAlias = _typing.Literal["_timeout_s", b"_timeout_s"]  # noqa: Y015
-    _WhichOneofReturnType__tool_choice_after_failure: _TypeAlias = _typing.Literal["tool_choice_after_failure"]  # noqa: Y015
-    _WhichOneofArgType__tool_choice_after_failure: _TypeAlias = _typing.Literal["_tool_choice_after_failure", b"_tool_choice_after_failure"]  # noqa: Y015
-    _WhichOneofReturnType__tool_choice_first: _TypeAlias = _typing.Literal["tool_choice_first"]  # noqa: Y015
-    _WhichOneofArgType__tool_choice_first: _TypeAlias = _typing.Literal["_tool_choice_first", b"_tool_choice_first"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__api_key_env) -> _WhichOneofReturnType__api_key_env | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__base_url) -> _WhichOneofReturnType__base_url | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retries) -> _WhichOneofReturnType__max_retries | None: ...
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
     @_typing.overload
@@ -1285,12 +1441,6 @@ class ProviderSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__price_per_mtok_out) -> _WhichOneofReturnType__price_per_mtok_out | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout_s) -> _WhichOneofReturnType__timeout_s | None: ...
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_choice_after_failure) -> _WhichOneofReturnType__tool_choice_after_failure | None: ...
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__tool_choice_first) -> _WhichOneofReturnType__tool_choice_first | None: ...
 
 Global___ProviderSpec: _TypeAlias = ProviderSpec  # noqa: Y015
 
@@ -1304,19 +1454,17 @@ class ServerCompaction(_message.Message):
 
     TRIGGER_TOKENS_FIELD_NUMBER: _builtins.int
     trigger_tokens: _builtins.int
-    """Input tokens at which the API compacts. Default 150000; >= 50000."""
+    """Input tokens at which the API compacts. 0: the default, 150000; else >= 50000."""
     def __init__(
         self,
         *,
-        trigger_tokens: _builtins.int | None = ...,
+        trigger_tokens: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_trigger_tokens", b"_trigger_tokens", "trigger_tokens", b"trigger_tokens"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_trigger_tokens", b"_trigger_tokens", "trigger_tokens", b"trigger_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["trigger_tokens", b"trigger_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType__trigger_tokens: _TypeAlias = _typing.Literal["trigger_tokens"]  # noqa: Y015
-    _WhichOneofArgType__trigger_tokens: _TypeAlias = _typing.Literal["_trigger_tokens", b"_trigger_tokens"]  # noqa: Y015
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__trigger_tokens) -> _WhichOneofReturnType__trigger_tokens | None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ServerCompaction: _TypeAlias = ServerCompaction  # noqa: Y015
 
@@ -1330,31 +1478,22 @@ class ContextSpec(_message.Message):
     strategy: Global___ContextStrategy.ValueType
     """Default CONTEXT_STRATEGY_NONE. Present but UNSPECIFIED (or unknown): INVALID_ARGUMENT."""
     max_tokens: _builtins.int
-    """Token budget the strategy compacts to. Default 100000; > 0."""
+    """Token budget the strategy compacts to. 0: the default, 100000."""
     keep_last: _builtins.int
-    """Messages kept at the end. Default 20; > 0."""
+    """Messages kept at the end. 0: the default, 20."""
     def __init__(
         self,
         *,
         strategy: Global___ContextStrategy.ValueType | None = ...,
-        max_tokens: _builtins.int | None = ...,
-        keep_last: _builtins.int | None = ...,
+        max_tokens: _builtins.int = ...,
+        keep_last: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_last", b"_keep_last", "_max_tokens", b"_max_tokens", "_strategy", b"_strategy", "keep_last", b"keep_last", "max_tokens", b"max_tokens", "strategy", b"strategy"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_strategy", b"_strategy", "strategy", b"strategy"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_last", b"_keep_last", "_max_tokens", b"_max_tokens", "_strategy", b"_strategy", "keep_last", b"keep_last", "max_tokens", b"max_tokens", "strategy", b"strategy"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_strategy", b"_strategy", "keep_last", b"keep_last", "max_tokens", b"max_tokens", "strategy", b"strategy"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType__keep_last: _TypeAlias = _typing.Literal["keep_last"]  # noqa: Y015
-    _WhichOneofArgType__keep_last: _TypeAlias = _typing.Literal["_keep_last", b"_keep_last"]  # noqa: Y015
-    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
-    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
     _WhichOneofReturnType__strategy: _TypeAlias = _typing.Literal["strategy"]  # noqa: Y015
     _WhichOneofArgType__strategy: _TypeAlias = _typing.Literal["_strategy", b"_strategy"]  # noqa: Y015
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_last) -> _WhichOneofReturnType__keep_last | None: ...
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
-    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__strategy) -> _WhichOneofReturnType__strategy | None: ...
 
 Global___ContextSpec: _TypeAlias = ContextSpec  # noqa: Y015
@@ -1398,15 +1537,14 @@ Global___ToolOptions: _TypeAlias = ToolOptions  # noqa: Y015
 
 @_typing.final
 class HookSpec(_message.Message):
-    """A hook, by name: "budget" (options {"max_cost": "1.00" (required), "warn_at": "0.8"}) or
-    "logging" (options {"level": "INFO"}).
-    """
+    """A hook and its options."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    NAME_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
-    name: _builtins.str
+    kind: Global___HookKind.ValueType
+    """Required (UNSPECIFIED or unknown: INVALID_ARGUMENT)."""
     @_builtins.property
     def options(self) -> Global___Json:
         """A JSON object; absent: {}."""
@@ -1414,12 +1552,12 @@ class HookSpec(_message.Message):
     def __init__(
         self,
         *,
-        name: _builtins.str = ...,
+        kind: Global___HookKind.ValueType = ...,
         options: Global___Json | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "options", b"options"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "options", b"options"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1433,9 +1571,13 @@ class LoopLimits(_message.Message):
     STUCK_THRESHOLD_FIELD_NUMBER: _builtins.int
     BUDGET_WARNINGS_FIELD_NUMBER: _builtins.int
     circuit_breaker_threshold: _builtins.int
-    """Consecutive failed tool calls that trip the circuit breaker. Default 5; > 0."""
+    """Consecutive failed tool calls (success false) that trip the circuit breaker. 0: the
+    default, 5.
+    """
     stuck_threshold: _builtins.int
-    """Identical tool calls (same name and input) in a row that count as stuck. Default 4; > 1."""
+    """Identical tool calls (same name and input) in a row that count as stuck. 0: the default,
+    4; else > 1.
+    """
     @_builtins.property
     def budget_warnings(self) -> Global___Json:
         """Fractions of max_cost at which a budget warning event is emitted (each once), a JSON
@@ -1445,22 +1587,15 @@ class LoopLimits(_message.Message):
     def __init__(
         self,
         *,
-        circuit_breaker_threshold: _builtins.int | None = ...,
-        stuck_threshold: _builtins.int | None = ...,
+        circuit_breaker_threshold: _builtins.int = ...,
+        stuck_threshold: _builtins.int = ...,
         budget_warnings: Global___Json | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_circuit_breaker_threshold", b"_circuit_breaker_threshold", "_stuck_threshold", b"_stuck_threshold", "budget_warnings", b"budget_warnings", "circuit_breaker_threshold", b"circuit_breaker_threshold", "stuck_threshold", b"stuck_threshold"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["budget_warnings", b"budget_warnings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_circuit_breaker_threshold", b"_circuit_breaker_threshold", "_stuck_threshold", b"_stuck_threshold", "budget_warnings", b"budget_warnings", "circuit_breaker_threshold", b"circuit_breaker_threshold", "stuck_threshold", b"stuck_threshold"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_warnings", b"budget_warnings", "circuit_breaker_threshold", b"circuit_breaker_threshold", "stuck_threshold", b"stuck_threshold"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType__circuit_breaker_threshold: _TypeAlias = _typing.Literal["circuit_breaker_threshold"]  # noqa: Y015
-    _WhichOneofArgType__circuit_breaker_threshold: _TypeAlias = _typing.Literal["_circuit_breaker_threshold", b"_circuit_breaker_threshold"]  # noqa: Y015
-    _WhichOneofReturnType__stuck_threshold: _TypeAlias = _typing.Literal["stuck_threshold"]  # noqa: Y015
-    _WhichOneofArgType__stuck_threshold: _TypeAlias = _typing.Literal["_stuck_threshold", b"_stuck_threshold"]  # noqa: Y015
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__circuit_breaker_threshold) -> _WhichOneofReturnType__circuit_breaker_threshold | None: ...
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__stuck_threshold) -> _WhichOneofReturnType__stuck_threshold | None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LoopLimits: _TypeAlias = LoopLimits  # noqa: Y015
 
@@ -1496,20 +1631,14 @@ class McpServer(_message.Message):
     ENV_FIELD_NUMBER: _builtins.int
     URL_FIELD_NUMBER: _builtins.int
     ALLOWED_TOOLS_FIELD_NUMBER: _builtins.int
-    STARTUP_TIMEOUT_S_FIELD_NUMBER: _builtins.int
-    CALL_TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    STARTUP_TIMEOUT_FIELD_NUMBER: _builtins.int
+    CALL_TIMEOUT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Required: a letter, then letters, digits, '_' or '-' (at most 32)."""
-    transport: _builtins.str
-    """Required: "stdio" (`command` started inside the sandbox) or "http" (streamable HTTP at
-    `url`, reached through the sandbox's egress proxy).
-    """
+    transport: Global___McpTransport.ValueType
+    """Required (UNSPECIFIED or unknown: INVALID_ARGUMENT)."""
     url: _builtins.str
     """http: the server's MCP endpoint."""
-    startup_timeout_s: _builtins.float
-    """Seconds to start the server and list its tools. Default 30; > 0."""
-    call_timeout_s: _builtins.float
-    """Seconds one call may take. Default 120; > 0."""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """stdio: the program and its arguments."""
@@ -1522,33 +1651,34 @@ class McpServer(_message.Message):
     def allowed_tools(self) -> Global___StringList:
         """The server's tools (fnmatch globs over its own names) the agent may call. Absent: all."""
 
+    @_builtins.property
+    def startup_timeout(self) -> _duration_pb2.Duration:
+        """Time to start the server and list its tools. Unset or zero: the default, 30 s (negative:
+        INVALID_ARGUMENT, as for call_timeout).
+        """
+
+    @_builtins.property
+    def call_timeout(self) -> _duration_pb2.Duration:
+        """Time one call may take. Unset or zero: the default, 120 s."""
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
-        transport: _builtins.str = ...,
+        transport: Global___McpTransport.ValueType = ...,
         command: _abc.Iterable[_builtins.str] | None = ...,
         env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         url: _builtins.str | None = ...,
         allowed_tools: Global___StringList | None = ...,
-        startup_timeout_s: _builtins.float | None = ...,
-        call_timeout_s: _builtins.float | None = ...,
+        startup_timeout: _duration_pb2.Duration | None = ...,
+        call_timeout: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_call_timeout_s", b"_call_timeout_s", "_startup_timeout_s", b"_startup_timeout_s", "_url", b"_url", "allowed_tools", b"allowed_tools", "call_timeout_s", b"call_timeout_s", "startup_timeout_s", b"startup_timeout_s", "url", b"url"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_url", b"_url", "allowed_tools", b"allowed_tools", "call_timeout", b"call_timeout", "startup_timeout", b"startup_timeout", "url", b"url"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_call_timeout_s", b"_call_timeout_s", "_startup_timeout_s", b"_startup_timeout_s", "_url", b"_url", "allowed_tools", b"allowed_tools", "call_timeout_s", b"call_timeout_s", "command", b"command", "env", b"env", "name", b"name", "startup_timeout_s", b"startup_timeout_s", "transport", b"transport", "url", b"url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_url", b"_url", "allowed_tools", b"allowed_tools", "call_timeout", b"call_timeout", "command", b"command", "env", b"env", "name", b"name", "startup_timeout", b"startup_timeout", "transport", b"transport", "url", b"url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType__call_timeout_s: _TypeAlias = _typing.Literal["call_timeout_s"]  # noqa: Y015
-    _WhichOneofArgType__call_timeout_s: _TypeAlias = _typing.Literal["_call_timeout_s", b"_call_timeout_s"]  # noqa: Y015
-    _WhichOneofReturnType__startup_timeout_s: _TypeAlias = _typing.Literal["startup_timeout_s"]  # noqa: Y015
-    _WhichOneofArgType__startup_timeout_s: _TypeAlias = _typing.Literal["_startup_timeout_s", b"_startup_timeout_s"]  # noqa: Y015
     _WhichOneofReturnType__url: _TypeAlias = _typing.Literal["url"]  # noqa: Y015
     _WhichOneofArgType__url: _TypeAlias = _typing.Literal["_url", b"_url"]  # noqa: Y015
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__call_timeout_s) -> _WhichOneofReturnType__call_timeout_s | None: ...
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__startup_timeout_s) -> _WhichOneofReturnType__startup_timeout_s | None: ...
-    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__url) -> _WhichOneofReturnType__url | None: ...
 
 Global___McpServer: _TypeAlias = McpServer  # noqa: Y015
@@ -1591,7 +1721,7 @@ class ArtifactSpec(_message.Message):
     MAX_FILE_BYTES_FIELD_NUMBER: _builtins.int
     MAX_TOTAL_BYTES_FIELD_NUMBER: _builtins.int
     max_files: _builtins.int
-    """Defaults: 100 files, 10 MiB a file, 50 MiB in all; each > 0."""
+    """Caps; absent or 0: the default (100 files, 10 MiB a file, 50 MiB in all)."""
     max_file_bytes: _builtins.int
     max_total_bytes: _builtins.int
     @_builtins.property
@@ -1602,24 +1732,20 @@ class ArtifactSpec(_message.Message):
         self,
         *,
         globs: Global___StringList | None = ...,
-        max_files: _builtins.int | None = ...,
+        max_files: _builtins.int = ...,
         max_file_bytes: _builtins.int | None = ...,
         max_total_bytes: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_file_bytes", b"_max_file_bytes", "_max_files", b"_max_files", "_max_total_bytes", b"_max_total_bytes", "globs", b"globs", "max_file_bytes", b"max_file_bytes", "max_files", b"max_files", "max_total_bytes", b"max_total_bytes"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_file_bytes", b"_max_file_bytes", "_max_total_bytes", b"_max_total_bytes", "globs", b"globs", "max_file_bytes", b"max_file_bytes", "max_total_bytes", b"max_total_bytes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_file_bytes", b"_max_file_bytes", "_max_files", b"_max_files", "_max_total_bytes", b"_max_total_bytes", "globs", b"globs", "max_file_bytes", b"max_file_bytes", "max_files", b"max_files", "max_total_bytes", b"max_total_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_file_bytes", b"_max_file_bytes", "_max_total_bytes", b"_max_total_bytes", "globs", b"globs", "max_file_bytes", b"max_file_bytes", "max_files", b"max_files", "max_total_bytes", b"max_total_bytes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_file_bytes: _TypeAlias = _typing.Literal["max_file_bytes"]  # noqa: Y015
     _WhichOneofArgType__max_file_bytes: _TypeAlias = _typing.Literal["_max_file_bytes", b"_max_file_bytes"]  # noqa: Y015
-    _WhichOneofReturnType__max_files: _TypeAlias = _typing.Literal["max_files"]  # noqa: Y015
-    _WhichOneofArgType__max_files: _TypeAlias = _typing.Literal["_max_files", b"_max_files"]  # noqa: Y015
     _WhichOneofReturnType__max_total_bytes: _TypeAlias = _typing.Literal["max_total_bytes"]  # noqa: Y015
     _WhichOneofArgType__max_total_bytes: _TypeAlias = _typing.Literal["_max_total_bytes", b"_max_total_bytes"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_file_bytes) -> _WhichOneofReturnType__max_file_bytes | None: ...
-    @_typing.overload
-    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_files) -> _WhichOneofReturnType__max_files | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_total_bytes) -> _WhichOneofReturnType__max_total_bytes | None: ...
 
@@ -1628,9 +1754,9 @@ Global___ArtifactSpec: _TypeAlias = ArtifactSpec  # noqa: Y015
 @_typing.final
 class ApprovalGate(_message.Message):
     """Which tool calls wait for a person's approval: a call matches by its tool's name (fnmatch
-    globs such as "bash", "*_file") or by a risk class its tool declares ("destructive",
-    "external"; an unknown class is INVALID_ARGUMENT). The turn suspends before such a call
-    (the stream ends with `suspended`) until it is resumed with the call decided.
+    globs such as "bash", "*_file") or by a risk class its tool declares. The turn suspends
+    before such a call (the stream ends with `suspended`) until it is resumed with the call
+    decided.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -1640,12 +1766,14 @@ class ApprovalGate(_message.Message):
     @_builtins.property
     def tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
-    def risks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def risks(self) -> _containers.RepeatedScalarFieldContainer[Global___RiskClass.ValueType]:
+        """UNSPECIFIED or unknown: INVALID_ARGUMENT (`approval.risks[i]`)."""
+
     def __init__(
         self,
         *,
         tools: _abc.Iterable[_builtins.str] | None = ...,
-        risks: _abc.Iterable[_builtins.str] | None = ...,
+        risks: _abc.Iterable[Global___RiskClass.ValueType] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -1886,12 +2014,21 @@ class ToolFinished(_message.Message):
     SUCCESS_FIELD_NUMBER: _builtins.int
     OUTPUT_FIELD_NUMBER: _builtins.int
     OUTPUT_TRUNCATED_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
     tool_use_id: _builtins.str
     name: _builtins.str
     success: _builtins.bool
+    """The tool ran and returned a result (see ToolCallRecord.success): false for an error
+    result only. A command that exited non-zero ran: true, with its `exit_code`.
+    """
     output: _builtins.str
     """The result text, cut to the runner's event payload limit (then `output_truncated` is set)."""
     output_truncated: _builtins.bool
+    exit_code: _builtins.int
+    """Set when the result is a command's (an object with an integer "exit_code", e.g. bash's):
+    its exit status, 0 for success; a command killed by a signal has -<signal number>. A
+    non-zero exit_code is a failed step for ProviderSpec.tool_choice_after_failure.
+    """
     @_builtins.property
     def duration(self) -> _duration_pb2.Duration: ...
     def __init__(
@@ -1903,12 +2040,15 @@ class ToolFinished(_message.Message):
         success: _builtins.bool = ...,
         output: _builtins.str = ...,
         output_truncated: _builtins.bool = ...,
+        exit_code: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "duration", b"duration", "exit_code", b"exit_code"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["duration", b"duration", "name", b"name", "output", b"output", "output_truncated", b"output_truncated", "success", b"success", "tool_use_id", b"tool_use_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "duration", b"duration", "exit_code", b"exit_code", "name", b"name", "output", b"output", "output_truncated", b"output_truncated", "success", b"success", "tool_use_id", b"tool_use_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
+    _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__exit_code) -> _WhichOneofReturnType__exit_code | None: ...
 
 Global___ToolFinished: _TypeAlias = ToolFinished  # noqa: Y015
 
@@ -1968,7 +2108,8 @@ class ContextCompacted(_message.Message):
     CONE_SIZE_FIELD_NUMBER: _builtins.int
     CONE_TOTAL_FIELD_NUMBER: _builtins.int
     COMPRESSION_RATIO_FIELD_NUMBER: _builtins.int
-    strategy: _builtins.str
+    strategy: Global___ContextStrategy.ValueType
+    """The strategy that changed the conversation (never NONE)."""
     messages_before: _builtins.int
     messages_after: _builtins.int
     cone_size: _builtins.int
@@ -1977,7 +2118,7 @@ class ContextCompacted(_message.Message):
     def __init__(
         self,
         *,
-        strategy: _builtins.str = ...,
+        strategy: Global___ContextStrategy.ValueType = ...,
         messages_before: _builtins.int = ...,
         messages_after: _builtins.int = ...,
         cone_size: _builtins.int | None = ...,
@@ -2058,7 +2199,10 @@ class PendingCall(_message.Message):
     def input(self) -> Global___Json: ...
     @_builtins.property
     def risks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """The risk classes the tool declares."""
+        """The risk classes the tool declares, as text: the RiskClass names in lower case without
+        their prefix ("destructive", "external") for the built-in and MCP tools; a custom tool may
+        declare classes of its own, so this stays open text.
+        """
 
     def __init__(
         self,
@@ -2078,8 +2222,14 @@ Global___PendingCall: _TypeAlias = PendingCall  # noqa: Y015
 
 @_typing.final
 class TurnSuspended(_message.Message):
-    """The turn stopped before calls that wait for approval; the checkpoint just before holds the
-    state to resume from once they are decided. The last event of the stream.
+    """The turn stopped before calls that wait for approval (AgentSpec.approval); the last event of
+    the stream, which then ends normally (status OK, no `output`): a suspended turn is neither
+    finished nor failed. The checkpoint just before holds the state to resume from. Once a
+    person decides, the caller continues it with a new Execute (same agent and input, any
+    execution_id, the former one is free again) whose `resume` is that state with every
+    message, the approved calls' ids in its `approved` and a rejected call answered as an error
+    result in `completed`; the calls then run (or not) without asking again. A turn suspends
+    as often as it meets gated calls.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -2141,9 +2291,7 @@ Global___LifecycleEvent: _TypeAlias = LifecycleEvent  # noqa: Y015
 
 @_typing.final
 class SignalDelivered(_message.Message):
-    """A signal reached the turn at a step boundary. `action`: "feedback" (shown to the model),
-    "budget" (limits changed), "cancel" (the turn ends), "ignored" (`detail` says why).
-    """
+    """A signal reached the turn at a step boundary and what it did."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -2151,13 +2299,13 @@ class SignalDelivered(_message.Message):
     ACTION_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
     signal_type: _builtins.str
-    action: _builtins.str
+    action: Global___SignalAction.ValueType
     detail: _builtins.str
     def __init__(
         self,
         *,
         signal_type: _builtins.str = ...,
-        action: _builtins.str = ...,
+        action: Global___SignalAction.ValueType = ...,
         detail: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
@@ -2378,6 +2526,9 @@ class CancelRequest(_message.Message):
 
     EXECUTION_ID_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
+    """Required: the ExecuteRequest.execution_id of a running execution (empty: INVALID_ARGUMENT,
+    a violation on `execution_id`).
+    """
     def __init__(
         self,
         *,
@@ -2412,6 +2563,9 @@ class PauseRequest(_message.Message):
 
     EXECUTION_ID_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
+    """Required: the ExecuteRequest.execution_id of a running execution (empty: INVALID_ARGUMENT,
+    a violation on `execution_id`).
+    """
     def __init__(
         self,
         *,
@@ -2446,6 +2600,9 @@ class ResumeRequest(_message.Message):
 
     EXECUTION_ID_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
+    """Required: the ExecuteRequest.execution_id of a running execution (empty: INVALID_ARGUMENT,
+    a violation on `execution_id`).
+    """
     def __init__(
         self,
         *,
@@ -2480,6 +2637,9 @@ class StepRequest(_message.Message):
 
     EXECUTION_ID_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
+    """Required: the ExecuteRequest.execution_id of a running execution (empty: INVALID_ARGUMENT,
+    a violation on `execution_id`).
+    """
     def __init__(
         self,
         *,
@@ -2501,6 +2661,7 @@ class SignalRequest(_message.Message):
     SIGNAL_TYPE_FIELD_NUMBER: _builtins.int
     DATA_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
+    """Required, as in CancelRequest."""
     signal_type: _builtins.str
     """"cancel" (data: the reason), "budget" (data: an object of max_turns, max_cost as decimal
     text, max_duration_ms), or any other type: feedback the model reads with its next call.
@@ -2539,8 +2700,10 @@ Global___SignalResponse: _TypeAlias = SignalResponse  # noqa: Y015
 
 @_typing.final
 class FileChunk(_message.Message):
-    """One piece of a workspace file. A file's chunks come one after another, the last with `last`
-    set (an empty file is one chunk without data).
+    """One piece of a workspace file that CollectArtifacts sends. A file's chunks come one after
+    another, the last with `last` set (an empty file is one chunk without data). Every chunk
+    repeats the file's `path` (not only the first), so a reader needs no state to know where a
+    chunk goes.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -2566,6 +2729,38 @@ class FileChunk(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FileChunk: _TypeAlias = FileChunk  # noqa: Y015
+
+@_typing.final
+class PutFilesRequest(_message.Message):
+    """One piece of a file PutFiles writes: the same fields, at the same numbers, as FileChunk (the
+    message PutFiles took before it had its own). A file's chunks come one after another, each
+    repeating the file's `path`, the last with `last` set; an empty file is one chunk without
+    data. A chunk of another path before the previous file's `last` is INVALID_ARGUMENT.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    LAST_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Relative to the workspace, "/"-separated, without ".." (at most 1024 characters)."""
+    data: _builtins.bytes
+    last: _builtins.bool
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        data: _builtins.bytes = ...,
+        last: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "last", b"last", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutFilesRequest: _TypeAlias = PutFilesRequest  # noqa: Y015
 
 @_typing.final
 class PutFilesResponse(_message.Message):
@@ -2633,17 +2828,21 @@ class SkippedFile(_message.Message):
 
     PATH_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     reason: _builtins.str
+    """The same, as a sentence for people."""
+    kind: Global___SkipReason.ValueType
     def __init__(
         self,
         *,
         path: _builtins.str = ...,
         reason: _builtins.str = ...,
+        kind: Global___SkipReason.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "path", b"path", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -88,7 +88,7 @@ class RunnerStub:
                 _registered_method=True)
         self.PutFiles = channel.stream_unary(
                 '/airlock.runner.v1.Runner/PutFiles',
-                request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.FileChunk.SerializeToString,
+                request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.PutFilesRequest.SerializeToString,
                 response_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.PutFilesResponse.FromString,
                 _registered_method=True)
         self.CollectArtifacts = channel.unary_stream(
@@ -125,7 +125,9 @@ class RunnerServicer:
 
     def Execute(self, request, context):
         """Runs one turn of the agent on the input and streams its events; the stream ends with the
-        TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
+        TurnOutput (`output`), the turn's failure (`error`) or `suspended` (TurnSuspended: it
+        stopped before tool calls that wait for a person's approval, to be resumed by a later
+        Execute with `resume`). Checked in this order:
         an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`DUPLICATE`; see
         ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
         limit reached by other executions: RESOURCE_EXHAUSTED (`BUSY`); then the network fence
@@ -139,7 +141,9 @@ class RunnerServicer:
     def Cancel(self, request, context):
         """Stops the execution at its next await point; its stream ends with `output` whose exit
         reason is custom("cancelled") and whose metadata holds what was used so far.
-        Unknown execution: NOT_FOUND.
+        An empty `execution_id`:
+        INVALID_ARGUMENT ("execution_id: is required"); an unknown one: NOT_FOUND (likewise for
+        Pause, Resume, Step and Signal).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -239,7 +243,7 @@ def add_RunnerServicer_to_server(servicer, server):
             ),
             'PutFiles': grpc.stream_unary_rpc_method_handler(
                     servicer.PutFiles,
-                    request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.FileChunk.FromString,
+                    request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.PutFilesRequest.FromString,
                     response_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.PutFilesResponse.SerializeToString,
             ),
             'CollectArtifacts': grpc.unary_stream_rpc_method_handler(
@@ -457,7 +461,7 @@ class Runner:
             request_iterator,
             target,
             '/airlock.runner.v1.Runner/PutFiles',
-            airlock_dot_runner_dot_v1_dot_runner__pb2.FileChunk.SerializeToString,
+            airlock_dot_runner_dot_v1_dot_runner__pb2.PutFilesRequest.SerializeToString,
             airlock_dot_runner_dot_v1_dot_runner__pb2.PutFilesResponse.FromString,
             options,
             channel_credentials,

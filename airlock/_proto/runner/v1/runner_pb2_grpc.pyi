@@ -13,11 +13,15 @@ Conventions (mirroring layer0's JSON wire conventions):
   absent `Json` field and a `Json` with empty text both mean JSON null.
 - Decimal amounts (cost, budgets, prices) are strings of plain decimal text keeping their
   scale ("0.0150"), never floats.
-- Durations are google.protobuf.Duration (layer0 keeps whole milliseconds).
+- Durations are google.protobuf.Duration, never seconds as a double (layer0 keeps whole
+  milliseconds; timeouts keep nanoseconds).
+- Counts and caps that never need 64 bits are uint32 (byte caps stay int64). For every limit,
+  0 or unset means its default (a zero Duration too).
 - Externally tagged layer0 enums (TriggerType, ExitReason, Scope) are `oneof`s; unit
   variants are google.protobuf.Empty.
-- Closed sets are enums whose 0 value is `*_UNSPECIFIED`; an unspecified or unknown value in
-  a request is INVALID_ARGUMENT.
+- Closed sets are enums whose 0 value is `*_UNSPECIFIED`; an unknown value in a request is
+  INVALID_ARGUMENT naming the field, and so is an unspecified one where the field is required
+  (its comment says what UNSPECIFIED means otherwise, e.g. ToolChoice: the default).
 - Errors of the RPCs are gRPC status codes; a turn's own failure is the final `error` event.
   INVALID_ARGUMENT details hold one line per problem, `path: what is wrong`, where the path
   names the request field (`agent.provider.kind: ...`, `input.metadata: ...`). Every refusal
@@ -81,7 +85,9 @@ class RunnerStub:
     def __new__(cls, channel: _aio.Channel) -> RunnerAsyncStub: ...
     Execute: _grpc.UnaryStreamMultiCallable[_runner_pb2.ExecuteRequest, _runner_pb2.TurnEvent]
     """Runs one turn of the agent on the input and streams its events; the stream ends with the
-    TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
+    TurnOutput (`output`), the turn's failure (`error`) or `suspended` (TurnSuspended: it
+    stopped before tool calls that wait for a person's approval, to be resumed by a later
+    Execute with `resume`). Checked in this order:
     an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`DUPLICATE`; see
     ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
     limit reached by other executions: RESOURCE_EXHAUSTED (`BUSY`); then the network fence
@@ -91,7 +97,9 @@ class RunnerStub:
     Cancel: _grpc.UnaryUnaryMultiCallable[_runner_pb2.CancelRequest, _runner_pb2.CancelResponse]
     """Stops the execution at its next await point; its stream ends with `output` whose exit
     reason is custom("cancelled") and whose metadata holds what was used so far.
-    Unknown execution: NOT_FOUND.
+    An empty `execution_id`:
+    INVALID_ARGUMENT ("execution_id: is required"); an unknown one: NOT_FOUND (likewise for
+    Pause, Resume, Step and Signal).
     """
     Pause: _grpc.UnaryUnaryMultiCallable[_runner_pb2.PauseRequest, _runner_pb2.PauseResponse]
     """Asks the execution to pause at the next turn boundary (between model calls); the stream
@@ -114,7 +122,7 @@ class RunnerStub:
     """Hands the execution a signal, applied at its next step boundary (a `signal` event then
     reports what it did). Unknown execution: NOT_FOUND.
     """
-    PutFiles: _grpc.StreamUnaryMultiCallable[_runner_pb2.FileChunk, _runner_pb2.PutFilesResponse]
+    PutFiles: _grpc.StreamUnaryMultiCallable[_runner_pb2.PutFilesRequest, _runner_pb2.PutFilesResponse]
     """Writes files into the workspace (before a turn: a job's input files). Each path is
     confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
     in the way is INVALID_ARGUMENT (a violation on `path`); more than 200 files or 8 MiB in
@@ -158,7 +166,9 @@ class RunnerAsyncStub(RunnerStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Execute: _aio.UnaryStreamMultiCallable[_runner_pb2.ExecuteRequest, _runner_pb2.TurnEvent]  # type: ignore[assignment]
     """Runs one turn of the agent on the input and streams its events; the stream ends with the
-    TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
+    TurnOutput (`output`), the turn's failure (`error`) or `suspended` (TurnSuspended: it
+    stopped before tool calls that wait for a person's approval, to be resumed by a later
+    Execute with `resume`). Checked in this order:
     an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`DUPLICATE`; see
     ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
     limit reached by other executions: RESOURCE_EXHAUSTED (`BUSY`); then the network fence
@@ -168,7 +178,9 @@ class RunnerAsyncStub(RunnerStub):
     Cancel: _aio.UnaryUnaryMultiCallable[_runner_pb2.CancelRequest, _runner_pb2.CancelResponse]  # type: ignore[assignment]
     """Stops the execution at its next await point; its stream ends with `output` whose exit
     reason is custom("cancelled") and whose metadata holds what was used so far.
-    Unknown execution: NOT_FOUND.
+    An empty `execution_id`:
+    INVALID_ARGUMENT ("execution_id: is required"); an unknown one: NOT_FOUND (likewise for
+    Pause, Resume, Step and Signal).
     """
     Pause: _aio.UnaryUnaryMultiCallable[_runner_pb2.PauseRequest, _runner_pb2.PauseResponse]  # type: ignore[assignment]
     """Asks the execution to pause at the next turn boundary (between model calls); the stream
@@ -191,7 +203,7 @@ class RunnerAsyncStub(RunnerStub):
     """Hands the execution a signal, applied at its next step boundary (a `signal` event then
     reports what it did). Unknown execution: NOT_FOUND.
     """
-    PutFiles: _aio.StreamUnaryMultiCallable[_runner_pb2.FileChunk, _runner_pb2.PutFilesResponse]  # type: ignore[assignment]
+    PutFiles: _aio.StreamUnaryMultiCallable[_runner_pb2.PutFilesRequest, _runner_pb2.PutFilesResponse]  # type: ignore[assignment]
     """Writes files into the workspace (before a turn: a job's input files). Each path is
     confined to the workspace: an absolute path, "..", or a symbolic link or non-directory
     in the way is INVALID_ARGUMENT (a violation on `path`); more than 200 files or 8 MiB in
@@ -238,7 +250,9 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_runner_pb2.TurnEvent], _abc.AsyncIterator[_runner_pb2.TurnEvent]]:
         """Runs one turn of the agent on the input and streams its events; the stream ends with the
-        TurnOutput (`output`), the turn's failure (`error`) or `suspended`. Checked in this order:
+        TurnOutput (`output`), the turn's failure (`error`) or `suspended` (TurnSuspended: it
+        stopped before tool calls that wait for a person's approval, to be resumed by a later
+        Execute with `resume`). Checked in this order:
         an execution with the same `execution_id` not ended yet: ALREADY_EXISTS (`DUPLICATE`; see
         ExecuteRequest.execution_id); the runner stopping: UNAVAILABLE; the runner's concurrency
         limit reached by other executions: RESOURCE_EXHAUSTED (`BUSY`); then the network fence
@@ -254,7 +268,9 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runner_pb2.CancelResponse, _abc.Awaitable[_runner_pb2.CancelResponse]]:
         """Stops the execution at its next await point; its stream ends with `output` whose exit
         reason is custom("cancelled") and whose metadata holds what was used so far.
-        Unknown execution: NOT_FOUND.
+        An empty `execution_id`:
+        INVALID_ARGUMENT ("execution_id: is required"); an unknown one: NOT_FOUND (likewise for
+        Pause, Resume, Step and Signal).
         """
 
     @_abc_1.abstractmethod
@@ -305,7 +321,7 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def PutFiles(
         self,
-        request_iterator: _MaybeAsyncIterator[_runner_pb2.FileChunk],
+        request_iterator: _MaybeAsyncIterator[_runner_pb2.PutFilesRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_runner_pb2.PutFilesResponse, _abc.Awaitable[_runner_pb2.PutFilesResponse]]:
         """Writes files into the workspace (before a turn: a job's input files). Each path is
