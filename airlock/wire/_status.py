@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from airlock.errors import bounded_detail
+from airlock.errors import MAX_DETAIL_LINE_BYTES, bounded_detail, shorten
 
 from ._problems import Problem
 
@@ -36,6 +36,11 @@ __all__ = ["DOMAIN", "StatusDetails", "abort_with_details", "rich_status", "stat
 #: ``ErrorInfo.domain`` of every airlock error.
 DOMAIN = "airlock.dev"
 _MAX_VIOLATIONS = 100
+#: The violations' share of the trailers: a client refuses trailers over its metadata limit (8 KiB
+#: by default, all together), and the details travel base64-encoded beside the message (itself
+#: cut to 2000 bytes, and repeated inside the details).
+_MAX_VIOLATION_BYTES = 2000
+_MAX_PATH_BYTES = 256
 
 
 def rich_status(
@@ -50,11 +55,7 @@ def rich_status(
     """The status to abort with: ``code``, ``message`` (bounded) and the typed details."""
     details: list[Message] = [_info(reason, metadata)]
     if problems:
-        violations = [
-            error_details_pb2.BadRequest.FieldViolation(field=p.path, description=p.text)
-            for p in problems[:_MAX_VIOLATIONS]
-        ]
-        details.append(error_details_pb2.BadRequest(field_violations=violations))
+        details.append(error_details_pb2.BadRequest(field_violations=_violations(problems)))
     if retry_after_s is not None:
         delay = duration_pb2.Duration()
         delay.FromMilliseconds(max(0, round(retry_after_s * 1000)))
@@ -64,6 +65,25 @@ def rich_status(
         status.details.add().Pack(detail)
     result: grpc.Status = rpc_status.to_status(status)
     return result
+
+
+def _violations(problems: Sequence[Problem]) -> list[error_details_pb2.BadRequest.FieldViolation]:
+    """One violation per problem, each cut, as many as fit the trailer's share; then one that
+    says how many were left out (an echoed 50 KB value never costs the client its answer)."""
+    violations: list[error_details_pb2.BadRequest.FieldViolation] = []
+    used = 0
+    for i, problem in enumerate(problems):
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=shorten(problem.path, _MAX_PATH_BYTES),
+            description=shorten(problem.text, MAX_DETAIL_LINE_BYTES),
+        )
+        used += violation.ByteSize()
+        if i == _MAX_VIOLATIONS or used > _MAX_VIOLATION_BYTES:
+            left = f"{len(problems) - i} more problem(s) not listed"
+            violations.append(error_details_pb2.BadRequest.FieldViolation(field="", description=left))
+            break
+        violations.append(violation)
+    return violations
 
 
 async def abort_with_details(

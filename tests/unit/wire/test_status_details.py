@@ -30,6 +30,8 @@ async def channel() -> AsyncIterator[grpc.aio.Channel]:
                 retry_after_s=0.5,
             )
         problems = [wire.Problem("agent.provider.kind", "must be set"), wire.Problem("input", "is required")]
+        if request.service == "huge":  # echoed 50 KB values, and many problems
+            problems = [wire.Problem(f"agent.tools[{i}]", f"no tool {'x' * 50_000!r}") for i in range(300)]
         await wire.abort_with_details(
             context,
             grpc.StatusCode.INVALID_ARGUMENT,
@@ -86,3 +88,16 @@ async def test_a_retryable_refusal_says_when_to_retry(channel: grpc.aio.Channel)
     assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
     details = wire.status_details(error)
     assert details.reason == "BUSY" and details.retry_after_s == 0.5 and details.violations == ()
+
+
+async def test_echoed_huge_values_and_many_problems_still_reach_the_client(channel: grpc.aio.Channel) -> None:
+    """Trailers over the client's metadata limit would turn the refusal into RESOURCE_EXHAUSTED:
+    each violation is cut and only as many as fit are listed, the last saying how many are not."""
+    error = await _call(channel, "huge")
+    assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+    violations = wire.status_details(error).violations
+    assert 1 < len(violations) < 300
+    assert violations[0][0] == "agent.tools[0]" and "bytes, cut" in violations[0][1]
+    assert violations[-1] == ("", f"{300 - (len(violations) - 1)} more problem(s) not listed")
+    trailers = sum(len(k) + len(v) for k, v in error.trailing_metadata() or ())
+    assert trailers < 8 * 1024, trailers
