@@ -168,15 +168,8 @@ class ImportGraph:
     def cycles(self) -> list[str]:
         """One message per package cycle: the cycle's path and the imports along it."""
         edges = self.edges()
-        graph: dict[str, set[str]] = {}
-        for a, b in edges:
-            graph.setdefault(a, set()).add(b)
-            graph.setdefault(b, set())
         messages = []
-        for component in _strongly_connected(graph):
-            if len(component) < 2:
-                continue
-            path = _a_cycle(graph, component)
+        for component, path in _circles(edges):
             hops = list(itertools.pairwise(path))
             lines = [f"package import cycle: {' -> '.join(path)}"]
             for a, b in hops:
@@ -200,15 +193,8 @@ class ImportGraph:
             a, b = imp.importer, imp.target
             if a != b and package_of(a) == package_of(b) and a not in inits and b not in inits:
                 edges.setdefault((a, b), []).append(imp)
-        graph: dict[str, set[str]] = {}
-        for a, b in edges:
-            graph.setdefault(a, set()).add(b)
-            graph.setdefault(b, set())
         messages = []
-        for component in _strongly_connected(graph):
-            if len(component) < 2:
-                continue
-            path = _a_cycle(graph, component)
+        for _, path in _circles(edges):
             lines = [f"module circle in {package_of(path[0])}: {' -> '.join(path)}"]
             for a, b in itertools.pairwise(path):
                 lines += [f"    {imp.where(self.root)}" for imp in edges[(a, b)]]
@@ -229,6 +215,17 @@ class ImportGraph:
                 f"{imp.where(self.root)}: {here} imports the private module {imp.target} of {there}"
             )
         return messages
+
+
+def _circles(edges: Iterable[tuple[str, str]]) -> Iterator[tuple[set[str], list[str]]]:
+    """Each set of nodes that reach each other along ``edges``, with a shortest cycle in it."""
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        graph.setdefault(a, set()).add(b)
+        graph.setdefault(b, set())
+    for component in _strongly_connected(graph):
+        if len(component) > 1:
+            yield component, _a_cycle(graph, component)
 
 
 def _strongly_connected(graph: Mapping[str, set[str]]) -> list[set[str]]:

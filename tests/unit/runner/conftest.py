@@ -10,6 +10,8 @@ import pytest
 
 from airlock.runner import RunnerConfig, RunnerServer
 
+from .runner_streams import Runner
+
 
 @pytest.fixture
 def token() -> str:
@@ -37,3 +39,13 @@ async def server(token: str, workspace: Path) -> AsyncIterator[RunnerServer]:
 def address(server: RunnerServer) -> str:
     assert server.address is not None
     return server.address
+
+
+@pytest.fixture
+async def runner(address: str, token: str) -> AsyncIterator[Runner]:
+    """A client of the runner server, its streams read as they come."""
+    client = Runner(address, token)
+    try:
+        yield client
+    finally:
+        await client.close()

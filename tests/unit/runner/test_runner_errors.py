@@ -22,15 +22,6 @@ from .runner_helpers import scripted_spec, text_step
 from .runner_streams import HANG_GUARD_S, Runner, gated_step, open_gate, request
 
 
-@pytest.fixture
-async def runner(address: str, token: str) -> AsyncIterator[Runner]:
-    client = Runner(address, token)
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
 def legacy(error: grpc.aio.AioRpcError) -> str | None:
     return next((str(v) for k, v in error.trailing_metadata() or () if k == "airlock-reason"), None)
 

@@ -3,21 +3,9 @@ resumed turn runs to completion, and the stream holds one ``paused`` event per a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
 from .runner_streams import Runner, gated_step, open_gate, request
-
-
-@pytest.fixture
-async def runner(address: str, token: str) -> AsyncIterator[Runner]:
-    client = Runner(address, token)
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def test_pause_twice_then_one_resume_completes_a_paused_turn(runner: Runner) -> None:
