@@ -4,8 +4,7 @@ answers them), instead of reaching a JobService that is going away."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import grpc
 
@@ -45,13 +44,4 @@ class RefuseWhileClosing(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 retry_after_s=RETRY_AFTER_S,
             )
 
-        async def refuse_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await refuse(context)
-
-        async def refuse_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await refuse(context)
-            yield  # pragma: no cover - abort raises
-
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(refuse_stream)
-        return grpc.unary_unary_rpc_method_handler(refuse_unary)
+        return wire.refusing_handler(handler, refuse)

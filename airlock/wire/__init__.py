@@ -48,6 +48,7 @@ if _typing.TYPE_CHECKING:
     )
     from ._primitives import duration_from_proto, duration_to_proto, json_from_proto, json_text, json_to_proto
     from ._problems import MalformedMessage, Problem, located, problems_of, validation_problems
+    from ._refusing import Refusal, refusing_handler
     from ._reserved import reserved_problems
     from ._server import HEALTH_SERVICE_NAME, RejectCorruptRequests, add_reflection
     from ._spec import AGENT_SPEC_FIELDS, PROVIDER_SPEC_FIELDS, spec_from_proto, spec_to_proto
@@ -94,6 +95,7 @@ __all__ = [
     "BearerAuth",
     "MalformedMessage",
     "Problem",
+    "Refusal",
     "RejectCorruptRequests",
     "StatusDetails",
     "WireEnum",
@@ -130,6 +132,7 @@ __all__ = [
     "pending_call_from_proto",
     "pending_call_to_proto",
     "problems_of",
+    "refusing_handler",
     "reserved_problems",
     "rich_status",
     "scope_from_proto",
@@ -189,6 +192,8 @@ _WHERE = {
     "validation_problems": "._problems",
     "HEALTH_SERVICE_NAME": "._server",
     "RejectCorruptRequests": "._server",
+    "Refusal": "._refusing",
+    "refusing_handler": "._refusing",
     "add_reflection": "._server",
     "DOMAIN": "._status",
     "StatusDetails": "._status",

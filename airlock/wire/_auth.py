@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import grpc
+
+from ._refusing import refusing_handler
 
 _log = logging.getLogger("airlock.auth")
 
@@ -56,17 +57,7 @@ class BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         _log.warning("rejected RPC: %s bearer token", reason, extra={"method": details.method})
         message = f"{reason} bearer token: send 'authorization: Bearer <token>' metadata"
 
-        async def deny_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def deny(context: grpc.aio.ServicerContext) -> None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-        async def deny_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-            yield  # pragma: no cover - abort raises
-
-        if handler.stream_stream:  # e.g. server reflection
-            return grpc.stream_stream_rpc_method_handler(deny_stream)
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(deny_unary)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(deny_stream)
-        return grpc.unary_unary_rpc_method_handler(deny_unary)
+        return refusing_handler(handler, deny)
