@@ -13,7 +13,7 @@ from airlock.behaviour.input_files import InputFilesPolicy
 from airlock.errors import ConfigError
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
-from airlock.sandbox import Placement, PoolSettings, RunningAgent, backend_names
+from airlock.sandbox import Placement, PoolSettings, RunningAgent, backend_names, names_local_model
 from airlock.spec import AgentSpec
 from layer0 import (
     EnvironmentSpec,
@@ -60,7 +60,7 @@ class AgentConfig(BaseModel):
     @property
     def uses_local_model(self) -> bool:
         """Whether ``base_url`` or a network rule names the ``local-model`` placeholder."""
-        return self.running().uses_local_model
+        return names_local_model(self.spec, self.environment)
 
     def plan(self) -> SandboxPlan:
         """The compiled network/credential plan (what ``airlock agents show`` prints).

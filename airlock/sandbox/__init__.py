@@ -38,7 +38,7 @@ from ._port import (
 )
 from ._proof import ISOLATION_STATUSES, IsolationProof, IsolationStatus, ProvingSandbox
 from ._registry import backend, backend_names, backends
-from ._running import LOCAL_MODEL, RunningAgent, sidecar_agent
+from ._running import LOCAL_MODEL, RunningAgent, names_local_model, sidecar_agent
 
 __all__ = [
     "ISOLATION_STATUSES",
@@ -77,6 +77,7 @@ __all__ = [
     "backend_names",
     "backends",
     "compile_sandbox_plan",
+    "names_local_model",
     "refuse_placement",
     "requested_isolation",
     "resolve_limits",

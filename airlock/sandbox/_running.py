@@ -30,7 +30,7 @@ from airlock.policy import PROVIDER_DEFAULT_URLS, SandboxPlan, SidecarRoute, com
 from airlock.spec import AgentSpec
 from layer0 import CredentialInjection, CredentialRef, EnvironmentSpec, NetworkPolicy, NetworkRule
 
-__all__ = ["LOCAL_MODEL", "RunningAgent", "sidecar_agent"]
+__all__ = ["LOCAL_MODEL", "RunningAgent", "names_local_model", "sidecar_agent"]
 
 #: The placeholder an agent writes for the airlock-managed local model: as ``base_url`` and
 #: as a network destination (resolved by :meth:`RunningAgent.with_local_model`).
@@ -66,8 +66,7 @@ class RunningAgent(BaseModel):
     @property
     def uses_local_model(self) -> bool:
         """Whether ``base_url`` or a network rule still names the ``local-model`` placeholder."""
-        rules = self.environment.network.rules if self.environment.network else []
-        return self.spec.provider.base_url == LOCAL_MODEL or any(r.destination == LOCAL_MODEL for r in rules)
+        return names_local_model(self.spec, self.environment)
 
     def plan(self) -> SandboxPlan:
         """The compiled network/credential plan of its environment and sidecar routes.
@@ -161,6 +160,13 @@ class RunningAgent(BaseModel):
     def final(self) -> AgentSpec:
         """The agent as it runs: the spec the runner inside the sandbox builds its turn from."""
         return self.spec
+
+
+def names_local_model(spec: AgentSpec, environment: EnvironmentSpec) -> bool:
+    """Whether ``spec``'s ``base_url`` or a network rule of ``environment`` names the
+    ``local-model`` placeholder."""
+    rules = environment.network.rules if environment.network else []
+    return spec.provider.base_url == LOCAL_MODEL or any(r.destination == LOCAL_MODEL for r in rules)
 
 
 def _default_port(scheme: str) -> int:
