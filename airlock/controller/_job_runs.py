@@ -64,10 +64,6 @@ def _max_turns(agent: AgentSpec, input: TurnInput) -> int:
     return DEFAULT_MAX_TURNS
 
 
-def _error_of(e: BaseException) -> JobError:
-    return JobError.raised(e)
-
-
 @dataclass(frozen=True)
 class _Start:
     """Where an execution starts: from its checkpoint (``resumed``, ``base``) or anew, the
@@ -154,13 +150,13 @@ class JobRuns:
             raise
         except (Layer0Error, AirlockError) as e:
             self._keep_failure(job.id, e)
-            await self._events.transition(job.id, JobState.FAILED, error=_error_of(e), detail=str(e))
+            await self._events.transition(job.id, JobState.FAILED, error=JobError.raised(e), detail=str(e))
             return None
         except Exception as e:
             self._keep_failure(job.id, e)
             _log.exception("job %s failed unexpectedly", job.id)
             await self._events.transition(
-                job.id, JobState.FAILED, error=_error_of(e), detail=f"{type(e).__name__}: {e}"
+                job.id, JobState.FAILED, error=JobError.raised(e), detail=f"{type(e).__name__}: {e}"
             )
             return None
 
