@@ -15,8 +15,15 @@ OUTPUT_ONLY. Every refusal is a google.rpc.Status with ErrorInfo{reason, domain
 again later can succeed (UNAVAILABLE, reason SHUTTING_DOWN). List RPCs page with
 `page_token`/`next_page_token` (opaque; a foreign token: INVALID_ARGUMENT).
 
-Every RPC needs `authorization: Bearer <token>` metadata, except the standard
-grpc.health.v1.Health service. A missing or wrong token: UNAUTHENTICATED.
+Every RPC needs `authorization: Bearer <credential>` metadata, except the standard
+grpc.health.v1.Health service: an API key (`airlock keys create`), an OIDC ID token (JWT) of
+the configured issuer, or the bootstrap administrator's token. A missing, malformed, wrong,
+expired or revoked credential: UNAUTHENTICATED (the reason never says whether a key exists).
+The caller is a principal (a name in a tenant, with roles); a call its roles do not allow:
+PERMISSION_DENIED, ErrorInfo.metadata["permission"] naming the missing permission. A job,
+artifact, session or record of another tenant answers exactly as one that never existed
+(NOT_FOUND); a tenant quota exceeded: RESOURCE_EXHAUSTED, ErrorInfo.metadata["quota"],
+["limit"] and ["used"] naming it.
 """
 
 from airlock._proto.runner.v1 import runner_pb2 as _runner_pb2
@@ -496,6 +503,28 @@ ISOLATION_STATUS_ASSUMED: IsolationStatus.ValueType  # 4
 """The operator opted out of the proof (`network_policy: assume_enforced`)."""
 Global___IsolationStatus: _TypeAlias = IsolationStatus  # noqa: Y015
 
+class _AuthMethod:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AuthMethodEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AuthMethod.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    AUTH_METHOD_UNSPECIFIED: _AuthMethod.ValueType  # 0
+    AUTH_METHOD_BOOTSTRAP: _AuthMethod.ValueType  # 1
+    """The controller's bootstrap token (the administrator that creates the first keys)."""
+    AUTH_METHOD_API_KEY: _AuthMethod.ValueType  # 2
+    AUTH_METHOD_OIDC: _AuthMethod.ValueType  # 3
+
+class AuthMethod(_AuthMethod, metaclass=_AuthMethodEnumTypeWrapper):
+    """How a principal authenticated."""
+
+AUTH_METHOD_UNSPECIFIED: AuthMethod.ValueType  # 0
+AUTH_METHOD_BOOTSTRAP: AuthMethod.ValueType  # 1
+"""The controller's bootstrap token (the administrator that creates the first keys)."""
+AUTH_METHOD_API_KEY: AuthMethod.ValueType  # 2
+AUTH_METHOD_OIDC: AuthMethod.ValueType  # 3
+Global___AuthMethod: _TypeAlias = AuthMethod  # noqa: Y015
+
 @_typing.final
 class ApprovalDecision(_message.Message):
     """One approver's decision on the calls a job waits for."""
@@ -708,6 +737,8 @@ class Job(_message.Message):
     RESUMES_FIELD_NUMBER: _builtins.int
     APPROVAL_FIELD_NUMBER: _builtins.int
     FIXED_POINT_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     agent: _builtins.str
     state: Global___JobState.ValueType
@@ -720,6 +751,10 @@ class Job(_message.Message):
     """The workflow signals to this job's turns are recorded under (default: the job id)."""
     resumes: _builtins.int
     """How often the job continued in a fresh sandbox from its last checkpoint."""
+    tenant: _builtins.str
+    """The tenant the job belongs to (its submitter's; a child's is its parent's)."""
+    owner: _builtins.str
+    """The principal that submitted it (a child: its root's submitter)."""
     @_builtins.property
     def input(self) -> _runner_pb2.TurnInput: ...
     @_builtins.property
@@ -778,10 +813,12 @@ class Job(_message.Message):
         resumes: _builtins.int = ...,
         approval: Global___ApprovalWait | None = ...,
         fixed_point: Global___FixedPointRun | None = ...,
+        tenant: _builtins.str = ...,
+        owner: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "owner", b"owner", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__approval: _TypeAlias = _typing.Literal["approval"]  # noqa: Y015
     _WhichOneofArgType__approval: _TypeAlias = _typing.Literal["_approval", b"_approval"]  # noqa: Y015
@@ -1753,7 +1790,10 @@ class ApproveJobRequest(_message.Message):
     COMMENT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     approver: _builtins.str
-    """Who approves: one of the agent's approvers."""
+    """Empty, or the caller's own principal name: the decision is always recorded as the
+    authenticated principal's (another name: PERMISSION_DENIED). The principal must be one of
+    the agent's approvers.
+    """
     comment: _builtins.str
     def __init__(
         self,
@@ -1779,6 +1819,7 @@ class RejectJobRequest(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     approver: _builtins.str
+    """As in ApproveJobRequest."""
     reason: _builtins.str
     """What the model reads."""
     def __init__(
@@ -2580,3 +2621,461 @@ class ListAgentsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAgentsResponse: _TypeAlias = ListAgentsResponse  # noqa: Y015
+
+@_typing.final
+class WhoAmIRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhoAmIRequest: _TypeAlias = WhoAmIRequest  # noqa: Y015
+
+@_typing.final
+class WhoAmIResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    ROLES_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    GRANTS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    tenant: _builtins.str
+    method: Global___AuthMethod.ValueType
+    @_builtins.property
+    def roles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___PermissionGrant]:
+        """Each permission its roles grant, with the agent globs it is limited to."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        roles: _abc.Iterable[_builtins.str] | None = ...,
+        method: Global___AuthMethod.ValueType = ...,
+        grants: _abc.Iterable[Global___PermissionGrant] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grants", b"grants", "method", b"method", "name", b"name", "roles", b"roles", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WhoAmIResponse: _TypeAlias = WhoAmIResponse  # noqa: Y015
+
+@_typing.final
+class PermissionGrant(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERMISSION_FIELD_NUMBER: _builtins.int
+    AGENTS_FIELD_NUMBER: _builtins.int
+    permission: _builtins.str
+    """"jobs.submit", "jobs.own", "jobs.read", "jobs.approve" or "controller.admin"."""
+    @_builtins.property
+    def agents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        permission: _builtins.str = ...,
+        agents: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents", "permission", b"permission"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PermissionGrant: _TypeAlias = PermissionGrant  # noqa: Y015
+
+@_typing.final
+class ApiKey(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    ROLES_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    LAST_USED_FIELD_NUMBER: _builtins.int
+    REVOKED_AT_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """The public part of the key ("ak_…"); the secret follows it in the key text."""
+    name: _builtins.str
+    """The principal the key authenticates as."""
+    tenant: _builtins.str
+    created_by: _builtins.str
+    """The principal that created it."""
+    @_builtins.property
+    def roles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def last_used(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def revoked_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        roles: _abc.Iterable[_builtins.str] | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+        last_used: _timestamp_pb2.Timestamp | None = ...,
+        revoked_at: _timestamp_pb2.Timestamp | None = ...,
+        created_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expires_at", b"_expires_at", "_last_used", b"_last_used", "_revoked_at", b"_revoked_at", "created_at", b"created_at", "expires_at", b"expires_at", "last_used", b"last_used", "revoked_at", b"revoked_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expires_at", b"_expires_at", "_last_used", b"_last_used", "_revoked_at", b"_revoked_at", "created_at", b"created_at", "created_by", b"created_by", "expires_at", b"expires_at", "id", b"id", "last_used", b"last_used", "name", b"name", "revoked_at", b"revoked_at", "roles", b"roles", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expires_at: _TypeAlias = _typing.Literal["expires_at"]  # noqa: Y015
+    _WhichOneofArgType__expires_at: _TypeAlias = _typing.Literal["_expires_at", b"_expires_at"]  # noqa: Y015
+    _WhichOneofReturnType__last_used: _TypeAlias = _typing.Literal["last_used"]  # noqa: Y015
+    _WhichOneofArgType__last_used: _TypeAlias = _typing.Literal["_last_used", b"_last_used"]  # noqa: Y015
+    _WhichOneofReturnType__revoked_at: _TypeAlias = _typing.Literal["revoked_at"]  # noqa: Y015
+    _WhichOneofArgType__revoked_at: _TypeAlias = _typing.Literal["_revoked_at", b"_revoked_at"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expires_at) -> _WhichOneofReturnType__expires_at | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__last_used) -> _WhichOneofReturnType__last_used | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__revoked_at) -> _WhichOneofReturnType__revoked_at | None: ...
+
+Global___ApiKey: _TypeAlias = ApiKey  # noqa: Y015
+
+@_typing.final
+class CreateKeyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    ROLES_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    tenant: _builtins.str
+    @_builtins.property
+    def roles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def ttl(self) -> _duration_pb2.Duration:
+        """How long the key is valid (absent: until revoked)."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        roles: _abc.Iterable[_builtins.str] | None = ...,
+        ttl: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ttl", b"_ttl", "ttl", b"ttl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ttl", b"_ttl", "name", b"name", "roles", b"roles", "tenant", b"tenant", "ttl", b"ttl"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__ttl: _TypeAlias = _typing.Literal["ttl"]  # noqa: Y015
+    _WhichOneofArgType__ttl: _TypeAlias = _typing.Literal["_ttl", b"_ttl"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ttl) -> _WhichOneofReturnType__ttl | None: ...
+
+Global___CreateKeyRequest: _TypeAlias = CreateKeyRequest  # noqa: Y015
+
+@_typing.final
+class CreateKeyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    SECRET_FIELD_NUMBER: _builtins.int
+    secret: _builtins.str
+    """The whole key to send as `authorization: Bearer <secret>`: shown once, never stored."""
+    @_builtins.property
+    def key(self) -> Global___ApiKey: ...
+    def __init__(
+        self,
+        *,
+        key: Global___ApiKey | None = ...,
+        secret: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["key", b"key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "secret", b"secret"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateKeyResponse: _TypeAlias = CreateKeyResponse  # noqa: Y015
+
+@_typing.final
+class ListKeysRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    INCLUDE_REVOKED_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """Only this tenant's keys (empty: all)."""
+    include_revoked: _builtins.bool
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        include_revoked: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_revoked", b"include_revoked", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListKeysRequest: _TypeAlias = ListKeysRequest  # noqa: Y015
+
+@_typing.final
+class ListKeysResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEYS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def keys(self) -> _containers.RepeatedCompositeFieldContainer[Global___ApiKey]: ...
+    def __init__(
+        self,
+        *,
+        keys: _abc.Iterable[Global___ApiKey] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["keys", b"keys"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListKeysResponse: _TypeAlias = ListKeysResponse  # noqa: Y015
+
+@_typing.final
+class RevokeKeyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeKeyRequest: _TypeAlias = RevokeKeyRequest  # noqa: Y015
+
+@_typing.final
+class ListTenantsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTenantsRequest: _TypeAlias = ListTenantsRequest  # noqa: Y015
+
+@_typing.final
+class QuotaUse(_message.Message):
+    """One quota of a tenant: its limit (absent: unlimited) and current use, as decimal text."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUOTA_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    USED_FIELD_NUMBER: _builtins.int
+    quota: _builtins.str
+    """"concurrent_jobs", "jobs_per_minute", "cost_per_day", "artifact_bytes", "max_cpu",
+    "max_memory", "max_disk".
+    """
+    limit: _builtins.str
+    used: _builtins.str
+    def __init__(
+        self,
+        *,
+        quota: _builtins.str = ...,
+        limit: _builtins.str | None = ...,
+        used: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_limit", b"_limit", "limit", b"limit", "quota", b"quota", "used", b"used"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
+    _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+
+Global___QuotaUse: _TypeAlias = QuotaUse  # noqa: Y015
+
+@_typing.final
+class TenantUsage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    QUOTAS_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    @_builtins.property
+    def quotas(self) -> _containers.RepeatedCompositeFieldContainer[Global___QuotaUse]: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        quotas: _abc.Iterable[Global___QuotaUse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["quotas", b"quotas", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TenantUsage: _TypeAlias = TenantUsage  # noqa: Y015
+
+@_typing.final
+class ListTenantsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tenants(self) -> _containers.RepeatedCompositeFieldContainer[Global___TenantUsage]: ...
+    def __init__(
+        self,
+        *,
+        tenants: _abc.Iterable[Global___TenantUsage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tenants", b"tenants"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTenantsResponse: _TypeAlias = ListTenantsResponse  # noqa: Y015
+
+@_typing.final
+class ListAuditRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TENANT_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """Filters (empty: any)."""
+    principal: _builtins.str
+    action: _builtins.str
+    """The RPC name ("SubmitJob", "CreateKey", …)."""
+    page_size: _builtins.int
+    """0: 100, capped at 1000."""
+    page_token: _builtins.str
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        tenant: _builtins.str = ...,
+        principal: _builtins.str = ...,
+        action: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_since", b"_since", "since", b"since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_since", b"_since", "action", b"action", "page_size", b"page_size", "page_token", b"page_token", "principal", b"principal", "since", b"since", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__since: _TypeAlias = _typing.Literal["since"]  # noqa: Y015
+    _WhichOneofArgType__since: _TypeAlias = _typing.Literal["_since", b"_since"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__since) -> _WhichOneofReturnType__since | None: ...
+
+Global___ListAuditRequest: _TypeAlias = ListAuditRequest  # noqa: Y015
+
+@_typing.final
+class AuditEntry(_message.Message):
+    """One state-changing call: who, when, from where, on what, and how it ended."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    PEER_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    principal: _builtins.str
+    tenant: _builtins.str
+    action: _builtins.str
+    target: _builtins.str
+    """The job, key or workflow it acted on (empty: none yet, e.g. a refused submit)."""
+    peer: _builtins.str
+    """The caller's address as the server saw it ("ipv4:10.0.0.7:51234")."""
+    outcome: _builtins.str
+    """"OK" or the status code name it was refused with."""
+    detail: _builtins.str
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        principal: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        action: _builtins.str = ...,
+        target: _builtins.str = ...,
+        peer: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "detail", b"detail", "outcome", b"outcome", "peer", b"peer", "principal", b"principal", "seq", b"seq", "target", b"target", "tenant", b"tenant", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditEntry: _TypeAlias = AuditEntry  # noqa: Y015
+
+@_typing.final
+class ListAuditResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___AuditEntry]: ...
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[Global___AuditEntry] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditResponse: _TypeAlias = ListAuditResponse  # noqa: Y015

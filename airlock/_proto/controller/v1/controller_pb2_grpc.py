@@ -129,6 +129,36 @@ class ControllerStub:
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobResponse.FromString,
                 _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/airlock.controller.v1.Controller/WhoAmI',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.WhoAmIResponse.FromString,
+                _registered_method=True)
+        self.CreateKey = channel.unary_unary(
+                '/airlock.controller.v1.Controller/CreateKey',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.CreateKeyRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.CreateKeyResponse.FromString,
+                _registered_method=True)
+        self.ListKeys = channel.unary_unary(
+                '/airlock.controller.v1.Controller/ListKeys',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListKeysRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListKeysResponse.FromString,
+                _registered_method=True)
+        self.RevokeKey = channel.unary_unary(
+                '/airlock.controller.v1.Controller/RevokeKey',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.RevokeKeyRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ApiKey.FromString,
+                _registered_method=True)
+        self.ListTenants = channel.unary_unary(
+                '/airlock.controller.v1.Controller/ListTenants',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListTenantsRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListTenantsResponse.FromString,
+                _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/airlock.controller.v1.Controller/ListAudit',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -271,6 +301,51 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhoAmI(self, request, context):
+        """-- identity and tenancy ------------------------------------------------------------------
+        Who the caller is: its principal, tenant, roles and permissions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateKey(self, request, context):
+        """Create an API key (admin). Its secret is in this response only; the controller keeps a
+        salted hash. Unknown role or bad name: INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListKeys(self, request, context):
+        """The API keys (admin), newest first; never their secrets.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeKey(self, request, context):
+        """Revoke a key (admin): its next call is UNAUTHENTICATED. Unknown id: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTenants(self, request, context):
+        """Each tenant's use against its quotas (admin: every tenant; others: their own).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """The audit log of state-changing calls (admin: every tenant; viewers: their tenant's),
+        newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -368,6 +443,36 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.VerifyJob,
                     request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobResponse.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.WhoAmIRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.WhoAmIResponse.SerializeToString,
+            ),
+            'CreateKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateKey,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.CreateKeyRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.CreateKeyResponse.SerializeToString,
+            ),
+            'ListKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListKeys,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListKeysRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListKeysResponse.SerializeToString,
+            ),
+            'RevokeKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeKey,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.RevokeKeyRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ApiKey.SerializeToString,
+            ),
+            'ListTenants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTenants,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListTenantsRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListTenantsResponse.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -883,6 +988,168 @@ class Controller:
             '/airlock.controller.v1.Controller/VerifyJob',
             airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.VerifyJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/WhoAmI',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.WhoAmIRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.WhoAmIResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/CreateKey',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.CreateKeyRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.CreateKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/ListKeys',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListKeysRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/RevokeKey',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.RevokeKeyRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ApiKey.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTenants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/ListTenants',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListTenantsRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListTenantsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/ListAudit',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditResponse.FromString,
             options,
             channel_credentials,
             insecure,

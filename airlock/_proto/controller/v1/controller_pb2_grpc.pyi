@@ -15,8 +15,15 @@ OUTPUT_ONLY. Every refusal is a google.rpc.Status with ErrorInfo{reason, domain
 again later can succeed (UNAVAILABLE, reason SHUTTING_DOWN). List RPCs page with
 `page_token`/`next_page_token` (opaque; a foreign token: INVALID_ARGUMENT).
 
-Every RPC needs `authorization: Bearer <token>` metadata, except the standard
-grpc.health.v1.Health service. A missing or wrong token: UNAUTHENTICATED.
+Every RPC needs `authorization: Bearer <credential>` metadata, except the standard
+grpc.health.v1.Health service: an API key (`airlock keys create`), an OIDC ID token (JWT) of
+the configured issuer, or the bootstrap administrator's token. A missing, malformed, wrong,
+expired or revoked credential: UNAUTHENTICATED (the reason never says whether a key exists).
+The caller is a principal (a name in a tenant, with roles); a call its roles do not allow:
+PERMISSION_DENIED, ErrorInfo.metadata["permission"] naming the missing permission. A job,
+artifact, session or record of another tenant answers exactly as one that never existed
+(NOT_FOUND); a tenant quota exceeded: RESOURCE_EXHAUSTED, ErrorInfo.metadata["quota"],
+["limit"] and ["used"] naming it.
 """
 
 from airlock._proto.controller.v1 import controller_pb2 as _controller_pb2
@@ -92,6 +99,24 @@ class ControllerStub:
     """The turn records of the job's tree."""
     VerifyJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.VerifyJobRequest, _controller_pb2.VerifyJobResponse]
     """Check the hash chain (and seals) of the job's tree."""
+    WhoAmI: _grpc.UnaryUnaryMultiCallable[_controller_pb2.WhoAmIRequest, _controller_pb2.WhoAmIResponse]
+    """-- identity and tenancy ------------------------------------------------------------------
+    Who the caller is: its principal, tenant, roles and permissions.
+    """
+    CreateKey: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CreateKeyRequest, _controller_pb2.CreateKeyResponse]
+    """Create an API key (admin). Its secret is in this response only; the controller keeps a
+    salted hash. Unknown role or bad name: INVALID_ARGUMENT.
+    """
+    ListKeys: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListKeysRequest, _controller_pb2.ListKeysResponse]
+    """The API keys (admin), newest first; never their secrets."""
+    RevokeKey: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RevokeKeyRequest, _controller_pb2.ApiKey]
+    """Revoke a key (admin): its next call is UNAUTHENTICATED. Unknown id: NOT_FOUND."""
+    ListTenants: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListTenantsRequest, _controller_pb2.ListTenantsResponse]
+    """Each tenant's use against its quotas (admin: every tenant; others: their own)."""
+    ListAudit: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListAuditRequest, _controller_pb2.ListAuditResponse]
+    """The audit log of state-changing calls (admin: every tenant; viewers: their tenant's),
+    newest first.
+    """
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -141,6 +166,24 @@ class ControllerAsyncStub(ControllerStub):
     """The turn records of the job's tree."""
     VerifyJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.VerifyJobRequest, _controller_pb2.VerifyJobResponse]  # type: ignore[assignment]
     """Check the hash chain (and seals) of the job's tree."""
+    WhoAmI: _aio.UnaryUnaryMultiCallable[_controller_pb2.WhoAmIRequest, _controller_pb2.WhoAmIResponse]  # type: ignore[assignment]
+    """-- identity and tenancy ------------------------------------------------------------------
+    Who the caller is: its principal, tenant, roles and permissions.
+    """
+    CreateKey: _aio.UnaryUnaryMultiCallable[_controller_pb2.CreateKeyRequest, _controller_pb2.CreateKeyResponse]  # type: ignore[assignment]
+    """Create an API key (admin). Its secret is in this response only; the controller keeps a
+    salted hash. Unknown role or bad name: INVALID_ARGUMENT.
+    """
+    ListKeys: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListKeysRequest, _controller_pb2.ListKeysResponse]  # type: ignore[assignment]
+    """The API keys (admin), newest first; never their secrets."""
+    RevokeKey: _aio.UnaryUnaryMultiCallable[_controller_pb2.RevokeKeyRequest, _controller_pb2.ApiKey]  # type: ignore[assignment]
+    """Revoke a key (admin): its next call is UNAUTHENTICATED. Unknown id: NOT_FOUND."""
+    ListTenants: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListTenantsRequest, _controller_pb2.ListTenantsResponse]  # type: ignore[assignment]
+    """Each tenant's use against its quotas (admin: every tenant; others: their own)."""
+    ListAudit: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListAuditRequest, _controller_pb2.ListAuditResponse]  # type: ignore[assignment]
+    """The audit log of state-changing calls (admin: every tenant; viewers: their tenant's),
+    newest first.
+    """
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -301,5 +344,59 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.VerifyJobResponse, _abc.Awaitable[_controller_pb2.VerifyJobResponse]]:
         """Check the hash chain (and seals) of the job's tree."""
+
+    @_abc_1.abstractmethod
+    def WhoAmI(
+        self,
+        request: _controller_pb2.WhoAmIRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.WhoAmIResponse, _abc.Awaitable[_controller_pb2.WhoAmIResponse]]:
+        """-- identity and tenancy ------------------------------------------------------------------
+        Who the caller is: its principal, tenant, roles and permissions.
+        """
+
+    @_abc_1.abstractmethod
+    def CreateKey(
+        self,
+        request: _controller_pb2.CreateKeyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.CreateKeyResponse, _abc.Awaitable[_controller_pb2.CreateKeyResponse]]:
+        """Create an API key (admin). Its secret is in this response only; the controller keeps a
+        salted hash. Unknown role or bad name: INVALID_ARGUMENT.
+        """
+
+    @_abc_1.abstractmethod
+    def ListKeys(
+        self,
+        request: _controller_pb2.ListKeysRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ListKeysResponse, _abc.Awaitable[_controller_pb2.ListKeysResponse]]:
+        """The API keys (admin), newest first; never their secrets."""
+
+    @_abc_1.abstractmethod
+    def RevokeKey(
+        self,
+        request: _controller_pb2.RevokeKeyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ApiKey, _abc.Awaitable[_controller_pb2.ApiKey]]:
+        """Revoke a key (admin): its next call is UNAUTHENTICATED. Unknown id: NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ListTenants(
+        self,
+        request: _controller_pb2.ListTenantsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ListTenantsResponse, _abc.Awaitable[_controller_pb2.ListTenantsResponse]]:
+        """Each tenant's use against its quotas (admin: every tenant; others: their own)."""
+
+    @_abc_1.abstractmethod
+    def ListAudit(
+        self,
+        request: _controller_pb2.ListAuditRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ListAuditResponse, _abc.Awaitable[_controller_pb2.ListAuditResponse]]:
+        """The audit log of state-changing calls (admin: every tenant; viewers: their tenant's),
+        newest first.
+        """
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
