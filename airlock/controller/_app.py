@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
+from airlock.identity import KeyStore, RoleBook
 from airlock.jobs import DEFAULT_ADDRESS, default_data_dir
 
+from ._authn import KEYS_FILE, authenticator
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import ControllerServer, load_or_create_token
@@ -32,8 +34,9 @@ class ControllerOptions:
 
     Attributes:
         data_dir: ``jobs.db`` (the job store), ``state.db`` (memory, session histories and
-            turn records), ``token`` (the bearer token) and ``audit.key`` (which seals the
-            turn records) live here, private to the user (see :func:`open_data_dir`).
+            turn records), ``keys.db`` (API keys, hashed), ``token`` (the bootstrap
+            administrator's token) and ``audit.key`` (which seals the turn records) live
+            here, private to the user (see :func:`open_data_dir`).
         address: ``host:port`` (``:0`` picks a port) or ``unix:/path``.
         token: the bearer token; None: read ``data_dir/token``, generating it if absent.
         token_file: a file holding the token (a mounted Secret), over ``token``: read at start
@@ -94,11 +97,21 @@ class Controller:
             state = await self._stack.enter_async_context(SqliteStore(self.data_dir / "state.db"))
             runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
             key = load_or_create_audit_key(self.data_dir / AUDIT_KEY_FILE)
+            auth = self.config.auth
             self.service = await self._stack.enter_async_context(
-                JobService(store, runner, state, self.options.settings, audit_key=key)
+                JobService(store, runner, state, self.options.settings, audit_key=key, auth=auth)
+            )
+            keys = await self._stack.enter_async_context(
+                KeyStore(self.data_dir / KEYS_FILE, RoleBook(auth.roles))
             )
             self.server = await self._stack.enter_async_context(
-                ControllerServer(self.service, check, self.options.address)
+                ControllerServer(
+                    self.service,
+                    check,
+                    self.options.address,
+                    authenticator=authenticator(auth, keys, check),
+                    keys=keys,
+                )
             )
             self._stack.push_async_callback(_cancelled, asyncio.create_task(_prove(runner)))
         except BaseException:

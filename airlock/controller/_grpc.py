@@ -23,15 +23,21 @@ from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError, ConfigError
-from airlock.jobs import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
+from airlock.identity import Authenticator, KeyStore, Permission
+from airlock.jobs import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES, Job
 from airlock.jobs import convert as jc
 from airlock.jobs import event_wire as ew
 from airlock.policy import FileRefused, FilesOverCap
 
+from . import _access as access
 from . import _grpc_errors as errors
 from . import _grpc_pages as pages
 from . import _grpc_requests as rq
+from ._authn import authenticator as bootstrap_authenticator
+from ._callers import PrincipalAuth, caller, current_call
 from ._grpc_closing import RefuseWhileClosing
+from ._grpc_identity import IdentityApi
+from ._quotas import QuotaExceeded
 from ._service import JobService
 
 _log = logging.getLogger("airlock.controller")
@@ -100,14 +106,54 @@ class _Servicer(cpb_grpc.ControllerServicer):
     """Maps Controller RPCs onto a JobService; refusals become statuses with typed details
     (:mod:`._grpc_errors`)."""
 
-    def __init__(self, service: JobService) -> None:
+    def __init__(self, service: JobService, identity: IdentityApi) -> None:
         self.service = service
+        self.identity = identity
+
+    async def _job(self, context: grpc.aio.ServicerContext, job_id: str, use: access.Use) -> Job:
+        """The job the request names, if the caller may ``use`` it (else the call ends:
+        NOT_FOUND for another tenant's, PERMISSION_DENIED naming the permission). The audit
+        log notes it and its tenant."""
+        call = current_call()
+        call.target = job_id
+        try:
+            job = await access.job_for(call.principal, job_id, use, self.service.get)
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
+        call.tenant = job.tenant
+        return job
+
+    async def _approver(
+        self, context: grpc.aio.ServicerContext, request: cpb.ApproveJobRequest | cpb.RejectJobRequest
+    ) -> str:
+        """Who decides: the authenticated principal (a request naming anyone else is refused),
+        holding the approver permission for the job's agent."""
+        try:
+            rq.read_decision(request)
+        except wire.MalformedMessage as e:
+            return await errors.invalid(context, e.problems)
+        principal = caller()
+        if request.approver and request.approver != principal.name:
+            refusal = access.PermissionDenied(
+                Permission.APPROVE,
+                f"{principal.name} may not decide as {request.approver!r}: decisions are recorded "
+                "as the authenticated principal (leave approver empty)",
+            )
+            return await errors.refuse(context, refusal)
+        await self._job(context, request.id, "approve")
+        return principal.name
 
     async def SubmitJob(self, request: cpb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
         try:
             submission = rq.read_submission(request)
         except wire.MalformedMessage as e:
             return await errors.invalid(context, e.problems)
+        principal = caller()
+        current_call().detail = f"agent {request.agent}"
+        try:
+            access.require(principal, Permission.SUBMIT, f"submit to agent {request.agent!r}", request.agent)
+        except access.PermissionDenied as e:
+            return await errors.refuse(context, e)
         try:
             job = await self.service.submit(
                 request.agent,
@@ -117,7 +163,11 @@ class _Servicer(cpb_grpc.ControllerServicer):
                 workflow=request.workflow or None,
                 until_stable=submission.until_stable,
                 files=[(f.path, f.data) for f in request.files],
+                tenant=principal.tenant,
+                owner=principal.name,
             )
+        except QuotaExceeded as e:
+            return await errors.refuse(context, e)
         except FilesOverCap as e:
             code = grpc.StatusCode.RESOURCE_EXHAUSTED
             return await errors.fail(context, code, "FILES_OVER_CAP", f"files: {e}")
@@ -127,19 +177,18 @@ class _Servicer(cpb_grpc.ControllerServicer):
             if "unknown agent" in str(e):
                 return await errors.fail(context, grpc.StatusCode.NOT_FOUND, "NOT_FOUND", str(e))
             return await errors.invalid(context, wire.problems_of(e))
+        current_call().target = job.id
         return jc.job_to_proto(job)
 
     async def GetJob(self, request: cpb.GetJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
         await _need_id(context, request)
-        try:
-            return jc.job_to_proto(await self.service.get(request.id))
-        except errors.REFUSED as e:
-            return await errors.refuse(context, e)
+        return jc.job_to_proto(await self._job(context, request.id, "see"))
 
     async def WatchJob(
         self, request: cpb.WatchJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[cpb.JobEvent]:
         await _need_id(context, request)
+        await self._job(context, request.id, "see")
         try:
             async for event in self.service.watch(request.id, min(request.after_seq, _MAX_SEQ)):
                 yield ew.event_to_proto(event)
@@ -152,6 +201,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.ListArtifactsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListArtifactsResponse:
         await _need_id(context, request)
+        await self._job(context, request.id, "see")
         try:
             found = sorted(await self.service.artifacts(request.id), key=lambda a: a.path)
             page, token = pages.page_of(request, found, lambda a: a.path, pages.page_size(request.page_size))
@@ -170,6 +220,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         problems = errors.required(request, "id", "path")
         if problems:
             await errors.invalid(context, problems)
+        await self._job(context, request.id, "see")
         try:
             data = await self.service.artifact(request.id, request.path)
         except errors.REFUSED as e:
@@ -179,6 +230,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
 
     async def CancelJob(self, request: cpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
         await _need_id(context, request)
+        await self._job(context, request.id, "steer")
         try:
             return jc.job_to_proto(await self.service.cancel(request.id, request.reason))
         except errors.REFUSED as e:
@@ -200,6 +252,10 @@ class _Servicer(cpb_grpc.ControllerServicer):
             return await errors.invalid(context, problems)
         if after is not None:
             where = where.model_copy(update={"before_id": after})
+        try:
+            where = access.scoped_filter(caller(), where)
+        except access.PermissionDenied as e:
+            return await errors.refuse(context, e)
         jobs = await self.service.find(where)
         token = pages.make_token(request, jobs[-1].id) if len(jobs) == where.limit else ""
         return cpb.ListJobsResponse(jobs=[jc.job_to_proto(j) for j in jobs], next_page_token=token)
@@ -208,6 +264,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.GetJobLogsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.GetJobLogsResponse:
         await _need_id(context, request)
+        await self._job(context, request.id, "see")
         try:
             lines = await self.service.logs(request.id, min(request.after_seq, _MAX_SEQ))
         except errors.REFUSED as e:
@@ -240,15 +297,19 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def GetStatus(
         self, request: cpb.GetStatusRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ControllerStatus:
+        try:
+            access.require(caller(), Permission.ADMIN, "read the controller's status")
+        except access.PermissionDenied as e:
+            return await errors.refuse(context, e)
         proofs = await self.service.runner.isolation_proofs()
         return cpb.ControllerStatus(isolation=[jc.isolation_proof_to_proto(p) for p in proofs])
 
     # -- approvals and control of a running turn -----------------------------------------------
 
     async def ApproveJob(self, request: cpb.ApproveJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        approver = await self._approver(context, request)
         try:
-            rq.read_decision(request)
-            job = await self.service.approve(request.id, request.approver, request.comment)
+            job = await self.service.approve(request.id, approver, request.comment)
         except wire.MalformedMessage as e:
             return await errors.invalid(context, e.problems)
         except errors.REFUSED as e:
@@ -256,9 +317,9 @@ class _Servicer(cpb_grpc.ControllerServicer):
         return jc.job_to_proto(job)
 
     async def RejectJob(self, request: cpb.RejectJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        approver = await self._approver(context, request)
         try:
-            rq.read_decision(request)
-            job = await self.service.reject(request.id, request.approver, request.reason)
+            job = await self.service.reject(request.id, approver, request.reason)
         except wire.MalformedMessage as e:
             return await errors.invalid(context, e.problems)
         except errors.REFUSED as e:
@@ -269,6 +330,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.PauseJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.PauseJobResponse:
         await _need_id(context, request)
+        await self._job(context, request.id, "steer")
         try:
             await self.service.pause(request.id)
         except errors.REFUSED as e:
@@ -279,6 +341,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.ResumeJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ResumeJobResponse:
         await _need_id(context, request)
+        await self._job(context, request.id, "steer")
         try:
             await self.service.resume(request.id)
         except errors.REFUSED as e:
@@ -289,6 +352,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.StepJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.StepJobResponse:
         await _need_id(context, request)
+        await self._job(context, request.id, "steer")
         try:
             info, events = await self.service.step(request.id)
         except errors.REFUSED as e:
@@ -303,6 +367,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.InspectJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.InspectJobResponse:
         await _need_id(context, request)
+        await self._job(context, request.id, "see")
         try:
             found = await self.service.inspect(request.id)
         except errors.REFUSED as e:
@@ -322,15 +387,54 @@ class _Servicer(cpb_grpc.ControllerServicer):
             data = rq.read_signal(request)
         except wire.MalformedMessage as e:
             return await errors.invalid(context, e.problems)
-        count, delivered = await self.service.signal(request.workflow, request.signal_type, data)
+        principal, call = caller(), current_call()
+        call.target = request.workflow
+        try:
+            access.require(principal, Permission.OWN_JOBS, f"signal workflow {request.workflow!r}")
+        except access.PermissionDenied as e:
+            return await errors.refuse(context, e)
+        count, delivered = await self.service.signal(
+            request.workflow, request.signal_type, data, principal.tenant
+        )
         return cpb.SignalWorkflowResponse(count=count, delivered_to=delivered)
 
     # -- the audit ----------------------------------------------------------------------------
+
+    # -- identity and tenancy ----------------------------------------------------------------------
+
+    async def WhoAmI(
+        self, request: cpb.WhoAmIRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.WhoAmIResponse:
+        return self.identity.who_am_i()
+
+    async def CreateKey(
+        self, request: cpb.CreateKeyRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.CreateKeyResponse:
+        return await self.identity.create_key(request, context)
+
+    async def ListKeys(
+        self, request: cpb.ListKeysRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListKeysResponse:
+        return await self.identity.list_keys(request, context)
+
+    async def RevokeKey(self, request: cpb.RevokeKeyRequest, context: grpc.aio.ServicerContext) -> cpb.ApiKey:
+        return await self.identity.revoke_key(request, context)
+
+    async def ListTenants(
+        self, request: cpb.ListTenantsRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListTenantsResponse:
+        return await self.identity.list_tenants(request, context)
+
+    async def ListAudit(
+        self, request: cpb.ListAuditRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListAuditResponse:
+        return await self.identity.list_audit(request, context)
 
     async def GetWeave(
         self, request: cpb.GetWeaveRequest, context: grpc.aio.ServicerContext
     ) -> cpb.GetWeaveResponse:
         await _need_id(context, request)
+        await self._job(context, request.id, "see")
         try:
             root, records = await self.service.weave(request.id)
         except errors.REFUSED as e:
@@ -341,6 +445,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.VerifyJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.VerifyJobResponse:
         await _need_id(context, request)
+        await self._job(context, request.id, "see")
         try:
             root, report = await self.service.verify(request.id)
         except errors.REFUSED as e:
@@ -371,23 +476,36 @@ async def _unsendable(context: grpc.aio.ServicerContext, job_id: str, error: Exc
 
 
 class ControllerServer:
-    """A grpc.aio server with the Controller service, health and bearer-token auth.
+    """A grpc.aio server with the Controller service, health, reflection, and every call
+    authenticated as a principal (:mod:`._callers`) and authorized (:mod:`._access`).
 
     Use as an async context manager; :attr:`address` is where it listens once started
     (``host:0`` picks a free port).
 
     Args:
         service: the started JobService it serves.
-        token: the bearer token every Controller RPC must present, or an async function
-            answering the current one (a token file followed as it changes).
+        token: the bootstrap administrator's token, or an async function answering the
+            current one (a token file followed as it changes).
         address: ``host:port`` or ``unix:/path``.
+        authenticator: checks each call's credential (API keys, OIDC tokens, the bootstrap
+            token); None: only the bootstrap token is accepted.
+        keys: the API key store the key RPCs manage (None: they are refused).
     """
 
     def __init__(
-        self, service: JobService, token: str | Callable[[], Awaitable[str]], address: str = DEFAULT_ADDRESS
+        self,
+        service: JobService,
+        token: str | Callable[[], Awaitable[str]],
+        address: str = DEFAULT_ADDRESS,
+        *,
+        authenticator: Authenticator | None = None,
+        keys: KeyStore | None = None,
     ) -> None:
         if not token:
             raise ControllerServerError("the controller refuses to start without a token")
+        settings = service.quotas.settings
+        authenticator = authenticator or bootstrap_authenticator(settings, keys, token)
+        identity = IdentityApi(keys, settings, service.quotas, service.store)
         self.service = service
         self.listen = address
         self.address: str | None = None
@@ -398,9 +516,10 @@ class ControllerServer:
             ("grpc.so_reuseport", 0),
         ]
         self._closing = RefuseWhileClosing(SERVICE_NAME)
-        interceptors = [wire.BearerAuth(token), wire.RejectCorruptRequests(), self._closing]
+        auth = PrincipalAuth(authenticator.authenticate, service.store.record_audit)
+        interceptors = [auth, wire.RejectCorruptRequests(), self._closing]
         self._server = grpc.aio.server(interceptors=interceptors, options=options)
-        cpb_grpc.add_ControllerServicer_to_server(_Servicer(service), self._server)
+        cpb_grpc.add_ControllerServicer_to_server(_Servicer(service, identity), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         wire.add_reflection(self._server, SERVICE_NAME)
 

@@ -4,8 +4,9 @@ Every refusal goes through :func:`airlock.wire.abort_with_details`: ``ErrorInfo.
 of :data:`REASONS` (stable words a client may branch on), a malformed request carries a
 ``BadRequest.FieldViolation`` per problem (decoding and validation problems together) and the
 message is one ``path: problem`` line per problem, as the runner's. A refusal that may pass
-later (the controller shutting down) carries ``RetryInfo``. UNAUTHENTICATED is the bearer-token
-interceptor's (:class:`airlock.wire.BearerAuth`).
+later (the controller shutting down) carries ``RetryInfo``. UNAUTHENTICATED is the principal
+interceptor's (:mod:`._callers`); a missing permission names it (``metadata["permission"]``),
+a quota names itself, its limit and its use.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import grpc
 from airlock import wire
 from airlock.errors import AirlockError
 
+from ._access import PermissionDenied
+from ._quotas import QuotaExceeded
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover
 
 __all__ = ["REASONS", "RETRY_AFTER_S", "fail", "invalid", "refuse", "required"]
@@ -28,6 +31,8 @@ REASONS: dict[str, str] = {
     "NOT_FOUND": "no such job, agent or artifact",
     "NOT_AWAITING": "the job is not in the state the request needs (FAILED_PRECONDITION)",
     "NOT_AN_APPROVER": "the name may not decide on this job's calls (PERMISSION_DENIED)",
+    "PERMISSION_DENIED": "the caller's roles lack a permission, named in ErrorInfo.metadata['permission']",
+    "QUOTA_EXCEEDED": "a tenant quota is reached (RESOURCE_EXHAUSTED): metadata quota, limit, used",
     "FILES_OVER_CAP": "the job's input files exceed a cap (RESOURCE_EXHAUSTED)",
     "SHUTTING_DOWN": "the controller is stopping: try again (UNAVAILABLE, with RetryInfo)",
     "INTERNAL": "the controller failed to answer (a bug: report it)",
@@ -40,6 +45,8 @@ _REFUSALS: dict[type[AirlockError], tuple[grpc.StatusCode, str]] = {
     JobNotFound: (grpc.StatusCode.NOT_FOUND, "NOT_FOUND"),
     JobNotAwaiting: (grpc.StatusCode.FAILED_PRECONDITION, "NOT_AWAITING"),
     NotAnApprover: (grpc.StatusCode.PERMISSION_DENIED, "NOT_AN_APPROVER"),
+    PermissionDenied: (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"),
+    QuotaExceeded: (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED"),
 }
 #: The exception types :func:`refuse` maps (``except REFUSED as e: await refuse(context, e)``).
 REFUSED = tuple(_REFUSALS)
@@ -78,4 +85,10 @@ async def refuse(context: grpc.aio.ServicerContext, error: AirlockError) -> NoRe
         (found for kind, found in _REFUSALS.items() if isinstance(error, kind)),
         (grpc.StatusCode.INTERNAL, "INTERNAL"),
     )
-    await fail(context, code, reason, str(error))
+    metadata: dict[str, str] = {}
+    if isinstance(error, PermissionDenied):
+        metadata = {"permission": error.permission}
+    elif isinstance(error, QuotaExceeded):
+        metadata = {"quota": error.quota, "limit": error.limit, "used": error.used, "tenant": error.tenant}
+    assert reason in REASONS, reason
+    await wire.abort_with_details(context, code, str(error), reason=reason, metadata=metadata)

@@ -116,9 +116,9 @@ def read_decision(request: cpb.ApproveJobRequest | cpb.RejectJobRequest) -> None
     """Check an approval or a rejection (a rejection's reason is what the model reads).
 
     Raises:
-        MalformedMessage: every problem (id, approver, reason).
+        MalformedMessage: every problem (id, reason).
     """
-    problems = required(request, "id", "approver")
+    problems = required(request, "id")
     if isinstance(request, cpb.RejectJobRequest) and not request.reason.strip():
         problems.append(wire.Problem("reason", "is required (the model reads it)"))
     if problems:

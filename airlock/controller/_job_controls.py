@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
+from airlock.identity import DEFAULT_TENANT
 from airlock.jobs import (
     Inspection,
     Job,
@@ -27,6 +28,7 @@ from ._active import ActiveJobs
 from ._job_events import JobEvents
 from ._job_records import JobRecords
 from ._service_settings import JobNotAwaiting
+from ._tenant_state import workflow_key
 
 if TYPE_CHECKING:
     from airlock.runner import StepInfo
@@ -124,14 +126,16 @@ class Controls:
         running = handle is not None and handle.running
         return Inspection(job=job, state=state, running=running, paused=paused, pending=pending)
 
-    async def signal(self, workflow: str, signal_type: str, data: JsonValue = None) -> tuple[int, list[str]]:
-        """Record a signal for ``workflow`` (as a Signal effect would) and deliver it into the
-        running turns of its jobs at their next step boundary: the number of signals the
-        workflow has received, and the jobs it reached."""
-        count = await self._store.record_signal(workflow, signal_type, data, None)
+    async def signal(
+        self, workflow: str, signal_type: str, data: JsonValue = None, tenant: str = DEFAULT_TENANT
+    ) -> tuple[int, list[str]]:
+        """Record a signal for ``tenant``'s ``workflow`` (as a Signal effect would) and deliver
+        it into the running turns of its jobs at their next step boundary: the number of signals
+        the workflow has received, and the jobs it reached (only ``tenant``'s)."""
+        count = await self._store.record_signal(workflow_key(tenant, workflow), signal_type, data, None)
         sent = SignalRecorded(target=workflow, signal_type=signal_type, data=data, count=count)
         delivered = []
-        for job in await self._store.find(JobFilter(workflow=workflow, limit=100)):
+        for job in await self._store.find(JobFilter(workflow=workflow, tenant=tenant, limit=100)):
             if job.state.terminal:
                 continue
             await self._events.emit(job.id, sent)

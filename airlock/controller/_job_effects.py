@@ -30,6 +30,7 @@ from ._job_events import JobEvents
 from ._job_records import JobRecords
 from ._orchestrator import JobOrchestrator, SignalDelivery
 from ._service_settings import ServiceSettings, job_limit_ms
+from ._tenant_state import tenant_state
 
 #: Runs a child job (PROVISIONING) to its output; None when it ended without one.
 RunChild = Callable[[Job], Coroutine[Any, Any, TurnOutput | None]]
@@ -110,7 +111,7 @@ class JobEffects:
             await record(line)
 
         executor = EffectExecutor(
-            self._state,
+            tenant_state(self._state, job.tenant),
             orchestrator,
             max_depth=self._settings.max_depth,
             max_follow_ups=self._settings.max_follow_ups,
@@ -195,6 +196,8 @@ class JobEffects:
             origin=origin,
             workflow=parent.workflow,
             max_duration_ms=limit or parent.max_duration_ms,
+            tenant=parent.tenant,
+            owner=parent.owner,
         )
         self._events.notify(event)
         started = ChildJobChanged(phase="started", job=child.id, agent=agent, origin=origin)

@@ -78,10 +78,11 @@ class JobFiles:
         await self._events.get(job_id)
         return await self._store.files(job_id, "input")
 
-    async def keep_artifacts(self, job_id: str, handle: TurnHandle) -> None:
+    async def keep_artifacts(self, job_id: str, handle: TurnHandle, room: int | None = None) -> None:
         """Store what the turn left (replacing an earlier execution's) and say so on the job;
         a refused set is a warning naming why, and nothing is stored. Each warning's data
-        names what it is about (``artifacts_refused``, ``artifact_skipped``)."""
+        names what it is about (``artifacts_refused``, ``artifact_skipped``). ``room``: the
+        bytes its tenant's ``artifact_bytes`` quota still allows (a larger set is refused)."""
         if handle.artifacts_refused is not None:
             await self._events.emit(
                 job_id,
@@ -108,8 +109,18 @@ class JobFiles:
             )
         if not found.files:
             return
-        await self._store.save_artifacts(job_id, found.files.items())
         size = sum(len(d) for d in found.files.values())
+        if room is not None and size > room:
+            message = (
+                f"artifacts not kept: {size} bytes exceed what the tenant's artifact_bytes quota "
+                f"leaves ({room})"
+            )
+            line = LogLine(
+                level="warn", source="controller", message=message, data={"artifacts_refused": True}
+            )
+            await self._events.emit(job_id, line)
+            return
+        await self._store.save_artifacts(job_id, found.files.items())
         await self._events.emit(
             job_id,
             LogLine(

@@ -32,6 +32,8 @@ from ._job_events import JobEvents, shielded
 from ._job_files import JobFiles
 from ._job_records import JobRecords
 from ._journal import JobJournal
+from ._quotas import Quotas, capped
+from ._tenant_state import tenant_state
 
 if TYPE_CHECKING:
     from airlock.config import AgentConfig
@@ -85,6 +87,7 @@ class JobRuns:
         approvals: a job's approval waits.
         effects: applies a submitted job's effects (children included).
         active: each job's agent, task, turn controls and stop request.
+        quotas: its tenant's quotas: what a turn may still spend today, the artifacts it keeps.
     """
 
     def __init__(
@@ -98,7 +101,9 @@ class JobRuns:
         approvals: Approvals,
         effects: JobEffects,
         active: ActiveJobs,
+        quotas: Quotas | None = None,
     ) -> None:
+        self._quotas = quotas
         self._runner = runner
         self._state = state
         self._events = events
@@ -260,7 +265,8 @@ class JobRuns:
         its last checkpoint. The runner's checkpoints become the job's and its turn records."""
         agent = self._active.agent(job)
         memory = agent.effects.memory if agent.spec.reads_memory else ()
-        state: list[tuple[Scope, str, Any]] = list(await state_snapshot(self._state, input, memory=memory))
+        own = tenant_state(self._state, job.tenant)
+        state: list[tuple[Scope, str, Any]] = list(await state_snapshot(own, input, memory=memory))
         root = await self._records.root(job)
         start = await self._start(job, agent, input, root)
         if agent.spec.context.strategy == "causal_cone" and start.anchor:
@@ -294,8 +300,11 @@ class JobRuns:
         entry.handle, entry.journal = handle, journal
         try:
             sink = self._sink(job.id, journal, entry)
+            if self._quotas is not None:
+                input = capped(input, agent.spec.defaults.max_cost, await self._quotas.cost_left(job.tenant))
             output = await self._runner.run(agent, input, events=sink, state=state, handle=handle, job=job.id)
-            await self._files.keep_artifacts(job.id, handle)
+            room = await self._quotas.artifact_room(job.tenant) if self._quotas is not None else None
+            await self._files.keep_artifacts(job.id, handle, room)
             return output
         finally:
             entry.paused = False

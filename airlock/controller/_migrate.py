@@ -5,7 +5,8 @@ event under ``turn``, proxy events under ``egress`` / ``credential_proxy``, an e
 flattened with its depth and source. Version 1 keeps each event's ``data`` as the JSON of
 :data:`~airlock.jobs.JobEventData` (``kind`` inside it; sandbox events under
 ``sandbox``). Version 2 adds the jobs' ``resumes``, ``approval`` and ``fixed_point`` columns
-(the ``checkpoints`` table is created with the schema). Upgrading rewrites every old row once,
+(the ``checkpoints`` table is created with the schema). Version 3 adds the jobs' ``tenant``
+(``default`` for every earlier job) and ``owner`` (none) columns. Upgrading rewrites every old row once,
 in the opening transaction; a row that does not read as any event (none written by airlock
 should) becomes a ``log`` line saying so, with the old row in its ``data``.
 """
@@ -20,13 +21,15 @@ from pydantic import JsonValue, ValidationError
 from airlock.jobs import JOB_EVENT_DATA, EffectOutcome, JobEventData, LogLine
 
 #: The schema version this code writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-#: Columns version 2 added to ``jobs`` (a file created by version 2 has them already).
-_V2_COLUMNS = {
+#: Columns versions 2 and 3 added to ``jobs`` (a file created by version 3 has them already).
+_NEW_COLUMNS = {
     "resumes": "INTEGER NOT NULL DEFAULT 0",
     "approval": "TEXT",
     "fixed_point": "TEXT",
+    "tenant": "TEXT NOT NULL DEFAULT 'default'",
+    "owner": "TEXT",
 }
 
 _SANDBOX_KINDS = frozenset({"turn", "egress", "credential_proxy"})
@@ -41,9 +44,10 @@ def upgrade(conn: sqlite3.Connection) -> int:
     """Bring a file at an older version to :data:`SCHEMA_VERSION` (inside the caller's
     transaction); how many event rows were rewritten."""
     have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)").fetchall()}
-    for column, kind in _V2_COLUMNS.items():
+    for column, kind in _NEW_COLUMNS.items():
         if column not in have:
             conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+    conn.execute("CREATE INDEX IF NOT EXISTS jobs_tenant ON jobs(tenant, n)")
     if schema_version(conn) >= 1:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         return 0

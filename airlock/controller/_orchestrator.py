@@ -28,6 +28,7 @@ from layer0 import (
 )
 
 from ._store import SqliteJobStore
+from ._tenant_state import workflow_key
 
 
 class ChildRunner(Protocol):
@@ -111,12 +112,14 @@ class JobOrchestrator:
         """Record ``signal`` for ``target`` durably, on this job's record, and on the record of
         every job of that workflow that is not finished (they see it in their watch stream);
         a turn of such a job that runs now receives it at its next step boundary."""
-        count = await self._store.record_signal(str(target), signal.signal_type, signal.data, self.current.id)
+        tenant = self._job.tenant
+        key = workflow_key(tenant, str(target))
+        count = await self._store.record_signal(key, signal.signal_type, signal.data, self.current.id)
         sent = SignalRecorded(
             target=str(target), signal_type=signal.signal_type, data=signal.data, count=count
         )
         await self._emit(self._job.id, sent)
-        receivers = await self._store.find(JobFilter(workflow=str(target), limit=100))
+        receivers = await self._store.find(JobFilter(workflow=str(target), tenant=tenant, limit=100))
         for job in receivers:
             if job.id != self._job.id and not job.state.terminal:
                 await self._emit(job.id, sent.model_copy(update={"from_job": self.current.id}))
@@ -124,7 +127,7 @@ class JobOrchestrator:
 
     async def query(self, target: WorkflowId, query: QueryPayload) -> Any:
         """``signals``: the signals recorded for ``target``; ``signal_count``: how many."""
-        signals = await self._store.signals(str(target))
+        signals = await self._store.signals(workflow_key(self._job.tenant, str(target)))
         if query.query_type == "signals":
             return signals
         if query.query_type == "signal_count":

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 from airlock.errors import ConfigError
+from airlock.identity import DEFAULT_TENANT, AuthSettings
 from airlock.jobs import FixedPointRun, Inspection, Job, JobError, JobEvent, JobFilter, JobState, StoredFile
 from airlock.weave import ChainReport, TurnRecord
 from layer0 import StateStore, TurnInput
@@ -41,6 +42,7 @@ from ._job_events import JobEvents
 from ._job_files import JobFiles, announced, checked_input_files
 from ._job_records import JobRecords
 from ._job_runs import STOPPED, JobRuns
+from ._quotas import Quotas
 from ._scheduler import Scheduler
 from ._service_settings import ServiceSettings, job_limit_ms
 from ._store import SqliteJobStore
@@ -65,6 +67,7 @@ class JobService:
         settings: concurrency and limits.
         audit_key: seals the turn records (``jobs verify`` then detects a record rewritten
             with its hash chain recomputed); None: records are hash-chained only.
+        auth: the tenants' quotas (None: no quota).
     """
 
     def __init__(
@@ -74,8 +77,11 @@ class JobService:
         state: StateStore,
         settings: ServiceSettings | None = None,
         audit_key: bytes | None = None,
+        auth: AuthSettings | None = None,
     ) -> None:
         self.store = store
+        #: Each tenant's quotas against its use.
+        self.quotas = Quotas(auth or AuthSettings(), store)
         self.runner = runner
         self.state = state
         self.settings = settings or ServiceSettings()
@@ -114,6 +120,7 @@ class JobService:
             approvals=self._approvals,
             effects=effects,
             active=self._active,
+            quotas=self.quotas,
         )
 
     def _agent(self, name: str) -> AgentConfig:
@@ -210,12 +217,16 @@ class JobService:
         workflow: str | None = None,
         until_stable: FixedPointRun | None = None,
         files: Sequence[tuple[str, bytes]] = (),
+        tenant: str = DEFAULT_TENANT,
+        owner: str | None = None,
     ) -> Job:
         """Record a job for ``agent`` (durably, with the input ``files`` placed in its
         workspace before each of its turns) and queue it; with ``until_stable``, the agent is
-        re-run on its own output until it is stable (a fixed-point job).
+        re-run on its own output until it is stable (a fixed-point job). It belongs to
+        ``tenant`` and was submitted by ``owner`` (a principal's name).
 
         Raises:
+            QuotaExceeded: one of ``tenant``'s quotas (nothing is recorded).
             ConfigError: unknown agent (the message lists the configured ones), or a
                 non-positive ``max_duration_ms``.
             FileRefused: a file path that leaves the workspace, or a path twice;
@@ -230,6 +241,8 @@ class JobService:
             awaited=False,
             until_stable=until_stable,
             files=files,
+            tenant=tenant,
+            owner=owner,
         )
 
     async def run(
@@ -274,8 +287,11 @@ class JobService:
         awaited: bool,
         until_stable: FixedPointRun | None = None,
         files: Sequence[tuple[str, bytes]] = (),
+        tenant: str = DEFAULT_TENANT,
+        owner: str | None = None,
     ) -> Job:
         config = self._agent(agent)
+        admit = self.quotas.admission(tenant, config)
         files = checked_input_files(files)
         input = announced(input, files, config.input_files)
         if max_duration_ms is not None and max_duration_ms <= 0:
@@ -290,6 +306,9 @@ class JobService:
             max_duration_ms=max_duration_ms,
             fixed_point=until_stable,
             files=files,
+            tenant=tenant,
+            owner=owner,
+            admit=admit,
         )
         self.events.notify(event)
         entry = self._active.of(job.id)
@@ -432,11 +451,13 @@ class JobService:
         its open step that are not finished (or wait for approval)."""
         return await self._controls.inspect(job_id)
 
-    async def signal(self, workflow: str, signal_type: str, data: JsonValue = None) -> tuple[int, list[str]]:
-        """Record a signal for ``workflow`` (as a Signal effect would) and deliver it into the
-        running turns of its jobs at their next step boundary: the number of signals the
-        workflow has received, and the jobs it reached."""
-        return await self._controls.signal(workflow, signal_type, data)
+    async def signal(
+        self, workflow: str, signal_type: str, data: JsonValue = None, tenant: str = DEFAULT_TENANT
+    ) -> tuple[int, list[str]]:
+        """Record a signal for ``tenant``'s ``workflow`` (as a Signal effect would) and deliver
+        it into the running turns of its jobs at their next step boundary: the number of
+        signals the workflow has received, and the jobs it reached."""
+        return await self._controls.signal(workflow, signal_type, data, tenant)
 
     # -- records and files ---------------------------------------------------------------------
 

@@ -48,8 +48,10 @@ from airlock.jobs import (
 from airlock.state import SqliteThread
 from layer0 import TurnInput, TurnOutput
 
-from . import _migrate
+from . import _audit_log, _migrate
+from ._audit_log import AuditEntry, AuditFilter
 from ._store_backup import backup_before_upgrade, backups
+from ._tenant_use import TenantUse, measure
 
 T = TypeVar("T")
 
@@ -77,7 +79,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     effects TEXT,
     resumes INTEGER NOT NULL DEFAULT 0,
     approval TEXT,
-    fixed_point TEXT
+    fixed_point TEXT,
+    tenant TEXT NOT NULL DEFAULT 'default',
+    owner TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
 CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
@@ -128,7 +132,8 @@ _HELD_ARGS = (
 
 _COLUMNS = (
     "id, agent, state, queue, parent_id, origin, workflow, session, input, output, error, "
-    "created_at, started_at, finished_at, max_duration_ms, children, effects, resumes, approval, fixed_point"
+    "created_at, started_at, finished_at, max_duration_ms, children, effects, resumes, approval, "
+    "fixed_point, tenant, owner"
 )
 
 
@@ -186,6 +191,8 @@ def _job(row: sqlite3.Row) -> Job:
         resumes=row["resumes"],
         approval=ApprovalWait.model_validate_json(row["approval"]) if row["approval"] else None,
         fixed_point=FixedPointRun.model_validate_json(row["fixed_point"]) if row["fixed_point"] else None,
+        tenant=row["tenant"],
+        owner=row["owner"],
     )
 
 
@@ -244,6 +251,7 @@ class SqliteJobStore(SqliteThread):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(_SCHEMA)
+                conn.executescript(_audit_log.SCHEMA)
                 self._upgrade(conn, fresh=fresh)
             except BaseException:
                 conn.close()
@@ -329,9 +337,13 @@ class SqliteJobStore(SqliteThread):
         state: JobState = JobState.QUEUED,
         fixed_point: FixedPointRun | None = None,
         files: Sequence[tuple[str, bytes]] = (),
+        tenant: str = "default",
+        owner: str | None = None,
+        admit: Callable[[sqlite3.Connection], None] | None = None,
     ) -> tuple[Job, JobEvent]:
         """Record a new job (with its input ``files``, and its first ``state`` event) durably;
-        return both."""
+        return both. ``admit`` runs first in the same transaction (a tenant's quotas): what it
+        raises leaves nothing written, and no two admissions interleave."""
         job_id = new_job_id()
         now = utcnow()
         job = Job(
@@ -346,10 +358,14 @@ class SqliteJobStore(SqliteThread):
             created_at=now,
             max_duration_ms=max_duration_ms,
             fixed_point=fixed_point,
+            tenant=tenant,
+            owner=owner,
         )
 
         def op(conn: sqlite3.Connection) -> JobEvent:
-            conn.execute(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * 20)})", _new_row(job))
+            if admit is not None:
+                admit(conn)
+            conn.execute(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * 22)})", _new_row(job))
             if parent_id is not None:
                 row = conn.execute("SELECT children FROM jobs WHERE id = ?", (parent_id,)).fetchone()
                 if row is not None:
@@ -606,6 +622,8 @@ class SqliteJobStore(SqliteThread):
             ("session", f.session),
             ("parent_id", f.parent_id),
             ("workflow", f.workflow),
+            ("tenant", f.tenant),
+            ("owner", f.owner),
         ):
             if value is not None:
                 clauses.append(f"{column} = ?")
@@ -619,6 +637,18 @@ class SqliteJobStore(SqliteThread):
         sql += " ORDER BY n DESC LIMIT ?"
         args.append(max(1, min(f.limit, 1000)))
         return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, args).fetchall()])
+
+    async def tenant_use(self, tenant: str) -> TenantUse:
+        """What ``tenant`` uses now of what its quotas limit."""
+        return await self._run(lambda conn: measure(conn, tenant, utcnow()))
+
+    async def record_audit(self, entry: AuditEntry) -> int:
+        """Append one entry to the audit log; its ``seq``."""
+        return await self._run(lambda conn: _audit_log.insert(conn, entry))
+
+    async def audit(self, where: AuditFilter) -> list[AuditEntry]:
+        """Audit entries matching ``where``, newest first."""
+        return await self._run(lambda conn: _audit_log.select(conn, where))
 
     async def queued(self) -> list[Job]:
         """Submitted jobs waiting for a worker, oldest first."""
@@ -674,4 +704,6 @@ def _new_row(job: Job) -> tuple[Any, ...]:
         0,
         None,
         fixed_point,
+        job.tenant,
+        job.owner,
     )

@@ -2,6 +2,7 @@
 token), what roles let them do (permissions, agent globs), and the ``auth:`` settings
 (tenants and their quotas). Pure of the controller: it stores keys and verifies tokens."""
 
+from ._errors import Unauthenticated
 from ._principal import DEFAULT_TENANT, Grant, Method, Permission, Principal
 from ._roles import BUILTIN_ROLES, RoleBook, RoleDefinition, allows
 from ._settings import NAME_PATTERN, AuthSettings, OidcClaims, OidcSettings, TenantQuota, TenantSettings
@@ -21,5 +22,6 @@ __all__ = [
     "RoleDefinition",
     "TenantQuota",
     "TenantSettings",
+    "Unauthenticated",
     "allows",
 ]

@@ -187,6 +187,10 @@ class Job(BaseModel):
     approval: ApprovalWait | None = None
     #: Set for a job run until its output is stable.
     fixed_point: FixedPointRun | None = None
+    #: The tenant it belongs to (its submitter's; a child's is its parent's).
+    tenant: str = "default"
+    #: The principal that submitted it (a child: its root's submitter; None before principals).
+    owner: str | None = None
 
     @property
     def session(self) -> str | None:
@@ -358,6 +362,9 @@ class JobFilter(BaseModel):
     session: str | None = None
     parent_id: str | None = None
     workflow: str | None = None
+    #: Only this tenant's jobs, and only this principal's (None: any).
+    tenant: str | None = None
+    owner: str | None = None
     limit: int = 50
     #: Only jobs created before this job (paging).
     before_id: str | None = None

@@ -100,6 +100,8 @@ def job_to_proto(job: Job) -> cpb.Job:
         workflow=job.workflow,
         created_at=timestamp_to_proto(job.created_at),
         children=job.children,
+        tenant=job.tenant,
+        owner=job.owner or "",
     )
     if job.output is not None:
         message.output.CopyFrom(cv.output_to_proto(job.output))
@@ -147,6 +149,8 @@ def job_from_proto(message: cpb.Job) -> Job:
         children=list(message.children),
         effects=report_from_proto(message.effects) if message.HasField("effects") else None,
         resumes=message.resumes,
+        tenant=message.tenant or "default",
+        owner=message.owner or None,
         approval=approval_from_proto(message.approval) if message.HasField("approval") else None,
         fixed_point=fixed_point_from_proto(message.fixed_point) if message.HasField("fixed_point") else None,
     )
@@ -192,6 +196,7 @@ def filter_from_proto(message: cpb.ListJobsRequest) -> JobFilter:
         workflow=message.workflow or None,
         limit=min(message.page_size or 50, 1000),
         before_id=message.before_id or None,
+        tenant=message.tenant or None,
     )
 
 
@@ -205,6 +210,7 @@ def filter_to_proto(where: JobFilter) -> cpb.ListJobsRequest:
         workflow=where.workflow or "",
         page_size=where.limit,
         before_id=where.before_id or "",
+        tenant=where.tenant or "",
     )
 
 

@@ -2355,6 +2355,7 @@ class ListJobsRequest(_message.Message):
     WORKFLOW_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     session: _builtins.str
     parent_id: _builtins.str
@@ -2367,6 +2368,8 @@ class ListJobsRequest(_message.Message):
     """
     page_size: _builtins.int
     """Most recent first; at most this many per page (0: 50, capped at 1000)."""
+    tenant: _builtins.str
+    """Only this tenant's jobs (administrators; for anyone else it must be empty or their own)."""
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[Global___JobState.ValueType]:
         """Any of these states (empty: all)."""
@@ -2382,10 +2385,11 @@ class ListJobsRequest(_message.Message):
         workflow: _builtins.str = ...,
         page_token: _builtins.str = ...,
         page_size: _builtins.int = ...,
+        tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "before_id", b"before_id", "page_size", b"page_size", "page_token", b"page_token", "parent_id", b"parent_id", "session", b"session", "states", b"states", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "before_id", b"before_id", "page_size", b"page_size", "page_token", b"page_token", "parent_id", b"parent_id", "session", b"session", "states", b"states", "tenant", b"tenant", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

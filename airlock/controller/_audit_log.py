@@ -1,0 +1,112 @@
+"""The audit log: every state-changing call on the controller's API (who, tenant, when, from
+where, on what, how it ended), a table of the job store (SQLite, upgraded with it)."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    principal TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    peer TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_tenant ON audit(tenant, seq);
+"""
+
+#: Characters of ``detail`` kept (a refusal's message; never a credential).
+DETAIL_LIMIT = 500
+
+
+class AuditEntry(BaseModel):
+    """One state-changing call. ``outcome``: ``OK`` or the status code it was refused with."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = 0
+    time: datetime
+    principal: str
+    tenant: str
+    action: str
+    target: str = ""
+    peer: str = ""
+    outcome: str
+    detail: str = ""
+
+
+class AuditFilter(BaseModel):
+    """Which entries :func:`select` returns (all given conditions hold), newest first."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str | None = None
+    principal: str | None = None
+    action: str | None = None
+    since: datetime | None = None
+    #: Only entries older than this ``seq`` (paging).
+    before_seq: int | None = None
+    limit: int = 100
+
+
+def insert(conn: sqlite3.Connection, entry: AuditEntry) -> int:
+    """Append ``entry``; its ``seq``."""
+    cursor = conn.execute(
+        "INSERT INTO audit (time, principal, tenant, action, target, peer, outcome, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            entry.time.timestamp(),
+            entry.principal,
+            entry.tenant,
+            entry.action,
+            entry.target,
+            entry.peer,
+            entry.outcome,
+            entry.detail[:DETAIL_LIMIT],
+        ),
+    )
+    return int(cursor.lastrowid or 0)
+
+
+def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditEntry]:
+    """The entries matching ``where``, newest first."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column, value in (("tenant", where.tenant), ("principal", where.principal), ("action", where.action)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    if where.since is not None:
+        clauses.append("time >= ?")
+        args.append(where.since.timestamp())
+    if where.before_seq is not None:
+        clauses.append("seq < ?")
+        args.append(where.before_seq)
+    sql = "SELECT seq, time, principal, tenant, action, target, peer, outcome, detail FROM audit"
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    sql += " ORDER BY seq DESC LIMIT ?"
+    args.append(max(1, min(where.limit, 1000)))
+    return [
+        AuditEntry(
+            seq=r[0],
+            time=datetime.fromtimestamp(r[1], UTC),
+            principal=r[2],
+            tenant=r[3],
+            action=r[4],
+            target=r[5],
+            peer=r[6],
+            outcome=r[7],
+            detail=r[8],
+        )
+        for r in conn.execute(sql, args).fetchall()
+    ]

@@ -1,0 +1,178 @@
+"""Who calls: every Controller RPC is authenticated before its handler runs, the principal is
+the call's (:func:`caller`), and each state-changing call is written to the audit log with its
+outcome (refusals included). Health checks need no credential."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from airlock.identity import Principal, Unauthenticated
+from airlock.jobs import utcnow
+
+from ._audit_log import AuditEntry
+
+_log = logging.getLogger("airlock.auth")
+
+#: Checks an ``authorization`` value; raises :class:`Unauthenticated`.
+Authenticate = Callable[[str], Awaitable[Principal]]
+#: Writes one audit entry.
+Record = Callable[[AuditEntry], Awaitable[object]]
+
+#: The RPCs that change state: each call is audited.
+AUDITED = frozenset(
+    {
+        "SubmitJob",
+        "CancelJob",
+        "ApproveJob",
+        "RejectJob",
+        "PauseJob",
+        "ResumeJob",
+        "StepJob",
+        "SignalWorkflow",
+        "CreateKey",
+        "RevokeKey",
+    }
+)
+
+
+@dataclass
+class Call:
+    """The current call: its principal, and what the handler notes for the audit log."""
+
+    principal: Principal
+    action: str
+    peer: str
+    target: str = ""
+    #: The tenant whose thing it acted on (default: the principal's).
+    tenant: str | None = None
+    detail: str = ""
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+_CALL: contextvars.ContextVar[Call] = contextvars.ContextVar("airlock_call")
+
+
+def current_call() -> Call:
+    """The call being served (inside a Controller handler)."""
+    return _CALL.get()
+
+
+def caller() -> Principal:
+    """The authenticated principal of the call being served."""
+    return _CALL.get().principal
+
+
+def _authorization(context: grpc.aio.ServicerContext) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return value if isinstance(value, str) else value.decode("latin-1")
+    return ""
+
+
+class PrincipalAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Authenticates every call but health checks (``authorization: Bearer <credential>``)
+    and audits the Controller's state-changing ones. A failure is ``UNAUTHENTICATED`` with the
+    authenticator's reason; the handler never runs."""
+
+    def __init__(self, authenticate: Authenticate, record: Record | None = None) -> None:
+        self._authenticate = authenticate
+        self._record = record
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith("/grpc.health.v1.Health/"):
+            return handler
+        action = details.method.rsplit("/", 1)[-1]
+        return _wrapped(
+            handler, _Gate(action, self._authenticate, self._record if action in AUDITED else None)
+        )
+
+
+@dataclass(frozen=True)
+class _Gate:
+    action: str
+    authenticate: Authenticate
+    record: Record | None
+
+    async def enter(self, context: grpc.aio.ServicerContext) -> contextvars.Token[Call]:
+        try:
+            principal = await self.authenticate(_authorization(context))
+        except Unauthenticated as e:
+            _log.warning("rejected %s: %s (peer %s)", self.action, e.reason, context.peer())
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.reason)
+            raise AssertionError("context.abort returned") from None  # pragma: no cover
+        return _CALL.set(Call(principal, self.action, context.peer() or ""))
+
+    async def leave(
+        self, context: grpc.aio.ServicerContext, token: contextvars.Token[Call], ok: bool
+    ) -> None:
+        call = _CALL.get()
+        _CALL.reset(token)
+        if self.record is None:
+            return
+        code = context.code() if not ok else None
+        outcome = "OK" if ok else (code.name if isinstance(code, grpc.StatusCode) else "CANCELLED")
+        detail = call.detail or ("" if ok else str(context.details() or ""))
+        entry = AuditEntry(
+            time=utcnow(),
+            principal=call.principal.name,
+            tenant=call.tenant or call.principal.tenant,
+            action=self.action,
+            target=call.target,
+            peer=call.peer,
+            outcome=outcome,
+            detail=detail,
+        )
+        try:
+            await self.record(entry)
+        except Exception:
+            _log.exception("cannot write the audit entry of %s by %s", self.action, call.principal.name)
+
+
+def _wrapped(handler: grpc.RpcMethodHandler, gate: _Gate) -> grpc.RpcMethodHandler:
+    """``handler`` behind ``gate``: authenticated first, audited after (same kind of handler)."""
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        token = await gate.enter(context)
+        ok = False
+        try:
+            response = await behavior(request, context)
+            ok = context.code() in (None, grpc.StatusCode.OK)
+            return response
+        finally:
+            await gate.leave(context, token, ok)
+
+    async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        token = await gate.enter(context)
+        ok = False
+        try:
+            async for item in behavior(request, context):
+                yield item
+            ok = context.code() in (None, grpc.StatusCode.OK)
+        finally:
+            await gate.leave(context, token, ok)
+
+    kinds = (
+        (handler.unary_unary, grpc.unary_unary_rpc_method_handler, unary),
+        (handler.unary_stream, grpc.unary_stream_rpc_method_handler, stream),
+        (handler.stream_unary, grpc.stream_unary_rpc_method_handler, unary),
+        (handler.stream_stream, grpc.stream_stream_rpc_method_handler, stream),
+    )
+    for behavior, make, wrapper in kinds:
+        if behavior is not None:
+            return make(
+                wrapper,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+    raise AssertionError("a method handler of no kind")  # pragma: no cover

@@ -1,0 +1,200 @@
+"""The identity and tenancy RPCs: who am I, API keys (administrators), tenants' use against
+their quotas, and the audit log."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, NoReturn
+
+import grpc
+
+from airlock import wire
+from airlock._proto.controller.v1 import controller_pb2 as cpb
+from airlock.errors import AirlockError
+from airlock.identity import AuthSettings, KeyNotFound, Permission, Principal, allows
+from airlock.jobs import utcnow
+from airlock.jobs.convert import timestamp_from_proto, timestamp_to_proto
+
+from . import _access as access
+from . import _grpc_errors as errors
+from ._audit_log import AuditEntry, AuditFilter
+from ._callers import caller, current_call
+
+if TYPE_CHECKING:
+    from airlock.identity import ApiKeyRecord, KeyStore
+
+    from ._quotas import Quotas
+    from ._store import SqliteJobStore
+
+_METHODS = {
+    "bootstrap": cpb.AUTH_METHOD_BOOTSTRAP,
+    "key": cpb.AUTH_METHOD_API_KEY,
+    "oidc": cpb.AUTH_METHOD_OIDC,
+}
+
+
+def key_to_proto(key: ApiKeyRecord) -> cpb.ApiKey:
+    """An API key's record on the wire (never its secret or hash)."""
+    message = cpb.ApiKey(
+        id=key.id,
+        name=key.name,
+        tenant=key.tenant,
+        roles=list(key.roles),
+        created_at=timestamp_to_proto(key.created_at),
+        created_by=key.created_by,
+    )
+    for name in ("expires_at", "last_used", "revoked_at"):
+        value = getattr(key, name)
+        if value is not None:
+            getattr(message, name).CopyFrom(timestamp_to_proto(value))
+    return message
+
+
+def audit_to_proto(entry: AuditEntry) -> cpb.AuditEntry:
+    """One audit entry on the wire."""
+    return cpb.AuditEntry(
+        seq=entry.seq,
+        time=timestamp_to_proto(entry.time),
+        principal=entry.principal,
+        tenant=entry.tenant,
+        action=entry.action,
+        target=entry.target,
+        peer=entry.peer,
+        outcome=entry.outcome,
+        detail=entry.detail,
+    )
+
+
+async def _refuse(context: grpc.aio.ServicerContext, error: AirlockError) -> NoReturn:
+    await errors.refuse(context, error)
+
+
+class IdentityApi:
+    """The identity RPCs over the key store, the quotas and the job store's audit log."""
+
+    def __init__(
+        self, keys: KeyStore | None, settings: AuthSettings, quotas: Quotas, store: SqliteJobStore
+    ) -> None:
+        self.keys = keys
+        self.settings = settings
+        self.quotas = quotas
+        self.store = store
+
+    def who_am_i(self) -> cpb.WhoAmIResponse:
+        principal = caller()
+        return cpb.WhoAmIResponse(
+            name=principal.name,
+            tenant=principal.tenant,
+            roles=list(principal.roles),
+            method=_METHODS[principal.method],
+            grants=[
+                cpb.PermissionGrant(permission=g.permission, agents=list(g.agents)) for g in principal.grants
+            ],
+        )
+
+    async def _admin(self, context: grpc.aio.ServicerContext, what: str) -> tuple[Principal, KeyStore]:
+        principal = caller()
+        try:
+            access.require(principal, Permission.ADMIN, what)
+        except access.PermissionDenied as e:
+            await _refuse(context, e)
+        if self.keys is None:  # pragma: no cover - the controller always opens one
+            await errors.fail(context, grpc.StatusCode.FAILED_PRECONDITION, "NOT_AWAITING", "no key store")
+        return principal, self.keys
+
+    async def create_key(
+        self, request: cpb.CreateKeyRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.CreateKeyResponse:
+        principal, keys = await self._admin(context, "create API keys")
+        call = current_call()
+        call.tenant, call.detail = request.tenant, f"key for {request.name} roles {','.join(request.roles)}"
+        problems = errors.required(request, "name", "tenant")
+        if not request.roles:
+            problems.append(wire.Problem("roles", "is required (at least one role)"))
+        expires = None
+        if request.HasField("ttl"):
+            seconds = request.ttl.seconds + request.ttl.nanos / 1e9
+            if seconds <= 0:
+                problems.append(wire.Problem("ttl", "must be positive"))
+            expires = utcnow() + timedelta(seconds=seconds)
+        if problems:
+            return await errors.invalid(context, problems)
+        try:
+            record, secret = await keys.create(
+                request.name,
+                request.tenant,
+                list(request.roles),
+                created_by=principal.name,
+                expires_at=expires,
+            )
+        except (ValueError, AirlockError) as e:
+            return await errors.invalid(context, [wire.Problem("key", str(e))])
+        call.target = record.id
+        return cpb.CreateKeyResponse(key=key_to_proto(record), secret=secret)
+
+    async def list_keys(
+        self, request: cpb.ListKeysRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListKeysResponse:
+        _, keys = await self._admin(context, "list API keys")
+        found = await keys.list(tenant=request.tenant or None, include_revoked=request.include_revoked)
+        return cpb.ListKeysResponse(keys=[key_to_proto(k) for k in found])
+
+    async def revoke_key(
+        self, request: cpb.RevokeKeyRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ApiKey:
+        principal, keys = await self._admin(context, "revoke API keys")
+        current_call().target = request.id
+        problems = errors.required(request, "id")
+        if problems:
+            return await errors.invalid(context, problems)
+        try:
+            record = await keys.revoke(request.id, by=principal.name)
+        except KeyNotFound as e:
+            return await errors.fail(context, grpc.StatusCode.NOT_FOUND, "NOT_FOUND", str(e))
+        current_call().tenant = record.tenant
+        return key_to_proto(record)
+
+    async def list_tenants(
+        self, request: cpb.ListTenantsRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListTenantsResponse:
+        principal = caller()
+        names = self.settings.tenant_names() if principal.is_admin else [principal.tenant]
+        tenants = []
+        for name in names:
+            lines = await self.quotas.lines(name)
+            quotas = [cpb.QuotaUse(quota=q.quota, limit=q.limit, used=q.used) for q in lines]
+            tenants.append(cpb.TenantUsage(tenant=name, quotas=quotas))
+        return cpb.ListTenantsResponse(tenants=tenants)
+
+    async def list_audit(
+        self, request: cpb.ListAuditRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListAuditResponse:
+        principal = caller()
+        tenant = request.tenant or None
+        if not principal.is_admin:
+            if not allows(principal, Permission.READ):
+                await _refuse(context, access.denied(principal, Permission.READ, "read the audit log"))
+            if tenant is not None and tenant != principal.tenant:
+                await _refuse(
+                    context, access.denied(principal, Permission.ADMIN, f"read tenant {tenant!r}'s audit log")
+                )
+            tenant = principal.tenant
+        before = None
+        if request.page_token:
+            try:
+                before = int(request.page_token)
+            except ValueError:
+                return await errors.invalid(
+                    context, [wire.Problem("page_token", "is not a token of ListAudit")]
+                )
+        where = AuditFilter(
+            tenant=tenant,
+            principal=request.principal or None,
+            action=request.action or None,
+            since=timestamp_from_proto(request.since) if request.HasField("since") else None,
+            before_seq=before,
+            limit=min(request.page_size or 100, 1000),
+        )
+        entries = await self.store.audit(where)
+        token = str(entries[-1].seq) if len(entries) == where.limit else ""
+        return cpb.ListAuditResponse(entries=[audit_to_proto(e) for e in entries], next_page_token=token)
