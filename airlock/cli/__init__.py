@@ -107,24 +107,6 @@ CONTROL_EXIT_CODES_HELP = (
 )
 
 
-def _user() -> str:
-    """Who decides by default: the OS user."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no user name for this uid (e.g. a bare container)
-        return ""
-
-
-ApproverOption = Annotated[
-    str | None,
-    typer.Option(
-        "--as",
-        help="The approver deciding (one of the agent's approvers; default: your OS user name).",
-        show_default=False,
-    ),
-]
-
-
 def _fail(message: str, code: int = 1) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}")
     return typer.Exit(code)
@@ -588,6 +570,131 @@ def jobs_verify(
     verify(Target(address, token), job_id, as_json)
 
 
+keys_app = typer.Typer(
+    help="API keys of the controller's principals (administrators): create, list, revoke.",
+    no_args_is_help=True,
+)
+app.add_typer(keys_app, name="keys")
+
+_SPANS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _span_s(text: str | None, option: str) -> float | None:
+    """``30s``, ``15m``, ``12h``, ``90d`` as seconds (None: not given); exits 2 otherwise."""
+    if text is None:
+        return None
+    number, unit = text[:-1], text[-1:]
+    if unit not in _SPANS or not number.isdigit() or int(number) <= 0:
+        raise _fail(
+            f"{option} {text!r}: give a positive whole number and s, m, h or d (e.g. 90d)", EXIT_USAGE
+        )
+    return int(number) * _SPANS[unit]
+
+
+@keys_app.command("create")
+def keys_create(
+    name: Annotated[str, typer.Argument(help="The principal the key authenticates as.")],
+    tenant: Annotated[str, typer.Option("--tenant", help="The principal's tenant.", show_default=False)],
+    roles: Annotated[
+        list[str],
+        typer.Option(
+            "--role", help="A role (repeatable): submitter, viewer, approver, admin, or auth.roles'."
+        ),
+    ],
+    ttl: Annotated[
+        str | None, typer.Option("--ttl", help="Valid for this long (e.g. 90d; default: until revoked).")
+    ] = None,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create an API key; its secret is printed once (stdout) and stored only as a salted hash."""
+    from airlock.cli._identity import create_key
+    from airlock.cli._jobs import Target
+
+    create_key(Target(address, token), name, tenant, roles, _span_s(ttl, "--ttl"), as_json)
+
+
+@keys_app.command("ls")
+def keys_ls(
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant's keys.")] = None,
+    include_revoked: Annotated[bool, typer.Option("--all", help="Revoked keys too.")] = False,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The API keys, newest first (never their secrets)."""
+    from airlock.cli._identity import list_keys
+    from airlock.cli._jobs import Target
+
+    list_keys(Target(address, token), tenant, include_revoked, as_json)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (ak_…; see: airlock keys ls).")],
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Revoke an API key: its next call is refused."""
+    from airlock.cli._identity import revoke_key
+    from airlock.cli._jobs import Target
+
+    revoke_key(Target(address, token), key_id, as_json)
+
+
+@app.command("whoami")
+def whoami(address: AddressOption = None, token: TokenOption = None, as_json: JsonOption = False) -> None:
+    """The principal your credential authenticates as: tenant, roles, permissions."""
+    from airlock.cli._identity import whoami as show
+    from airlock.cli._jobs import Target
+
+    show(Target(address, token), as_json)
+
+
+@app.command("tenants")
+def tenants(address: AddressOption = None, token: TokenOption = None, as_json: JsonOption = False) -> None:
+    """Each tenant's use against its quotas (administrators see every tenant; others their own)."""
+    from airlock.cli._identity import tenants as show
+    from airlock.cli._jobs import Target
+
+    show(Target(address, token), as_json)
+
+
+@app.command("audit")
+def audit(
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant's entries.")] = None,
+    principal: Annotated[str | None, typer.Option("--principal", help="Only this principal's.")] = None,
+    action: Annotated[
+        str | None, typer.Option("--action", help="Only this call (SubmitJob, ApproveJob, CreateKey, …).")
+    ] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only the last 30m, 12h, 7d, …")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=100000, help="At most this many.")] = 100,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The audit log of state-changing calls (submit, cancel, approve, reject, signal, keys),
+    newest first: principal, tenant, time, peer address and outcome."""
+    from datetime import UTC, datetime, timedelta
+
+    from airlock.cli._identity import audit as show
+    from airlock.cli._jobs import Target
+
+    span = _span_s(since, "--since")
+    start = datetime.now(UTC) - timedelta(seconds=span) if span is not None else None
+    show(
+        Target(address, token),
+        tenant=tenant,
+        principal=principal,
+        action=action,
+        since=start,
+        limit=limit,
+        as_json=as_json,
+    )
+
+
 @app.command("status")
 def status(address: AddressOption = None, token: TokenOption = None, as_json: JsonOption = False) -> None:
     """What a running controller proved about its backends' network isolation (Kubernetes:
@@ -601,13 +708,13 @@ def status(address: AddressOption = None, token: TokenOption = None, as_json: Js
 
 @app.command(
     "approve",
-    help="Approve the tool calls a job waits for (its state: awaiting_approval). The job resumes once "
+    help="Approve, as the principal your credential authenticates (see: airlock whoami), the tool "
+    "calls a job waits for (its state: awaiting_approval). The job resumes once "
     "its agent's strategy is met (any: this approval; all: every approver's; majority: more than "
     "half).\n\n" + CONTROL_EXIT_CODES_HELP,
 )
 def approve(
     job_id: JobIdArgument,
-    approver: ApproverOption = None,
     comment: Annotated[str, typer.Option("--comment", help="Why (recorded with the decision).")] = "",
     address: AddressOption = None,
     token: TokenOption = None,
@@ -617,10 +724,7 @@ def approve(
     from airlock.cli._governance import decide
     from airlock.cli._jobs import Target
 
-    name = approver or _user()
-    if not name:
-        raise _fail("cannot tell who you are: pass --as NAME", EXIT_USAGE)
-    decide(Target(address, token), job_id, name, approve=True, comment=comment, as_json=as_json)
+    decide(Target(address, token), job_id, approve=True, comment=comment, as_json=as_json)
 
 
 @app.command(
@@ -632,7 +736,6 @@ def approve(
 def reject(
     job_id: JobIdArgument,
     reason: Annotated[str, typer.Option("--reason", help="Why (the model reads it).", show_default=False)],
-    approver: ApproverOption = None,
     address: AddressOption = None,
     token: TokenOption = None,
     as_json: JsonOption = False,
@@ -641,12 +744,9 @@ def reject(
     from airlock.cli._governance import decide
     from airlock.cli._jobs import Target
 
-    name = approver or _user()
-    if not name:
-        raise _fail("cannot tell who you are: pass --as NAME", EXIT_USAGE)
     if not reason.strip():
         raise _fail("--reason must not be empty (the model reads it)", EXIT_USAGE)
-    decide(Target(address, token), job_id, name, approve=False, comment=reason, as_json=as_json)
+    decide(Target(address, token), job_id, approve=False, comment=reason, as_json=as_json)
 
 
 @app.command(

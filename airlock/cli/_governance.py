@@ -22,16 +22,18 @@ from ._render import call_line, decision_text, message_text
 # -- approve / reject --------------------------------------------------------------------------------
 
 
-def decide(target: Target, job_id: str, approver: str, *, approve: bool, comment: str, as_json: bool) -> None:
-    """Record ``approver``'s decision on the calls ``job_id`` waits for; print the job's state
-    and, while it still waits, the decisions so far."""
+def decide(target: Target, job_id: str, *, approve: bool, comment: str, as_json: bool) -> None:
+    """Record the caller's decision on the calls ``job_id`` waits for (as the principal its
+    credential authenticates); print the job's state and, while it still waits, the decisions
+    so far."""
 
-    async def work(client: ControllerClient) -> Job:
+    async def work(client: ControllerClient) -> tuple[Job, str]:
+        me = await client.whoami()
         if approve:
-            return await client.approve(job_id, approver, comment)
-        return await client.reject(job_id, approver, comment)
+            return await client.approve(job_id, comment), me.name
+        return await client.reject(job_id, comment), me.name
 
-    job = _with_client(target, as_json, work)
+    job, approver = _with_client(target, as_json, work)
     if as_json:
         print(json.dumps({"job": _dump(job), "decision": "approved" if approve else "rejected"}))
         return

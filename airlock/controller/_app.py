@@ -16,6 +16,7 @@ from ._authn import KEYS_FILE, authenticator
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import ControllerServer, load_or_create_token
+from ._grpc_identity import IdentityApi
 from ._service import JobService
 from ._service_settings import ServiceSettings
 from ._store import SqliteJobStore
@@ -110,7 +111,7 @@ class Controller:
                     check,
                     self.options.address,
                     authenticator=authenticator(auth, keys, check),
-                    keys=keys,
+                    identity=IdentityApi(keys, auth, self.service.quotas, store),
                 )
             )
             self._stack.push_async_callback(_cancelled, asyncio.create_task(_prove(runner)))

@@ -23,7 +23,7 @@ from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError, ConfigError
-from airlock.identity import Authenticator, KeyStore, Permission
+from airlock.identity import Authenticator, AuthSettings, Permission
 from airlock.jobs import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES, Job
 from airlock.jobs import convert as jc
 from airlock.jobs import event_wire as ew
@@ -106,7 +106,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
     """Maps Controller RPCs onto a JobService; refusals become statuses with typed details
     (:mod:`._grpc_errors`)."""
 
-    def __init__(self, service: JobService, identity: IdentityApi) -> None:
+    def __init__(self, service: JobService, identity: IdentityApi | None) -> None:
         self.service = service
         self.identity = identity
 
@@ -402,33 +402,39 @@ class _Servicer(cpb_grpc.ControllerServicer):
 
     # -- identity and tenancy ----------------------------------------------------------------------
 
+    async def _identity(self, context: grpc.aio.ServicerContext) -> IdentityApi:
+        if self.identity is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this server has no identity store")
+            raise AssertionError("context.abort returned")  # pragma: no cover
+        return self.identity
+
     async def WhoAmI(
         self, request: cpb.WhoAmIRequest, context: grpc.aio.ServicerContext
     ) -> cpb.WhoAmIResponse:
-        return self.identity.who_am_i()
+        return IdentityApi.who_am_i()
 
     async def CreateKey(
         self, request: cpb.CreateKeyRequest, context: grpc.aio.ServicerContext
     ) -> cpb.CreateKeyResponse:
-        return await self.identity.create_key(request, context)
+        return await (await self._identity(context)).create_key(request, context)
 
     async def ListKeys(
         self, request: cpb.ListKeysRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListKeysResponse:
-        return await self.identity.list_keys(request, context)
+        return await (await self._identity(context)).list_keys(request, context)
 
     async def RevokeKey(self, request: cpb.RevokeKeyRequest, context: grpc.aio.ServicerContext) -> cpb.ApiKey:
-        return await self.identity.revoke_key(request, context)
+        return await (await self._identity(context)).revoke_key(request, context)
 
     async def ListTenants(
         self, request: cpb.ListTenantsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListTenantsResponse:
-        return await self.identity.list_tenants(request, context)
+        return await (await self._identity(context)).list_tenants(request, context)
 
     async def ListAudit(
         self, request: cpb.ListAuditRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListAuditResponse:
-        return await self.identity.list_audit(request, context)
+        return await (await self._identity(context)).list_audit(request, context)
 
     async def GetWeave(
         self, request: cpb.GetWeaveRequest, context: grpc.aio.ServicerContext
@@ -489,7 +495,9 @@ class ControllerServer:
         address: ``host:port`` or ``unix:/path``.
         authenticator: checks each call's credential (API keys, OIDC tokens, the bootstrap
             token); None: only the bootstrap token is accepted.
-        keys: the API key store the key RPCs manage (None: they are refused).
+        identity: the key store, tenants and audit log the identity RPCs serve, and where
+            state-changing calls are audited (None: those RPCs are refused as unimplemented
+            and nothing is audited; the controller always gives one).
     """
 
     def __init__(
@@ -499,13 +507,11 @@ class ControllerServer:
         address: str = DEFAULT_ADDRESS,
         *,
         authenticator: Authenticator | None = None,
-        keys: KeyStore | None = None,
+        identity: IdentityApi | None = None,
     ) -> None:
         if not token:
             raise ControllerServerError("the controller refuses to start without a token")
-        settings = service.quotas.settings
-        authenticator = authenticator or bootstrap_authenticator(settings, keys, token)
-        identity = IdentityApi(keys, settings, service.quotas, service.store)
+        authenticator = authenticator or bootstrap_authenticator(AuthSettings(), None, token)
         self.service = service
         self.listen = address
         self.address: str | None = None
@@ -516,7 +522,7 @@ class ControllerServer:
             ("grpc.so_reuseport", 0),
         ]
         self._closing = RefuseWhileClosing(SERVICE_NAME)
-        auth = PrincipalAuth(authenticator.authenticate, service.store.record_audit)
+        auth = PrincipalAuth(authenticator.authenticate, identity.store.record_audit if identity else None)
         interceptors = [auth, wire.RejectCorruptRequests(), self._closing]
         self._server = grpc.aio.server(interceptors=interceptors, options=options)
         cpb_grpc.add_ControllerServicer_to_server(_Servicer(service, identity), self._server)

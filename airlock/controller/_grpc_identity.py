@@ -80,7 +80,8 @@ class IdentityApi:
         self.quotas = quotas
         self.store = store
 
-    def who_am_i(self) -> cpb.WhoAmIResponse:
+    @staticmethod
+    def who_am_i() -> cpb.WhoAmIResponse:
         principal = caller()
         return cpb.WhoAmIResponse(
             name=principal.name,

@@ -25,6 +25,7 @@ if _typing.TYPE_CHECKING:
     )
     from ._effects import EffectOutcome, EffectReport, OutcomeStatus
     from ._errors import RETRYABLE_KINDS, JobErrorKind, error_kind, is_retryable, kind_of
+    from ._identity import ApiKeyInfo, AuditRecord, CallerInfo, QuotaUse, TenantUse
     from ._model import (
         JOB_EVENT_DATA,
         ApprovalChanged,
@@ -61,8 +62,11 @@ __all__ = [
     "RETRYABLE_KINDS",
     "TERMINAL_STATES",
     "TOKEN_ENV",
+    "ApiKeyInfo",
     "ApprovalChanged",
     "ApprovalWait",
+    "AuditRecord",
+    "CallerInfo",
     "ChildJobChanged",
     "ControllerClient",
     "ControllerError",
@@ -83,11 +87,13 @@ __all__ = [
     "JobState",
     "LogLine",
     "OutcomeStatus",
+    "QuotaUse",
     "ResumeCause",
     "SandboxActivity",
     "SignalRecorded",
     "StateChanged",
     "StoredFile",
+    "TenantUse",
     "default_data_dir",
     "default_token_file",
     "error_kind",
@@ -132,6 +138,11 @@ _WHERE = {
     "SignalRecorded": "._model",
     "StateChanged": "._model",
     "StoredFile": "._model",
+    "ApiKeyInfo": "._identity",
+    "AuditRecord": "._identity",
+    "CallerInfo": "._identity",
+    "QuotaUse": "._identity",
+    "TenantUse": "._identity",
     "TERMINAL_STATES": "._states",
     "TOKEN_ENV": "._client",
     "default_data_dir": "._paths",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -21,9 +22,11 @@ from airlock.sandbox import IsolationProof
 from airlock.weave import ChainBreak, ChainReport, TurnRecord
 from layer0 import TurnInput
 
+from . import _identity as ji
 from . import convert as jc
 from . import event_wire as ew
 from ._address import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
+from ._identity import ApiKeyInfo, AuditRecord, CallerInfo, TenantUse
 from ._model import FixedPointRun, Inspection, Job, JobEvent, JobFilter, StoredFile
 from ._paths import default_data_dir
 
@@ -247,17 +250,72 @@ class ControllerClient:
 
     # -- approvals ---------------------------------------------------------------------------------
 
-    async def approve(self, job_id: str, approver: str, comment: str = "") -> Job:
-        """Record ``approver``'s approval of the calls the job waits for; the job as it is then
-        (``ControllerError`` FAILED_PRECONDITION: it waits for none; PERMISSION_DENIED: not
-        one of its agent's approvers)."""
-        request = cpb.ApproveJobRequest(id=job_id, approver=approver, comment=comment)
+    async def approve(self, job_id: str, comment: str = "") -> Job:
+        """Approve, as the authenticated principal, the calls the job waits for; the job as it is
+        then (``ControllerError`` FAILED_PRECONDITION: it waits for none; PERMISSION_DENIED:
+        not one of its agent's approvers, or no approver role for its agent)."""
+        request = cpb.ApproveJobRequest(id=job_id, comment=comment)
         return jc.job_from_proto(await self._call("ApproveJob", request))
 
-    async def reject(self, job_id: str, approver: str, reason: str) -> Job:
-        """Record ``approver``'s rejection (the model reads ``reason``); raises as :meth:`approve`."""
-        request = cpb.RejectJobRequest(id=job_id, approver=approver, reason=reason)
+    async def reject(self, job_id: str, reason: str) -> Job:
+        """Reject them as the authenticated principal (the model reads ``reason``); raises as
+        :meth:`approve`."""
+        request = cpb.RejectJobRequest(id=job_id, reason=reason)
         return jc.job_from_proto(await self._call("RejectJob", request))
+
+    # -- identity and tenancy ----------------------------------------------------------------------
+
+    async def whoami(self) -> CallerInfo:
+        """The principal this client's credential authenticates as."""
+        return ji.caller_from_proto(await self._call("WhoAmI", cpb.WhoAmIRequest()))
+
+    async def create_key(
+        self, name: str, tenant: str, roles: Sequence[str], ttl_s: float | None = None
+    ) -> tuple[ApiKeyInfo, str]:
+        """Create an API key (administrators): its record, and its secret (shown only now)."""
+        request = cpb.CreateKeyRequest(name=name, tenant=tenant, roles=list(roles))
+        if ttl_s is not None:
+            request.ttl.CopyFrom(cv.duration_to_proto(int(ttl_s * 1000)))
+        response = await self._call("CreateKey", request)
+        return ji.key_from_proto(response.key), response.secret
+
+    async def keys(self, tenant: str | None = None, include_revoked: bool = False) -> list[ApiKeyInfo]:
+        """The API keys (administrators), newest first."""
+        request = cpb.ListKeysRequest(tenant=tenant or "", include_revoked=include_revoked)
+        return [ji.key_from_proto(k) for k in (await self._call("ListKeys", request)).keys]
+
+    async def revoke_key(self, key_id: str) -> ApiKeyInfo:
+        """Revoke an API key (administrators); its next call is refused."""
+        return ji.key_from_proto(await self._call("RevokeKey", cpb.RevokeKeyRequest(id=key_id)))
+
+    async def tenants(self) -> list[TenantUse]:
+        """Each visible tenant's use against its quotas."""
+        response = await self._call("ListTenants", cpb.ListTenantsRequest())
+        return [ji.tenant_from_proto(t) for t in response.tenants]
+
+    async def audit(
+        self,
+        *,
+        tenant: str | None = None,
+        principal: str | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """Audit entries, newest first (every page up to ``limit``)."""
+        request = cpb.ListAuditRequest(
+            tenant=tenant or "", principal=principal or "", action=action or "", page_size=min(limit, 1000)
+        )
+        if since is not None:
+            request.since.CopyFrom(jc.timestamp_to_proto(since))
+        found: list[AuditRecord] = []
+        while len(found) < limit:
+            response = await self._call("ListAudit", request)
+            found += [ji.audit_from_proto(e) for e in response.entries]
+            if not response.next_page_token:
+                break
+            request.page_token = response.next_page_token
+        return found[:limit]
 
     # -- control of a running turn -----------------------------------------------------------------
 
