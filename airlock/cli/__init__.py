@@ -9,7 +9,6 @@ top-level verbs (``run``, ``serve``, ``submit``, ``approve``, ``reject``, ``sign
 from __future__ import annotations
 
 import asyncio
-import getpass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
