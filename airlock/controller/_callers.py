@@ -8,7 +8,7 @@ import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -21,6 +21,17 @@ _log = logging.getLogger("airlock.auth")
 
 #: Checks an ``authorization`` value; raises :class:`Unauthenticated`.
 Authenticate = Callable[[str], Awaitable[Principal]]
+
+
+class CallerCheck(Protocol):
+    """What authenticates a call (:class:`airlock.identity.Authenticator`, or a test double)."""
+
+    async def authenticate(self, authorization: str) -> Principal:
+        """The principal ``authorization`` (the metadata value) proves; raises
+        :class:`~airlock.identity.Unauthenticated`."""
+        ...
+
+
 #: Writes one audit entry.
 Record = Callable[[AuditEntry], Awaitable[object]]
 

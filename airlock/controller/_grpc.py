@@ -23,7 +23,7 @@ from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError, ConfigError
-from airlock.identity import Authenticator, AuthSettings, Permission
+from airlock.identity import AuthSettings, Permission
 from airlock.jobs import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES, Job
 from airlock.jobs import convert as jc
 from airlock.jobs import event_wire as ew
@@ -34,7 +34,7 @@ from . import _grpc_errors as errors
 from . import _grpc_pages as pages
 from . import _grpc_requests as rq
 from ._authn import authenticator as bootstrap_authenticator
-from ._callers import PrincipalAuth, caller, current_call
+from ._callers import CallerCheck, PrincipalAuth, caller, current_call
 from ._grpc_closing import RefuseWhileClosing
 from ._grpc_identity import IdentityApi
 from ._quotas import QuotaExceeded
@@ -506,7 +506,7 @@ class ControllerServer:
         token: str | Callable[[], Awaitable[str]],
         address: str = DEFAULT_ADDRESS,
         *,
-        authenticator: Authenticator | None = None,
+        authenticator: CallerCheck | None = None,
         identity: IdentityApi | None = None,
     ) -> None:
         if not token:

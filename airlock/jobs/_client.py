@@ -6,7 +6,7 @@ Its methods mirror :class:`JobService`'s and return the same types (a job, its e
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -48,6 +48,8 @@ class ControllerError(AirlockError):
             or None when the answer carried none (e.g. the server is unreachable).
         violations: ``(field path, problem)`` per problem of a malformed request.
         retry_after_s: when the controller suggests trying again (``RetryInfo``), or None.
+        metadata: the refusal's ``ErrorInfo.metadata``: the missing ``permission`` of a
+            PERMISSION_DENIED; the ``quota``, its ``limit`` and ``used`` of a quota reached.
     """
 
     def __init__(
@@ -58,12 +60,14 @@ class ControllerError(AirlockError):
         reason: str | None = None,
         violations: Sequence[tuple[str, str]] = (),
         retry_after_s: float | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.violations = tuple(violations)
         self.retry_after_s = retry_after_s
+        self.metadata = dict(metadata or {})
 
     @classmethod
     def from_rpc(cls, error: grpc.aio.AioRpcError, address: str) -> ControllerError:
@@ -81,6 +85,7 @@ class ControllerError(AirlockError):
             reason=found.reason,
             violations=found.violations,
             retry_after_s=found.retry_after_s,
+            metadata=found.metadata,
         )
 
 

@@ -195,7 +195,7 @@ async function controllerCases(token) {
   out.cancel = await unary(controller, 'CancelJob', { id: jobId }, token);
   const watched = await stream(controller, 'WatchJob', { id: jobId }, token);
   out.watch = { kinds: kinds(watched.events), error: watched.error || null };
-  out.approve_not_waiting = await unary(controller, 'ApproveJob', { id: jobId, approver: 'node' }, token);
+  out.approve_not_waiting = await unary(controller, 'ApproveJob', { id: jobId }, token);
   out.malformed = {
     empty_submit: (await unary(controller, 'SubmitJob', {}, token)).error,
     unknown_agent: (await unary(controller, 'SubmitJob', { agent: 'nope', input: { message: { text: 'x' }, trigger: { user: {} } } }, token)).error,

@@ -33,8 +33,10 @@ from airlock.jobs import (
 )
 from airlock.turn import Checkpoint, SignalDelivered, TurnSuspended
 from airlock.weave import ChainBreak, ChainReport, RecordType
+from tests.support.principals import token_of
 from tests.unit.controller.test_api_governance import (
     CALLS,
+    PEOPLE,
     T0,
     TOKEN,
     FakeService,
@@ -60,7 +62,9 @@ class BackgroundServer:
         self.thread.start()
 
         async def start() -> str:
-            self.server = ControllerServer(cast(JobService, self.service), TOKEN, "127.0.0.1:0")
+            self.server = ControllerServer(
+                cast(JobService, self.service), TOKEN, "127.0.0.1:0", authenticator=PEOPLE
+            )
             return await self.server.start()
 
         return cast(str, self.call(start()))
@@ -81,12 +85,13 @@ def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeService]:
     fake = with_samples()
     with BackgroundServer(fake) as address:
         monkeypatch.setenv("AIRLOCK_CONTROLLER", address)
-        monkeypatch.setenv("AIRLOCK_TOKEN", TOKEN)
+        monkeypatch.setenv("AIRLOCK_TOKEN", token_of("root"))
         yield fake
 
 
-def invoke(runner: CliRunner, *args: str) -> Any:
-    return runner.invoke(app, list(args), env={"COLUMNS": "200"})
+def invoke(runner: CliRunner, *args: str, caller: str = "root") -> Any:
+    """``airlock ARGS`` as ``caller`` (one of the controller tests' PEOPLE)."""
+    return runner.invoke(app, list(args), env={"COLUMNS": "200", "AIRLOCK_TOKEN": token_of(caller)})
 
 
 def flat(text: str) -> str:
@@ -94,8 +99,8 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def invoke_json(runner: CliRunner, *args: str, code: int = 0) -> Any:
-    result = invoke(runner, *args, "--json")
+def invoke_json(runner: CliRunner, *args: str, code: int = 0, caller: str = "root") -> Any:
+    result = invoke(runner, *args, "--json", caller=caller)
     assert result.exit_code == code, result.output
     return json.loads(result.stdout)
 
@@ -104,12 +109,12 @@ def invoke_json(runner: CliRunner, *args: str, code: int = 0) -> Any:
 
 
 def test_approve_shows_who_decided_while_the_job_still_waits(runner: CliRunner, service: FakeService) -> None:
-    result = invoke(runner, "approve", "j-wait", "--as", "ana", "--comment", "looks right")
+    result = invoke(runner, "approve", "j-wait", "--comment", "looks right", caller="ana")
     assert result.exit_code == 0, result.output
     assert "approved job j-wait as ana: it is awaiting_approval" in result.stdout
     assert "still waiting (all of ana, bob); decided so far:" in result.stdout
     assert "ana approved: looks right" in result.stdout
-    result = invoke(runner, "approve", "j-wait", "--as", "bob")
+    result = invoke(runner, "approve", "j-wait", caller="bob")
     assert result.exit_code == 0, result.output
     assert "approved job j-wait as bob: it is queued" in result.stdout
     assert "outcome: approved; the job resumes" in result.stdout
@@ -119,29 +124,23 @@ def test_approve_shows_who_decided_while_the_job_still_waits(runner: CliRunner, 
     ]
 
 
-def test_approve_decides_as_the_os_user_by_default(
+def test_approve_decides_as_the_authenticated_principal_whatever_the_os_user(
     runner: CliRunner, service: FakeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("getpass.getuser", lambda: "bob")
-    body = invoke_json(runner, "approve", "j-wait")
+    monkeypatch.setattr("getpass.getuser", lambda: "ana")
+    body = invoke_json(runner, "approve", "j-wait", caller="bob")
     assert body["decision"] == "approved" and body["job"]["approval"]["decisions"][0]["approver"] == "bob"
     assert service.calls == [("approve", ("j-wait", "bob", ""))]
 
 
-def test_approve_without_a_user_name_asks_for_one(
-    runner: CliRunner, service: FakeService, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def nobody() -> str:
-        raise KeyError("getpwuid(): uid not found: 4242")
-
-    monkeypatch.setattr("getpass.getuser", nobody)
-    result = invoke(runner, "approve", "j-wait")
-    assert result.exit_code == EXIT_USAGE and "cannot tell who you are: pass --as NAME" in result.stderr
+def test_approve_has_no_as_option(runner: CliRunner, service: FakeService) -> None:
+    result = invoke(runner, "approve", "j-wait", "--as", "ana", caller="bob")
+    assert result.exit_code == EXIT_USAGE and "No such option: --as" in result.stderr
     assert service.calls == []
 
 
 def test_reject_sends_its_reason(runner: CliRunner, service: FakeService) -> None:
-    result = invoke(runner, "reject", "j-wait", "--reason", "never delete the build", "--as", "bob")
+    result = invoke(runner, "reject", "j-wait", "--reason", "never delete the build", caller="bob")
     assert result.exit_code == 0, result.output
     assert "rejected job j-wait as bob: it is queued" in result.stdout
     assert "outcome: rejected; the job resumes" in result.stdout
@@ -149,31 +148,33 @@ def test_reject_sends_its_reason(runner: CliRunner, service: FakeService) -> Non
 
 
 def test_reject_needs_a_reason(runner: CliRunner, service: FakeService) -> None:
-    assert invoke(runner, "reject", "j-wait", "--as", "bob").exit_code == EXIT_USAGE
-    result = invoke(runner, "reject", "j-wait", "--as", "bob", "--reason", " ")
+    assert invoke(runner, "reject", "j-wait", caller="bob").exit_code == EXIT_USAGE
+    result = invoke(runner, "reject", "j-wait", "--reason", " ", caller="bob")
     assert result.exit_code == EXIT_USAGE and "--reason must not be empty" in result.stderr
     assert service.calls == []
 
 
 @pytest.mark.parametrize(
-    ("args", "code", "says"),
+    ("caller", "args", "code", "says"),
     [
-        (["approve", "j-wait", "--as", "eve"], "PERMISSION_DENIED", "'eve' is not an approver of this agent"),
+        ("eve", ["approve", "j-wait"], "PERMISSION_DENIED", "'eve' is not an approver of this agent"),
+        ("vic", ["approve", "j-wait"], "PERMISSION_DENIED", "needs permission jobs.approve"),
         (
-            ["approve", "j-run", "--as", "ana"],
+            "ana",
+            ["approve", "j-run"],
             "FAILED_PRECONDITION",
             "job j-run is running: it waits for no approval",
         ),
-        (["reject", "j-nope", "--as", "ana", "--reason", "x"], "NOT_FOUND", "no job 'j-nope'"),
+        ("ana", ["reject", "j-nope", "--reason", "x"], "NOT_FOUND", "no job 'j-nope'"),
     ],
 )
 def test_a_refused_decision_exits_2_saying_why(
-    runner: CliRunner, service: FakeService, args: list[str], code: str, says: str
+    runner: CliRunner, service: FakeService, caller: str, args: list[str], code: str, says: str
 ) -> None:
-    result = invoke(runner, *args)
+    result = invoke(runner, *args, caller=caller)
     assert result.exit_code == EXIT_USAGE
     assert f"{says}" in " ".join(result.stderr.split()) and f"[{code}]" in result.stderr
-    body = invoke_json(runner, *args, code=EXIT_USAGE)
+    body = invoke_json(runner, *args, code=EXIT_USAGE, caller=caller)
     assert (
         body["exit_code"] == EXIT_USAGE and body["error"]["code"] == code and says in body["error"]["message"]
     )
@@ -196,7 +197,7 @@ def test_jobs_show_of_an_awaiting_job_lists_its_calls_approvers_and_decisions(
     assert "http_get null (agent ops)" in out
     assert "approvers ana, bob (strategy all; on timeout: reject)" in out
     assert "deadline" in out and "decisions none yet" in out
-    invoke(runner, "approve", "j-wait", "--as", "ana", "--comment", "ok")
+    invoke(runner, "approve", "j-wait", "--comment", "ok", caller="ana")
     out = flat(invoke(runner, "jobs", "show", "j-wait").stdout)
     assert "ana approved: ok" in out and "outcome" not in out
     body = invoke_json(runner, "jobs", "show", "j-wait")

@@ -51,6 +51,7 @@ from airlock.turn import (
 )
 from airlock.weave import ChainBreak, ChainReport, RecordDraft, RecordType, TurnRecord, Weave
 from layer0 import LogLevel, ToolCallRecord, TurnInput
+from tests.support.principals import Principals, principal, token_of
 
 T0 = datetime(2026, 11, 23, 10, 0, 0, 123456, tzinfo=UTC)
 TOKEN = "t0ken"
@@ -432,7 +433,9 @@ class FakeService:
             pending=pending,
         )
 
-    async def signal(self, workflow: str, signal_type: str, data: JsonValue = None) -> tuple[int, list[str]]:
+    async def signal(
+        self, workflow: str, signal_type: str, data: JsonValue = None, tenant: str = "default"
+    ) -> tuple[int, list[str]]:
         self.calls.append(("signal", (workflow, signal_type, data)))
         self.signals += 1
         return self.signals, self.delivered.get(workflow, [])
@@ -462,12 +465,24 @@ def with_samples(service: FakeService | None = None) -> FakeService:
     return service
 
 
+#: Who calls: two approvers, one with the approver role who is not among the jobs' approvers,
+#: a viewer, and the administrator who steers the sample jobs (they have no submitter).
+PEOPLE = Principals(
+    principal("ana", "approver", "viewer"),
+    principal("bob", "approver", "viewer"),
+    principal("eve", "approver", "viewer"),
+    principal("vic", "viewer"),
+    principal("root", "admin"),
+)
+
+
 @contextlib.asynccontextmanager
-async def serving(service: FakeService) -> AsyncIterator[ControllerClient]:
-    """A real server over ``service`` on a free loopback port, and a client of it."""
+async def serving(service: FakeService, caller: str = "root") -> AsyncIterator[ControllerClient]:
+    """A real server over ``service`` on a free loopback port, and a client of it calling as
+    ``caller`` (one of :data:`PEOPLE`)."""
     async with (
-        ControllerServer(cast(JobService, service), TOKEN, "127.0.0.1:0") as server,
-        ControllerClient(server.address, TOKEN) as client,
+        ControllerServer(cast(JobService, service), TOKEN, "127.0.0.1:0", authenticator=PEOPLE) as server,
+        ControllerClient(server.address, token_of(caller)) as client,
     ):
         yield client
 
@@ -477,14 +492,14 @@ async def serving(service: FakeService) -> AsyncIterator[ControllerClient]:
 
 async def test_approvals_arrive_whole_and_the_job_comes_back_as_the_service_left_it() -> None:
     service = with_samples()
-    async with serving(service) as client:
-        job = await client.approve("j-wait", "ana", "looks right")
+    async with serving(service, "ana") as ana, serving(service, "bob") as bob:
+        job = await ana.approve("j-wait", "looks right")
         assert job == service.jobs["j-wait"] and job.state is JobState.AWAITING_APPROVAL
         assert job.approval is not None and job.approval.outcome is None
         assert [(d.approver, d.approve, d.comment) for d in job.approval.decisions] == [
             ("ana", True, "looks right")
         ]
-        job = await client.approve("j-wait", "bob")
+        job = await bob.approve("j-wait")
         assert job == service.jobs["j-wait"] and job.state is JobState.QUEUED
         assert job.approval is not None and job.approval.outcome == "approved"
         assert job.approval.calls == CALLS and job.resumes == 1
@@ -496,8 +511,8 @@ async def test_approvals_arrive_whole_and_the_job_comes_back_as_the_service_left
 
 async def test_a_rejection_carries_its_reason() -> None:
     service = with_samples()
-    async with serving(service) as client:
-        job = await client.reject("j-wait", "bob", "do not delete the build")
+    async with serving(service, "bob") as client:
+        job = await client.reject("j-wait", "do not delete the build")
     assert job.state is JobState.QUEUED and job.approval is not None and job.approval.outcome == "rejected"
     assert job.approval.decisions[-1].comment == "do not delete the build"
     assert service.calls == [("reject", ("j-wait", "bob", "do not delete the build"))]
@@ -509,26 +524,36 @@ async def test_a_rejection_carries_its_reason() -> None:
         ("j-nope", "ana", "NOT_FOUND", "no job 'j-nope'"),
         ("j-run", "ana", "FAILED_PRECONDITION", "job j-run is running: it waits for no approval"),
         ("j-wait", "eve", "PERMISSION_DENIED", "'eve' is not an approver"),
-        ("j-wait", "", "INVALID_ARGUMENT", "approver: is required"),
+        ("j-wait", "vic", "PERMISSION_DENIED", "needs permission jobs.approve"),
     ],
 )
 async def test_a_refused_decision_has_its_status_code(
     job_id: str, approver: str, code: str, says: str
 ) -> None:
     service = with_samples()
-    async with serving(service) as client:
-        for decide in (client.approve(job_id, approver), client.reject(job_id, approver, "no")):
+    async with serving(service, approver) as client:
+        for decide in (client.approve(job_id), client.reject(job_id, "no")):
             with pytest.raises(ControllerError, match=says) as caught:
                 await decide
             assert caught.value.code == code
     assert service.jobs["j-wait"] == awaiting_job()
 
 
+async def test_a_decision_is_the_authenticated_principals_and_names_no_one_else() -> None:
+    service = with_samples()
+    async with serving(service, "eve") as client:
+        request = cpb.ApproveJobRequest(id="j-wait", approver="ana")
+        with pytest.raises(ControllerError, match="eve may not decide as 'ana'") as caught:
+            await client._call("ApproveJob", request)
+    assert caught.value.code == "PERMISSION_DENIED" and caught.value.metadata["permission"] == "jobs.approve"
+    assert service.calls == []
+
+
 async def test_a_rejection_without_a_reason_is_invalid_and_never_reaches_the_service() -> None:
     service = with_samples()
     async with serving(service) as client:
         with pytest.raises(ControllerError, match="reason: is required") as caught:
-            await client.reject("j-wait", "ana", "  ")
+            await client.reject("j-wait", "  ")
     assert caught.value.code == "INVALID_ARGUMENT" and service.calls == []
 
 

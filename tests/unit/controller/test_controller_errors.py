@@ -76,15 +76,15 @@ async def test_an_unknown_agent_is_not_found(real_client: ControllerClient) -> N
 
 async def test_a_job_not_in_the_needed_state_is_not_awaiting(real_client: ControllerClient) -> None:
     job = await real_client.submit("a", "hi")  # stays queued: the service has no workers
-    for call in (real_client.approve(job.id, "ana"), real_client.pause(job.id), real_client.step(job.id)):
+    for call in (real_client.approve(job.id), real_client.pause(job.id), real_client.step(job.id)):
         with pytest.raises(ControllerError) as caught:
             await call
         assert (caught.value.code, caught.value.reason) == ("FAILED_PRECONDITION", "NOT_AWAITING")
 
 
-async def test_a_decision_without_approver_nor_reason_names_both(real_server: ControllerServer) -> None:
+async def test_a_decision_without_job_nor_reason_names_both(real_server: ControllerServer) -> None:
     error = await _refused(real_server, "RejectJob", cpb.RejectJobRequest(reason=" "))
-    assert [path for path, _ in wire.status_details(error).violations] == ["id", "approver", "reason"]
+    assert [path for path, _ in wire.status_details(error).violations] == ["id", "reason"]
 
 
 async def test_an_unknown_state_filter_is_a_violation_on_it(real_server: ControllerServer) -> None:

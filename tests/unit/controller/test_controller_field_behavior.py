@@ -28,7 +28,7 @@ def _required(message: object) -> list[str]:
 
 def test_the_requests_annotate_their_required_fields() -> None:
     assert _required(cpb.SubmitJobRequest()) == ["agent", "input"]
-    assert _required(cpb.RejectJobRequest()) == ["id", "approver", "reason"]
+    assert _required(cpb.RejectJobRequest()) == ["id", "reason"]
     assert "id" in _required(cpb.PauseJobRequest())
     job_id = cpb.Job.DESCRIPTOR.fields_by_name["id"]
     assert field_behavior_pb2.OUTPUT_ONLY in job_id.GetOptions().Extensions[field_behavior_pb2.field_behavior]
