@@ -19,7 +19,9 @@ live in :mod:`airlock.jobs`, which this server builds on.
 
 from __future__ import annotations
 
+from ._access import PermissionDenied
 from ._app import Controller, ControllerOptions
+from ._audit_log import AuditEntry, AuditFilter
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner, LocalModelKey
 from ._grpc import (
@@ -29,23 +31,29 @@ from ._grpc import (
     read_token_file,
 )
 from ._grpc_errors import REASONS as ERROR_REASONS
+from ._grpc_identity import IdentityApi
 from ._orchestrator import JobOrchestrator
 from ._queue import FairQueue, QueuedJob
+from ._quotas import QuotaExceeded, Quotas, capped
 from ._service import JobService
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
-from ._store import JobStoreError, SqliteJobStore
+from ._store import JobStoreError, SqliteJobStore, new_job_id
+from ._tenant_state import TenantState, tenant_state, workflow_key
 from ._store_backup import StoreBackup, backup_store, backups, restore_store
 from .effects import EffectExecutor
 
 __all__ = [
     "ERROR_REASONS",
     "AgentRunner",
+    "AuditEntry",
+    "AuditFilter",
     "Controller",
     "ControllerOptions",
     "ControllerServer",
     "ControllerServerError",
     "EffectExecutor",
     "FairQueue",
+    "IdentityApi",
     "JobNotAwaiting",
     "JobNotFound",
     "JobOrchestrator",
@@ -53,14 +61,22 @@ __all__ = [
     "JobStoreError",
     "LocalModelKey",
     "NotAnApprover",
+    "PermissionDenied",
     "QueuedJob",
+    "QuotaExceeded",
+    "Quotas",
     "ServiceSettings",
     "SqliteJobStore",
     "StoreBackup",
+    "TenantState",
     "backup_store",
     "backups",
+    "capped",
     "load_or_create_token",
+    "new_job_id",
     "open_data_dir",
     "read_token_file",
     "restore_store",
+    "tenant_state",
+    "workflow_key",
 ]
