@@ -72,7 +72,9 @@ class JobRecords:
         if job.parent_id is not None:
             asked = await self.delegating_record(root, job.parent_id, job.agent, input)
             deps = (asked.id,) if asked is not None else ()
-        content = {"message": input.message.model_dump(mode="json"), "origin": job.origin}
+        content: dict[str, Any] = {"message": input.message.model_dump(mode="json"), "origin": job.origin}
+        if job.owner is not None and job.parent_id is None:
+            content |= {"submitted_by": job.owner, "tenant": job.tenant}
         record = await self.weaves.record(
             root,
             job=job.id,

@@ -36,6 +36,10 @@ TERMS = (
     "execution",
     "checkpoint",
     "approval",
+    "principal",
+    "role",
+    "tenant",
+    "quota",
 )
 #: The event sinks, one per meaning: name -> the package that defines it.
 EVENT_SINKS = {
