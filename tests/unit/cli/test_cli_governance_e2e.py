@@ -1,7 +1,9 @@
 """A gated job end to end through the CLI against a real in-process Controller (process
-backend, real runner, real gRPC, real SQLite, its audit key): ``jobs show`` lists the call it
-waits for, ``approve`` lets it run on, ``jobs audit`` shows its records and ``jobs verify``
-finds the sealed chain intact."""
+backend, real runner, real gRPC, real SQLite, its audit key, real API keys): the administrator
+makes keys, a submitter's job waits, ``jobs show`` lists the call it waits for, the submitter
+cannot approve it, an approver not among the agent's approvers cannot either, one who is lets
+it run on (recorded as that principal), ``jobs audit`` shows its records, ``jobs verify`` finds
+the sealed chain intact and ``airlock audit`` lists every decision with its outcome."""
 
 from __future__ import annotations
 
@@ -55,8 +57,21 @@ def controller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Back
         yield background
 
 
-def invoke(runner: CliRunner, *args: str) -> Any:
-    return runner.invoke(app, list(args), env={"COLUMNS": "200"})
+def invoke(runner: CliRunner, *args: str, key: str | None = None) -> Any:
+    """``airlock ARGS`` with ``key`` (None: the bootstrap administrator's token file)."""
+    env = {"COLUMNS": "200", **({"AIRLOCK_TOKEN": key} if key else {})}
+    return runner.invoke(app, list(args), env=env)
+
+
+def new_key(runner: CliRunner, name: str, *roles: str) -> str:
+    """An API key of ``name`` (tenant default) made by the administrator: its secret."""
+    made = invoke(
+        runner, "keys", "create", name, "--tenant", "default", *[a for r in roles for a in ("--role", r)]
+    )
+    assert made.exit_code == 0, made.output
+    secret: str = made.stdout.strip()
+    assert secret.startswith("ak_") and "shown only now" in made.stderr
+    return secret
 
 
 def state_of(runner: CliRunner, job_id: str, state: str, within: float = 60) -> dict[str, Any]:
@@ -74,16 +89,21 @@ def state_of(runner: CliRunner, job_id: str, state: str, within: float = 60) -> 
 def test_a_gated_job_is_shown_approved_audited_and_verified(
     runner: CliRunner, controller: BackgroundController
 ) -> None:
-    job_id = invoke(runner, "submit", "ops", "clean up").stdout.strip()
+    sam = new_key(runner, "sam", "submitter")
+    ana, eve = new_key(runner, "ana", "approver", "viewer"), new_key(runner, "eve", "approver", "viewer")
+    job_id = invoke(runner, "submit", "ops", "clean up", key=sam).stdout.strip()
     job = state_of(runner, job_id, "awaiting_approval")
+    assert (job["tenant"], job["owner"]) == ("default", "sam")
     assert [c["name"] for c in job["approval"]["calls"]] == ["bash"]
     shown = " ".join(invoke(runner, "jobs", "show", job_id).stdout.split())
     assert 'waiting for bash {"command": "echo cleaned"}' in shown and "(agent ops)" in shown
     assert "approvers ana, bob (strategy any; on timeout: reject)" in shown
 
-    refused = invoke(runner, "approve", job_id, "--as", "eve")
-    assert refused.exit_code == 2 and "PERMISSION_DENIED" in refused.stderr
-    approved = invoke(runner, "approve", job_id, "--as", "ana", "--comment", "go ahead")
+    own = invoke(runner, "approve", job_id, key=sam)
+    assert own.exit_code == 2 and "needs permission jobs.approve" in " ".join(own.stderr.split())
+    refused = invoke(runner, "approve", job_id, key=eve)
+    assert refused.exit_code == 2 and "'eve' is not an approver" in refused.stderr
+    approved = invoke(runner, "approve", job_id, "--comment", "go ahead", key=ana)
     assert approved.exit_code == 0, approved.output
     assert f"approved job {job_id} as ana" in approved.stdout and "outcome: approved" in approved.stdout
     done = state_of(runner, job_id, "succeeded")
@@ -104,3 +124,15 @@ def test_a_gated_job_is_shown_approved_audited_and_verified(
     verified = invoke(runner, "jobs", "verify", job_id)
     assert verified.exit_code == 0, verified.output
     assert f"chain intact: {len(records)} records, sealed" in verified.stdout
+
+    decisions = json.loads(invoke(runner, "audit", "--action", "ApproveJob", "--json").stdout)
+    assert [(d["principal"], d["outcome"], d["target"]) for d in decisions] == [
+        ("ana", "OK", job_id),
+        ("eve", "PERMISSION_DENIED", job_id),
+        ("sam", "PERMISSION_DENIED", job_id),
+    ]
+    assert all(d["peer"].startswith("ipv4:127.0.0.1:") for d in decisions)
+    (submitted,) = json.loads(invoke(runner, "audit", "--action", "SubmitJob", "--json").stdout)
+    assert (submitted["principal"], submitted["outcome"], submitted["target"]) == ("sam", "OK", job_id)
+    made = json.loads(invoke(runner, "audit", "--action", "CreateKey", "--json").stdout)
+    assert [(m["principal"], m["outcome"]) for m in made] == [("admin", "OK")] * 3
