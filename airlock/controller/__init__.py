@@ -35,6 +35,7 @@ from ._service import JobService
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
 from ._store import JobStoreError, SqliteJobStore
 from ._store_backup import StoreBackup, backup_store, backups, restore_store
+from ._tls import ServerTls
 from .effects import EffectExecutor
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "LocalModelKey",
     "NotAnApprover",
     "QueuedJob",
+    "ServerTls",
     "ServiceSettings",
     "SqliteJobStore",
     "StoreBackup",

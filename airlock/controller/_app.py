@@ -17,6 +17,7 @@ from ._grpc import ControllerServer, load_or_create_token
 from ._service import JobService
 from ._service_settings import ServiceSettings
 from ._store import SqliteJobStore
+from ._tls import ServerTls
 from ._token_file import TokenFile
 from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key
 
@@ -41,6 +42,7 @@ class ControllerOptions:
         settings: concurrency and limits.
         sandbox_dir: sandboxes' control directories (default: the backend's).
         image: the runner image (default: the current build).
+        tls: serve the API with TLS (these files, followed as they rotate); None: plaintext.
     """
 
     data_dir: Path | None = None
@@ -50,6 +52,7 @@ class ControllerOptions:
     settings: ServiceSettings = field(default_factory=ServiceSettings)
     sandbox_dir: Path | None = None
     image: str | None = None
+    tls: ServerTls | None = None
 
 
 class Controller:
@@ -98,7 +101,7 @@ class Controller:
                 JobService(store, runner, state, self.options.settings, audit_key=key)
             )
             self.server = await self._stack.enter_async_context(
-                ControllerServer(self.service, check, self.options.address)
+                ControllerServer(self.service, check, self.options.address, tls=self.options.tls)
             )
             self._stack.push_async_callback(_cancelled, asyncio.create_task(_prove(runner)))
         except BaseException:

@@ -33,6 +33,7 @@ from . import _grpc_pages as pages
 from . import _grpc_requests as rq
 from ._grpc_closing import RefuseWhileClosing
 from ._service import JobService
+from ._tls import ServerTls, bind_port
 
 _log = logging.getLogger("airlock.controller")
 
@@ -381,15 +382,22 @@ class ControllerServer:
         token: the bearer token every Controller RPC must present, or an async function
             answering the current one (a token file followed as it changes).
         address: ``host:port`` or ``unix:/path``.
+        tls: serve with TLS (mutual with a client CA); None: plaintext (a warning at start when
+            the address is not loopback or a Unix socket).
     """
 
     def __init__(
-        self, service: JobService, token: str | Callable[[], Awaitable[str]], address: str = DEFAULT_ADDRESS
+        self,
+        service: JobService,
+        token: str | Callable[[], Awaitable[str]],
+        address: str = DEFAULT_ADDRESS,
+        tls: ServerTls | None = None,
     ) -> None:
         if not token:
             raise ControllerServerError("the controller refuses to start without a token")
         self.service = service
         self.listen = address
+        self.tls = tls
         self.address: str | None = None
         self._health = HealthServicer()
         options = [
@@ -412,9 +420,10 @@ class ControllerServer:
 
         Raises:
             ControllerServerError: the address cannot be bound.
+            TlsFileError: a TLS file is missing, unreadable or not PEM.
         """
         try:
-            port = self._server.add_insecure_port(self.listen)
+            port = bind_port(self._server, self.listen, self.tls)
         except (OSError, RuntimeError) as e:
             raise ControllerServerError(f"cannot listen on {self.listen}: {e}") from e
         if not self.listen.startswith("unix:") and port == 0:
