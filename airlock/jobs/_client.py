@@ -70,8 +70,12 @@ class ControllerError(AirlockError):
         details = error.details() or code.name
         found = cv.status_details(error)
         if code == grpc.StatusCode.UNAVAILABLE and found.reason is None:
-            hint = tls_hint(details) or "start one with `airlock serve`"
-            details = f"no controller at {address} ({details}); {hint}"
+            hint = tls_hint(details)
+            details = (
+                f"TLS with the controller at {address} failed ({details}); {hint}"
+                if hint
+                else f"no controller at {address} ({details}); start one with `airlock serve`"
+            )
         elif code == grpc.StatusCode.UNAUTHENTICATED:
             details = f"{details} (set {TOKEN_ENV}, or --token, to the token `airlock serve` printed)"
         return cls(
