@@ -197,10 +197,10 @@ def test_plaintext_to_a_remote_address_only_when_asked_and_with_a_warning(
 
 @pytest.mark.usefixtures("no_tls_env")
 def test_bad_client_tls_files_are_named(tmp_path: Path) -> None:
-    with pytest.raises(TlsFileError, match="missing.pem"):
+    with pytest.raises(TlsFileError, match=r"missing\.pem"):
         client_tls("127.0.0.1:1", tls_ca=tmp_path / "missing.pem")
     (tmp_path / "junk.pem").write_text("not a certificate")
-    with pytest.raises(TlsFileError, match="junk.pem is not PEM"):
+    with pytest.raises(TlsFileError, match=r"junk\.pem is not PEM"):
         client_tls("127.0.0.1:1", tls_ca=tmp_path / "junk.pem")
     with pytest.raises(TlsFileError, match="go together"):
         client_tls("127.0.0.1:1", client_cert=tmp_path / "junk.pem")
@@ -208,7 +208,7 @@ def test_bad_client_tls_files_are_named(tmp_path: Path) -> None:
 
 async def test_bad_server_tls_files_are_named_at_start(service: JobService, pki: Pki, tmp_path: Path) -> None:
     missing = ServerTls(tmp_path / "nope.crt", pki.key)
-    with pytest.raises(TlsFileError, match="nope.crt"):
+    with pytest.raises(TlsFileError, match=r"nope\.crt"):
         await ControllerServer(service, TOKEN, "127.0.0.1:0", tls=missing).start()
     not_a_key = ServerTls(pki.cert, pki.cert)
     with pytest.raises(TlsFileError, match="no PEM private key"):
