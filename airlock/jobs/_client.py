@@ -72,7 +72,7 @@ class ControllerError(AirlockError):
         if code == grpc.StatusCode.UNAVAILABLE and found.reason is None:
             hint = tls_hint(details)
             details = (
-                f"TLS with the controller at {address} failed ({details}); {hint}"
+                f"cannot reach the controller at {address} ({details}); {hint}"
                 if hint
                 else f"no controller at {address} ({details}); start one with `airlock serve`"
             )

@@ -186,4 +186,9 @@ def tls_hint(details: str) -> str | None:
             f"{TLS_ENV}=0 for a plaintext controller), and a controller asking for a client "
             f"certificate needs --tls-cert/--tls-key ({TLS_CERT_ENV}/{TLS_KEY_ENV})"
         )
+    if "socket closed" in lowered:  # what a plaintext client sees of a TLS server
+        return (
+            "the controller closed the connection: if it serves TLS, pass --tls-ca (or set "
+            f"{TLS_CA_ENV}); else check that it is `airlock serve`"
+        )
     return None
