@@ -15,7 +15,7 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
    env_var credentials travel with the job's Execute. Otherwise (and when none is ready)
    the sandbox starts cold:
 3. **Owner:** the controller's Lease (:mod:`._owner`) is acquired; every object names it.
-4. **Provision:** the sandbox's Secret (runner token, env_var/file credentials) and its
+4. **Provision:** the sandbox's Secret (runner token, the runner's TLS certificate and key, env_var/file credentials) and its
    NetworkPolicies; when the plan allows any egress or uses a sidecar credential, the proxy
    pod's Secret (bundle config, sidecar secrets) and the proxy pod, followed until its bundle
    is ready; then the sandbox pod, pointed at the proxy pod's IP. Deny-all sandboxes get no
