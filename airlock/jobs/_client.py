@@ -129,7 +129,8 @@ class ControllerClient:
             roots); see :func:`airlock.jobs.client_tls`.
         tls: True: TLS even on loopback; False: plaintext even to a remote address (a warning);
             None: decided as above (or by $AIRLOCK_TLS).
-        tls_server_name: the name the certificate is checked for, when not the address's host.
+        tls_server_name: the name the certificate is checked for, when not the address's host
+            (default: $AIRLOCK_TLS_SERVER_NAME).
         client_cert: a client certificate (mutual TLS; default: $AIRLOCK_TLS_CERT), with
             ``client_key`` (default: $AIRLOCK_TLS_KEY).
 

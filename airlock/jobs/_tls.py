@@ -28,6 +28,9 @@ TLS_ENV = "AIRLOCK_TLS"
 #: The client certificate (PEM) and its key, for a controller that asks for one (mutual TLS).
 TLS_CERT_ENV = "AIRLOCK_TLS_CERT"
 TLS_KEY_ENV = "AIRLOCK_TLS_KEY"
+#: The name the controller's certificate is checked for, when not the address's host (e.g.
+#: the Service's name through a port-forward to 127.0.0.1).
+TLS_SERVER_NAME_ENV = "AIRLOCK_TLS_SERVER_NAME"
 
 _log = logging.getLogger("airlock.jobs")
 _NO = frozenset({"0", "false", "no", "off"})
@@ -130,8 +133,8 @@ def client_tls(
 ) -> ClientTls | None:
     """How a client reaches ``address``: None for plaintext, else what TLS trusts and presents.
 
-    Unset arguments come from ``$AIRLOCK_TLS_CA``, ``$AIRLOCK_TLS``, ``$AIRLOCK_TLS_CERT`` and
-    ``$AIRLOCK_TLS_KEY``.
+    Unset arguments come from ``$AIRLOCK_TLS_CA``, ``$AIRLOCK_TLS``, ``$AIRLOCK_TLS_CERT``,
+    ``$AIRLOCK_TLS_KEY`` and ``$AIRLOCK_TLS_SERVER_NAME``.
 
     Raises:
         TlsFileError: a file is missing or not PEM, a certificate without its key (or the
@@ -159,7 +162,7 @@ def client_tls(
         root_certificates=_pem_of(Path(ca) if isinstance(ca, str) else ca, "TLS CA file"),
         certificate_chain=_pem_of(Path(cert) if isinstance(cert, str) else cert, "TLS client certificate"),
         private_key=_pem_of(Path(key) if isinstance(key, str) else key, "TLS client key"),
-        server_name=server_name,
+        server_name=server_name or environ.get(TLS_SERVER_NAME_ENV) or None,
     )
 
 

@@ -27,7 +27,13 @@ agents:
     backend: process
 """
 #: Each invocation starts without the TLS variables and leaves none behind (the options set them).
-CLEAN = {"AIRLOCK_TLS_CA": None, "AIRLOCK_TLS_CERT": None, "AIRLOCK_TLS_KEY": None, "AIRLOCK_TLS": None}
+CLEAN = {
+    "AIRLOCK_TLS_CA": None,
+    "AIRLOCK_TLS_CERT": None,
+    "AIRLOCK_TLS_KEY": None,
+    "AIRLOCK_TLS": None,
+    "AIRLOCK_TLS_SERVER_NAME": None,
+}
 
 
 class Files:

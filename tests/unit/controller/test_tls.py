@@ -50,7 +50,13 @@ def pki(tmp_path: Path) -> Pki:
 
 @pytest.fixture
 def no_tls_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AIRLOCK_TLS_CA", "AIRLOCK_TLS", "AIRLOCK_TLS_CERT", "AIRLOCK_TLS_KEY"):
+    for name in (
+        "AIRLOCK_TLS_CA",
+        "AIRLOCK_TLS",
+        "AIRLOCK_TLS_CERT",
+        "AIRLOCK_TLS_KEY",
+        "AIRLOCK_TLS_SERVER_NAME",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -141,6 +147,22 @@ async def test_a_rotated_certificate_is_served_without_a_restart(service: JobSer
         assert await _agents(server.address, tls_ca=rotated.cert_pem.bytes()) == ["a"]
         with pytest.raises(ControllerError):
             await _agents(server.address, tls_ca=pki.ca_file)
+
+
+@pytest.mark.usefixtures("no_tls_env")
+async def test_the_server_name_can_differ_from_the_address(
+    service: JobService, pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A certificate for the Service's name, reached through a port-forward on 127.0.0.1."""
+    pki.write_server(pki.ca.issue_cert("rel-airlock.airlock.svc"))
+    async with ControllerServer(service, TOKEN, "127.0.0.1:0", tls=ServerTls(pki.cert, pki.key)) as server:
+        assert server.address is not None
+        with pytest.raises(ControllerError):
+            await _agents(server.address, tls_ca=pki.ca_file)
+        named = await _agents(server.address, tls_ca=pki.ca_file, tls_server_name="rel-airlock.airlock.svc")
+        monkeypatch.setenv("AIRLOCK_TLS_SERVER_NAME", "rel-airlock.airlock.svc")
+        from_env = await _agents(server.address, tls_ca=pki.ca_file)
+    assert named == from_env == ["a"]
 
 
 @pytest.mark.usefixtures("no_tls_env")
