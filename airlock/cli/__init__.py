@@ -24,6 +24,7 @@ from airlock.cli._common import (
     report_error,
 )
 from airlock.cli._store import store_app
+from airlock.cli._tls import client_tls_options
 from airlock.errors import AirlockError, ConfigError
 from airlock.jobs import JobState
 from layer0 import Layer0Error
@@ -39,6 +40,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.callback()(client_tls_options)
 images_app = typer.Typer(help="Build and inspect sandbox images.", no_args_is_help=True)
 app.add_typer(images_app, name="images")
 agents_app = typer.Typer(help="List and inspect the configured agents.", no_args_is_help=True)
@@ -258,6 +260,24 @@ def serve(
             "file's token applies from the next call (an emptied one keeps the last).",
         ),
     ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert",
+            help="Serve the API with TLS: the server certificate chain (PEM); needs --tls-key. The "
+            "files are followed: a rotated certificate applies from the next connection.",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None, typer.Option("--tls-key", help="The server certificate's key (PEM).")
+    ] = None,
+    tls_client_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-client-ca",
+            help="Mutual TLS: only clients with a certificate from this CA (PEM) may connect.",
+        ),
+    ] = None,
 ) -> None:
     """Run the controller service (see the command help)."""
     from airlock.cli._serve import ServeOptions
@@ -271,6 +291,9 @@ def serve(
         max_depth=max_depth,
         as_json=as_json,
         token_file=token_file,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
     loaded = load(config)
     if backend is not None:

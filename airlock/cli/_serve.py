@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
-from airlock.errors import AirlockError
+from airlock.errors import AirlockError, ConfigError
 from layer0 import Layer0Error
 
 from ._common import (
@@ -35,7 +35,7 @@ from ._common import (
 
 if TYPE_CHECKING:
     from airlock.config import AirlockConfig
-    from airlock.controller import Controller
+    from airlock.controller import Controller, ServerTls
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,10 @@ class ServeOptions:
     as_json: bool = False
     #: Use the token in this existing file (a mounted Secret): never generated, never printed.
     token_file: Path | None = None
+    #: Serve with TLS: the certificate chain and key (PEM), and a client CA for mutual TLS.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
 
 
 def _configure_logging() -> None:
@@ -74,6 +78,7 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
         body: dict[str, Any] = {
             "address": controller.address,
             "data_dir": str(controller.data_dir),
+            "tls": opts.tls_cert is not None,
             "token_file": str(opts.token_file or controller.token_file),
             "token_created": controller.token_created,
             "agents": agents,
@@ -113,9 +118,32 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
         )
     else:
         say(f"  token: in {escape(str(opts.token_file or controller.token_file))} (not printed)")
-    say(f"listening on {controller.address}")
+    say(f"listening on {controller.address}{_tls_note(opts)}")
     say("[dim]Ctrl-C stops it: running jobs are interrupted and their sandboxes removed[/]")
     sys.stdout.flush()
+
+
+def _tls_note(opts: ServeOptions) -> str:
+    if opts.tls_cert is None:
+        return " (plaintext)"
+    return " (TLS, client certificates required)" if opts.tls_client_ca is not None else " (TLS)"
+
+
+def _server_tls(opts: ServeOptions) -> ServerTls | None:
+    """The TLS files to serve with (None: plaintext).
+
+    Raises:
+        ConfigError: a certificate without its key, or the reverse, or a client CA without both.
+    """
+    from airlock.controller import ServerTls
+
+    if opts.tls_cert is None and opts.tls_key is None:
+        if opts.tls_client_ca is not None:
+            raise ConfigError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS)")
+        return None
+    if opts.tls_cert is None or opts.tls_key is None:
+        raise ConfigError("--tls-cert and --tls-key go together")
+    return ServerTls(cert=opts.tls_cert, key=opts.tls_key, client_ca=opts.tls_client_ca)
 
 
 async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
@@ -128,7 +156,11 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
     )
     # A --token-file is followed: a rotated Secret takes effect without a restart.
     options = ControllerOptions(
-        data_dir=opts.data_dir, address=opts.address, settings=settings, token_file=opts.token_file
+        data_dir=opts.data_dir,
+        address=opts.address,
+        settings=settings,
+        token_file=opts.token_file,
+        tls=_server_tls(opts),
     )
     loop = asyncio.get_running_loop()
     # Each running job makes blocking Docker calls on the default thread pool (min(32, cores+4)

@@ -40,6 +40,7 @@ from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, Servi
 from ._store import JobStoreError, SqliteJobStore, new_job_id
 from ._tenant_state import TenantState, tenant_state, workflow_key
 from ._store_backup import StoreBackup, backup_store, backups, restore_store
+from ._tls import ServerTls
 from .effects import EffectExecutor
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "QueuedJob",
     "QuotaExceeded",
     "Quotas",
+    "ServerTls",
     "ServiceSettings",
     "SqliteJobStore",
     "StoreBackup",

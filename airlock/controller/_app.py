@@ -20,6 +20,7 @@ from ._grpc_identity import IdentityApi
 from ._service import JobService
 from ._service_settings import ServiceSettings
 from ._store import SqliteJobStore
+from ._tls import ServerTls
 from ._token_file import TokenFile
 from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key
 
@@ -45,6 +46,7 @@ class ControllerOptions:
         settings: concurrency and limits.
         sandbox_dir: sandboxes' control directories (default: the backend's).
         image: the runner image (default: the current build).
+        tls: serve the API with TLS (these files, followed as they rotate); None: plaintext.
     """
 
     data_dir: Path | None = None
@@ -54,6 +56,7 @@ class ControllerOptions:
     settings: ServiceSettings = field(default_factory=ServiceSettings)
     sandbox_dir: Path | None = None
     image: str | None = None
+    tls: ServerTls | None = None
 
 
 class Controller:
@@ -112,6 +115,7 @@ class Controller:
                     self.options.address,
                     authenticator=authenticator(auth, keys, check),
                     identity=IdentityApi(keys, auth, self.service.quotas, store),
+                    tls=self.options.tls,
                 )
             )
             self._stack.push_async_callback(_cancelled, asyncio.create_task(_prove(runner)))

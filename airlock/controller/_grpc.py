@@ -39,6 +39,7 @@ from ._grpc_closing import RefuseWhileClosing
 from ._grpc_identity import IdentityApi
 from ._quotas import QuotaExceeded
 from ._service import JobService
+from ._tls import ServerTls, bind_port
 
 _log = logging.getLogger("airlock.controller")
 
@@ -498,6 +499,8 @@ class ControllerServer:
         identity: the key store, tenants and audit log the identity RPCs serve, and where
             state-changing calls are audited (None: those RPCs are refused as unimplemented
             and nothing is audited; the controller always gives one).
+        tls: serve with TLS (mutual with a client CA); None: plaintext (a warning at start when
+            the address is not loopback or a Unix socket).
     """
 
     def __init__(
@@ -508,12 +511,14 @@ class ControllerServer:
         *,
         authenticator: CallerCheck | None = None,
         identity: IdentityApi | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         if not token:
             raise ControllerServerError("the controller refuses to start without a token")
         authenticator = authenticator or bootstrap_authenticator(AuthSettings(), None, token)
         self.service = service
         self.listen = address
+        self.tls = tls
         self.address: str | None = None
         self._health = HealthServicer()
         options = [
@@ -537,9 +542,10 @@ class ControllerServer:
 
         Raises:
             ControllerServerError: the address cannot be bound.
+            TlsFileError: a TLS file is missing, unreadable or not PEM.
         """
         try:
-            port = self._server.add_insecure_port(self.listen)
+            port = bind_port(self._server, self.listen, self.tls)
         except (OSError, RuntimeError) as e:
             raise ControllerServerError(f"cannot listen on {self.listen}: {e}") from e
         if not self.listen.startswith("unix:") and port == 0:

@@ -29,6 +29,7 @@ from ._address import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
 from ._identity import ApiKeyInfo, AuditRecord, CallerInfo, TenantUse
 from ._model import FixedPointRun, Inspection, Job, JobEvent, JobFilter, StoredFile
 from ._paths import default_data_dir
+from ._tls import client_tls, open_channel, tls_hint
 
 if TYPE_CHECKING:
     from airlock.runner import StepInfo
@@ -76,7 +77,12 @@ class ControllerError(AirlockError):
         details = error.details() or code.name
         found = cv.status_details(error)
         if code == grpc.StatusCode.UNAVAILABLE and found.reason is None:
-            details = f"no controller at {address} ({details}); start one with `airlock serve`"
+            hint = tls_hint(details)
+            details = (
+                f"cannot reach the controller at {address} ({details}); {hint}"
+                if hint
+                else f"no controller at {address} ({details}); start one with `airlock serve`"
+            )
         elif code == grpc.StatusCode.UNAUTHENTICATED:
             details = f"{details} (set {TOKEN_ENV}, or --token, to the token `airlock serve` printed)"
         return cls(
@@ -125,16 +131,47 @@ class ControllerClient:
         address: ``host:port`` or ``unix:/path`` (default: $AIRLOCK_CONTROLLER, else
             ``127.0.0.1:7878``).
         token: the bearer token (never shown in ``repr``).
+        tls_ca: the CA (PEM file or bytes) the controller's certificate is checked against
+            (default: $AIRLOCK_TLS_CA). TLS is used with a CA, with a client certificate, and
+            by default to any address but loopback or a Unix socket (then against the system
+            roots); see :func:`airlock.jobs.client_tls`.
+        tls: True: TLS even on loopback; False: plaintext even to a remote address (a warning);
+            None: decided as above (or by $AIRLOCK_TLS).
+        tls_server_name: the name the certificate is checked for, when not the address's host
+            (default: $AIRLOCK_TLS_SERVER_NAME).
+        client_cert: a client certificate (mutual TLS; default: $AIRLOCK_TLS_CERT), with
+            ``client_key`` (default: $AIRLOCK_TLS_KEY).
+
+    Raises:
+        TlsFileError: a TLS file is missing or not PEM.
     """
 
-    def __init__(self, address: str | None = None, token: str = "") -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        token: str = "",
+        *,
+        tls_ca: Path | bytes | None = None,
+        tls: bool | None = None,
+        tls_server_name: str | None = None,
+        client_cert: Path | bytes | None = None,
+        client_key: Path | bytes | None = None,
+    ) -> None:
         self.address = address or os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS
+        secured = client_tls(
+            self.address,
+            tls_ca=tls_ca,
+            tls=tls,
+            server_name=tls_server_name,
+            client_cert=client_cert,
+            client_key=client_key,
+        )
         self._metadata = (("authorization", f"Bearer {token}"),)
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ]
-        self._channel = grpc.aio.insecure_channel(self.address, options=options)
+        self._channel = open_channel(self.address, options, secured)
         self._stub: Any = cpb_grpc.ControllerStub(self._channel)
 
     def __repr__(self) -> str:

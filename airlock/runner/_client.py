@@ -408,14 +408,27 @@ class RemoteTurn:
         await _poll_serving(self.health, self.address, timeout)
 
 
-async def wait_until_serving(address: str, timeout: float = 10.0) -> None:  # noqa: ASYNC109
-    """Poll the health of the runner at ``address`` (plaintext: a Unix socket or loopback)
-    until SERVING, before any agent is known (e.g. a warm pool member).
+async def wait_until_serving(
+    address: str,
+    timeout: float = 10.0,  # noqa: ASYNC109
+    *,
+    root_certificates: bytes | None = None,
+    tls_server_name: str | None = None,
+) -> None:
+    """Poll the health of the runner at ``address`` until SERVING, before any agent is known
+    (e.g. a warm pool member): plaintext (a Unix socket or loopback), or TLS checked against
+    ``root_certificates`` (for ``tls_server_name``, as :class:`RemoteTurn`).
 
     Raises:
         RunnerCallError: ``DEADLINE_EXCEEDED`` when not serving within ``timeout``.
     """
-    async with grpc.aio.insecure_channel(address) as channel:
+    if root_certificates is None:
+        channel = grpc.aio.insecure_channel(address)
+    else:
+        options = [("grpc.ssl_target_name_override", tls_server_name)] if tls_server_name else []
+        credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+        channel = grpc.aio.secure_channel(address, credentials, options=options)
+    async with channel:
         await _poll_serving(lambda: _health_status(channel), address, timeout)
 
 

@@ -23,6 +23,7 @@ import yaml
 
 from airlock.images import runner_image_tag
 from airlock.runner._client import RemoteTurn
+from airlock.sandbox.kubernetes._runner_tls import RUNNER_NAME, RunnerCertificate
 from airlock.testing import DockerPods, KubeApiStandIn, scripted_agent, text_step
 from airlock.testing._kube_docker import LABEL_POD, LABEL_RUNTIME
 from layer0 import TurnInput
@@ -537,7 +538,8 @@ def _golden_sandbox_pod(name: str, image: str) -> dict[str, Any]:
 
 def test_the_rendered_sandbox_pod_runs_a_job_over_grpc(pods: DockerPods, image: str) -> None:
     """The Kubernetes backend's sandbox pod (golden, with file and env credentials) runs as
-    rendered: its runner takes the token from the Secret and completes a turn over gRPC on podIP."""
+    rendered: its runner takes the token from the Secret and completes a turn over gRPC on podIP,
+    TLS pinned to the certificate in its Secret."""
     documents = _golden("env_file_credentials.yaml")
     secret = next(
         d
@@ -545,6 +547,9 @@ def test_the_rendered_sandbox_pod_runs_a_job_over_grpc(pods: DockerPods, image: 
         if d["kind"] == "Secret" and d["metadata"]["labels"]["airlock.dev/role"] == "sandbox"
     )
     data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    # The golden Secret holds a stand-in certificate: a real one, pinned as the backend pins it.
+    certificate = RunnerCertificate.generate()
+    data.update({"tls.crt": certificate.cert_pem, "tls.key": certificate.key_pem})
     pod = _golden_sandbox_pod("env_file_credentials.yaml", image)
     events = Events()
     pods.start(pod, reader({secret["metadata"]["name"]: data}), events)
@@ -558,7 +563,8 @@ def test_the_rendered_sandbox_pod_runs_a_job_over_grpc(pods: DockerPods, image: 
 
     async def job() -> str:
         spec = scripted_agent([text_step("done in the pod")])
-        async with RemoteTurn(f"{status['podIP']}:50051", data["token"].decode(), spec) as turn:
+        pinned = {"root_certificates": certificate.cert_pem, "tls_server_name": RUNNER_NAME}
+        async with RemoteTurn(f"{status['podIP']}:50051", data["token"].decode(), spec, **pinned) as turn:
             await turn.wait_until_serving(timeout=60)
             output = await turn.execute(TurnInput.new("go"))
         return output.message.as_text()

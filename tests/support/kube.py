@@ -24,6 +24,7 @@ from airlock.sandbox.kubernetes._enforcement_result import EnforcementResult, En
 from airlock.sandbox.kubernetes._guard import EnforcementGuard
 from airlock.sandbox.kubernetes._names import LABEL_ROLE, RUNNER_PORT
 from airlock.sandbox.kubernetes._proxy_log import READY_LINE
+from airlock.sandbox.kubernetes._runner_tls import RunnerCertificate
 from airlock.testing import DockerPods, KubeApiStandIn, ScriptedPods
 
 __all__ = ["RunnerPods", "docker_pod_network", "free_port", "recorded_guard", "until"]
@@ -84,6 +85,8 @@ class RunnerPods:
         host: where the runners listen (``::1`` for a pod IP of ``::1``); port-forwards reach
             them on 127.0.0.1, so keep the default with ``connect: port_forward``.
         port: the runners' port (None: a free one per runner).
+        certificate: what every runner serves with instead of its Secret's certificate (a
+            runner impersonating its sandbox's).
     """
 
     def __init__(
@@ -97,8 +100,10 @@ class RunnerPods:
         runner: bool = True,
         host: str = "127.0.0.1",
         port: int | None = None,
+        certificate: RunnerCertificate | None = None,
     ) -> None:
         self.api = api
+        self.certificate = certificate
         self.pods = pods
         self.namespace = namespace
         self.work = work
@@ -108,6 +113,8 @@ class RunnerPods:
         self.port = port
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.seen: dict[str, dict[str, Any]] = {}
+        #: Each sandbox pod's runner's port on this host.
+        self.ports: dict[str, int] = {}
         #: Each seen pod's IP, as its status showed when it was first seen.
         self.ips: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
@@ -155,13 +162,28 @@ class RunnerPods:
             f.write(token)
         port = self.port or free_port(self.host)
         listen = f"[{self.host}]:{port}" if ":" in self.host else f"{self.host}:{port}"
+        tls = self._tls_files(secret, root)
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-m", "airlock.runner", "--listen", listen, "--token-file",
-             str(token_file), "--token-file-delete", "--workspace", str(root / "workspace")],
+             str(token_file), "--token-file-delete", "--workspace", str(root / "workspace"), *tls],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
+        self.ports[name] = port
         self.pods.expose(self.namespace, name, RUNNER_PORT, port)
+
+    def _tls_files(self, secret: dict[str, Any], root: Path) -> list[str]:
+        """``--tls-cert/--tls-key`` from the Secret, as the pod mounts them (or the stand-in's
+        ``certificate`` instead: a runner presenting another certificate than its sandbox's); none
+        for a hand-made Secret without them (a plaintext runner)."""
+        if "tls.crt" not in (secret.get("data") or {}) and self.certificate is None:
+            return []
+        files = {key: base64.b64decode(secret["data"][key]) for key in ("tls.crt", "tls.key")}
+        if self.certificate is not None:
+            files = {"tls.crt": self.certificate.cert_pem, "tls.key": self.certificate.key_pem}
+        for key, data in files.items():
+            (root / key).write_bytes(data)
+        return ["--tls-cert", str(root / "tls.crt"), "--tls-key", str(root / "tls.key")]
 
     def kill_runner(self, name: str) -> None:
         """The runner of pod ``name`` dies (as its container would)."""

@@ -15,14 +15,15 @@ Lifecycle of ``run`` (one sandbox ``sb-<16 hex>``; objects named in :mod:`._name
    env_var credentials travel with the job's Execute. Otherwise (and when none is ready)
    the sandbox starts cold:
 3. **Owner:** the controller's Lease (:mod:`._owner`) is acquired; every object names it.
-4. **Provision:** the sandbox's Secret (runner token, env_var/file credentials) and its
-   NetworkPolicies; when the plan allows any egress or uses a sidecar credential, the proxy
-   pod's Secret (bundle config, sidecar secrets) and the proxy pod, followed until its bundle
-   is ready; then the sandbox pod, pointed at the proxy pod's IP. Deny-all sandboxes get no
-   proxy and no egress at all. The pod runs and the runner answers health SERVING within
-   ``start_timeout`` (from the first create); otherwise ``provision_failed`` with the pod's
-   phase, conditions, container states and last events (ImagePullBackOff, Unschedulable,
-   OOMKilled, DeadlineExceeded, …). Hopeless states fail at once.
+4. **Provision:** the sandbox's Secret (runner token, the runner's own TLS certificate and key,
+   env_var/file credentials) and its NetworkPolicies; when the plan allows any egress or uses a
+   sidecar credential, the proxy pod's Secret (bundle config, sidecar secrets) and the proxy
+   pod, followed until its bundle is ready; then the sandbox pod, pointed at the proxy pod's
+   IP. Deny-all sandboxes get no proxy and no egress at all. The pod runs and the runner
+   answers health SERVING within ``start_timeout`` (from the first create); otherwise
+   ``provision_failed`` with the pod's phase, conditions, container states and last events
+   (ImagePullBackOff, Unschedulable, OOMKilled, DeadlineExceeded, …). Hopeless states fail at
+   once.
 5. **Turn:** through :class:`~airlock.runner.RemoteTurn` (pod IP or port-forward:
    :mod:`._channel`), with the same deadline as Docker (``max_duration`` + grace, capped by
    ``turn_timeout``; the pod's ``activeDeadlineSeconds`` is a backstop beyond it). Past the

@@ -8,8 +8,9 @@
   NetworkPolicies do not apply to it: the API server's RBAC does (``get`` and ``create`` on
   ``pods/portforward``: the WebSocket upgrade is a GET, and newer servers also check create).
 
-Both give :class:`~airlock.runner.RemoteTurn` a plain ``host:port`` target; the per-sandbox
-bearer token protects the channel either way.
+Both give :class:`~airlock.runner.RemoteTurn` a plain ``host:port`` target; either way the
+channel is TLS pinned to the sandbox's own certificate (:mod:`._runner_tls`, end to end through
+a port-forward too) and carries the per-sandbox bearer token.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from ._render import (
     render_proxy_secret,
     render_secret,
 )
+from ._runner_tls import RUNNER_NAME, RunnerCertificate
 
 if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
@@ -97,6 +98,8 @@ class KubernetesInstance:
         self.credentials = credentials
         self.events = events
         self.token = secrets.token_urlsafe(32)
+        #: The runner's own certificate: the only one the controller trusts for this sandbox.
+        self.certificate = RunnerCertificate.generate()
         self.pod = object_name(self.id)
         self.proxy_pod = object_name(self.id, "proxy")
         self.use_port_forward = port_forward
@@ -126,7 +129,9 @@ class KubernetesInstance:
     async def _provision(self) -> None:
         api, ns, shape = self.api, self.namespace, self.shape
         await self._create(
-            "Secret", api.core.create_namespaced_secret, render_secret(shape, self.token, self.credentials)
+            "Secret",
+            api.core.create_namespaced_secret,
+            render_secret(shape, self.token, self.credentials, self.certificate),
         )
         for policy in render_network_policies(shape):
             await self._create("NetworkPolicy", api.networking.create_namespaced_network_policy, policy)
@@ -224,7 +229,7 @@ class KubernetesInstance:
             target = found
         self.target = target
         try:
-            await wait_until_serving(target, max(0.1, self.deadline - time.monotonic()))
+            await wait_until_serving(target, max(0.1, self.deadline - time.monotonic()), **self._pinned())
         except RunnerCallError as e:
             await self._fail(self.pod, "sandbox", f"the runner is not SERVING ({e})")
 
@@ -238,7 +243,13 @@ class KubernetesInstance:
         from airlock.runner import RemoteTurn
 
         assert self.target is not None, "wait_ready() first"
-        self.remote = RemoteTurn(self.target, self.token, agent, state=state, environment=environment)
+        self.remote = RemoteTurn(
+            self.target, self.token, agent, state=state, environment=environment, **self._pinned()
+        )
+
+    def _pinned(self) -> dict[str, Any]:
+        """How the runner's channel is checked: this sandbox's certificate, for its name."""
+        return {"root_certificates": self.certificate.cert_pem, "tls_server_name": RUNNER_NAME}
 
     async def healthy(self) -> bool:
         """Whether the runner still answers SERVING (a quick check over the channel)."""
@@ -247,7 +258,7 @@ class KubernetesInstance:
         if self.target is None or self._torn_down:
             return False
         try:
-            await wait_until_serving(self.target, 0.5)
+            await wait_until_serving(self.target, 0.5, **self._pinned())
         except RunnerCallError:
             return False
         return True

@@ -12,6 +12,10 @@ objects keep the Docker backend's meaning (:mod:`airlock.sandbox.docker`):
   the init container ``token``, which copies it (0400, ``O_EXCL``) onto an in-memory
   emptyDir shared with the runner; the runner reads and deletes it (``--token-file-delete``),
   as on Docker. The runner container never mounts the Secret's token.
+* **Runner TLS:** the controller→runner channel is TLS with a certificate made for this
+  sandbox alone and pinned by the controller (:mod:`._runner_tls`): its certificate and key
+  live in the sandbox's Secret, mounted read-only (0400) into the runner alone, which serves
+  with ``--tls-cert/--tls-key``.
 * **Credentials:** ``env_var`` ones as ``secretKeyRef`` env, ``file`` ones as read-only
   0400 files from the same Secret; ``sidecar`` secrets only ever in the proxy's Secret.
 * **Proxy pod** (the proxy bundle, our code: no RuntimeClass, like Docker's proxy container
@@ -66,6 +70,7 @@ from ._names import (
     sandbox_labels,
     sandbox_selector,
 )
+from ._runner_tls import RunnerCertificate
 from ._settings import KubernetesSettings
 
 __all__ = [
@@ -97,6 +102,8 @@ CONTROL_DIR = "/run/airlock"
 TOKEN_FILE = f"{CONTROL_DIR}/token"
 #: Where the init container sees the sandbox Secret's token.
 SECRET_DIR = "/run/airlock-secret"
+#: Where the runner sees its certificate and key (from the sandbox Secret).
+RUNNER_TLS_DIR = "/run/airlock-tls"
 #: Where the proxy pod sees its Secret (bundle config, sidecar secrets).
 PROXY_DIR = "/run/airlock-proxy"
 PROXY_CONFIG = f"{PROXY_DIR}/config.json"
@@ -389,11 +396,16 @@ def _sandbox_volumes(shape: SandboxShape, secret: str, files: list[dict[str, Any
     if shape.settings.workspace_medium == "Memory":
         workspace["medium"] = "Memory"
     token_items = [{"key": "token", "path": "token", "mode": _READ_ONLY}]
+    tls_items = [{"key": key, "path": key, "mode": _READ_ONLY} for key in ("tls.crt", "tls.key")]
     volumes: list[dict[str, Any]] = [
         {"name": "workspace", "emptyDir": workspace},
         _memory_dir("tmp", shape.limits.tmp_bytes),
         _memory_dir("control", "1Mi"),
         {"name": "token", "secret": {"secretName": secret, "defaultMode": _READ_ONLY, "items": token_items}},
+        {
+            "name": "runner-tls",
+            "secret": {"secretName": secret, "defaultMode": _READ_ONLY, "items": tls_items},
+        },
     ]
     if files:
         credentials = {"secretName": secret, "defaultMode": _READ_ONLY, "items": files}
@@ -431,7 +443,12 @@ def _runner(shape: SandboxShape, env: list[dict[str, Any]], mounts: list[dict[st
         "--token-file-delete",
         "--workspace",
         WORKSPACE,
+        "--tls-cert",
+        f"{RUNNER_TLS_DIR}/tls.crt",
+        "--tls-key",
+        f"{RUNNER_TLS_DIR}/tls.key",
     ]
+    mounts = [*mounts, {"name": "runner-tls", "mountPath": RUNNER_TLS_DIR, "readOnly": True}]
     return {
         "name": "runner",
         "image": shape.image,
@@ -503,9 +520,16 @@ def _secret(shape: SandboxShape, role: Role, data: dict[str, str]) -> dict[str, 
     }
 
 
-def render_secret(shape: SandboxShape, token: str, credentials: ResolvedCredentials) -> dict[str, Any]:
-    """The sandbox's Secret: the runner token and the env_var/file credentials (never a sidecar's)."""
-    data = {"token": token}
+def render_secret(
+    shape: SandboxShape, token: str, credentials: ResolvedCredentials, certificate: RunnerCertificate
+) -> dict[str, Any]:
+    """The sandbox's Secret: the runner token, the runner's TLS certificate and key, and the
+    env_var/file credentials (never a sidecar's)."""
+    data = {
+        "token": token,
+        "tls.crt": certificate.cert_pem.decode("ascii"),
+        "tls.key": certificate.key_pem.decode("ascii"),
+    }
     for i, c in enumerate(shape.plan.credentials):
         if c.kind in ("env_var", "file"):
             data[f"cred-{i}"] = credentials.values[c.name]

@@ -264,3 +264,17 @@ configured objects gets their names as resourceNames, and is left out when none 
 {{- fail (printf "files/controller-access.json names %q, which the chart does not know" .names) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The jobs API's TLS Secret (kubernetes.io/tls: tls.crt, tls.key, ca.crt): the existing one,
+or the one cert-manager's Certificate writes. */}}
+{{- define "airlock.tlsSecret" -}}
+{{- with .Values.controller.tls -}}
+{{- if .existingSecret -}}
+{{- .existingSecret -}}
+{{- else if .certManager.enabled -}}
+{{- printf "%s-tls" (include "airlock.fullname" $) -}}
+{{- else -}}
+{{- fail "controller.tls.enabled: name the certificate's Secret (controller.tls.existingSecret) or let cert-manager make it (controller.tls.certManager.enabled)" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -212,8 +212,10 @@ def test_the_controller_runs_hardened(case: str) -> None:
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]}
+    # the kubelet's gRPC probe cannot speak TLS: with TLS the port is probed (test_chart_tls)
+    probe_kind = "tcpSocket" if "--tls-cert" in container["args"] else "grpc"
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        assert container[probe]["grpc"] == {"port": 7878}
+        assert container[probe][probe_kind] == {"port": 7878}
     assert container["resources"]["limits"] and container["resources"]["requests"]
     assert not pod.get("hostNetwork") and not pod.get("hostPID")
     assert all("hostPath" not in v for v in pod["volumes"])

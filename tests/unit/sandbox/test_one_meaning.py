@@ -32,6 +32,7 @@ from airlock.sandbox.kubernetes._render import (
     render_proxy_secret,
     render_secret,
 )
+from airlock.sandbox.kubernetes._runner_tls import RunnerCertificate
 from layer0 import (
     CredentialInjection,
     CredentialRef,
@@ -143,7 +144,7 @@ def kubernetes_meaning(spec: EnvironmentSpec, plan: SandboxPlan, limits: Limits)
     env = {e["name"] for e in runner.get("env", [])}
     mounts = {m["mountPath"] for m in runner.get("volumeMounts", [])}
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-    sandbox_secret = render_secret(shape, "token", credentials)
+    sandbox_secret = render_secret(shape, "token", credentials, RunnerCertificate(b"cert", b"key"))
     sandbox_side = json.dumps(pod) + "".join(
         base64.b64decode(v).decode() for v in sandbox_secret.get("data", {}).values()
     )

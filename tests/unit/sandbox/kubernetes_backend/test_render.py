@@ -55,6 +55,7 @@ from airlock.sandbox.kubernetes._render import (
     render_proxy_secret,
     render_secret,
 )
+from airlock.sandbox.kubernetes._runner_tls import RunnerCertificate
 from layer0 import (
     CredentialInjection,
     CredentialRef,
@@ -73,6 +74,11 @@ OWNER = Owner(name="airlock-owner-test", uid="11111111-2222-3333-4444-5555555555
 IMAGE = "registry.example/airlock-runner:1.0"
 CONTROLLER_NAMESPACE = "airlock-system"
 TOKEN = "runner-token-for-tests"
+#: A recognisable stand-in for a runner's certificate and key (golden files stay stable).
+CERTIFICATE = RunnerCertificate(
+    cert_pem=b"-----BEGIN CERTIFICATE-----\nrunner-certificate-for-tests\n-----END CERTIFICATE-----\n",
+    key_pem=b"-----BEGIN PRIVATE KEY-----\nrunner-key-for-tests\n-----END PRIVATE KEY-----\n",
+)
 PROXY_IP = "10.244.1.7"
 ALLOW, DENY = NetworkAction.ALLOW, NetworkAction.DENY
 #: An in-cluster Service whose pods listen on another port than the Service's.
@@ -129,7 +135,7 @@ def render_all(shape: SandboxShape) -> list[dict[str, Any]]:
     """Every object of the sandbox (and the namespace's default-deny policy), in creation order."""
     credentials = credentials_for(shape.plan)
     objects = [render_default_deny(shape.namespace), *render_network_policies(shape)]
-    objects.append(render_secret(shape, TOKEN, credentials))
+    objects.append(render_secret(shape, TOKEN, credentials, CERTIFICATE))
     proxy_ip = None
     if needs_proxy(shape.plan):
         objects += [render_proxy_secret(shape, credentials), render_proxy_pod(shape)]
@@ -312,10 +318,12 @@ def test_sandbox_secret_holds_the_token_and_only_env_and_file_credentials() -> N
         ],
     )
     shape = shape_for(spec)
-    secret = render_secret(shape, TOKEN, credentials_for(shape.plan))
+    secret = render_secret(shape, TOKEN, credentials_for(shape.plan), CERTIFICATE)
     decoded = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
     assert decoded == {
         "token": TOKEN,
+        "tls.crt": CERTIFICATE.cert_pem.decode(),
+        "tls.key": CERTIFICATE.key_pem.decode(),
         "cred-1": secret_value("db-password"),
         "cred-2": secret_value("ssh-key"),
     }
@@ -349,6 +357,10 @@ def test_the_runner_never_mounts_the_token_secret() -> None:
             "--token-file-delete",
             "--workspace",
             "/workspace",
+            "--tls-cert",
+            "/run/airlock-tls/tls.crt",
+            "--tls-key",
+            "/run/airlock-tls/tls.key",
         ]
         control = volumes["control"]["emptyDir"]
         assert control == {"medium": "Memory", "sizeLimit": "1Mi"}

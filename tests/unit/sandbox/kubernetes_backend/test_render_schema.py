@@ -53,6 +53,7 @@ from layer0 import (
 )
 from tests.unit.sandbox.kubernetes_backend.test_render import (
     CASES,
+    CERTIFICATE,
     PROXY_IP,
     TOKEN,
     case_shape,
@@ -292,7 +293,7 @@ def test_generated_objects_are_valid_and_the_egress_policy_is_exact(
     shape = shape_or_skip(spec, chosen, deadline)
     credentials = credentials_for(shape.plan)
     objects = [render_default_deny(shape.namespace), *render_network_policies(shape)]
-    objects.append(render_secret(shape, TOKEN, credentials))
+    objects.append(render_secret(shape, TOKEN, credentials, CERTIFICATE))
     proxy_ip = None
     if needs_proxy(shape.plan):
         objects += [render_proxy_secret(shape, credentials), render_proxy_pod(shape)]

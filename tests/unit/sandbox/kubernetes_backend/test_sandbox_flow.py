@@ -21,11 +21,13 @@ import pytest
 
 from airlock.policy import EnvSecretResolver, compile_plan
 from airlock.proxy import EgressEvent
+from airlock.runner import RunnerCallError, wait_until_serving
 from airlock.sandbox import SandboxRequest, backend
 from airlock.sandbox.kubernetes import KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._names import LABEL_MANAGED, LABEL_OWNER, LABEL_ROLE, MANAGED_BY
 from airlock.sandbox.kubernetes._owner import micro_time
 from airlock.sandbox.kubernetes._reaper import reap_with
+from airlock.sandbox.kubernetes._runner_tls import RUNNER_NAME, VALIDITY, RunnerCertificate
 from airlock.spec import AgentSpec
 from airlock.testing import KubeApiStandIn, PodScript, ScriptedPods, bash_agent, calculator_agent
 from layer0 import (
@@ -242,6 +244,41 @@ async def test_a_runner_that_never_answers_fails_at_the_start_timeout(cluster: C
     async with cluster.runners(runner=False):
         with pytest.raises(EnvError) as info:
             await cluster.sandbox(start_timeout=2.0).run(request(bash_agent("true")))
+    assert info.value.kind == "provision_failed" and "not SERVING" in str(info.value)
+    assert cluster.left() == {}
+
+
+async def test_the_runner_channel_is_tls_pinned_to_the_sandboxs_own_certificate(cluster: Cluster) -> None:
+    """The runner serves the certificate from its sandbox's Secret, made for that sandbox alone;
+    the turn goes through because the controller trusts exactly it (a plaintext client is
+    refused by the same runner)."""
+    from cryptography import x509
+
+    async with cluster.runners() as runners:
+        output = await cluster.sandbox().run(request(calculator_agent()))
+        sandbox = next(p for p in runners.seen.values() if p["spec"]["containers"][0]["name"] == "runner")
+        served = (cluster.work / sandbox["metadata"]["name"] / "tls.crt").read_bytes()
+        target = f"127.0.0.1:{runners.ports[sandbox['metadata']['name']]}"
+        await wait_until_serving(target, 10, root_certificates=served, tls_server_name=RUNNER_NAME)
+        with pytest.raises(RunnerCallError):
+            await wait_until_serving(target, 0.5)
+    assert output.message.as_text() == "17 x 23 = 391."
+    certificate = x509.load_pem_x509_certificate(served)
+    names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == [RUNNER_NAME]
+    assert certificate.not_valid_after_utc - certificate.not_valid_before_utc <= VALIDITY + timedelta(
+        minutes=5
+    )
+    args = sandbox["spec"]["containers"][0]["args"]
+    assert args[args.index("--tls-cert") + 1] == "/run/airlock-tls/tls.crt"
+
+
+async def test_a_runner_with_another_certificate_is_refused(cluster: Cluster) -> None:
+    """A runner presenting any certificate but its sandbox's own (here a valid one for the same
+    name, made by another controller) never gets the turn: the sandbox fails to start."""
+    async with cluster.runners(certificate=RunnerCertificate.generate()):
+        with pytest.raises(EnvError) as info:
+            await cluster.sandbox(start_timeout=3.0).run(request(calculator_agent()))
     assert info.value.kind == "provision_failed" and "not SERVING" in str(info.value)
     assert cluster.left() == {}
 
