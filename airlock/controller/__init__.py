@@ -38,8 +38,8 @@ from ._quotas import QuotaExceeded, Quotas, capped
 from ._service import JobService
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
 from ._store import JobStoreError, SqliteJobStore, new_job_id
-from ._tenant_state import TenantState, tenant_state, workflow_key
 from ._store_backup import StoreBackup, backup_store, backups, restore_store
+from ._tenant_state import TenantState, tenant_state, workflow_key
 from ._tls import ServerTls
 from .effects import EffectExecutor
 
