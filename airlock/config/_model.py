@@ -11,6 +11,7 @@ from airlock.behaviour.approval import ApprovalPolicy
 from airlock.behaviour.durability import DurabilityPolicy
 from airlock.behaviour.input_files import InputFilesPolicy
 from airlock.errors import ConfigError
+from airlock.identity import AuthSettings
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
 from airlock.sandbox import Placement, PoolSettings, RunningAgent, backend_names, names_local_model
@@ -89,6 +90,8 @@ class AirlockConfig(BaseModel):
     backend_settings: dict[str, SerializeAsAny[BaseModel]] = Field(default_factory=dict)
     #: Warm sandboxes kept per sandbox shape (the ``pool`` section; ``size: 0``: none).
     pool: PoolSettings = Field(default_factory=PoolSettings)
+    #: Who may call the controller (the ``auth`` section; unset: the bootstrap token only).
+    auth: AuthSettings = Field(default_factory=AuthSettings)
 
     def settings_of(self, backend: str) -> BaseModel | None:
         """The configured settings of ``backend`` (None: its defaults)."""

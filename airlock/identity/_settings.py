@@ -134,6 +134,8 @@ class AuthSettings(BaseModel):
 
     #: The bootstrap administrator's principal name (its key is the controller's token).
     bootstrap_name: str = Field(default="admin", pattern=NAME_PATTERN)
+    #: The API key store (SQLite; None: ``keys.db`` in the controller's data directory).
+    keys_file: Path | None = None
     oidc: OidcSettings | None = None
     roles: dict[str, RoleDefinition] = Field(default_factory=dict)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
