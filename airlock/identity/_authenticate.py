@@ -66,7 +66,7 @@ class Authenticator:
         if credentials.startswith(KEY_PREFIX) and self._keys is not None:
             record = await self._keys.verify(credentials)
             return self._roles.resolve(record.principal())
-        if self._oidc is not None and _JWT.match(credentials):
+        if self._oidc is not None and _JWT.fullmatch(credentials):
             return await self._oidc.verify(credentials)
         raise Unauthenticated(INVALID)
 

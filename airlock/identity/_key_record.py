@@ -74,7 +74,7 @@ def key_text(key_id: str, secret: str) -> str:
 
 def parse_key(text: str) -> tuple[str, str] | None:
     """The id and secret of a key's text; None when it is not shaped like a key."""
-    found = _KEY_TEXT.match(text)
+    found = _KEY_TEXT.fullmatch(text)
     return (found.group(1), found.group(2)) if found else None
 
 

@@ -5,6 +5,10 @@ dict lookup. A revocation through this store takes effect on the very next call 
 cached entry); a revocation by another process on the same file (replicas) takes effect
 within the TTL. ``last_used`` is written at most once per key per ``last_used_every_s``, on
 the store's thread, without the call waiting for it.
+
+A key is stored as SHA-256 over a 16-byte salt and its secret, never as text. The secret is 256
+random bits, so no slow KDF is needed: guessing it from the hash is as hopeless as guessing it,
+and a KDF would cost milliseconds per RPC (the target for all of authentication is ≤ 0.3 ms).
 """
 
 from __future__ import annotations
@@ -192,7 +196,7 @@ class KeyStore(SqliteThread):
 
     def _check(self, name: str, tenant: str, roles: tuple[str, ...], expires_at: datetime | None) -> None:
         for what, value in (("name", name), ("tenant", tenant)):
-            if not _NAME.match(value):
+            if not _NAME.fullmatch(value):
                 raise InvalidKeyRequest(
                     f"{what} {value!r} must be 1-64 lowercase letters, digits, '.', '_' or '-', "
                     "starting and ending with a letter or digit"
@@ -256,6 +260,7 @@ class KeyStore(SqliteThread):
         Raises:
             Unauthenticated: one message whether the text is malformed, the id unknown, the
                 secret wrong, or the key revoked or expired (it never tells which).
+            KeyStoreError: the database cannot be read (not the caller's fault).
         """
         parsed = parse_key(text)
         key_id, secret = parsed if parsed is not None else ("", text[:128])

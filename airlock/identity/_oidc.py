@@ -137,12 +137,12 @@ class OidcVerifier:
     def _principal(self, claims: dict[str, Any]) -> Principal:
         mapping = self._settings.claims
         name = claims.get(mapping.name)
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise Unauthenticated(f"token names no usable principal (claim {mapping.name!r})")
         tenant = claims.get(mapping.tenant) if mapping.tenant is not None else None
         if tenant is None:
             tenant = mapping.default_tenant or (DEFAULT_TENANT if mapping.tenant is None else None)
-        if not isinstance(tenant, str) or not _TENANT.match(tenant):
+        if not isinstance(tenant, str) or not _TENANT.fullmatch(tenant):
             raise Unauthenticated(f"token names no usable tenant (claim {mapping.tenant!r})")
         return Principal(name, tenant, self._role_names(claims.get(mapping.roles)), "oidc")
 

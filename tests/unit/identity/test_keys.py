@@ -91,9 +91,8 @@ async def test_every_bad_key_gets_the_same_answer(store: KeyStore) -> None:
     record, text = await store.create("alice", "team-a", ["viewer"], created_by="admin", expires_at=None)
     wrong_secret = f"ak_{record.id}_{'x' * 43}"
     unknown_id = f"ak_{'0' * 12}_{text[16:]}"
-    reasons = {
-        await refusal(store, t) for t in (wrong_secret, unknown_id, "ak_nope", "", "garbage", unknown_id)
-    }
+    texts = (wrong_secret, unknown_id, "ak_nope", "", "garbage", unknown_id, text + "\n", " " + text)
+    reasons = {await refusal(store, t) for t in texts}
     assert reasons == {"invalid or expired API key"}
     await store.revoke(record.id, "admin")
     assert await refusal(store, text) == "invalid or expired API key"
@@ -152,6 +151,7 @@ async def test_last_used_is_written_at_most_once_a_minute(store: KeyStore, clock
     [
         ("Alice", "t", ["viewer"], "name 'Alice' must be"),
         ("alice", "t/x", ["viewer"], "tenant 't/x' must be"),
+        ("alice\n", "t", ["viewer"], "name 'alice\\n' must be"),
         ("alice", "t", [], "at least one role"),
         ("alice", "t", ["viewer", "superuser"], "unknown role(s) ['superuser']; known roles: ['admin', "),
     ],

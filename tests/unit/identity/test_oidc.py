@@ -160,6 +160,11 @@ async def test_a_token_without_a_usable_tenant_is_refused(tmp_path: Path, key: S
     assert (
         await refusal(verifier, key.token(tenant="Team A")) == "token names no usable tenant (claim 'tenant')"
     )
+    bad_tenant = "token names no usable tenant (claim 'tenant')"
+    assert await refusal(verifier, key.token(tenant="team-a\n")) == bad_tenant
+    assert (
+        await refusal(verifier, key.token(sub="alice\n")) == "token names no usable principal (claim 'sub')"
+    )
     no_claim = OidcVerifier(settings(tmp_path / "jwks.json", tenant=None), ROLES)
     assert (await no_claim.verify(key.token(tenant="ignored"))).tenant == "default"
 
