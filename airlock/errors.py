@@ -35,7 +35,11 @@ the rest live here)::
     ├── NotAnApprover            the name may not decide on a job's calls [airlock.controller]
     ├── JournalViolation         a sandbox reported what no runner sends [airlock.controller]
     ├── JobStoreError            the job store cannot be read or written [airlock.controller]
-    └── JobNotFound              no job has this id [airlock.controller]
+    ├── JobNotFound              no job has this id [airlock.controller]
+    ├── Unauthenticated          a credential is missing, wrong, revoked or expired [airlock.identity]
+    ├── KeyNotFound              no API key has this id [airlock.identity]
+    ├── InvalidKeyRequest        a key's name, tenant, roles or expiry is refused [airlock.identity]
+    └── KeyStoreError            the API key store cannot be read or written [airlock.identity]
 """
 
 from __future__ import annotations

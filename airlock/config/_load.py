@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from airlock.errors import shorten
+from airlock.identity import AuthSettings
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
 from airlock.sandbox import LOCAL_MODEL, Placement, PoolSettings, backend_names, backends
@@ -86,7 +87,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
                 doc.issue(
                     (),
                     "the top level must be a mapping with `agents:` (and optionally "
-                    "`secrets:`, `defaults:`, `backends:`, `pool:`, `version:`)",
+                    "`secrets:`, `defaults:`, `backends:`, `pool:`, `auth:`, `version:`)",
                 )
             )
             continue
@@ -165,6 +166,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
                 entries.append((doc, name, raw))
 
     settings = _backend_settings(files, issues)
+    auth = _auth_section(files, issues)
     agents: dict[str, AgentConfig] = {}
     for doc, name, raw in entries:
         agent = _compile_agent(doc, name, raw, DefaultsConfig(**defaults), secrets, issues)
@@ -181,7 +183,35 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         secrets=secrets,
         backend_settings=_placed_settings(settings, agents),
         pool=pool[0] if pool is not None else PoolSettings(),
+        auth=auth,
     )
+
+
+def _auth_section(files: list[tuple[LocatedDocument, FileConfig]], issues: list[ConfigIssue]) -> AuthSettings:
+    """The one ``auth:`` section of the files (its ``jwks_file`` and ``keys_file`` made
+    absolute, relative to the file that names them); the defaults when none has one."""
+    found: tuple[AuthSettings, str] | None = None
+    for doc, parsed in files:
+        if parsed.auth is None:
+            continue
+        where = _where(doc, ("auth",))
+        if found is not None:
+            issues.append(doc.issue(("auth",), f"auth is set twice: {found[1]} and {where}"))
+            continue
+        auth = parsed.auth
+        if auth.keys_file is not None:
+            auth = auth.model_copy(update={"keys_file": _anchored(doc.file, auth.keys_file)})
+        if auth.oidc is not None and auth.oidc.jwks_file is not None:
+            oidc = auth.oidc.model_copy(update={"jwks_file": _anchored(doc.file, auth.oidc.jwks_file)})
+            auth = auth.model_copy(update={"oidc": oidc})
+        found = (auth, where)
+    return found[0] if found is not None else AuthSettings()
+
+
+def _anchored(file: Path, path: Path) -> Path:
+    """``path`` made absolute, relative to the configuration file that names it."""
+    path = path.expanduser()
+    return path if path.is_absolute() else (file.parent / path).resolve()
 
 
 def _no_agents(
@@ -682,6 +712,7 @@ def _map_errors(
         for p in _VALUE_PREFIXES:
             message = message.removeprefix(p)
         missing: str | None = None
+        loc, message = _auth_problem(loc, kind, message)
         if kind == "missing" and loc and isinstance(loc[-1], str):
             missing = loc[-1]
             loc = loc[:-1]
@@ -698,6 +729,19 @@ def _map_errors(
             loc = _first_unknown_tool(raw.get("tools"), loc)
         issues.append(doc.issue((*prefix, *loc), message, missing=missing))
     return issues
+
+
+#: A problem that ``auth:``'s own checks word as ``roles.x.grants: ...`` (a path in the section).
+_PATH_FIRST = re.compile(r"^([A-Za-z0-9_.-]+): ")
+
+
+def _auth_problem(loc: KeyPath, kind: str, message: str) -> tuple[KeyPath, str]:
+    """A problem found by a check of the whole ``auth:`` section, at the path its message
+    starts with (the YAML walk stops at the deepest node that exists), and the rest of it."""
+    found = _PATH_FIRST.match(message)
+    if loc != ("auth",) or kind != "value_error" or found is None:
+        return loc, message
+    return (*loc, *found.group(1).split(".")), message[found.end() :]
 
 
 def _first_unknown_tool(tools: Any, loc: KeyPath) -> KeyPath:

@@ -90,7 +90,7 @@ class AirlockConfig(BaseModel):
     backend_settings: dict[str, SerializeAsAny[BaseModel]] = Field(default_factory=dict)
     #: Warm sandboxes kept per sandbox shape (the ``pool`` section; ``size: 0``: none).
     pool: PoolSettings = Field(default_factory=PoolSettings)
-    #: Who may call the controller: OIDC, roles, tenants and their quotas (the ``auth`` section).
+    #: Who may call the controller (the ``auth`` section; unset: the bootstrap token only).
     auth: AuthSettings = Field(default_factory=AuthSettings)
 
     def settings_of(self, backend: str) -> BaseModel | None:

@@ -23,6 +23,7 @@ from pydantic import (
 from airlock.behaviour.approval import ApprovalPolicy, OnTimeout, Strategy
 from airlock.behaviour.durability import DurabilityPolicy
 from airlock.behaviour.input_files import InputFilesPolicy
+from airlock.identity import AuthSettings
 from airlock.policy.cluster import ClusterService
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SidecarRoute
@@ -346,7 +347,7 @@ SANDBOX_KEYS = frozenset(SandboxConfig.model_fields)
 
 
 class FileConfig(_Config):
-    """One configuration file: ``version``, ``secrets``, ``defaults``, ``agents``."""
+    """One configuration file: ``version``, ``secrets``, ``defaults``, ``agents``, ``auth``, …"""
 
     version: Literal[1] = 1
     secrets: dict[str, SecretSource] = Field(default_factory=dict)
@@ -356,5 +357,8 @@ class FileConfig(_Config):
     backends: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: Warm sandboxes kept per sandbox shape (``pool: {size: 2}``; unset: none).
     pool: PoolSettings | None = None
+    #: Who may call the controller: OIDC, roles, tenants and their quotas (unset: the
+    #: bootstrap token only).
+    auth: AuthSettings | None = None
     #: Agent entries, validated in a second step (SandboxConfig + AgentSpec).
     agents: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from airlock.identity import KeyStore, RoleBook
 from airlock.jobs import DEFAULT_ADDRESS, default_data_dir
 
-from ._authn import KEYS_FILE, authenticator
+from ._authn import open_identity
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import ControllerServer, load_or_create_token
@@ -105,15 +104,13 @@ class Controller:
             self.service = await self._stack.enter_async_context(
                 JobService(store, runner, state, self.options.settings, audit_key=key, auth=auth)
             )
-            keys = await self._stack.enter_async_context(
-                KeyStore(self.data_dir / KEYS_FILE, RoleBook(auth.roles))
-            )
+            keys, callers = await open_identity(self._stack, auth, self.data_dir, check)
             self.server = await self._stack.enter_async_context(
                 ControllerServer(
                     self.service,
                     check,
                     self.options.address,
-                    authenticator=authenticator(auth, keys, check),
+                    authenticator=callers,
                     identity=IdentityApi(keys, auth, self.service.quotas, store),
                     tls=self.options.tls,
                 )

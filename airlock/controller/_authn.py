@@ -3,19 +3,35 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from airlock.identity import Authenticator, AuthSettings, KeyStore, OidcVerifier, RoleBook
 
-#: The API key store in the data directory.
+#: The API key store in the data directory (unless ``auth.keys_file`` names another).
 KEYS_FILE = "keys.db"
 
+#: The bootstrap administrator's token, or an async function answering the current one.
+Bootstrap = str | Callable[[], Awaitable[str]]
 
-def authenticator(
-    settings: AuthSettings, keys: KeyStore | None, token: str | Callable[[], Awaitable[str]]
-) -> Authenticator:
-    """The authenticator of ``settings``: API keys in ``keys``, OIDC tokens when configured,
-    and ``token`` (or a function answering the current one) as the bootstrap administrator's."""
+
+def authenticator(settings: AuthSettings, keys: KeyStore | None, token: Bootstrap) -> Authenticator:
+    """The authenticator of ``settings`` without OIDC: API keys in ``keys`` (None: none) and
+    ``token`` as the bootstrap administrator's."""
     roles = RoleBook(settings.roles)
-    oidc = OidcVerifier(settings.oidc, roles) if settings.oidc is not None else None
-    return Authenticator(keys, oidc, roles, bootstrap=token, bootstrap_name=settings.bootstrap_name)
+    return Authenticator(keys, None, roles, bootstrap=token, bootstrap_name=settings.bootstrap_name)
+
+
+async def open_identity(
+    stack: contextlib.AsyncExitStack, settings: AuthSettings, data_dir: Path, token: Bootstrap
+) -> tuple[KeyStore, Authenticator]:
+    """The key store (opened on ``stack``) and the authenticator of ``settings``: API keys,
+    OIDC tokens when configured (its HTTP client closed with ``stack``), ``token``."""
+    roles = RoleBook(settings.roles)
+    keys = await stack.enter_async_context(KeyStore(settings.keys_file or data_dir / KEYS_FILE, roles))
+    oidc = None
+    if settings.oidc is not None:
+        oidc = OidcVerifier(settings.oidc, roles)
+        stack.push_async_callback(oidc.aclose)
+    return keys, Authenticator(keys, oidc, roles, bootstrap=token, bootstrap_name=settings.bootstrap_name)

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from airlock.identity import Principal, Unauthenticated
+from airlock.identity import KeyStoreError, Principal, Unauthenticated
 from airlock.jobs import utcnow
 
 from ._audit_log import AuditEntry
@@ -121,6 +121,10 @@ class _Gate:
         except Unauthenticated as e:
             _log.warning("rejected %s: %s (peer %s)", self.action, e.reason, context.peer())
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.reason)
+            raise AssertionError("context.abort returned") from None  # pragma: no cover
+        except KeyStoreError as e:
+            _log.error("cannot check the credential of a %s call: %s", self.action, e)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "credentials cannot be checked now; try again")
             raise AssertionError("context.abort returned") from None  # pragma: no cover
         return _CALL.set(Call(principal, self.action, context.peer() or ""))
 

@@ -1,21 +1,42 @@
 """Identity: who calls the controller (principals from API keys, OIDC tokens or the bootstrap
 token), what roles let them do (permissions, agent globs), and the ``auth:`` settings
-(tenants and their quotas). Pure of the controller: it stores keys and verifies tokens."""
+(tenants and their quotas). Pure of the controller: it stores keys and verifies tokens.
 
-from ._errors import Unauthenticated
+The key store, the OIDC verifier and the authenticator load at first use: reading
+``airlock.yaml`` (which holds the ``auth:`` settings) needs neither SQLite nor an HTTP client.
+"""
+
+import typing as _typing  # as private names: this package exports exactly __all__
+
+from airlock.lazy import lazy_names as _lazy_names
+
+from ._errors import InvalidKeyRequest, KeyNotFound, KeyStoreError, Unauthenticated
 from ._principal import DEFAULT_TENANT, Grant, Method, Permission, Principal
 from ._roles import BUILTIN_ROLES, RoleBook, RoleDefinition, allows
 from ._settings import NAME_PATTERN, AuthSettings, OidcClaims, OidcSettings, TenantQuota, TenantSettings
+
+if _typing.TYPE_CHECKING:
+    from ._authenticate import Authenticator
+    from ._key_record import ApiKeyRecord
+    from ._keys import KeyStore
+    from ._oidc import OidcVerifier
 
 __all__ = [
     "BUILTIN_ROLES",
     "DEFAULT_TENANT",
     "NAME_PATTERN",
+    "ApiKeyRecord",
     "AuthSettings",
+    "Authenticator",
     "Grant",
+    "InvalidKeyRequest",
+    "KeyNotFound",
+    "KeyStore",
+    "KeyStoreError",
     "Method",
     "OidcClaims",
     "OidcSettings",
+    "OidcVerifier",
     "Permission",
     "Principal",
     "RoleBook",
@@ -25,3 +46,13 @@ __all__ = [
     "Unauthenticated",
     "allows",
 ]
+
+_WHERE = {
+    "Authenticator": "._authenticate",
+    "ApiKeyRecord": "._key_record",
+    "KeyStore": "._keys",
+    "OidcVerifier": "._oidc",
+}
+
+if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any
+    __getattr__, __dir__ = _lazy_names(__name__, globals(), _WHERE)

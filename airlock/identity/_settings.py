@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 from typing import Self
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -103,6 +104,19 @@ class OidcSettings(BaseModel):
             raise ValueError("give exactly one of jwks_url and jwks_file")
         return self
 
+    @field_validator("jwks_url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        """Keys fetched in the clear could be swapped on the way: https, or plain http only to
+        this machine (a test's or a sidecar's issuer)."""
+        if value is None:
+            return value
+        url = urlsplit(value)
+        loopback = url.hostname in ("localhost", "127.0.0.1", "::1")
+        if url.scheme != "https" and not (url.scheme == "http" and loopback):
+            raise ValueError(f"jwks_url must be an https URL (got {value!r}; plain http only to localhost)")
+        return value
+
     @field_validator("algorithms")
     @classmethod
     def _asymmetric(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -120,6 +134,8 @@ class AuthSettings(BaseModel):
 
     #: The bootstrap administrator's principal name (its key is the controller's token).
     bootstrap_name: str = Field(default="admin", pattern=NAME_PATTERN)
+    #: The API key store (SQLite; None: ``keys.db`` in the controller's data directory).
+    keys_file: Path | None = None
     oidc: OidcSettings | None = None
     roles: dict[str, RoleDefinition] = Field(default_factory=dict)
     tenants: dict[str, TenantSettings] = Field(default_factory=dict)
@@ -136,6 +152,14 @@ class AuthSettings(BaseModel):
                 raise ValueError(
                     f"roles.{name}.grants: {unknown} are not built-in roles {sorted(BUILTIN_ROLES)}"
                 )
+        if self.oidc is not None:
+            known = BUILTIN_ROLES.keys() | self.roles.keys()
+            for group, targets in self.oidc.claims.role_map.items():
+                unknown = sorted(set(targets) - known)
+                if unknown:
+                    raise ValueError(
+                        f"oidc.claims.role_map.{group}: {unknown} are not roles (known: {sorted(known)})"
+                    )
         return self
 
     def quotas(self, tenant: str) -> TenantQuota:

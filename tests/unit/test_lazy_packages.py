@@ -19,7 +19,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LAZY_PACKAGES = ("airlock.turn", "airlock.tools", "layer0", "airlock.wire", "airlock.runner", "airlock.jobs")
+LAZY_PACKAGES = (
+    "airlock.turn",
+    "airlock.tools",
+    "layer0",
+    "airlock.wire",
+    "airlock.runner",
+    "airlock.jobs",
+    "airlock.identity",
+)
 
 #: In a fresh interpreter: import the package (argv 1), list which of its modules (argv 3…)
 #: are not loaded yet, then check every name (argv 2: name → module) and the package's surface.
