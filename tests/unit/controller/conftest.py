@@ -1,4 +1,5 @@
-"""Fixtures of the controller's unit tests: a real ControllerServer over a real JobService."""
+"""Fixtures of the controller's unit tests: a real ControllerServer over a real JobService
+and a real API key store (the bootstrap token is the administrator's)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from airlock.config import load_config
-from airlock.controller import AgentRunner, ControllerServer, JobService, SqliteJobStore
+from airlock.controller import AgentRunner, ControllerServer, IdentityApi, JobService, SqliteJobStore
+from airlock.identity import AuthSettings, KeyStore, RoleBook
 from airlock.jobs import ControllerClient
 from airlock.state import SqliteStore
 
@@ -23,9 +25,14 @@ async def real_server(tmp_path: Path) -> AsyncIterator[ControllerServer]:
     config.write_text(
         "version: 1\nagents:\n  a:\n    provider: {kind: scripted, script: s.yaml}\n    backend: process\n"
     )
-    async with SqliteJobStore(tmp_path / "jobs.db") as store, SqliteStore(tmp_path / "state.db") as state:
+    async with (
+        SqliteJobStore(tmp_path / "jobs.db") as store,
+        SqliteStore(tmp_path / "state.db") as state,
+        KeyStore(tmp_path / "keys.db", RoleBook()) as keys,
+    ):
         service = JobService(store, AgentRunner(load_config(config)), state)  # not started: no workers
-        async with ControllerServer(service, TOKEN, "127.0.0.1:0") as started:
+        identity = IdentityApi(keys, AuthSettings(), service.quotas, store)
+        async with ControllerServer(service, TOKEN, "127.0.0.1:0", identity=identity) as started:
             yield started
 
 

@@ -92,8 +92,8 @@ def test_a_starting_turn_may_spend_only_what_the_day_leaves() -> None:
 
 
 async def test_a_sandbox_larger_than_the_tenant_allows_is_refused(tmp_path: Path) -> None:
-    async with world(tmp_path, _auth(blue={"max_memory": "256Mi"})) as w:
-        refused = _quota(await w.refused("bob", "SubmitJob", _submit()))
+    async with world(tmp_path, _auth(carl={"max_memory": "256Mi"})) as w:
+        refused = _quota(await w.refused("zed", "SubmitJob", _submit()))
         assert (refused["quota"], refused["limit"], refused["used"]) == ("max_memory", "256Mi", "unlimited")
         assert len(await w.service.find()) == 2
 
@@ -108,12 +108,14 @@ async def test_artifact_bytes_kept_count_against_the_tenant(tmp_path: Path) -> N
 
 
 async def test_tenants_show_their_use_against_their_limits(tmp_path: Path) -> None:
-    async with world(tmp_path, _auth(red={"concurrent_jobs": 5, "max_cpu": "2"})) as w:
+    async with world(tmp_path, _auth(red={"concurrent_jobs": 5}, carl={"max_cpu": "2"})) as w:
         listed = await w.call("root", "ListTenants", cpb.ListTenantsRequest())
-        assert [t.tenant for t in listed.tenants] == ["default", "red"]
-        red = {q.quota: (q.limit if q.HasField("limit") else None, q.used) for q in listed.tenants[1].quotas}
+        assert [t.tenant for t in listed.tenants] == ["default", "carl", "red"]
+        red = {q.quota: (q.limit if q.HasField("limit") else None, q.used) for q in listed.tenants[2].quotas}
         assert red["concurrent_jobs"] == ("5", "1") and red["jobs_per_minute"] == (None, "1")
-        assert red["artifact_bytes"] == (None, "3") and red["max_cpu"] == ("2", "-")
+        assert red["artifact_bytes"] == (None, "3") and red["max_cpu"] == (None, "-")
+        carl = {q.quota: (q.limit if q.HasField("limit") else None, q.used) for q in listed.tenants[1].quotas}
+        assert carl["max_cpu"] == ("2", "-") and carl["concurrent_jobs"] == (None, "0")
         own = await w.call("alice", "ListTenants", cpb.ListTenantsRequest())
         assert [t.tenant for t in own.tenants] == ["red"]
 

@@ -36,12 +36,14 @@ def config_text(auth: dict[str, Any]) -> str:
 
 def people(book: RoleBook) -> list[Principal]:
     """alice and bob: full members of red and blue; carol: red's viewer; dave: red, may
-    submit to ``a`` only; root: the administrator."""
+    submit to ``a`` only; zed: a submitter of carl (which holds no job); root: the
+    administrator."""
     return [
         principal("alice", "submitter", "viewer", "approver", tenant="red", book=book),
         principal("bob", "submitter", "viewer", "approver", tenant="blue", book=book),
         principal("carol", "viewer", tenant="red", book=book),
         principal("dave", "a-only", tenant="red", book=book),
+        principal("zed", "submitter", tenant="carl", book=book),
         principal("root", "admin", book=book),
     ]
 
@@ -58,7 +60,9 @@ class World:
     blue: Job
 
     def token(self, name: str) -> str:
-        tenant = {"alice": "red", "carol": "red", "dave": "red", "bob": "blue"}.get(name, "default")
+        tenant = {"alice": "red", "carol": "red", "dave": "red", "bob": "blue", "zed": "carl"}.get(
+            name, "default"
+        )
         return token_of(name, tenant)
 
     async def call(self, caller: str | None, method: str, request: Any) -> Any:
