@@ -36,6 +36,8 @@ the rest live here)::
     ├── JournalViolation         a sandbox reported what no runner sends [airlock.controller]
     ├── JobStoreError            the job store cannot be read or written [airlock.controller]
     ├── JobNotFound              no job has this id [airlock.controller]
+    ├── PermissionDenied         the caller's roles lack a permission [airlock.controller]
+    ├── QuotaExceeded            a tenant's quota would be exceeded [airlock.controller]
     ├── Unauthenticated          a credential is missing, wrong, revoked or expired [airlock.identity]
     ├── KeyNotFound              no API key has this id [airlock.identity]
     ├── InvalidKeyRequest        a key's name, tenant, roles or expiry is refused [airlock.identity]

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from airlock.identity import Authenticator, AuthSettings, KeyStore, OidcVerifier, RoleBook
+from airlock.identity import Authenticator, AuthSettings, KeyStore, RoleBook
 
 #: The API key store in the data directory (unless ``auth.keys_file`` names another).
 KEYS_FILE = "keys.db"
@@ -32,6 +32,8 @@ async def open_identity(
     keys = await stack.enter_async_context(KeyStore(settings.keys_file or data_dir / KEYS_FILE, roles))
     oidc = None
     if settings.oidc is not None:
+        from airlock.identity import OidcVerifier  # loads an HTTP client: only when configured
+
         oidc = OidcVerifier(settings.oidc, roles)
         stack.push_async_callback(oidc.aclose)
     return keys, Authenticator(keys, oidc, roles, bootstrap=token, bootstrap_name=settings.bootstrap_name)

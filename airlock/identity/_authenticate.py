@@ -5,13 +5,16 @@ from __future__ import annotations
 import hmac
 import re
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from ._errors import Unauthenticated
 from ._key_record import KEY_PREFIX
 from ._keys import KeyStore
-from ._oidc import OidcVerifier
 from ._principal import DEFAULT_TENANT, Principal
 from ._roles import RoleBook
+
+if TYPE_CHECKING:  # its module loads an HTTP client: only a controller with OIDC needs it
+    from ._oidc import OidcVerifier
 
 #: A JWS in compact form: three base64url parts.
 _JWT = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")

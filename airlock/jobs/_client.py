@@ -84,7 +84,8 @@ class ControllerError(AirlockError):
                 else f"no controller at {address} ({details}); start one with `airlock serve`"
             )
         elif code == grpc.StatusCode.UNAUTHENTICATED:
-            details = f"{details} (set {TOKEN_ENV}, or --token, to the token `airlock serve` printed)"
+            hint = f"set {TOKEN_ENV}, or --token, to your API key or the token `airlock serve` printed"
+            details = f"{details} ({hint})"
         return cls(
             code.name,
             details,

@@ -288,7 +288,7 @@ def test_wrong_or_missing_token_exits_2(
 ) -> None:
     result = invoke(runner, "jobs", "ls", "--token", "not-the-token")
     assert result.exit_code == EXIT_USAGE, result.output
-    assert "UNAUTHENTICATED" in result.stderr and "wrong bearer token" in result.stderr
+    assert "UNAUTHENTICATED" in result.stderr and "invalid credentials" in result.stderr
     assert "not-the-token" not in result.output
     monkeypatch.setenv("AIRLOCK_TOKEN", "also-wrong")
     assert invoke(runner, "jobs", "ls").exit_code == EXIT_USAGE
