@@ -654,7 +654,7 @@ def keys_ls(
 
 @keys_app.command("revoke")
 def keys_revoke(
-    key_id: Annotated[str, typer.Argument(help="The key's id (ak_…; see: airlock keys ls).")],
+    key_id: Annotated[str, typer.Argument(help="The key's id (12 hex digits; see: airlock keys ls).")],
     address: AddressOption = None,
     token: TokenOption = None,
     as_json: JsonOption = False,

@@ -2714,7 +2714,7 @@ class ApiKey(_message.Message):
     REVOKED_AT_FIELD_NUMBER: _builtins.int
     CREATED_BY_FIELD_NUMBER: _builtins.int
     id: _builtins.str
-    """The public part of the key ("ak_…"); the secret follows it in the key text."""
+    """The public part of the key: 12 hex digits (the key text is "ak_<id>_<secret>")."""
     name: _builtins.str
     """The principal the key authenticates as."""
     tenant: _builtins.str
