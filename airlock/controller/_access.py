@@ -64,18 +64,22 @@ def denied(principal: Principal, permission: Permission, what: str) -> Permissio
     )
 
 
-async def job_for(principal: Principal, job_id: str, use: Use, get: Callable[[str], Awaitable[Job]]) -> Job:
-    """The job ``job_id`` if ``principal`` may ``use`` it.
+async def job_for(
+    principal: Principal, job_id: str, use: Use, get: Callable[[str, str | None], Awaitable[Job]]
+) -> Job:
+    """The job ``job_id`` if ``principal`` may ``use`` it. ``get(id, tenant)`` looks it up in
+    the principal's tenant (any tenant for an administrator): another tenant's job is not found
+    by the very query that finds no job at all, so neither answer nor timing tells them apart.
 
     Raises:
         JobNotFound: unknown, or another tenant's.
         PermissionDenied: of its tenant, but the roles do not allow ``use``.
     """
     try:
-        job = await get(job_id)
+        job = await get(job_id, None if principal.is_admin else principal.tenant)
     except JobNotFound:
         raise not_found(job_id) from None
-    if not in_tenant(principal, job):
+    if not in_tenant(principal, job):  # a getter that ignored the tenant
         raise not_found(job_id)
     check(principal, job, use)
     return job

@@ -24,13 +24,13 @@ class JobEvents:
         self.store = store
         self._watchers: dict[str, set[asyncio.Event]] = {}
 
-    async def get(self, job_id: str) -> Job:
-        """The job.
+    async def get(self, job_id: str, tenant: str | None = None) -> Job:
+        """The job (of ``tenant``, when given).
 
         Raises:
-            JobNotFound: no such job.
+            JobNotFound: no such job (of that tenant: the same refusal).
         """
-        job = await self.store.get(job_id)
+        job = await self.store.get(job_id, tenant)
         if job is None:
             raise JobNotFound(f"no job {job_id!r}")
         return job

@@ -32,6 +32,14 @@ _NEW_COLUMNS = {
     "owner": "TEXT",
 }
 
+#: What a tenant's listing and its quotas read (version 3).
+_TENANT_INDEXES = {
+    "jobs_tenant": "tenant, n",
+    "jobs_tenant_state": "tenant, state",
+    "jobs_tenant_created": "tenant, created_at",
+    "jobs_tenant_finished": "tenant, finished_at",
+}
+
 _SANDBOX_KINDS = frozenset({"turn", "egress", "credential_proxy"})
 
 
@@ -47,7 +55,8 @@ def upgrade(conn: sqlite3.Connection) -> int:
     for column, kind in _NEW_COLUMNS.items():
         if column not in have:
             conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
-    conn.execute("CREATE INDEX IF NOT EXISTS jobs_tenant ON jobs(tenant, n)")
+    for name, columns in _TENANT_INDEXES.items():
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON jobs({columns})")
     if schema_version(conn) >= 1:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         return 0

@@ -16,7 +16,7 @@ from airlock.jobs import utcnow
 from airlock.policy.resources import parse_cpu, parse_disk, parse_memory
 from layer0 import TurnConfig, TurnInput
 
-from ._tenant_use import TenantUse, measure
+from ._tenant_use import COUNTED, TenantUse, measure
 
 if TYPE_CHECKING:
     from airlock.config import AgentConfig
@@ -111,12 +111,12 @@ class Quotas:
         """
         quota = self.settings.quotas(tenant)
         check_resources(tenant, quota, agent)
-        counted = (quota.concurrent_jobs, quota.jobs_per_minute, quota.cost_per_day, quota.artifact_bytes)
-        if all(limit is None for limit in counted):
+        counted = frozenset(name for name in COUNTED if getattr(quota, name) is not None)
+        if not counted:
             return None
 
         def admit(conn: sqlite3.Connection) -> None:
-            check_admission(tenant, quota, measure(conn, tenant, utcnow()))
+            check_admission(tenant, quota, measure(conn, tenant, utcnow(), counted))
 
         return admit
 

@@ -316,13 +316,13 @@ class JobService:
         await self._scheduler.push(job)
         return job
 
-    async def get(self, job_id: str) -> Job:
-        """The job.
+    async def get(self, job_id: str, tenant: str | None = None) -> Job:
+        """The job (of ``tenant``, when given).
 
         Raises:
-            JobNotFound: no such job.
+            JobNotFound: no such job (of that tenant: the same refusal, from the same query).
         """
-        return await self.events.get(job_id)
+        return await self.events.get(job_id, tenant)
 
     async def find(self, where: JobFilter | None = None) -> list[Job]:
         """Jobs matching ``where``, most recent first."""

@@ -600,11 +600,14 @@ class SqliteJobStore(SqliteThread):
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def get(self, job_id: str) -> Job | None:
-        """The job, or None."""
+    async def get(self, job_id: str, tenant: str | None = None) -> Job | None:
+        """The job, or None (also when it is not ``tenant``'s, decided by the same query)."""
+        sql, args = f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", [job_id]
+        if tenant is not None:
+            sql, args = sql + " AND tenant = ?", [job_id, tenant]
 
         def op(conn: sqlite3.Connection) -> Job | None:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = conn.execute(sql, args).fetchone()
             return _job(row) if row is not None else None
 
         return await self._run(op)

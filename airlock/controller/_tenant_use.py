@@ -34,30 +34,42 @@ def day_start(now: datetime) -> datetime:
     return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def measure(conn: sqlite3.Connection, tenant: str, now: datetime) -> TenantUse:
-    """``tenant``'s use as of ``now`` (submitted jobs only: children run inside their root)."""
-    marks = ", ".join("?" * len(COUNTED_STATES))
-    concurrent = conn.execute(
-        f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND origin = 'submit' AND state IN ({marks})",
-        (tenant, *COUNTED_STATES),
-    ).fetchone()[0]
-    recent = conn.execute(
-        "SELECT COUNT(*) FROM jobs WHERE tenant = ? AND origin = 'submit' AND created_at >= ?",
-        (tenant, (now - timedelta(seconds=60)).timestamp()),
-    ).fetchone()[0]
-    costs = conn.execute(
-        "SELECT json_extract(output, '$.metadata.cost') FROM jobs "
-        "WHERE tenant = ? AND output IS NOT NULL AND finished_at >= ?",
-        (tenant, day_start(now).timestamp()),
-    ).fetchall()
-    stored = conn.execute(
-        "SELECT COALESCE(SUM(f.size), 0) FROM job_files f JOIN jobs j ON j.id = f.job_id "
-        "WHERE j.tenant = ? AND f.kind = 'artifact'",
-        (tenant,),
-    ).fetchone()[0]
-    return TenantUse(
-        int(concurrent), int(recent), sum((_money(c[0]) for c in costs), Decimal(0)), int(stored)
-    )
+#: What :func:`measure` can count, by quota.
+COUNTED = frozenset({"concurrent_jobs", "jobs_per_minute", "cost_per_day", "artifact_bytes"})
+
+
+def measure(
+    conn: sqlite3.Connection, tenant: str, now: datetime, counted: frozenset[str] = COUNTED
+) -> TenantUse:
+    """``tenant``'s use as of ``now`` (submitted jobs only: children run inside their root), of
+    the quotas in ``counted`` (the others read 0: a submit pays only for the limits it has)."""
+    concurrent = recent = stored = 0
+    cost = Decimal(0)
+    if "concurrent_jobs" in counted:
+        marks = ", ".join("?" * len(COUNTED_STATES))
+        concurrent = conn.execute(
+            f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND state IN ({marks}) AND origin = 'submit'",
+            (tenant, *COUNTED_STATES),
+        ).fetchone()[0]
+    if "jobs_per_minute" in counted:
+        recent = conn.execute(
+            "SELECT COUNT(*) FROM jobs WHERE tenant = ? AND created_at >= ? AND origin = 'submit'",
+            (tenant, (now - timedelta(seconds=60)).timestamp()),
+        ).fetchone()[0]
+    if "cost_per_day" in counted:
+        costs = conn.execute(
+            "SELECT json_extract(output, '$.metadata.cost') FROM jobs "
+            "WHERE tenant = ? AND finished_at >= ? AND output IS NOT NULL",
+            (tenant, day_start(now).timestamp()),
+        ).fetchall()
+        cost = sum((_money(c[0]) for c in costs), Decimal(0))
+    if "artifact_bytes" in counted:
+        stored = conn.execute(
+            "SELECT COALESCE(SUM(f.size), 0) FROM jobs j JOIN job_files f ON f.job_id = j.id "
+            "WHERE j.tenant = ? AND f.kind = 'artifact'",
+            (tenant,),
+        ).fetchone()[0]
+    return TenantUse(int(concurrent), int(recent), cost, int(stored))
 
 
 def _money(value: object) -> Decimal:

@@ -354,8 +354,8 @@ class FakeService:
             self.jobs[job.id] = job
         return self
 
-    async def get(self, job_id: str) -> Job:
-        if job_id not in self.jobs:
+    async def get(self, job_id: str, tenant: str | None = None) -> Job:
+        if job_id not in self.jobs or tenant not in (None, self.jobs[job_id].tenant):
             raise JobNotFound(f"no job {job_id!r}")
         return self.jobs[job_id]
 
