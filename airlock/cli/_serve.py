@@ -113,8 +113,9 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
         say(f"token: {controller.token}")
         say(
             f"  [yellow]generated now and saved (mode 0600) in {escape(str(controller.token_file))}; "
-            "it will not be printed again.[/] Clients on this machine read that file; elsewhere set "
-            "AIRLOCK_TOKEN or pass --token."
+            "it will not be printed again.[/] It is the bootstrap administrator's key: give each "
+            "person and service their own (airlock keys create). Clients on this machine read that "
+            "file; elsewhere set AIRLOCK_TOKEN or pass --token."
         )
     else:
         say(f"  token: in {escape(str(opts.token_file or controller.token_file))} (not printed)")

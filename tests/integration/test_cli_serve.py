@@ -139,7 +139,7 @@ class Serve:
                 self.printed_token = self.json.get("token")
             elif m := re.match(r"token: (\S+)$", line):
                 self.printed_token = m.group(1)
-            elif m := re.match(r"listening on (\S+)$", line):
+            elif m := re.match(r"listening on (\S+)(?: \(.*\))?$", line):
                 self.address = m.group(1)
         return self
 
