@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import datetime
 
 from rich.markup import escape
 from rich.table import Table
 
-from airlock.jobs import ApiKeyInfo
+from airlock.identity import ApiKeyRecord
 
 from ._common import console, err_console
 from ._jobs import Target, _with_client
@@ -19,6 +20,11 @@ from ._jobs import Target, _with_client
 
 def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
+
+
+def _record(key: ApiKeyRecord) -> dict[str, object]:
+    """A key's record as JSON values (times in ISO 8601)."""
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(key).items()}
 
 
 def whoami(target: Target, as_json: bool) -> None:
@@ -39,7 +45,7 @@ def create_key(
     """Create a key; print its secret once (stdout), and how to use it (stderr)."""
     key, secret = _with_client(target, as_json, lambda c: c.create_key(name, tenant, roles, ttl_s))
     if as_json:
-        print(json.dumps({"key": key.model_dump(mode="json"), "secret": secret}))
+        print(json.dumps({"key": _record(key), "secret": secret}))
         return
     print(secret)
     err_console.print(
@@ -54,7 +60,7 @@ def list_keys(target: Target, tenant: str | None, include_revoked: bool, as_json
     """Print the API keys as a table (never their secrets)."""
     keys = _with_client(target, as_json, lambda c: c.keys(tenant, include_revoked))
     if as_json:
-        print(json.dumps([k.model_dump(mode="json") for k in keys]))
+        print(json.dumps([_record(k) for k in keys]))
         return
     table = Table("id", "name", "tenant", "roles", "created", "expires", "last used", "revoked")
     for k in keys:
@@ -73,9 +79,9 @@ def list_keys(target: Target, tenant: str | None, include_revoked: bool, as_json
 
 def revoke_key(target: Target, key_id: str, as_json: bool) -> None:
     """Revoke a key; its next call is refused."""
-    key: ApiKeyInfo = _with_client(target, as_json, lambda c: c.revoke_key(key_id))
+    key: ApiKeyRecord = _with_client(target, as_json, lambda c: c.revoke_key(key_id))
     if as_json:
-        print(key.model_dump_json())
+        print(json.dumps(_record(key)))
         return
     console.print(f"revoked key {escape(key.id)} of {escape(key.name)}", highlight=False)
 

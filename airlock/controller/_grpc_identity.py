@@ -42,6 +42,7 @@ def key_to_proto(key: ApiKeyRecord) -> cpb.ApiKey:
         roles=list(key.roles),
         created_at=timestamp_to_proto(key.created_at),
         created_by=key.created_by,
+        revoked_by=key.revoked_by or "",
     )
     for name in ("expires_at", "last_used", "revoked_at"):
         value = getattr(key, name)

@@ -25,7 +25,7 @@ if _typing.TYPE_CHECKING:
     )
     from ._effects import EffectOutcome, EffectReport, OutcomeStatus
     from ._errors import RETRYABLE_KINDS, JobErrorKind, error_kind, is_retryable, kind_of
-    from ._identity import ApiKeyInfo, AuditRecord, CallerInfo, QuotaUse, TenantUse
+    from ._identity import AuditRecord, CallerInfo, QuotaUse, TenantUse
     from ._model import (
         JOB_EVENT_DATA,
         ApprovalChanged,
@@ -79,7 +79,6 @@ __all__ = [
     "TLS_KEY_ENV",
     "TLS_SERVER_NAME_ENV",
     "TOKEN_ENV",
-    "ApiKeyInfo",
     "ApprovalChanged",
     "ApprovalWait",
     "AuditRecord",
@@ -160,7 +159,6 @@ _WHERE = {
     "SignalRecorded": "._model",
     "StateChanged": "._model",
     "StoredFile": "._model",
-    "ApiKeyInfo": "._identity",
     "AuditRecord": "._identity",
     "CallerInfo": "._identity",
     "QuotaUse": "._identity",

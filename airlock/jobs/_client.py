@@ -18,6 +18,7 @@ from airlock import wire as cv
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError
+from airlock.identity import ApiKeyRecord
 from airlock.sandbox import IsolationProof
 from airlock.weave import ChainBreak, ChainReport, TurnRecord
 from layer0 import TurnInput
@@ -26,7 +27,7 @@ from . import _identity as ji
 from . import convert as jc
 from . import event_wire as ew
 from ._address import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
-from ._identity import ApiKeyInfo, AuditRecord, CallerInfo, TenantUse
+from ._identity import AuditRecord, CallerInfo, TenantUse
 from ._model import FixedPointRun, Inspection, Job, JobEvent, JobFilter, StoredFile
 from ._paths import default_data_dir
 from ._tls import client_tls, open_channel, tls_hint
@@ -314,7 +315,7 @@ class ControllerClient:
 
     async def create_key(
         self, name: str, tenant: str, roles: Sequence[str], ttl_s: float | None = None
-    ) -> tuple[ApiKeyInfo, str]:
+    ) -> tuple[ApiKeyRecord, str]:
         """Create an API key (administrators): its record, and its secret (shown only now)."""
         request = cpb.CreateKeyRequest(name=name, tenant=tenant, roles=list(roles))
         if ttl_s is not None:
@@ -322,12 +323,12 @@ class ControllerClient:
         response = await self._call("CreateKey", request)
         return ji.key_from_proto(response.key), response.secret
 
-    async def keys(self, tenant: str | None = None, include_revoked: bool = False) -> list[ApiKeyInfo]:
+    async def keys(self, tenant: str | None = None, include_revoked: bool = False) -> list[ApiKeyRecord]:
         """The API keys (administrators), newest first."""
         request = cpb.ListKeysRequest(tenant=tenant or "", include_revoked=include_revoked)
         return [ji.key_from_proto(k) for k in (await self._call("ListKeys", request)).keys]
 
-    async def revoke_key(self, key_id: str) -> ApiKeyInfo:
+    async def revoke_key(self, key_id: str) -> ApiKeyRecord:
         """Revoke an API key (administrators); its next call is refused."""
         return ji.key_from_proto(await self._call("RevokeKey", cpb.RevokeKeyRequest(id=key_id)))
 

@@ -1,5 +1,5 @@
-"""The identity side of the jobs API as the client reads it: who am I, API keys, tenants'
-use against their quotas, audit entries (from their wire form)."""
+"""The identity side of the jobs API as the client reads it: who am I, API keys (as the key
+store's records), tenants' use against their quotas, audit entries (from their wire form)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from airlock._proto.controller.v1 import controller_pb2 as cpb
+from airlock.identity import ApiKeyRecord
 
 from .convert import timestamp_from_proto
 
@@ -31,20 +32,6 @@ class CallerInfo(_Frozen):
     method: str
     #: (permission, agent globs) per grant.
     grants: tuple[tuple[str, tuple[str, ...]], ...]
-
-
-class ApiKeyInfo(_Frozen):
-    """An API key as listed (never its secret)."""
-
-    id: str
-    name: str
-    tenant: str
-    roles: tuple[str, ...]
-    created_at: datetime
-    created_by: str
-    expires_at: datetime | None = None
-    last_used: datetime | None = None
-    revoked_at: datetime | None = None
 
 
 class QuotaUse(_Frozen):
@@ -87,16 +74,17 @@ def caller_from_proto(message: cpb.WhoAmIResponse) -> CallerInfo:
     )
 
 
-def key_from_proto(message: cpb.ApiKey) -> ApiKeyInfo:
+def key_from_proto(message: cpb.ApiKey) -> ApiKeyRecord:
     """An API key's record."""
 
-    return ApiKeyInfo(
+    return ApiKeyRecord(
         id=message.id,
         name=message.name,
         tenant=message.tenant,
         roles=tuple(message.roles),
         created_at=timestamp_from_proto(message.created_at),
         created_by=message.created_by,
+        revoked_by=message.revoked_by or None,
         expires_at=timestamp_from_proto(message.expires_at) if message.HasField("expires_at") else None,
         last_used=timestamp_from_proto(message.last_used) if message.HasField("last_used") else None,
         revoked_at=timestamp_from_proto(message.revoked_at) if message.HasField("revoked_at") else None,

@@ -136,3 +136,21 @@ def test_a_gated_job_is_shown_approved_audited_and_verified(
     assert (submitted["principal"], submitted["outcome"], submitted["target"]) == ("sam", "OK", job_id)
     made = json.loads(invoke(runner, "audit", "--action", "CreateKey", "--json").stdout)
     assert [(m["principal"], m["outcome"]) for m in made] == [("admin", "OK")] * 3
+
+
+def test_keys_are_listed_used_and_revoked_from_the_cli(
+    runner: CliRunner, controller: BackgroundController
+) -> None:
+    ana = new_key(runner, "ana", "viewer")
+    assert "ana (tenant default, by key)" in invoke(runner, "whoami", key=ana).stdout
+    (listed,) = json.loads(invoke(runner, "keys", "ls", "--json").stdout)
+    assert (listed["name"], listed["roles"], listed["created_by"]) == ("ana", ["viewer"], "admin")
+    assert ana.startswith(f"ak_{listed['id']}_") and ana not in invoke(runner, "keys", "ls").stdout
+    (tenant,) = json.loads(invoke(runner, "tenants", "--json", key=ana).stdout)
+    assert tenant["tenant"] == "default" and {q["quota"] for q in tenant["quotas"]} >= {"concurrent_jobs"}
+    denied = invoke(runner, "keys", "ls", key=ana)
+    assert denied.exit_code == 2 and "controller.admin" in " ".join(denied.stderr.split())
+    assert invoke(runner, "keys", "revoke", listed["id"]).exit_code == 0
+    refused = invoke(runner, "whoami", key=ana)
+    assert refused.exit_code == 2 and "invalid or expired API key" in refused.stderr
+    assert json.loads(invoke(runner, "keys", "ls", "--all", "--json").stdout)[0]["revoked_by"] == "admin"

@@ -2713,6 +2713,7 @@ class ApiKey(_message.Message):
     LAST_USED_FIELD_NUMBER: _builtins.int
     REVOKED_AT_FIELD_NUMBER: _builtins.int
     CREATED_BY_FIELD_NUMBER: _builtins.int
+    REVOKED_BY_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The public part of the key: 12 hex digits (the key text is "ak_<id>_<secret>")."""
     name: _builtins.str
@@ -2720,6 +2721,8 @@ class ApiKey(_message.Message):
     tenant: _builtins.str
     created_by: _builtins.str
     """The principal that created it."""
+    revoked_by: _builtins.str
+    """The principal that revoked it (empty while it is not revoked)."""
     @_builtins.property
     def roles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -2742,10 +2745,11 @@ class ApiKey(_message.Message):
         last_used: _timestamp_pb2.Timestamp | None = ...,
         revoked_at: _timestamp_pb2.Timestamp | None = ...,
         created_by: _builtins.str = ...,
+        revoked_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expires_at", b"_expires_at", "_last_used", b"_last_used", "_revoked_at", b"_revoked_at", "created_at", b"created_at", "expires_at", b"expires_at", "last_used", b"last_used", "revoked_at", b"revoked_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expires_at", b"_expires_at", "_last_used", b"_last_used", "_revoked_at", b"_revoked_at", "created_at", b"created_at", "created_by", b"created_by", "expires_at", b"expires_at", "id", b"id", "last_used", b"last_used", "name", b"name", "revoked_at", b"revoked_at", "roles", b"roles", "tenant", b"tenant"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expires_at", b"_expires_at", "_last_used", b"_last_used", "_revoked_at", b"_revoked_at", "created_at", b"created_at", "created_by", b"created_by", "expires_at", b"expires_at", "id", b"id", "last_used", b"last_used", "name", b"name", "revoked_at", b"revoked_at", "revoked_by", b"revoked_by", "roles", b"roles", "tenant", b"tenant"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expires_at: _TypeAlias = _typing.Literal["expires_at"]  # noqa: Y015
     _WhichOneofArgType__expires_at: _TypeAlias = _typing.Literal["_expires_at", b"_expires_at"]  # noqa: Y015
