@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
+
+from pydantic_core import to_jsonable_python
 
 from airlock.jobs import DEFAULT_ADDRESS, default_data_dir
 
@@ -104,6 +107,7 @@ class Controller:
             self.service = await self._stack.enter_async_context(
                 JobService(store, runner, state, self.options.settings, audit_key=key, auth=auth)
             )
+            await _audit_quotas(store, self.config)
             keys, callers = await open_identity(self._stack, auth, self.data_dir, check)
             self.server = await self._stack.enter_async_context(
                 ControllerServer(
@@ -142,6 +146,20 @@ class Controller:
         """Serve until the server stops."""
         assert self.server is not None, "not started"
         await self.server.wait_for_termination()
+
+
+async def _audit_quotas(store: SqliteJobStore, config: AirlockConfig) -> None:
+    """Record the tenants' quotas in the audit log when they differ from the last recorded
+    (quotas change by editing ``auth:``; the entry names the file)."""
+    auth = config.auth
+    quotas = {
+        "default_quotas": auth.default_quotas,
+        "tenants": {t: s.quotas for t, s in auth.tenants.items()},
+    }
+    text = json.dumps(to_jsonable_python(quotas), sort_keys=True)
+    source = f"config:{config.files[0]}" if config.files else "config"
+    if await store.audit_quotas(text, source) is not None:
+        _log.info("tenant quotas changed: recorded in the audit log")
 
 
 async def _prove(runner: AgentRunner) -> None:

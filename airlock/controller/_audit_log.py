@@ -24,8 +24,8 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE INDEX IF NOT EXISTS audit_tenant ON audit(tenant, seq);
 """
 
-#: Characters of ``detail`` kept (a refusal's message; never a credential).
-DETAIL_LIMIT = 500
+#: Characters of ``detail`` kept (a refusal's message, the quotas; never a credential).
+DETAIL_LIMIT = 8000
 
 
 class AuditEntry(BaseModel):
@@ -110,3 +110,22 @@ def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditEntry]:
         )
         for r in conn.execute(sql, args).fetchall()
     ]
+
+
+#: The audit action of a change of the tenants' quotas (they come from ``auth:``).
+QUOTAS_CHANGED = "QuotasChanged"
+
+
+def quota_change(conn: sqlite3.Connection, quotas: str, source: str, now: datetime) -> AuditEntry | None:
+    """An entry for ``quotas`` (the tenants' quotas as JSON) when they differ from the last
+    audited ones (a new or edited ``auth:``), written now; None when unchanged."""
+    last = conn.execute(
+        "SELECT detail FROM audit WHERE action = ? ORDER BY seq DESC LIMIT 1", (QUOTAS_CHANGED,)
+    ).fetchone()
+    if last is not None and last[0] == quotas:
+        return None
+    entry = AuditEntry(
+        time=now, principal=source, tenant="", action=QUOTAS_CHANGED, outcome="OK", detail=quotas
+    )
+    insert(conn, entry)
+    return entry

@@ -649,6 +649,10 @@ class SqliteJobStore(SqliteThread):
         """Append one entry to the audit log; its ``seq``."""
         return await self._run(lambda conn: _audit_log.insert(conn, entry))
 
+    async def audit_quotas(self, quotas: str, source: str) -> AuditEntry | None:
+        """Audit the tenants' ``quotas`` (JSON) if they changed since last audited."""
+        return await self._run(lambda conn: _audit_log.quota_change(conn, quotas, source, utcnow()))
+
     async def audit(self, where: AuditFilter) -> list[AuditEntry]:
         """Audit entries matching ``where``, newest first."""
         return await self._run(lambda conn: _audit_log.select(conn, where))

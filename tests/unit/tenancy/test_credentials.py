@@ -18,7 +18,7 @@ import yaml
 
 from airlock.config import load_config
 from airlock.controller import Controller, ControllerOptions, _execute
-from airlock.jobs import ControllerClient, ControllerError
+from airlock.jobs import AuditRecord, ControllerClient, ControllerError
 from tests.unit.identity.tokens import AUDIENCE, ISSUER, SigningKey, jwks
 
 
@@ -27,14 +27,16 @@ def idp() -> SigningKey:
     return SigningKey("k1")
 
 
-@pytest.fixture
-async def controller(
-    tmp_path: Path, idp: SigningKey, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Controller]:
+@pytest.fixture(autouse=True)
+def no_reap(monkeypatch: pytest.MonkeyPatch) -> None:
     async def no_reap(self: Any) -> list[str]:  # recovery must not touch this machine's Docker
         return []
 
     monkeypatch.setattr(_execute.AgentRunner, "reap", no_reap)
+
+
+def write_config(tmp_path: Path, idp: SigningKey, **extra: Any) -> Path:
+    """airlock.yaml with one agent and ``auth:`` (OIDC of ``idp``, a role, ``extra``)."""
     (tmp_path / "jwks.json").write_text(json.dumps(jwks(idp)))
     (tmp_path / "s.yaml").write_text("steps: []\n")
     agent = {"provider": {"kind": "scripted", "script": "s.yaml"}, "backend": "process"}
@@ -46,12 +48,17 @@ async def controller(
             "claims": {"roles": "groups"},
         },
         "roles": {"ops-approver": {"grants": ["approver"], "agents": ["ops-*"]}},
+        **extra,
     }
-    (tmp_path / "airlock.yaml").write_text(
-        yaml.safe_dump({"version": 1, "agents": {"a": agent}, "auth": auth})
-    )
+    path = tmp_path / "airlock.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "agents": {"a": agent}, "auth": auth}))
+    return path
+
+
+@pytest.fixture
+async def controller(tmp_path: Path, idp: SigningKey) -> AsyncIterator[Controller]:
     options = ControllerOptions(data_dir=tmp_path / "data", address="127.0.0.1:0")
-    async with Controller(load_config(tmp_path / "airlock.yaml"), options) as started:
+    async with Controller(load_config(write_config(tmp_path, idp)), options) as started:
         yield started
 
 
@@ -131,3 +138,22 @@ async def test_the_bootstrap_token_is_the_administrator(controller: Controller) 
     async with ControllerClient(controller.address, controller.token) as admin:
         me = await admin.whoami()
     assert (me.name, me.tenant, me.method, me.roles) == ("admin", "default", "bootstrap", ("admin",))
+
+
+async def test_a_change_of_the_quotas_is_audited_once(tmp_path: Path, idp: SigningKey) -> None:
+    options = ControllerOptions(data_dir=tmp_path / "data", address="127.0.0.1:0")
+
+    async def audited(config: Path) -> list[AuditRecord]:
+        async with (
+            Controller(load_config(config), options) as started,
+            ControllerClient(started.address, started.token) as admin,
+        ):
+            return await admin.audit(action="QuotasChanged")
+
+    path = write_config(tmp_path, idp)
+    (first,) = await audited(path)
+    assert first.principal == f"config:{path}" and '"tenants": {}' in first.detail
+    assert len(await audited(path)) == 1  # unchanged: no new entry
+    path = write_config(tmp_path, idp, tenants={"red": {"quotas": {"concurrent_jobs": 2}}})
+    latest, earlier = await audited(path)
+    assert '"red": {' in latest.detail and '"concurrent_jobs": 2' in latest.detail and earlier == first
