@@ -179,10 +179,10 @@ async def test_a_job_claims_a_warm_pod_its_env_credential_bound_late(
         assert pod["status"]["phase"] == "Running"
         assert "activeDeadlineSeconds" not in pod["spec"]
         assert "API_TOKEN" not in json.dumps(pod["spec"])
-    # Each member's Secret holds its runner token and nothing else.
+    # Each member's Secret holds its runner token and its own TLS certificate, nothing else.
     secrets = cluster.members("secrets")
     assert set(secrets) == set(waiting)
-    assert all(set(secret_values(s)) == {"token"} for s in secrets.values())
+    assert all(set(secret_values(s)) == {"token", "tls.crt", "tls.key"} for s in secrets.values())
     assert all(len(cluster.api.objects(k, NS)) >= 2 for k in KINDS)
 
     seen_after_claim: list[dict[str, dict[str, Any]]] = []
@@ -199,10 +199,11 @@ async def test_a_job_claims_a_warm_pod_its_env_credential_bound_late(
     assert VALUES["API_TOKEN"] not in output.model_dump_json()
     stats = pool.stats()
     assert (stats.hits, stats.misses) == (1, 0)
-    # During the job, the claimed pod's Secret (and the refill's) still held only its token.
+    # During the job, the claimed pod's Secret (and the refill's) still held only its token and
+    # its own certificate.
     assert set(waiting) <= set(seen_after_claim[0])
     for secret in seen_after_claim[0].values():
-        assert set(secret_values(secret)) == {"token"}
+        assert set(secret_values(secret)) == {"token", "tls.crt", "tls.key"}
         assert VALUES["API_TOKEN"] not in json.dumps(secret_values(secret))
 
     # The claimed pod goes with its job; the pool refills behind it.

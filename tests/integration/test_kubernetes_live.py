@@ -566,7 +566,7 @@ async def test_the_sidecar_secret_is_absent_from_the_sandbox_pod(live: Live, ser
     (own,) = by_role["sandbox"]
     assert own["metadata"]["name"] == object_name(sandbox_id)
     decoded = {key: base64.b64decode(data).decode() for key, data in own["data"].items()}
-    assert set(decoded) == {"token"}  # no credential of the sandbox's own
+    assert set(decoded) == {"token", "tls.crt", "tls.key"}  # its runner's own: no credential of the sandbox's
     assert not [f for f in forms if f in json.dumps(own) + json.dumps(decoded)]
     # … nor does the pod refer to any Secret but its own.
     assert object_name(sandbox_id, "proxy") not in json.dumps(pod["spec"])
