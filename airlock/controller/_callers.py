@@ -156,6 +156,13 @@ class _Gate:
 
 def _wrapped(handler: grpc.RpcMethodHandler, gate: _Gate) -> grpc.RpcMethodHandler:
     """``handler`` behind ``gate``: authenticated first, audited after (same kind of handler)."""
+    kinds = (
+        (handler.unary_unary, grpc.unary_unary_rpc_method_handler, False),
+        (handler.unary_stream, grpc.unary_stream_rpc_method_handler, True),
+        (handler.stream_unary, grpc.stream_unary_rpc_method_handler, False),
+        (handler.stream_stream, grpc.stream_stream_rpc_method_handler, True),
+    )
+    behavior, make, streams = next((b, m, s) for b, m, s in kinds if b is not None)
 
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
         token = await gate.enter(context)
@@ -177,17 +184,8 @@ def _wrapped(handler: grpc.RpcMethodHandler, gate: _Gate) -> grpc.RpcMethodHandl
         finally:
             await gate.leave(context, token, ok)
 
-    kinds = (
-        (handler.unary_unary, grpc.unary_unary_rpc_method_handler, unary),
-        (handler.unary_stream, grpc.unary_stream_rpc_method_handler, stream),
-        (handler.stream_unary, grpc.stream_unary_rpc_method_handler, unary),
-        (handler.stream_stream, grpc.stream_stream_rpc_method_handler, stream),
+    return make(
+        stream if streams else unary,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
     )
-    for behavior, make, wrapper in kinds:
-        if behavior is not None:
-            return make(
-                wrapper,
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-    raise AssertionError("a method handler of no kind")  # pragma: no cover
