@@ -12,7 +12,6 @@ An event's ``data`` column holds its :data:`~airlock.jobs.JobEventData` as JSON
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -243,21 +242,12 @@ class SqliteJobStore(SqliteThread):
         return self
 
     def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            fresh = self._create_private()
-            conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None)
-            try:
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.executescript(_SCHEMA)
-                conn.executescript(_audit_log.SCHEMA)
-                self._upgrade(conn, fresh=fresh)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
-        return self._conn
+        return self._open_once(self._prepare)
+
+    def _prepare(self, conn: sqlite3.Connection, fresh: bool) -> None:
+        conn.executescript(_SCHEMA)
+        conn.executescript(_audit_log.SCHEMA)
+        self._upgrade(conn, fresh=fresh)
 
     def _upgrade(self, conn: sqlite3.Connection, *, fresh: bool) -> None:
         """Upgrade a file written by an earlier version (once, in one transaction), after
@@ -274,39 +264,21 @@ class SqliteJobStore(SqliteThread):
                 "at %s (airlock store restore, to roll back)",
                 self._path, version, _migrate.SCHEMA_VERSION, kept,
             )  # fmt: skip
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = _migrate.schema_version(conn)  # another process may have upgraded it
-            if version > _migrate.SCHEMA_VERSION:
-                raise JobStoreError(newer_store_message(self._path, version))
-            if version < _migrate.SCHEMA_VERSION:
-                _migrate.upgrade(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        self._in_transaction(conn, self._upgrade_now)
+
+    def _upgrade_now(self, conn: sqlite3.Connection) -> None:
+        version = _migrate.schema_version(conn)  # another process may have upgraded it
+        if version > _migrate.SCHEMA_VERSION:
+            raise JobStoreError(newer_store_message(self._path, version))
+        if version < _migrate.SCHEMA_VERSION:
+            _migrate.upgrade(conn)
 
     async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise JobStoreError(f"job store {self._path} is closed")
 
-        def transaction() -> T:
-            conn = self._connect()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = op(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
-
-        def work() -> T:
-            return self._retrying(transaction)
-
-        loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, work)
+            return await self._on_thread(lambda: self._in_transaction(self._connect(), op))
         except (sqlite3.Error, OSError) as e:
             raise JobStoreError(f"job store {self._path}: {type(e).__name__}: {e}") from e
 

@@ -68,6 +68,12 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _create_schema(conn: sqlite3.Connection) -> None:
+    for statement in SCHEMA:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
 class KeyStore(SqliteThread):
     """API keys of principals in one SQLite file (0600; ``user_version`` = schema version).
 
@@ -106,21 +112,9 @@ class KeyStore(SqliteThread):
         return self
 
     def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self._create_private()
-            conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None)
-            try:
-                conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                self._migrate(conn)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
-        return self._conn
+        return self._open_once(self._migrate)
 
-    def _migrate(self, conn: sqlite3.Connection) -> None:
+    def _migrate(self, conn: sqlite3.Connection, fresh: bool) -> None:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         if version > SCHEMA_VERSION:
             raise KeyStoreError(
@@ -128,26 +122,13 @@ class KeyStore(SqliteThread):
                 f"up to {SCHEMA_VERSION} (written by a newer airlock)"
             )
         if version < SCHEMA_VERSION:  # a new file (issue 38 adds the upgrade steps here)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            self._in_transaction(conn, _create_schema)
 
     async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise KeyStoreError(f"key store {self._path} is closed")
-
-        def work() -> T:
-            return self._retrying(lambda: op(self._connect()))
-
-        loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, work)
+            return await self._on_thread(lambda: op(self._connect()))
         except (sqlite3.Error, OSError) as e:
             raise KeyStoreError(f"key store {self._path}: {type(e).__name__}: {e}") from e
 

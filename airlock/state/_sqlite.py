@@ -29,6 +29,10 @@ CREATE TABLE IF NOT EXISTS state (
 """
 
 
+def _create_table(conn: sqlite3.Connection, fresh: bool) -> None:
+    conn.execute(_SCHEMA)
+
+
 # ``list`` is shadowed by the method of that name inside the class.
 _Keys = list[str]
 _Results = list[SearchResult]
@@ -82,6 +86,43 @@ class SqliteThread(ABC):
     def _connect(self) -> sqlite3.Connection:
         """Open (once) and return the connection; runs on the thread."""
 
+    def _open_once(self, prepare: Callable[[sqlite3.Connection, bool], None]) -> sqlite3.Connection:
+        """The connection, opened at the first call (on the thread): the file created private
+        (:meth:`_create_private`), rows by name, WAL, ``synchronous=NORMAL``, then
+        ``prepare(conn, fresh)`` (its schema; ``fresh``: the file was created now). A failure
+        closes it again, so the next call tries afresh."""
+        if self._conn is None:
+            fresh = self._create_private()
+            conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None)
+            try:
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                prepare(conn, fresh)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    @staticmethod
+    def _in_transaction(conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T]) -> T:
+        """``op(conn)`` in one write transaction (``BEGIN IMMEDIATE``): committed when it
+        returns, rolled back when it raises."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = op(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    async def _on_thread(self, work: Callable[[], T]) -> T:
+        """``work()`` on the store's thread, retried while SQLite reports a transient lock."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: self._retrying(work))
+
     def _create_private(self) -> bool:
         """Create the file for its owner only (0600; a new directory 0700) before SQLite opens
         it: SQLite gives the ``-wal``, ``-shm`` and journal files it makes the main file's mode.
@@ -131,29 +172,13 @@ class SqliteStore(SqliteThread):
         return self
 
     def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self._create_private()
-            conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None)
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(_SCHEMA)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
-        return self._conn
+        return self._open_once(_create_table)
 
     async def _run(self, op: Callable[[sqlite3.Connection], T], *, writing: bool = False) -> T:
         if self._closed:
             raise StateError.other(f"SqliteStore({self._path}) is closed")
-
-        def work() -> T:
-            return self._retrying(lambda: op(self._connect()))
-
-        loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, work)
+            return await self._on_thread(lambda: op(self._connect()))
         except sqlite3.Error as e:
             where = f"sqlite {self._path}: {type(e).__name__}: {e}"
             raise (StateError.write_failed(where) if writing else StateError.other(where)) from e
