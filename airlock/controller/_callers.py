@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from airlock import wire
 from airlock.identity import KeyStoreError, Principal, Unauthenticated
 from airlock.jobs import utcnow
 
@@ -79,13 +80,6 @@ def caller() -> Principal:
     return _CALL.get().principal
 
 
-def _authorization(context: grpc.aio.ServicerContext) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization":
-            return value if isinstance(value, str) else value.decode("latin-1")
-    return ""
-
-
 class PrincipalAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Authenticates every call but health checks (``authorization: Bearer <credential>``)
     and audits the Controller's state-changing ones. A failure is ``UNAUTHENTICATED`` with the
@@ -117,7 +111,7 @@ class _Gate:
 
     async def enter(self, context: grpc.aio.ServicerContext) -> contextvars.Token[Call]:
         try:
-            principal = await self.authenticate(_authorization(context))
+            principal = await self.authenticate(wire.authorization_value(context.invocation_metadata()))
         except Unauthenticated as e:
             _log.warning("rejected %s: %s (peer %s)", self.action, e.reason, context.peer())
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.reason)

@@ -7,6 +7,8 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from airlock.wire import bearer_credentials
+
 from ._errors import Unauthenticated
 from ._key_record import KEY_PREFIX
 from ._keys import KeyStore
@@ -20,15 +22,6 @@ if TYPE_CHECKING:  # its module loads an HTTP client: only a controller with OID
 _JWT = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
 MISSING = "missing credentials: send 'authorization: Bearer <key or token>' metadata"
 INVALID = "invalid credentials"
-
-
-def bearer_credentials(value: str) -> str | None:
-    """The credentials of an ``authorization`` value whose scheme is Bearer (RFC 7235: the
-    scheme is case-insensitive and one or more spaces follow it); None for another scheme."""
-    scheme, _, credentials = value.partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return credentials.lstrip(" ") or None
 
 
 class Authenticator:

@@ -17,7 +17,7 @@ import typing as _typing  # as private names: this package exports exactly __all
 from airlock.lazy import lazy_names as _lazy_names
 
 if _typing.TYPE_CHECKING:
-    from ._auth import BearerAuth
+    from ._auth import BearerAuth, authorization_value, bearer_credentials
     from ._content import (
         block_from_proto,
         block_to_proto,
@@ -101,6 +101,8 @@ __all__ = [
     "WireEnum",
     "abort_with_details",
     "add_reflection",
+    "authorization_value",
+    "bearer_credentials",
     "block_from_proto",
     "block_to_proto",
     "config_from_proto",
@@ -157,6 +159,8 @@ __all__ = [
 #: serves its health check before it loads the turn's converters (and pydantic, layer0).
 _WHERE = {
     "BearerAuth": "._auth",
+    "authorization_value": "._auth",
+    "bearer_credentials": "._auth",
     "block_from_proto": "._content",
     "block_to_proto": "._content",
     "content_from_proto": "._content",

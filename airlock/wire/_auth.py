@@ -1,10 +1,11 @@
-"""BearerAuth: the token check both airlock gRPC servers run (runner, controller)."""
+"""BearerAuth: the runner's token check; reading a call's bearer credentials, for it and for
+the controller's principals."""
 
 from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 import grpc
 
@@ -13,13 +14,23 @@ from ._refusing import refusing_handler
 _log = logging.getLogger("airlock.auth")
 
 
-def _bearer_token(value: str) -> str | None:
+def authorization_value(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
+    """A call's ``authorization`` metadata value (the last one sent; "" without one)."""
+    presented = ""
+    for key, value in metadata or ():
+        if key == "authorization":
+            presented = value if isinstance(value, str) else value.decode("latin-1")
+    return presented
+
+
+def bearer_credentials(value: str) -> str | None:
     """The credentials of an ``authorization`` value whose scheme is Bearer (RFC 7235: the
-    scheme is case-insensitive and one or more spaces follow it); None for another scheme."""
+    scheme is case-insensitive and one or more spaces follow it); None for another scheme or
+    none given."""
     scheme, _, credentials = value.partition(" ")
     if scheme.lower() != "bearer":
         return None
-    return credentials.lstrip(" ")
+    return credentials.lstrip(" ") or None
 
 
 class BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -46,11 +57,8 @@ class BearerAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(details)
         if details.method.startswith("/grpc.health.v1.Health/") or handler is None:
             return handler
-        presented = ""
-        for key, value in details.invocation_metadata or ():
-            if key == "authorization":
-                presented = value if isinstance(value, str) else value.decode("latin-1")
-        credentials = _bearer_token(presented)
+        presented = authorization_value(details.invocation_metadata)
+        credentials = bearer_credentials(presented)
         if credentials is not None and hmac.compare_digest(credentials.encode(), await self._expected()):
             return handler
         reason = "missing" if not presented else "wrong"
