@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ._access import PermissionDenied
 from ._app import Controller, ControllerOptions
-from ._audit_log import AuditEntry, AuditFilter
+from ._audit_log import AuditFilter
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner, LocalModelKey
 from ._grpc import (
@@ -46,7 +46,6 @@ from .effects import EffectExecutor
 __all__ = [
     "ERROR_REASONS",
     "AgentRunner",
-    "AuditEntry",
     "AuditFilter",
     "Controller",
     "ControllerOptions",

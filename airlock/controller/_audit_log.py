@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from airlock.jobs import AuditRecord
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -28,22 +30,6 @@ CREATE INDEX IF NOT EXISTS audit_tenant ON audit(tenant, seq);
 DETAIL_LIMIT = 8000
 
 
-class AuditEntry(BaseModel):
-    """One state-changing call. ``outcome``: ``OK`` or the status code it was refused with."""
-
-    model_config = ConfigDict(frozen=True)
-
-    seq: int = 0
-    time: datetime
-    principal: str
-    tenant: str
-    action: str
-    target: str = ""
-    peer: str = ""
-    outcome: str
-    detail: str = ""
-
-
 class AuditFilter(BaseModel):
     """Which entries :func:`select` returns (all given conditions hold), newest first."""
 
@@ -58,7 +44,7 @@ class AuditFilter(BaseModel):
     limit: int = 100
 
 
-def insert(conn: sqlite3.Connection, entry: AuditEntry) -> int:
+def insert(conn: sqlite3.Connection, entry: AuditRecord) -> int:
     """Append ``entry``; its ``seq``."""
     cursor = conn.execute(
         "INSERT INTO audit (time, principal, tenant, action, target, peer, outcome, detail) "
@@ -77,7 +63,7 @@ def insert(conn: sqlite3.Connection, entry: AuditEntry) -> int:
     return int(cursor.lastrowid or 0)
 
 
-def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditEntry]:
+def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditRecord]:
     """The entries matching ``where``, newest first."""
     clauses: list[str] = []
     args: list[Any] = []
@@ -97,7 +83,7 @@ def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditEntry]:
     sql += " ORDER BY seq DESC LIMIT ?"
     args.append(max(1, min(where.limit, 1000)))
     return [
-        AuditEntry(
+        AuditRecord(
             seq=r[0],
             time=datetime.fromtimestamp(r[1], UTC),
             principal=r[2],
@@ -116,7 +102,7 @@ def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditEntry]:
 QUOTAS_CHANGED = "QuotasChanged"
 
 
-def quota_change(conn: sqlite3.Connection, quotas: str, source: str, now: datetime) -> AuditEntry | None:
+def quota_change(conn: sqlite3.Connection, quotas: str, source: str, now: datetime) -> AuditRecord | None:
     """An entry for ``quotas`` (the tenants' quotas as JSON) when they differ from the last
     audited ones (a new or edited ``auth:``), written now; None when unchanged."""
     last = conn.execute(
@@ -124,7 +110,7 @@ def quota_change(conn: sqlite3.Connection, quotas: str, source: str, now: dateti
     ).fetchone()
     if last is not None and last[0] == quotas:
         return None
-    entry = AuditEntry(
+    entry = AuditRecord(
         time=now, principal=source, tenant="", action=QUOTAS_CHANGED, outcome="OK", detail=quotas
     )
     insert(conn, entry)

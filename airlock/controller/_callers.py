@@ -14,9 +14,7 @@ import grpc
 
 from airlock import wire
 from airlock.identity import KeyStoreError, Principal, Unauthenticated
-from airlock.jobs import utcnow
-
-from ._audit_log import AuditEntry
+from airlock.jobs import AuditRecord, utcnow
 
 _log = logging.getLogger("airlock.auth")
 
@@ -34,7 +32,7 @@ class CallerCheck(Protocol):
 
 
 #: Writes one audit entry.
-Record = Callable[[AuditEntry], Awaitable[object]]
+Record = Callable[[AuditRecord], Awaitable[object]]
 
 #: The RPCs that change state: each call is audited.
 AUDITED = frozenset(
@@ -132,7 +130,7 @@ class _Gate:
         code = context.code() if not ok else None
         outcome = "OK" if ok else (code.name if isinstance(code, grpc.StatusCode) else "CANCELLED")
         detail = call.detail or ("" if ok else str(context.details() or ""))
-        entry = AuditEntry(
+        entry = AuditRecord(
             time=utcnow(),
             principal=call.principal.name,
             tenant=call.tenant or call.principal.tenant,

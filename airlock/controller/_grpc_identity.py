@@ -12,58 +12,20 @@ from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock.errors import AirlockError
 from airlock.identity import AuthSettings, KeyNotFound, Permission, Principal, allows
+from airlock.jobs import identity_wire as iw
 from airlock.jobs import utcnow
-from airlock.jobs.convert import timestamp_from_proto, timestamp_to_proto
+from airlock.jobs.convert import timestamp_from_proto
 
 from . import _access as access
 from . import _grpc_errors as errors
-from ._audit_log import AuditEntry, AuditFilter
+from ._audit_log import AuditFilter
 from ._callers import caller, current_call
 
 if TYPE_CHECKING:
-    from airlock.identity import ApiKeyRecord, KeyStore
+    from airlock.identity import KeyStore
 
     from ._quotas import Quotas
     from ._store import SqliteJobStore
-
-_METHODS = {
-    "bootstrap": cpb.AUTH_METHOD_BOOTSTRAP,
-    "key": cpb.AUTH_METHOD_API_KEY,
-    "oidc": cpb.AUTH_METHOD_OIDC,
-}
-
-
-def key_to_proto(key: ApiKeyRecord) -> cpb.ApiKey:
-    """An API key's record on the wire (never its secret or hash)."""
-    message = cpb.ApiKey(
-        id=key.id,
-        name=key.name,
-        tenant=key.tenant,
-        roles=list(key.roles),
-        created_at=timestamp_to_proto(key.created_at),
-        created_by=key.created_by,
-        revoked_by=key.revoked_by or "",
-    )
-    for name in ("expires_at", "last_used", "revoked_at"):
-        value = getattr(key, name)
-        if value is not None:
-            getattr(message, name).CopyFrom(timestamp_to_proto(value))
-    return message
-
-
-def audit_to_proto(entry: AuditEntry) -> cpb.AuditEntry:
-    """One audit entry on the wire."""
-    return cpb.AuditEntry(
-        seq=entry.seq,
-        time=timestamp_to_proto(entry.time),
-        principal=entry.principal,
-        tenant=entry.tenant,
-        action=entry.action,
-        target=entry.target,
-        peer=entry.peer,
-        outcome=entry.outcome,
-        detail=entry.detail,
-    )
 
 
 async def _refuse(context: grpc.aio.ServicerContext, error: AirlockError) -> NoReturn:
@@ -83,16 +45,7 @@ class IdentityApi:
 
     @staticmethod
     def who_am_i() -> cpb.WhoAmIResponse:
-        principal = caller()
-        return cpb.WhoAmIResponse(
-            name=principal.name,
-            tenant=principal.tenant,
-            roles=list(principal.roles),
-            method=_METHODS[principal.method],
-            grants=[
-                cpb.PermissionGrant(permission=g.permission, agents=list(g.agents)) for g in principal.grants
-            ],
-        )
+        return iw.caller_to_proto(caller())
 
     async def _admin(self, context: grpc.aio.ServicerContext, what: str) -> tuple[Principal, KeyStore]:
         principal = caller()
@@ -132,14 +85,14 @@ class IdentityApi:
         except (ValueError, AirlockError) as e:
             return await errors.invalid(context, [wire.Problem("key", str(e))])
         call.target = record.id
-        return cpb.CreateKeyResponse(key=key_to_proto(record), secret=secret)
+        return cpb.CreateKeyResponse(key=iw.key_to_proto(record), secret=secret)
 
     async def list_keys(
         self, request: cpb.ListKeysRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListKeysResponse:
         _, keys = await self._admin(context, "list API keys")
         found = await keys.list(tenant=request.tenant or None, include_revoked=request.include_revoked)
-        return cpb.ListKeysResponse(keys=[key_to_proto(k) for k in found])
+        return cpb.ListKeysResponse(keys=[iw.key_to_proto(k) for k in found])
 
     async def revoke_key(
         self, request: cpb.RevokeKeyRequest, context: grpc.aio.ServicerContext
@@ -154,18 +107,14 @@ class IdentityApi:
         except KeyNotFound as e:
             return await errors.fail(context, grpc.StatusCode.NOT_FOUND, "NOT_FOUND", str(e))
         current_call().tenant = record.tenant
-        return key_to_proto(record)
+        return iw.key_to_proto(record)
 
     async def list_tenants(
         self, request: cpb.ListTenantsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListTenantsResponse:
         principal = caller()
         names = self.settings.tenant_names() if principal.is_admin else [principal.tenant]
-        tenants = []
-        for name in names:
-            lines = await self.quotas.lines(name)
-            quotas = [cpb.QuotaUse(quota=q.quota, limit=q.limit, used=q.used) for q in lines]
-            tenants.append(cpb.TenantUsage(tenant=name, quotas=quotas))
+        tenants = [iw.tenant_to_proto(await self.quotas.tenant_use(name)) for name in names]
         return cpb.ListTenantsResponse(tenants=tenants)
 
     async def list_audit(
@@ -199,4 +148,4 @@ class IdentityApi:
         )
         entries = await self.store.audit(where)
         token = str(entries[-1].seq) if len(entries) == where.limit else ""
-        return cpb.ListAuditResponse(entries=[audit_to_proto(e) for e in entries], next_page_token=token)
+        return cpb.ListAuditResponse(entries=[iw.audit_to_proto(e) for e in entries], next_page_token=token)

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from airlock.errors import AirlockError
 from airlock.identity import AuthSettings, TenantQuota
-from airlock.jobs import utcnow
+from airlock.jobs import QuotaUse, TenantUse, utcnow
 from airlock.policy.resources import parse_cpu, parse_disk, parse_memory
 from layer0 import TurnConfig, TurnInput
 
-from ._tenant_use import COUNTED, TenantUse, measure
+from ._tenant_use import COUNTED, Usage, measure
 
 if TYPE_CHECKING:
     from airlock.config import AgentConfig
@@ -33,15 +32,6 @@ class QuotaExceeded(AirlockError):
         self.quota = quota
         self.limit = str(limit)
         self.used = str(used)
-
-
-@dataclass(frozen=True)
-class QuotaLine:
-    """One quota of a tenant, for ``airlock tenants``: its limit (None: unlimited) and use."""
-
-    quota: str
-    limit: str | None
-    used: str
 
 
 _SIZES: tuple[tuple[str, Callable[[str], int]], ...] = (
@@ -68,7 +58,7 @@ def check_resources(tenant: str, quota: TenantQuota, agent: AgentConfig) -> None
             raise QuotaExceeded(tenant, f"max_{name}", limit, value or "unlimited")
 
 
-def check_admission(tenant: str, quota: TenantQuota, use: TenantUse) -> None:
+def check_admission(tenant: str, quota: TenantQuota, use: Usage) -> None:
     """One more submitted job fits ``quota`` given ``use``.
 
     Raises:
@@ -120,36 +110,41 @@ class Quotas:
 
         return admit
 
-    async def use(self, tenant: str) -> TenantUse:
-        """``tenant``'s use now."""
-        return await self._store.tenant_use(tenant)
-
     async def cost_left(self, tenant: str) -> Decimal | None:
         """What ``tenant`` may still spend today (None: no ``cost_per_day``)."""
         limit = self.settings.quotas(tenant).cost_per_day
         if limit is None:
             return None
-        return max(Decimal(0), limit - (await self.use(tenant)).cost_today)
+        use = await self._store.tenant_use(tenant, frozenset({"cost_per_day"}))
+        return max(Decimal(0), limit - use.cost_today)
 
     async def artifact_room(self, tenant: str) -> int | None:
         """Artifact bytes ``tenant`` may still keep (None: no ``artifact_bytes``)."""
         limit = self.settings.quotas(tenant).artifact_bytes
         if limit is None:
             return None
-        return max(0, limit - (await self.use(tenant)).artifact_bytes)
+        use = await self._store.tenant_use(tenant, frozenset({"artifact_bytes"}))
+        return max(0, limit - use.artifact_bytes)
 
-    async def lines(self, tenant: str) -> list[QuotaLine]:
-        """Each quota of ``tenant`` with its limit and use."""
-        quota, use = self.settings.quotas(tenant), await self.use(tenant)
+    async def tenant_use(self, tenant: str) -> TenantUse:
+        """Each quota of ``tenant`` with its limit (None: unlimited) and use, for
+        ``airlock tenants``."""
+        quota, use = self.settings.quotas(tenant), await self._store.tenant_use(tenant)
         used: dict[str, object] = {
             "concurrent_jobs": use.concurrent_jobs,
             "jobs_per_minute": use.jobs_last_minute,
             "cost_per_day": use.cost_today,
             "artifact_bytes": use.artifact_bytes,
         }
-        out = [
-            QuotaLine(name, None if getattr(quota, name) is None else str(getattr(quota, name)), str(value))
+        lines = [
+            QuotaUse(
+                quota=name,
+                limit=None if getattr(quota, name) is None else str(getattr(quota, name)),
+                used=str(value),
+            )
             for name, value in used.items()
         ]
-        out += [QuotaLine(f"max_{name}", getattr(quota, f"max_{name}"), "-") for name, _ in _SIZES]
-        return out
+        lines += [
+            QuotaUse(quota=f"max_{name}", limit=getattr(quota, f"max_{name}"), used="-") for name, _ in _SIZES
+        ]
+        return TenantUse(tenant=tenant, quotas=tuple(lines))

@@ -30,6 +30,7 @@ from airlock.jobs import (
     ACTIVE_STATES,
     JOB_EVENT_DATA,
     ApprovalWait,
+    AuditRecord,
     EventKind,
     FixedPointRun,
     Job,
@@ -48,9 +49,9 @@ from airlock.state import SqliteThread
 from layer0 import TurnInput, TurnOutput
 
 from . import _audit_log, _migrate
-from ._audit_log import AuditEntry, AuditFilter
+from ._audit_log import AuditFilter
 from ._store_backup import backup_before_upgrade, backups
-from ._tenant_use import TenantUse, measure
+from ._tenant_use import COUNTED, Usage, measure
 
 T = TypeVar("T")
 
@@ -613,19 +614,19 @@ class SqliteJobStore(SqliteThread):
         args.append(max(1, min(f.limit, 1000)))
         return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, args).fetchall()])
 
-    async def tenant_use(self, tenant: str) -> TenantUse:
-        """What ``tenant`` uses now of what its quotas limit."""
-        return await self._run(lambda conn: measure(conn, tenant, utcnow()))
+    async def tenant_use(self, tenant: str, counted: frozenset[str] = COUNTED) -> Usage:
+        """What ``tenant`` uses now of what its quotas limit (of the quotas in ``counted``)."""
+        return await self._run(lambda conn: measure(conn, tenant, utcnow(), counted))
 
-    async def record_audit(self, entry: AuditEntry) -> int:
+    async def record_audit(self, entry: AuditRecord) -> int:
         """Append one entry to the audit log; its ``seq``."""
         return await self._run(lambda conn: _audit_log.insert(conn, entry))
 
-    async def audit_quotas(self, quotas: str, source: str) -> AuditEntry | None:
+    async def audit_quotas(self, quotas: str, source: str) -> AuditRecord | None:
         """Audit the tenants' ``quotas`` (JSON) if they changed since last audited."""
         return await self._run(lambda conn: _audit_log.quota_change(conn, quotas, source, utcnow()))
 
-    async def audit(self, where: AuditFilter) -> list[AuditEntry]:
+    async def audit(self, where: AuditFilter) -> list[AuditRecord]:
         """Audit entries matching ``where``, newest first."""
         return await self._run(lambda conn: _audit_log.select(conn, where))
 

@@ -20,7 +20,7 @@ COUNTED_STATES = (
 
 
 @dataclass(frozen=True)
-class TenantUse:
+class Usage:
     """A tenant's use of what its quotas limit."""
 
     concurrent_jobs: int
@@ -38,9 +38,7 @@ def day_start(now: datetime) -> datetime:
 COUNTED = frozenset({"concurrent_jobs", "jobs_per_minute", "cost_per_day", "artifact_bytes"})
 
 
-def measure(
-    conn: sqlite3.Connection, tenant: str, now: datetime, counted: frozenset[str] = COUNTED
-) -> TenantUse:
+def measure(conn: sqlite3.Connection, tenant: str, now: datetime, counted: frozenset[str] = COUNTED) -> Usage:
     """``tenant``'s use as of ``now`` (submitted jobs only: children run inside their root), of
     the quotas in ``counted`` (the others read 0: a submit pays only for the limits it has)."""
     concurrent = recent = stored = 0
@@ -69,7 +67,7 @@ def measure(
             "WHERE j.tenant = ? AND f.kind = 'artifact'",
             (tenant,),
         ).fetchone()[0]
-    return TenantUse(int(concurrent), int(recent), cost, int(stored))
+    return Usage(int(concurrent), int(recent), cost, int(stored))
 
 
 def _money(value: object) -> Decimal:

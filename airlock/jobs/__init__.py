@@ -3,8 +3,8 @@
 The states a job passes through, the job and its events, the errors a job ends with, the
 report of its effects, and :class:`ControllerClient` (the gRPC client of a controller). The
 CLI and any SDK import this package; ``airlock.controller`` (the server) builds on it.
-:mod:`airlock.jobs.convert` and :mod:`airlock.jobs.event_wire` are the vocabulary's wire form,
-shared by the client and the server.
+:mod:`airlock.jobs.convert`, :mod:`airlock.jobs.event_wire` and :mod:`airlock.jobs.identity_wire`
+are the vocabulary's wire form, shared by the client and the server.
 
 Every name loads at its first use: the CLI offers the job states without loading gRPC.
 """
@@ -25,7 +25,6 @@ if _typing.TYPE_CHECKING:
     )
     from ._effects import EffectOutcome, EffectReport, OutcomeStatus
     from ._errors import RETRYABLE_KINDS, JobErrorKind, error_kind, is_retryable, kind_of
-    from ._identity import AuditRecord, CallerInfo, QuotaUse, TenantUse
     from ._model import (
         JOB_EVENT_DATA,
         ApprovalChanged,
@@ -64,6 +63,7 @@ if _typing.TYPE_CHECKING:
         is_local_address,
         read_pem,
     )
+    from .identity_wire import AuditRecord, CallerInfo, QuotaUse, TenantUse
 
 __all__ = [
     "ACTIVE_STATES",
@@ -159,10 +159,10 @@ _WHERE = {
     "SignalRecorded": "._model",
     "StateChanged": "._model",
     "StoredFile": "._model",
-    "AuditRecord": "._identity",
-    "CallerInfo": "._identity",
-    "QuotaUse": "._identity",
-    "TenantUse": "._identity",
+    "AuditRecord": ".identity_wire",
+    "CallerInfo": ".identity_wire",
+    "QuotaUse": ".identity_wire",
+    "TenantUse": ".identity_wire",
     "TERMINAL_STATES": "._states",
     "TOKEN_ENV": "._client",
     "TLS_CA_ENV": "._tls",

@@ -23,14 +23,14 @@ from airlock.sandbox import IsolationProof
 from airlock.weave import ChainBreak, ChainReport, TurnRecord
 from layer0 import TurnInput
 
-from . import _identity as ji
 from . import convert as jc
 from . import event_wire as ew
+from . import identity_wire as ji
 from ._address import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
-from ._identity import AuditRecord, CallerInfo, TenantUse
 from ._model import FixedPointRun, Inspection, Job, JobEvent, JobFilter, StoredFile
 from ._paths import default_data_dir
 from ._tls import client_tls, open_channel, tls_hint
+from .identity_wire import AuditRecord, CallerInfo, TenantUse
 
 if TYPE_CHECKING:
     from airlock.runner import StepInfo
