@@ -23,7 +23,14 @@ from typer.testing import CliRunner
 from airlock.cli import app
 from airlock.cli._common import EXIT_CANCELLED, EXIT_ENV, EXIT_INCOMPLETE, EXIT_TURN, EXIT_USAGE
 from airlock.config import load_config
-from airlock.controller import Controller, ControllerOptions, ServiceSettings, SqliteJobStore, _execute
+from airlock.controller import (
+    Controller,
+    ControllerOptions,
+    ServerTls,
+    ServiceSettings,
+    SqliteJobStore,
+    _execute,
+)
 from airlock.jobs import JobState, SandboxActivity
 from airlock.turn import ToolStarted
 from layer0 import TurnInput
@@ -81,9 +88,9 @@ steps:
 class BackgroundController:
     """A Controller served from its own thread and event loop (the CLI runs its own loop)."""
 
-    def __init__(self, config: Path, data_dir: Path, **settings: Any) -> None:
+    def __init__(self, config: Path, data_dir: Path, tls: ServerTls | None = None, **settings: Any) -> None:
         options = ControllerOptions(
-            data_dir=data_dir, address="127.0.0.1:0", settings=ServiceSettings(**settings)
+            data_dir=data_dir, address="127.0.0.1:0", settings=ServiceSettings(**settings), tls=tls
         )
         self.controller = Controller(load_config(config), options)
         self.loop = asyncio.new_event_loop()

@@ -3,9 +3,7 @@ against a real TLS controller (its own thread and loop), and ``serve --tls-*`` p
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +14,8 @@ from typer.testing import CliRunner
 
 from airlock.cli import _serve as serve_module
 from airlock.cli import app
-from airlock.config import load_config
-from airlock.controller import Controller, ControllerOptions, ServerTls
+from airlock.controller import ServerTls
+from tests.unit.cli.test_cli_jobs import BackgroundController
 
 CONFIG = """\
 version: 1
@@ -55,32 +53,6 @@ class Files:
         return cert, key
 
 
-class TlsController:
-    """A Controller with TLS served from its own thread and event loop."""
-
-    def __init__(self, config: Path, data_dir: Path, tls: ServerTls) -> None:
-        options = ControllerOptions(data_dir=data_dir, address="127.0.0.1:0", tls=tls)
-        self.controller = Controller(load_config(config), options)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="controller", daemon=True)
-
-    def call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
-
-    def __enter__(self) -> TlsController:
-        self.thread.start()
-        self.call(self.controller.__aenter__())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.call(self.controller.__aexit__(None, None, None))
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
-
-
 @pytest.fixture
 def files(tmp_path: Path) -> Files:
     return Files(tmp_path)
@@ -94,9 +66,9 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _serve(write_config: Any, data_dir: Path, tls: ServerTls) -> TlsController:
+def _serve(write_config: Any, data_dir: Path, tls: ServerTls) -> BackgroundController:
     config = write_config(CONFIG, calc__yaml="steps: []\n")
-    return TlsController(config, data_dir, tls)
+    return BackgroundController(config, data_dir, tls)
 
 
 def invoke(runner: CliRunner, *args: str, **env: str) -> Any:
@@ -104,12 +76,12 @@ def invoke(runner: CliRunner, *args: str, **env: str) -> Any:
 
 
 @pytest.fixture
-def controller(write_config: Any, data_dir: Path, files: Files) -> Iterator[TlsController]:
+def controller(write_config: Any, data_dir: Path, files: Files) -> Iterator[BackgroundController]:
     with _serve(write_config, data_dir, ServerTls(files.cert, files.key)) as served:
         yield served
 
 
-def test_tls_ca_reaches_the_client(runner: CliRunner, controller: TlsController, files: Files) -> None:
+def test_tls_ca_reaches_the_client(runner: CliRunner, controller: BackgroundController, files: Files) -> None:
     address = controller.controller.address
     refused = invoke(runner, "jobs", "ls", "--address", address, "--json")
     assert refused.exit_code == 3, refused.output
