@@ -4,14 +4,13 @@ their quotas, and the audit log."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import grpc
 
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
-from airlock.errors import AirlockError
-from airlock.identity import AuthSettings, KeyNotFound, Permission, Principal, allows
+from airlock.identity import AuthSettings, InvalidKeyRequest, KeyNotFound, Permission, Principal, allows
 from airlock.jobs import identity_wire as iw
 from airlock.jobs import utcnow
 from airlock.jobs.convert import timestamp_from_proto
@@ -28,16 +27,10 @@ if TYPE_CHECKING:
     from ._store import SqliteJobStore
 
 
-async def _refuse(context: grpc.aio.ServicerContext, error: AirlockError) -> NoReturn:
-    await errors.refuse(context, error)
-
-
 class IdentityApi:
     """The identity RPCs over the key store, the quotas and the job store's audit log."""
 
-    def __init__(
-        self, keys: KeyStore | None, settings: AuthSettings, quotas: Quotas, store: SqliteJobStore
-    ) -> None:
+    def __init__(self, keys: KeyStore, settings: AuthSettings, quotas: Quotas, store: SqliteJobStore) -> None:
         self.keys = keys
         self.settings = settings
         self.quotas = quotas
@@ -47,20 +40,19 @@ class IdentityApi:
     def who_am_i() -> cpb.WhoAmIResponse:
         return iw.caller_to_proto(caller())
 
-    async def _admin(self, context: grpc.aio.ServicerContext, what: str) -> tuple[Principal, KeyStore]:
+    async def _admin(self, context: grpc.aio.ServicerContext, what: str) -> Principal:
+        """The caller, an administrator (else the call ends: PERMISSION_DENIED)."""
         principal = caller()
         try:
             access.require(principal, Permission.ADMIN, what)
         except access.PermissionDenied as e:
-            await _refuse(context, e)
-        if self.keys is None:  # pragma: no cover - the controller always opens one
-            await errors.fail(context, grpc.StatusCode.FAILED_PRECONDITION, "NOT_AWAITING", "no key store")
-        return principal, self.keys
+            await errors.refuse(context, e)
+        return principal
 
     async def create_key(
         self, request: cpb.CreateKeyRequest, context: grpc.aio.ServicerContext
     ) -> cpb.CreateKeyResponse:
-        principal, keys = await self._admin(context, "create API keys")
+        principal = await self._admin(context, "create API keys")
         call = current_call()
         call.tenant, call.detail = request.tenant, f"key for {request.name} roles {','.join(request.roles)}"
         problems = errors.required(request, "name", "tenant")
@@ -68,21 +60,21 @@ class IdentityApi:
             problems.append(wire.Problem("roles", "is required (at least one role)"))
         expires = None
         if request.HasField("ttl"):
-            seconds = request.ttl.seconds + request.ttl.nanos / 1e9
-            if seconds <= 0:
+            ttl = request.ttl.ToTimedelta()
+            if ttl <= timedelta(0):
                 problems.append(wire.Problem("ttl", "must be positive"))
-            expires = utcnow() + timedelta(seconds=seconds)
+            expires = utcnow() + ttl
         if problems:
             return await errors.invalid(context, problems)
         try:
-            record, secret = await keys.create(
+            record, secret = await self.keys.create(
                 request.name,
                 request.tenant,
                 list(request.roles),
                 created_by=principal.name,
                 expires_at=expires,
             )
-        except (ValueError, AirlockError) as e:
+        except InvalidKeyRequest as e:
             return await errors.invalid(context, [wire.Problem("key", str(e))])
         call.target = record.id
         return cpb.CreateKeyResponse(key=iw.key_to_proto(record), secret=secret)
@@ -90,20 +82,20 @@ class IdentityApi:
     async def list_keys(
         self, request: cpb.ListKeysRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListKeysResponse:
-        _, keys = await self._admin(context, "list API keys")
-        found = await keys.list(tenant=request.tenant or None, include_revoked=request.include_revoked)
+        await self._admin(context, "list API keys")
+        found = await self.keys.list(tenant=request.tenant or None, include_revoked=request.include_revoked)
         return cpb.ListKeysResponse(keys=[iw.key_to_proto(k) for k in found])
 
     async def revoke_key(
         self, request: cpb.RevokeKeyRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ApiKey:
-        principal, keys = await self._admin(context, "revoke API keys")
+        principal = await self._admin(context, "revoke API keys")
         current_call().target = request.id
         problems = errors.required(request, "id")
         if problems:
             return await errors.invalid(context, problems)
         try:
-            record = await keys.revoke(request.id, by=principal.name)
+            record = await self.keys.revoke(request.id, by=principal.name)
         except KeyNotFound as e:
             return await errors.fail(context, grpc.StatusCode.NOT_FOUND, "NOT_FOUND", str(e))
         current_call().tenant = record.tenant
@@ -124,9 +116,9 @@ class IdentityApi:
         tenant = request.tenant or None
         if not principal.is_admin:
             if not allows(principal, Permission.READ):
-                await _refuse(context, access.denied(principal, Permission.READ, "read the audit log"))
+                await errors.refuse(context, access.denied(principal, Permission.READ, "read the audit log"))
             if tenant is not None and tenant != principal.tenant:
-                await _refuse(
+                await errors.refuse(
                     context, access.denied(principal, Permission.ADMIN, f"read tenant {tenant!r}'s audit log")
                 )
             tenant = principal.tenant

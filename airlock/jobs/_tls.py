@@ -115,7 +115,8 @@ def _flag(value: str) -> bool:
     raise TlsFileError(f"{TLS_ENV}={value!r}: use 1 (TLS) or 0 (plaintext)")
 
 
-def _pem_of(value: Path | bytes | None, what: str) -> bytes | None:
+def _pem_of(value: Path | str | bytes | None, what: str) -> bytes | None:
+    """PEM given as bytes, or read from a path (a ``str`` from the environment)."""
     if value is None or isinstance(value, bytes):
         return value
     return read_pem(Path(value), what)
@@ -159,9 +160,9 @@ def client_tls(
     if not (tls or ca is not None or cert is not None or not is_local_address(address)):
         return None
     return ClientTls(
-        root_certificates=_pem_of(Path(ca) if isinstance(ca, str) else ca, "TLS CA file"),
-        certificate_chain=_pem_of(Path(cert) if isinstance(cert, str) else cert, "TLS client certificate"),
-        private_key=_pem_of(Path(key) if isinstance(key, str) else key, "TLS client key"),
+        root_certificates=_pem_of(ca, "TLS CA file"),
+        certificate_chain=_pem_of(cert, "TLS client certificate"),
+        private_key=_pem_of(key, "TLS client key"),
         server_name=server_name or environ.get(TLS_SERVER_NAME_ENV) or None,
     )
 
