@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc
@@ -62,7 +62,6 @@ class Call:
     #: The tenant whose thing it acted on (default: the principal's).
     tenant: str | None = None
     detail: str = ""
-    notes: dict[str, str] = field(default_factory=dict)
 
 
 _CALL: contextvars.ContextVar[Call] = contextvars.ContextVar("airlock_call")
