@@ -7,7 +7,8 @@
             job = await client.submit("demo-scripted", "What is 17 * 23?")
             job = await client.wait(job.id)
 
-``Controller`` assembles the parts: :class:`SqliteJobStore` (the durable record),
+``Controller`` assembles the parts: a :class:`JobStore` (the durable record: SQLite, or
+PostgreSQL for replicas),
 :class:`JobService` (fair queue, bounded workers, max_duration, cancellation, effect
 orchestration, session history), :class:`AgentRunner` (an agent's turn in its own sandbox:
 the one run path, which ``airlock run`` shares), :class:`EffectExecutor` (a turn's declared
@@ -37,8 +38,10 @@ from ._queue import FairQueue, QueuedJob
 from ._quotas import QuotaExceeded, Quotas, capped
 from ._service import JobService
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
-from ._store import JobStoreError, SqliteJobStore, new_job_id
+from ._store import JobStore, JobStoreError, new_job_id
 from ._store_backup import StoreBackup, backup_store, backups, restore_store
+from ._store_postgres import PostgresJobStore
+from ._store_sqlite import SqliteJobStore
 from ._tenant_state import TenantState, tenant_state, workflow_key
 from ._tls import ServerTls
 from .effects import EffectExecutor
@@ -58,10 +61,12 @@ __all__ = [
     "JobNotFound",
     "JobOrchestrator",
     "JobService",
+    "JobStore",
     "JobStoreError",
     "LocalModelKey",
     "NotAnApprover",
     "PermissionDenied",
+    "PostgresJobStore",
     "QueuedJob",
     "QuotaExceeded",
     "Quotas",

@@ -21,7 +21,8 @@ from ._grpc import ControllerServer, load_or_create_token
 from ._grpc_identity import IdentityApi
 from ._service import JobService
 from ._service_settings import ServiceSettings
-from ._store import SqliteJobStore
+from ._store import JobStore
+from ._store_sqlite import SqliteJobStore
 from ._tls import ServerTls
 from ._token_file import TokenFile
 from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key
@@ -148,7 +149,7 @@ class Controller:
         await self.server.wait_for_termination()
 
 
-async def _audit_quotas(store: SqliteJobStore, config: AirlockConfig) -> None:
+async def _audit_quotas(store: JobStore, config: AirlockConfig) -> None:
     """Record the tenants' quotas in the audit log when they differ from the last recorded
     (quotas change by editing ``auth:``; the entry names the file)."""
     auth = config.auth

@@ -1,15 +1,16 @@
 """The audit log: every state-changing call on the controller's API (who, tenant, when, from
-where, on what, how it ended), a table of the job store (SQLite, upgraded with it)."""
+where, on what, how it ended), a table of the job store (upgraded with it). Its operations run
+on SQLite and PostgreSQL alike (``airlock.state`` operations)."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from airlock.jobs import AuditRecord
+from airlock.state import Op, fetch_all, fetch_one
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
@@ -44,26 +45,25 @@ class AuditFilter(BaseModel):
     limit: int = 100
 
 
-def insert(conn: sqlite3.Connection, entry: AuditRecord) -> int:
+def insert(entry: AuditRecord) -> Op[int]:
     """Append ``entry``; its ``seq``."""
-    cursor = conn.execute(
+    row = yield from fetch_one(
         "INSERT INTO audit (time, principal, tenant, action, target, peer, outcome, detail) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            entry.time.timestamp(),
-            entry.principal,
-            entry.tenant,
-            entry.action,
-            entry.target,
-            entry.peer,
-            entry.outcome,
-            entry.detail[:DETAIL_LIMIT],
-        ),
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+        entry.time.timestamp(),
+        entry.principal,
+        entry.tenant,
+        entry.action,
+        entry.target,
+        entry.peer,
+        entry.outcome,
+        entry.detail[:DETAIL_LIMIT],
     )
-    return int(cursor.lastrowid or 0)
+    assert row is not None
+    return int(row[0])
 
 
-def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditRecord]:
+def select(where: AuditFilter) -> Op[list[AuditRecord]]:
     """The entries matching ``where``, newest first."""
     clauses: list[str] = []
     args: list[Any] = []
@@ -82,6 +82,7 @@ def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditRecord]:
         sql += " WHERE " + " AND ".join(clauses)
     sql += " ORDER BY seq DESC LIMIT ?"
     args.append(max(1, min(where.limit, 1000)))
+    rows = yield from fetch_all(sql, *args)
     return [
         AuditRecord(
             seq=r[0],
@@ -94,7 +95,7 @@ def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditRecord]:
             outcome=r[7],
             detail=r[8],
         )
-        for r in conn.execute(sql, args).fetchall()
+        for r in rows
     ]
 
 
@@ -102,16 +103,16 @@ def select(conn: sqlite3.Connection, where: AuditFilter) -> list[AuditRecord]:
 QUOTAS_CHANGED = "QuotasChanged"
 
 
-def quota_change(conn: sqlite3.Connection, quotas: str, source: str, now: datetime) -> AuditRecord | None:
+def quota_change(quotas: str, source: str, now: datetime) -> Op[AuditRecord | None]:
     """An entry for ``quotas`` (the tenants' quotas as JSON) when they differ from the last
     audited ones (a new or edited ``auth:``), written now; None when unchanged."""
-    last = conn.execute(
-        "SELECT detail FROM audit WHERE action = ? ORDER BY seq DESC LIMIT 1", (QUOTAS_CHANGED,)
-    ).fetchone()
+    last = yield from fetch_one(
+        "SELECT detail FROM audit WHERE action = ? ORDER BY seq DESC LIMIT 1", QUOTAS_CHANGED
+    )
     if last is not None and last[0] == quotas:
         return None
     entry = AuditRecord(
         time=now, principal=source, tenant="", action=QUOTAS_CHANGED, outcome="OK", detail=quotas
     )
-    insert(conn, entry)
+    yield from insert(entry)
     return entry

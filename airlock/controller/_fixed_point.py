@@ -19,7 +19,7 @@ from airlock.jobs import Job
 from airlock.weave import FixedPoint, RecordType, state_hash
 from layer0 import ExitReason, TurnInput, TurnMetadata, TurnOutput
 
-from ._store import SqliteJobStore
+from ._store import JobStore
 from ._weaving import Weaves
 
 
@@ -67,7 +67,7 @@ def summed(outputs: list[TurnOutput]) -> TurnMetadata:
 
 
 async def run_until_stable(
-    turns: IterationRunner, job: Job, *, root: str, weaves: Weaves, store: SqliteJobStore
+    turns: IterationRunner, job: Job, *, root: str, weaves: Weaves, store: JobStore
 ) -> TurnOutput | None:
     """Run ``job`` (whose tree is ``root``) to its fixed point; None when an iteration waits
     for approval."""

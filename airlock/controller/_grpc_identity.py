@@ -24,13 +24,13 @@ if TYPE_CHECKING:
     from airlock.identity import KeyStore
 
     from ._quotas import Quotas
-    from ._store import SqliteJobStore
+    from ._store import JobStore
 
 
 class IdentityApi:
     """The identity RPCs over the key store, the quotas and the job store's audit log."""
 
-    def __init__(self, keys: KeyStore, settings: AuthSettings, quotas: Quotas, store: SqliteJobStore) -> None:
+    def __init__(self, keys: KeyStore, settings: AuthSettings, quotas: Quotas, store: JobStore) -> None:
         self.keys = keys
         self.settings = settings
         self.quotas = quotas

@@ -12,7 +12,7 @@ from airlock.jobs import ACTIVE_STATES, Job, JobError, JobEvent, JobEventData, J
 from layer0 import LogLevel
 
 from ._service_settings import JobNotFound
-from ._store import SqliteJobStore
+from ._store import JobStore
 
 _LOG_LEVELS = {level.value: level for level in LogLevel}
 
@@ -20,7 +20,7 @@ _LOG_LEVELS = {level.value: level for level in LogLevel}
 class JobEvents:
     """Reads jobs, records their state changes and events, and follows them live."""
 
-    def __init__(self, store: SqliteJobStore) -> None:
+    def __init__(self, store: JobStore) -> None:
         self.store = store
         self._watchers: dict[str, set[asyncio.Event]] = {}
 
@@ -47,7 +47,7 @@ class JobEvents:
         return event
 
     async def transition(self, job_id: str, state: JobState, **kwargs: Any) -> Job | None:
-        """Move the job to ``state`` (as :meth:`SqliteJobStore.transition`); None when it was not."""
+        """Move the job to ``state`` (as :meth:`JobStore.transition`); None when it was not."""
         changed = await self.store.transition(job_id, state, **kwargs)
         if changed is None:
             return None

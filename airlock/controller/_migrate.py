@@ -6,9 +6,11 @@ flattened with its depth and source. Version 1 keeps each event's ``data`` as th
 :data:`~airlock.jobs.JobEventData` (``kind`` inside it; sandbox events under
 ``sandbox``). Version 2 adds the jobs' ``resumes``, ``approval`` and ``fixed_point`` columns
 (the ``checkpoints`` table is created with the schema). Version 3 adds the jobs' ``tenant``
-(``default`` for every earlier job) and ``owner`` (none) columns. Upgrading rewrites every old row once,
-in the opening transaction; a row that does not read as any event (none written by airlock
-should) becomes a ``log`` line saying so, with the old row in its ``data``.
+(``default`` for every earlier job) and ``owner`` (none) columns. Version 4 adds ``cost`` (a
+finished job's cost, read from its output: what ``cost_per_day`` sums on either engine).
+Upgrading rewrites every old row once, in the opening transaction; a row that does not read as
+any event (none written by airlock should) becomes a ``log`` line saying so, with the old row in
+its ``data``.
 """
 
 from __future__ import annotations
@@ -21,15 +23,16 @@ from pydantic import JsonValue, ValidationError
 from airlock.jobs import JOB_EVENT_DATA, EffectOutcome, JobEventData, LogLine
 
 #: The schema version this code writes.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
-#: Columns versions 2 and 3 added to ``jobs`` (a file created by version 3 has them already).
+#: Columns versions 2 to 4 added to ``jobs`` (a file created by version 4 has them already).
 _NEW_COLUMNS = {
     "resumes": "INTEGER NOT NULL DEFAULT 0",
     "approval": "TEXT",
     "fixed_point": "TEXT",
     "tenant": "TEXT NOT NULL DEFAULT 'default'",
     "owner": "TEXT",
+    "cost": "TEXT",
 }
 
 #: What a tenant's listing and its quotas read (version 3).
@@ -57,6 +60,11 @@ def upgrade(conn: sqlite3.Connection) -> int:
             conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
     for name, columns in _TENANT_INDEXES.items():
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON jobs({columns})")
+    if "cost" not in have:
+        conn.execute(
+            "UPDATE jobs SET cost = CAST(json_extract(output, '$.metadata.cost') AS TEXT) "
+            "WHERE output IS NOT NULL"
+        )
     if schema_version(conn) >= 1:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         return 0

@@ -27,7 +27,7 @@ from layer0 import (
     WorkflowId,
 )
 
-from ._store import SqliteJobStore
+from ._store import JobStore
 from ._tenant_state import workflow_key
 
 
@@ -60,7 +60,7 @@ class JobOrchestrator:
     """
 
     def __init__(
-        self, job: Job, *, children: ChildRunner, store: SqliteJobStore, emit: Emit, signals: SignalDelivery
+        self, job: Job, *, children: ChildRunner, store: JobStore, emit: Emit, signals: SignalDelivery
     ) -> None:
         self._job = job
         self._children = children

@@ -4,7 +4,6 @@ for artifacts. Each exceeded quota is a :class:`QuotaExceeded` naming it, its li
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -13,6 +12,7 @@ from airlock.errors import AirlockError
 from airlock.identity import AuthSettings, TenantQuota
 from airlock.jobs import QuotaUse, TenantUse, utcnow
 from airlock.policy.resources import parse_cpu, parse_disk, parse_memory
+from airlock.state import Op
 from layer0 import TurnConfig, TurnInput
 
 from ._tenant_use import COUNTED, Usage, measure
@@ -20,7 +20,7 @@ from ._tenant_use import COUNTED, Usage, measure
 if TYPE_CHECKING:
     from airlock.config import AgentConfig
 
-    from ._store import SqliteJobStore
+    from ._store import Admission, JobStore
 
 
 class QuotaExceeded(AirlockError):
@@ -88,11 +88,11 @@ def capped(input: TurnInput, default: Decimal | None, left: Decimal | None) -> T
 class Quotas:
     """The tenants' quotas (from ``auth:``) against their use in ``store``."""
 
-    def __init__(self, settings: AuthSettings, store: SqliteJobStore) -> None:
+    def __init__(self, settings: AuthSettings, store: JobStore) -> None:
         self.settings = settings
         self._store = store
 
-    def admission(self, tenant: str, agent: AgentConfig) -> Callable[[sqlite3.Connection], None] | None:
+    def admission(self, tenant: str, agent: AgentConfig) -> Admission | None:
         """What the store runs in the transaction that records a submitted job (None: no
         quota counts jobs, cost or bytes).
 
@@ -105,8 +105,8 @@ class Quotas:
         if not counted:
             return None
 
-        def admit(conn: sqlite3.Connection) -> None:
-            check_admission(tenant, quota, measure(conn, tenant, utcnow(), counted))
+        def admit() -> Op[None]:
+            check_admission(tenant, quota, (yield from measure(tenant, utcnow(), counted)))
 
         return admit
 

@@ -45,7 +45,7 @@ from ._job_runs import STOPPED, JobRuns
 from ._quotas import Quotas
 from ._scheduler import Scheduler
 from ._service_settings import ServiceSettings, job_limit_ms
-from ._store import SqliteJobStore
+from ._store import JobStore
 from ._weaving import Weaves
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class JobService:
 
     def __init__(
         self,
-        store: SqliteJobStore,
+        store: JobStore,
         runner: AgentRunner,
         state: StateStore,
         settings: ServiceSettings | None = None,

@@ -1,31 +1,27 @@
-"""SqliteJobStore: the durable job record (SQLite in WAL mode, one writer thread).
+"""JobStore: the durable job record, on SQLite (one process) or PostgreSQL (replicas).
 
 Every change of a job and the event that reports it are written in one transaction, so a
-crash never leaves a state without its event or an event without its state. Calls run on a
-dedicated thread (sqlite3 blocks); the event loop never waits on the disk.
+crash never leaves a state without its event or an event without its state. Each method is
+one operation (a generator of SQL statements, ``airlock.state``) that the database runs: the
+logic is written once for both engines. Writes to one job take its lock (``job:<id>``), so two
+replicas never number its events alike; admissions of one tenant take ``tenant:<name>``.
 
 An event's ``data`` column holds its :data:`~airlock.jobs.JobEventData` as JSON
 (the ``kind`` column repeats its tag, for filtering) and is read back through
-``JOB_EVENT_DATA``. A file written by an earlier version is upgraded when it is opened
-(see ``_migrate``).
+``JOB_EVENT_DATA``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import secrets
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import datetime
 from typing import Any, Literal, Self, TypeVar
 
-from pydantic import JsonValue, ValidationError
+from pydantic import JsonValue
 
-from airlock.errors import AirlockError
 from airlock.jobs import (
     ACTIVE_STATES,
     JOB_EVENT_DATA,
@@ -45,257 +41,106 @@ from airlock.jobs import (
     StoredFile,
     utcnow,
 )
-from airlock.state import SqliteThread
+from airlock.state import Database, DatabaseError, Op, execute, execute_many, fetch_all, fetch_one, lock
 from layer0 import TurnInput, TurnOutput
 
-from . import _audit_log, _migrate
+from . import _audit_log
 from ._audit_log import AuditFilter
-from ._store_backup import backup_before_upgrade, backups
+from ._store_rows import (
+    COLUMNS,
+    HELD,
+    HELD_ARGS,
+    MARKS,
+    JobStoreError,
+    dump,
+    event_of,
+    governance_columns,
+    job_of,
+    new_job_id,
+    new_row,
+)
 from ._tenant_use import COUNTED, Usage, measure
 
 T = TypeVar("T")
 
-_log = logging.getLogger("airlock.controller")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    n INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    agent TEXT NOT NULL,
-    state TEXT NOT NULL,
-    queue TEXT NOT NULL,
-    parent_id TEXT,
-    origin TEXT NOT NULL,
-    workflow TEXT NOT NULL,
-    session TEXT,
-    input TEXT NOT NULL,
-    output TEXT,
-    error TEXT,
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    max_duration_ms INTEGER,
-    children TEXT NOT NULL DEFAULT '[]',
-    effects TEXT,
-    resumes INTEGER NOT NULL DEFAULT 0,
-    approval TEXT,
-    fixed_point TEXT,
-    tenant TEXT NOT NULL DEFAULT 'default',
-    owner TEXT
-);
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
-CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
-CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent_id, n);
-CREATE INDEX IF NOT EXISTS jobs_workflow ON jobs(workflow, n);
-CREATE TABLE IF NOT EXISTS events (
-    job_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    time REAL NOT NULL,
-    kind TEXT NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (job_id, seq)
-);
-CREATE TABLE IF NOT EXISTS signals (
-    n INTEGER PRIMARY KEY AUTOINCREMENT,
-    workflow TEXT NOT NULL,
-    signal_type TEXT NOT NULL,
-    data TEXT NOT NULL,
-    source_job TEXT,
-    time REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS signals_workflow ON signals(workflow, n);
-CREATE TABLE IF NOT EXISTS checkpoints (
-    job_id TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    started TEXT NOT NULL DEFAULT '[]',
-    time REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS job_files (
-    job_id TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('input', 'artifact')),
-    path TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    sha256 TEXT NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (job_id, kind, path)
-);
-"""
-
-#: Jobs a worker holds: active, or a child created but not started or waiting for approval
-#: (children never queue: their parent's worker runs them).
-_HELD = f"state IN ({', '.join('?' * len(ACTIVE_STATES))}) OR (state IN (?, ?) AND origin != 'submit')"
-_HELD_ARGS = (
-    *sorted(s.value for s in ACTIVE_STATES),
-    JobState.QUEUED.value,
-    JobState.AWAITING_APPROVAL.value,
-)
-
-_COLUMNS = (
-    "id, agent, state, queue, parent_id, origin, workflow, session, input, output, error, "
-    "created_at, started_at, finished_at, max_duration_ms, children, effects, resumes, approval, "
-    "fixed_point, tenant, owner"
-)
+#: What runs first in the transaction that records a submitted job (a tenant's quotas).
+Admission = Callable[[], Op[None]]
 
 
-class JobStoreError(AirlockError):
-    """The job store cannot be read or written (the message names the database file)."""
+def _append(job_id: str, data: JobEventData, when: datetime) -> Op[JobEvent]:
+    row = yield from fetch_one(
+        "INSERT INTO events (job_id, seq, time, kind, data) "
+        "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE job_id = ? RETURNING seq",
+        job_id,
+        when.timestamp(),
+        data.kind,
+        JOB_EVENT_DATA.dump_json(data).decode(),
+        job_id,
+    )
+    assert row is not None
+    return JobEvent(job_id=job_id, seq=int(row[0]), time=when, data=data)
 
 
-def new_job_id() -> str:
-    """A fresh job id: ``j`` + 11 hex digits of milliseconds + 6 random hex digits (sortable)."""
-    return f"j{int(time.time() * 1000):011x}{secrets.token_hex(3)}"
-
-
-def _ts(value: datetime | None) -> float | None:
-    return value.timestamp() if value is not None else None
-
-
-def _dt(value: float | None) -> datetime | None:
-    return datetime.fromtimestamp(value, UTC) if value is not None else None
-
-
-def _dump(value: JsonValue) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _governance_columns(approval: ApprovalWait | None, fixed_point: FixedPointRun | None) -> dict[str, str]:
-    """The column values that replace a job's approval wait and fixed-point record (those given)."""
-    sets = {}
-    if approval is not None:
-        sets["approval"] = approval.model_dump_json()
-    if fixed_point is not None:
-        sets["fixed_point"] = fixed_point.model_dump_json()
-    return sets
-
-
-def _job(row: sqlite3.Row) -> Job:
-    created = _dt(row["created_at"])
-    assert created is not None
-    return Job(
-        id=row["id"],
-        agent=row["agent"],
-        state=JobState(row["state"]),
-        input=TurnInput.model_validate_json(row["input"]),
-        output=TurnOutput.model_validate_json(row["output"]) if row["output"] else None,
-        error=JobError.model_validate_json(row["error"]) if row["error"] else None,
-        queue=row["queue"],
-        parent_id=row["parent_id"],
-        origin=row["origin"],
-        workflow=row["workflow"],
-        created_at=created,
-        started_at=_dt(row["started_at"]),
-        finished_at=_dt(row["finished_at"]),
-        max_duration_ms=row["max_duration_ms"],
-        children=json.loads(row["children"]),
-        effects=json.loads(row["effects"]) if row["effects"] else None,
-        resumes=row["resumes"],
-        approval=ApprovalWait.model_validate_json(row["approval"]) if row["approval"] else None,
-        fixed_point=FixedPointRun.model_validate_json(row["fixed_point"]) if row["fixed_point"] else None,
-        tenant=row["tenant"],
-        owner=row["owner"],
+def _put_files(job_id: str, kind: str, files: Iterable[tuple[str, bytes]]) -> Op[None]:
+    yield from execute("DELETE FROM job_files WHERE job_id = ? AND kind = ?", job_id, kind)
+    yield from execute_many(
+        "INSERT INTO job_files (job_id, kind, path, size, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
+        [(job_id, kind, path, len(data), hashlib.sha256(data).hexdigest(), data) for path, data in files],
     )
 
 
-def _event(row: sqlite3.Row) -> JobEvent:
-    when = _dt(row["time"])
-    assert when is not None
-    try:
-        data = JOB_EVENT_DATA.validate_json(row["data"])
-    except ValidationError as e:
-        raise JobStoreError(
-            f"event {row['seq']} of job {row['job_id']} does not read as an event: {e}"
-        ) from e
-    return JobEvent(job_id=row["job_id"], seq=row["seq"], time=when, data=data)
+def _one_job(job_id: str) -> Op[Job | None]:
+    row = yield from fetch_one(f"SELECT {COLUMNS} FROM jobs WHERE id = ?", job_id)
+    return job_of(row) if row is not None else None
 
 
-def newer_store_message(path: Path, version: int) -> str:
-    """Why a store newer than this code is refused, and the two ways out."""
-    own = _migrate.SCHEMA_VERSION
-    usable = [b for b in backups(path) if b.version <= own]
-    text = (
-        f"job store {path} has schema version {version}, newer than this airlock's ({own}): a newer "
-        "airlock upgraded it. Run that airlock again (roll forward), or roll the store back"
-    )
-    if not usable:
-        return text + f" from a copy made before the upgrade (none found beside {path.name})"
-    newest = usable[0]
-    when = newest.made_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    return (
-        f"{text}: with the controller stopped, `airlock store restore --data-dir {path.parent} "
-        f"{newest.path.name}` (the copy made before the upgrade, {when}; jobs recorded since are lost)"
-    )
+def _jobs(sql: str, *args: Any) -> Op[list[Job]]:
+    rows = yield from fetch_all(sql, *args)
+    return [job_of(r) for r in rows]
 
 
-class SqliteJobStore(SqliteThread):
-    """Jobs, their events and recorded signals in one SQLite file (WAL, synchronous=NORMAL).
+class JobStore:
+    """Jobs, their events, checkpoints, files, signals and the audit log in one database.
 
     Use as an async context manager, or call :meth:`aclose`.
 
     Args:
-        path: the database file (created with its directory, mode 0600).
-        busy_timeout_s: how long a write waits for another connection's lock.
+        db: where the tables live (``SqliteJobStore`` and ``PostgresJobStore`` open one).
     """
 
-    _thread_name = "airlock-jobstore"
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._closed = False
+
+    @property
+    def where(self) -> str:
+        """The database, as messages name it."""
+        return self._db.where
 
     async def __aenter__(self) -> Self:
-        await self._run(lambda _: None)
+        await self._open()
         return self
 
-    def _connect(self) -> sqlite3.Connection:
-        return self._open_once(self._prepare)
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
-    def _prepare(self, conn: sqlite3.Connection, fresh: bool) -> None:
-        conn.executescript(_SCHEMA)
-        conn.executescript(_audit_log.SCHEMA)
-        self._upgrade(conn, fresh=fresh)
+    async def _open(self) -> None:
+        """Create or upgrade the tables."""
 
-    def _upgrade(self, conn: sqlite3.Connection, *, fresh: bool) -> None:
-        """Upgrade a file written by an earlier version (once, in one transaction), after
-        copying it (:mod:`._store_backup`) unless it holds no job yet."""
-        version = _migrate.schema_version(conn)
-        if version == _migrate.SCHEMA_VERSION:
-            return
-        holds_jobs = conn.execute("SELECT 1 FROM jobs LIMIT 1").fetchone() is not None
-        if version < _migrate.SCHEMA_VERSION and not fresh and holds_jobs:
-            # Before the write transaction: SQLite's backup reads through its own lock.
-            kept = backup_before_upgrade(conn, self._path)
-            _log.warning(
-                "job store %s: schema version %d -> %d; the store before the upgrade is kept "
-                "at %s (airlock store restore, to roll back)",
-                self._path, version, _migrate.SCHEMA_VERSION, kept,
-            )  # fmt: skip
-        self._in_transaction(conn, self._upgrade_now)
+    async def aclose(self) -> None:
+        """Refuse further calls (idempotent)."""
+        self._closed = True
 
-    def _upgrade_now(self, conn: sqlite3.Connection) -> None:
-        version = _migrate.schema_version(conn)  # another process may have upgraded it
-        if version > _migrate.SCHEMA_VERSION:
-            raise JobStoreError(newer_store_message(self._path, version))
-        if version < _migrate.SCHEMA_VERSION:
-            _migrate.upgrade(conn)
-
-    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def _run(self, op: Op[T]) -> T:
         if self._closed:
-            raise JobStoreError(f"job store {self._path} is closed")
-
+            op.close()
+            raise JobStoreError(f"job store {self.where} is closed")
         try:
-            return await self._on_thread(lambda: self._in_transaction(self._connect(), op))
-        except (sqlite3.Error, OSError) as e:
-            raise JobStoreError(f"job store {self._path}: {type(e).__name__}: {e}") from e
+            return await self._db.transact(op)
+        except DatabaseError as e:
+            raise JobStoreError(f"job store: {e}") from e
 
     # -- writing -------------------------------------------------------------------------
-
-    @staticmethod
-    def _append(conn: sqlite3.Connection, job_id: str, data: JobEventData, when: datetime) -> JobEvent:
-        row = conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = ?", (job_id,)
-        ).fetchone()
-        seq = int(row[0])
-        conn.execute(
-            "INSERT INTO events (job_id, seq, time, kind, data) VALUES (?, ?, ?, ?, ?)",
-            (job_id, seq, when.timestamp(), data.kind, JOB_EVENT_DATA.dump_json(data).decode()),
-        )
-        return JobEvent(job_id=job_id, seq=seq, time=when, data=data)
 
     async def create(
         self,
@@ -312,11 +157,11 @@ class SqliteJobStore(SqliteThread):
         files: Sequence[tuple[str, bytes]] = (),
         tenant: str = "default",
         owner: str | None = None,
-        admit: Callable[[sqlite3.Connection], None] | None = None,
+        admit: Admission | None = None,
     ) -> tuple[Job, JobEvent]:
         """Record a new job (with its input ``files``, and its first ``state`` event) durably;
         return both. ``admit`` runs first in the same transaction (a tenant's quotas): what it
-        raises leaves nothing written, and no two admissions interleave."""
+        raises leaves nothing written, and no two admissions of a tenant interleave."""
         job_id = new_job_id()
         now = utcnow()
         job = Job(
@@ -335,68 +180,60 @@ class SqliteJobStore(SqliteThread):
             owner=owner,
         )
 
-        def op(conn: sqlite3.Connection) -> JobEvent:
+        def op() -> Op[JobEvent]:
             if admit is not None:
-                admit(conn)
-            conn.execute(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * 22)})", _new_row(job))
+                yield from lock(f"tenant:{tenant}")
+                yield from admit()
+            yield from execute(f"INSERT INTO jobs ({COLUMNS}) VALUES ({MARKS})", *new_row(job))
             if parent_id is not None:
-                row = conn.execute("SELECT children FROM jobs WHERE id = ?", (parent_id,)).fetchone()
+                yield from lock(f"job:{parent_id}")
+                row = yield from fetch_one("SELECT children FROM jobs WHERE id = ?", parent_id)
                 if row is not None:
                     children = [*json.loads(row[0]), job_id]
-                    conn.execute("UPDATE jobs SET children = ? WHERE id = ?", (_dump(children), parent_id))
-            self._put_files(conn, job_id, "input", files)
-            return self._append(conn, job_id, StateChanged(state=state), now)
+                    yield from execute("UPDATE jobs SET children = ? WHERE id = ?", dump(children), parent_id)
+            yield from _put_files(job_id, "input", files)
+            return (yield from _append(job_id, StateChanged(state=state), now))
 
-        return job, await self._run(op)
-
-    @staticmethod
-    def _put_files(
-        conn: sqlite3.Connection, job_id: str, kind: str, files: Iterable[tuple[str, bytes]]
-    ) -> None:
-        conn.execute("DELETE FROM job_files WHERE job_id = ? AND kind = ?", (job_id, kind))
-        conn.executemany(
-            "INSERT INTO job_files (job_id, kind, path, size, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
-            [(job_id, kind, path, len(data), hashlib.sha256(data).hexdigest(), data) for path, data in files],
-        )
+        return job, await self._run(op())
 
     async def save_artifacts(self, job_id: str, files: Iterable[tuple[str, bytes]]) -> None:
         """Keep ``files`` as the job's artifacts (replacing those of an earlier execution)."""
-        await self._run(lambda conn: self._put_files(conn, job_id, "artifact", list(files)))
+        await self._run(_put_files(job_id, "artifact", list(files)))
 
     async def files(self, job_id: str, kind: Literal["input", "artifact"]) -> list[StoredFile]:
         """The job's input files or artifacts (without their content), in path order."""
 
-        def op(conn: sqlite3.Connection) -> list[StoredFile]:
-            rows = conn.execute(
+        def op() -> Op[list[StoredFile]]:
+            rows = yield from fetch_all(
                 "SELECT path, size, sha256 FROM job_files WHERE job_id = ? AND kind = ? ORDER BY path",
-                (job_id, kind),
-            ).fetchall()
+                job_id,
+                kind,
+            )
             return [StoredFile(path=r[0], size=r[1], sha256=r[2]) for r in rows]
 
-        return await self._run(op)
+        return await self._run(op())
 
     async def file_data(self, job_id: str, kind: Literal["input", "artifact"], path: str) -> bytes | None:
         """The content of one of the job's files (None: no such file)."""
 
-        def op(conn: sqlite3.Connection) -> bytes | None:
-            row = conn.execute(
-                "SELECT data FROM job_files WHERE job_id = ? AND kind = ? AND path = ?", (job_id, kind, path)
-            ).fetchone()
+        def op() -> Op[bytes | None]:
+            row = yield from fetch_one(
+                "SELECT data FROM job_files WHERE job_id = ? AND kind = ? AND path = ?", job_id, kind, path
+            )
             return None if row is None else bytes(row[0])
 
-        return await self._run(op)
+        return await self._run(op())
 
     async def input_files(self, job_id: str) -> list[tuple[str, bytes]]:
         """The job's input files with their content, in path order."""
 
-        def op(conn: sqlite3.Connection) -> list[tuple[str, bytes]]:
-            rows = conn.execute(
-                "SELECT path, data FROM job_files WHERE job_id = ? AND kind = 'input' ORDER BY path",
-                (job_id,),
-            ).fetchall()
+        def op() -> Op[list[tuple[str, bytes]]]:
+            rows = yield from fetch_all(
+                "SELECT path, data FROM job_files WHERE job_id = ? AND kind = 'input' ORDER BY path", job_id
+            )
             return [(r[0], bytes(r[1])) for r in rows]
 
-        return await self._run(op)
+        return await self._run(op())
 
     async def transition(
         self,
@@ -424,8 +261,9 @@ class SqliteJobStore(SqliteThread):
         """
         allowed = {s.value for s in only_from} if only_from is not None else None
 
-        def op(conn: sqlite3.Connection) -> tuple[Job, JobEvent] | None:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        def op() -> Op[tuple[Job, JobEvent] | None]:
+            yield from lock(f"job:{job_id}")
+            row = yield from fetch_one("SELECT state, started_at, resumes FROM jobs WHERE id = ?", job_id)
             if row is None:
                 raise JobStoreError(f"no job {job_id}")
             if allowed is not None and row["state"] not in allowed:
@@ -438,25 +276,33 @@ class SqliteJobStore(SqliteThread):
                 sets["finished_at"] = now.timestamp()
             if output is not None:
                 sets["output"] = output.model_dump_json()
+                sets["cost"] = str(output.metadata.cost)
             if error is not None:
                 sets["error"] = error.model_dump_json()
             if effects is not None:
-                sets["effects"] = _dump(effects)
-            sets.update(_governance_columns(approval, fixed_point))
+                sets["effects"] = dump(effects)
+            sets.update(governance_columns(approval, fixed_point))
             if resumed:
                 sets["resumes"] = row["resumes"] + 1
             assignments = ", ".join(f"{k} = ?" for k in sets)
-            conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
+            fresh = yield from fetch_one(
+                f"UPDATE jobs SET {assignments} WHERE id = ? RETURNING {COLUMNS}", *sets.values(), job_id
+            )
+            assert fresh is not None
             changed = StateChanged(state=state, previous=JobState(row["state"]), detail=detail, error=error)
-            event = self._append(conn, job_id, changed, now)
-            fresh = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            return _job(fresh), event
+            event = yield from _append(job_id, changed, now)
+            return job_of(fresh), event
 
-        return await self._run(op)
+        return await self._run(op())
 
     async def append(self, job_id: str, data: JobEventData) -> JobEvent:
         """Append one event to a job's record."""
-        return await self._run(lambda conn: self._append(conn, job_id, data, utcnow()))
+
+        def op() -> Op[JobEvent]:
+            yield from lock(f"job:{job_id}")
+            return (yield from _append(job_id, data, utcnow()))
+
+        return await self._run(op())
 
     async def update(
         self, job_id: str, *, approval: ApprovalWait | None = None, fixed_point: FixedPointRun | None = None
@@ -466,79 +312,80 @@ class SqliteJobStore(SqliteThread):
         Raises:
             JobStoreError: no such job.
         """
-        sets = _governance_columns(approval, fixed_point)
+        sets = governance_columns(approval, fixed_point)
 
-        def op(conn: sqlite3.Connection) -> Job:
+        def op() -> Op[Job]:
             if sets:
                 assignments = ", ".join(f"{k} = ?" for k in sets)
-                conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*sets.values(), job_id))
-            row = conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is None:
+                yield from execute(f"UPDATE jobs SET {assignments} WHERE id = ?", *sets.values(), job_id)
+            job = yield from _one_job(job_id)
+            if job is None:
                 raise JobStoreError(f"no job {job_id}")
-            return _job(row)
+            return job
 
-        return await self._run(op)
+        return await self._run(op())
 
     async def save_checkpoint(self, job_id: str, state: str, started: Iterable[str]) -> None:
         """Keep ``state`` (a SessionState's JSON, every message) as the job's latest checkpoint,
         with the open step's calls that were started."""
-        started_json = json.dumps(sorted(started))
-
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
+        await self._run(
+            execute(
                 "INSERT INTO checkpoints (job_id, state, started, time) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, started = excluded.started, "
                 "time = excluded.time",
-                (job_id, state, started_json, time.time()),
+                job_id,
+                state,
+                json.dumps(sorted(started)),
+                time.time(),
             )
-
-        await self._run(op)
+        )
 
     async def save_started(self, job_id: str, started: Iterable[str]) -> None:
         """Keep which calls of the job's open step started (their checkpoint unchanged)."""
-        started_json = json.dumps(sorted(started))
         await self._run(
-            lambda conn: conn.execute(
-                "UPDATE checkpoints SET started = ? WHERE job_id = ?", (started_json, job_id)
+            execute(
+                "UPDATE checkpoints SET started = ? WHERE job_id = ?", json.dumps(sorted(started)), job_id
             )
         )
 
     async def clear_checkpoint(self, job_id: str) -> None:
         """Forget the job's checkpoint (its next execution starts the turn anew)."""
-        await self._run(lambda conn: conn.execute("DELETE FROM checkpoints WHERE job_id = ?", (job_id,)))
+        await self._run(execute("DELETE FROM checkpoints WHERE job_id = ?", job_id))
 
     async def checkpoint(self, job_id: str) -> tuple[str, list[str]] | None:
         """The job's latest checkpoint: the state's JSON and the open step's started calls."""
 
-        def op(conn: sqlite3.Connection) -> tuple[str, list[str]] | None:
-            row = conn.execute(
-                "SELECT state, started FROM checkpoints WHERE job_id = ?", (job_id,)
-            ).fetchone()
+        def op() -> Op[tuple[str, list[str]] | None]:
+            row = yield from fetch_one("SELECT state, started FROM checkpoints WHERE job_id = ?", job_id)
             return (row[0], list(json.loads(row[1]))) if row is not None else None
 
-        return await self._run(op)
+        return await self._run(op())
 
     async def record_signal(
         self, workflow: str, signal_type: str, data: JsonValue, source_job: str | None
     ) -> int:
         """Record a signal for ``workflow``; return how many that workflow has received."""
 
-        def op(conn: sqlite3.Connection) -> int:
-            conn.execute(
+        def op() -> Op[int]:
+            yield from lock(f"workflow:{workflow}")
+            yield from execute(
                 "INSERT INTO signals (workflow, signal_type, data, source_job, time) VALUES (?, ?, ?, ?, ?)",
-                (workflow, signal_type, _dump(data), source_job, time.time()),
+                workflow,
+                signal_type,
+                dump(data),
+                source_job,
+                time.time(),
             )
-            return int(
-                conn.execute("SELECT COUNT(*) FROM signals WHERE workflow = ?", (workflow,)).fetchone()[0]
-            )
+            row = yield from fetch_one("SELECT COUNT(*) FROM signals WHERE workflow = ?", workflow)
+            assert row is not None
+            return int(row[0])
 
-        return await self._run(op)
+        return await self._run(op())
 
     async def held(self) -> list[Job]:
         """Jobs a worker holds (provisioning, running, applying effects, or a child not yet
         started), oldest first: at start, the ones :meth:`recover` will interrupt."""
-        sql = f"SELECT {_COLUMNS} FROM jobs WHERE {_HELD} ORDER BY n"
-        return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, _HELD_ARGS).fetchall()])
+        return await self._run(_jobs(f"SELECT {COLUMNS} FROM jobs WHERE {HELD} ORDER BY n", *HELD_ARGS))
 
     async def recover(self, detail: str, log: str | None = None, keep: Iterable[str] = ()) -> list[Job]:
         """Mark every job a worker held (see :meth:`held`) interrupted, but those in ``keep``
@@ -549,41 +396,42 @@ class SqliteJobStore(SqliteThread):
         transaction. Returns the jobs, interrupted.
         """
         error = JobError.of("interrupted", detail)
-        select = f"SELECT {_COLUMNS} FROM jobs WHERE id = ?"
         kept = set(keep)
 
-        def op(conn: sqlite3.Connection) -> list[Job]:
-            rows = conn.execute(f"SELECT id, state FROM jobs WHERE {_HELD} ORDER BY n", _HELD_ARGS).fetchall()
-            rows = [(job_id, state) for job_id, state in rows if job_id not in kept]
+        def op() -> Op[list[Job]]:
+            rows = yield from fetch_all(f"SELECT id, state FROM jobs WHERE {HELD} ORDER BY n", *HELD_ARGS)
             now = utcnow()
-            for job_id, state in rows:
+            jobs = []
+            for job_id, state in [(r[0], r[1]) for r in rows if r[0] not in kept]:
                 if log is not None:
-                    self._append(conn, job_id, LogLine(level="warn", message=log, source="controller"), now)
-                conn.execute(
-                    "UPDATE jobs SET state = ?, finished_at = ?, error = ? WHERE id = ?",
-                    (JobState.INTERRUPTED.value, now.timestamp(), error.model_dump_json(), job_id),
+                    yield from _append(job_id, LogLine(level="warn", message=log, source="controller"), now)
+                row = yield from fetch_one(
+                    f"UPDATE jobs SET state = ?, finished_at = ?, error = ? WHERE id = ? RETURNING {COLUMNS}",
+                    JobState.INTERRUPTED.value,
+                    now.timestamp(),
+                    error.model_dump_json(),
+                    job_id,
                 )
+                assert row is not None
                 changed = StateChanged(
                     state=JobState.INTERRUPTED, previous=JobState(state), detail=detail, error=error
                 )
-                self._append(conn, job_id, changed, now)
-            return [_job(conn.execute(select, (job_id,)).fetchone()) for job_id, _ in rows]
+                yield from _append(job_id, changed, now)
+                jobs.append(job_of(row))
+            return jobs
 
-        return await self._run(op)
+        return await self._run(op())
 
     # -- reading ---------------------------------------------------------------------------
 
     async def get(self, job_id: str, tenant: str | None = None) -> Job | None:
         """The job, or None (also when it is not ``tenant``'s, decided by the same query)."""
-        sql, args = f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", [job_id]
-        if tenant is not None:
-            sql, args = sql + " AND tenant = ?", [job_id, tenant]
-
-        def op(conn: sqlite3.Connection) -> Job | None:
-            row = conn.execute(sql, args).fetchone()
-            return _job(row) if row is not None else None
-
-        return await self._run(op)
+        if tenant is None:
+            return await self._run(_one_job(job_id))
+        found = await self._run(
+            _jobs(f"SELECT {COLUMNS} FROM jobs WHERE id = ? AND tenant = ?", job_id, tenant)
+        )
+        return found[0] if found else None
 
     async def find(self, where: JobFilter | None = None) -> list[Job]:
         """Jobs matching ``where``, most recent first."""
@@ -607,33 +455,38 @@ class SqliteJobStore(SqliteThread):
         if f.before_id is not None:
             clauses.append("n < (SELECT n FROM jobs WHERE id = ?)")
             args.append(f.before_id)
-        sql = f"SELECT {_COLUMNS} FROM jobs"
+        sql = f"SELECT {COLUMNS} FROM jobs"
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         sql += " ORDER BY n DESC LIMIT ?"
         args.append(max(1, min(f.limit, 1000)))
-        return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, args).fetchall()])
+        return await self._run(_jobs(sql, *args))
 
     async def tenant_use(self, tenant: str, counted: frozenset[str] = COUNTED) -> Usage:
         """What ``tenant`` uses now of what its quotas limit (of the quotas in ``counted``)."""
-        return await self._run(lambda conn: measure(conn, tenant, utcnow(), counted))
+        return await self._run(measure(tenant, utcnow(), counted))
 
     async def record_audit(self, entry: AuditRecord) -> int:
         """Append one entry to the audit log; its ``seq``."""
-        return await self._run(lambda conn: _audit_log.insert(conn, entry))
+        return await self._run(_audit_log.insert(entry))
 
     async def audit_quotas(self, quotas: str, source: str) -> AuditRecord | None:
         """Audit the tenants' ``quotas`` (JSON) if they changed since last audited."""
-        return await self._run(lambda conn: _audit_log.quota_change(conn, quotas, source, utcnow()))
+
+        def op() -> Op[AuditRecord | None]:
+            yield from lock("audit:quotas")
+            return (yield from _audit_log.quota_change(quotas, source, utcnow()))
+
+        return await self._run(op())
 
     async def audit(self, where: AuditFilter) -> list[AuditRecord]:
         """Audit entries matching ``where``, newest first."""
-        return await self._run(lambda conn: _audit_log.select(conn, where))
+        return await self._run(_audit_log.select(where))
 
     async def queued(self) -> list[Job]:
         """Submitted jobs waiting for a worker, oldest first."""
-        sql = f"SELECT {_COLUMNS} FROM jobs WHERE state = ? AND origin = 'submit' ORDER BY n"
-        return await self._run(lambda conn: [_job(r) for r in conn.execute(sql, (JobState.QUEUED.value,))])
+        sql = f"SELECT {COLUMNS} FROM jobs WHERE state = ? AND origin = 'submit' ORDER BY n"
+        return await self._run(_jobs(sql, JobState.QUEUED.value))
 
     async def events(
         self, job_id: str, *, after_seq: int = 0, kind: EventKind | None = None
@@ -645,45 +498,27 @@ class SqliteJobStore(SqliteThread):
             sql += " AND kind = ?"
             args.append(kind)
         sql += " ORDER BY seq"
-        return await self._run(lambda conn: [_event(r) for r in conn.execute(sql, args).fetchall()])
+
+        def op() -> Op[list[JobEvent]]:
+            rows = yield from fetch_all(sql, *args)
+            return [event_of(r) for r in rows]
+
+        return await self._run(op())
 
     async def signals(self, workflow: str) -> list[dict[str, JsonValue]]:
         """The signals recorded for ``workflow``, oldest first."""
-        sql = "SELECT signal_type, data, source_job, time FROM signals WHERE workflow = ? ORDER BY n"
 
-        def op(conn: sqlite3.Connection) -> list[dict[str, JsonValue]]:
+        def op() -> Op[list[dict[str, JsonValue]]]:
+            rows = yield from fetch_all(
+                "SELECT signal_type, data, source_job, time FROM signals WHERE workflow = ? ORDER BY n",
+                workflow,
+            )
             return [
                 {"signal_type": r[0], "data": json.loads(r[1]), "source_job": r[2], "time": r[3]}
-                for r in conn.execute(sql, (workflow,)).fetchall()
+                for r in rows
             ]
 
-        return await self._run(op)
+        return await self._run(op())
 
 
-def _new_row(job: Job) -> tuple[Any, ...]:
-    """A new job's row, in :data:`_COLUMNS` order."""
-    fixed_point = job.fixed_point.model_dump_json() if job.fixed_point is not None else None
-    return (
-        job.id,
-        job.agent,
-        job.state.value,
-        job.queue,
-        job.parent_id,
-        job.origin,
-        job.workflow,
-        job.session,
-        job.input.model_dump_json(),
-        None,
-        None,
-        job.created_at.timestamp(),
-        None,
-        None,
-        job.max_duration_ms,
-        "[]",
-        None,
-        0,
-        None,
-        fixed_point,
-        job.tenant,
-        job.owner,
-    )
+__all__ = ["Admission", "JobStore", "JobStoreError", "new_job_id"]

@@ -1,13 +1,13 @@
-"""What a tenant uses now, read from the job store in the caller's transaction (SQLite)."""
+"""What a tenant uses now, read from the job store in the caller's transaction."""
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from airlock.jobs import JobState
+from airlock.state import Op, fetch_all, fetch_one
 
 #: States in which a submitted job counts against ``concurrent_jobs`` (it holds, or waits
 #: for, a worker and a sandbox; one waiting for a person holds neither).
@@ -38,36 +38,43 @@ def day_start(now: datetime) -> datetime:
 COUNTED = frozenset({"concurrent_jobs", "jobs_per_minute", "cost_per_day", "artifact_bytes"})
 
 
-def measure(conn: sqlite3.Connection, tenant: str, now: datetime, counted: frozenset[str] = COUNTED) -> Usage:
+def measure(tenant: str, now: datetime, counted: frozenset[str] = COUNTED) -> Op[Usage]:
     """``tenant``'s use as of ``now`` (submitted jobs only: children run inside their root), of
     the quotas in ``counted`` (the others read 0: a submit pays only for the limits it has)."""
     concurrent = recent = stored = 0
     cost = Decimal(0)
     if "concurrent_jobs" in counted:
         marks = ", ".join("?" * len(COUNTED_STATES))
-        concurrent = conn.execute(
+        concurrent = yield from _count(
             f"SELECT COUNT(*) FROM jobs WHERE tenant = ? AND state IN ({marks}) AND origin = 'submit'",
-            (tenant, *COUNTED_STATES),
-        ).fetchone()[0]
+            tenant,
+            *COUNTED_STATES,
+        )
     if "jobs_per_minute" in counted:
-        recent = conn.execute(
+        recent = yield from _count(
             "SELECT COUNT(*) FROM jobs WHERE tenant = ? AND created_at >= ? AND origin = 'submit'",
-            (tenant, (now - timedelta(seconds=60)).timestamp()),
-        ).fetchone()[0]
+            tenant,
+            (now - timedelta(seconds=60)).timestamp(),
+        )
     if "cost_per_day" in counted:
-        costs = conn.execute(
-            "SELECT json_extract(output, '$.metadata.cost') FROM jobs "
-            "WHERE tenant = ? AND finished_at >= ? AND output IS NOT NULL",
-            (tenant, day_start(now).timestamp()),
-        ).fetchall()
+        costs = yield from fetch_all(
+            "SELECT cost FROM jobs WHERE tenant = ? AND finished_at >= ? AND cost IS NOT NULL",
+            tenant,
+            day_start(now).timestamp(),
+        )
         cost = sum((_money(c[0]) for c in costs), Decimal(0))
     if "artifact_bytes" in counted:
-        stored = conn.execute(
+        stored = yield from _count(
             "SELECT COALESCE(SUM(f.size), 0) FROM jobs j JOIN job_files f ON f.job_id = j.id "
             "WHERE j.tenant = ? AND f.kind = 'artifact'",
-            (tenant,),
-        ).fetchone()[0]
-    return Usage(int(concurrent), int(recent), cost, int(stored))
+            tenant,
+        )
+    return Usage(concurrent, recent, cost, stored)
+
+
+def _count(sql: str, *args: object) -> Op[int]:
+    row = yield from fetch_one(sql, *args)
+    return int(row[0]) if row is not None else 0
 
 
 def _money(value: object) -> Decimal:

@@ -122,7 +122,7 @@ class KeyStore(SqliteThread):
                 f"up to {SCHEMA_VERSION} (written by a newer airlock)"
             )
         if version < SCHEMA_VERSION:  # a new file (issue 38 adds the upgrade steps here)
-            self._in_transaction(conn, _create_schema)
+            self.in_transaction(conn, _create_schema)
 
     async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:

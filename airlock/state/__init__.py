@@ -3,6 +3,9 @@
 - ``InMemoryStore``: a dict; tests and ephemeral runs.
 - ``SqliteStore``: the embedded default that persists (one SQLite file, WAL mode), on
   ``SqliteThread``, the base of every airlock SQLite file (also the controller's job store).
+- ``SqliteDatabase`` / ``PostgresDatabase``: where airlock's tables live (one SQLite file;
+  a PostgreSQL database several controllers share), both running the same operations
+  (generators of SQL statements, :mod:`._sql`): each store's logic is written once.
 - ``FsStore``: scopes as directories, one JSON file per key, atomic writes.
 
 All three hold JSON values only (anything else raises ``StateError.serialization``),
@@ -13,6 +16,44 @@ query terms found.
 
 from ._fs import FsStore
 from ._memory import InMemoryStore
-from ._sqlite import SqliteStore, SqliteThread
+from ._postgres import DatabaseError, PgRow, PostgresDatabase, is_postgres_dsn, redacted
+from ._sql import (
+    Database,
+    Lock,
+    Op,
+    Row,
+    Statement,
+    execute,
+    execute_many,
+    fetch_all,
+    fetch_one,
+    lock,
+    returning,
+    run_sqlite,
+)
+from ._sqlite import SqliteDatabase, SqliteStore, SqliteThread
 
-__all__ = ["FsStore", "InMemoryStore", "SqliteStore", "SqliteThread"]
+__all__ = [
+    "Database",
+    "DatabaseError",
+    "FsStore",
+    "InMemoryStore",
+    "Lock",
+    "Op",
+    "PgRow",
+    "PostgresDatabase",
+    "Row",
+    "SqliteDatabase",
+    "SqliteStore",
+    "SqliteThread",
+    "Statement",
+    "execute",
+    "execute_many",
+    "fetch_all",
+    "fetch_one",
+    "is_postgres_dsn",
+    "lock",
+    "redacted",
+    "returning",
+    "run_sqlite",
+]

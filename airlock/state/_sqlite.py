@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sqlite3
 import time
@@ -15,7 +16,9 @@ from typing import Any, Self, TypeVar
 from layer0 import Scope, SearchResult, StateError
 
 from ._codec import check_key, check_prefix, decode_value, encode_value, scope_text
+from ._postgres import DatabaseError
 from ._search import rank
+from ._sql import Op, run_sqlite
 
 T = TypeVar("T")
 
@@ -106,7 +109,7 @@ class SqliteThread(ABC):
         return self._conn
 
     @staticmethod
-    def _in_transaction(conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T]) -> T:
+    def in_transaction(conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T]) -> T:
         """``op(conn)`` in one write transaction (``BEGIN IMMEDIATE``): committed when it
         returns, rolled back when it raises."""
         conn.execute("BEGIN IMMEDIATE")
@@ -154,6 +157,59 @@ class SqliteThread(ABC):
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 0.2)
+
+
+class SqliteDatabase(SqliteThread):
+    """One SQLite file on its own thread, running :mod:`._sql` operations, each in one write
+    transaction (``BEGIN IMMEDIATE``).
+
+    Args:
+        path: the database file (created private with its directory).
+        prepare: ``prepare(conn, fresh)`` creates or upgrades its tables when it opens.
+        busy_timeout_s: how long a write waits for another connection's lock.
+    """
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        prepare: Callable[[sqlite3.Connection, bool], None],
+        *,
+        busy_timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__(path, busy_timeout_s=busy_timeout_s)
+        self._prepare = prepare
+
+    @property
+    def where(self) -> str:
+        """The database as messages name it."""
+        return str(self._path)
+
+    def _connect(self) -> sqlite3.Connection:
+        return self._open_once(self._prepare)
+
+    async def transact(self, op: Op[T]) -> T:
+        """Run ``op`` in one write transaction on the thread.
+
+        Raises:
+            DatabaseError: the file cannot be opened, read or written.
+        """
+        if self._closed:
+            op.close()
+            raise DatabaseError(f"SQLite {self._path} is closed")
+
+        def work() -> T:
+            if inspect.getgeneratorstate(op) != inspect.GEN_CREATED:
+                raise DatabaseError(f"SQLite {self._path}: a transaction was interrupted by a lock")
+            return self.in_transaction(self._connect(), lambda conn: run_sqlite(conn, op))
+
+        try:
+            return await self._on_thread(work)
+        except (sqlite3.Error, OSError) as e:
+            raise DatabaseError(f"SQLite {self._path}: {type(e).__name__}: {e}") from e
+        finally:
+            op.close()
 
 
 class SqliteStore(SqliteThread):

@@ -1,0 +1,164 @@
+"""The job store's tables: SQLite's (created, then upgraded by ``_migrate``) and PostgreSQL's
+(versioned migrations). Both hold the same columns, so one backup format serves both."""
+
+from __future__ import annotations
+
+from . import _audit_log
+
+#: SQLite: every table, at the current version (``CREATE … IF NOT EXISTS``: an older file
+#: gets the missing ones, then ``_migrate.upgrade`` adds the missing columns).
+SQLITE_SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS jobs (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    agent TEXT NOT NULL,
+    state TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    parent_id TEXT,
+    origin TEXT NOT NULL,
+    workflow TEXT NOT NULL,
+    session TEXT,
+    input TEXT NOT NULL,
+    output TEXT,
+    error TEXT,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    max_duration_ms INTEGER,
+    children TEXT NOT NULL DEFAULT '[]',
+    effects TEXT,
+    resumes INTEGER NOT NULL DEFAULT 0,
+    approval TEXT,
+    fixed_point TEXT,
+    tenant TEXT NOT NULL DEFAULT 'default',
+    owner TEXT,
+    cost TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
+CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
+CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent_id, n);
+CREATE INDEX IF NOT EXISTS jobs_workflow ON jobs(workflow, n);
+CREATE TABLE IF NOT EXISTS events (
+    job_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    time REAL NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE IF NOT EXISTS signals (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow TEXT NOT NULL,
+    signal_type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    source_job TEXT,
+    time REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS signals_workflow ON signals(workflow, n);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    job_id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    started TEXT NOT NULL DEFAULT '[]',
+    time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS job_files (
+    job_id TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('input', 'artifact')),
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (job_id, kind, path)
+);
+"""
+    + _audit_log.SCHEMA
+)
+
+#: PostgreSQL: version → DDL, applied in order in one transaction (``PostgresDatabase.migrate``).
+#: A PostgreSQL store starts at version 4 (the SQLite version whose columns it has).
+POSTGRES_MIGRATIONS: dict[int, str] = {
+    4: """
+CREATE TABLE jobs (
+    n BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    agent TEXT NOT NULL,
+    state TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    parent_id TEXT,
+    origin TEXT NOT NULL,
+    workflow TEXT NOT NULL,
+    session TEXT,
+    input TEXT NOT NULL,
+    output TEXT,
+    error TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    started_at DOUBLE PRECISION,
+    finished_at DOUBLE PRECISION,
+    max_duration_ms BIGINT,
+    children TEXT NOT NULL DEFAULT '[]',
+    effects TEXT,
+    resumes INTEGER NOT NULL DEFAULT 0,
+    approval TEXT,
+    fixed_point TEXT,
+    tenant TEXT NOT NULL DEFAULT 'default',
+    owner TEXT,
+    cost TEXT
+);
+CREATE INDEX jobs_state ON jobs(state, n);
+CREATE INDEX jobs_session ON jobs(session, n);
+CREATE INDEX jobs_parent ON jobs(parent_id, n);
+CREATE INDEX jobs_workflow ON jobs(workflow, n);
+CREATE INDEX jobs_tenant ON jobs(tenant, n);
+CREATE INDEX jobs_tenant_state ON jobs(tenant, state);
+CREATE INDEX jobs_tenant_created ON jobs(tenant, created_at);
+CREATE INDEX jobs_tenant_finished ON jobs(tenant, finished_at);
+CREATE TABLE events (
+    job_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    time DOUBLE PRECISION NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE signals (
+    n BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    signal_type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    source_job TEXT,
+    time DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX signals_workflow ON signals(workflow, n);
+CREATE TABLE checkpoints (
+    job_id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    started TEXT NOT NULL DEFAULT '[]',
+    time DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE job_files (
+    job_id TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('input', 'artifact')),
+    path TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    sha256 TEXT NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (job_id, kind, path)
+);
+CREATE TABLE audit (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    time DOUBLE PRECISION NOT NULL,
+    principal TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    peer TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX audit_tenant ON audit(tenant, seq);
+""",
+}
+
+#: Every table of the job store, in the order a backup copies them.
+TABLES = ("jobs", "events", "signals", "checkpoints", "job_files", "audit")
