@@ -192,7 +192,7 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
             checking.cancel()
             await asyncio.gather(checking, return_exceptions=True)
             running = controller.service.running_count if controller.service is not None else 0
-            queued = controller.service.queued_count if controller.service is not None else 0
+            queued = await controller.service.queued_count() if controller.service is not None else 0
             what = (
                 f"interrupting {running} running job(s) and removing their sandboxes (each resumes from "
                 "its last checkpoint at the next start, where its agent allows)"

@@ -23,6 +23,7 @@ from __future__ import annotations
 from ._access import PermissionDenied
 from ._app import Controller, ControllerOptions
 from ._audit_log import AuditFilter
+from ._claims import Claim, Claims, LeaseLost
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner, LocalModelKey
 from ._grpc import (
@@ -50,6 +51,8 @@ __all__ = [
     "ERROR_REASONS",
     "AgentRunner",
     "AuditFilter",
+    "Claim",
+    "Claims",
     "Controller",
     "ControllerOptions",
     "ControllerServer",
@@ -63,6 +66,7 @@ __all__ = [
     "JobService",
     "JobStore",
     "JobStoreError",
+    "LeaseLost",
     "LocalModelKey",
     "NotAnApprover",
     "PermissionDenied",

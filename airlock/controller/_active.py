@@ -33,6 +33,8 @@ class ActiveJob:
         stopping: why its task is being cancelled (CANCELLED with the user's detail, or
             INTERRUPTED, or QUEUED to resume at the next start).
         awaited: submitted by :meth:`JobService.run`; ``failure`` the exception it failed with.
+        let_go: this replica no longer holds it (another adopted it, or it was cancelled
+            through another replica): its task is cancelled and writes nothing.
     """
 
     agent: AgentConfig | None = None
@@ -47,6 +49,7 @@ class ActiveJob:
     stopping: tuple[JobState, str] | None = None
     awaited: bool = False
     failure: BaseException | None = None
+    let_go: bool = False
 
     @property
     def idle(self) -> bool:

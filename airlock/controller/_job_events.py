@@ -90,11 +90,14 @@ class JobEvents:
                 if not watchers:
                     del self._watchers[job_id]
 
-    async def finish(self, job_id: str, state: JobState, error: JobError) -> None:
+    async def finish(self, job_id: str, state: JobState, error: JobError, *, revoke: bool = False) -> None:
         """End a job that is not yet terminal with ``error``, even when the caller is being
-        cancelled."""
+        cancelled (with ``revoke``, the claim of the replica running it ends too)."""
         active = [JobState.QUEUED, *ACTIVE_STATES]
-        await shielded(self.transition(job_id, state, error=error, detail=error.message, only_from=active))
+        change = self.transition(
+            job_id, state, error=error, detail=error.message, only_from=active, revoke=revoke
+        )
+        await shielded(change)
 
 
 async def shielded(work: Awaitable[Any]) -> None:

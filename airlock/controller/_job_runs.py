@@ -24,6 +24,7 @@ from airlock.turn import (
 from layer0 import EnvError, Layer0Error, LogLevel, Scope, StateStore, TurnInput, TurnOutput
 
 from ._active import ActiveJob, ActiveJobs
+from ._claims import LeaseLost
 from ._durable import lost_sandbox, resume_state
 from ._fixed_point import run_until_stable
 from ._job_approvals import Approvals
@@ -153,6 +154,9 @@ class JobRuns:
         except asyncio.CancelledError:
             await self._cancelled(job, apply_effects)
             raise
+        except LeaseLost as e:
+            _log.warning("letting go: %s", e)
+            return None
         except (Layer0Error, AirlockError) as e:
             self._keep_failure(job.id, e)
             await self._events.transition(job.id, JobState.FAILED, error=JobError.raised(e), detail=str(e))
@@ -180,6 +184,8 @@ class JobRuns:
         """The job's task was cancelled: mark it as its stop request says."""
         default = (JobState.INTERRUPTED, STOPPED) if submitted else (JobState.CANCELLED, "cancelled")
         entry = self._active.of(job.id)
+        if entry.let_go:
+            return  # another replica holds it now: nothing is written here
         why, detail = entry.stopping or default
         entry.stopping = None
         if why is JobState.QUEUED:

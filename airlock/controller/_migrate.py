@@ -8,6 +8,8 @@ flattened with its depth and source. Version 1 keeps each event's ``data`` as th
 (the ``checkpoints`` table is created with the schema). Version 3 adds the jobs' ``tenant``
 (``default`` for every earlier job) and ``owner`` (none) columns. Version 4 adds ``cost`` (a
 finished job's cost, read from its output: what ``cost_per_day`` sums on either engine).
+Version 5 adds the claims of controller replicas: ``claimed_by`` and the fencing token ``fence``
+(the ``replicas`` table is created with the schema).
 Upgrading rewrites every old row once, in the opening transaction; a row that does not read as
 any event (none written by airlock should) becomes a ``log`` line saying so, with the old row in
 its ``data``.
@@ -23,9 +25,9 @@ from pydantic import JsonValue, ValidationError
 from airlock.jobs import JOB_EVENT_DATA, EffectOutcome, JobEventData, LogLine
 
 #: The schema version this code writes.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
-#: Columns versions 2 to 4 added to ``jobs`` (a file created by version 4 has them already).
+#: Columns versions 2 to 5 added to ``jobs`` (a file created by version 5 has them already).
 _NEW_COLUMNS = {
     "resumes": "INTEGER NOT NULL DEFAULT 0",
     "approval": "TEXT",
@@ -33,6 +35,8 @@ _NEW_COLUMNS = {
     "tenant": "TEXT NOT NULL DEFAULT 'default'",
     "owner": "TEXT",
     "cost": "TEXT",
+    "claimed_by": "TEXT",
+    "fence": "INTEGER NOT NULL DEFAULT 0",
 }
 
 #: What a tenant's listing and its quotas read (version 3).
@@ -41,6 +45,7 @@ _TENANT_INDEXES = {
     "jobs_tenant_state": "tenant, state",
     "jobs_tenant_created": "tenant, created_at",
     "jobs_tenant_finished": "tenant, finished_at",
+    "jobs_claimed": "claimed_by",
 }
 
 _SANDBOX_KINDS = frozenset({"turn", "egress", "credential_proxy"})

@@ -1,37 +1,54 @@
-"""The scheduler: queued jobs wait in a fair queue; ``concurrency`` workers take them, one at
-a time each, and run each as its own task (so it can be cancelled without its worker)."""
+"""The scheduler: ``concurrency`` workers, each claiming the next queued job from the store in
+fair order (queue keys take turns; a session's jobs run one at a time, across replicas) and
+running it as its own task (so it can be cancelled without its worker)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from collections.abc import Callable, Coroutine
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from airlock.jobs import Job
 
 from ._active import ActiveJobs
-from ._queue import FairQueue, QueuedJob
+from ._claims import Claim
+from ._store_rows import JobStoreError
+
+_log = logging.getLogger("airlock.jobs")
 
 
 class Scheduler:
-    """The queue, the workers, and how many jobs run now.
+    """The workers, and how many jobs run now.
 
     Args:
-        concurrency: workers (jobs running at once).
+        concurrency: workers (jobs running at once in this replica).
         active: where each running job's task is kept.
-        run: runs one job (by id) to its end.
+        run: runs one claimed job (by id) to its end.
+        claim: claims the next queued job (None: nothing claimable).
+        release: lets go of a job whose run here ended.
+        poll_s: how often an idle worker looks again without being woken.
     """
 
     def __init__(
-        self, concurrency: int, active: ActiveJobs, run: Callable[[str], Coroutine[Any, Any, None]]
+        self,
+        concurrency: int,
+        active: ActiveJobs,
+        run: Callable[[str], Coroutine[Any, Any, None]],
+        *,
+        claim: Callable[[], Awaitable[Claim | None]],
+        release: Callable[[str], Awaitable[None]],
+        poll_s: float = 1.0,
     ) -> None:
         self._concurrency = concurrency
         self._active = active
         self._run = run
-        self._queue = FairQueue()
+        self._claim = claim
+        self._release = release
+        self._poll_s = poll_s
         self._wake = asyncio.Condition()
-        self._busy_sessions: Counter[str] = Counter()
+        self._pushes = 0
         self._workers: list[asyncio.Task[None]] = []
         self.running_now = 0
         #: The most jobs seen running at once (for tests and the bench).
@@ -50,45 +67,51 @@ class Scheduler:
             worker.cancel()
         return workers
 
-    async def push(self, job: Job) -> None:
-        """Queue ``job`` and wake a worker."""
+    async def push(self, job: Job | None = None) -> None:
+        """Wake the workers: a job was queued (here, or in another replica)."""
         async with self._wake:
-            self._queue.push(QueuedJob(job.id, job.queue, job.session))
-            self._wake.notify()
+            self._pushes += 1
+            self._wake.notify_all()
 
-    async def remove(self, job_id: str) -> bool:
-        """Take the job out of the queue; whether it was in it."""
-        async with self._wake:
-            return self._queue.remove(job_id)
-
-    @property
-    def queued_count(self) -> int:
-        """Jobs waiting for a worker."""
-        return len(self._queue)
+    async def _next(self) -> Claim:
+        """The next job this worker claims (waiting until one is queued)."""
+        while True:
+            seen = self._pushes
+            try:
+                claimed = await self._claim()
+            except JobStoreError as e:
+                _log.warning("cannot claim a queued job: %s", e)
+                claimed = None
+            if claimed is not None:
+                return claimed
+            async with self._wake:
+                if self._pushes == seen:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self._poll_s)
 
     async def _worker(self) -> None:
         while True:
-            async with self._wake:
-                while (item := self._queue.pop(self._busy_sessions)) is None:
-                    await self._wake.wait()
-                if item.session is not None:
-                    self._busy_sessions[item.session] += 1
+            claimed = await self._next()
             self.running_now += 1
             self.peak_running = max(self.peak_running, self.running_now)
-            entry = self._active.of(item.id)
+            entry = self._active.of(claimed.job_id)
             task: asyncio.Task[None] | None = None
             try:
-                task = asyncio.create_task(self._run(item.id), name=f"airlock-job-{item.id}")
+                task = asyncio.create_task(self._run(claimed.job_id), name=f"airlock-job-{claimed.job_id}")
                 entry.task = task
                 await asyncio.wait([task])
             finally:
                 if entry.task is task:
                     entry.task = None
-                self._active.tidy(item.id)
+                self._active.tidy(claimed.job_id)
                 self.running_now -= 1
-                async with self._wake:
-                    if item.session is not None:
-                        self._busy_sessions[item.session] -= 1
-                        if self._busy_sessions[item.session] <= 0:
-                            del self._busy_sessions[item.session]
-                    self._wake.notify_all()
+                await self._released(claimed.job_id)
+
+    async def _released(self, job_id: str) -> None:
+        try:
+            await asyncio.shield(self._release(job_id))
+        except JobStoreError as e:
+            _log.warning("job %s: its claim could not be released (it lapses with the lease): %s", job_id, e)
+        async with self._wake:  # a session's next job may run now
+            self._pushes += 1
+            self._wake.notify_all()

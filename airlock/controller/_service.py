@@ -3,8 +3,11 @@
 A submitted job is written to the store before ``submit`` returns. The parts, each its own
 module with a narrow constructor and no reference back to the service:
 
-- :class:`~._scheduler.Scheduler`: the fair queue and ``concurrency`` workers, each job run
-  as its own task (cancellable by a user or its ``max_duration`` without its worker);
+- :class:`~._scheduler.Scheduler`: ``concurrency`` workers claiming queued jobs from the store
+  in fair order, each job run as its own task (cancellable by a user or its ``max_duration``
+  without its worker);
+- :class:`~._membership.Membership`: this replica among those sharing the store (its lease,
+  the jobs of dead replicas adopted, the jobs it lost let go);
 - :class:`~._job_runs.JobRuns`: one job's execution (its turn in a fresh sandbox, resumed
   from its last checkpoint when the sandbox is lost or its approval decided);
 - :class:`~._job_effects.JobEffects`: a submitted job's effects, each checked against the
@@ -35,6 +38,7 @@ from airlock.weave import ChainReport, TurnRecord
 from layer0 import StateStore, TurnInput
 
 from ._active import ActiveJobs
+from ._claims import Adopted
 from ._job_approvals import Approvals
 from ._job_controls import Controls
 from ._job_effects import JobEffects
@@ -42,6 +46,7 @@ from ._job_events import JobEvents
 from ._job_files import JobFiles, announced, checked_input_files
 from ._job_records import JobRecords
 from ._job_runs import STOPPED, JobRuns
+from ._membership import Membership
 from ._quotas import Quotas
 from ._scheduler import Scheduler
 from ._service_settings import ServiceSettings, job_limit_ms
@@ -99,8 +104,14 @@ class JobService:
         # The scheduler runs what the approvals requeue; runs and effects call each other
         # through the lambdas (evaluated once jobs run).
         self._scheduler = Scheduler(
-            self.settings.concurrency, self._active, lambda job_id: self._runs.run_submitted(job_id)
+            self.settings.concurrency,
+            self._active,
+            lambda job_id: self._runs.run_submitted(job_id),
+            claim=store.claim,
+            release=store.release,
+            poll_s=self.settings.poll_s,
         )
+        self._membership = Membership(store, self.settings.lease_s, adopt=self._recover, let_go=self._let_go)
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
         effects = JobEffects(
             state=state,
@@ -136,47 +147,65 @@ class JobService:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def start(self) -> None:
-        """Recover from a previous controller, then start the workers.
+    async def start(self, address: str = "") -> None:
+        """Join the replicas sharing the store (adopting the jobs of dead ones, or of a previous
+        controller), then start the workers.
 
-        The sandboxes of jobs the previous controller held are reaped (their owner process is
-        gone). A submitted job whose turn was provisioning or running is queued to resume
-        from its last checkpoint in a fresh sandbox (within its agent's ``max_resumes``);
-        the others are marked interrupted. Queued jobs are queued again, in order; jobs
-        waiting for approval keep waiting (their timeouts run again).
+        The sandboxes of adopted jobs are reaped (their owner process is gone). A submitted job
+        whose turn was provisioning or running is queued to resume from its last checkpoint in a
+        fresh sandbox (within its agent's ``max_resumes``); the others are marked interrupted.
+        Queued jobs wait for any replica's worker; jobs waiting for approval keep waiting (their
+        timeouts run again).
         """
-        held = await self.store.held()
-        if held:
-            removed = "; ".join(await self.runner.reap())
-            log = (
-                "interrupted: the controller stopped while this job ran; "
-                f"orphaned sandboxes reaped at restart ({removed})"
-            )
-            keep = [job for job in held if await self._resumable_after_restart(job)]
-            self.recovered = await self.store.recover(STOPPED, log, keep=[j.id for j in keep])
-            for job in held:
-                if job not in keep:
-                    self._active.tidy(job.id)  # interrupted: nothing is held for it
-            for job in keep:
-                why = f"the controller restarted; its sandboxes were reaped ({removed})"
-                await self._records.resumed(job, "restart", why, into=JobState.QUEUED)
-        elif self.runner.config.pool.size:  # a crashed controller's pool members
+        await self._membership.join(address)
+        if not self.recovered and self.runner.config.pool.size:  # a crashed controller's pool members
             await self.runner.reap()
         for line in await self.runner.warm():
             _log.info("warm pool: not pooled: %s", line)
-        for job in await self.store.queued():
-            await self._scheduler.push(job)
         waiting = JobFilter(states=frozenset({JobState.AWAITING_APPROVAL}), limit=1000)
         for job in await self.store.find(waiting):
             if job.approval is not None and job.origin == "submit":
                 self._approvals.arm_timeout(job.id, job.approval)
         self._scheduler.start()
+        self._membership.start()
+
+    async def _recover(self, adopted: Sequence[Adopted], dead: Sequence[str]) -> None:
+        """Recover the jobs adopted from the ``dead`` replicas (none: a previous controller's)."""
+        jobs = [job for a in adopted if (job := await self.store.get(a.job_id)) is not None]
+        held = [job for job in jobs if not job.state.terminal and job.state is not JobState.QUEUED]
+        removed = "; ".join(await self.runner.reap()) if held else ""
+        keep = [job for job in held if await self._resumable_after_restart(job)]
+        if dead and self.store.shared:
+            gone = detail = f"its controller replica ({', '.join(dead)}) stopped renewing its lease"
+            log = f"interrupted: {gone}; its orphaned sandboxes were reaped ({removed})"
+        else:
+            gone, detail = "the controller restarted", STOPPED
+            log = f"interrupted: {STOPPED}; orphaned sandboxes reaped at restart ({removed})"
+        dropped = [job.id for job in held if job not in keep]
+        self.recovered.extend(await self.store.recover(dropped, detail, log))
+        for job_id in dropped:
+            self._active.tidy(job_id)  # interrupted: nothing is held for it
+        for job in keep:
+            why = f"{gone}; its sandboxes were reaped ({removed})"
+            await self._records.resumed(job, "restart", why, into=JobState.QUEUED)
+        for job in jobs:
+            await self.store.release(job.id)
+        if jobs:
+            await self._scheduler.push()
+
+    def _let_go(self, job_ids: Sequence[str]) -> None:
+        """Stop this replica's runs of jobs it no longer holds, writing nothing."""
+        for job_id in job_ids:
+            entry = self._active.get(job_id)
+            if entry is not None and entry.task is not None:
+                entry.let_go = True
+                entry.task.cancel()
 
     async def stop(self) -> None:
         """Stop: running jobs are cancelled (sandboxes removed); a submitted job whose turn
-        can resume (its agent's ``max_resumes`` not spent) is queued again to resume from its
-        last checkpoint at the next start, any other is marked interrupted; queued jobs stay
-        queued."""
+        can resume (its agent's ``max_resumes`` not spent) is queued again, for any replica (or
+        the next start) to resume from its last checkpoint, any other is marked interrupted;
+        queued jobs stay queued. The replica then leaves."""
         tasks = self._active.tasks()  # a cancelled worker forgets its job's task
         fates = {}
         for job_id in tasks:
@@ -194,6 +223,9 @@ class JobService:
         pending = [*workers, *tasks.values()]
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        for job_id in list(self.store.claims.held()):
+            await self.store.release(job_id)
+        await self._membership.leave()
         await self.runner.aclose()
 
     async def _resumable_after_restart(self, job: Job) -> bool:
@@ -364,13 +396,18 @@ class JobService:
             cancelled = await self._cancel_unheld(job_id, detail, JobState.AWAITING_APPROVAL)
             if cancelled is not None:
                 return cancelled
-        queued = await self._scheduler.remove(job_id)
-        if queued or (job.state is JobState.QUEUED and self._active.task(job_id) is None):
+        if job.state is JobState.QUEUED and self._active.task(job_id) is None:
             cancelled = await self._cancel_unheld(job_id, detail, JobState.QUEUED)
             if cancelled is not None:
                 return cancelled
         task = self._active.task(job_id)
-        if task is not None:
+        if task is None and not self.store.claims.holds(job_id):
+            # Running in another replica: its claim is revoked with the cancel; that replica
+            # lets go (its sandbox removed) at its next write or lease renewal.
+            await self.events.finish(
+                job_id, JobState.CANCELLED, JobError.of("cancelled", detail), revoke=True
+            )
+        elif task is not None:
             entry = self._active.of(job_id)
             if entry.stopping is None:
                 entry.stopping = (JobState.CANCELLED, detail)
@@ -388,10 +425,9 @@ class JobService:
         self._active.tidy(job_id)
         return cancelled
 
-    @property
-    def queued_count(self) -> int:
-        """Jobs waiting for a worker."""
-        return self._scheduler.queued_count
+    async def queued_count(self) -> int:
+        """Jobs waiting for a worker (of any replica)."""
+        return len(await self.store.queued())
 
     @property
     def running_count(self) -> int:

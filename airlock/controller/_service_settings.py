@@ -32,18 +32,27 @@ class ServiceSettings:
             one.
         max_depth: levels of delegate/handoff children under a submitted job.
         max_follow_ups: children one submitted job may start in all (delegation loops stop).
+        lease_s: how long a controller replica that stopped renewing its lease (killed,
+            paused, cut off) still holds its jobs before another adopts them; renewed every
+            third of it.
+        poll_s: how often an idle worker looks for a queued job without being woken (jobs
+            queued through another replica wake it at once on PostgreSQL).
     """
 
     concurrency: int = 4
     default_max_duration_ms: int = 3_600_000
     max_depth: int = 4
     max_follow_ups: int = 16
+    lease_s: float = 15.0
+    poll_s: float = 2.0
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.max_depth < 0 or self.max_follow_ups < 0:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
+        if self.lease_s <= 0 or self.poll_s <= 0:
+            raise ConfigError("lease_s and poll_s must be positive")
 
 
 #: Extra time a job gets beyond its turn's ``max_duration`` (the input's, else its agent's)

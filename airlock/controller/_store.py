@@ -4,7 +4,9 @@ Every change of a job and the event that reports it are written in one transacti
 crash never leaves a state without its event or an event without its state. Each method is
 one operation (a generator of SQL statements, ``airlock.state``) that the database runs: the
 logic is written once for both engines. Writes to one job take its lock (``job:<id>``), so two
-replicas never number its events alike; admissions of one tenant take ``tenant:<name>``.
+replicas never number its events alike; admissions of one tenant take ``tenant:<name>``. A write
+of a job this replica holds is fenced (:mod:`._claims`): refused with ``LeaseLost`` once another
+replica has adopted it.
 
 An event's ``data`` column holds its :data:`~airlock.jobs.JobEventData` as JSON
 (the ``kind`` column repeats its tag, for filtering) and is read back through
@@ -46,10 +48,9 @@ from layer0 import TurnInput, TurnOutput
 
 from . import _audit_log
 from ._audit_log import AuditFilter
+from ._claims import Adopted, Claim, Claims
 from ._store_rows import (
     COLUMNS,
-    HELD,
-    HELD_ARGS,
     MARKS,
     JobStoreError,
     dump,
@@ -106,11 +107,19 @@ class JobStore:
 
     Args:
         db: where the tables live (``SqliteJobStore`` and ``PostgresJobStore`` open one).
+        claims: this replica's claims (default: a new replica id).
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, claims: Claims | None = None) -> None:
         self._db = db
         self._closed = False
+        #: The jobs this replica holds, fenced.
+        self.claims = claims or Claims()
+
+    @property
+    def shared(self) -> bool:
+        """Whether other controller processes may share this store (PostgreSQL)."""
+        return self._db.dialect != "sqlite"
 
     @property
     def where(self) -> str:
@@ -180,25 +189,41 @@ class JobStore:
             owner=owner,
         )
 
+        held_parent = parent_id is not None and self.claims.holds(parent_id)
+        fence = 0
+
         def op() -> Op[JobEvent]:
+            nonlocal fence
             if admit is not None:
                 yield from lock(f"tenant:{tenant}")
                 yield from admit()
             yield from execute(f"INSERT INTO jobs ({COLUMNS}) VALUES ({MARKS})", *new_row(job))
             if parent_id is not None:
                 yield from lock(f"job:{parent_id}")
+                yield from self.claims.check(parent_id)
                 row = yield from fetch_one("SELECT children FROM jobs WHERE id = ?", parent_id)
                 if row is not None:
                     children = [*json.loads(row[0]), job_id]
                     yield from execute("UPDATE jobs SET children = ? WHERE id = ?", dump(children), parent_id)
+            if held_parent:  # children run in their parent's worker: held where it is
+                fence = yield from self.claims.hold_child(job_id)
             yield from _put_files(job_id, "input", files)
             return (yield from _append(job_id, StateChanged(state=state), now))
 
-        return job, await self._run(op())
+        event = await self._run(op())
+        if held_parent:
+            self.claims.hold(job_id, fence)
+        return job, event
 
     async def save_artifacts(self, job_id: str, files: Iterable[tuple[str, bytes]]) -> None:
         """Keep ``files`` as the job's artifacts (replacing those of an earlier execution)."""
-        await self._run(_put_files(job_id, "artifact", list(files)))
+        await self._run(self._fenced(job_id, _put_files(job_id, "artifact", list(files))))
+
+    def _fenced(self, job_id: str, op: Op[T]) -> Op[T]:
+        """``op`` on a job, after its lock and this replica's claim (if it holds the job) are checked."""
+        yield from lock(f"job:{job_id}")
+        yield from self.claims.check(job_id)
+        return (yield from op)
 
     async def files(self, job_id: str, kind: Literal["input", "artifact"]) -> list[StoredFile]:
         """The job's input files or artifacts (without their content), in path order."""
@@ -248,13 +273,15 @@ class JobStore:
         approval: ApprovalWait | None = None,
         fixed_point: FixedPointRun | None = None,
         resumed: bool = False,
+        revoke: bool = False,
     ) -> tuple[Job, JobEvent] | None:
         """Move a job to ``state`` (with its ``state`` event) and return both.
 
         Entering an active state first sets ``started_at``; entering a terminal one sets
         ``finished_at``. ``approval`` / ``fixed_point`` replace the job's; ``resumed`` counts
         one more resume. With ``only_from``, nothing happens (None is returned) unless the
-        job is in one of those states: a cancel and a finishing worker cannot both win.
+        job is in one of those states: a cancel and a finishing worker cannot both win. With
+        ``revoke``, the replica that holds the job loses its claim (its next write is refused).
 
         Raises:
             JobStoreError: no such job.
@@ -262,7 +289,6 @@ class JobStore:
         allowed = {s.value for s in only_from} if only_from is not None else None
 
         def op() -> Op[tuple[Job, JobEvent] | None]:
-            yield from lock(f"job:{job_id}")
             row = yield from fetch_one("SELECT state, started_at, resumes FROM jobs WHERE id = ?", job_id)
             if row is None:
                 raise JobStoreError(f"no job {job_id}")
@@ -285,6 +311,8 @@ class JobStore:
             if resumed:
                 sets["resumes"] = row["resumes"] + 1
             assignments = ", ".join(f"{k} = ?" for k in sets)
+            if revoke:
+                assignments += ", claimed_by = NULL, fence = fence + 1"
             fresh = yield from fetch_one(
                 f"UPDATE jobs SET {assignments} WHERE id = ? RETURNING {COLUMNS}", *sets.values(), job_id
             )
@@ -293,16 +321,12 @@ class JobStore:
             event = yield from _append(job_id, changed, now)
             return job_of(fresh), event
 
-        return await self._run(op())
+        return await self._run(self._fenced(job_id, op()))
 
     async def append(self, job_id: str, data: JobEventData) -> JobEvent:
         """Append one event to a job's record."""
 
-        def op() -> Op[JobEvent]:
-            yield from lock(f"job:{job_id}")
-            return (yield from _append(job_id, data, utcnow()))
-
-        return await self._run(op())
+        return await self._run(self._fenced(job_id, _append(job_id, data, utcnow())))
 
     async def update(
         self, job_id: str, *, approval: ApprovalWait | None = None, fixed_point: FixedPointRun | None = None
@@ -323,22 +347,21 @@ class JobStore:
                 raise JobStoreError(f"no job {job_id}")
             return job
 
-        return await self._run(op())
+        return await self._run(self._fenced(job_id, op()))
 
     async def save_checkpoint(self, job_id: str, state: str, started: Iterable[str]) -> None:
         """Keep ``state`` (a SessionState's JSON, every message) as the job's latest checkpoint,
         with the open step's calls that were started."""
-        await self._run(
-            execute(
-                "INSERT INTO checkpoints (job_id, state, started, time) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, started = excluded.started, "
-                "time = excluded.time",
-                job_id,
-                state,
-                json.dumps(sorted(started)),
-                time.time(),
-            )
+        save = execute(
+            "INSERT INTO checkpoints (job_id, state, started, time) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, started = excluded.started, "
+            "time = excluded.time",
+            job_id,
+            state,
+            json.dumps(sorted(started)),
+            time.time(),
         )
+        await self._run(self._fenced(job_id, save))
 
     async def save_started(self, job_id: str, started: Iterable[str]) -> None:
         """Keep which calls of the job's open step started (their checkpoint unchanged)."""
@@ -350,7 +373,7 @@ class JobStore:
 
     async def clear_checkpoint(self, job_id: str) -> None:
         """Forget the job's checkpoint (its next execution starts the turn anew)."""
-        await self._run(execute("DELETE FROM checkpoints WHERE job_id = ?", job_id))
+        await self._run(self._fenced(job_id, execute("DELETE FROM checkpoints WHERE job_id = ?", job_id)))
 
     async def checkpoint(self, job_id: str) -> tuple[str, list[str]] | None:
         """The job's latest checkpoint: the state's JSON and the open step's started calls."""
@@ -382,45 +405,88 @@ class JobStore:
 
         return await self._run(op())
 
-    async def held(self) -> list[Job]:
-        """Jobs a worker holds (provisioning, running, applying effects, or a child not yet
-        started), oldest first: at start, the ones :meth:`recover` will interrupt."""
-        return await self._run(_jobs(f"SELECT {COLUMNS} FROM jobs WHERE {HELD} ORDER BY n", *HELD_ARGS))
-
-    async def recover(self, detail: str, log: str | None = None, keep: Iterable[str] = ()) -> list[Job]:
-        """Mark every job a worker held (see :meth:`held`) interrupted, but those in ``keep``
-        (the caller resumes them).
-
-        Called once at start: those jobs' controller is gone. With ``log``, a ``log`` event
-        (source ``controller``) is written before the terminal ``state`` event, in the same
+    async def recover(self, job_ids: Sequence[str], detail: str, log: str | None = None) -> list[Job]:
+        """Mark the jobs ``job_ids`` (this replica adopted them: their controller is gone)
+        interrupted, those not already terminal. With ``log``, a ``log`` event (source
+        ``controller``) is written before the terminal ``state`` event, in the same
         transaction. Returns the jobs, interrupted.
         """
         error = JobError.of("interrupted", detail)
-        kept = set(keep)
+
+        def one(job_id: str, now: datetime) -> Op[Job | None]:
+            row = yield from fetch_one("SELECT state FROM jobs WHERE id = ?", job_id)
+            if row is None or JobState(row[0]).terminal:
+                return None
+            if log is not None:
+                yield from _append(job_id, LogLine(level="warn", message=log, source="controller"), now)
+            fresh = yield from fetch_one(
+                f"UPDATE jobs SET state = ?, finished_at = ?, error = ? WHERE id = ? RETURNING {COLUMNS}",
+                JobState.INTERRUPTED.value,
+                now.timestamp(),
+                error.model_dump_json(),
+                job_id,
+            )
+            assert fresh is not None
+            changed = StateChanged(
+                state=JobState.INTERRUPTED, previous=JobState(row[0]), detail=detail, error=error
+            )
+            yield from _append(job_id, changed, now)
+            return job_of(fresh)
 
         def op() -> Op[list[Job]]:
-            rows = yield from fetch_all(f"SELECT id, state FROM jobs WHERE {HELD} ORDER BY n", *HELD_ARGS)
             now = utcnow()
             jobs = []
-            for job_id, state in [(r[0], r[1]) for r in rows if r[0] not in kept]:
-                if log is not None:
-                    yield from _append(job_id, LogLine(level="warn", message=log, source="controller"), now)
-                row = yield from fetch_one(
-                    f"UPDATE jobs SET state = ?, finished_at = ?, error = ? WHERE id = ? RETURNING {COLUMNS}",
-                    JobState.INTERRUPTED.value,
-                    now.timestamp(),
-                    error.model_dump_json(),
-                    job_id,
-                )
-                assert row is not None
-                changed = StateChanged(
-                    state=JobState.INTERRUPTED, previous=JobState(state), detail=detail, error=error
-                )
-                yield from _append(job_id, changed, now)
-                jobs.append(job_of(row))
+            for job_id in job_ids:
+                job = yield from self._fenced(job_id, one(job_id, now))
+                if job is not None:
+                    jobs.append(job)
             return jobs
 
         return await self._run(op())
+
+    # -- claims ------------------------------------------------------------------------------
+
+    async def claim(self) -> Claim | None:
+        """Claim the next queued job in turn order for this replica (None: nothing claimable)."""
+        claimed = await self._run(self.claims.claim())
+        if claimed is not None:
+            self.claims.hold(claimed.job_id, claimed.fence)
+        return claimed
+
+    async def release(self, job_id: str) -> None:
+        """Let go of a job this replica held (its run here ended), with its children."""
+        if self.claims.holds(job_id):
+            self.claims.drop(await self._run(self.claims.release(job_id)))
+
+    async def register(self, address: str) -> None:
+        """Join the replicas sharing this store."""
+        await self._run(self.claims.register(address, time.time()))
+
+    async def heartbeat(self) -> bool:
+        """Renew this replica's lease; False when others declared it dead (its jobs adopted)."""
+        return await self._run(self.claims.heartbeat(time.time()))
+
+    async def lost_claims(self) -> list[str]:
+        """Jobs this replica holds whose claim is no longer its own; forgotten here."""
+        lost = await self._run(self.claims.lost())
+        self.claims.drop(lost)
+        return lost
+
+    async def dead_replicas(self, lease_s: float) -> list[str]:
+        """Replicas past their lease (on SQLite: every other, one controller per file)."""
+        return await self._run(self.claims.expired(time.time() - lease_s, everyone_else=not self.shared))
+
+    async def adopt(self, dead: Sequence[str], *, orphans: bool = False) -> list[Adopted]:
+        """Take over the jobs of ``dead`` replicas (and, with ``orphans``, held jobs claimed by
+        none), now held by this replica."""
+        adopted = await self._run(self.claims.adopt(dead, orphans=orphans))
+        for job in adopted:
+            self.claims.hold(job.job_id, job.fence)
+        return adopted
+
+    async def leave(self) -> None:
+        """Leave the replicas (a clean stop)."""
+        await self._run(self.claims.leave())
 
     # -- reading ---------------------------------------------------------------------------
 

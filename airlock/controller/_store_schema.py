@@ -33,7 +33,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     fixed_point TEXT,
     tenant TEXT NOT NULL DEFAULT 'default',
     owner TEXT,
-    cost TEXT
+    cost TEXT,
+    claimed_by TEXT,
+    fence INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
 CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
@@ -71,12 +73,20 @@ CREATE TABLE IF NOT EXISTS job_files (
     data BLOB NOT NULL,
     PRIMARY KEY (job_id, kind, path)
 );
+CREATE TABLE IF NOT EXISTS replicas (
+    id TEXT PRIMARY KEY,
+    address TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    heartbeat_at REAL NOT NULL
+);
 """
     + _audit_log.SCHEMA
 )
 
 #: PostgreSQL: version → DDL, applied in order in one transaction (``PostgresDatabase.migrate``).
-#: A PostgreSQL store starts at version 4 (the SQLite version whose columns it has).
+#: A PostgreSQL store starts at version 4 (the SQLite version whose columns it has). Version 5
+#: adds the claims (``claimed_by``, the fencing token ``fence``), the replicas, and the
+#: notifications of new events and queued jobs (``LISTEN airlock_events`` / ``airlock_queue``).
 POSTGRES_MIGRATIONS: dict[int, str] = {
     4: """
 CREATE TABLE jobs (
@@ -158,7 +168,33 @@ CREATE TABLE audit (
 );
 CREATE INDEX audit_tenant ON audit(tenant, seq);
 """,
+    5: """
+ALTER TABLE jobs ADD COLUMN claimed_by TEXT;
+ALTER TABLE jobs ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX jobs_claimed ON jobs(claimed_by);
+CREATE TABLE replicas (
+    id TEXT PRIMARY KEY,
+    address TEXT NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    heartbeat_at DOUBLE PRECISION NOT NULL
+);
+CREATE FUNCTION airlock_event_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('airlock_events', NEW.job_id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER events_added AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION airlock_event_added();
+CREATE FUNCTION airlock_job_queued() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.state = 'queued' AND NEW.origin = 'submit' THEN
+        PERFORM pg_notify('airlock_queue', NEW.id);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_queued AFTER INSERT OR UPDATE OF state ON jobs
+    FOR EACH ROW EXECUTE FUNCTION airlock_job_queued();
+""",
 }
 
 #: Every table of the job store, in the order a backup copies them.
-TABLES = ("jobs", "events", "signals", "checkpoints", "job_files", "audit")
+TABLES = ("jobs", "events", "signals", "checkpoints", "job_files", "audit", "replicas")

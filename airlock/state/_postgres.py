@@ -211,7 +211,8 @@ async def _drive(conn: AsyncConnection[Any], op: Op[T]) -> T:
             elif step.many:
                 await cursor.executemany(placeholders(step.sql), step.args)
             elif step.args:
-                await cursor.execute(placeholders(step.sql), step.args)
+                sql = placeholders(step.sql) + (" FOR UPDATE SKIP LOCKED" if step.skip_locked else "")
+                await cursor.execute(sql, step.args)
                 rows = list(await cursor.fetchall()) if cursor.description is not None else []
             else:  # no parameters: sent as written (a migration may hold several statements)
                 await cursor.execute(step.sql)

@@ -30,11 +30,14 @@ class Row(Protocol):
 
 @dataclass(frozen=True)
 class Statement:
-    """One SQL statement and its arguments (``many``: once per argument row)."""
+    """One SQL statement and its arguments (``many``: once per argument row). A ``skip_locked``
+    query locks the rows it returns and skips those another transaction holds (PostgreSQL's
+    ``FOR UPDATE SKIP LOCKED``; SQLite's write transaction already excludes every other)."""
 
     sql: str
     args: Sequence[Any] = ()
     many: bool = False
+    skip_locked: bool = False
 
 
 @dataclass(frozen=True)

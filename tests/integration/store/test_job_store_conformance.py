@@ -1,6 +1,7 @@
 """The job store's contract, run unchanged on SQLite and on PostgreSQL: durable records, state
 and event in one transaction, recovery, filters, files, checkpoints, signals, the audit log,
-quotas admitted across replicas, and a store newer than the code refused."""
+quotas admitted across replicas, and a store newer than the code refused. The claims of
+replicas (fair order, sessions, fencing, adoption) are in ``test_claims_conformance``."""
 
 from __future__ import annotations
 
@@ -85,8 +86,10 @@ async def test_records_survive_reopening_and_recover_marks_active_jobs(site: Sto
         await store.transition(done.id, JobState.SUCCEEDED, output=_output("x"))
         child, _ = await store.create(agent="b", input=_input("c"), parent_id=running.id, origin="delegate")
     async with site.open() as store:
-        assert [j.id for j in await store.held()] == [running.id, child.id]
-        recovered = await store.recover("controller gone", "reaped 1 container")
+        # Held by no live replica (claimed by none: written before claims): adopted at start.
+        adopted = await store.adopt([], orphans=True)
+        assert [a.job_id for a in adopted] == [running.id, child.id]
+        recovered = await store.recover([a.job_id for a in adopted], "controller gone", "reaped 1 container")
         # A child created but never started is interrupted too (children never queue).
         assert [j.id for j in recovered] == [running.id, child.id]
         *_, log, last = await store.events(running.id)
@@ -103,7 +106,7 @@ async def test_records_survive_reopening_and_recover_marks_active_jobs(site: Sto
         assert again.error == JobError.of("interrupted", "controller gone")
         assert again.children == [child.id]
         assert [j.id for j in await store.queued()] == [queued.id]  # children never queue
-        assert await store.held() == []
+        assert await store.recover([running.id], "again") == []  # already terminal: untouched
 
 
 async def test_find_filters_and_pages(site: StoreSite) -> None:
