@@ -1,4 +1,4 @@
-"""An API key as stored: its record (no secret), its text format and its row in SQLite."""
+"""An API key as stored: its record (no secret), its text format and its row."""
 
 from __future__ import annotations
 
@@ -6,35 +6,19 @@ import hashlib
 import json
 import re
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from ._principal import Principal
+
+if TYPE_CHECKING:
+    from airlock.state import Row
 
 #: ``ak_<id>_<secret>``: the id is 12 hex digits (public), the secret 43 url-safe characters.
 KEY_PREFIX = "ak_"
 _KEY_TEXT = re.compile(r"^ak_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")
 
-#: The schema's version (``PRAGMA user_version``); an upgrade adds a step and bumps it.
-SCHEMA_VERSION = 1
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS api_keys (
-        id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        tenant TEXT NOT NULL,
-        roles TEXT NOT NULL,
-        salt BLOB NOT NULL,
-        hash BLOB NOT NULL,
-        created_at REAL NOT NULL,
-        created_by TEXT NOT NULL,
-        expires_at REAL,
-        revoked_at REAL,
-        revoked_by TEXT,
-        last_used REAL
-    )""",
-    "CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant, created_at)",
-)
 COLUMNS = "id, name, tenant, roles, created_at, created_by, expires_at, revoked_at, revoked_by, last_used"
 
 
@@ -93,7 +77,7 @@ def _dt(value: float | None) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if value is not None else None
 
 
-def record_of(row: sqlite3.Row) -> ApiKeyRecord:
+def record_of(row: Row) -> ApiKeyRecord:
     """The record of a row selected with :data:`COLUMNS`."""
     created = _dt(row["created_at"])
     assert created is not None

@@ -1,10 +1,14 @@
-"""KeyStore: API keys in SQLite, stored as salted hashes, verified in microseconds.
+"""KeyStore: API keys in SQLite or PostgreSQL, stored as salted hashes, verified in microseconds.
+
+Each operation is written once (a generator of SQL statements, ``airlock.state``) and runs on
+either database: ``KeyStore(path, roles)`` keeps its own SQLite file; ``KeyStore.on(db, roles)``
+uses a PostgreSQL database that several controllers share.
 
 A verified key is cached in memory for ``cache_ttl_s`` (≤ 5 s): a call costs a SHA-256 and a
 dict lookup. A revocation through this store takes effect on the very next call (it drops the
-cached entry); a revocation by another process on the same file (replicas) takes effect
-within the TTL. ``last_used`` is written at most once per key per ``last_used_every_s``, on
-the store's thread, without the call waiting for it.
+cached entry); a revocation by another store on the same database (replicas) takes effect
+within the TTL. ``last_used`` is written at most once per key per ``last_used_every_s``, in a
+task the call does not wait for (the store's listings and ``aclose`` wait for it).
 
 A key is stored as SHA-256 over a 16-byte salt and its secret, never as text. The secret is 256
 random bits, so no slow KDF is needed: guessing it from the hash is as hopeless as guessing it,
@@ -19,20 +23,17 @@ import json
 import logging
 import os
 import re
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Self, TypeVar
 
-from airlock.state import SqliteThread
+from airlock.state import DatabaseError, Op, PostgresDatabase, Row, execute, fetch_all, fetch_one
 
 from ._errors import InvalidKeyRequest, KeyNotFound, KeyStoreError, Unauthenticated
 from ._key_record import (
     COLUMNS,
-    SCHEMA,
-    SCHEMA_VERSION,
     ApiKeyRecord,
     digest,
     key_text,
@@ -41,6 +42,7 @@ from ._key_record import (
     record_of,
     ts,
 )
+from ._key_tables import KeyTables, PostgresKeyTables, SqliteKeyTables
 from ._roles import RoleBook
 from ._settings import NAME_PATTERN
 
@@ -68,20 +70,23 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _create_schema(conn: sqlite3.Connection) -> None:
-    for statement in SCHEMA:
-        conn.execute(statement)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+def _revoke(key_id: str, by: str, now: float | None) -> Op[Row | None]:
+    yield from execute(
+        "UPDATE api_keys SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL",
+        now,
+        by,
+        key_id,
+    )
+    return (yield from fetch_one(f"SELECT {COLUMNS} FROM api_keys WHERE id = ?", key_id))
 
 
-class KeyStore(SqliteThread):
-    """API keys of principals in one SQLite file (0600; ``user_version`` = schema version).
+class KeyStore:
+    """API keys of principals in one database: ``KeyStore(path, roles)`` in its own SQLite file
+    (0600; ``user_version`` = schema version), ``KeyStore.on(db, roles)`` in PostgreSQL.
 
     Use as ``async with KeyStore(path, roles) as keys:``. ``clock`` gives the time keys expire
     against and ``last_used`` records (tests inject one).
     """
-
-    _thread_name = "airlock-keys"
 
     def __init__(
         self,
@@ -92,45 +97,81 @@ class KeyStore(SqliteThread):
         cache_ttl_s: float = 5.0,
         last_used_every_s: float = 60.0,
     ) -> None:
-        super().__init__(path)
+        self._setup(SqliteKeyTables(path), roles, clock, cache_ttl_s, last_used_every_s)
+
+    @classmethod
+    def on(
+        cls,
+        db: PostgresDatabase,
+        roles: RoleBook,
+        *,
+        clock: Callable[[], datetime] = _utcnow,
+        cache_ttl_s: float = 5.0,
+        last_used_every_s: float = 60.0,
+    ) -> Self:
+        """The keys in PostgreSQL ``db`` (opened and closed by the caller; the table is created
+        or upgraded on entry, component ``keys`` of ``airlock_schema``)."""
+        store = cls.__new__(cls)
+        store._setup(PostgresKeyTables(db), roles, clock, cache_ttl_s, last_used_every_s)
+        return store
+
+    def _setup(
+        self,
+        tables: KeyTables,
+        roles: RoleBook,
+        clock: Callable[[], datetime],
+        cache_ttl_s: float,
+        last_used_every_s: float,
+    ) -> None:
         if not 0 <= cache_ttl_s <= 5:
             raise ValueError("cache_ttl_s must be within 0..5 seconds")
+        self._tables = tables
         self._roles = roles
         self._clock = clock
         self._ttl = cache_ttl_s
         self._touch_every = last_used_every_s
+        self._closed = False
         self._cache: dict[str, _Cached] = {}
         self._misses: dict[str, float] = {}
         self._touched: dict[str, datetime] = {}
-        self._pending: set[asyncio.Future[None]] = set()
+        self._pending: set[asyncio.Task[None]] = set()
         self._revocations = 0
         # An unknown id still costs one digest and one comparison, as a known one does.
         self._decoy = (os.urandom(16), os.urandom(32))
 
+    @property
+    def where(self) -> str:
+        """The database, as messages name it (never a password)."""
+        return self._tables.db.where
+
     async def __aenter__(self) -> Self:
-        await self._run(lambda conn: None)
+        await self._tables.open()
         return self
 
-    def _connect(self) -> sqlite3.Connection:
-        return self._open_once(self._migrate)
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
-    def _migrate(self, conn: sqlite3.Connection, fresh: bool) -> None:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise KeyStoreError(
-                f"key store {self._path} has schema version {version}; this airlock reads "
-                f"up to {SCHEMA_VERSION} (written by a newer airlock)"
-            )
-        if version < SCHEMA_VERSION:  # a new file (issue 38 adds the upgrade steps here)
-            self.in_transaction(conn, _create_schema)
-
-    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def aclose(self) -> None:
+        """Wait for the pending ``last_used`` writes, then let the database go (idempotent)."""
         if self._closed:
-            raise KeyStoreError(f"key store {self._path} is closed")
+            return
+        await self._settled()
+        self._closed = True
+        await self._tables.close()
+
+    async def _settled(self) -> None:
+        """Wait for the ``last_used`` writes queued so far (their failures are only logged)."""
+        while self._pending:  # a verify meanwhile may queue another
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    async def _run(self, op: Op[T]) -> T:
+        if self._closed:
+            op.close()
+            raise KeyStoreError(f"key store {self.where} is closed")
         try:
-            return await self._on_thread(lambda: op(self._connect()))
-        except (sqlite3.Error, OSError) as e:
-            raise KeyStoreError(f"key store {self._path}: {type(e).__name__}: {e}") from e
+            return await self._tables.db.transact(op)
+        except DatabaseError as e:
+            raise KeyStoreError(f"key store: {e}") from e
 
     # --- administration ------------------------------------------------------------------
 
@@ -166,10 +207,11 @@ class KeyStore(SqliteThread):
         row = (key_id, name, tenant, json.dumps(wanted), salt, digest(salt, secret))
         times = (ts(record.created_at), created_by, ts(expires_at))
         await self._run(
-            lambda c: c.execute(
+            execute(
                 "INSERT INTO api_keys (id, name, tenant, roles, salt, hash, created_at, created_by, "
                 "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*row, *times),
+                *row,
+                *times,
             )
         )
         self._misses.pop(key_id, None)
@@ -204,7 +246,8 @@ class KeyStore(SqliteThread):
             where.append("revoked_at IS NULL")
         sql = f"SELECT {COLUMNS} FROM api_keys"
         sql += f" WHERE {' AND '.join(where)}" if where else ""
-        rows = await self._run(lambda c: c.execute(sql + " ORDER BY created_at, rowid", args).fetchall())
+        await self._settled()  # the last uses recorded so far
+        rows = await self._run(fetch_all(sql + " ORDER BY created_at, rowid", *args))
         return [record_of(r) for r in rows]
 
     async def revoke(self, key_id: str, by: str) -> ApiKeyRecord:
@@ -214,20 +257,10 @@ class KeyStore(SqliteThread):
             KeyNotFound: no key has this id.
         """
         now = ts(self._clock())
-
-        def op(c: sqlite3.Connection) -> sqlite3.Row | None:
-            c.execute(
-                "UPDATE api_keys SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL",
-                (now, by, key_id),
-            )
-            row: sqlite3.Row | None = c.execute(
-                f"SELECT {COLUMNS} FROM api_keys WHERE id = ?", (key_id,)
-            ).fetchone()
-            return row
-
         self._revocations += 1
         self._cache.pop(key_id, None)
-        row = await self._run(op)
+        await self._settled()
+        row = await self._run(_revoke(key_id, by, now))
         self._cache.pop(key_id, None)  # a verify that read the row before the update
         if row is None:
             raise KeyNotFound(key_id)
@@ -264,11 +297,7 @@ class KeyStore(SqliteThread):
         if missed is not None and clock < missed:
             return None
         generation = self._revocations
-        row = await self._run(
-            lambda c: c.execute(
-                f"SELECT {COLUMNS}, salt, hash FROM api_keys WHERE id = ?", (key_id,)
-            ).fetchone()
-        )
+        row = await self._run(fetch_one(f"SELECT {COLUMNS}, salt, hash FROM api_keys WHERE id = ?", key_id))
         if row is None:
             if len(self._misses) >= _MAX_MISSES:
                 self._misses.clear()
@@ -280,25 +309,20 @@ class KeyStore(SqliteThread):
         return entry
 
     def _touch(self, key_id: str, now: datetime) -> None:
-        """Record ``last_used`` at most once per ``last_used_every_s`` per key, on the store's
-        thread; the call does not wait for it (and a failure is only logged)."""
+        """Record ``last_used`` at most once per ``last_used_every_s`` per key, in a task the
+        call does not wait for (a failure is only logged)."""
         last = self._touched.get(key_id)
         if self._closed:
             return
         if last is not None and (now - last).total_seconds() < self._touch_every:
             return
         self._touched[key_id] = now
-        when = ts(now)
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, self._write_last_used, key_id, when)
-        self._pending.add(future)
-        future.add_done_callback(self._touched_done)
+        write = execute("UPDATE api_keys SET last_used = ? WHERE id = ?", ts(now), key_id)
+        task = asyncio.create_task(self._run(write), name="airlock-key-last-used")
+        self._pending.add(task)
+        task.add_done_callback(self._touched_done)
 
-    def _touched_done(self, future: asyncio.Future[None]) -> None:
-        self._pending.discard(future)
-        if not future.cancelled() and future.exception() is not None:
-            _log.warning("cannot record a key's last use: %s", future.exception())
-
-    def _write_last_used(self, key_id: str, when: float | None) -> None:
-        sql = "UPDATE api_keys SET last_used = ? WHERE id = ?"
-        self._retrying(lambda: self._connect().execute(sql, (when, key_id)))
+    def _touched_done(self, task: asyncio.Task[None]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.warning("cannot record a key's last use: %s", task.exception())

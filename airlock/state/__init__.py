@@ -3,6 +3,8 @@
 - ``InMemoryStore``: a dict; tests and ephemeral runs.
 - ``SqliteStore``: the embedded default that persists (one SQLite file, WAL mode), on
   ``SqliteThread``, the base of every airlock SQLite file (also the controller's job store).
+- ``PostgresStateStore``: the same table in a PostgreSQL database several controllers share;
+  both are ``SqlStateStore``, whose operations are written once.
 - ``SqliteDatabase`` / ``PostgresDatabase``: where airlock's tables live (one SQLite file;
   a PostgreSQL database several controllers share), both running the same operations
   (generators of SQL statements, :mod:`._sql`): each store's logic is written once.
@@ -31,7 +33,10 @@ from ._sql import (
     returning,
     run_sqlite,
 )
-from ._sqlite import SqliteDatabase, SqliteStore, SqliteThread
+from ._sql_state import SqlStateStore
+from ._sqlite import SqliteDatabase, SqliteThread
+from ._state_postgres import PostgresStateStore
+from ._state_sqlite import SqliteStore
 
 __all__ = [
     "Database",
@@ -42,7 +47,9 @@ __all__ = [
     "Op",
     "PgRow",
     "PostgresDatabase",
+    "PostgresStateStore",
     "Row",
+    "SqlStateStore",
     "SqliteDatabase",
     "SqliteStore",
     "SqliteThread",

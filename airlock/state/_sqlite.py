@@ -1,4 +1,4 @@
-"""SqliteStore: the embedded default store that persists (stdlib sqlite3, WAL mode)."""
+"""SqliteThread and SqliteDatabase: one SQLite file on its own thread (stdlib sqlite3, WAL mode)."""
 
 from __future__ import annotations
 
@@ -11,34 +11,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
-from layer0 import Scope, SearchResult, StateError
-
-from ._codec import check_key, check_prefix, decode_value, encode_value, scope_text
 from ._postgres import DatabaseError
-from ._search import rank
 from ._sql import Op, run_sqlite
 
 T = TypeVar("T")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS state (
-    scope TEXT NOT NULL,
-    key   TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (scope, key)
-) WITHOUT ROWID
-"""
-
-
-def _create_table(conn: sqlite3.Connection, fresh: bool) -> None:
-    conn.execute(_SCHEMA)
-
-
-# ``list`` is shadowed by the method of that name inside the class.
-_Keys = list[str]
-_Results = list[SearchResult]
 
 
 class SqliteThread(ABC):
@@ -210,83 +188,3 @@ class SqliteDatabase(SqliteThread):
             raise DatabaseError(f"SQLite {self._path}: {type(e).__name__}: {e}") from e
         finally:
             op.close()
-
-
-class SqliteStore(SqliteThread):
-    """A ``layer0.StateStore`` in one SQLite file; survives process restarts.
-
-    All database work runs on one dedicated thread that owns the connection, so the
-    event loop never blocks and operations of one store are serialized. The file is
-    in WAL mode with a busy timeout, so several stores (or processes) on the same
-    file can write concurrently. Every write is its own committed transaction.
-
-    Use as ``async with SqliteStore(path) as store:`` or call ``aclose()``.
-    """
-
-    async def __aenter__(self) -> Self:
-        await self._run(lambda conn: None)  # with the retry of a transient "database is locked"
-        return self
-
-    def _connect(self) -> sqlite3.Connection:
-        return self._open_once(_create_table)
-
-    async def _run(self, op: Callable[[sqlite3.Connection], T], *, writing: bool = False) -> T:
-        if self._closed:
-            raise StateError.other(f"SqliteStore({self._path}) is closed")
-        try:
-            return await self._on_thread(lambda: op(self._connect()))
-        except sqlite3.Error as e:
-            where = f"sqlite {self._path}: {type(e).__name__}: {e}"
-            raise (StateError.write_failed(where) if writing else StateError.other(where)) from e
-        except OSError as e:
-            raise StateError.other(f"sqlite {self._path}: {e}") from e
-
-    async def read(self, scope: Scope, key: str) -> Any | None:
-        """The value under ``key``, or None."""
-        s, k = scope_text(scope), check_key(key)
-        row = await self._run(
-            lambda c: c.execute("SELECT value FROM state WHERE scope = ? AND key = ?", (s, k)).fetchone()
-        )
-        return None if row is None else decode_value(row[0])
-
-    async def write(self, scope: Scope, key: str, value: Any) -> None:
-        """Create or overwrite ``key``. Raises ``StateError.serialization`` for non-JSON."""
-        s, k, text = scope_text(scope), check_key(key), encode_value(value)
-        await self._run(
-            lambda c: c.execute(
-                "INSERT INTO state (scope, key, value) VALUES (?, ?, ?) "
-                "ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value",
-                (s, k, text),
-            ),
-            writing=True,
-        )
-
-    async def delete(self, scope: Scope, key: str) -> None:
-        """Delete ``key``; a missing key is a no-op."""
-        s, k = scope_text(scope), check_key(key)
-        await self._run(
-            lambda c: c.execute("DELETE FROM state WHERE scope = ? AND key = ?", (s, k)), writing=True
-        )
-
-    async def list(self, scope: Scope, prefix: str) -> _Keys:
-        """Sorted keys starting with ``prefix`` (all keys for ``""``)."""
-        s, p = scope_text(scope), check_prefix(prefix)
-
-        def op(c: sqlite3.Connection) -> _Keys:
-            # Keys compare as UTF-8 bytes (BINARY collation), i.e. by code point: a
-            # range scan from ``prefix`` yields exactly the matching keys, sorted.
-            keys: list[str] = []
-            for (k,) in c.execute("SELECT key FROM state WHERE scope = ? AND key >= ? ORDER BY key", (s, p)):
-                if not k.startswith(p):
-                    break
-                keys.append(k)
-            return keys
-
-        return await self._run(op)
-
-    async def search(self, scope: Scope, query: str, limit: int) -> _Results:
-        """Keys whose JSON text contains the query's terms (case-insensitive), best first."""
-        s = scope_text(scope)
-        return await self._run(
-            lambda c: rank(c.execute("SELECT key, value FROM state WHERE scope = ?", (s,)), query, limit)
-        )
