@@ -180,7 +180,10 @@ class JobService:
             log = f"interrupted: {gone}; its orphaned sandboxes were reaped ({removed})"
         else:
             gone, detail = "the controller restarted", STOPPED
-            log = f"interrupted: the controller stopped while this job ran; orphaned sandboxes reaped at restart ({removed})"
+            log = (
+                "interrupted: the controller stopped while this job ran; "
+                f"orphaned sandboxes reaped at restart ({removed})"
+            )
         dropped = [job.id for job in held if job not in keep]
         self.recovered.extend(await self.store.recover(dropped, detail, log))
         for job_id in dropped:
