@@ -278,6 +278,27 @@ def serve(
             help="Mutual TLS: only clients with a certificate from this CA (PEM) may connect.",
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="AIRLOCK_STORE",
+            show_default=False,
+            help="Keep jobs, state and API keys in this PostgreSQL database "
+            "(postgresql://user:password@host:port/db), shared by every controller replica that names "
+            "it; default: SQLite files in the data dir (one controller). Prefer the environment "
+            "variable: a password on the command line is visible to other users.",
+        ),
+    ] = None,
+    lease: Annotated[
+        float,
+        typer.Option(
+            "--lease",
+            min=1.0,
+            help="Seconds a replica that stopped renewing its lease (killed, paused, cut off) still "
+            "holds its jobs before another replica adopts them.",
+        ),
+    ] = 15.0,
 ) -> None:
     """Run the controller service (see the command help)."""
     from airlock.cli._serve import ServeOptions
@@ -294,6 +315,8 @@ def serve(
         tls_cert=tls_cert,
         tls_key=tls_key,
         tls_client_ca=tls_client_ca,
+        store=store,
+        lease_s=lease,
     )
     loaded = load(config)
     if backend is not None:

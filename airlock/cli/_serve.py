@@ -54,6 +54,9 @@ class ServeOptions:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
+    #: A PostgreSQL database shared by replicas (None: SQLite in the data dir).
+    store: str | None = None
+    lease_s: float = 15.0
 
 
 def _configure_logging() -> None:
@@ -78,6 +81,8 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
         body: dict[str, Any] = {
             "address": controller.address,
             "data_dir": str(controller.data_dir),
+            "store": controller.store_where,
+            "replica": service.replica if service is not None else None,
             "tls": opts.tls_cert is not None,
             "token_file": str(opts.token_file or controller.token_file),
             "token_created": controller.token_created,
@@ -98,6 +103,8 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
         console.print(text, highlight=False, soft_wrap=True)
 
     say(f"[bold]airlock controller[/]: data dir {escape(str(controller.data_dir))}")
+    if opts.store is not None and service is not None:
+        say(f"  store: {escape(controller.store_where)} (replica {escape(service.replica)})")
     names = ", ".join(agents) if agents else "none"
     say(f"  {len(agents)} agent(s): {escape(names)}")
     say(
@@ -153,7 +160,10 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
     from ._tool_gate import warn_broken_tools
 
     settings = ServiceSettings(
-        concurrency=opts.concurrency, max_depth=opts.max_depth, max_follow_ups=opts.max_follow_ups
+        concurrency=opts.concurrency,
+        max_depth=opts.max_depth,
+        max_follow_ups=opts.max_follow_ups,
+        lease_s=opts.lease_s,
     )
     # A --token-file is followed: a rotated Secret takes effect without a restart.
     options = ControllerOptions(
@@ -162,6 +172,7 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
         settings=settings,
         token_file=opts.token_file,
         tls=_server_tls(opts),
+        store=opts.store,
     )
     loop = asyncio.get_running_loop()
     # Each running job makes blocking Docker calls on the default thread pool (min(32, cores+4)

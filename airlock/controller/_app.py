@@ -19,10 +19,10 @@ from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import ControllerServer, load_or_create_token
 from ._grpc_identity import IdentityApi
-from ._service import JobService
+from ._service import EVENTS_CHANNEL, QUEUE_CHANNEL, JobService
 from ._service_settings import ServiceSettings
 from ._store import JobStore
-from ._store_sqlite import SqliteJobStore
+from ._stores import open_stores
 from ._tls import ServerTls
 from ._token_file import TokenFile
 from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key
@@ -50,6 +50,8 @@ class ControllerOptions:
         sandbox_dir: sandboxes' control directories (default: the backend's).
         image: the runner image (default: the current build).
         tls: serve the API with TLS (these files, followed as they rotate); None: plaintext.
+        store: a PostgreSQL database (``postgresql://…``) for the jobs, the state and the API
+            keys, which several controller replicas share; None: SQLite files in ``data_dir``.
     """
 
     data_dir: Path | None = None
@@ -60,6 +62,7 @@ class ControllerOptions:
     sandbox_dir: Path | None = None
     image: str | None = None
     tls: ServerTls | None = None
+    store: str | None = None
 
 
 class Controller:
@@ -79,6 +82,8 @@ class Controller:
         #: The bearer token clients must send (known after entry; never logged).
         self.token = ""
         self.service: JobService | None = None
+        #: Where the records are (a data dir, or a PostgreSQL database without its password).
+        self.store_where = str(self.data_dir)
         self.server: ControllerServer | None = None
         self._stack = contextlib.AsyncExitStack()
 
@@ -94,22 +99,24 @@ class Controller:
         return self.data_dir / "token"
 
     async def __aenter__(self) -> Self:
-        from airlock.state import SqliteStore
-
         try:
             await asyncio.to_thread(open_data_dir, self.data_dir)
             check = await self._token_check()
             self.token = check if isinstance(check, str) else check.token
-            store = await self._stack.enter_async_context(SqliteJobStore(self.data_dir / "jobs.db"))
-            state = await self._stack.enter_async_context(SqliteStore(self.data_dir / "state.db"))
+            stores = await open_stores(self._stack, self.data_dir, self.options.store)
+            store, self.store_where = stores.jobs, stores.where
             runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
             key = load_or_create_audit_key(self.data_dir / AUDIT_KEY_FILE)
             auth = self.config.auth
             self.service = await self._stack.enter_async_context(
-                JobService(store, runner, state, self.options.settings, audit_key=key, auth=auth)
+                JobService(store, runner, stores.state, self.options.settings, audit_key=key, auth=auth)
             )
+            if stores.db is not None:  # other replicas' queued jobs and events, as they land
+                channels = (QUEUE_CHANNEL, EVENTS_CHANNEL)
+                listening = asyncio.create_task(stores.db.listen(channels, self.service.notified))
+                self._stack.push_async_callback(_cancelled, listening)
             await _audit_quotas(store, self.config)
-            keys, callers = await open_identity(self._stack, auth, self.data_dir, check)
+            keys, callers = await open_identity(self._stack, auth, self.data_dir, check, db=stores.db)
             self.server = await self._stack.enter_async_context(
                 ControllerServer(
                     self.service,

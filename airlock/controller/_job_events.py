@@ -37,8 +37,15 @@ class JobEvents:
 
     def notify(self, event: JobEvent) -> None:
         """Wake the watchers of ``event``'s job."""
-        for wake in self._watchers.get(event.job_id, ()):
-            wake.set()
+        self.wake(event.job_id)
+
+    def wake(self, job_id: str | None) -> None:
+        """Wake the watchers of ``job_id`` (None: of every job): it has new events, recorded
+        here or by another replica."""
+        groups = [self._watchers.get(job_id, set())] if job_id is not None else list(self._watchers.values())
+        for watchers in groups:
+            for wake in watchers:
+                wake.set()
 
     async def emit(self, job_id: str, data: JobEventData) -> JobEvent:
         """Record an event of the job."""

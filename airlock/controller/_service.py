@@ -26,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
@@ -60,6 +60,10 @@ if TYPE_CHECKING:
     from ._execute import AgentRunner
 
 _log = logging.getLogger("airlock.jobs")
+
+#: The store's notifications (PostgreSQL ``LISTEN``): a job queued, a job's new event.
+QUEUE_CHANNEL = "airlock_queue"
+EVENTS_CHANNEL = "airlock_events"
 
 
 class JobService:
@@ -111,6 +115,7 @@ class JobService:
             release=store.release,
             poll_s=self.settings.poll_s,
         )
+        self._tasks: set[asyncio.Task[None]] = set()
         self._membership = Membership(store, self.settings.lease_s, adopt=self._recover, let_go=self._let_go)
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
         effects = JobEffects(
@@ -133,6 +138,11 @@ class JobService:
             active=self._active,
             quotas=self.quotas,
         )
+
+    @property
+    def replica(self) -> str:
+        """This controller's replica id (among those sharing its store)."""
+        return self.store.claims.replica
 
     def _agent(self, name: str) -> AgentConfig:
         """The configured agent ``name`` (the one place a job's agent is resolved)."""
@@ -195,6 +205,20 @@ class JobService:
             await self.store.release(job.id)
         if jobs:
             await self._scheduler.push()
+
+    def notified(self, channel: str, payload: str) -> None:
+        """A notification from the shared store (PostgreSQL): ``airlock_queue``, a job was
+        queued; ``airlock_events``, a job has new events; an empty payload: anything may have
+        happened (the connection was lost)."""
+        if channel == QUEUE_CHANNEL:
+            self._background(self._scheduler.push())
+        elif channel == EVENTS_CHANNEL:
+            self.events.wake(payload or None)
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _let_go(self, job_ids: Sequence[str]) -> None:
         """Stop this replica's runs of jobs it no longer holds, writing nothing."""

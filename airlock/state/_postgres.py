@@ -8,6 +8,7 @@ keys) migrates them with :meth:`PostgresDatabase.migrate`, versioned in ``airloc
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -160,6 +161,34 @@ class PostgresDatabase:
                 return await _drive(conn, op)
         except psycopg.Error as e:
             raise DatabaseError(f"PostgreSQL {self.where}: {type(e).__name__}: {_first_line(e)}") from e
+
+    async def listen(
+        self, channels: Sequence[str], on: Callable[[str, str], None], *, retry_s: float = 1.0
+    ) -> None:
+        """Deliver each notification on ``channels`` as ``on(channel, payload)`` until cancelled.
+
+        A lost connection is opened again (every ``retry_s``); after each (re)connection ``on``
+        receives ``(channel, "")`` for every channel: anything may have happened meanwhile.
+        """
+        import psycopg
+
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+                    for channel in channels:
+                        await conn.execute(f'LISTEN "{channel}"')
+                    for channel in channels:
+                        on(channel, "")
+                    async for note in conn.notifies():
+                        on(note.channel, note.payload)
+            except psycopg.Error as e:
+                _log.warning(
+                    "PostgreSQL %s: listening failed (%s); again in %.0f s",
+                    self.where,
+                    _first_line(e),
+                    retry_s,
+                )
+            await asyncio.sleep(retry_s)
 
     async def migrate(
         self, component: str, migrations: Mapping[int, str], *, newer: Callable[[int], str]
