@@ -18,6 +18,7 @@ closure key and recipe key; a build whose keys match an existing image is skippe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -150,9 +151,18 @@ async def build_postgres_image(*, force: bool = False, tag: str = TAG) -> Postgr
         await asyncio.to_thread(finish_rootfs, root)
         labels[LABEL_PACKAGES] = closure_key(debs)
         image_id = await asyncio.to_thread(import_rootfs, client, root, tag, _changes(labels))
+    if existing and existing["Id"] != image_id:  # the tag moved: drop the image it named
+        await asyncio.to_thread(_remove_quietly, client, existing["Id"])
     info = await asyncio.to_thread(find_image, client, tag)
     size = info["Size"] if info else 0
     return PostgresImageReport(tag, image_id, False, time.perf_counter() - started, size)
+
+
+def _remove_quietly(client: Any, image_id: str) -> None:
+    from docker.errors import DockerException
+
+    with contextlib.suppress(DockerException):  # still used by a container: kept
+        client.api.remove_image(image_id)
 
 
 def _apt_state() -> str:
