@@ -6,6 +6,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 .venv/bin/airlock images build
+# The tests' PostgreSQL 15 (postgres_server / postgres_dsn fixtures), offline from Debian's package;
+# a no-op when current.
+.venv/bin/python -m tests.support.postgres_image
 # The Node contract client's packages, exactly as locked (its test skips without node/npm).
 if command -v npm >/dev/null 2>&1 && { [ ! -d tests/node/node_modules ] || [ tests/node/package-lock.json -nt tests/node/node_modules ]; }; then
   npm ci --prefix tests/node --no-audit --no-fund --loglevel=error

@@ -10,6 +10,10 @@ A test marked ``attack("<category>")`` (the adversarial suite, tests/adversarial
 under its category; a run that includes any prints the suite's table at the end, and saves
 the outcomes where ``AIRLOCK_ADVERSARIAL_REPORT`` says.
 
+PostgreSQL: ``postgres_server`` (one per session) and ``postgres_dsn`` (a fresh database per test),
+from tests/support/postgres.py; they skip (or fail, with ``AIRLOCK_REQUIRE_DOCKER=1``) without
+Docker or the ``airlock-test-postgres:15`` image.
+
 Docker fixtures: the images are built once per session with the offline builder (a no-op
 when images built from these very sources exist); each test gets its own state directory,
 and after each test no container owned by this process may remain.
@@ -28,6 +32,7 @@ import pytest
 
 from airlock.images import CONTROLLER, RUNNER, build_image
 from airlock.sandbox.docker import DockerEnvironment, DockerSettings
+from tests.support import postgres
 from tests.support.adversarial import OUTCOMES, REPORT_ENV, Outcome, render, save
 from tests.support.containers import assert_none_left, docker_available, require_isolation
 
@@ -63,6 +68,18 @@ def runner_image() -> str:
 def controller_image() -> str:
     """The controller image, built (or found current) once per session."""
     return asyncio.run(build_image(CONTROLLER)).tag
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[postgres.PostgresServer]:
+    """A PostgreSQL 15 server for the session (tests.support.postgres; durability off)."""
+    yield from postgres.session_server()
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: postgres.PostgresServer) -> Iterator[str]:
+    """A fresh empty database on the session's server, dropped after the test: its DSN."""
+    yield from postgres.fresh_database(postgres_server)
 
 
 @pytest.fixture(scope="session")

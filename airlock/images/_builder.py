@@ -259,7 +259,7 @@ async def build_image(
             LABEL_DIGEST: digest,
             LABEL_BASE: _rootfs.closure_key(debs),
         }
-        image_id = await asyncio.to_thread(_import_rootfs, client, root, tag, _changes(recipe, labels))
+        image_id = await asyncio.to_thread(import_rootfs, client, root, tag, _changes(recipe, labels))
         step("docker import")
 
     removed = None
@@ -371,7 +371,14 @@ def _changes(recipe: ImageRecipe, labels: dict[str, str]) -> list[str]:
     return changes
 
 
-def _import_rootfs(client: Any, root: Path, tag: str, changes: list[str]) -> str:
+def import_rootfs(client: Any, root: Path, tag: str, changes: list[str]) -> str:
+    """Stream the directory ``root`` into ``docker import`` as ``tag`` (numeric owners kept)
+    with the Dockerfile-style ``changes`` (``ENV …``, ``USER …``, ``LABEL …``); the new image's
+    id. Blocking (call via ``asyncio.to_thread``).
+
+    Raises:
+        ImageError: tar or the import fails, or the image is missing afterwards.
+    """
     repository, _, version = tag.rpartition(":")
     errors = docker_errors()
     proc = subprocess.Popen(
