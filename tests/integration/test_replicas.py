@@ -14,7 +14,7 @@ import pytest
 
 from airlock.jobs import ControllerClient, JobEvent, JobState
 from airlock.testing import text_step, tool_step
-from tests.support.replicas import ReplicaProcess, replicas, sandbox_processes
+from tests.support.replicas import ReplicaProcess, replicas, runs_on, sandbox_processes
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -88,7 +88,7 @@ async def test_sixty_jobs_survive_two_replicas_killed(tmp_path: Path, postgres_d
         ]
         assert sum(j.resumes for j in final) >= 1, "a killed replica's jobs were resumed elsewhere"
         for job_id in ids:
-            events = await survivor.logs(job_id)
+            events = [event async for event in survivor.watch(job_id)]
             assert [e.seq for e in events] == list(range(1, len(events) + 1))
             ends = [e for e in events if e.terminal]
             assert len(ends) == 1, f"{job_id} ended {len(ends)} times"
@@ -97,3 +97,97 @@ async def test_sixty_jobs_survive_two_replicas_killed(tmp_path: Path, postgres_d
         assert seen[-1].terminal
         for client in clients:
             await client.close()
+
+
+async def _running_on(job_id: str, started: list[ReplicaProcess]) -> ReplicaProcess:
+    found: list[ReplicaProcess] = []
+
+    async def check() -> bool:
+        owner = runs_on(job_id, started)
+        if owner is not None:
+            found.append(owner)
+        return owner is not None
+
+    await _until(f"{job_id} runs in a sandbox", check, 60)
+    return found[-1]
+
+
+async def test_a_paused_replica_is_fenced_and_lets_go(tmp_path: Path, postgres_dsn: str) -> None:
+    config, data = _config(tmp_path, 6.0), tmp_path / "data"
+    with replicas() as started:
+        one = ReplicaProcess(config, data, postgres_dsn, "--concurrency", "2")
+        started.append(one)
+        client = one.client()
+        job_id = (await client.submit("worker", "paused")).id
+        assert await _running_on(job_id, started) is one
+        two = ReplicaProcess(config, data, postgres_dsn, "--concurrency", "2")
+        started.append(two)
+        other = two.client()
+        one.pause()  # past its lease of 3 s: the other replica adopts its job and resumes it
+        await _until("the job is resumed by the other replica", lambda: _resumed_on(job_id, two, started), 60)
+        one.cont()  # wakes up fenced: its writes are refused, it lets go
+        done = await other.wait(job_id)
+        assert done.state is JobState.SUCCEEDED and done.resumes == 1
+        events = [event async for event in other.watch(job_id)]
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert len([e for e in events if e.terminal]) == 1
+
+        async def let_go() -> bool:
+            log = one.log.read_text()
+            return "declared dead" in log or "no longer holds" in log
+
+        await _until("the paused replica says it let go", let_go, 30)
+        again = (await client.submit("worker", "after")).id  # and serves on, as a new member
+        assert (await other.wait(again)).state is JobState.SUCCEEDED
+        assert sandbox_processes({job_id, again}) == []
+        await client.close()
+        await other.close()
+
+
+async def _resumed_on(job_id: str, replica: ReplicaProcess, started: list[ReplicaProcess]) -> bool:
+    return runs_on(job_id, started) is replica
+
+
+async def test_approvals_and_cancel_through_any_replica(tmp_path: Path, postgres_dsn: str) -> None:
+    steps = [tool_step("bash", {"command": "sleep 30"}, id="long"), text_step("finished")]
+    gated = {
+        "provider": {
+            "kind": "scripted",
+            "script": [tool_step("bash", {"command": "echo ok"}), text_step("ok")],
+        },
+        "tools": ["bash"],
+        "backend": "process",
+        "approval": {"tools": ["bash"], "approvers": ["admin"]},
+    }
+    slow = {"provider": {"kind": "scripted", "script": steps}, "tools": ["bash"], "backend": "process"}
+    config = tmp_path / "airlock.yaml"
+    config.write_text(json.dumps({"version": 1, "agents": {"gated": gated, "slow": slow}}))
+    data = tmp_path / "data"
+    with replicas() as started:
+        for _ in range(2):
+            started.append(ReplicaProcess(config, data, postgres_dsn, "--concurrency", "2"))
+        a, b = (r.client() for r in started)
+        job = await a.submit("gated", "needs a yes")
+
+        async def waiting() -> bool:
+            now = await b.get(job.id)
+            assert not now.state.terminal, (now.state, now.error)
+            return now.state is JobState.AWAITING_APPROVAL
+
+        await _until("the job waits for approval", waiting, 60)
+        await b.approve(job.id, "yes, through the other replica")
+        assert (await a.wait(job.id)).state is JobState.SUCCEEDED
+
+        long = await a.submit("slow", "runs long")
+        owner = await _running_on(long.id, started)
+        elsewhere = a if owner is started[1] else b
+        cancelled = await elsewhere.cancel(long.id, "through the replica not running it")
+        assert cancelled.state is JobState.CANCELLED
+
+        async def gone() -> bool:
+            return sandbox_processes({long.id}) == []
+
+        await _until("the running replica let go of it and removed its sandbox", gone, 30)
+        assert (await a.get(long.id)).state is JobState.CANCELLED
+        await a.close()
+        await b.close()

@@ -80,6 +80,27 @@ def sandbox_processes(job_ids: set[str]) -> list[int]:
     return found
 
 
+def _parent(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    return 0
+
+
+def runs_on(job_id: str, candidates: list[ReplicaProcess]) -> ReplicaProcess | None:
+    """The replica whose process runs ``job_id``'s sandbox now (its runner is that process's
+    descendant), if any."""
+    for pid in sandbox_processes({job_id}):
+        with contextlib.suppress(OSError):
+            ancestor = pid
+            while ancestor > 1:
+                for replica in candidates:
+                    if replica.proc.pid == ancestor:
+                        return replica
+                ancestor = _parent(ancestor)
+    return None
+
+
 @contextlib.contextmanager
 def replicas() -> Iterator[list[ReplicaProcess]]:
     """A list the test starts replicas into; each is stopped (or killed) at the end."""
