@@ -19,7 +19,7 @@ from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import ControllerServer, load_or_create_token
 from ._grpc_identity import IdentityApi
-from ._service import EVENTS_CHANNEL, QUEUE_CHANNEL, JobService
+from ._service import CHANNELS, JobService
 from ._service_settings import ServiceSettings
 from ._store import JobStore
 from ._stores import open_stores
@@ -112,8 +112,7 @@ class Controller:
                 JobService(store, runner, stores.state, self.options.settings, audit_key=key, auth=auth)
             )
             if stores.db is not None:  # other replicas' queued jobs and events, as they land
-                channels = (QUEUE_CHANNEL, EVENTS_CHANNEL)
-                listening = asyncio.create_task(stores.db.listen(channels, self.service.notified))
+                listening = asyncio.create_task(stores.db.listen(CHANNELS, self.service.notified))
                 self._stack.push_async_callback(_cancelled, listening)
             await _audit_quotas(store, self.config)
             keys, callers = await open_identity(self._stack, auth, self.data_dir, check, db=stores.db)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
@@ -36,14 +37,30 @@ if TYPE_CHECKING:
 _log = logging.getLogger("airlock.jobs")
 
 
-class Controls:
-    """Pause, step, resume and inspect a sandboxed turn; signals into it."""
+#: Hands a signal to a job's turn running in another replica (False: none runs).
+DeliverElsewhere = Callable[[Job, str, JsonValue, "str | None"], Awaitable[bool]]
 
-    def __init__(self, events: JobEvents, records: JobRecords, active: ActiveJobs) -> None:
+
+class Controls:
+    """Pause, step, resume and inspect a sandboxed turn; signals into it.
+
+    Args:
+        events: the job record; ``records`` the tree's records; ``active`` this replica's jobs.
+        elsewhere: delivers a signal to a turn another replica runs (None: one replica).
+    """
+
+    def __init__(
+        self,
+        events: JobEvents,
+        records: JobRecords,
+        active: ActiveJobs,
+        elsewhere: DeliverElsewhere | None = None,
+    ) -> None:
         self._events = events
         self._store = events.store
         self._records = records
         self._active = active
+        self._elsewhere = elsewhere
 
     def start_paused(self, job_id: str) -> None:
         """Start the job's next execution paused, before its first model call (``airlock run
@@ -149,6 +166,8 @@ class Controls:
         handle = self._active.handle(job.id)
         journal = self._active.journal(job.id)
         if handle is None or not handle.running or journal is None:
+            if self._elsewhere is not None and not self._store.claims.holds(job.id):
+                return await self._elsewhere(job, signal_type, data, sender)
             return False
         if signal_type == "budget" and isinstance(data, dict):
             journal.allow_overrides(data)

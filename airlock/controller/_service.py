@@ -48,6 +48,7 @@ from ._job_records import JobRecords
 from ._job_runs import STOPPED, JobRuns
 from ._membership import Membership
 from ._quotas import Quotas
+from ._remote_controls import RemoteControls
 from ._scheduler import Scheduler
 from ._service_settings import ServiceSettings, job_limit_ms
 from ._store import JobStore
@@ -64,6 +65,11 @@ _log = logging.getLogger("airlock.jobs")
 #: The store's notifications (PostgreSQL ``LISTEN``): a job queued, a job's new event.
 QUEUE_CHANNEL = "airlock_queue"
 EVENTS_CHANNEL = "airlock_events"
+#: A control call addressed to a replica; an answer to one.
+CONTROLS_CHANNEL = "airlock_controls"
+ANSWERS_CHANNEL = "airlock_answers"
+#: Every channel a replica listens on.
+CHANNELS = (QUEUE_CHANNEL, EVENTS_CHANNEL, CONTROLS_CHANNEL, ANSWERS_CHANNEL)
 
 
 class JobService:
@@ -104,7 +110,13 @@ class JobService:
         self._active = ActiveJobs(self._agent)
         self._records = JobRecords(self.weaves, self.events)
         self._files = JobFiles(self.events)
-        self._controls = Controls(self.events, self._records, self._active)
+        #: The controls of jobs another replica runs, relayed through the store (None: one
+        #: replica, on SQLite).
+        self._remote = (
+            RemoteControls(store, self.events, self._active, lambda: self._controls) if store.shared else None
+        )
+        elsewhere = self._remote.deliver if self._remote is not None else None
+        self._controls = Controls(self.events, self._records, self._active, elsewhere)
         # The scheduler runs what the approvals requeue; runs and effects call each other
         # through the lambdas (evaluated once jobs run).
         self._scheduler = Scheduler(
@@ -214,6 +226,10 @@ class JobService:
             self._background(self._scheduler.push())
         elif channel == EVENTS_CHANNEL:
             self.events.wake(payload or None)
+        elif self._remote is not None and channel == CONTROLS_CHANNEL and payload in ("", self.replica):
+            self._background(self._remote.relay.serve())
+        elif self._remote is not None and channel == ANSWERS_CHANNEL:
+            self._background(self._remote.relay.answered())
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -498,20 +514,28 @@ class JobService:
             JobNotFound: no such job.
             JobNotAwaiting: no turn of it runs in a sandbox now.
         """
+        if self._remote is not None and await self._remote.pause(job_id):
+            return
         await self._controls.pause(job_id)
 
     async def resume(self, job_id: str) -> None:
         """Let the job's paused turn run on (raises as :meth:`pause`)."""
+        if self._remote is not None and await self._remote.resume(job_id):
+            return
         await self._controls.resume(job_id)
 
     async def step(self, job_id: str) -> tuple[StepInfo, list[JobEvent]]:
         """Run exactly one step of the job's paused turn: what it did, and the events the job
         recorded meanwhile (raises as :meth:`pause`; not paused: JobNotAwaiting)."""
+        if self._remote is not None and (stepped := await self._remote.step(job_id)) is not None:
+            return stepped
         return await self._controls.step(job_id)
 
     async def inspect(self, job_id: str) -> Inspection:
         """The job's session as of its latest checkpoint: messages, counters, and the calls of
         its open step that are not finished (or wait for approval)."""
+        if self._remote is not None and (seen := await self._remote.inspect(job_id)) is not None:
+            return seen
         return await self._controls.inspect(job_id)
 
     async def signal(

@@ -140,6 +140,14 @@ class JobStore:
         """Refuse further calls (idempotent)."""
         self._closed = True
 
+    async def run(self, op: Op[T]) -> T:
+        """Run a collaborator's operation on this store's database, in one transaction.
+
+        Raises:
+            JobStoreError: the database refused or could not be reached.
+        """
+        return await self._run(op)
+
     async def _run(self, op: Op[T]) -> T:
         if self._closed:
             op.close()

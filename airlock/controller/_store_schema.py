@@ -79,14 +79,26 @@ CREATE TABLE IF NOT EXISTS replicas (
     started_at REAL NOT NULL,
     heartbeat_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS controls (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    replica TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    call TEXT NOT NULL,
+    args TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    answer TEXT
+);
+CREATE INDEX IF NOT EXISTS controls_replica ON controls(replica, n);
 """
     + _audit_log.SCHEMA
 )
 
 #: PostgreSQL: version → DDL, applied in order in one transaction (``PostgresDatabase.migrate``).
 #: A PostgreSQL store starts at version 4 (the SQLite version whose columns it has). Version 5
-#: adds the claims (``claimed_by``, the fencing token ``fence``), the replicas, and the
-#: notifications of new events and queued jobs (``LISTEN airlock_events`` / ``airlock_queue``).
+#: adds the claims (``claimed_by``, the fencing token ``fence``), the replicas, the control calls
+#: relayed to the replica running a job, and the notifications of new events, queued jobs and
+#: relayed calls (``LISTEN airlock_events`` / ``airlock_queue`` / ``airlock_controls`` /
+#: ``airlock_answers``).
 POSTGRES_MIGRATIONS: dict[int, str] = {
     4: """
 CREATE TABLE jobs (
@@ -193,8 +205,29 @@ BEGIN
 END $$;
 CREATE TRIGGER jobs_queued AFTER INSERT OR UPDATE OF state ON jobs
     FOR EACH ROW EXECUTE FUNCTION airlock_job_queued();
+CREATE TABLE controls (
+    n BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    replica TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    call TEXT NOT NULL,
+    args TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    answer TEXT
+);
+CREATE INDEX controls_replica ON controls(replica, n);
+CREATE FUNCTION airlock_control_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM pg_notify('airlock_controls', NEW.replica);
+    ELSE
+        PERFORM pg_notify('airlock_answers', NEW.n::text);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER controls_changed AFTER INSERT OR UPDATE OF answer ON controls
+    FOR EACH ROW EXECUTE FUNCTION airlock_control_changed();
 """,
 }
 
 #: Every table of the job store, in the order a backup copies them.
-TABLES = ("jobs", "events", "signals", "checkpoints", "job_files", "audit", "replicas")
+TABLES = ("jobs", "events", "signals", "checkpoints", "job_files", "audit", "replicas", "controls")

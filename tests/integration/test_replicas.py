@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airlock.jobs import ControllerClient, JobEvent, JobState
+from airlock.jobs import ControllerClient, ControllerError, JobEvent, JobState
 from airlock.testing import text_step, tool_step
 from tests.support.replicas import ReplicaProcess, replicas, runs_on, sandbox_processes
 
@@ -191,3 +191,53 @@ async def test_approvals_and_cancel_through_any_replica(tmp_path: Path, postgres
         assert (await a.get(long.id)).state is JobState.CANCELLED
         await a.close()
         await b.close()
+
+
+async def test_pause_step_inspect_signal_and_resume_through_the_other_replica(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    steps = [
+        tool_step("bash", {"command": "sleep 3; echo one"}, id="one"),
+        tool_step("bash", {"command": "echo two"}, id="two"),
+        tool_step("bash", {"command": "echo three"}, id="three"),
+        text_step("done"),
+    ]
+    agent = {"provider": {"kind": "scripted", "script": steps}, "tools": ["bash"], "backend": "process"}
+    config = tmp_path / "airlock.yaml"
+    config.write_text(json.dumps({"version": 1, "agents": {"stepper": agent}}))
+    data = tmp_path / "data"
+    with replicas() as started:
+        for _ in range(2):
+            started.append(ReplicaProcess(config, data, postgres_dsn, "--concurrency", "2"))
+        clients = [r.client() for r in started]
+        job = await clients[0].submit("stepper", "step me")
+        owner = await _running_on(job.id, started)
+        other = clients[1] if owner is started[0] else clients[0]
+
+        async def pause_accepted() -> bool:
+            try:
+                await other.pause(job.id)
+            except ControllerError as e:
+                assert "no turn running" in str(e) or "no running execution" in str(e), e  # not yet running
+                return False
+            return True
+
+        await _until("the owner accepts the relayed pause", pause_accepted, 60)
+
+        async def paused() -> bool:
+            return (await other.inspect(job.id)).paused
+
+        await _until("the turn pauses at its next step boundary", paused, 60)
+        seen = await other.inspect(job.id)
+        assert seen.running and seen.state is not None
+        count, reached = await other.signal(job.workflow, "ping", {"n": 1})
+        assert count == 1 and reached == [job.id], "the signal reached the turn in the other replica"
+        info, _ = await other.step(job.id)
+        assert not info.complete and info.tools, info
+        await other.resume(job.id)
+        done = await other.wait(job.id)
+        assert done.state is JobState.SUCCEEDED
+        kinds = [e.kind for e in await other.logs(job.id)]
+        assert kinds, "the controls' log lines are on the job"
+        for client in clients:
+            await client.close()
