@@ -26,6 +26,8 @@ from airlock.spec import AgentSpec
 from layer0 import AgentId, Effect, Log, OrchError, StateStore, TurnInput, TurnOutput
 
 from ._active import ActiveJobs
+from ._effect_ledger import CHILD, JobLedger
+from ._fenced_state import FencedState
 from ._job_events import JobEvents
 from ._job_records import JobRecords
 from ._orchestrator import JobOrchestrator, SignalDelivery
@@ -78,13 +80,16 @@ class JobEffects:
             return f"agent {str(context.agent)!r} is not configured"
         return check_effect(policy, effect, context)
 
-    async def apply(self, job: Job, output: TurnOutput) -> EffectReport:
+    async def apply(self, job: Job, output: TurnOutput, *, replay: bool = False) -> EffectReport:
         """Apply the submitted job's effects, each checked against its declaring agent's policy;
         each outcome and log effect is recorded on the job that declared it as it happens (and
-        on the submitted job, which sees the whole tree)."""
+        on the submitted job, which sees the whole tree). Each applied effect is recorded in the
+        tree's ledger first; with ``replay`` (the job's effects were applied before, maybe
+        partly, by a replica that died) those it records are not applied again."""
         emit = self._events.emit
+        ledger = await JobLedger.of(self._store, job.id, replay=replay)
         orchestrator = JobOrchestrator(
-            job, children=self, store=self._store, emit=emit, signals=self._signals
+            job, children=self, store=self._store, emit=emit, signals=self._signals, ledger=ledger
         )
 
         async def record(data: EffectApplied | LogLine) -> None:
@@ -111,13 +116,14 @@ class JobEffects:
             await record(line)
 
         executor = EffectExecutor(
-            tenant_state(self._state, job.tenant),
+            FencedState(tenant_state(self._state, job.tenant), self._store, job.id),
             orchestrator,
             max_depth=self._settings.max_depth,
             max_follow_ups=self._settings.max_follow_ups,
             on_outcome=on_outcome,
             on_log=on_log,
             gate=self._gate,
+            ledger=ledger,
         )
         try:
             report = await executor.apply(output, source=AgentId(job.agent), session=job.input.session)
@@ -148,9 +154,16 @@ class JobEffects:
             await self._events.emit(child.parent_id, finished)
 
     async def run_child(
-        self, parent: Job, agent: AgentId, input: TurnInput, origin: JobOrigin
+        self,
+        parent: Job,
+        agent: AgentId,
+        input: TurnInput,
+        origin: JobOrigin,
+        at: tuple[JobLedger, str] | None = None,
     ) -> tuple[Job, TurnOutput]:
         """Run a delegate/handoff child of ``parent`` as its own job; the job and its output.
+        With ``at`` (the tree's ledger and the asking effect's address), the child that effect
+        created before (its replica died) is reused: its output, or its run resumed.
 
         Raises:
             OrchError: ``agent_not_found`` for an agent the configuration lacks;
@@ -160,7 +173,15 @@ class JobEffects:
             config = self._active.resolve(str(agent))
         except ConfigError as e:
             raise OrchError.agent_not_found(str(e)) from e
-        child = await self._new_child(parent, str(agent), config.spec, input, origin)
+        earlier = at[0].child(at[1]) if at is not None else None
+        if earlier is not None:
+            reused = await self._reused_child(await self._events.get(earlier))
+            if isinstance(reused, tuple):
+                return reused
+            child = reused
+        else:
+            key = at[0].key(at[1], CHILD) if at is not None else None
+            child = await self._new_child(parent, str(agent), config.spec, input, origin, key)
         entry = self._active.of(child.id)
         entry.agent = config
         task = asyncio.create_task(self._run(child), name=f"airlock-job-{child.id}")
@@ -183,10 +204,31 @@ class JobEffects:
             )
         return final, output
 
+    async def _reused_child(self, child: Job) -> tuple[Job, TurnOutput] | Job:
+        """A child an effect created before its replica died: its output when its turn ended,
+        else the child, resumed (PROVISIONING) to run again from its last checkpoint.
+
+        Raises:
+            OrchError: ``dispatch_failed``: it ended without an output.
+        """
+        if child.output is not None and child.state in (JobState.APPLYING_EFFECTS, JobState.SUCCEEDED):
+            return child, child.output
+        if child.state.terminal:
+            raise OrchError.dispatch_failed(f"child job {child.id} ({child.agent}) ended {child.state.value}")
+        why = "its parent's controller replica stopped while the parent applied its effects"
+        return await self._records.resumed(child, "restart", why)
+
     async def _new_child(
-        self, parent: Job, agent: str, spec: AgentSpec, input: TurnInput, origin: JobOrigin
+        self,
+        parent: Job,
+        agent: str,
+        spec: AgentSpec,
+        input: TurnInput,
+        origin: JobOrigin,
+        ledger: tuple[str, str] | None = None,
     ) -> Job:
-        """Record a child job of ``parent`` (PROVISIONING), and its start on the parent."""
+        """Record a child job of ``parent`` (PROVISIONING; ``ledger``: the key recording which
+        effect created it, in the same transaction), and its start on the parent."""
         limit = job_limit_ms(spec, input)
         child, event = await self._store.create(
             agent=agent,
@@ -198,6 +240,7 @@ class JobEffects:
             max_duration_ms=limit or parent.max_duration_ms,
             tenant=parent.tenant,
             owner=parent.owner,
+            ledger=ledger,
         )
         self._events.notify(event)
         started = ChildJobChanged(phase="started", job=child.id, agent=agent, origin=origin)

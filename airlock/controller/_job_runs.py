@@ -169,8 +169,27 @@ class JobRuns:
             )
             return None
 
-    async def _succeed(self, job: Job, output: TurnOutput) -> None:
-        report = await self._effects.apply(job, output)
+    async def replay_effects(self, job: Job) -> None:
+        """Apply the effects of an adopted job whose replica died while applying them (it is
+        APPLYING_EFFECTS, with its output): those its ledger records are not applied again."""
+        assert job.output is not None
+        try:
+            await self._succeed(job, job.output, replay=True)
+        except asyncio.CancelledError:
+            await self._cancelled(job, True)
+            raise
+        except LeaseLost as e:
+            _log.warning("letting go: %s", e)
+        except Exception as e:
+            _log.exception("job %s: applying its effects again failed", job.id)
+            await self._events.transition(
+                job.id, JobState.FAILED, error=JobError.raised(e), detail=f"{type(e).__name__}: {e}"
+            )
+        finally:
+            self._records.weaves.forget(job.id)
+
+    async def _succeed(self, job: Job, output: TurnOutput, *, replay: bool = False) -> None:
+        report = await self._effects.apply(job, output, replay=replay)
         refused = len(report.refused)
         await self._events.transition(
             job.id,

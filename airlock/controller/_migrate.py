@@ -9,7 +9,7 @@ flattened with its depth and source. Version 1 keeps each event's ``data`` as th
 (``default`` for every earlier job) and ``owner`` (none) columns. Version 4 adds ``cost`` (a
 finished job's cost, read from its output: what ``cost_per_day`` sums on either engine).
 Version 5 adds the claims of controller replicas: ``claimed_by`` and the fencing token ``fence``
-(the ``replicas`` and ``controls`` tables are created with the schema).
+(the ``replicas``, ``controls`` and ``effect_ledger`` tables are created with the schema).
 Upgrading rewrites every old row once, in the opening transaction; a row that does not read as
 any event (none written by airlock should) becomes a ``log`` line saying so, with the old row in
 its ``data``.

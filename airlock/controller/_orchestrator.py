@@ -27,15 +27,23 @@ from layer0 import (
     WorkflowId,
 )
 
+from ._effect_ledger import SIGNAL, JobLedger
 from ._store import JobStore
 from ._tenant_state import workflow_key
+from .effects import effect_address
 
 
 class ChildRunner(Protocol):
-    """What runs a delegate's or handoff's child job."""
+    """What runs a delegate's or handoff's child job (``at``: the ledger and the address of the
+    effect asking for it, which reuses the child it created before, if it did)."""
 
     async def run_child(
-        self, parent: Job, agent: AgentId, input: TurnInput, origin: JobOrigin
+        self,
+        parent: Job,
+        agent: AgentId,
+        input: TurnInput,
+        origin: JobOrigin,
+        at: tuple[JobLedger, str] | None,
     ) -> tuple[Job, TurnOutput]: ...
 
 
@@ -60,9 +68,17 @@ class JobOrchestrator:
     """
 
     def __init__(
-        self, job: Job, *, children: ChildRunner, store: JobStore, emit: Emit, signals: SignalDelivery
+        self,
+        job: Job,
+        *,
+        children: ChildRunner,
+        store: JobStore,
+        emit: Emit,
+        signals: SignalDelivery,
+        ledger: JobLedger | None = None,
     ) -> None:
         self._job = job
+        self._ledger = ledger
         self._children = children
         self._store = store
         self._emit = emit
@@ -80,7 +96,9 @@ class JobOrchestrator:
             else "delegate"
         )
         parent = self.current
-        child, output = await self._children.run_child(parent, agent, input, origin)
+        address = effect_address()
+        at = (self._ledger, address) if self._ledger is not None and address is not None else None
+        child, output = await self._children.run_child(parent, agent, input, origin, at)
         self._applying.append(child)
         return output
 
@@ -114,7 +132,9 @@ class JobOrchestrator:
         a turn of such a job that runs now receives it at its next step boundary."""
         tenant = self._job.tenant
         key = workflow_key(tenant, str(target))
-        count = await self._store.record_signal(key, signal.signal_type, signal.data, self.current.id)
+        address = effect_address()
+        once = self._ledger.key(address, SIGNAL) if self._ledger is not None and address else None
+        count = await self._store.record_signal(key, signal.signal_type, signal.data, self.current.id, once)
         sent = SignalRecorded(
             target=str(target), signal_type=signal.signal_type, data=signal.data, count=count
         )

@@ -38,7 +38,7 @@ from airlock.weave import ChainReport, TurnRecord
 from layer0 import StateStore, TurnInput
 
 from ._active import ActiveJobs
-from ._claims import Adopted
+from ._adoption import Adoption
 from ._job_approvals import Approvals
 from ._job_controls import Controls
 from ._job_effects import JobEffects
@@ -102,8 +102,6 @@ class JobService:
         self.settings = settings or ServiceSettings()
         #: Every job tree's turn records (sealed with ``audit_key``).
         self.weaves = Weaves(state, audit_key)
-        #: Jobs marked interrupted at start (their controller was gone).
-        self.recovered: list[Job] = []
         #: Jobs' state changes and events as recorded, and watching them.
         self.events = JobEvents(store)
         #: What this process holds about each job; the other parts below.
@@ -128,7 +126,15 @@ class JobService:
             poll_s=self.settings.poll_s,
         )
         self._tasks: set[asyncio.Task[None]] = set()
-        self._membership = Membership(store, self.settings.lease_s, adopt=self._recover, let_go=self._let_go)
+        self._adoption = Adoption(
+            store=store,
+            runner=runner,
+            records=self._records,
+            runs=lambda: self._runs,
+            active=self._active,
+            wake=self._scheduler.push,
+        )
+        self._membership = Membership(store, self.settings.lease_s, adopt=self._adoption, let_go=self._let_go)
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
         effects = JobEffects(
             state=state,
@@ -150,6 +156,11 @@ class JobService:
             active=self._active,
             quotas=self.quotas,
         )
+
+    @property
+    def recovered(self) -> list[Job]:
+        """Jobs marked interrupted because their controller was gone (at start, or a replica's)."""
+        return self._adoption.recovered
 
     @property
     def replica(self) -> str:
@@ -191,33 +202,6 @@ class JobService:
         self._scheduler.start()
         self._membership.start()
 
-    async def _recover(self, adopted: Sequence[Adopted], dead: Sequence[str]) -> None:
-        """Recover the jobs adopted from the ``dead`` replicas (none: a previous controller's)."""
-        jobs = [job for a in adopted if (job := await self.store.get(a.job_id)) is not None]
-        held = [job for job in jobs if not job.state.terminal and job.state is not JobState.QUEUED]
-        removed = "; ".join(await self.runner.reap()) if held else ""
-        keep = [job for job in held if await self._resumable_after_restart(job)]
-        if dead and self.store.shared:
-            gone = detail = f"its controller replica ({', '.join(dead)}) stopped renewing its lease"
-            log = f"interrupted: {gone}; its orphaned sandboxes were reaped ({removed})"
-        else:
-            gone, detail = "the controller restarted", STOPPED
-            log = (
-                "interrupted: the controller stopped while this job ran; "
-                f"orphaned sandboxes reaped at restart ({removed})"
-            )
-        dropped = [job.id for job in held if job not in keep]
-        self.recovered.extend(await self.store.recover(dropped, detail, log))
-        for job_id in dropped:
-            self._active.tidy(job_id)  # interrupted: nothing is held for it
-        for job in keep:
-            why = f"{gone}; its sandboxes were reaped ({removed})"
-            await self._records.resumed(job, "restart", why, into=JobState.QUEUED)
-        for job in jobs:
-            await self.store.release(job.id)
-        if jobs:
-            await self._scheduler.push()
-
     def notified(self, channel: str, payload: str) -> None:
         """A notification from the shared store (PostgreSQL): ``airlock_queue``, a job was
         queued; ``airlock_events``, a job has new events; an empty payload: anything may have
@@ -253,7 +237,7 @@ class JobService:
         fates = {}
         for job_id in tasks:
             job = await self.store.get(job_id)
-            resumable = job is not None and await self._resumable_after_restart(job)
+            resumable = job is not None and await self._adoption.resumable(job)
             fates[job_id] = (JobState.QUEUED if resumable else JobState.INTERRUPTED, STOPPED)
         for timer in self._active.take_timers():
             timer.cancel()
@@ -270,15 +254,6 @@ class JobService:
             await self.store.release(job_id)
         await self._membership.leave()
         await self.runner.aclose()
-
-    async def _resumable_after_restart(self, job: Job) -> bool:
-        if job.origin != "submit" or job.state not in (JobState.PROVISIONING, JobState.RUNNING):
-            return False
-        try:
-            agent = self._active.agent(job)
-        except ConfigError:
-            return False
-        return await self._records.crash_resumes(job.id) < agent.durability.max_resumes
 
     # -- the API -----------------------------------------------------------------------------
 

@@ -43,7 +43,17 @@ from airlock.jobs import (
     StoredFile,
     utcnow,
 )
-from airlock.state import Database, DatabaseError, Op, execute, execute_many, fetch_all, fetch_one, lock
+from airlock.state import (
+    Database,
+    DatabaseError,
+    Op,
+    execute,
+    execute_many,
+    fetch_all,
+    fetch_one,
+    lock,
+    returning,
+)
 from layer0 import TurnInput, TurnOutput
 
 from . import _audit_log
@@ -87,6 +97,12 @@ def _put_files(job_id: str, kind: str, files: Iterable[tuple[str, bytes]]) -> Op
     yield from execute_many(
         "INSERT INTO job_files (job_id, kind, path, size, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
         [(job_id, kind, path, len(data), hashlib.sha256(data).hexdigest(), data) for path, data in files],
+    )
+
+
+def _ledger_entry(root: str, key: str, value: str) -> Op[None]:
+    yield from execute(
+        "INSERT INTO effect_ledger (root, address, outcome) VALUES (?, ?, ?)", root, key, value
     )
 
 
@@ -175,10 +191,13 @@ class JobStore:
         tenant: str = "default",
         owner: str | None = None,
         admit: Admission | None = None,
+        ledger: tuple[str, str] | None = None,
     ) -> tuple[Job, JobEvent]:
         """Record a new job (with its input ``files``, and its first ``state`` event) durably;
         return both. ``admit`` runs first in the same transaction (a tenant's quotas): what it
-        raises leaves nothing written, and no two admissions of a tenant interleave."""
+        raises leaves nothing written, and no two admissions of a tenant interleave. ``ledger``
+        (a tree's root and a key) records, in the same transaction, that the effect asking for
+        this child created it."""
         job_id = new_job_id()
         now = utcnow()
         job = Job(
@@ -215,6 +234,8 @@ class JobStore:
                     yield from execute("UPDATE jobs SET children = ? WHERE id = ?", dump(children), parent_id)
             if held_parent:  # children run in their parent's worker: held where it is
                 fence = yield from self.claims.hold_child(job_id)
+            if ledger is not None:
+                yield from _ledger_entry(*ledger, job_id)
             yield from _put_files(job_id, "input", files)
             return (yield from _append(job_id, StateChanged(state=state), now))
 
@@ -393,12 +414,28 @@ class JobStore:
         return await self._run(op())
 
     async def record_signal(
-        self, workflow: str, signal_type: str, data: JsonValue, source_job: str | None
+        self,
+        workflow: str,
+        signal_type: str,
+        data: JsonValue,
+        source_job: str | None,
+        ledger: tuple[str, str] | None = None,
     ) -> int:
-        """Record a signal for ``workflow``; return how many that workflow has received."""
+        """Record a signal for ``workflow``; return how many that workflow has received. With
+        ``ledger`` (a tree's root and a key), a signal that key already records is not recorded
+        again (a replayed effect), and the key is recorded with a new one."""
 
         def op() -> Op[int]:
             yield from lock(f"workflow:{workflow}")
+            if ledger is not None:
+                seen = yield from fetch_one(
+                    "SELECT 1 FROM effect_ledger WHERE root = ? AND address = ?", *ledger
+                )
+                if seen is not None:
+                    row = yield from fetch_one("SELECT COUNT(*) FROM signals WHERE workflow = ?", workflow)
+                    assert row is not None
+                    return int(row[0])
+                yield from _ledger_entry(*ledger, workflow)
             yield from execute(
                 "INSERT INTO signals (workflow, signal_type, data, source_job, time) VALUES (?, ?, ?, ?, ?)",
                 workflow,
@@ -451,6 +488,25 @@ class JobStore:
             return jobs
 
         return await self._run(op())
+
+    async def check_claim(self, job_id: str) -> None:
+        """Refuse (``LeaseLost``) when this replica held ``job_id`` and no longer does."""
+        await self._run(self._fenced(job_id, returning(None)))
+
+    # -- the effect ledger -------------------------------------------------------------------
+
+    async def effects_applied(self, root: str) -> dict[str, str]:
+        """The outcomes (JSON) of the effects applied for the job tree ``root``, by address."""
+        rows = await self._run(fetch_all("SELECT address, outcome FROM effect_ledger WHERE root = ?", root))
+        return {row[0]: row[1] for row in rows}
+
+    async def effect_applied(self, root: str, address: str, outcome: str) -> None:
+        """Record that the effect at ``address`` of the tree ``root`` was applied (its outcome,
+        JSON), by the replica that holds ``root`` (refused once it no longer does)."""
+        record = execute(
+            "INSERT INTO effect_ledger (root, address, outcome) VALUES (?, ?, ?)", root, address, outcome
+        )
+        await self._run(self._fenced(root, record))
 
     # -- claims ------------------------------------------------------------------------------
 

@@ -89,6 +89,12 @@ CREATE TABLE IF NOT EXISTS controls (
     answer TEXT
 );
 CREATE INDEX IF NOT EXISTS controls_replica ON controls(replica, n);
+CREATE TABLE IF NOT EXISTS effect_ledger (
+    root TEXT NOT NULL,
+    address TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    PRIMARY KEY (root, address)
+);
 """
     + _audit_log.SCHEMA
 )
@@ -96,9 +102,9 @@ CREATE INDEX IF NOT EXISTS controls_replica ON controls(replica, n);
 #: PostgreSQL: version → DDL, applied in order in one transaction (``PostgresDatabase.migrate``).
 #: A PostgreSQL store starts at version 4 (the SQLite version whose columns it has). Version 5
 #: adds the claims (``claimed_by``, the fencing token ``fence``), the replicas, the control calls
-#: relayed to the replica running a job, and the notifications of new events, queued jobs and
-#: relayed calls (``LISTEN airlock_events`` / ``airlock_queue`` / ``airlock_controls`` /
-#: ``airlock_answers``).
+#: relayed to the replica running a job, the ledger of each job tree's applied effects, and the
+#: notifications of new events, queued jobs and relayed calls (``LISTEN airlock_events`` /
+#: ``airlock_queue`` / ``airlock_controls`` / ``airlock_answers``).
 POSTGRES_MIGRATIONS: dict[int, str] = {
     4: """
 CREATE TABLE jobs (
@@ -215,6 +221,12 @@ CREATE TABLE controls (
     answer TEXT
 );
 CREATE INDEX controls_replica ON controls(replica, n);
+CREATE TABLE effect_ledger (
+    root TEXT NOT NULL,
+    address TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    PRIMARY KEY (root, address)
+);
 CREATE FUNCTION airlock_control_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
@@ -230,4 +242,14 @@ CREATE TRIGGER controls_changed AFTER INSERT OR UPDATE OF answer ON controls
 }
 
 #: Every table of the job store, in the order a backup copies them.
-TABLES = ("jobs", "events", "signals", "checkpoints", "job_files", "audit", "replicas", "controls")
+TABLES = (
+    "jobs",
+    "events",
+    "signals",
+    "checkpoints",
+    "job_files",
+    "audit",
+    "replicas",
+    "controls",
+    "effect_ledger",
+)

@@ -17,6 +17,10 @@ Every effect first passes the executor's ``gate`` (when one is given), with the 
 that declared it: a child's follow-up effects are checked as that child's. An effect the
 gate refuses is not applied; its outcome says ``refused`` and why.
 
+With a ``ledger``, each effect has an address (its index, prefixed by the addresses of the
+delegates that led to it: ``2.0.1``) and an effect the ledger already records is not applied
+again: a job whose effects were interrupted (its controller died) applies only the rest.
+
 Follow-ups are bounded twice, so self-delegation cannot loop forever: by depth
 (``max_depth`` levels of dispatched children) and by count (``max_follow_ups``
 dispatches per ``apply``). A delegate or handoff beyond either bound is not
@@ -28,7 +32,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import JsonValue, ValidationError
 
@@ -65,6 +71,27 @@ LogListener = Callable[[Log, AgentId | None], Awaitable[None]]
 EffectGate = Callable[[Effect, EffectContext], str | None]
 
 
+_ADDRESS: ContextVar[str | None] = ContextVar("airlock_effect_address", default=None)
+
+
+def effect_address() -> str | None:
+    """The address of the effect being applied now (an orchestrator or store called for it
+    learns which effect asks: a ledger keys what that effect did by it)."""
+    return _ADDRESS.get()
+
+
+class EffectLedger(Protocol):
+    """Which effects of a tree were applied already (by address), and the record of each new one."""
+
+    def applied(self, address: str) -> EffectOutcome | None:
+        """The recorded outcome of the effect at ``address``; None: not applied yet."""
+        ...
+
+    async def record(self, address: str, outcome: EffectOutcome) -> None:
+        """Record the effect at ``address`` as applied, before anything else hears of it."""
+        ...
+
+
 LOG_LEVELS: dict[LogLevel, int] = {
     LogLevel.TRACE: logging.DEBUG,
     LogLevel.DEBUG: logging.DEBUG,
@@ -95,6 +122,7 @@ class EffectExecutor:
         on_outcome: awaited with each outcome as soon as its effect is applied (a follow-up's
             outcomes come before the outcome of the delegate that caused them).
         on_log: awaited with each ``Log`` effect (e.g. to append it to a job's log).
+        ledger: the effects applied already (skipped) and where each new one is recorded.
     """
 
     def __init__(
@@ -110,6 +138,7 @@ class EffectExecutor:
         on_outcome: OutcomeListener | None = None,
         on_log: LogListener | None = None,
         gate: EffectGate | None = None,
+        ledger: EffectLedger | None = None,
     ) -> None:
         if max_depth < 0 or max_follow_ups < 0:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
@@ -123,6 +152,7 @@ class EffectExecutor:
         self._on_outcome = on_outcome
         self._on_log = on_log
         self._gate = gate
+        self._ledger = ledger
 
     def register_custom(self, effect_type: str, handler: CustomHandler) -> None:
         """Handle ``CustomEffect``s whose ``effect_type`` is ``effect_type``."""
@@ -138,7 +168,7 @@ class EffectExecutor:
             source: the agent that produced it (used in logs and handoff metadata).
             session: the session a handoff continues (passed to the next agent).
         """
-        return await self._apply(output, source, session, 0, _Budget(self._max_follow_ups))
+        return await self._apply(output, source, session, 0, _Budget(self._max_follow_ups), "")
 
     async def _apply(
         self,
@@ -147,10 +177,18 @@ class EffectExecutor:
         session: SessionId | None,
         depth: int,
         budget: _Budget,
+        path: str,
     ) -> EffectReport:
         outcomes: list[EffectOutcome] = []
         failed = False
         for index, effect in enumerate(output.effects):
+            address = f"{path}{index}"
+            done = self._ledger.applied(address) if self._ledger is not None else None
+            if done is not None:  # applied before this execution: counted, not applied again
+                budget.follow_ups_left -= _dispatches(done)
+                failed = failed or done.status in ("error", "limit_reached", "refused")
+                outcomes.append(done)
+                continue
             if failed and self._stop_on_error:
                 outcomes.append(
                     EffectOutcome(
@@ -170,7 +208,11 @@ class EffectExecutor:
                         agent=effect.agent if isinstance(effect, (Delegate, Handoff)) else None,
                     )
                 else:
-                    outcome = await self._one(index, effect, source, session, depth, budget)
+                    token = _ADDRESS.set(address)
+                    try:
+                        outcome = await self._one(index, effect, source, session, depth, budget, address)
+                    finally:
+                        _ADDRESS.reset(token)
             except Exception as e:  # a store/orchestrator/handler failure is reported, not raised
                 outcome = EffectOutcome(
                     index=index, effect=effect.type, status="error", detail=f"{type(e).__name__}: {e}"
@@ -185,6 +227,8 @@ class EffectExecutor:
                     "effect %d (%s) from %s: %s", index, effect.type, source or "turn", outcome.status
                 )
             outcomes.append(outcome)
+            if self._ledger is not None:
+                await self._ledger.record(address, outcome)
             if self._on_outcome is not None:
                 await self._on_outcome(outcome, depth, source)
         return EffectReport(depth=depth, outcomes=outcomes)
@@ -197,6 +241,7 @@ class EffectExecutor:
         session: SessionId | None,
         depth: int,
         budget: _Budget,
+        address: str,
     ) -> EffectOutcome:
         def done(status: OutcomeStatus = "ok", detail: str | None = None) -> EffectOutcome:
             return EffectOutcome(index=index, effect=effect.type, status=status, detail=detail)
@@ -218,10 +263,10 @@ class EffectExecutor:
                 await self._orchestrator.signal(target, payload)
                 return done()
             case Delegate(agent=agent, input=child_input):
-                return await self._follow_up(index, "delegate", agent, child_input, depth, budget)
+                return await self._follow_up(index, "delegate", agent, child_input, depth, budget, address)
             case Handoff(agent=agent, state=state):
                 child_input = _handoff_input(state, source, session)
-                return await self._follow_up(index, "handoff", agent, child_input, depth, budget)
+                return await self._follow_up(index, "handoff", agent, child_input, depth, budget, address)
             case Log(level=level, message=message, data=data):
                 if self._on_log is not None:
                     await self._on_log(effect, source)
@@ -253,6 +298,7 @@ class EffectExecutor:
         child_input: TurnInput,
         depth: int,
         budget: _Budget,
+        address: str,
     ) -> EffectOutcome:
         if self._orchestrator is None:
             return EffectOutcome(
@@ -269,10 +315,18 @@ class EffectExecutor:
             return EffectOutcome(index=index, effect=kind, status="limit_reached", detail=detail, agent=agent)
         budget.follow_ups_left -= 1
         child = await self._orchestrator.dispatch(agent, child_input)
-        report = await self._apply(child, agent, child_input.session, depth + 1, budget)
+        report = await self._apply(child, agent, child_input.session, depth + 1, budget, f"{address}.")
         return EffectOutcome(
             index=index, effect=kind, status="ok", agent=agent, child_output=child, follow_up=report
         )
+
+
+def _dispatches(outcome: EffectOutcome) -> int:
+    """How many children an applied outcome dispatched, its follow-ups' included."""
+    if outcome.effect not in ("delegate", "handoff") or outcome.status != "ok":
+        return 0
+    nested = outcome.follow_up.outcomes if outcome.follow_up is not None else []
+    return 1 + sum(_dispatches(o) for o in nested)
 
 
 def _handoff_input(state: JsonValue, source: AgentId | None, session: SessionId | None) -> TurnInput:

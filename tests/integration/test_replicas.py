@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from airlock.jobs import ControllerClient, ControllerError, JobEvent, JobState
-from airlock.testing import text_step, tool_step
+from airlock.jobs import ControllerClient, ControllerError, EffectApplied, JobEvent, JobState, SignalRecorded
+from airlock.testing import text_step, tool_step, tools_step
 from tests.support.replicas import ReplicaProcess, replicas, runs_on, sandbox_processes
 
 pytestmark = pytest.mark.timeout(300)
@@ -239,5 +239,77 @@ async def test_pause_step_inspect_signal_and_resume_through_the_other_replica(
         assert done.state is JobState.SUCCEEDED
         kinds = [e.kind for e in await other.logs(job.id)]
         assert kinds, "the controls' log lines are on the job"
+        for client in clients:
+            await client.close()
+
+
+async def test_a_replica_killed_while_applying_effects_applies_none_twice(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """The replica applying a job's effects dies while the delegate's child runs: another adopts
+    the job and applies the rest once (the memory write and the signal before the delegate are
+    not applied again, the child is reused and resumed, not created twice)."""
+    planner = {
+        "provider": {
+            "kind": "scripted",
+            "script": [
+                tools_step(
+                    [
+                        ("write_memory", {"key": "before", "value": 1, "scope": "global"}),
+                        ("signal", {"target": "wf-x", "signal_type": "ping", "data": {"n": 1}}),
+                        ("delegate", {"agent": "worker", "message": "take your time"}),
+                        ("write_memory", {"key": "after", "value": 2, "scope": "global"}),
+                    ]
+                ),
+                text_step("planned"),
+            ],
+        },
+        "tools": ["write_memory", "signal", "delegate"],
+        "backend": "process",
+        "effects": {"memory": ["global"], "signal": ["wf-x"], "delegate": ["worker"]},
+    }
+    worker = {
+        "provider": {
+            "kind": "scripted",
+            "script": [tool_step("bash", {"command": "sleep 8; echo sub"}, id="w"), text_step("subdone")],
+        },
+        "tools": ["bash"],
+        "backend": "process",
+        "durability": {"in_flight": "rerun", "max_resumes": 3},
+    }
+    config = tmp_path / "airlock.yaml"
+    config.write_text(json.dumps({"version": 1, "agents": {"planner": planner, "worker": worker}}))
+    data = tmp_path / "data"
+    with replicas() as started:
+        for _ in range(2):
+            started.append(ReplicaProcess(config, data, postgres_dsn, "--concurrency", "2"))
+        clients = [r.client() for r in started]
+        job = await clients[0].submit("planner", "plan")
+
+        async def child_runs() -> bool:
+            children = (await clients[0].get(job.id)).children
+            return bool(children) and runs_on(children[0], started) is not None
+
+        await _until("the delegate's child runs", child_runs, 60)
+        (child_id,) = (await clients[0].get(job.id)).children
+        owner = runs_on(child_id, started)
+        assert owner is not None
+        assert (await clients[0].get(job.id)).state is JobState.APPLYING_EFFECTS
+        owner.kill()
+        survivor = clients[1] if owner is started[0] else clients[0]
+        done = await survivor.wait(job.id)
+        assert done.state is JobState.SUCCEEDED, (done.state, done.error)
+        assert done.children == [child_id], "the child was reused, not created again"
+        child = await survivor.get(child_id)
+        assert child.state is JobState.SUCCEEDED and child.resumes == 1
+        events = [event async for event in survivor.watch(job.id)]
+        applied = [
+            (e.data.outcome.index, e.data.outcome.effect)
+            for e in events
+            if isinstance(e.data, EffectApplied) and e.data.depth == 0 and e.data.job is None
+        ]
+        assert sorted(applied) == [(0, "write_memory"), (1, "signal"), (2, "delegate"), (3, "write_memory")]
+        signals = [e for e in events if isinstance(e.data, SignalRecorded)]
+        assert [s.data.count for s in signals] == [1], "the signal was recorded once"  # type: ignore[union-attr]
         for client in clients:
             await client.close()
