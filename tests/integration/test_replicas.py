@@ -9,11 +9,13 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from airlock.jobs import ControllerClient, ControllerError, EffectApplied, JobEvent, JobState, SignalRecorded
 from airlock.testing import text_step, tool_step, tools_step
+from tests.support.controller import agent_config, write_config
 from tests.support.replicas import ReplicaProcess, replicas, runs_on, sandbox_processes
 
 pytestmark = pytest.mark.timeout(300)
@@ -311,5 +313,66 @@ async def test_a_replica_killed_while_applying_effects_applies_none_twice(
         assert sorted(applied) == [(0, "write_memory"), (1, "signal"), (2, "delegate"), (3, "write_memory")]
         signals = [e for e in events if isinstance(e.data, SignalRecorded)]
         assert [s.data.count for s in signals] == [1], "the signal was recorded once"  # type: ignore[union-attr]
+        for client in clients:
+            await client.close()
+
+
+async def test_a_rolling_update_hands_running_jobs_over(tmp_path: Path, postgres_dsn: str) -> None:
+    """SIGTERM (what a rolling update sends) stops a replica cleanly: its running jobs are queued
+    again and another replica resumes them from their last checkpoints."""
+    config, data = _config(tmp_path, 5.0), tmp_path / "data"
+    with replicas() as started:
+        leaving = ReplicaProcess(config, data, postgres_dsn, "--concurrency", "3")
+        started.append(leaving)
+        client = leaving.client()
+        ids = [(await client.submit("worker", f"job {i}")).id for i in range(3)]
+
+        async def all_run_here() -> bool:
+            return all(runs_on(job_id, [leaving]) is leaving for job_id in ids)
+
+        await _until("the jobs run in the replica about to leave", all_run_here, 60)
+        staying = ReplicaProcess(config, data, postgres_dsn, "--concurrency", "3")
+        started.append(staying)
+        other = staying.client()
+        leaving.stop()
+        assert leaving.proc.returncode == 0, leaving.log.read_text()
+        for job_id in ids:
+            done = await other.wait(job_id)
+            assert done.state is JobState.SUCCEEDED and done.resumes == 1, (done.state, done.error)
+        assert sandbox_processes(set(ids)) == []
+        await client.close()
+        await other.close()
+
+
+@pytest.mark.docker
+async def test_docker_sandboxes_of_a_killed_replica_are_reaped_and_its_jobs_resumed(
+    tmp_path: Path, postgres_dsn: str, runner_image: str, docker_client: Any
+) -> None:
+    """The Docker backend: a replica killed with -9 leaves running containers; a survivor
+    removes them before it resumes their jobs, and no container of any job is left."""
+    steps = [tool_step("bash", {"command": "sleep 4; echo done"}, id="t"), text_step("finished")]
+    agent = agent_config(steps, ["bash"], durability={"in_flight": "rerun", "max_resumes": 3})
+    config = write_config(tmp_path, {"worker": agent})
+    data = tmp_path / "data"
+    with replicas() as started:
+        for _ in range(2):
+            started.append(ReplicaProcess(config, data, postgres_dsn, "--concurrency", "3"))
+        clients = [r.client() for r in started]
+        ids = [(await clients[i % 2].submit("worker", f"job {i}")).id for i in range(8)]
+
+        def containers() -> list[str]:
+            found = docker_client.api.containers(all=True, filters={"label": "airlock.job"})
+            return [c["Labels"]["airlock.job"] for c in found if c["Labels"]["airlock.job"] in ids]
+
+        async def running() -> bool:
+            return len(containers()) >= 4
+
+        await _until("containers run jobs", running, 120)
+        started[0].kill()
+        survivor = clients[1]
+        final = [await survivor.wait(job_id) for job_id in ids]
+        assert [j.state for j in final] == [JobState.SUCCEEDED] * 8, [(j.id, j.state, j.error) for j in final]
+        assert any(j.resumes for j in final), "the killed replica's jobs were resumed"
+        assert containers() == [], "no container of any job is left"
         for client in clients:
             await client.close()
