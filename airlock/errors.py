@@ -35,6 +35,9 @@ the rest live here)::
     ├── NotAnApprover            the name may not decide on a job's calls [airlock.controller]
     ├── JournalViolation         a sandbox reported what no runner sends [airlock.controller]
     ├── JobStoreError            the job store cannot be read or written [airlock.controller]
+    ├── LeaseLost                a replica wrote a job another replica adopted [airlock.controller]
+    ├── DatabaseError            a SQLite file or PostgreSQL database cannot be reached, read or
+    │                             written [airlock.state]
     ├── JobNotFound              no job has this id [airlock.controller]
     ├── PermissionDenied         the caller's roles lack a permission [airlock.controller]
     ├── QuotaExceeded            a tenant's quota would be exceeded [airlock.controller]

@@ -136,6 +136,10 @@ class JobService:
         )
         self._membership = Membership(store, self.settings.lease_s, adopt=self._adoption, let_go=self._let_go)
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
+        self._runs = self._job_runs(runner, state)
+
+    def _job_runs(self, runner: AgentRunner, state: StateStore) -> JobRuns:
+        """How jobs run: their turns, then their effects (children run through ``_runs``)."""
         effects = JobEffects(
             state=state,
             settings=self.settings,
@@ -145,7 +149,7 @@ class JobService:
             active=self._active,
             run=lambda child: self._runs.run(child, apply_effects=False),
         )
-        self._runs = JobRuns(
+        return JobRuns(
             runner=runner,
             state=state,
             events=self.events,

@@ -47,6 +47,7 @@ from airlock.state import (
     Database,
     DatabaseError,
     Op,
+    Row,
     execute,
     execute_many,
     fetch_all,
@@ -98,6 +99,34 @@ def _put_files(job_id: str, kind: str, files: Iterable[tuple[str, bytes]]) -> Op
         "INSERT INTO job_files (job_id, kind, path, size, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
         [(job_id, kind, path, len(data), hashlib.sha256(data).hexdigest(), data) for path, data in files],
     )
+
+
+def _changes(
+    row: Row,
+    state: JobState,
+    now: datetime,
+    *,
+    output: TurnOutput | None,
+    error: JobError | None,
+    effects: JsonValue,
+    resumed: bool,
+) -> dict[str, Any]:
+    """The columns a transition of the job in ``row`` (its state, start and resumes) sets."""
+    sets: dict[str, Any] = {"state": state.value}
+    if state in ACTIVE_STATES and row["started_at"] is None:
+        sets["started_at"] = now.timestamp()
+    if state.terminal:
+        sets["finished_at"] = now.timestamp()
+    if output is not None:
+        sets["output"] = output.model_dump_json()
+        sets["cost"] = str(output.metadata.cost)
+    if error is not None:
+        sets["error"] = error.model_dump_json()
+    if effects is not None:
+        sets["effects"] = dump(effects)
+    if resumed:
+        sets["resumes"] = row["resumes"] + 1
+    return sets
 
 
 def _ledger_entry(root: str, key: str, value: str) -> Op[None]:
@@ -196,8 +225,7 @@ class JobStore:
         """Record a new job (with its input ``files``, and its first ``state`` event) durably;
         return both. ``admit`` runs first in the same transaction (a tenant's quotas): what it
         raises leaves nothing written, and no two admissions of a tenant interleave. ``ledger``
-        (a tree's root and a key) records, in the same transaction, that the effect asking for
-        this child created it."""
+        (a tree's root and a key) records, in the same transaction, which effect created it."""
         job_id = new_job_id()
         now = utcnow()
         job = Job(
@@ -217,32 +245,34 @@ class JobStore:
         )
 
         held_parent = parent_id is not None and self.claims.holds(parent_id)
-        fence = 0
 
-        def op() -> Op[JobEvent]:
-            nonlocal fence
+        def op() -> Op[tuple[JobEvent, int]]:
             if admit is not None:
                 yield from lock(f"tenant:{tenant}")
                 yield from admit()
             yield from execute(f"INSERT INTO jobs ({COLUMNS}) VALUES ({MARKS})", *new_row(job))
             if parent_id is not None:
-                yield from lock(f"job:{parent_id}")
-                yield from self.claims.check(parent_id)
-                row = yield from fetch_one("SELECT children FROM jobs WHERE id = ?", parent_id)
-                if row is not None:
-                    children = [*json.loads(row[0]), job_id]
-                    yield from execute("UPDATE jobs SET children = ? WHERE id = ?", dump(children), parent_id)
-            if held_parent:  # children run in their parent's worker: held where it is
-                fence = yield from self.claims.hold_child(job_id)
+                yield from self._add_child(parent_id, job_id)
+            # Children run in their parent's worker: held where it is.
+            fence = (yield from self.claims.hold_child(job_id)) if held_parent else 0
             if ledger is not None:
                 yield from _ledger_entry(*ledger, job_id)
             yield from _put_files(job_id, "input", files)
-            return (yield from _append(job_id, StateChanged(state=state), now))
+            return (yield from _append(job_id, StateChanged(state=state), now)), fence
 
-        event = await self._run(op())
+        event, fence = await self._run(op())
         if held_parent:
             self.claims.hold(job_id, fence)
         return job, event
+
+    def _add_child(self, parent_id: str, child_id: str) -> Op[None]:
+        """Add ``child_id`` to its parent's children (fenced, when this replica holds the parent)."""
+        yield from lock(f"job:{parent_id}")
+        yield from self.claims.check(parent_id)
+        row = yield from fetch_one("SELECT children FROM jobs WHERE id = ?", parent_id)
+        if row is not None:
+            children = [*json.loads(row[0]), child_id]
+            yield from execute("UPDATE jobs SET children = ? WHERE id = ?", dump(children), parent_id)
 
     async def save_artifacts(self, job_id: str, files: Iterable[tuple[str, bytes]]) -> None:
         """Keep ``files`` as the job's artifacts (replacing those of an earlier execution)."""
@@ -324,21 +354,8 @@ class JobStore:
             if allowed is not None and row["state"] not in allowed:
                 return None
             now = utcnow()
-            sets: dict[str, Any] = {"state": state.value}
-            if state in ACTIVE_STATES and row["started_at"] is None:
-                sets["started_at"] = now.timestamp()
-            if state.terminal:
-                sets["finished_at"] = now.timestamp()
-            if output is not None:
-                sets["output"] = output.model_dump_json()
-                sets["cost"] = str(output.metadata.cost)
-            if error is not None:
-                sets["error"] = error.model_dump_json()
-            if effects is not None:
-                sets["effects"] = dump(effects)
+            sets = _changes(row, state, now, output=output, error=error, effects=effects, resumed=resumed)
             sets.update(governance_columns(approval, fixed_point))
-            if resumed:
-                sets["resumes"] = row["resumes"] + 1
             assignments = ", ".join(f"{k} = ?" for k in sets)
             if revoke:
                 assignments += ", claimed_by = NULL, fence = fence + 1"

@@ -196,27 +196,8 @@ class EffectExecutor:
                     )
                 )
                 continue
-            try:
-                context = EffectContext(source, session, index, len(output.effects), depth)
-                refusal = self._gate(effect, context) if self._gate is not None else None
-                if refusal is not None:
-                    outcome = EffectOutcome(
-                        index=index,
-                        effect=effect.type,
-                        status="refused",
-                        detail=refusal,
-                        agent=effect.agent if isinstance(effect, (Delegate, Handoff)) else None,
-                    )
-                else:
-                    token = _ADDRESS.set(address)
-                    try:
-                        outcome = await self._one(index, effect, source, session, depth, budget, address)
-                    finally:
-                        _ADDRESS.reset(token)
-            except Exception as e:  # a store/orchestrator/handler failure is reported, not raised
-                outcome = EffectOutcome(
-                    index=index, effect=effect.type, status="error", detail=f"{type(e).__name__}: {e}"
-                )
+            context = EffectContext(source, session, index, len(output.effects), depth)
+            outcome = await self._gated(index, effect, context, budget, address)
             if outcome.status in ("error", "limit_reached", "refused"):
                 failed = True
                 self._log.warning(
@@ -232,6 +213,32 @@ class EffectExecutor:
             if self._on_outcome is not None:
                 await self._on_outcome(outcome, depth, source)
         return EffectReport(depth=depth, outcomes=outcomes)
+
+    async def _gated(
+        self, index: int, effect: Effect, context: EffectContext, budget: _Budget, address: str
+    ) -> EffectOutcome:
+        """The effect applied, unless the gate refuses it; a failure is its outcome, not raised."""
+        try:
+            refusal = self._gate(effect, context) if self._gate is not None else None
+            if refusal is not None:
+                return EffectOutcome(
+                    index=index,
+                    effect=effect.type,
+                    status="refused",
+                    detail=refusal,
+                    agent=effect.agent if isinstance(effect, (Delegate, Handoff)) else None,
+                )
+            token = _ADDRESS.set(address)
+            try:
+                return await self._one(
+                    index, effect, context.agent, context.session, context.depth, budget, address
+                )
+            finally:
+                _ADDRESS.reset(token)
+        except Exception as e:  # a store/orchestrator/handler failure is reported, not raised
+            return EffectOutcome(
+                index=index, effect=effect.type, status="error", detail=f"{type(e).__name__}: {e}"
+            )
 
     async def _one(
         self,

@@ -18,7 +18,7 @@ from airlock.testing import text_step, tool_step, tools_step
 from tests.support.controller import agent_config, write_config
 from tests.support.replicas import ReplicaProcess, replicas, runs_on, sandbox_processes
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
 
 def _config(tmp_path: Path, seconds: float) -> Path:
@@ -344,7 +344,6 @@ async def test_a_rolling_update_hands_running_jobs_over(tmp_path: Path, postgres
         await other.close()
 
 
-@pytest.mark.docker
 async def test_docker_sandboxes_of_a_killed_replica_are_reaped_and_its_jobs_resumed(
     tmp_path: Path, postgres_dsn: str, runner_image: str, docker_client: Any
 ) -> None:

@@ -40,6 +40,12 @@ TERMS = (
     "role",
     "tenant",
     "quota",
+    "store",
+    "replica",
+    "claim",
+    "lease",
+    "fencing token",
+    "effect ledger",
 )
 #: The event sinks, one per meaning: name -> the package that defines it.
 EVENT_SINKS = {
