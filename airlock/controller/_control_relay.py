@@ -65,7 +65,7 @@ class ControlRelay:
         self._handlers = dict(handlers)
         self._timeout_s = timeout_s
         self._poll_s = poll_s
-        self._answered = asyncio.Condition()
+        self._answered = asyncio.Event()
         self._serving = asyncio.Lock()
 
     @property
@@ -108,9 +108,10 @@ class ControlRelay:
                         f"job {job_id} runs in controller replica {owner}, which did not answer {call} "
                         f"within {self._timeout_s:g} s"
                     )
-                async with self._answered:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._answered.wait(), min(left, self._poll_s))
+                self._answered.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(left, self._poll_s)):
+                        await self._answered.wait()
         finally:
             await self._store.run(execute("DELETE FROM controls WHERE n = ?", n))
         return _result(answer)
@@ -120,9 +121,8 @@ class ControlRelay:
         return str(row[0]) if row is not None and row[0] is not None else None
 
     async def answered(self) -> None:
-        """An answer landed (``NOTIFY airlock_answers``): wake the askers."""
-        async with self._answered:
-            self._answered.notify_all()
+        """An answer landed (``NOTIFY airlock_answers``): wake the askers (each looks again)."""
+        self._answered.set()
 
     async def serve(self) -> None:
         """Run the calls addressed to this replica and write their answers (one pass)."""

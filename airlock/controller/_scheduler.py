@@ -47,7 +47,7 @@ class Scheduler:
         self._claim = claim
         self._release = release
         self._poll_s = poll_s
-        self._wake = asyncio.Condition()
+        self._wake = asyncio.Event()
         self._pushes = 0
         self._workers: list[asyncio.Task[None]] = []
         self.running_now = 0
@@ -69,9 +69,8 @@ class Scheduler:
 
     async def push(self, job: Job | None = None) -> None:
         """Wake the workers: a job was queued (here, or in another replica)."""
-        async with self._wake:
-            self._pushes += 1
-            self._wake.notify_all()
+        self._pushes += 1
+        self._wake.set()
 
     async def _next(self) -> Claim:
         """The next job this worker claims (waiting until one is queued)."""
@@ -84,10 +83,11 @@ class Scheduler:
                 claimed = None
             if claimed is not None:
                 return claimed
-            async with self._wake:
-                if self._pushes == seen:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self._poll_s)
+            if self._pushes == seen:  # nothing queued since this look: wait for a push (or poll)
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._poll_s):
+                        await self._wake.wait()
 
     async def _worker(self) -> None:
         while True:
@@ -112,6 +112,4 @@ class Scheduler:
             await asyncio.shield(self._release(job_id))
         except JobStoreError as e:
             _log.warning("job %s: its claim could not be released (it lapses with the lease): %s", job_id, e)
-        async with self._wake:  # a session's next job may run now
-            self._pushes += 1
-            self._wake.notify_all()
+        await self.push()  # a session's next job may run now
