@@ -299,6 +299,17 @@ def serve(
             "holds its jobs before another replica adopts them.",
         ),
     ] = 15.0,
+    audit_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--audit-key-file",
+            envvar="AIRLOCK_AUDIT_KEY_FILE",
+            help="Seal the turn records with the audit key in this existing file (hex, at least 32 "
+            "bytes: openssl rand -hex 32; mode 0600/0400, or root's 0640/0440 as a mounted Secret) "
+            "instead of <data dir>/audit.key: replicas sharing a --store share it, so each verifies "
+            "the others' records. Missing, short or open to others exits 2.",
+        ),
+    ] = None,
 ) -> None:
     """Run the controller service (see the command help)."""
     from airlock.cli._serve import ServeOptions
@@ -317,6 +328,7 @@ def serve(
         tls_client_ca=tls_client_ca,
         store=store,
         lease_s=lease,
+        audit_key_file=audit_key_file,
     )
     loaded = load(config)
     if backend is not None:

@@ -57,6 +57,8 @@ class ServeOptions:
     #: A PostgreSQL database shared by replicas (None: SQLite in the data dir).
     store: str | None = None
     lease_s: float = 15.0
+    #: The audit key in this existing file (shared by replicas), not the data dir's.
+    audit_key_file: Path | None = None
 
 
 def _configure_logging() -> None:
@@ -173,6 +175,7 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
         token_file=opts.token_file,
         tls=_server_tls(opts),
         store=opts.store,
+        audit_key_file=opts.audit_key_file,
     )
     loop = asyncio.get_running_loop()
     # Each running job makes blocking Docker calls on the default thread pool (min(32, cores+4)

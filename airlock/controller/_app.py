@@ -25,7 +25,7 @@ from ._store import JobStore
 from ._stores import open_stores
 from ._tls import ServerTls
 from ._token_file import TokenFile
-from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key
+from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key, read_audit_key_file
 
 if TYPE_CHECKING:
     from airlock.config import AirlockConfig
@@ -52,6 +52,8 @@ class ControllerOptions:
         tls: serve the API with TLS (these files, followed as they rotate); None: plaintext.
         store: a PostgreSQL database (``postgresql://…``) for the jobs, the state and the API
             keys, which several controller replicas share; None: SQLite files in ``data_dir``.
+        audit_key_file: the audit key in an existing file (a mounted Secret every replica
+            shares, so each verifies the others' records), instead of ``data_dir/audit.key``.
     """
 
     data_dir: Path | None = None
@@ -63,6 +65,7 @@ class ControllerOptions:
     image: str | None = None
     tls: ServerTls | None = None
     store: str | None = None
+    audit_key_file: Path | None = None
 
 
 class Controller:
@@ -106,7 +109,7 @@ class Controller:
             stores = await open_stores(self._stack, self.data_dir, self.options.store)
             store, self.store_where = stores.jobs, stores.where
             runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
-            key = load_or_create_audit_key(self.data_dir / AUDIT_KEY_FILE)
+            key = await asyncio.to_thread(self._audit_key)
             auth = self.config.auth
             self.service = await self._stack.enter_async_context(
                 JobService(store, runner, stores.state, self.options.settings, audit_key=key, auth=auth)
@@ -131,6 +134,12 @@ class Controller:
             await self._stack.aclose()
             raise
         return self
+
+    def _audit_key(self) -> bytes:
+        """The key the turn records are sealed with: the options' file, else the data dir's."""
+        if self.options.audit_key_file is not None:
+            return read_audit_key_file(self.options.audit_key_file)
+        return load_or_create_audit_key(self.data_dir / AUDIT_KEY_FILE)
 
     async def _token_check(self) -> str | TokenFile:
         """What a client's token is checked against: the options' token file (followed), the

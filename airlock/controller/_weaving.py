@@ -2,8 +2,9 @@
 
 Only the controller writes records (from what the runner reports and what the controller
 itself decides); the sandbox cannot. Each record is sealed with the controller's audit key
-(``audit.key`` in its data directory, 0600), so a record rewritten in the database, even with
-its hash chain recomputed, fails verification.
+(``audit.key`` in its data directory, 0600, or the file ``--audit-key-file`` names, which
+replicas share), so a record rewritten in the database, even with its hash chain recomputed,
+fails verification.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import asyncio
 import contextlib
 import os
 import secrets
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import JsonValue
 
+from airlock.errors import ConfigError
 from airlock.weave import ChainReport, RecordDraft, RecordType, TurnRecord, Weave, WeaveStore, verify
 from layer0 import StateStore
 
@@ -34,6 +37,52 @@ def load_or_create_audit_key(path: Path) -> bytes:
     with os.fdopen(fd, "w") as f:
         f.write(key.hex())
     return key
+
+
+#: An audit key's least length, in bytes (hex: twice as many digits).
+AUDIT_KEY_BYTES = 32
+
+
+def read_audit_key_file(path: Path) -> bytes:
+    """The audit key in an existing file (hex, at least 32 bytes), which every replica of a
+    controller reads so that each verifies the others' records; never created.
+
+    The file must be private: owned by this user and readable by no one else (0600, 0400), or
+    owned by root and readable by its group at most (0640, 0440: a Kubernetes Secret mounted
+    for a non-root pod, whose ``fsGroup`` is that group).
+
+    Raises:
+        ConfigError: the file is missing, unreadable, not private, not hex or too short.
+    """
+    try:
+        info = path.stat()
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError(f"cannot read the audit key file {path}: {reason}") from e
+    _check_private(path, info)
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise ConfigError(f"the audit key file {path} is not hex (make one: openssl rand -hex 32)") from None
+    if len(key) < AUDIT_KEY_BYTES:
+        raise ConfigError(
+            f"the audit key file {path} holds {len(key)} bytes; an audit key is at least "
+            f"{AUDIT_KEY_BYTES} (make one: openssl rand -hex 32)"
+        )
+    return key
+
+
+def _check_private(path: Path, info: os.stat_result) -> None:
+    mode = stat.S_IMODE(info.st_mode)
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"the audit key file {path} is not a regular file")
+    allowed = 0o600 if info.st_uid == os.getuid() else 0o640 if info.st_uid == 0 else None
+    if allowed is None or mode & ~allowed:
+        raise ConfigError(
+            f"the audit key file {path} (mode {mode:04o}) is open to others: it must be this user's "
+            "with mode 0600 or 0400, or root's with mode 0640 or 0440 (a mounted Secret)"
+        )
 
 
 class Weaves:

@@ -124,13 +124,18 @@ container
 {{- end -}}
 {{- end -}}
 
-{{/* A value kept across upgrades: the existing Secret's key when the cluster has it, else random. */}}
+{{/* A value kept across upgrades: the existing Secret's key when the cluster has it, else random
+(.length alphanumerics; .hex: 64 hex digits, 32 bytes, from sha256 of 64 random alphanumerics). */}}
 {{- define "airlock.keptRandom" -}}
 {{- $found := lookup "v1" "Secret" .namespace .name -}}
 {{- if and $found (index ($found.data | default dict) .key) -}}
 {{- index $found.data .key -}}
 {{- else -}}
+{{- if .hex -}}
+{{- randAlphaNum 64 | sha256sum | b64enc -}}
+{{- else -}}
 {{- randAlphaNum .length | b64enc -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -159,6 +164,12 @@ controller's, and (with its own controller labels) the isolation test's. */}}
     "network_policy" .Values.sandbox.networkPolicy
     "enforcement" (dict "controller_port" (int .Values.controller.service.port) "interval_s" (int .Values.sandbox.enforcementIntervalSeconds))
     "proxy" (dict "cpu" .Values.egressProxy.cpu "memory" .Values.egressProxy.memory) -}}
+{{- /* Replicas (PostgreSQL: rolling updates, several at once) each need an owner identity of
+their own, or one retires the other's sandboxes: none set, each uses its host name (its pod's
+name); a replica's jobs outlive it in the store, and another adopts them. */ -}}
+{{- if include "airlock.postgres" . -}}
+{{- $_ := unset $kube "owner_identity" -}}
+{{- end -}}
 {{- with .Values.egressProxy.image.repository -}}
 {{- $_ := set $kube.proxy "image" (printf "%s:%s" . (default $.Chart.AppVersion $.Values.egressProxy.image.tag)) -}}
 {{- end -}}
@@ -276,5 +287,60 @@ or the one cert-manager's Certificate writes. */}}
 {{- else -}}
 {{- fail "controller.tls.enabled: name the certificate's Secret (controller.tls.existingSecret) or let cert-manager make it (controller.tls.certManager.enabled)" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the job store is PostgreSQL (store.postgres: an existing Secret, or the
+chart's CloudNativePG cluster); else "" (SQLite on the data volume, one controller). */}}
+{{- define "airlock.postgres" -}}
+{{- with .Values.store.postgres -}}
+{{- if or .existingSecret .cloudnativepg.enabled -}}
+true
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The CloudNativePG Cluster's name; CNPG writes its DSN to the Secret <name>-app, key uri. */}}
+{{- define "airlock.cnpgCluster" -}}
+{{- printf "%s-pg" (include "airlock.fullname" .) | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The Secret and key holding the store's DSN (env AIRLOCK_STORE). */}}
+{{- define "airlock.storeSecret" -}}
+{{- default (printf "%s-app" (include "airlock.cnpgCluster" .)) .Values.store.postgres.existingSecret -}}
+{{- end -}}
+
+{{- define "airlock.storeSecretKey" -}}
+{{- if .Values.store.postgres.existingSecret -}}
+{{- .Values.store.postgres.key -}}
+{{- else -}}
+uri
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the controller reads its audit key from a Secret (--audit-key-file): with
+PostgreSQL (replicas share it), or when controller.auditKey.existingSecret names one. */}}
+{{- define "airlock.auditKeyMounted" -}}
+{{- if or (include "airlock.postgres" .) .Values.controller.auditKey.existingSecret -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "airlock.auditKeySecret" -}}
+{{- default (printf "%s-audit-key" (include "airlock.fullname" .)) .Values.controller.auditKey.existingSecret -}}
+{{- end -}}
+
+{{/* The controller pods' spread with several replicas: controller.topologySpreadConstraints,
+else over nodes and zones (maxSkew 1, ScheduleAnyway: a small cluster still schedules them). */}}
+{{- define "airlock.topologySpread" -}}
+{{- if .Values.controller.topologySpreadConstraints -}}
+{{- toYaml .Values.controller.topologySpreadConstraints -}}
+{{- else -}}
+{{- $selector := dict "matchLabels" (include "airlock.controllerSelector" . | fromYaml) -}}
+{{- $spread := list -}}
+{{- range list "kubernetes.io/hostname" "topology.kubernetes.io/zone" -}}
+{{- $spread = append $spread (dict "maxSkew" 1 "topologyKey" . "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" $selector) -}}
+{{- end -}}
+{{- toYaml $spread -}}
 {{- end -}}
 {{- end -}}
