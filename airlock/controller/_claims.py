@@ -138,21 +138,28 @@ class Claims:
             raise LeaseLost(job_id, why)
 
     def claim(self) -> Op[Claim | None]:
-        """Claim the next queued job in turn order (None: nothing claimable now)."""
+        """Claim the next queued job in turn order (None: nothing claimable now).
+
+        Only the row taken is locked (the first free one in turn order, skipping rows another
+        replica is claiming), so replicas claiming at once each take a different job.
+        """
         rows = yield from fetch_all(_CANDIDATES, CLAIM_WINDOW)
         ordered = fair_order(rows, self._last_key)
-        if not ordered:
-            return None
-        marks = ", ".join("?" * len(ordered))
-        free = yield Statement(
-            f"SELECT id FROM jobs WHERE id IN ({marks}) AND state = 'queued' AND claimed_by IS NULL",
-            tuple(row["id"] for row in ordered),
-            skip_locked=True,
-        )
-        claimable = {row[0] for row in free}
-        for row in ordered:
-            if row["id"] not in claimable:
-                continue
+        by_id = {row["id"]: row for row in ordered}
+        while ordered:
+            ids = tuple(row["id"] for row in ordered)
+            marks = ", ".join("?" * len(ids))
+            turn = " ".join(f"WHEN ? THEN {i}" for i in range(len(ids)))
+            free = yield Statement(
+                f"SELECT id FROM jobs WHERE id IN ({marks}) AND state = 'queued' AND claimed_by IS NULL "
+                f"ORDER BY CASE id {turn} END LIMIT 1",
+                (*ids, *ids),
+                skip_locked=True,
+            )
+            if not free:
+                return None
+            row = by_id[free[0][0]]
+            ordered = [r for r in ordered if r["id"] != row["id"]]
             if row["session"] is not None:
                 yield from lock(f"session:{row['tenant']}:{row['session']}")
                 busy = yield from fetch_one(_SESSION_BUSY, row["tenant"], row["session"], row["id"], *_ACTIVE)

@@ -44,7 +44,7 @@ class ServiceSettings:
     max_depth: int = 4
     max_follow_ups: int = 16
     lease_s: float = 15.0
-    poll_s: float = 2.0
+    poll_s: float = 1.0
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
