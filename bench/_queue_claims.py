@@ -14,6 +14,7 @@ Rates are (n - 1) ÷ (last take - first take): process start-up is not counted f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -73,12 +74,11 @@ async def _fill(store: PostgresJobStore, n: int) -> None:
 async def claim_rate(dsn: str, n: int, claimers: int) -> Takes:
     """``n`` queued jobs, then ``claimers`` claiming until none is left."""
     takes = Takes("airlock JobStore.claim", claimers, n)
-    async with PostgresDatabase(dsn, max_size=claimers + 2) as db:
+    async with contextlib.AsyncExitStack() as stack:
+        db = await stack.enter_async_context(PostgresDatabase(dsn, max_size=claimers + 2))
         async with PostgresJobStore(db) as filler:
             await _fill(filler, n)
-        stores = [PostgresJobStore(db) for _ in range(claimers)]
-        for s in stores:
-            await s.__aenter__()
+        stores = [await stack.enter_async_context(PostgresJobStore(db)) for _ in range(claimers)]
         left = n
 
         async def claimer(store: PostgresJobStore) -> None:
