@@ -21,9 +21,9 @@ Unit = Literal["ms", "s", "MiB", "jobs/min"]
 @dataclass(frozen=True)
 class Target:
     """A goal for a row: its p50 (or value) at most ``limit``, its ratio to the floor at most
-    ``limit``, faster than every peer, or no failed run."""
+    (or, ``floor_ratio_min``, at least) ``limit``, faster than every peer, or no failed run."""
 
-    kind: Literal["at_most", "floor_ratio", "beats_peers", "no_failures"]
+    kind: Literal["at_most", "floor_ratio", "floor_ratio_min", "beats_peers", "no_failures"]
     limit: float = 0.0
 
     def text(self, unit: str = "") -> str:
@@ -31,6 +31,8 @@ class Target:
             return f"≤ {self.limit:g} {unit}".rstrip()
         if self.kind == "floor_ratio":
             return f"≤ {self.limit:g}x floor"
+        if self.kind == "floor_ratio_min":
+            return f"≥ {self.limit:g}x floor"
         if self.kind == "beats_peers":
             return "< peers"
         return "0 failed"
@@ -44,10 +46,15 @@ def floor_ratio(limit: float) -> Target:
     return Target("floor_ratio", limit)
 
 
+def floor_ratio_at_least(limit: float) -> Target:
+    """The ratio to the floor at least ``limit`` (a jobs/min row within a share of its floor's)."""
+    return Target("floor_ratio_min", limit)
+
+
 BEATS_PEERS = Target("beats_peers")
 NO_FAILURES = Target("no_failures")
 #: Sections (a key's prefix) and the names they are shown under.
-SECTIONS = {"floor": "floor", "airlock": "airlock", "warm": "warm pool", **PEERS}
+SECTIONS = {"floor": "floor", "airlock": "airlock", "warm": "warm pool", **PEERS, "replicas": "replicas"}
 
 
 @dataclass(frozen=True)
@@ -165,9 +172,11 @@ class Report:
         if target.kind == "at_most":
             return None if p50 is None else p50 <= target.limit
         ratios = self.ratios(key)
-        if target.kind == "floor_ratio":
+        if target.kind in ("floor_ratio", "floor_ratio_min"):
             r = ratios["floor"]
-            return None if r is None else r <= target.limit
+            if r is None:
+                return None
+            return r <= target.limit if target.kind == "floor_ratio" else r >= target.limit
         peers = [ratios[p] for p in PEERS]
         if any(r is None for r in peers):
             return None

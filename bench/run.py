@@ -15,6 +15,9 @@ Rows (p50/p95; ratios of p50s to the floor and to each peer; the issue's targets
 - **warm pool**: a claim (the pool's own timing), a warm one-turn job (a pool of one, full
   before each job), the same with an allow rule when such sandboxes are pooled, the
   controller's jobs/min with ``pool: {size: N}``; ``n/a`` while ``airlock.sandbox`` has none;
+- **replicas** (``bench/replicas.py``): jobs/min of one controller on SQLite vs 1, 2 and 3
+  replicas on one durable PostgreSQL (process backend), and failover (a replica killed with -9:
+  until its jobs run again elsewhere); ``n/a`` without the tests' PostgreSQL image;
 - **llm-sandbox** and **SWE-ReX**: cold start to the first command, a trivial command's
   round trip, teardown, N at once — run by ``bench/_peers.py`` in ``bench/.venv-peers``
   (``bench/setup-peers.sh``); without it their rows say so.
@@ -59,6 +62,7 @@ from airlock.sandbox.docker._instance import DockerInstance
 from airlock.sandbox.docker._labels import LABEL_OWNER, current_owner
 from airlock.testing import bash_agent, scripted_agent, text_step
 from bench import jobs_throughput as jt
+from bench import replicas
 from bench import runner_roundtrip as rr
 from bench._common import (
     BENCH_LABEL,
@@ -106,13 +110,16 @@ class Settings:
     local_runs: int
     peers: bool
     quick: bool
+    #: Jobs per replicas' throughput row, and the leases failover is measured with.
+    replica_jobs: int = 60
+    replica_leases: tuple[float, ...] = (3.0, 15.0)
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> Settings:
         quick = bool(args.quick)
         peers = args.peers if args.peers is not None else not quick
         if quick:
-            return cls(args.n or 3, 5, (3,), 3, 3, 6, 50, peers, True)
+            return cls(args.n or 3, 5, (3,), 3, 3, 6, 50, peers, True, 12, (3.0,))
         return cls(args.n or 20, 10, (10, 50), 10, 10, 50, 300, peers, False)
 
 
@@ -204,6 +211,7 @@ def row_specs(s: Settings) -> list[RowSpec]:
             floor=throughput,
         ),
     ]
+    rows += replicas.row_specs(s.replica_jobs, s.replica_leases)
     for peer in PEERS:
         rows += [
             RowSpec(f"{peer}.first", "cold start → first command (`true`)", floor=first),
@@ -573,6 +581,22 @@ async def warm_throughput(b: Bench, r: Report) -> None:
     record_throughput(r, "warm.throughput", result, f"pool size {c}, filled as the batch starts")
 
 
+async def replica_rows(b: Bench, r: Report) -> None:
+    """``bench/replicas.py``'s throughput and failover rows (its queue comparison runs alone)."""
+    await replicas.measure_rows(r, b.settings.replica_jobs, b.settings.replica_leases)
+
+
+def replica_measure(s: Settings) -> Measure:
+    keys = tuple(spec.key for spec in replicas.row_specs(s.replica_jobs, s.replica_leases))
+    return Measure(
+        "replicas: SQLite vs PostgreSQL, failover",
+        keys,
+        replica_rows,
+        timeout=900,
+        available=lambda b: replicas.missing_image(),
+    )
+
+
 def peer_available(peer: str) -> Callable[[Bench], str | None]:
     return lambda b: b.unavailable.get(peer)
 
@@ -640,6 +664,7 @@ def measures(s: Settings) -> list[Measure]:
             timeout=900,
             available=warm_pool_support,
         ),
+        replica_measure(s),
     ]
 
 

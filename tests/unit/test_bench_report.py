@@ -4,7 +4,15 @@ registry: every measurement fills rows that exist, every row is filled by one me
 from __future__ import annotations
 
 from bench._common import pct
-from bench._report import BEATS_PEERS, NO_FAILURES, Report, RowSpec, at_most, floor_ratio
+from bench._report import (
+    BEATS_PEERS,
+    NO_FAILURES,
+    Report,
+    RowSpec,
+    at_most,
+    floor_ratio,
+    floor_ratio_at_least,
+)
 from bench.run import Settings, measures, parse_args, row_specs
 
 
@@ -45,6 +53,27 @@ def test_percentiles_ratios_and_targets() -> None:
     assert r.met("airlock.call", at_most(3)) is True
     assert r.met("airlock.concurrent3", NO_FAILURES) is False
     assert r.met("warm.claim", at_most(20)) is None
+
+
+def test_a_jobs_per_min_row_can_be_held_to_at_least_a_share_of_its_floor() -> None:
+    at_least = floor_ratio_at_least(0.8)
+    specs = [
+        RowSpec("replicas.sqlite1", "one on SQLite", "jobs/min"),
+        RowSpec(
+            "replicas.pg1", "one on PostgreSQL", "jobs/min", floor="replicas.sqlite1", targets=(at_least,)
+        ),
+        RowSpec(
+            "replicas.pg2", "two on PostgreSQL", "jobs/min", floor="replicas.sqlite1", targets=(at_least,)
+        ),
+        RowSpec("replicas.pg3", "three", "jobs/min", floor="replicas.sqlite1", targets=(at_least,)),
+    ]
+    r = Report(specs)
+    r.set("replicas.sqlite1", 100.0)
+    r.set("replicas.pg1", 79.0)
+    r.set("replicas.pg2", 80.0)
+    assert [r.met(s.key, at_least) for s in specs[1:]] == [False, True, None]
+    text = r.table()
+    assert "-- replicas" in text and "≥ 0.8x floor ✗" in text and "≥ 0.8x floor ✓" in text
 
 
 def test_failures_make_the_run_fail_and_n_a_does_not() -> None:
