@@ -27,7 +27,7 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("mounting a small tmpfs for the disk-full and read-only cases needs root")
     mount = tmp_path / "fs"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
     try:
         yield mount
     finally:

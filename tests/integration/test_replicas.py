@@ -51,8 +51,10 @@ async def _states(client: ControllerClient, ids: list[str]) -> dict[str, JobStat
 async def test_sixty_jobs_survive_two_replicas_killed(tmp_path: Path, postgres_dsn: str) -> None:
     config, data = _config(tmp_path, 2.0), tmp_path / "data"
     with replicas() as started:
+        # A lease that 9 sandboxes starting at once on 2 cores cannot stall past: this test is
+        # about replicas killed, not about one falsely declared dead (the paused-replica test).
         for _ in range(3):
-            started.append(ReplicaProcess(config, data, postgres_dsn, "--concurrency", "3"))
+            started.append(ReplicaProcess(config, data, postgres_dsn, "--concurrency", "3", lease_s=8.0))
         clients = [r.client() for r in started]
         ids = [(await clients[i % 3].submit("worker", f"job {i}")).id for i in range(60)]
         survivor = clients[2]
@@ -76,7 +78,7 @@ async def test_sixty_jobs_survive_two_replicas_killed(tmp_path: Path, postgres_d
         with pytest.raises(Exception):  # noqa: B017 - the stream breaks, however grpc names it
             await first_watch
         await follow(survivor, seen[-1].seq if seen else 0)  # reconnects to a survivor
-        started.append(ReplicaProcess(config, data, postgres_dsn, "--concurrency", "3"))
+        started.append(ReplicaProcess(config, data, postgres_dsn, "--concurrency", "3", lease_s=8.0))
         await asyncio.sleep(3)
         started[1].kill()
 
