@@ -35,7 +35,6 @@ from ._grpc import (
 from ._grpc_errors import REASONS as ERROR_REASONS
 from ._grpc_identity import IdentityApi
 from ._orchestrator import JobOrchestrator
-from ._queue import FairQueue, QueuedJob
 from ._quotas import QuotaExceeded, Quotas, capped
 from ._service import JobService
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
@@ -58,7 +57,6 @@ __all__ = [
     "ControllerServer",
     "ControllerServerError",
     "EffectExecutor",
-    "FairQueue",
     "IdentityApi",
     "JobNotAwaiting",
     "JobNotFound",
@@ -71,7 +69,6 @@ __all__ = [
     "NotAnApprover",
     "PermissionDenied",
     "PostgresJobStore",
-    "QueuedJob",
     "QuotaExceeded",
     "Quotas",
     "ServerTls",
