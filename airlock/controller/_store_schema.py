@@ -198,3 +198,9 @@ CREATE TRIGGER jobs_queued AFTER INSERT OR UPDATE OF state ON jobs
 
 #: Every table of the job store, in the order a backup copies them.
 TABLES = ("jobs", "events", "signals", "checkpoints", "job_files", "audit", "replicas")
+
+#: What the migrations create in PostgreSQL besides the tables (a restore drops it with them).
+POSTGRES_DROP = """
+DROP FUNCTION IF EXISTS airlock_event_added() CASCADE;
+DROP FUNCTION IF EXISTS airlock_job_queued() CASCADE;
+"""
