@@ -1,4 +1,5 @@
-"""``airlock store``: copy the controller's job store, and put a copy back."""
+"""``airlock store``: copy the controller's job store, and put a copy back (SQLite files in the
+data dir; or, with ``--store``, every airlock table of a PostgreSQL database, as one SQLite file)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,31 @@ DataDirOption = Annotated[
     ),
 ]
 
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="AIRLOCK_STORE",
+        show_default=False,
+        help="The replicas' PostgreSQL database (postgresql://user:password@host:port/db): its jobs, "
+        "state and API keys, as one SQLite file. Prefer the environment variable: a password on "
+        "the command line is visible to other users.",
+    ),
+]
+
+
+def _fail(error: Exception) -> typer.Exit:
+    err_console.print(f"[red]error:[/] {escape(str(error))}")
+    return typer.Exit(1)
+
+
+def _postgres(store: str) -> str:
+    from airlock.state import is_postgres_dsn, redacted
+
+    if not is_postgres_dsn(store):
+        raise _fail(ValueError(f"--store {redacted(store)!r} is not a PostgreSQL URI (postgresql://…)"))
+    return store
+
 
 def _data_dir(given: Path | None) -> Path:
     from airlock.jobs import default_data_dir
@@ -39,15 +65,23 @@ def backup(
         Path | None, typer.Argument(help="Where to write the copy (default: beside the store).")
     ] = None,
     data_dir: DataDirOption = None,
+    store: StoreOption = None,
 ) -> None:
-    """Copy the job store consistently (safe while the controller runs); the copy is private (0600)."""
-    from airlock.controller import backup_store
+    """Copy the job store consistently (safe while the controller runs); the copy is private (0600).
+    With --store, every airlock table of the PostgreSQL database, as one SQLite file (default:
+    airlock-store-TIME.bak here)."""
+    import asyncio
+
+    from airlock.controller import backup_postgres_store, backup_store
+    from airlock.state import DatabaseError
 
     try:
-        made = backup_store(_data_dir(data_dir), target)
-    except (ValueError, OSError) as e:
-        err_console.print(f"[red]error:[/] {escape(str(e))}")
-        raise typer.Exit(1) from None
+        if store is not None:
+            made = asyncio.run(backup_postgres_store(_postgres(store), target))
+        else:
+            made = backup_store(_data_dir(data_dir), target)
+    except (ValueError, OSError, DatabaseError) as e:
+        raise _fail(e) from None
     console.print(f"backed up to {escape(str(made))}")
 
 
@@ -69,11 +103,29 @@ def restore(
     yes: Annotated[
         bool, typer.Option("--yes", help="Do not ask: jobs recorded since the copy are lost.")
     ] = False,
+    store: StoreOption = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="With --store: replace the records the database holds (they are first copied "
+            "beside the backup, as FILE.replaced-TIME).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="With --store: restore even though a replica's heartbeat is recent."),
+    ] = False,
 ) -> None:
     """Replace the job store by a copy (stop the controller first). The replaced store is kept
-    beside it as jobs.db.replaced-TIME; jobs recorded after the copy are not in it."""
+    beside it as jobs.db.replaced-TIME; jobs recorded after the copy are not in it. With
+    --store: load a copy made by `airlock store backup --store` into the PostgreSQL database
+    (every replica stopped), which must hold no records unless --replace."""
     from airlock.controller import restore_store
 
+    if store is not None:
+        _restore_postgres(_postgres(store), backup, replace=replace, force=force, yes=yes)
+        return
     chosen = _data_dir(data_dir)
     if not yes and not typer.confirm(
         f"Replace the job store in {chosen} by {backup}? Jobs recorded since that copy are lost"
@@ -82,6 +134,33 @@ def restore(
     try:
         kept = restore_store(chosen, backup)
     except (ValueError, OSError) as e:
-        err_console.print(f"[red]error:[/] {escape(str(e))}")
-        raise typer.Exit(1) from None
+        raise _fail(e) from None
     console.print(f"restored {escape(str(backup))}; the replaced store is kept at {escape(str(kept))}")
+
+
+def _restore_postgres(dsn: str, backup: Path, *, replace: bool, force: bool, yes: bool) -> None:
+    import asyncio
+
+    from airlock.controller import restore_postgres_store
+    from airlock.state import DatabaseError, redacted
+
+    if (
+        replace
+        and not yes
+        and not typer.confirm(
+            f"Replace the records in {redacted(dsn)} by {backup}? Jobs recorded since that copy are lost"
+        )
+    ):
+        raise typer.Exit(1)
+    try:
+        kept = asyncio.run(restore_postgres_store(dsn, backup, replace=replace, force=force))
+    except ValueError as e:
+        hint = "" if force or "still running" not in str(e) else " (or --force)"
+        raise _fail(ValueError(f"{e}{hint}")) from None
+    except DatabaseError as e:
+        hint = "; pass --replace to do so" if "holds records" in str(e) else ""
+        raise _fail(ValueError(f"{e}{hint}")) from None
+    except OSError as e:
+        raise _fail(e) from None
+    done = f"restored {escape(str(backup))} into {escape(redacted(dsn))}"
+    console.print(done + (f"; the replaced records are kept at {escape(str(kept))}" if kept else ""))

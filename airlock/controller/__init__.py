@@ -40,6 +40,7 @@ from ._service import JobService
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
 from ._store import JobStore, JobStoreError, new_job_id
 from ._store_backup import StoreBackup, backup_store, backups, restore_store
+from ._store_backup_postgres import backup_postgres_store, restore_postgres_store
 from ._store_postgres import PostgresJobStore
 from ._store_sqlite import SqliteJobStore
 from ._tenant_state import TenantState, tenant_state, workflow_key
@@ -76,6 +77,7 @@ __all__ = [
     "SqliteJobStore",
     "StoreBackup",
     "TenantState",
+    "backup_postgres_store",
     "backup_store",
     "backups",
     "capped",
@@ -83,6 +85,7 @@ __all__ = [
     "new_job_id",
     "open_data_dir",
     "read_token_file",
+    "restore_postgres_store",
     "restore_store",
     "tenant_state",
     "workflow_key",

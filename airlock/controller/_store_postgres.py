@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from airlock.state import DatabaseError, PostgresDatabase
+from airlock.state import DatabaseError, PostgresDatabase, TableSet
 
 from . import _migrate
 from ._store import JobStore
 from ._store_rows import JobStoreError
-from ._store_schema import POSTGRES_MIGRATIONS
+from ._store_schema import POSTGRES_DROP, POSTGRES_MIGRATIONS, SQLITE_SCHEMA, TABLES
 
 #: The job tables' name in ``airlock_schema``.
 COMPONENT = "jobs"
+#: The job tables, as a backup copies them (replicas' heartbeats and relayed controls are no records).
+JOB_TABLES = TableSet(
+    COMPONENT,
+    TABLES,
+    POSTGRES_MIGRATIONS,
+    SQLITE_SCHEMA,
+    drop_extra=POSTGRES_DROP,
+    transient=("replicas", "controls"),
+)
 
 
 def newer_tables_message(where: str, version: int) -> str:
@@ -18,9 +27,10 @@ def newer_tables_message(where: str, version: int) -> str:
     return (
         f"the job tables in PostgreSQL {where} have schema version {version}, newer than this airlock's "
         f"({_migrate.SCHEMA_VERSION}): a newer airlock upgraded them. Run that airlock again (roll forward), "
-        "or roll the store back: with every controller stopped, `airlock store restore --store DSN FILE` "
-        "with a copy made by `airlock store backup --store DSN` before the upgrade "
-        "(jobs recorded since are lost)"
+        "or roll the store back: with every controller stopped, "
+        "`airlock store restore --store DSN --replace FILE` with a copy made by "
+        "`airlock store backup --store DSN FILE` before the upgrade (jobs recorded since are lost; "
+        "the replaced tables are copied beside FILE first)"
     )
 
 

@@ -253,3 +253,10 @@ TABLES = (
     "controls",
     "effect_ledger",
 )
+
+#: What the migrations create in PostgreSQL besides the tables (a restore drops it with them).
+POSTGRES_DROP = """
+DROP FUNCTION IF EXISTS airlock_event_added() CASCADE;
+DROP FUNCTION IF EXISTS airlock_job_queued() CASCADE;
+DROP FUNCTION IF EXISTS airlock_control_changed() CASCADE;
+"""

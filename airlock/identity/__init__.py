@@ -18,12 +18,14 @@ from ._settings import NAME_PATTERN, AuthSettings, OidcClaims, OidcSettings, Ten
 if _typing.TYPE_CHECKING:
     from ._authenticate import Authenticator
     from ._key_record import ApiKeyRecord
+    from ._key_tables import KEY_TABLES
     from ._keys import KeyStore
     from ._oidc import OidcVerifier
 
 __all__ = [
     "BUILTIN_ROLES",
     "DEFAULT_TENANT",
+    "KEY_TABLES",
     "NAME_PATTERN",
     "ApiKeyRecord",
     "AuthSettings",
@@ -50,6 +52,7 @@ __all__ = [
 _WHERE = {
     "Authenticator": "._authenticate",
     "ApiKeyRecord": "._key_record",
+    "KEY_TABLES": "._key_tables",
     "KeyStore": "._keys",
     "OidcVerifier": "._oidc",
 }

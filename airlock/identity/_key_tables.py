@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Protocol
 
-from airlock.state import Database, DatabaseError, PostgresDatabase, SqliteDatabase, returning
+from airlock.state import Database, DatabaseError, PostgresDatabase, SqliteDatabase, TableSet, returning
 
 from ._errors import KeyStoreError
 
@@ -60,6 +60,9 @@ CREATE TABLE IF NOT EXISTS api_keys (
 CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys (tenant, created_at);
 """,
 }
+
+#: The key table, as a backup copies it.
+KEY_TABLES = TableSet(COMPONENT, ("api_keys",), POSTGRES_MIGRATIONS, ";\n".join(SQLITE_SCHEMA))
 
 
 def newer_message(where: str, version: int) -> str:

@@ -8,6 +8,8 @@
 - ``SqliteDatabase`` / ``PostgresDatabase``: where airlock's tables live (one SQLite file;
   a PostgreSQL database several controllers share), both running the same operations
   (generators of SQL statements, :mod:`._sql`): each store's logic is written once.
+- ``backup_postgres`` / ``restore_postgres``: a PostgreSQL database's airlock tables (each
+  component's ``TableSet``) copied to one SQLite file, and loaded back.
 - ``FsStore``: scopes as directories, one JSON file per key, atomic writes.
 
 All three hold JSON values only (anything else raises ``StateError.serialization``),
@@ -16,8 +18,11 @@ case-insensitive term match over each value's JSON text, scored by the fraction 
 query terms found.
 """
 
+from ._backup_file import BackupReader
 from ._fs import FsStore
 from ._memory import InMemoryStore
+from ._pg_backup import backup_postgres
+from ._pg_restore import restore_postgres
 from ._postgres import DatabaseError, PgRow, PostgresDatabase, is_postgres_dsn, redacted
 from ._sql import (
     Database,
@@ -35,10 +40,13 @@ from ._sql import (
 )
 from ._sql_state import SqlStateStore
 from ._sqlite import SqliteDatabase, SqliteThread
-from ._state_postgres import PostgresStateStore
+from ._state_postgres import STATE_TABLES, PostgresStateStore
 from ._state_sqlite import SqliteStore
+from ._tables import TableSet
 
 __all__ = [
+    "STATE_TABLES",
+    "BackupReader",
     "Database",
     "DatabaseError",
     "FsStore",
@@ -54,6 +62,8 @@ __all__ = [
     "SqliteStore",
     "SqliteThread",
     "Statement",
+    "TableSet",
+    "backup_postgres",
     "execute",
     "execute_many",
     "fetch_all",
@@ -61,6 +71,7 @@ __all__ = [
     "is_postgres_dsn",
     "lock",
     "redacted",
+    "restore_postgres",
     "returning",
     "run_sqlite",
 ]

@@ -30,7 +30,7 @@ _log = logging.getLogger("airlock.state")
 #: How long opening the pool waits for its first connection.
 CONNECT_TIMEOUT_S = 30.0
 
-_SCHEMA_TABLE = """
+SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS airlock_schema (
     component TEXT PRIMARY KEY,
     version INTEGER NOT NULL
@@ -158,9 +158,9 @@ class PostgresDatabase:
             raise DatabaseError(f"PostgreSQL {self.where} is closed")
         try:
             async with self._pool.connection() as conn, conn.transaction():
-                return await _drive(conn, op)
+                return await drive(conn, op)
         except psycopg.Error as e:
-            raise DatabaseError(f"PostgreSQL {self.where}: {type(e).__name__}: {_first_line(e)}") from e
+            raise DatabaseError(f"PostgreSQL {self.where}: {type(e).__name__}: {first_line(e)}") from e
 
     async def listen(
         self, channels: Sequence[str], on: Callable[[str, str], None], *, retry_s: float = 1.0
@@ -185,7 +185,7 @@ class PostgresDatabase:
                 _log.warning(
                     "PostgreSQL %s: listening failed (%s); again in %.0f s",
                     self.where,
-                    _first_line(e),
+                    first_line(e),
                     retry_s,
                 )
             await asyncio.sleep(retry_s)
@@ -203,7 +203,7 @@ class PostgresDatabase:
 
         def op() -> Op[int]:
             yield Lock("airlock_schema")
-            yield from execute(_SCHEMA_TABLE)
+            yield from execute(SCHEMA_TABLE)
             rows = yield from fetch_all("SELECT version FROM airlock_schema WHERE component = ?", component)
             found = int(rows[0][0]) if rows else 0
             if found > target:
@@ -229,7 +229,7 @@ class PostgresDatabase:
         return await self.transact(op())
 
 
-async def _drive(conn: AsyncConnection[Any], op: Op[T]) -> T:
+async def drive(conn: AsyncConnection[Any], op: Op[T]) -> T:
     cursor = conn.cursor(row_factory=_row_factory)
     try:
         step = next(op)
@@ -253,5 +253,5 @@ async def _drive(conn: AsyncConnection[Any], op: Op[T]) -> T:
         op.close()
 
 
-def _first_line(error: Exception) -> str:
+def first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

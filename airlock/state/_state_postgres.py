@@ -6,6 +6,8 @@ from layer0 import StateError
 
 from ._postgres import DatabaseError, PostgresDatabase
 from ._sql_state import SqlStateStore
+from ._state_sqlite import SQLITE_SCHEMA
+from ._tables import TableSet
 
 #: The state table's name in ``airlock_schema``.
 COMPONENT = "state"
@@ -20,6 +22,8 @@ CREATE TABLE IF NOT EXISTS state (
 )
 """,
 }
+#: The state table, as a backup copies it.
+STATE_TABLES = TableSet(COMPONENT, ("state",), MIGRATIONS, SQLITE_SCHEMA)
 
 
 def newer_table_message(where: str, version: int) -> str:

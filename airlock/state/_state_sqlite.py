@@ -10,7 +10,7 @@ from ._sql import returning
 from ._sql_state import SqlStateStore
 from ._sqlite import SqliteDatabase
 
-_SCHEMA = """
+SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (
     scope TEXT NOT NULL,
     key   TEXT NOT NULL,
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS state (
 
 
 def _create_table(conn: sqlite3.Connection, fresh: bool) -> None:
-    conn.execute(_SCHEMA)
+    conn.execute(SQLITE_SCHEMA)
 
 
 class SqliteStore(SqlStateStore):
