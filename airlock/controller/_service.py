@@ -47,6 +47,7 @@ from ._job_files import JobFiles, announced, checked_input_files
 from ._job_records import JobRecords
 from ._job_runs import STOPPED, JobRuns
 from ._membership import Membership
+from ._pruning import Pruner
 from ._quotas import Quotas
 from ._scheduler import Scheduler
 from ._service_settings import ServiceSettings, job_limit_ms
@@ -138,6 +139,8 @@ class JobService:
             active=self._active,
             quotas=self.quotas,
         )
+        #: Removes finished jobs past their retention (``retention:``), hourly.
+        self.pruner = Pruner(store, self.weaves, runner.config.retention, auth or AuthSettings())
 
     @property
     def replica(self) -> str:
@@ -178,6 +181,7 @@ class JobService:
                 self._approvals.arm_timeout(job.id, job.approval)
         self._scheduler.start()
         self._membership.start()
+        self.pruner.start()
 
     async def _recover(self, adopted: Sequence[Adopted], dead: Sequence[str]) -> None:
         """Recover the jobs adopted from the ``dead`` replicas (none: a previous controller's)."""
@@ -239,6 +243,7 @@ class JobService:
             job = await self.store.get(job_id)
             resumable = job is not None and await self._resumable_after_restart(job)
             fates[job_id] = (JobState.QUEUED if resumable else JobState.INTERRUPTED, STOPPED)
+        await self.pruner.stop()
         for timer in self._active.take_timers():
             timer.cancel()
         workers = self._scheduler.cancel_workers()
