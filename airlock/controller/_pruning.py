@@ -3,7 +3,8 @@
 Each batch is one transaction of the job store (``JobStore.prune``, :mod:`._retention`) that
 holds ``lock("retention")``: replicas sharing a PostgreSQL store may all run a Pruner, their
 batches never interleave, and a tree one removed is not found by the next. The turn records
-of each removed tree (its weave, in the state store) are deleted after its batch commits.
+of each removed tree (its weave, in the state store) are deleted after its batch commits. On
+SQLite, the pages the rows held are then given back to the file system (``reclaim``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from airlock.jobs import utcnow
 
 from ._retention import Cutoffs, PruneReport
 from ._store import JobStore
+from ._store_sqlite import SqliteJobStore
 from ._weaving import Weaves
 
 _log = logging.getLogger("airlock.controller")
@@ -84,7 +86,10 @@ class Pruner:
                     await self.weaves.drop(root)
             # Dry, every batch counts the same trees; a batch that removed nothing would repeat.
             if dry_run or not report.more or not (report.roots or report.audit):
-                return total
+                break
+        if not dry_run and (total.jobs or total.audit) and isinstance(self.store, SqliteJobStore):
+            await self.store.reclaim()
+        return total
 
     async def once(self) -> PruneReport:
         """Apply the settings now."""
