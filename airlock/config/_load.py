@@ -167,6 +167,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
 
     settings = _backend_settings(files, issues)
     auth = _auth_section(files, issues)
+    retention = _retention_section(files, issues)
     agents: dict[str, AgentConfig] = {}
     for doc, name, raw in entries:
         agent = _compile_agent(doc, name, raw, DefaultsConfig(**defaults), secrets, issues)
@@ -184,7 +185,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         backend_settings=_placed_settings(settings, agents),
         pool=pool[0] if pool is not None else PoolSettings(),
         auth=auth,
-        retention=_retention_section(files, issues),
+        retention=retention,
     )
 
 
