@@ -5,7 +5,8 @@ up to ``limit`` root jobs finished before their tenant's cutoff are removed with
 tree (children at any depth), its events, checkpoints and files, and the signals of each
 workflow no job is left in. A tree any job of which is not terminal is kept whole; a child is
 only ever removed with its root. The batch takes ``lock("retention")`` (one replica prunes at a
-time) and the lock of every job it removes, then reads their states again under those locks.
+time) and the lock of every job of a tree found terminal, then reads their states again under
+those locks (a job that was still running is never locked: no run waits for a prune).
 The turn records of a removed tree live in the state store (its weave): the caller removes
 them (``Weaves.drop``) with the roots the report names.
 """
@@ -151,7 +152,10 @@ def prune_batch(cutoffs: Cutoffs, limit: int, *, dry_run: bool = False) -> Op[Pr
     report.more = len(roots) == limit
     workflows: set[str] = set()
     for root in roots:
-        for job_id, _, _ in (yield from _tree(root)):
+        tree = yield from _tree(root)
+        if any(state not in _TERMINAL for _, state, _ in tree):
+            continue  # a job of it still runs: not a lock of it is taken
+        for job_id, _, _ in tree:
             yield from lock(f"job:{job_id}")
         tree = yield from _tree(root)  # again, under the locks
         if not tree or any(state not in _TERMINAL for _, state, _ in tree):
