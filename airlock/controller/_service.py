@@ -139,8 +139,7 @@ class JobService:
             active=self._active,
             quotas=self.quotas,
         )
-        #: Removes finished jobs past their retention (``retention:``), hourly.
-        self.pruner = Pruner(store, self.weaves, runner.config.retention, auth or AuthSettings())
+        self.pruner = Pruner(store, self.weaves, runner.config.retention, auth or AuthSettings())  # hourly
 
     @property
     def replica(self) -> str:
