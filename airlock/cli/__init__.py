@@ -627,6 +627,31 @@ def jobs_verify(
     verify(Target(address, token), job_id, as_json)
 
 
+@jobs_app.command(
+    "prune",
+    help="Remove finished jobs now (administrators): each root job finished before the cutoff, "
+    "with its whole tree, events, artifacts and turn records. A job not yet finished, or a child "
+    "whose root is not due, is never removed. Without --older-than, the controller's retention "
+    "(retention.finished_jobs, a tenant's own) decides. Audited.",
+)
+def jobs_prune(
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="Finished longer ago than this: 30s, 15m, 12h, 30d.")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant's jobs.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; remove nothing.")] = False,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Prune finished jobs (see the command help)."""
+    from airlock.cli._jobs import Target
+    from airlock.cli._prune import prune
+
+    seconds = _span_s(older_than, "--older-than")
+    prune(Target(address, token), older_than_s=seconds, tenant=tenant, dry_run=dry_run, as_json=as_json)
+
+
 keys_app = typer.Typer(
     help="API keys of the controller's principals (administrators): create, list, revoke.",
     no_args_is_help=True,

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from airlock.errors import shorten
-from airlock.identity import AuthSettings
+from airlock.identity import AuthSettings, RetentionSettings
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import PolicyError, SidecarRoute, compile_plan
 from airlock.sandbox import LOCAL_MODEL, Placement, PoolSettings, backend_names, backends
@@ -87,7 +87,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
                 doc.issue(
                     (),
                     "the top level must be a mapping with `agents:` (and optionally "
-                    "`secrets:`, `defaults:`, `backends:`, `pool:`, `auth:`, `version:`)",
+                    "`secrets:`, `defaults:`, `backends:`, `pool:`, `auth:`, `retention:`, `version:`)",
                 )
             )
             continue
@@ -167,6 +167,7 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
 
     settings = _backend_settings(files, issues)
     auth = _auth_section(files, issues)
+    retention = _retention_section(files, issues)
     agents: dict[str, AgentConfig] = {}
     for doc, name, raw in entries:
         agent = _compile_agent(doc, name, raw, DefaultsConfig(**defaults), secrets, issues)
@@ -184,7 +185,24 @@ def compile_documents(docs: list[LocatedDocument]) -> AirlockConfig:
         backend_settings=_placed_settings(settings, agents),
         pool=pool[0] if pool is not None else PoolSettings(),
         auth=auth,
+        retention=retention,
     )
+
+
+def _retention_section(
+    files: list[tuple[LocatedDocument, FileConfig]], issues: list[ConfigIssue]
+) -> RetentionSettings:
+    """The one ``retention:`` section of the files; the defaults when none has one."""
+    found: tuple[RetentionSettings, str] | None = None
+    for doc, parsed in files:
+        if parsed.retention is None:
+            continue
+        where = _where(doc, ("retention",))
+        if found is not None:
+            issues.append(doc.issue(("retention",), f"retention is set twice: {found[1]} and {where}"))
+        else:
+            found = (parsed.retention, where)
+    return found[0] if found is not None else RetentionSettings()
 
 
 def _auth_section(files: list[tuple[LocatedDocument, FileConfig]], issues: list[ConfigIssue]) -> AuthSettings:

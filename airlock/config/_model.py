@@ -11,7 +11,7 @@ from airlock.behaviour.approval import ApprovalPolicy
 from airlock.behaviour.durability import DurabilityPolicy
 from airlock.behaviour.input_files import InputFilesPolicy
 from airlock.errors import ConfigError
-from airlock.identity import AuthSettings
+from airlock.identity import AuthSettings, RetentionSettings
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SandboxPlan, SidecarRoute, compile_plan
 from airlock.sandbox import Placement, PoolSettings, RunningAgent, backend_names, names_local_model
@@ -92,6 +92,8 @@ class AirlockConfig(BaseModel):
     pool: PoolSettings = Field(default_factory=PoolSettings)
     #: Who may call the controller (the ``auth`` section; unset: the bootstrap token only).
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    #: How long finished jobs and audit records are kept (the ``retention`` section).
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     def settings_of(self, backend: str) -> BaseModel | None:
         """The configured settings of ``backend`` (None: its defaults)."""

@@ -23,7 +23,7 @@ from pydantic import (
 from airlock.behaviour.approval import ApprovalPolicy, OnTimeout, Strategy
 from airlock.behaviour.durability import DurabilityPolicy
 from airlock.behaviour.input_files import InputFilesPolicy
-from airlock.identity import AuthSettings
+from airlock.identity import AuthSettings, RetentionSettings
 from airlock.policy.cluster import ClusterService
 from airlock.policy.effects import EffectPolicy
 from airlock.policy.plan import SidecarRoute
@@ -360,5 +360,7 @@ class FileConfig(_Config):
     #: Who may call the controller: OIDC, roles, tenants and their quotas (unset: the
     #: bootstrap token only).
     auth: AuthSettings | None = None
+    #: How long finished jobs and audit records are kept (unset: jobs 90 days, audit forever).
+    retention: RetentionSettings | None = None
     #: Agent entries, validated in a second step (SandboxConfig + AgentSpec).
     agents: dict[str, dict[str, Any]] = Field(default_factory=dict)

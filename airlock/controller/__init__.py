@@ -35,7 +35,9 @@ from ._grpc import (
 from ._grpc_errors import REASONS as ERROR_REASONS
 from ._grpc_identity import IdentityApi
 from ._orchestrator import JobOrchestrator
+from ._pruning import Pruner
 from ._quotas import QuotaExceeded, Quotas, capped
+from ._retention import Cutoffs, PruneReport
 from ._service import JobService
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
 from ._store import JobStore, JobStoreError, new_job_id
@@ -57,6 +59,7 @@ __all__ = [
     "ControllerOptions",
     "ControllerServer",
     "ControllerServerError",
+    "Cutoffs",
     "EffectExecutor",
     "IdentityApi",
     "JobNotAwaiting",
@@ -70,6 +73,8 @@ __all__ = [
     "NotAnApprover",
     "PermissionDenied",
     "PostgresJobStore",
+    "PruneReport",
+    "Pruner",
     "QuotaExceeded",
     "Quotas",
     "ServerTls",

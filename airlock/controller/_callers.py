@@ -47,6 +47,7 @@ AUDITED = frozenset(
         "SignalWorkflow",
         "CreateKey",
         "RevokeKey",
+        "PruneJobs",
     }
 )
 

@@ -37,6 +37,7 @@ from ._authn import authenticator as bootstrap_authenticator
 from ._callers import CallerCheck, PrincipalAuth, caller, current_call
 from ._grpc_closing import RefuseWhileClosing
 from ._grpc_identity import IdentityApi
+from ._grpc_retention import prune_jobs
 from ._quotas import QuotaExceeded
 from ._service import JobService
 from ._tls import ServerTls, bind_port
@@ -436,6 +437,11 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self, request: cpb.ListAuditRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListAuditResponse:
         return await (await self._identity(context)).list_audit(request, context)
+
+    async def PruneJobs(
+        self, request: cpb.PruneJobsRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.PruneJobsResponse:
+        return await prune_jobs(self.service.pruner, request, context)
 
     async def GetWeave(
         self, request: cpb.GetWeaveRequest, context: grpc.aio.ServicerContext

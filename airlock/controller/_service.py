@@ -47,6 +47,7 @@ from ._job_files import JobFiles, announced, checked_input_files
 from ._job_records import JobRecords
 from ._job_runs import STOPPED, JobRuns
 from ._membership import Membership
+from ._pruning import Pruner
 from ._quotas import Quotas
 from ._remote_controls import RemoteControls
 from ._scheduler import Scheduler
@@ -137,6 +138,7 @@ class JobService:
         self._membership = Membership(store, self.settings.lease_s, adopt=self._adoption, let_go=self._let_go)
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
         self._runs = self._job_runs(runner, state)
+        self.pruner = Pruner(store, self.weaves, runner.config.retention, auth or AuthSettings())  # hourly
 
     def _job_runs(self, runner: AgentRunner, state: StateStore) -> JobRuns:
         """How jobs run: their turns, then their effects (children run through ``_runs``)."""
@@ -205,6 +207,7 @@ class JobService:
                 self._approvals.arm_timeout(job.id, job.approval)
         self._scheduler.start()
         self._membership.start()
+        self.pruner.start()
 
     def notified(self, channel: str, payload: str) -> None:
         """A notification from the shared store (PostgreSQL): ``airlock_queue``, a job was
@@ -243,6 +246,7 @@ class JobService:
             job = await self.store.get(job_id)
             resumable = job is not None and await self._adoption.resumable(job)
             fates[job_id] = (JobState.QUEUED if resumable else JobState.INTERRUPTED, STOPPED)
+        await self.pruner.stop()
         for timer in self._active.take_timers():
             timer.cancel()
         workers = self._scheduler.cancel_workers()

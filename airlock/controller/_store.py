@@ -60,6 +60,7 @@ from layer0 import TurnInput, TurnOutput
 from . import _audit_log
 from ._audit_log import AuditFilter
 from ._claims import Adopted, Claim, Claims
+from ._retention import Cutoffs, PruneReport, prune_batch
 from ._store_rows import (
     COLUMNS,
     MARKS,
@@ -666,6 +667,11 @@ class JobStore:
             ]
 
         return await self._run(op())
+
+    async def prune(self, cutoffs: Cutoffs, limit: int = 100, *, dry_run: bool = False) -> PruneReport:
+        """Remove up to ``limit`` finished job trees due under ``cutoffs``, in one transaction
+        (dry: count them only); see :mod:`._retention`."""
+        return await self._run(prune_batch(cutoffs, limit, dry_run=dry_run))
 
 
 __all__ = ["Admission", "JobStore", "JobStoreError", "new_job_id"]

@@ -11,7 +11,7 @@ import logging
 import sqlite3
 from pathlib import Path
 
-from airlock.state import SqliteDatabase, returning
+from airlock.state import DatabaseError, SqliteDatabase, returning
 
 from . import _migrate
 from ._store import JobStore
@@ -47,6 +47,9 @@ class _Schema:
         self._path = path
 
     def __call__(self, conn: sqlite3.Connection, fresh: bool) -> None:
+        if fresh:  # pruned rows' pages can be given back (``reclaim``); set before any table
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            conn.execute("VACUUM")
         conn.executescript(SQLITE_SCHEMA)
         version = _migrate.schema_version(conn)
         if version == _migrate.SCHEMA_VERSION:
@@ -86,6 +89,14 @@ class SqliteJobStore(JobStore):
     def path(self) -> Path:
         """The database file."""
         return self._sqlite.path
+
+    async def reclaim(self) -> int:
+        """Give the pages of removed rows back to the file system (a file made before this
+        version keeps them for reuse: switching it needs a full ``VACUUM``); how many."""
+        try:
+            return await self._sqlite.reclaim()
+        except DatabaseError as e:
+            raise JobStoreError(f"job store: {e}") from e
 
     async def _open(self) -> None:
         await self._run(returning(None))  # opens (creates or upgrades) the file

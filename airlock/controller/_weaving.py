@@ -169,3 +169,8 @@ class Weaves:
         """Drop the cached weave of a finished job tree (it is reloaded if needed)."""
         self._weaves.pop(root, None)
         self._locks.pop(root, None)
+
+    async def drop(self, root: str) -> int:
+        """Delete ``root``'s stored records (its job tree was pruned); how many there were."""
+        self.forget(root)
+        return await self.store.drop(root)

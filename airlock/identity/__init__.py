@@ -12,6 +12,7 @@ from airlock.lazy import lazy_names as _lazy_names
 
 from ._errors import InvalidKeyRequest, KeyNotFound, KeyStoreError, Unauthenticated
 from ._principal import DEFAULT_TENANT, Grant, Method, Permission, Principal
+from ._retention import RetentionSettings, TenantRetention, parse_retention
 from ._roles import BUILTIN_ROLES, RoleBook, RoleDefinition, allows
 from ._settings import NAME_PATTERN, AuthSettings, OidcClaims, OidcSettings, TenantQuota, TenantSettings
 
@@ -41,12 +42,15 @@ __all__ = [
     "OidcVerifier",
     "Permission",
     "Principal",
+    "RetentionSettings",
     "RoleBook",
     "RoleDefinition",
     "TenantQuota",
+    "TenantRetention",
     "TenantSettings",
     "Unauthenticated",
     "allows",
+    "parse_retention",
 ]
 
 _WHERE = {

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from airlock.policy.resources import parse_cpu, parse_disk, parse_memory
 
 from ._principal import DEFAULT_TENANT
+from ._retention import TenantRetention
 from ._roles import BUILTIN_ROLES, RoleDefinition
 
 #: Names of tenants, principals and roles: what a person can type and a log can show.
@@ -64,6 +65,8 @@ class TenantSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     quotas: TenantQuota = Field(default_factory=TenantQuota)
+    #: How long the tenant's finished jobs are kept (None: ``retention.finished_jobs``).
+    retention: TenantRetention | None = None
 
 
 class OidcClaims(BaseModel):

@@ -50,6 +50,7 @@ if _typing.TYPE_CHECKING:
         utcnow,
     )
     from ._paths import default_data_dir
+    from ._prune import PruneSummary
     from ._states import ACTIVE_STATES, TERMINAL_STATES, JobState
     from ._tls import (
         TLS_CA_ENV,
@@ -104,6 +105,7 @@ __all__ = [
     "JobState",
     "LogLine",
     "OutcomeStatus",
+    "PruneSummary",
     "QuotaUse",
     "ResumeCause",
     "SandboxActivity",
@@ -153,6 +155,7 @@ _WHERE = {
     "LogLine": "._model",
     "MAX_MESSAGE_BYTES": "._address",
     "OutcomeStatus": "._effects",
+    "PruneSummary": "._prune",
     "RETRYABLE_KINDS": "._errors",
     "ResumeCause": "._model",
     "SandboxActivity": "._model",

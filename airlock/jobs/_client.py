@@ -29,6 +29,7 @@ from . import identity_wire as ji
 from ._address import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
 from ._model import FixedPointRun, Inspection, Job, JobEvent, JobFilter, StoredFile
 from ._paths import default_data_dir
+from ._prune import PruneSummary
 from ._tls import client_tls, open_channel, tls_hint
 from .identity_wire import AuditRecord, CallerInfo, TenantUse
 
@@ -331,6 +332,17 @@ class ControllerClient:
     async def revoke_key(self, key_id: str) -> ApiKeyRecord:
         """Revoke an API key (administrators); its next call is refused."""
         return ji.key_from_proto(await self._call("RevokeKey", cpb.RevokeKeyRequest(id=key_id)))
+
+    async def prune(
+        self, *, older_than_s: float | None = None, tenant: str | None = None, dry_run: bool = False
+    ) -> PruneSummary:
+        """Remove finished jobs (administrators): those finished over ``older_than_s`` seconds
+        ago (None: as the controller's retention says), of ``tenant`` alone (None: every
+        tenant's); ``dry_run``: count them, remove nothing."""
+        request = cpb.PruneJobsRequest(tenant=tenant or "", dry_run=dry_run)
+        if older_than_s is not None:
+            request.older_than.CopyFrom(cv.duration_to_proto(int(older_than_s * 1000)))
+        return PruneSummary.from_proto(await self._call("PruneJobs", request))
 
     async def tenants(self) -> list[TenantUse]:
         """Each visible tenant's use against its quotas."""

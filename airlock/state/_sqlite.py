@@ -167,6 +167,27 @@ class SqliteDatabase(SqliteThread):
     def _connect(self) -> sqlite3.Connection:
         return self._open_once(self._prepare)
 
+    async def reclaim(self) -> int:
+        """Give the file's free pages back to the file system (``PRAGMA incremental_vacuum``, a
+        no-op unless the file was made with ``auto_vacuum = INCREMENTAL``); how many it gave.
+
+        Raises:
+            DatabaseError: the file cannot be opened or written.
+        """
+
+        def work() -> int:
+            conn = self._connect()
+            free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+            conn.executescript("PRAGMA incremental_vacuum;")  # a script steps it to the end
+            return free - int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+        if self._closed:
+            raise DatabaseError(f"SQLite {self._path} is closed")
+        try:
+            return await self._on_thread(work)
+        except (sqlite3.Error, OSError) as e:
+            raise DatabaseError(f"SQLite {self._path}: {type(e).__name__}: {e}") from e
+
     async def transact(self, op: Op[T]) -> T:
         """Run ``op`` in one write transaction on the thread.
 

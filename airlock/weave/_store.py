@@ -70,6 +70,14 @@ class WeaveStore:
                 raise WeaveError(f"weave {root}: the value under key {key} is not a valid record: {e}") from e
         return records
 
+    async def drop(self, root: str) -> int:
+        """Delete every stored record of the weave (retention); returns how many there were."""
+        scope = self.scope(root)
+        keys = await self._store.list(scope, "")
+        for key in keys:
+            await self._store.delete(scope, key)
+        return len(keys)
+
     async def count(self, root: str) -> int:
         """How many records the weave has stored."""
         return len(await self._store.list(self.scope(root), ""))

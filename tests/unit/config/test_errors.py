@@ -62,7 +62,7 @@ def test_unknown_top_level_key(write: Write, one_issue: One) -> None:
     path = write("agent:\n  coder: {}\n")
     assert one_issue(path) == (
         f"{path}:1:1: agent: unknown key 'agent'; "
-        "valid keys: agents, auth, backends, defaults, pool, secrets, version"
+        "valid keys: agents, auth, backends, defaults, pool, retention, secrets, version"
     )
 
 

@@ -55,6 +55,7 @@ NOT_BY_JOB = frozenset(
         "RevokeKey",
         "ListTenants",
         "ListAudit",
+        "PruneJobs",
     }
 )
 
@@ -196,6 +197,7 @@ async def test_a_submitter_sees_and_steers_only_its_own_jobs_of_its_agents(w: Wo
         ("CreateKey", cpb.CreateKeyRequest(name="x", tenant="blue", roles=["admin"])),
         ("ListKeys", cpb.ListKeysRequest()),
         ("RevokeKey", cpb.RevokeKeyRequest(id="ak_000000000000")),
+        ("PruneJobs", cpb.PruneJobsRequest(older_than=wire.duration_to_proto(1), tenant="red")),
     ],
 )
 async def test_only_an_administrator_manages_keys_and_reads_the_controller(
@@ -203,6 +205,7 @@ async def test_only_an_administrator_manages_keys_and_reads_the_controller(
 ) -> None:
     assert _permission(await w.refused("bob", method, request_)) == "controller.admin"
     assert await w.keys.list() == []
+    assert len(await w.service.find()) == 2  # a prune refused removed nothing
 
 
 async def test_every_agent_is_listed_to_any_principal(w: World) -> None:

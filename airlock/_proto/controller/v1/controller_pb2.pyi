@@ -2627,6 +2627,87 @@ class ListAgentsResponse(_message.Message):
 Global___ListAgentsResponse: _TypeAlias = ListAgentsResponse  # noqa: Y015
 
 @_typing.final
+class PruneJobsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OLDER_THAN_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    tenant: _builtins.str
+    """Only this tenant's jobs (empty: every tenant's)."""
+    dry_run: _builtins.bool
+    """Count what would be removed; remove nothing."""
+    @_builtins.property
+    def older_than(self) -> _duration_pb2.Duration:
+        """Remove the jobs finished longer ago than this (absent: as configured; must be positive)."""
+
+    def __init__(
+        self,
+        *,
+        older_than: _duration_pb2.Duration | None = ...,
+        tenant: _builtins.str = ...,
+        dry_run: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_older_than", b"_older_than", "older_than", b"older_than"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_older_than", b"_older_than", "dry_run", b"dry_run", "older_than", b"older_than", "tenant", b"tenant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__older_than: _TypeAlias = _typing.Literal["older_than"]  # noqa: Y015
+    _WhichOneofArgType__older_than: _TypeAlias = _typing.Literal["_older_than", b"_older_than"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__older_than) -> _WhichOneofReturnType__older_than | None: ...
+
+Global___PruneJobsRequest: _TypeAlias = PruneJobsRequest  # noqa: Y015
+
+@_typing.final
+class PruneJobsResponse(_message.Message):
+    """What was removed (or, dry, would be; a dry run counts one batch, see `more`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TREES_FIELD_NUMBER: _builtins.int
+    JOBS_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    CHECKPOINTS_FIELD_NUMBER: _builtins.int
+    SIGNALS_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    MORE_FIELD_NUMBER: _builtins.int
+    trees: _builtins.int
+    """Root jobs removed with their trees."""
+    jobs: _builtins.int
+    """Jobs removed (roots and their children)."""
+    events: _builtins.int
+    files: _builtins.int
+    """Input files and artifacts, and their bytes."""
+    bytes: _builtins.int
+    checkpoints: _builtins.int
+    signals: _builtins.int
+    dry_run: _builtins.bool
+    more: _builtins.bool
+    """A dry run's batch was full: more jobs are due than it counted."""
+    def __init__(
+        self,
+        *,
+        trees: _builtins.int = ...,
+        jobs: _builtins.int = ...,
+        events: _builtins.int = ...,
+        files: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+        checkpoints: _builtins.int = ...,
+        signals: _builtins.int = ...,
+        dry_run: _builtins.bool = ...,
+        more: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "checkpoints", b"checkpoints", "dry_run", b"dry_run", "events", b"events", "files", b"files", "jobs", b"jobs", "more", b"more", "signals", b"signals", "trees", b"trees"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PruneJobsResponse: _TypeAlias = PruneJobsResponse  # noqa: Y015
+
+@_typing.final
 class WhoAmIRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

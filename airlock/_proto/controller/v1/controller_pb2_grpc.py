@@ -159,6 +159,11 @@ class ControllerStub:
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditResponse.FromString,
                 _registered_method=True)
+        self.PruneJobs = channel.unary_unary(
+                '/airlock.controller.v1.Controller/PruneJobs',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PruneJobsRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PruneJobsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -346,6 +351,16 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PruneJobs(self, request, context):
+        """Remove finished jobs now (admin): each root job finished before its cutoff, with its whole
+        tree, events, artifacts, checkpoints and turn records. A job that is not terminal, or a
+        child whose root is not due, is never removed. Without `older_than`, the configured
+        retention (`retention.finished_jobs`, a tenant's own) decides. Audited.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -473,6 +488,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListAudit,
                     request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditResponse.SerializeToString,
+            ),
+            'PruneJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.PruneJobs,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PruneJobsRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PruneJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1150,6 +1170,33 @@ class Controller:
             '/airlock.controller.v1.Controller/ListAudit',
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PruneJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/PruneJobs',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.PruneJobsRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.PruneJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

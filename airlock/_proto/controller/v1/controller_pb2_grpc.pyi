@@ -117,6 +117,12 @@ class ControllerStub:
     """The audit log of state-changing calls (admin: every tenant; viewers: their tenant's),
     newest first.
     """
+    PruneJobs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.PruneJobsRequest, _controller_pb2.PruneJobsResponse]
+    """Remove finished jobs now (admin): each root job finished before its cutoff, with its whole
+    tree, events, artifacts, checkpoints and turn records. A job that is not terminal, or a
+    child whose root is not due, is never removed. Without `older_than`, the configured
+    retention (`retention.finished_jobs`, a tenant's own) decides. Audited.
+    """
 
 @_typing.type_check_only
 class ControllerAsyncStub(ControllerStub):
@@ -183,6 +189,12 @@ class ControllerAsyncStub(ControllerStub):
     ListAudit: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListAuditRequest, _controller_pb2.ListAuditResponse]  # type: ignore[assignment]
     """The audit log of state-changing calls (admin: every tenant; viewers: their tenant's),
     newest first.
+    """
+    PruneJobs: _aio.UnaryUnaryMultiCallable[_controller_pb2.PruneJobsRequest, _controller_pb2.PruneJobsResponse]  # type: ignore[assignment]
+    """Remove finished jobs now (admin): each root job finished before its cutoff, with its whole
+    tree, events, artifacts, checkpoints and turn records. A job that is not terminal, or a
+    child whose root is not due, is never removed. Without `older_than`, the configured
+    retention (`retention.finished_jobs`, a tenant's own) decides. Audited.
     """
 
 class ControllerServicer(metaclass=_abc_1.ABCMeta):
@@ -397,6 +409,18 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_controller_pb2.ListAuditResponse, _abc.Awaitable[_controller_pb2.ListAuditResponse]]:
         """The audit log of state-changing calls (admin: every tenant; viewers: their tenant's),
         newest first.
+        """
+
+    @_abc_1.abstractmethod
+    def PruneJobs(
+        self,
+        request: _controller_pb2.PruneJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.PruneJobsResponse, _abc.Awaitable[_controller_pb2.PruneJobsResponse]]:
+        """Remove finished jobs now (admin): each root job finished before its cutoff, with its whole
+        tree, events, artifacts, checkpoints and turn records. A job that is not terminal, or a
+        child whose root is not due, is never removed. Without `older_than`, the configured
+        retention (`retention.finished_jobs`, a tenant's own) decides. Audited.
         """
 
 def add_ControllerServicer_to_server(servicer: ControllerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
