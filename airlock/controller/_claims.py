@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from airlock.errors import AirlockError
 from airlock.jobs import ACTIVE_STATES, JobState
-from airlock.state import Op, Row, Statement, execute, fetch_all, fetch_one, lock
+from airlock.state import Op, Row, Statement, execute, fetch_all, fetch_one, fetch_one_shared, lock
 
 from ._store_rows import HELD, HELD_ARGS
 
@@ -105,6 +105,9 @@ class Claims:
     def __init__(self, replica: str | None = None) -> None:
         self.replica = replica or new_replica_id()
         self._fences: dict[str, int] = {}
+        #: Jobs this replica lost while its runs of them may still be winding down: their
+        #: writes stay refused until the run lets go (:meth:`release`) or the job is claimed again.
+        self._lost: set[str] = set()
         self._last_key: str | None = None
 
     def holds(self, job_id: str) -> bool:
@@ -118,22 +121,38 @@ class Claims:
     def hold(self, job_id: str, fence: int) -> None:
         """Record a committed claim."""
         self._fences[job_id] = fence
+        self._lost.discard(job_id)
 
     def drop(self, job_ids: Iterable[str]) -> None:
-        """Forget claims (released, or lost)."""
+        """Forget claims (released)."""
         for job_id in job_ids:
             self._fences.pop(job_id, None)
+
+    def lose(self, job_ids: Iterable[str]) -> None:
+        """Forget claims another replica took (or that were revoked): this replica's writes of
+        those jobs are refused until its runs of them let go."""
+        for job_id in job_ids:
+            self._fences.pop(job_id, None)
+            self._lost.add(job_id)
+
+    def lost_here(self, job_id: str) -> bool:
+        """Whether this replica lost ``job_id`` and its run of it has not let go yet."""
+        return job_id in self._lost
 
     # -- operations ----------------------------------------------------------------------------
 
     def check(self, job_id: str) -> Op[None]:
-        """Refuse (:class:`LeaseLost`) a write of a job this replica holds, if it no longer does."""
+        """Refuse (:class:`LeaseLost`) a write of a job this replica holds, if it no longer does
+        (or lost, and its run has not let go yet)."""
+        if job_id in self._lost:
+            raise LeaseLost(job_id, "another replica took it over")
         fence = self._fences.get(job_id)
         if fence is None:
             return
-        row = yield from fetch_one("SELECT claimed_by, fence FROM jobs WHERE id = ?", job_id)
+        # Kept unchanged to the end of the write's transaction: an adoption waits for it.
+        row = yield from fetch_one_shared("SELECT claimed_by, fence FROM jobs WHERE id = ?", job_id)
         if row is None or row[0] != self.replica or int(row[1]) != fence:
-            self._fences.pop(job_id, None)
+            self.lose([job_id])
             why = "claimed by another replica" if row is not None and row[0] else "its claim was revoked"
             raise LeaseLost(job_id, why)
 
@@ -186,8 +205,10 @@ class Claims:
         return int(row[0])
 
     def release(self, job_id: str) -> Op[list[str]]:
-        """Let go of a job and its descendants this replica holds; their ids."""
+        """Let go of a job and its descendants this replica holds (and forget those it lost:
+        its run of them ended); the ids of those it held."""
         tree = yield from fetch_all(_TREE, job_id)
+        self._lost.difference_update(row[0] for row in tree)
         ids = [row[0] for row in tree if row[0] in self._fences]
         for held in ids:
             yield from execute(

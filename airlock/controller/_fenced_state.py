@@ -1,9 +1,11 @@
-"""FencedState: the state store as a job's effects write it, fenced to the replica holding it."""
+"""The state store as a job writes it (its effects, its turn records), fenced to the replica
+holding the job."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from airlock.state import SqlStateStore
 from layer0 import Scope, SearchResult, StateStore
 
 from ._store import JobStore
@@ -13,15 +15,23 @@ _Keys = list[str]
 _Results = list[SearchResult]
 
 
-class FencedState:
-    """``state`` for the effects of ``job_id``: each write or delete first checks that this
-    replica still holds the job (refused with ``LeaseLost`` once another adopted it); reads
-    pass through.
+def fenced_state(state: StateStore, store: JobStore, job_id: str) -> StateStore:
+    """``state`` for writes by ``job_id``: each write or delete is refused (``LeaseLost``)
+    once another replica adopted the job; reads pass through.
 
-    The check and the write are two transactions: a replica paused between them (a few
-    microseconds) could still write once after its lease ran out. Memory writes are idempotent
-    (the adopter writes the same value when it applies the effect again).
+    Where the state and the job tables share a database (PostgreSQL: the replicas' one store),
+    the claim is checked in the write's own transaction, and an adoption waits for it, so a
+    replica that lost the job writes nothing after the adopter took it. Elsewhere (SQLite files:
+    one controller, which no other adopts) the claim is checked just before the write.
     """
+    if isinstance(state, SqlStateStore) and state.database is store.database:
+        return state.guarded(lambda: store.fence(job_id))
+    return CheckedState(state, store, job_id)
+
+
+class CheckedState:
+    """``state`` with ``job_id``'s claim checked before each write or delete (two transactions:
+    for a store no other replica adopts from)."""
 
     def __init__(self, state: StateStore, store: JobStore, job_id: str) -> None:
         self._state = state

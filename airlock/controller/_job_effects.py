@@ -27,7 +27,7 @@ from layer0 import AgentId, Effect, Log, OrchError, StateStore, TurnInput, TurnO
 
 from ._active import ActiveJobs
 from ._effect_ledger import CHILD, JobLedger
-from ._fenced_state import FencedState
+from ._fenced_state import fenced_state
 from ._job_events import JobEvents
 from ._job_records import JobRecords
 from ._orchestrator import JobOrchestrator, SignalDelivery
@@ -116,7 +116,7 @@ class JobEffects:
             await record(line)
 
         executor = EffectExecutor(
-            FencedState(tenant_state(self._state, job.tenant), self._store, job.id),
+            tenant_state(fenced_state(self._state, self._store, job.id), job.tenant),
             orchestrator,
             max_depth=self._settings.max_depth,
             max_follow_ups=self._settings.max_follow_ups,

@@ -86,7 +86,7 @@ class Membership:
         """One renewal: heartbeat, lost claims, dead replicas."""
         if not await self._store.heartbeat():
             held = list(self._store.claims.held())
-            self._store.claims.drop(held)
+            self._store.claims.lose(held)
             _log.error(
                 "replica %s was declared dead by another (its lease ran out): letting go of %d job(s)",
                 self.replica, len(held),

@@ -39,6 +39,7 @@ from layer0 import StateStore, TurnInput
 
 from ._active import ActiveJobs
 from ._adoption import Adoption
+from ._fenced_state import fenced_state
 from ._job_approvals import Approvals
 from ._job_controls import Controls
 from ._job_effects import JobEffects
@@ -102,7 +103,7 @@ class JobService:
         self.state = state
         self.settings = settings or ServiceSettings()
         #: Every job tree's turn records (sealed with ``audit_key``).
-        self.weaves = Weaves(state, audit_key)
+        self.weaves = Weaves(state, audit_key, writer=lambda job_id: fenced_state(state, store, job_id))
         #: Jobs' state changes and events as recorded, and watching them.
         self.events = JobEvents(store)
         #: What this process holds about each job; the other parts below.

@@ -281,9 +281,20 @@ class JobStore:
 
     def _fenced(self, job_id: str, op: Op[T]) -> Op[T]:
         """``op`` on a job, after its lock and this replica's claim (if it holds the job) are checked."""
+        yield from self.fence(job_id)
+        return (yield from op)
+
+    def fence(self, job_id: str) -> Op[None]:
+        """The check every write of a job makes first, in the write's transaction: the job's
+        lock, then (if this replica holds the job) its claim, which cannot change until the
+        transaction ends. Raises ``LeaseLost`` once another replica adopted the job."""
         yield from lock(f"job:{job_id}")
         yield from self.claims.check(job_id)
-        return (yield from op)
+
+    @property
+    def database(self) -> Database:
+        """Where the job tables live (another store's write can share a transaction with them)."""
+        return self._db
 
     async def files(self, job_id: str, kind: Literal["input", "artifact"]) -> list[StoredFile]:
         """The job's input files or artifacts (without their content), in path order."""
@@ -412,11 +423,9 @@ class JobStore:
 
     async def save_started(self, job_id: str, started: Iterable[str]) -> None:
         """Keep which calls of the job's open step started (their checkpoint unchanged)."""
-        await self._run(
-            execute(
-                "UPDATE checkpoints SET started = ? WHERE job_id = ?", json.dumps(sorted(started)), job_id
-            )
-        )
+        started_json = json.dumps(sorted(started))
+        save = execute("UPDATE checkpoints SET started = ? WHERE job_id = ?", started_json, job_id)
+        await self._run(self._fenced(job_id, save))
 
     async def clear_checkpoint(self, job_id: str) -> None:
         """Forget the job's checkpoint (its next execution starts the turn anew)."""
@@ -441,9 +450,12 @@ class JobStore:
     ) -> int:
         """Record a signal for ``workflow``; return how many that workflow has received. With
         ``ledger`` (a tree's root and a key), a signal that key already records is not recorded
-        again (a replayed effect), and the key is recorded with a new one."""
+        again (a replayed effect), and the key is recorded with a new one. A signal a job sends
+        is fenced to the replica holding ``source_job``."""
 
         def op() -> Op[int]:
+            if source_job is not None:
+                yield from self.fence(source_job)
             yield from lock(f"workflow:{workflow}")
             if ledger is not None:
                 seen = yield from fetch_one(
@@ -537,7 +549,7 @@ class JobStore:
 
     async def release(self, job_id: str) -> None:
         """Let go of a job this replica held (its run here ended), with its children."""
-        if self.claims.holds(job_id):
+        if self.claims.holds(job_id) or self.claims.lost_here(job_id):
             self.claims.drop(await self._run(self.claims.release(job_id)))
 
     async def register(self, address: str) -> None:
@@ -551,7 +563,7 @@ class JobStore:
     async def lost_claims(self) -> list[str]:
         """Jobs this replica holds whose claim is no longer its own; forgotten here."""
         lost = await self._run(self.claims.lost())
-        self.claims.drop(lost)
+        self.claims.lose(lost)
         return lost
 
     async def dead_replicas(self, lease_s: float) -> list[str]:

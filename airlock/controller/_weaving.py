@@ -14,6 +14,7 @@ import contextlib
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -89,13 +90,22 @@ class Weaves:
     """The weave of each job tree (by its root job), loaded on first use, appended to in order.
 
     Args:
-        state: the StateStore the records are written through.
+        state: the StateStore the records are read from (and written through, without ``writer``).
         key: the audit key records are sealed with (None: unsealed).
+        writer: the state store as a job writes its records (fenced to the replica holding
+            the job: a replica that lost it appends nothing).
     """
 
-    def __init__(self, state: StateStore, key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        state: StateStore,
+        key: bytes | None = None,
+        *,
+        writer: Callable[[str], StateStore] | None = None,
+    ) -> None:
         self.store = WeaveStore(state)
         self.key = key
+        self._writer = writer
         self._weaves: dict[str, Weave] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -137,7 +147,12 @@ class Weaves:
                 **usage,
             )
             record = weave.record(draft)
-            await self.store.append(root, record, len(weave) - 1)
+            store = self.store if self._writer is None else WeaveStore(self._writer(job))
+            try:
+                await store.append(root, record, len(weave) - 1)
+            except BaseException:
+                self._weaves.pop(root, None)  # it holds a record the store does not: reload
+                raise
             return record
 
     async def tips(self, root: str, *jobs: str) -> tuple[str, ...]:

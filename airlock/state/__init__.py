@@ -10,6 +10,8 @@
   (generators of SQL statements, :mod:`._sql`): each store's logic is written once.
 - ``backup_postgres`` / ``restore_postgres``: a PostgreSQL database's airlock tables (each
   component's ``TableSet``) copied to one SQLite file, and loaded back.
+- ``GuardedState``: a SqlStateStore's writes behind a guard run in their transaction (the
+  controller fences a job's writes to the replica holding it).
 - ``FsStore``: scopes as directories, one JSON file per key, atomic writes.
 
 All three hold JSON values only (anything else raises ``StateError.serialization``),
@@ -20,6 +22,7 @@ query terms found.
 
 from ._backup_file import BackupReader
 from ._fs import FsStore
+from ._guarded_state import Guard, GuardedState
 from ._memory import InMemoryStore
 from ._pg_backup import backup_postgres
 from ._pg_restore import restore_postgres
@@ -34,6 +37,7 @@ from ._sql import (
     execute_many,
     fetch_all,
     fetch_one,
+    fetch_one_shared,
     lock,
     returning,
     run_sqlite,
@@ -50,6 +54,8 @@ __all__ = [
     "Database",
     "DatabaseError",
     "FsStore",
+    "Guard",
+    "GuardedState",
     "InMemoryStore",
     "Lock",
     "Op",
@@ -68,6 +74,7 @@ __all__ = [
     "execute_many",
     "fetch_all",
     "fetch_one",
+    "fetch_one_shared",
     "is_postgres_dsn",
     "lock",
     "redacted",

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from airlock.errors import AirlockError
 
-from ._sql import Lock, Op, Row, execute, fetch_all
+from ._sql import Lock, Op, Row, Statement, execute, fetch_all
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, AsyncCursor
@@ -229,6 +229,12 @@ class PostgresDatabase:
         return await self.transact(op())
 
 
+def _row_locks(step: Statement) -> str:
+    if step.skip_locked:
+        return " FOR UPDATE SKIP LOCKED"
+    return " FOR SHARE" if step.for_share else ""
+
+
 async def drive(conn: AsyncConnection[Any], op: Op[T]) -> T:
     cursor = conn.cursor(row_factory=_row_factory)
     try:
@@ -240,7 +246,7 @@ async def drive(conn: AsyncConnection[Any], op: Op[T]) -> T:
             elif step.many:
                 await cursor.executemany(placeholders(step.sql), step.args)
             elif step.args:
-                sql = placeholders(step.sql) + (" FOR UPDATE SKIP LOCKED" if step.skip_locked else "")
+                sql = placeholders(step.sql) + _row_locks(step)
                 await cursor.execute(sql, step.args)
                 rows = list(await cursor.fetchall()) if cursor.description is not None else []
             else:  # no parameters: sent as written (a migration may hold several statements)

@@ -32,12 +32,15 @@ class Row(Protocol):
 class Statement:
     """One SQL statement and its arguments (``many``: once per argument row). A ``skip_locked``
     query locks the rows it returns and skips those another transaction holds (PostgreSQL's
-    ``FOR UPDATE SKIP LOCKED``; SQLite's write transaction already excludes every other)."""
+    ``FOR UPDATE SKIP LOCKED``); a ``for_share`` query keeps the rows it returns from being
+    changed by another transaction until this one ends, waiting for one changing them now
+    (``FOR SHARE``). SQLite's write transaction already excludes every other."""
 
     sql: str
     args: Sequence[Any] = ()
     many: bool = False
     skip_locked: bool = False
+    for_share: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,13 @@ def fetch_all(sql: str, *args: Any) -> Op[list[Row]]:
 def fetch_one(sql: str, *args: Any) -> Op[Row | None]:
     """The statement's first row (None: no row)."""
     rows = yield Statement(sql, args)
+    return rows[0] if rows else None
+
+
+def fetch_one_shared(sql: str, *args: Any) -> Op[Row | None]:
+    """The statement's first row (None: no row), unchanged by others until the transaction
+    ends (see :class:`Statement`'s ``for_share``)."""
+    rows = yield Statement(sql, args, for_share=True)
     return rows[0] if rows else None
 
 

@@ -13,6 +13,7 @@ from typing import Any, Self, TypeVar
 from layer0 import Scope, SearchResult, StateError
 
 from ._codec import check_key, check_prefix, decode_value, encode_value, scope_text
+from ._guarded_state import Guard, GuardedState
 from ._postgres import DatabaseError
 from ._search import rank
 from ._sql import Database, Op, execute, fetch_all, fetch_one
@@ -113,20 +114,42 @@ class SqlStateStore:
 
     async def write(self, scope: Scope, key: str, value: Any) -> None:
         """Create or overwrite ``key``. Raises ``StateError.serialization`` for non-JSON."""
+        await self.run_write(self.write_op(scope, key, value))
+
+    async def delete(self, scope: Scope, key: str) -> None:
+        """Delete ``key``; a missing key is a no-op."""
+        await self.run_write(self.delete_op(scope, key))
+
+    # -- writes as operations, for a caller that runs them with its own statements -------------
+
+    @property
+    def database(self) -> Database:
+        """Where the table lives (a write can share a transaction with another store's on it)."""
+        return self._db
+
+    def guarded(self, guard: Guard) -> GuardedState:
+        """This store with ``guard()`` (an operation on :attr:`database` that raises to refuse)
+        run before each write and delete, in its transaction."""
+        return GuardedState(self, guard)
+
+    def write_op(self, scope: Scope, key: str, value: Any) -> Op[None]:
+        """:meth:`write` as an operation (its arguments checked now)."""
         s, k, text = scope_text(scope), check_key(key), encode_value(value)
-        op = execute(
+        return execute(
             "INSERT INTO state (scope, key, value) VALUES (?, ?, ?) "
             "ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value",
             s,
             k,
             text,
         )
-        await self._run(op, writing=True)
 
-    async def delete(self, scope: Scope, key: str) -> None:
-        """Delete ``key``; a missing key is a no-op."""
-        s, k = scope_text(scope), check_key(key)
-        await self._run(execute("DELETE FROM state WHERE scope = ? AND key = ?", s, k), writing=True)
+    def delete_op(self, scope: Scope, key: str) -> Op[None]:
+        """:meth:`delete` as an operation (its arguments checked now)."""
+        return execute("DELETE FROM state WHERE scope = ? AND key = ?", scope_text(scope), check_key(key))
+
+    async def run_write(self, op: Op[None]) -> None:
+        """Run a write operation in one transaction (its failure is ``StateError.write_failed``)."""
+        await self._run(op, writing=True)
 
     async def list(self, scope: Scope, prefix: str) -> _Keys:
         """Keys starting with ``prefix`` (all keys for ``""``), in code-point order."""

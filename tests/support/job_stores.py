@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airlock.controller import JobStore, PostgresJobStore, SqliteJobStore
-from airlock.state import PostgresDatabase
+from airlock.state import PostgresDatabase, PostgresStateStore, SqliteStore
+from layer0 import StateStore
 
 ENGINES = ("sqlite", "postgresql")
 
@@ -30,6 +31,22 @@ class StoreSite:
             return
         async with PostgresDatabase(self.where) as db, PostgresJobStore(db) as store:
             yield store
+
+    @contextlib.asynccontextmanager
+    async def open_with_state(self) -> AsyncIterator[tuple[JobStore, StateStore]]:
+        """The job store and the state store as a controller opens them there: the SQLite
+        state file beside the job file, or the same PostgreSQL database."""
+        if self.engine == "sqlite":
+            path = Path(self.where)
+            async with SqliteJobStore(path) as jobs, SqliteStore(path.with_name("state.db")) as state:
+                yield jobs, state
+            return
+        async with (
+            PostgresDatabase(self.where) as db,
+            PostgresJobStore(db) as jobs,
+            PostgresStateStore(db) as state,
+        ):
+            yield jobs, state
 
     async def set_schema_version(self, version: int) -> None:
         """Pretend a newer airlock upgraded the store (its schema version, as recorded)."""
