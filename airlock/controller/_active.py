@@ -108,6 +108,12 @@ class ActiveJobs:
         """Every running job's task, by job id."""
         return {job_id: e.task for job_id, e in self._jobs.items() if e.task is not None}
 
+    def letting_go(self, job_id: str) -> bool:
+        """Whether this replica's run of the job stops writing nothing (another replica holds
+        it, or will: a stop that hands it over)."""
+        entry = self._jobs.get(job_id)
+        return entry is not None and entry.let_go
+
     def stopping(self, job_id: str) -> tuple[JobState, str] | None:
         """Why the job's task is being cancelled, if it is."""
         entry = self._jobs.get(job_id)

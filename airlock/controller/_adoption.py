@@ -114,6 +114,13 @@ class Adoption:
 
         entry.task = asyncio.create_task(replay(), name=f"airlock-effects-{job.id}")
 
+    async def replays_tree(self, job: Job, known: dict[str, Job]) -> bool:
+        """Whether ``job`` is in a tree whose submitted job applies its effects (adopted, it
+        applies the rest of them, reusing its children)."""
+        root_id = await self._root(job, known)
+        root = known.get(root_id) or await self._store.get(root_id)
+        return root is not None and _replays(root)
+
     async def _root(self, job: Job, known: dict[str, Job]) -> str:
         """The id of the submitted job at the top of ``job``'s tree."""
         while job.parent_id is not None:

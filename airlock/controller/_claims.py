@@ -284,6 +284,10 @@ class Claims:
             (Adopted(row[0], int(row[1]), JobState(row[2])) for row in rows), key=lambda a: a.job_id
         )
 
+    def end_lease(self) -> Op[None]:
+        """Mark this replica's lease as long past: every other replica finds it dead."""
+        yield from execute("UPDATE replicas SET heartbeat_at = 0 WHERE id = ?", self.replica)
+
     def leave(self) -> Op[None]:
         """Leave the replicas (a clean stop; whatever it still holds was released)."""
         yield from execute("DELETE FROM replicas WHERE id = ?", self.replica)

@@ -128,8 +128,10 @@ class JobEffects:
         try:
             report = await executor.apply(output, source=AgentId(job.agent), session=job.input.session)
         finally:
-            # Children whose effects were still being applied end with their parent.
-            for child in reversed(orchestrator.pending()):
+            # Children whose effects were still being applied end with their parent (unless
+            # another replica takes the tree over).
+            ending = [] if self._active.letting_go(job.id) else orchestrator.pending()
+            for child in reversed(ending):
                 why, _ = self._active.stopping(job.id) or (JobState.CANCELLED, "")
                 message = f"its parent job {job.id} ended before this job's effects were applied"
                 await self._events.finish(child.id, why, JobError.of(why.value, message))
@@ -259,7 +261,9 @@ class JobEffects:
             if outer is not None and outer.cancelling():
                 parent_state, _ = self._active.stopping(parent.id) or (JobState.CANCELLED, "")
                 entry = self._active.of(child_id)
-                if entry.stopping is None:
+                if self._active.letting_go(parent.id):
+                    entry.let_go = True  # the tree is another replica's: nothing is written
+                elif entry.stopping is None:
                     entry.stopping = (parent_state, f"its parent job {parent.id} was stopped")
                 task.cancel()
                 await asyncio.wait([task])

@@ -63,14 +63,16 @@ class Membership:
         """Start renewing the lease."""
         self._task = asyncio.create_task(self._renew(), name="airlock-membership")
 
-    async def leave(self) -> None:
-        """Stop renewing and leave (the caller released what it held)."""
+    async def leave(self, *, hand_over: bool = False) -> None:
+        """Stop renewing and leave (the caller released what it held). With ``hand_over``, the
+        jobs it still holds are left to the others: its lease is ended, so the next of them to
+        renew adopts them (or the next start, alone on the store)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         with contextlib.suppress(JobStoreError):
-            await self._store.leave()
+            await (self._store.end_lease() if hand_over else self._store.leave())
 
     async def _renew(self) -> None:
         while True:

@@ -101,6 +101,8 @@ class Scheduler:
                 entry.task = task
                 await asyncio.wait([task])
             finally:
+                if task is not None and not task.done():
+                    await asyncio.wait([task])  # a stop cancelled the worker, then the job: it ends first
                 if entry.task is task:
                     entry.task = None
                 self._active.tidy(claimed.job_id)

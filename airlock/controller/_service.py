@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
@@ -239,30 +239,47 @@ class JobService:
     async def stop(self) -> None:
         """Stop: running jobs are cancelled (sandboxes removed); a submitted job whose turn
         can resume (its agent's ``max_resumes`` not spent) is queued again, for any replica (or
-        the next start) to resume from its last checkpoint, any other is marked interrupted;
+        the next start) to resume from its last checkpoint; a job tree applying its effects is
+        handed over as it stands (nothing written: another replica, or the next start, adopts it
+        at once and applies the rest, each effect once); any other job is marked interrupted;
         queued jobs stay queued. The replica then leaves."""
-        tasks = self._active.tasks()  # a cancelled worker forgets its job's task
-        fates = {}
-        for job_id in tasks:
-            job = await self.store.get(job_id)
-            resumable = job is not None and await self._adoption.resumable(job)
-            fates[job_id] = (JobState.QUEUED if resumable else JobState.INTERRUPTED, STOPPED)
+        tasks = self._active.tasks()
+        fates = await self._fates(tasks)
+        handed = {job_id for job_id, fate in fates.items() if fate is None}
+        self.store.claims.lose(handed)  # kept in the store for the adopter; written no more here
         await self.pruner.stop()
         for timer in self._active.take_timers():
             timer.cancel()
         workers = self._scheduler.cancel_workers()
         for job_id, task in tasks.items():
             entry = self._active.of(job_id)
-            if entry.stopping is None:
-                entry.stopping = fates[job_id]
+            fate = fates[job_id]
+            if fate is None:
+                entry.let_go = True
+            elif entry.stopping is None:
+                entry.stopping = fate
             task.cancel()
         pending = [*workers, *tasks.values()]
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         for job_id in list(self.store.claims.held()):
             await self.store.release(job_id)
-        await self._membership.leave()
+        await self._membership.leave(hand_over=bool(handed))
         await self.runner.aclose()
+
+    async def _fates(self, job_ids: Iterable[str]) -> dict[str, tuple[JobState, str] | None]:
+        """What each running job becomes when this replica stops (None: handed over as it is)."""
+        jobs = {job_id: job for job_id in job_ids if (job := await self.store.get(job_id)) is not None}
+        fates: dict[str, tuple[JobState, str] | None] = {}
+        for job_id in job_ids:
+            job = jobs.get(job_id)
+            if job is not None and await self._adoption.replays_tree(job, jobs):
+                fates[job_id] = None
+            elif job is not None and await self._adoption.resumable(job):
+                fates[job_id] = (JobState.QUEUED, STOPPED)
+            else:
+                fates[job_id] = (JobState.INTERRUPTED, STOPPED)
+        return fates
 
     # -- the API -----------------------------------------------------------------------------
 

@@ -582,6 +582,10 @@ class JobStore:
         """Leave the replicas (a clean stop)."""
         await self._run(self.claims.leave())
 
+    async def end_lease(self) -> None:
+        """End this replica's lease now (a stop that leaves its jobs to the others to adopt)."""
+        await self._run(self.claims.end_lease())
+
     # -- reading ---------------------------------------------------------------------------
 
     async def get(self, job_id: str, tenant: str | None = None) -> Job | None:

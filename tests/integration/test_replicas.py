@@ -1,7 +1,8 @@
 """Controller replicas on one PostgreSQL: jobs submitted through any replica run once, and a
 replica killed with -9 (twice) or paused past its lease loses no job: another adopts its jobs
 (its sandboxes gone first) and resumes them from their last checkpoints; watchers move to a
-survivor and see every event once. Real ``airlock serve`` processes, the process backend."""
+survivor and see every event once. Real ``airlock serve`` processes, on the process backend
+(and the Docker backend: containers reaped)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,33 @@ async def _states(client: ControllerClient, ids: list[str]) -> dict[str, JobStat
     return {job_id: (await client.get(job_id)).state for job_id in ids}
 
 
+def _leftovers(backend: str, ids: set[str], docker_client: Any) -> list[str]:
+    """What is left of the sandboxes of ``ids``: processes (pids), or containers (their jobs)."""
+    if backend == "process":
+        return [str(pid) for pid in sandbox_processes(ids)]
+    found = docker_client.api.containers(all=True, filters={"label": "airlock.job"})
+    return [c["Labels"]["airlock.job"] for c in found if c["Labels"]["airlock.job"] in ids]
+
+
 async def test_sixty_jobs_survive_two_replicas_killed(tmp_path: Path, postgres_dsn: str) -> None:
-    config, data = _config(tmp_path, 2.0), tmp_path / "data"
+    await _sixty_jobs(tmp_path, postgres_dsn, _config(tmp_path, 2.0), "process", None)
+
+
+async def test_sixty_docker_jobs_survive_two_replicas_killed(
+    tmp_path: Path, postgres_dsn: str, runner_image: str, docker_client: Any
+) -> None:
+    steps = [tool_step("bash", {"command": "sleep 2; echo done"}, id="t"), text_step("finished")]
+    durability = {"in_flight": "rerun", "max_resumes": 5}
+    config = write_config(tmp_path, {"worker": agent_config(steps, ["bash"], durability=durability)})
+    await _sixty_jobs(tmp_path, postgres_dsn, config, "docker", docker_client)
+
+
+async def _sixty_jobs(
+    tmp_path: Path, postgres_dsn: str, config: Path, backend: str, docker_client: Any
+) -> None:
+    """60 jobs through three replicas; two killed with -9 while they run (a third started
+    between): every job succeeds once, a watcher moves to a survivor, no sandbox is left."""
+    data = tmp_path / "data"
     with replicas() as started:
         # A lease that 9 sandboxes starting at once on 2 cores cannot stall past: this test is
         # about replicas killed, not about one falsely declared dead (the paused-replica test).
@@ -59,11 +85,11 @@ async def test_sixty_jobs_survive_two_replicas_killed(tmp_path: Path, postgres_d
         ids = [(await clients[i % 3].submit("worker", f"job {i}")).id for i in range(60)]
         survivor = clients[2]
 
-        async def some_run_on(replica: ReplicaProcess) -> bool:
+        async def some_run() -> bool:
             running = [j for j in await survivor.find() if j.state is JobState.RUNNING]
             return len(running) >= 3
 
-        await _until("jobs run", lambda: some_run_on(started[0]))
+        await _until("jobs run", some_run)
         # A watcher on the replica about to die follows a running job.
         watched = next(j.id for j in await clients[0].find() if j.state is JobState.RUNNING)
         seen: list[JobEvent] = []
@@ -96,7 +122,7 @@ async def test_sixty_jobs_survive_two_replicas_killed(tmp_path: Path, postgres_d
             assert [e.seq for e in events] == list(range(1, len(events) + 1))
             ends = [e for e in events if e.terminal]
             assert len(ends) == 1, f"{job_id} ended {len(ends)} times"
-        assert sandbox_processes(set(ids)) == [], "no sandbox is left"
+        assert _leftovers(backend, set(ids), docker_client) == [], "no sandbox is left"
         assert [e.seq for e in seen] == list(range(1, len(seen) + 1)), "no gap, no duplicate"
         assert seen[-1].terminal
         for client in clients:
@@ -247,12 +273,14 @@ async def test_pause_step_inspect_signal_and_resume_through_the_other_replica(
             await client.close()
 
 
-async def test_a_replica_killed_while_applying_effects_applies_none_twice(
-    tmp_path: Path, postgres_dsn: str
+@pytest.mark.parametrize("leaving", ["killed", "stopped"])
+async def test_a_replica_leaving_while_applying_effects_applies_none_twice(
+    tmp_path: Path, postgres_dsn: str, leaving: str
 ) -> None:
-    """The replica applying a job's effects dies while the delegate's child runs: another adopts
-    the job and applies the rest once (the memory write and the signal before the delegate are
-    not applied again, the child is reused and resumed, not created twice)."""
+    """The replica applying a job's effects dies (kill -9) or stops (SIGTERM, a rolling update)
+    while the delegate's child runs: another adopts the job and applies the rest once (the
+    memory write and the signal before the delegate are not applied again, the child is reused
+    and resumed, not created twice); a stop hands the job over instead of interrupting it."""
     planner = {
         "provider": {
             "kind": "scripted",
@@ -299,7 +327,11 @@ async def test_a_replica_killed_while_applying_effects_applies_none_twice(
         owner = runs_on(child_id, started)
         assert owner is not None
         assert (await clients[0].get(job.id)).state is JobState.APPLYING_EFFECTS
-        owner.kill()
+        if leaving == "killed":
+            owner.kill()
+        else:
+            owner.stop()
+            assert owner.proc.returncode == 0, owner.log.read_text()
         survivor = clients[1] if owner is started[0] else clients[0]
         done = await survivor.wait(job.id)
         assert done.state is JobState.SUCCEEDED, (done.state, done.error)
@@ -362,8 +394,7 @@ async def test_docker_sandboxes_of_a_killed_replica_are_reaped_and_its_jobs_resu
         ids = [(await clients[i % 2].submit("worker", f"job {i}")).id for i in range(8)]
 
         def containers() -> list[str]:
-            found = docker_client.api.containers(all=True, filters={"label": "airlock.job"})
-            return [c["Labels"]["airlock.job"] for c in found if c["Labels"]["airlock.job"] in ids]
+            return _leftovers("docker", set(ids), docker_client)
 
         async def running() -> bool:
             return len(containers()) >= 4
