@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airlock.controller import JobStore, PostgresJobStore, SqliteJobStore
-from airlock.state import PostgresDatabase, PostgresStateStore, SqliteStore
+from airlock.state import Op, PostgresDatabase, PostgresStateStore, SqliteStore, fetch_one
 from layer0 import StateStore
 
 ENGINES = ("sqlite", "postgresql")
@@ -58,3 +58,14 @@ class StoreSite:
 
         async with await psycopg.AsyncConnection.connect(self.where, autocommit=True) as conn:
             await conn.execute("UPDATE airlock_schema SET version = %s WHERE component = 'jobs'", (version,))
+
+
+async def count_rows(store: JobStore, table: str) -> int:
+    """How many rows ``store``'s ``table`` holds."""
+
+    def op() -> Op[int]:
+        row = yield from fetch_one(f"SELECT COUNT(*) FROM {table}")
+        assert row is not None
+        return int(row[0])
+
+    return await store.run(op())

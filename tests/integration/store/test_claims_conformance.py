@@ -4,21 +4,13 @@ one job per session at a time, no job claimed twice, fencing after adoption or r
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
 from airlock.controller import Claims, JobStore, LeaseLost
 from airlock.jobs import JobError, JobState, LogLine
 from layer0 import LogLevel, SessionId, TurnInput
-from tests.support.job_stores import ENGINES, StoreSite
-
-
-@pytest.fixture(params=ENGINES)
-def site(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSite:
-    if request.param == "sqlite":
-        return StoreSite("sqlite", str(tmp_path / "jobs.db"))
-    return StoreSite("postgresql", request.getfixturevalue("postgres_dsn"))
+from tests.support.job_stores import StoreSite
 
 
 def _input(text: str = "hi", session: str | None = None) -> TurnInput:

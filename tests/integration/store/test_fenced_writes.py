@@ -5,7 +5,6 @@ PostgreSQL the claim is checked in the write's own transaction, and an adoption 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 
@@ -16,16 +15,9 @@ from airlock.jobs import JobState
 from airlock.state import GuardedState, Op, SqlStateStore, Statement
 from airlock.weave import RecordType, verify
 from layer0 import Scope, StateStore, TurnInput
-from tests.support.job_stores import ENGINES, StoreSite
+from tests.support.job_stores import StoreSite
 
 SCOPE = Scope.custom("memory")
-
-
-@pytest.fixture(params=ENGINES)
-def site(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSite:
-    if request.param == "sqlite":
-        return StoreSite("sqlite", str(tmp_path / "jobs.db"))
-    return StoreSite("postgresql", request.getfixturevalue("postgres_dsn"))
 
 
 async def _running(store: JobStore) -> str:

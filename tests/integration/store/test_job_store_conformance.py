@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
@@ -15,14 +14,7 @@ from airlock.controller import JobStoreError
 from airlock.jobs import AuditRecord, JobError, JobFilter, JobState, LogLine, StateChanged, utcnow
 from airlock.state import Op, fetch_one
 from layer0 import Content, ExitReason, LogLevel, SessionId, TurnInput, TurnMetadata, TurnOutput
-from tests.support.job_stores import ENGINES, StoreSite
-
-
-@pytest.fixture(params=ENGINES)
-def site(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSite:
-    if request.param == "sqlite":
-        return StoreSite("sqlite", str(tmp_path / "jobs.db"))
-    return StoreSite("postgresql", request.getfixturevalue("postgres_dsn"))
+from tests.support.job_stores import StoreSite
 
 
 def _output(text: str, reason: ExitReason | None = None, cost: str = "0") -> TurnOutput:

@@ -7,31 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from airlock.controller import Cutoffs, JobStore
 from airlock.jobs import AuditRecord, JobState, utcnow
-from airlock.state import Op, fetch_one
 from layer0 import TurnInput
-from tests.support.job_stores import ENGINES, StoreSite
-
-
-@pytest.fixture(params=ENGINES)
-def site(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSite:
-    if request.param == "sqlite":
-        return StoreSite("sqlite", str(tmp_path / "jobs.db"))
-    return StoreSite("postgresql", request.getfixturevalue("postgres_dsn"))
-
-
-async def _rows(store: JobStore, table: str) -> int:
-    def op() -> Op[int]:
-        row = yield from fetch_one(f"SELECT COUNT(*) FROM {table}")
-        assert row is not None
-        return int(row[0])
-
-    return await store._run(op())
+from tests.support.job_stores import StoreSite, count_rows
 
 
 async def _finished(
@@ -88,7 +70,7 @@ async def test_a_due_tree_goes_whole_and_nothing_else(site: StoreSite) -> None:
         for kept in (busy_root, busy_child.id, running.id, late):
             assert await store.get(kept) is not None
         assert await store.signals("wf-1") == [] and len(await store.signals("wf-2")) == 1
-        assert await _rows(store, "jobs") == 4 and await _rows(store, "job_files") == 2
+        assert await count_rows(store, "jobs") == 4 and await count_rows(store, "job_files") == 2
 
 
 async def test_each_tenant_has_its_own_cutoff_and_one_may_be_pruned_alone(site: StoreSite) -> None:
@@ -102,7 +84,7 @@ async def test_each_tenant_has_its_own_cutoff_and_one_may_be_pruned_alone(site: 
         assert only_globex.roots == [globex]
         rest = await store.prune(Cutoffs(default=cutoff, tenants=forever))
         assert sorted(rest.roots) == sorted([initech, other])
-        assert await store.get(acme) is not None and await _rows(store, "jobs") == 1
+        assert await store.get(acme) is not None and await count_rows(store, "jobs") == 1
         assert (
             await store.prune(Cutoffs(default=None, tenants={"acme": cutoff - timedelta(days=1)}))
         ).roots == []
@@ -115,14 +97,14 @@ async def test_batches_are_bounded_and_a_dry_run_removes_nothing(site: StoreSite
 
         dry = await store.prune(Cutoffs(default=cutoff), 10, dry_run=True)
         assert sorted(dry.roots) == sorted(roots) and dry.jobs == 5 and dry.bytes == 500
-        assert await _rows(store, "jobs") == 5 and await _rows(store, "events") == 15
+        assert await count_rows(store, "jobs") == 5 and await count_rows(store, "events") == 15
 
         first = await store.prune(Cutoffs(default=cutoff), 2)
         assert first.roots == roots[:2] and first.more  # oldest first
         second = await store.prune(Cutoffs(default=cutoff), 2)
         third = await store.prune(Cutoffs(default=cutoff), 2)
         assert second.roots == roots[2:4] and third.roots == roots[4:] and not third.more
-        assert await _rows(store, "jobs") == 0 and await _rows(store, "events") == 0
+        assert await count_rows(store, "jobs") == 0 and await count_rows(store, "events") == 0
         with pytest.raises(ValueError, match="at least one"):
             await store.prune(Cutoffs(default=cutoff), 0)
 
@@ -139,6 +121,6 @@ async def test_old_audit_records_go_only_when_asked(site: StoreSite) -> None:
         )
 
         assert (await store.prune(Cutoffs(default=cutoff))).audit == 0
-        assert await _rows(store, "audit") == 4
+        assert await count_rows(store, "audit") == 4
         assert (await store.prune(Cutoffs(default=None, audit=cutoff))).audit == 3
-        assert await _rows(store, "audit") == 1
+        assert await count_rows(store, "audit") == 1

@@ -15,10 +15,10 @@ from airlock.controller import JobStore, Pruner
 from airlock.controller._weaving import Weaves
 from airlock.identity import AuthSettings, RetentionSettings
 from airlock.jobs import JobState, LogLine
-from airlock.state import InMemoryStore, Op, fetch_one
+from airlock.state import InMemoryStore
 from airlock.weave import WeaveStore
 from layer0 import LogLevel, TurnInput
-from tests.support.job_stores import ENGINES, StoreSite
+from tests.support.job_stores import StoreSite, count_rows
 
 JOBS_PER_HOUR = 2
 DAYS = 7
@@ -35,22 +35,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@pytest.fixture(params=ENGINES)
-def site(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSite:
-    if request.param == "sqlite":
-        return StoreSite("sqlite", str(tmp_path / "jobs.db"))
-    return StoreSite("postgresql", request.getfixturevalue("postgres_dsn"))
-
-
-async def _rows(store: JobStore, table: str) -> int:
-    def op() -> Op[int]:
-        row = yield from fetch_one(f"SELECT COUNT(*) FROM {table}")
-        assert row is not None
-        return int(row[0])
-
-    return await store._run(op())
 
 
 def _pages(path: str) -> int:
@@ -80,7 +64,7 @@ class Week:
             self.clock.now = hour + timedelta(hours=1)
             if self.pruner is not None:
                 await self.pruner.once()
-            self.kept.append(await _rows(self.store, "jobs"))
+            self.kept.append(await count_rows(self.store, "jobs"))
 
     async def _hour(self) -> None:
         store, clock = self.store, self.clock
@@ -110,8 +94,8 @@ async def test_a_week_pruned_hourly_stays_bounded(
         pages_after_two_days = _pages(site.where) if site.engine == "sqlite" else 0
         await week.run(DAYS - 2)
         assert max(week.kept) <= BOUND and week.kept[-1] >= 24 * JOBS_PER_HOUR
-        assert await _rows(store, "events") <= BOUND * 6
-        assert await _rows(store, "job_files") <= BOUND
+        assert await count_rows(store, "events") <= BOUND * 6
+        assert await count_rows(store, "job_files") <= BOUND
         assert await week.weaves_kept() == week.kept[-1]  # the pruned trees' weaves are gone too
     if site.engine != "sqlite":
         return
