@@ -10,7 +10,6 @@ interrupted. Then the adopted jobs are released for any replica's workers.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -25,8 +24,6 @@ from ._store import JobStore
 
 if TYPE_CHECKING:
     from ._execute import AgentRunner
-
-_log = logging.getLogger("airlock.jobs")
 
 
 class Adoption:

@@ -83,7 +83,8 @@ class ControlRelay:
         """Have ``owner`` run ``call`` on ``job_id``; its result.
 
         Raises:
-            JobNotAwaiting: the owner refused, or did not answer in time.
+            JobNotAwaiting: the owner refused, did not answer in time, or let the job go
+                unanswered (it stopped, or was found dead and its jobs adopted: ask again).
             JobNotFound: the owner no longer knows the job.
         """
         row = await self._store.run(
@@ -112,9 +113,18 @@ class ControlRelay:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(min(left, self._poll_s)):
                         await self._answered.wait()
+                await self._still_held(owner, job_id, call, n)
         finally:
             await self._store.run(execute("DELETE FROM controls WHERE n = ?", n))
         return _result(answer)
+
+    async def _still_held(self, owner: str, job_id: str, call: str, n: int) -> None:
+        """Raise ``JobNotAwaiting`` when ``owner`` let ``job_id`` go without answering call ``n``."""
+        if await self._answer(n) is None and await self.owner(job_id) != owner:
+            raise JobNotAwaiting(
+                f"job {job_id} left controller replica {owner} before it answered {call} (the "
+                "replica stopped, or was found dead and another took its jobs over): try again"
+            )
 
     async def _answer(self, n: int) -> str | None:
         row = await self._store.run(fetch_one("SELECT answer FROM controls WHERE n = ?", n))

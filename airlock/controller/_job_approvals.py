@@ -36,7 +36,8 @@ class Approvals:
         events: the job record.
         records: the tree's records (each request and decision is one).
         active: each job's agent (its approval policy), timer and in-place wait.
-        requeue: queues a submitted job whose wait was decided (it resumes from its checkpoint).
+        wake: wakes the workers once a submitted job whose wait was decided is queued again (it
+            resumes from its checkpoint).
     """
 
     def __init__(
@@ -44,13 +45,13 @@ class Approvals:
         events: JobEvents,
         records: JobRecords,
         active: ActiveJobs,
-        requeue: Callable[[Job], Awaitable[None]],
+        wake: Callable[[], Awaitable[None]],
     ) -> None:
         self._events = events
         self._store = events.store
         self._records = records
         self._active = active
-        self._requeue = requeue
+        self._wake = wake
 
     async def await_approval(self, job: Job, suspended: SuspendedForApproval) -> bool:
         """Record that ``job`` waits for approval of ``suspended``'s calls; True when the policy
@@ -182,7 +183,7 @@ class Approvals:
             resumed=True,
         )
         if requeued is not None:
-            await self._requeue(requeued)
+            await self._wake()
 
     def _drop_timer(self, job_id: str) -> None:
         """Forget the job's approval timer, cancelled unless it is the caller."""

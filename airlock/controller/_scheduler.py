@@ -10,8 +10,6 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from airlock.jobs import Job
-
 from ._active import ActiveJobs
 from ._claims import Claim
 from ._store_rows import JobStoreError
@@ -67,7 +65,7 @@ class Scheduler:
             worker.cancel()
         return workers
 
-    async def push(self, job: Job | None = None) -> None:
+    async def push(self) -> None:
         """Wake the workers: a job was queued (here, or in another replica)."""
         self._pushes += 1
         self._wake.set()

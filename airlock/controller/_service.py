@@ -389,7 +389,7 @@ class JobService:
         self.events.notify(event)
         entry = self._active.of(job.id)
         entry.agent, entry.awaited = config, awaited
-        await self._scheduler.push(job)
+        await self._scheduler.push()
         return job
 
     async def get(self, job_id: str, tenant: str | None = None) -> Job:

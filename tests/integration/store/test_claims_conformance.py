@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from airlock.controller import Claims, JobStore, LeaseLost
+from airlock.controller import Claims, JobNotAwaiting, JobStore, LeaseLost
+from airlock.controller._control_relay import ControlRelay
 from airlock.jobs import JobError, JobState, LogLine
 from layer0 import LogLevel, SessionId, TurnInput
 from tests.support.job_stores import StoreSite
@@ -133,3 +134,22 @@ async def test_claims_live_in_the_store_and_only_a_dead_replicas_are_adopted(sit
 
 def test_claims_need_a_replica_id() -> None:
     assert Claims("r1").replica == "r1" and Claims().replica != Claims().replica
+
+
+async def test_a_relayed_control_call_stops_waiting_once_its_owner_let_the_job_go(site: StoreSite) -> None:
+    """A control call relayed to the replica holding a job, which dies before answering: the
+    asker learns so when another replica adopts the job, not at its (long) timeout."""
+    async with site.open() as one, site.open() as two:
+        await one.register("one")
+        job_id = await _submit(one, "q")
+        await one.claim()
+        await one.transition(job_id, JobState.RUNNING)
+        relay = ControlRelay(two, {}, timeout_s=3600, poll_s=0.05)
+        asked = asyncio.create_task(relay.ask(one.claims.replica, job_id, "pause", {}))
+        await asyncio.sleep(0.2)
+        assert not asked.done(), "it waits while the owner holds the job"
+        await two.register("two")
+        dead = await two.dead_replicas(lease_s=0.01)
+        await two.adopt(dead)
+        with pytest.raises(JobNotAwaiting, match="before it answered pause"):
+            await asked
