@@ -7,10 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +16,9 @@ from typing import Any
 from airlock.jobs import ControllerClient, Job, JobState
 from airlock.testing import text_step, tool_step
 from bench._common import pct
+from tests.support.replicas import ReplicaProcess as Replica
 
 AGENT = "bench-replica"
-AIRLOCK = [sys.executable, "-m", "airlock.cli"]
 
 
 def write_config(where: Path, sleep_s: float | None = None) -> Path:
@@ -43,52 +40,14 @@ def write_config(where: Path, sleep_s: float | None = None) -> Path:
     return path
 
 
-class Replica:
-    """One ``airlock serve --json`` process (``dsn`` None: SQLite in ``data_dir``)."""
-
-    def __init__(
-        self, config: Path, data_dir: Path, dsn: str | None, concurrency: int, lease_s: float
-    ) -> None:
-        self.log = data_dir.parent / f"replica-{time.monotonic_ns()}.log"
-        command = [*AIRLOCK, "serve", "-c", str(config), "--data-dir", str(data_dir), "--json"]
-        command += ["--address", "127.0.0.1:0", "--concurrency", str(concurrency), "--lease", str(lease_s)]
-        env = {k: v for k, v in os.environ.items() if k != "AIRLOCK_STORE"}
-        if dsn is not None:
-            env["AIRLOCK_STORE"] = dsn
-        with self.log.open("w") as err:
-            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait(10)
-            raise RuntimeError(f"replica did not start: {self.log.read_text()[-2000:]}")
-        self.address: str = json.loads(line)["address"]
-        self.token = (data_dir / "token").read_text().strip()
-
-    def client(self) -> ControllerClient:
-        return ControllerClient(self.address, self.token)
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
 async def start(
     n: int, config: Path, data: Path, dsn: str | None, concurrency: int, lease_s: float
 ) -> list[Replica]:
     """``n`` replicas sharing ``data`` (token, audit key) and the store, started one after another."""
     started: list[Replica] = []
+    extra = ("--concurrency", str(concurrency))
     for _ in range(n):
-        started.append(await asyncio.to_thread(Replica, config, data, dsn, concurrency, lease_s))
+        started.append(await asyncio.to_thread(Replica, config, data, dsn, *extra, lease_s=lease_s))
     return started
 
 

@@ -1,5 +1,6 @@
 """Controller replicas as real processes (``airlock serve --store postgresql://…``) sharing one
-PostgreSQL database and one data directory (its token and audit key), for the failover tests."""
+PostgreSQL database and one data directory (its token and audit key), for the failover tests
+and ``bench/replicas.py`` (which also starts one on SQLite)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,15 @@ AIRLOCK = [sys.executable, "-m", "airlock.cli"]
 class ReplicaProcess:
     """One ``airlock serve`` replica: its process, address, replica id and a client factory."""
 
-    def __init__(self, config: Path, data_dir: Path, dsn: str, *extra: str, lease_s: float = 3.0) -> None:
+    def __init__(
+        self, config: Path, data_dir: Path, dsn: str | None, *extra: str, lease_s: float = 3.0
+    ) -> None:
         self.log = data_dir.parent / f"replica-{time.monotonic_ns()}.log"
         command = [*AIRLOCK, "serve", "-c", str(config), "--data-dir", str(data_dir), "--json"]
         command += ["--address", "127.0.0.1:0", "--lease", str(lease_s), *extra]
-        env = {**os.environ, "AIRLOCK_STORE": dsn}
+        env = {k: v for k, v in os.environ.items() if k != "AIRLOCK_STORE"}  # None: SQLite in data_dir
+        if dsn is not None:
+            env["AIRLOCK_STORE"] = dsn
         with self.log.open("w") as err:
             self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         assert self.proc.stdout is not None
