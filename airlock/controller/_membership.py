@@ -1,10 +1,10 @@
 """Membership: this controller among the replicas sharing its store.
 
 It joins (adopting the jobs of replicas that died, and of a controller that stopped before
-this one started), renews its lease every third of it, lets go of the jobs it no longer
-holds (adopted by another replica while this one was paused or cut off, or cancelled through
-another replica), and adopts the jobs of any replica whose lease ran out. With one SQLite
-file there is one controller: every other replica recorded is dead at once.
+this one started), renews its lease every third of it, lets go of the jobs it no longer holds
+(adopted by another replica while this one was paused or cut off, or cancelled through another
+replica), and looks every second for replicas whose lease ran out, adopting their jobs. With one
+SQLite file there is one controller: every other replica recorded is dead at once.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from ._claims import Adopted
@@ -19,6 +20,10 @@ from ._store import JobStore
 from ._store_rows import JobStoreError
 
 _log = logging.getLogger("airlock.controller")
+
+#: How often a replica looks for others whose lease ran out (a third of the lease if shorter),
+#: so a dead replica's jobs are adopted within about this of its lease's end.
+WATCH_S = 1.0
 
 #: Receives the jobs adopted and the replicas they were adopted from (none: an earlier
 #: controller's, found at start).
@@ -75,10 +80,17 @@ class Membership:
             await (self._store.end_lease() if hand_over else self._store.leave())
 
     async def _renew(self) -> None:
+        renew_every = self.lease_s / 3
+        renewed = time.monotonic()
         while True:
-            await asyncio.sleep(self.lease_s / 3)
+            await asyncio.sleep(min(renew_every, WATCH_S))
+            renewing = time.monotonic() - renewed >= renew_every * 0.99
             try:
-                await self.tick()
+                if renewing:
+                    renewed = time.monotonic()
+                    await self.tick()
+                else:
+                    await self.watch()
             except JobStoreError as e:
                 _log.warning("replica %s: cannot renew its lease: %s", self.replica, e)
             except Exception:
@@ -99,6 +111,10 @@ class Membership:
         if lost:
             _log.warning("replica %s no longer holds %s: letting go", self.replica, ", ".join(lost))
             self._let_go(lost)
+        await self.watch()
+
+    async def watch(self) -> None:
+        """Adopt the jobs of every other replica whose lease ran out."""
         dead = await self._store.dead_replicas(self.lease_s)
         if dead:
             adopted = await self._store.adopt(dead)
