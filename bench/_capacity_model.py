@@ -54,16 +54,18 @@ class Measured:
     cpu_per_running: float
     rss_mib_per_running: float
     rss_mib_base: float
-    #: An idle replica's background: API requests/s and store commits/s.
+    #: A replica's own API requests/s (its owner Lease, the reaper's sweeps).
     replica_requests_s: float = 0.0
-    replica_commits_s: float = 0.0
+    #: Store commits/s of one idle worker (each polls for a claim every second).
+    idle_worker_commits_s: float = 0.0
 
 
 @dataclass(frozen=True)
 class Scenario:
     """N sandboxes at once, each job holding its sandbox ``job_s`` seconds on average; a burst
     starts ``burst`` of them within ``burst_s``; a controller pod has ``pod_cpu`` cores and
-    ``pod_mib`` MiB, run at ``headroom`` of either."""
+    ``pod_mib`` MiB, run at ``headroom`` of either; ``idle_workers``: the workers beyond those
+    running (a fraction of ``concurrent``: the replicas' spare ``--concurrency``)."""
 
     concurrent: int
     job_s: float = 300.0
@@ -72,6 +74,7 @@ class Scenario:
     pod_mib: float = 512.0
     headroom: float = 0.7
     pods_per_sandbox: float = 1.0
+    idle_workers: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,8 @@ def needs(m: Measured, s: Scenario, latency_s: float = 0.05) -> Needs:
     etcd = (
         s.concurrent * m.bytes_per_sandbox + starts * 3600 * EVENTS_PER_POD * s.pods_per_sandbox * EVENT_BYTES
     )
-    tx = starts * m.commits_per_job + s.concurrent * m.commits_per_running_s + replicas * m.replica_commits_s
+    idle = s.concurrent * s.idle_workers * m.idle_worker_commits_s
+    tx = starts * m.commits_per_job + s.concurrent * m.commits_per_running_s + idle
     found = Needs(
         s, starts, api, starts * mut, burst, burst_mut, pods, objects, etcd, tx,
         starts * m.rows_per_job, starts * 86400 * m.rows_kept_per_job, cpu, mib_needed, replicas,

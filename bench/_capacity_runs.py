@@ -171,7 +171,7 @@ async def run_case(
     *,
     pool: int = 0,
     egress: bool = False,
-    idle_s: float = 15.0,
+    idle_s: float = 20.0,
 ) -> Case:
     """``jobs`` one-turn jobs (a bash ``sleep 1``) through a controller of ``--concurrency 8``:
     the idle background first (after a warm pool filled), then the batch up to when every
@@ -181,7 +181,7 @@ async def run_case(
     async with controller(api, config, where / name / "data", dsn, 8) as (client, meter):
         if pool:
             await until("the warm pool filled", lambda: _pool_ready(api) >= pool, 180)
-        await asyncio.sleep(3.0)
+        await asyncio.sleep(10.0)  # past the start's own writes
         case.idle = await idle(meter, idle_s)
         await meter.mark()
         submitted = await asyncio.gather(*(client.submit(cc.AGENT, f"job {i}") for i in range(jobs)))
@@ -240,7 +240,7 @@ async def run_load(
     top = max(levels)
     config = cc.write_config(where / "load", kubeconfig, sleep_s=600.0)
     async with controller(api, config, where / "load" / "data", dsn, top) as (client, meter):
-        await asyncio.sleep(3.0)
+        await asyncio.sleep(10.0)  # past the start's own writes
         load.idle = await idle(meter, window_s)
         ids: list[str] = []
         try:

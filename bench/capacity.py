@@ -106,8 +106,13 @@ async def measure(jobs: int, levels: tuple[int, ...], window_s: float) -> Result
 
 
 def per_job(case: cr.Case) -> dict[str, float]:
-    """A job's own requests by "verb resource" (the per-controller ones left out)."""
-    return {f"{v} {r}": n for (v, r), n in case.per_job().items() if r.split("/")[0] not in PER_REPLICA}
+    """A job's own requests by "verb resource" (the per-controller ones left out: its Lease, and
+    the reaper's sweeps, the only lists)."""
+    return {
+        f"{v} {r}": n
+        for (v, r), n in case.per_job().items()
+        if r.split("/")[0] not in PER_REPLICA and v != "list"
+    }
 
 
 def plateau_rates(load: cr.Load) -> dict[str, float]:
@@ -125,10 +130,12 @@ def plateau_rates(load: cr.Load) -> dict[str, float]:
         "commits_per_running_s": max(
             0.0, (w.store.commits / w.seconds - idle.store.commits / idle.seconds) / k
         ),
-        "replica_commits_s": idle.store.commits / idle.seconds,
+        # The idle controller's commits are its idle workers' claim polls (--concurrency: the top level).
+        "idle_worker_commits_s": idle.store.commits / idle.seconds / k,
         "cpu_per_running": max(0.0, (w.cpu_s / w.seconds - idle.cpu_s / idle.seconds) / k),
         "rss_mib_per_running": rss_slope,
-        "rss_mib_base": idle.rss_mib,
+        # A replica's RSS once it ran a sandbox (the first one loads the Kubernetes client).
+        "rss_mib_base": max(idle.rss_mib, low.window.rss_mib - low.running * rss_slope),
     }
 
 
@@ -222,6 +229,12 @@ def model_tables(r: Results) -> str:
     return model.markdown({c.name: measured(c, r.load) for c in r.cases if c.ok})
 
 
+def tables_of(path: Path) -> str:
+    """The model's tables again from a results file's measured figures (no new run)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return model.markdown({name: model.Measured(**m) for name, m in doc["load"]["measured"].items()})
+
+
 def as_json(r: Results) -> dict[str, Any]:
     def window(w: cr.Window | None) -> dict[str, Any] | None:
         if w is None:
@@ -257,7 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=0, help="jobs per case (default 70; --quick 7)")
     parser.add_argument("--quick", action="store_true", help="7 jobs per case, load levels 2 and 6")
     parser.add_argument("--json", type=Path, default=RESULTS / "capacity.json", help="where the results go")
+    parser.add_argument("--tables", type=Path, help="print the model's tables of this results file, no run")
     args = parser.parse_args(argv)
+    if args.tables:
+        print(tables_of(args.tables))
+        return 0
     levels, window_s = ((2, 6), 10.0) if args.quick else ((10, 30), 20.0)
     results = asyncio.run(measure(args.jobs or (7 if args.quick else 70), levels, window_s))
     print(report(results))
