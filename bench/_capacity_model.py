@@ -169,7 +169,7 @@ def limits(n: Needs, latency_s: float) -> list[Limit]:
         ),
         Limit("pods per cluster", n.pods, PODS_PER_CLUSTER),
         Limit("nodes (at 110 pods/node)", nodes, NODES_PER_CLUSTER),
-        Limit("etcd bytes (8 GiB quota)", n.etcd_bytes, ETCD_QUOTA_BYTES),
+        Limit("etcd MiB (8 GiB quota)", n.etcd_bytes / 2**20, ETCD_QUOTA_BYTES / 2**20),
         Limit("store commits/s (one PostgreSQL, 2 cores)", n.store_tx_s, STORE_COMMITS_S),
     ]
 

@@ -3,7 +3,9 @@ computed by hand, and how ``bench/capacity.py`` names a stand-in request (verb, 
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +93,13 @@ def test_requests_are_named_as_the_authorizer_names_them(
     method: str, path: str, key: tuple[str, str]
 ) -> None:
     assert classify(method, path) == key
+
+
+def test_the_docs_tables_are_the_stored_run_through_the_model() -> None:
+    """docs/capacity.md shows what the model makes of bench/results/capacity.json, line for line."""
+    root = Path(__file__).resolve().parents[2]
+    doc = json.loads((root / "bench" / "results" / "capacity.json").read_text(encoding="utf-8"))
+    measured = {name: model.Measured(**m) for name, m in doc["load"]["measured"].items()}
+    text = (root / "docs" / "capacity.md").read_text(encoding="utf-8")
+    missing = [line for line in model.markdown(measured).splitlines() if line and line not in text]
+    assert missing == []
