@@ -226,9 +226,9 @@ def markdown(
     measured: dict[str, Measured], sizes: tuple[int, ...] = (1_000, 10_000), **scenario: float
 ) -> str:
     """The doc's two tables for each measured case at each size."""
-    rows = []
+    rows: list[tuple[str, Needs]] = []
     for label, m in measured.items():
         pods = m.objects_per_sandbox.get("pods", 1.0)
         for size in sizes:
-            rows.append((label, needs(m, Scenario(size, pods_per_sandbox=pods, **scenario))))  # type: ignore[arg-type]
+            rows.append((label, needs(m, Scenario(size, pods_per_sandbox=pods, **scenario))))
     return "\n".join([*needs_table(rows), "", *limits_table(rows)])

@@ -191,9 +191,11 @@ def store_lines(cases: list[cr.Case]) -> list[str]:
 
 def load_lines(load: cr.Load) -> list[str]:
     lines = [f"{'running':>8}{'window':>8}{'CPU s/s':>9}{'RSS MiB':>9}{'requests':>9}{'commits':>9}  objects"]
-    rows = ([(0, load.idle, {})] if load.idle else []) + [
-        (p.running, p.window, p.objects) for p in load.plateaus
-    ]
+    none: dict[str, tuple[int, int]] = {}
+    rows: list[tuple[int, cr.Window | None, dict[str, tuple[int, int]]]] = (
+        [(0, load.idle, none)] if load.idle else []
+    )
+    rows += [(p.running, p.window, p.objects) for p in load.plateaus]
     for k, w, objects in rows:
         assert w is not None
         kinds = ", ".join(f"{kind} {n} ({b / n / 1024:.1f} KiB each)" for kind, (n, b) in objects.items())
