@@ -96,9 +96,9 @@ def test_requests_are_named_as_the_authorizer_names_them(
 
 
 def test_the_docs_tables_are_the_stored_run_through_the_model() -> None:
-    """docs/capacity.md shows what the model makes of bench/results/capacity.json, line for line."""
+    """docs/capacity.md shows what the model makes of its run (docs/capacity.json), line for line."""
     root = Path(__file__).resolve().parents[2]
-    doc = json.loads((root / "bench" / "results" / "capacity.json").read_text(encoding="utf-8"))
+    doc = json.loads((root / "docs" / "capacity.json").read_text(encoding="utf-8"))
     measured = {name: model.Measured(**m) for name, m in doc["load"]["measured"].items()}
     text = (root / "docs" / "capacity.md").read_text(encoding="utf-8")
     missing = [line for line in model.markdown(measured).splitlines() if line and line not in text]
