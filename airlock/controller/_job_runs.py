@@ -137,17 +137,25 @@ class JobRuns:
         ends with the state it is left in.
         """
         trace = self._tracing.start(job)
+        outcome: tuple[str, bool] = ("cancelled", True)  # only a cancellation leaves _run
         try:
             output = await self._run(job, apply_effects=apply_effects)
-        except BaseException:
-            trace.end("cancelled", error=True)  # only a cancellation leaves _run
-            raise
-        if self._tracing.enabled:
-            after = await self._store.get(job.id)
-            state = after.state if after is not None else None
-            failed = state in (JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED)
-            trace.end(state.value if state is not None else "gone", error=failed)
-        return output
+            if self._tracing.enabled:
+                outcome = await self._outcome(job.id)
+            return output
+        finally:
+            trace.end(outcome[0], error=outcome[1])
+
+    async def _outcome(self, job_id: str) -> tuple[str, bool]:
+        """The state a run left its job in, for its span, and whether it is a failure."""
+        try:
+            after = await self._store.get(job_id)
+        except Exception:  # the trace never fails a job
+            return "unknown", False
+        if after is None:
+            return "gone", False
+        failed = after.state in (JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED)
+        return after.state.value, failed
 
     async def _run(self, job: Job, *, apply_effects: bool) -> TurnOutput | None:
         limit_s = job.max_duration_ms / 1000 if job.max_duration_ms else None
@@ -344,7 +352,8 @@ class JobRuns:
         entry.handle, entry.journal = handle, journal
         execution = self._tracing.of(job.id).execution(agent, self._runner.pool_stats)
         try:
-            sink = _traced(self._sink(job.id, journal, entry), execution)
+            sink = self._sink(job.id, journal, entry)
+            sink = _traced(sink, execution) if self._tracing.enabled else sink
             if self._quotas is not None:
                 input = capped(input, agent.spec.defaults.max_cost, await self._quotas.cost_left(job.tenant))
             output = await self._runner.run(agent, input, events=sink, state=state, handle=handle, job=job.id)
@@ -387,10 +396,14 @@ class JobRuns:
 
 
 def _traced(sink: SandboxEventSink, execution: ExecutionTrace) -> SandboxEventSink:
-    """``sink``, the execution's trace seeing each event first."""
+    """``sink``, the execution's trace seeing each event first (a tracing fault is logged, never
+    the job's)."""
 
     async def traced(event: SandboxEvent) -> None:
-        await execution.observe(event)
+        try:
+            await execution.observe(event)
+        except Exception:
+            _log.exception("tracing: a sandbox event could not be recorded")
         await sink(event)
 
     return traced

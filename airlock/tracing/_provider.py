@@ -51,8 +51,19 @@ def tracer_provider(processor: SpanProcessor) -> TracerProvider:
     return provider
 
 
-def otlp_provider() -> TracerProvider:
-    """A provider exporting over OTLP/HTTP where the ``OTEL_EXPORTER_OTLP_*`` variables say."""
+def otlp_provider(environ: Mapping[str, str]) -> TracerProvider:
+    """A provider exporting over OTLP/HTTP to the endpoint ``environ`` names (the exporter reads
+    its other settings, e.g. ``OTEL_EXPORTER_OTLP_HEADERS``, from the process environment)."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return tracer_provider(BatchSpanProcessor(OTLPSpanExporter()))
+    return tracer_provider(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_endpoint(environ))))
+
+
+def traces_endpoint(environ: Mapping[str, str]) -> str | None:
+    """``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` as is, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` plus
+    ``/v1/traces``, else None (the exporter's default, ``http://localhost:4318/v1/traces``)."""
+    traces = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        return traces
+    base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    return f"{base.rstrip('/')}/v1/traces" if base else None

@@ -80,11 +80,12 @@ class JobTracing:
         """OTLP/HTTP export when the environment asks for it, else off."""
         from ._provider import otlp_wanted
 
-        if not otlp_wanted(os.environ if environ is None else environ):
+        found = os.environ if environ is None else environ
+        if not otlp_wanted(found):
             return cls()
         from ._provider import otlp_provider
 
-        return cls(otlp_provider())
+        return cls(otlp_provider(found))
 
     @classmethod
     def to(cls, processor: SpanProcessor) -> JobTracing:
