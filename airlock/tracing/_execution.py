@@ -17,7 +17,14 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from airlock.config import AgentConfig
 from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.sandbox import PoolStats, SandboxEvent
-from airlock.turn import InferenceFinished, InferenceStarted, ToolFinished, ToolStarted, TurnStarted
+from airlock.turn import (
+    InferenceFinished,
+    InferenceStarted,
+    SuspendedForApproval,
+    ToolFinished,
+    ToolStarted,
+    TurnStarted,
+)
 
 from ._attributes import (
     Value,
@@ -77,8 +84,13 @@ class Execution:
             self._event("credential_proxy", credential_attributes(event), now)
 
     def end(self, error: BaseException | None) -> None:
-        """The execution ended (``error``: how it failed); what is still open ends now."""
+        """The execution ended (``error``: how it failed; a suspension for approval is none);
+        what is still open ends now."""
         now = time.time_ns()
+        if isinstance(error, SuspendedForApproval):
+            if self._turn is not None:
+                self._turn.set_attribute("airlock.turn.suspended_for_approval", len(error.calls))
+            error = None
         for model in list(self._models.values()):
             self._model_ended(model, None, now)
         for tool in list(self._tools.values()):

@@ -18,7 +18,7 @@ from opentelemetry.trace import StatusCode
 
 from airlock.config import AgentConfig, load_config
 from airlock.controller import AgentRunner, JobService, SqliteJobStore
-from airlock.jobs import JobState
+from airlock.jobs import JobState, StateChanged
 from airlock.proxy import EgressEvent
 from airlock.sandbox import SandboxEvent, SandboxEventSink
 from airlock.state import SqliteStore
@@ -57,6 +57,11 @@ CONFIG = {
             effects={"delegate": ["helper"]},
         ),
         "helper": scripted([text_step("helped")], []),
+        "gated": scripted(
+            [tool_step("bash", {"command": "echo gated"}, id="g1"), text_step("done")],
+            ["bash"],
+            approval={"tools": ["bash"], "approvers": ["alice"]},
+        ),
     },
 }
 
@@ -189,3 +194,26 @@ async def test_a_delegated_child_is_in_its_parents_trace(tmp_path: Path) -> None
     assert "job helper" in children(spans, lead)
     assert {s.context.trace_id for s in spans if s.context is not None} == {job_ids(job.id)[0]}
     assert children(spans, helper) == ["sandbox provision", "turn"]
+
+
+async def test_a_job_resumed_after_its_approval_continues_its_trace(tmp_path: Path) -> None:
+    async with traced(tmp_path) as (service, exporter):
+        job = await service.submit("gated", TurnInput.new("go"))
+        async for event in service.watch(job.id):
+            if isinstance(event.data, StateChanged) and event.data.state is JobState.AWAITING_APPROVAL:
+                break
+        await service.approve(job.id, "alice")
+        done = await service.wait(job.id)
+        assert done.state is JobState.SUCCEEDED, done.error
+    spans = exporter.get_finished_spans()
+    assert {s.context.trace_id for s in spans if s.context is not None} == {job_ids(job.id)[0]}
+    first, again = sorted((s for s in spans if s.name == "job gated"), key=lambda s: s.start_time or 0)
+    assert first.parent is None and again.parent is not None
+    assert again.parent.span_id == job_ids(job.id)[1]
+    assert (first.attributes or {})["airlock.job.outcome"] == "awaiting_approval"
+    assert (again.attributes or {})["airlock.job.outcome"] == "succeeded"
+    suspended = next(
+        s for s in spans if s.name == "turn" and s.parent and s.parent.span_id == job_ids(job.id)[1]
+    )
+    assert (suspended.attributes or {})["airlock.turn.suspended_for_approval"] == 1
+    assert suspended.status.status_code is not StatusCode.ERROR

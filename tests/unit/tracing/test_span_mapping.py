@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -20,6 +21,7 @@ from opentelemetry.trace import StatusCode
 from airlock.config import AgentConfig, load_config
 from airlock.jobs import Job, JobState, utcnow
 from airlock.proxy import CredentialProxyEvent, EgressEvent
+from airlock.sandbox import PoolStats
 from airlock.tracing import JobTracing, job_ids, traceparent
 from airlock.turn import InferenceFinished, InferenceStarted, ToolStarted, TurnStarted
 from layer0 import TurnInput
@@ -198,3 +200,34 @@ async def test_spans_go_to_the_otlp_endpoint_the_environment_names() -> None:
     names = {s.name for r in request.resource_spans for scope in r.scope_spans for s in scope.spans}
     assert path == "/v1/traces"
     assert names == {"job a", "queue wait"}
+
+
+def stats(hits: int, misses: int) -> PoolStats:
+    return PoolStats(
+        hits=hits,
+        misses=misses,
+        started=0,
+        failed=0,
+        destroyed=0,
+        claim_ms_p50=None,
+        claim_ms_p95=None,
+        shapes=[],
+    )
+
+
+@pytest.mark.parametrize(
+    ("after", "warmth"),
+    [((1, 0), "warm"), ((0, 1), "cold"), ((1, 1), "unknown"), (None, "cold")],
+)
+async def test_a_provision_is_warm_when_its_pool_was_claimed_from(
+    tmp_path: Path, after: tuple[int, int] | None, warmth: str
+) -> None:
+    tracing, exporter = traced()
+    readings = iter([{"process": stats(0, 0)}, {"process": stats(*after)} if after else {}])
+    trace = tracing.start(job())
+    execution = trace.execution(agent(tmp_path), lambda: next(readings))
+    await execution.observe(TurnStarted())
+    execution.end(None)
+    trace.end("succeeded")
+    provision = {s.name: s for s in exporter.get_finished_spans()}["sandbox provision"]
+    assert (provision.attributes or {})["airlock.sandbox.pool"] == warmth
