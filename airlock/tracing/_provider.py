@@ -44,9 +44,10 @@ class JobIdGenerator(IdGenerator):
 
 def tracer_provider(processor: SpanProcessor) -> TracerProvider:
     """A provider of the controller's own (never the global one) handing spans to ``processor``."""
-    provider = TracerProvider(
-        resource=Resource.create({"service.name": "airlock-controller"}), id_generator=JobIdGenerator()
-    )
+    resource = Resource.create()  # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, when set
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "airlock-controller"}))
+    provider = TracerProvider(resource=resource, id_generator=JobIdGenerator())
     provider.add_span_processor(processor)
     return provider
 

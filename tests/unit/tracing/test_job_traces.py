@@ -26,6 +26,9 @@ from airlock.testing import text_step, tool_step
 from airlock.tracing import JobTracing, job_ids
 from airlock.turn import ToolStarted
 from layer0 import TurnInput
+from tests.support.controller import running_controller
+
+from .collector import collector
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -217,3 +220,22 @@ async def test_a_job_resumed_after_its_approval_continues_its_trace(tmp_path: Pa
     )
     assert (suspended.attributes or {})["airlock.turn.suspended_for_approval"] == 1
     assert suspended.status.status_code is not StatusCode.ERROR
+
+
+async def test_the_controller_exports_its_jobs_traces_where_the_environment_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "airlock.yaml"
+    path.write_text(json.dumps(CONFIG))
+    with collector() as found:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", found.url)
+        async with running_controller(path, tmp_path / "data", tmp_path / "sandboxes", "unused") as (
+            controller,
+            _,
+        ):
+            assert controller.service is not None
+            job = await controller.service.run("worker", TurnInput.new("go"))
+            assert job.state is JobState.SUCCEEDED, job.error
+        # the controller flushed its spans as it stopped
+    names = found.span_names()
+    assert {"job worker", "queue wait", "sandbox provision", "turn", "execute_tool bash"} <= set(names)

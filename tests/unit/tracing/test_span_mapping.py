@@ -5,15 +5,11 @@ decisions land on the span they happened in, and OTLP export is on only when ask
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
-import threading
 from decimal import Decimal
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -25,6 +21,8 @@ from airlock.sandbox import PoolStats
 from airlock.tracing import JobTracing, job_ids, traceparent
 from airlock.turn import InferenceFinished, InferenceStarted, ToolStarted, TurnStarted
 from layer0 import TurnInput
+
+from .collector import collector
 
 
 def agent(tmp_path: Path) -> AgentConfig:
@@ -165,41 +163,17 @@ def test_otlp_export_is_on_only_when_the_environment_asks() -> None:
     assert trace is off.of("job-1")  # the no-op trace: nothing is kept
 
 
-class _Collector(http.server.BaseHTTPRequestHandler):
-    """An OTLP/HTTP collector stand-in on 127.0.0.1: keeps each request's path and body."""
-
-    received: ClassVar[list[tuple[str, bytes]]] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.received.append((self.path, body))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        return None
-
-
 async def test_spans_go_to_the_otlp_endpoint_the_environment_names() -> None:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        tracing = JobTracing.from_env(
-            {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}"}
-        )
+    with collector() as found:
+        tracing = JobTracing.from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": found.url})
         tracing.start(job()).end("succeeded")
         await asyncio.to_thread(tracing.shutdown)  # flushes the batch
-    finally:
-        server.shutdown()
-        server.server_close()
-    [(path, body)] = _Collector.received
-    request = ExportTraceServiceRequest.FromString(body)
-    names = {s.name for r in request.resource_spans for scope in r.scope_spans for s in scope.spans}
-    assert path == "/v1/traces"
-    assert names == {"job a", "queue wait"}
+    assert [path for path, _ in found.received] == ["/v1/traces"]
+    assert sorted(found.span_names()) == ["job a", "queue wait"]
+    [resource] = found.received[0][1].resource_spans
+    assert {a.key: a.value.string_value for a in resource.resource.attributes}[
+        "service.name"
+    ] == "airlock-controller"
 
 
 def stats(hits: int, misses: int) -> PoolStats:
