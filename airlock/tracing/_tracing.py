@@ -106,7 +106,11 @@ class JobTracing:
         parent = self._jobs.get(job.parent_id) if job.parent_id is not None else None
         live = LiveJobTrace(self._tracer, job, parent.span if parent is not None else None)
         self._jobs[job.id] = live
-        return _Registered(live, lambda: self._jobs.pop(job.id, None))
+        return _Registered(live, lambda: self._forget(job.id, live))
+
+    def _forget(self, job_id: str, live: LiveJobTrace) -> None:
+        if self._jobs.get(job_id) is live:  # not a later run's of the same job
+            del self._jobs[job_id]
 
     def of(self, job_id: str) -> JobTrace:
         """The trace of ``job_id`` while it runs here (else one that records nothing)."""
