@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Self
 from pydantic_core import to_jsonable_python
 
 from airlock.jobs import DEFAULT_ADDRESS, default_data_dir
+from airlock.tracing import JobTracing
 
 from ._authn import open_identity
 from ._data_dir import open_data_dir
@@ -111,8 +112,18 @@ class Controller:
             runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
             key = await asyncio.to_thread(self._audit_key)
             auth = self.config.auth
+            tracing = JobTracing.from_env()  # OTLP when the OTEL_* variables ask; flushed last
+            self._stack.push_async_callback(asyncio.to_thread, tracing.shutdown)
             self.service = await self._stack.enter_async_context(
-                JobService(store, runner, stores.state, self.options.settings, audit_key=key, auth=auth)
+                JobService(
+                    store,
+                    runner,
+                    stores.state,
+                    self.options.settings,
+                    audit_key=key,
+                    auth=auth,
+                    tracing=tracing,
+                )
             )
             if stores.db is not None:  # other replicas' queued jobs and events, as they land
                 listening = asyncio.create_task(stores.db.listen(CHANNELS, self.service.notified))

@@ -13,6 +13,7 @@ from airlock.errors import AirlockError, shorten
 from airlock.jobs import Job, JobError, JobEventData, JobState, LogLine, SandboxActivity
 from airlock.sandbox import SandboxEvent, SandboxEventSink, TurnHandle, state_snapshot
 from airlock.spec import AgentSpec
+from airlock.tracing import ExecutionTrace, JobTracing
 from airlock.turn import (
     DEFAULT_MAX_TURNS,
     SessionState,
@@ -89,6 +90,7 @@ class JobRuns:
         effects: applies a submitted job's effects (children included).
         active: each job's agent, task, turn controls and stop request.
         quotas: its tenant's quotas: what a turn may still spend today, the artifacts it keeps.
+        tracing: each job's trace (default: off).
     """
 
     def __init__(
@@ -103,8 +105,10 @@ class JobRuns:
         effects: JobEffects,
         active: ActiveJobs,
         quotas: Quotas | None = None,
+        tracing: JobTracing | None = None,
     ) -> None:
         self._quotas = quotas
+        self._tracing = tracing or JobTracing()
         self._runner = runner
         self._state = state
         self._events = events
@@ -129,8 +133,31 @@ class JobRuns:
         """Run ``job`` (already PROVISIONING) to a terminal state; its output if it has one.
 
         Submitted jobs apply their turn's effects here; a child's effects are applied by its
-        parent's executor as a follow-up (bounded by depth and count).
+        parent's executor as a follow-up (bounded by depth and count). Its span (when tracing)
+        ends with the state it is left in.
         """
+        trace = self._tracing.start(job)
+        outcome: tuple[str, bool] = ("cancelled", True)  # only a cancellation leaves _run
+        try:
+            output = await self._run(job, apply_effects=apply_effects)
+            if self._tracing.enabled:
+                outcome = await self._outcome(job.id)
+            return output
+        finally:
+            trace.end(outcome[0], error=outcome[1])
+
+    async def _outcome(self, job_id: str) -> tuple[str, bool]:
+        """The state a run left its job in, for its span, and whether it is a failure."""
+        try:
+            after = await self._store.get(job_id)
+        except Exception:  # the trace never fails a job
+            return "unknown", False
+        if after is None:
+            return "gone", False
+        failed = after.state in (JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED)
+        return after.state.value, failed
+
+    async def _run(self, job: Job, *, apply_effects: bool) -> TurnOutput | None:
         limit_s = job.max_duration_ms / 1000 if job.max_duration_ms else None
         current = asyncio.current_task()
         try:
@@ -323,14 +350,20 @@ class JobRuns:
         if start.resumed or job.resumes:  # a resume: its previous sandbox must be gone first
             await self._runner.ensure_gone(agent, job.id)
         entry.handle, entry.journal = handle, journal
+        execution = self._tracing.of(job.id).execution(agent, self._runner.pool_stats)
         try:
             sink = self._sink(job.id, journal, entry)
+            sink = _traced(sink, execution) if self._tracing.enabled else sink
             if self._quotas is not None:
                 input = capped(input, agent.spec.defaults.max_cost, await self._quotas.cost_left(job.tenant))
             output = await self._runner.run(agent, input, events=sink, state=state, handle=handle, job=job.id)
             room = await self._quotas.artifact_room(job.tenant) if self._quotas is not None else None
             await self._files.keep_artifacts(job.id, handle, room)
+            execution.end(None)
             return output
+        except BaseException as e:
+            execution.end(e)
+            raise
         finally:
             entry.paused = False
             entry.progressed = journal.checkpoints > 0
@@ -360,3 +393,17 @@ class JobRuns:
             await self._events.emit(job_id, _event_data(event))
 
         return sink
+
+
+def _traced(sink: SandboxEventSink, execution: ExecutionTrace) -> SandboxEventSink:
+    """``sink``, the execution's trace seeing each event first (a tracing fault is logged, never
+    the job's)."""
+
+    async def traced(event: SandboxEvent) -> None:
+        try:
+            await execution.observe(event)
+        except Exception:
+            _log.exception("tracing: a sandbox event could not be recorded")
+        await sink(event)
+
+    return traced

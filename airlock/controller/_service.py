@@ -34,6 +34,7 @@ from pydantic import JsonValue
 from airlock.errors import ConfigError
 from airlock.identity import DEFAULT_TENANT, AuthSettings
 from airlock.jobs import FixedPointRun, Inspection, Job, JobError, JobEvent, JobFilter, JobState, StoredFile
+from airlock.tracing import JobTracing
 from airlock.weave import ChainReport, TurnRecord
 from layer0 import StateStore, TurnInput
 
@@ -85,6 +86,7 @@ class JobService:
         audit_key: seals the turn records (``jobs verify`` then detects a record rewritten
             with its hash chain recomputed); None: records are hash-chained only.
         auth: the tenants' quotas (None: no quota).
+        tracing: each job's trace (None: off).
     """
 
     def __init__(
@@ -95,8 +97,11 @@ class JobService:
         settings: ServiceSettings | None = None,
         audit_key: bytes | None = None,
         auth: AuthSettings | None = None,
+        tracing: JobTracing | None = None,
     ) -> None:
         self.store = store
+        #: Each job's trace (off unless given).
+        self.tracing = tracing or JobTracing()
         #: Each tenant's quotas against its use.
         self.quotas = Quotas(auth or AuthSettings(), store)
         self.runner = runner
@@ -162,6 +167,7 @@ class JobService:
             effects=effects,
             active=self._active,
             quotas=self.quotas,
+            tracing=self.tracing,
         )
 
     @property
