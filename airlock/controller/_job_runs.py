@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airlock.errors import AirlockError, shorten
-from airlock.jobs import Job, JobError, JobEventData, JobState, LogLine, SandboxActivity
+from airlock.jobs import Job, JobError, JobEventData, JobState, LogLine, SandboxActivity, job_log_context
 from airlock.sandbox import SandboxEvent, SandboxEventSink, TurnHandle, state_snapshot
 from airlock.spec import AgentSpec
 from airlock.turn import (
@@ -131,6 +131,10 @@ class JobRuns:
         Submitted jobs apply their turn's effects here; a child's effects are applied by its
         parent's executor as a follow-up (bounded by depth and count).
         """
+        with job_log_context(job):  # what is logged meanwhile names the job
+            return await self._run(job, apply_effects=apply_effects)
+
+    async def _run(self, job: Job, *, apply_effects: bool) -> TurnOutput | None:
         limit_s = job.max_duration_ms / 1000 if job.max_duration_ms else None
         current = asyncio.current_task()
         try:
