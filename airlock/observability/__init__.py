@@ -22,14 +22,18 @@ from ._http import parse_address, serving_metrics
 from ._jobs import JobMetrics
 from ._logs import JsonFormatter, trace_id
 from ._metrics import Metrics, metrics_app
+from ._serve import LogFormat, log_formatter, serve_metrics
 
 __all__ = [
     "Families",
     "JobMetrics",
     "JsonFormatter",
+    "LogFormat",
     "Metrics",
+    "log_formatter",
     "metrics_app",
     "parse_address",
+    "serve_metrics",
     "serving_metrics",
     "trace_id",
 ]

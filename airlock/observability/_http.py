@@ -53,7 +53,9 @@ async def serving_metrics(metrics: Metrics, address: str) -> AsyncIterator[str]:
     except OSError as e:
         raise ConfigError(f"cannot listen on {address} for metrics: {e}") from e
     bound = sock.getsockname()
-    config = uvicorn.Config(_routes(metrics), log_level="warning", lifespan="off", access_log=False)
+    config = uvicorn.Config(
+        _routes(metrics), log_config=None, log_level="warning", lifespan="off", access_log=False
+    )
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:  # the socket listens already: a scrape before uvicorn is up waits in its backlog

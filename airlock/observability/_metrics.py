@@ -50,8 +50,11 @@ class Metrics:
             set_sandbox_observer(sandbox)
             self.detach()
 
-    def attach(self, service: JobService) -> None:
-        """Follow ``service``'s job events and its runner's warm pools (until :meth:`detach`)."""
+    def attach(self, service: JobService | None) -> None:
+        """Follow ``service``'s job events and its runner's warm pools (until :meth:`detach`;
+        None: nothing to follow)."""
+        if service is None:
+            return
         self._detach.append(service.events.subscribe(self.jobs))
         pools = PoolCollector(service.runner.pool_stats)
         self.registry.register(pools)
