@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 
 from airlock.policy import EnvSecretResolver
-from airlock.sandbox import SandboxRequest, WarmPool, compile_sandbox_plan
+from airlock.sandbox import (
+    SandboxObserver,
+    SandboxRequest,
+    WarmPool,
+    compile_sandbox_plan,
+    set_sandbox_observer,
+)
 from airlock.sandbox.kubernetes import SANDBOX_ACCESS, KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._access import resolve
 from airlock.sandbox.kubernetes._names import LABEL_OWNER, LABEL_POOL
@@ -71,6 +77,24 @@ def script() -> dict[str, PodScript]:
     return {}
 
 
+class Provisions(SandboxObserver):
+    """Records each sandbox the backend reports provisioned: (backend, cold or warm)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def provisioned(self, backend: str, isolation: str, start: str, seconds: float) -> None:
+        self.seen.append((backend, start))
+
+
+@pytest.fixture
+def provisions() -> Iterator[Provisions]:
+    recorder = Provisions()
+    previous = set_sandbox_observer(recorder)
+    yield recorder
+    set_sandbox_observer(previous)
+
+
 @pytest.fixture
 def cluster(tmp_path: Path, script: dict[str, PodScript]) -> Iterator[Cluster]:
     pods = ScriptedPods(lambda pod: script.get("sandbox", PodScript()))
@@ -91,7 +115,7 @@ async def job(sandbox: KubernetesBackend) -> tuple[Any, list[str]]:
 
 
 async def test_a_claim_through_port_forward_binds_the_credential_late(
-    cluster: Cluster, pool: WarmPool[Any]
+    cluster: Cluster, pool: WarmPool[Any], provisions: Provisions
 ) -> None:
     sandbox = cluster.sandbox(pool)
     async with cluster.runners():
@@ -102,6 +126,7 @@ async def test_a_claim_through_port_forward_binds_the_credential_late(
         assert output.exit_reason == ExitReason.complete(), output
         assert stdout == [f"{hashlib.sha256(VALUE.encode()).hexdigest()}  -"]
         assert (pool.stats().hits, pool.stats().misses) == (1, 0)
+        assert provisions.seen == [("kubernetes", "warm")]
         await pool.settle()
         assert member not in cluster.named("pods", LABEL_POOL)
         await pool.aclose()
@@ -131,7 +156,7 @@ async def test_the_deadline_patch_of_a_claimed_member_is_in_the_access_table(
 
 
 async def test_a_member_whose_runner_died_is_dropped_and_the_job_starts_cold(
-    cluster: Cluster, pool: WarmPool[Any]
+    cluster: Cluster, pool: WarmPool[Any], provisions: Provisions
 ) -> None:
     sandbox = cluster.sandbox(pool)
     async with cluster.runners() as runners:
@@ -144,6 +169,7 @@ async def test_a_member_whose_runner_died_is_dropped_and_the_job_starts_cold(
         # (a cold pod's env_var credential is a secretKeyRef: RunnerPods' host processes lack it)
         assert len(stdout) == 1
         assert (pool.stats().hits, pool.stats().misses) == (0, 1)
+        assert provisions.seen == [("kubernetes", "cold")]
         await pool.settle()
         assert member not in cluster.named("pods", LABEL_OWNER)
         await pool.aclose()
