@@ -22,11 +22,9 @@ import pytest
 
 from airlock.policy import EnvSecretResolver
 from airlock.sandbox import (
-    SandboxObserver,
     SandboxRequest,
     WarmPool,
     compile_sandbox_plan,
-    set_sandbox_observer,
 )
 from airlock.sandbox.kubernetes import SANDBOX_ACCESS, KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._access import resolve
@@ -35,6 +33,7 @@ from airlock.testing import KubeApiStandIn, PodScript, ScriptedPods, bash_agent
 from airlock.turn import ToolFinished
 from layer0 import CredentialInjection, CredentialRef, EnvironmentSpec, ExitReason, TurnInput
 from tests.support.kube import RunnerPods, recorded_guard, until
+from tests.support.provisions import Provisions, recorded_provisions
 
 NS = "airlock-sandboxes"
 VALUE = "env-secret-Pz39fL2qk8"
@@ -77,22 +76,10 @@ def script() -> dict[str, PodScript]:
     return {}
 
 
-class Provisions(SandboxObserver):
-    """Records each sandbox the backend reports provisioned: (backend, cold or warm)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str]] = []
-
-    def provisioned(self, backend: str, isolation: str, start: str, seconds: float) -> None:
-        self.seen.append((backend, start))
-
-
 @pytest.fixture
 def provisions() -> Iterator[Provisions]:
-    recorder = Provisions()
-    previous = set_sandbox_observer(recorder)
-    yield recorder
-    set_sandbox_observer(previous)
+    with recorded_provisions() as recorder:
+        yield recorder
 
 
 @pytest.fixture
