@@ -49,17 +49,18 @@ async def serving_metrics(metrics: Metrics, address: str) -> AsyncIterator[str]:
     """
     host, port = parse_address(address)
     try:
-        sock = socket.create_server((host, port))
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, port), family=family)
     except OSError as e:
         raise ConfigError(f"cannot listen on {address} for metrics: {e}") from e
-    bound = sock.getsockname()
+    bound_host, bound_port = sock.getsockname()[:2]
     config = uvicorn.Config(
         _routes(metrics), log_config=None, log_level="warning", lifespan="off", access_log=False
     )
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:  # the socket listens already: a scrape before uvicorn is up waits in its backlog
-        yield f"{bound[0]}:{bound[1]}"
+        yield f"[{bound_host}]:{bound_port}" if family == socket.AF_INET6 else f"{bound_host}:{bound_port}"
     finally:
         server.should_exit = True
         await asyncio.gather(task, return_exceptions=True)

@@ -16,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from airlock.controller import JobService, controller_observer
+from airlock.errors import ConfigError
 from airlock.jobs import JobState, SandboxActivity
 from airlock.observability import Metrics, serving_metrics
 from airlock.proxy import EgressEvent
@@ -23,6 +24,7 @@ from airlock.sandbox import PoolStats, ShapeStats
 from airlock.testing import text_step, tool_step
 from layer0 import TurnInput
 from tests.support.controller import running_service, write_config
+from tests.support.ipv6 import needs_ipv6_loopback
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -174,3 +176,18 @@ def test_the_hooks_without_a_job_event_and_the_pools_move_their_families() -> No
     # Outside the block the core's observers are the no-op ones again: nothing moves.
     controller_observer().reaped("docker", 1)
     assert value(parsed(metrics.exposition()), "airlock_reaper_removals_total", backend="docker") == 4
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:0", pytest.param("[::1]:0", marks=needs_ipv6_loopback)])
+async def test_metrics_are_served_on_ipv4_and_ipv6_loopback(address: str) -> None:
+    metrics = Metrics()
+    async with serving_metrics(metrics, address) as where:
+        samples = await scrape(where)
+    assert ("airlock_jobs_finished_total", frozenset()) not in samples  # parsed; no job yet
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", ":9464", "host:port", "127.0.0.1:70000"])
+async def test_a_bad_metrics_address_is_refused_clearly(address: str) -> None:
+    with pytest.raises(ConfigError, match="--metrics-address must be HOST:PORT"):
+        async with serving_metrics(Metrics(), address):
+            pass
