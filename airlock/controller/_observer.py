@@ -16,6 +16,9 @@ class ControllerObserver:
     def store_operation(self, store: str, engine: str, seconds: float) -> None:
         """One transaction of ``store`` (``jobs``) on ``engine`` (``sqlite``, ``postgresql``)."""
 
+    def store_failed(self, store: str, engine: str) -> None:
+        """A transaction of ``store`` on ``engine`` failed (the database refused or was gone)."""
+
     def reaped(self, backend: str, removed: int) -> None:
         """A sweep of ``backend``'s leftover sandboxes removed ``removed`` objects."""
 

@@ -203,6 +203,7 @@ class JobStore:
         try:
             return await self._db.transact(op)
         except DatabaseError as e:
+            controller_observer().store_failed("jobs", self._db.dialect)
             raise JobStoreError(f"job store: {e}") from e
         finally:
             controller_observer().store_operation("jobs", self._db.dialect, time.monotonic() - began)

@@ -68,3 +68,6 @@ class Families:
             buckets=_SHORT,
             registry=r,
         )
+        self.store_errors = Counter(
+            "airlock_store_errors", "Store transactions that failed", ["store", "engine"], registry=r
+        )

@@ -20,6 +20,9 @@ class ControllerMetrics(ControllerObserver):
     def store_operation(self, store: str, engine: str, seconds: float) -> None:
         self.families.store.labels(store, engine).observe(seconds)
 
+    def store_failed(self, store: str, engine: str) -> None:
+        self.families.store_errors.labels(store, engine).inc()
+
     def reaped(self, backend: str, removed: int) -> None:
         self.families.reaped.labels(backend).inc(removed)
 

@@ -15,12 +15,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from airlock.controller import JobService, controller_observer
+from airlock.controller import JobService, JobStore, JobStoreError, controller_observer
 from airlock.errors import ConfigError
 from airlock.jobs import JobState, SandboxActivity
 from airlock.observability import Metrics, serving_metrics
 from airlock.proxy import EgressEvent
 from airlock.sandbox import PoolStats, ShapeStats
+from airlock.state import Database, DatabaseError
 from airlock.testing import text_step, tool_step
 from layer0 import TurnInput
 from tests.support.controller import running_service, write_config
@@ -165,10 +166,12 @@ def test_the_hooks_without_a_job_event_and_the_pools_move_their_families() -> No
         metrics.attach(cast("JobService", service))
         controller_observer().reaped("docker", 4)
         controller_observer().isolation_proved("kubernetes", "failed")
+        controller_observer().store_failed("jobs", "postgresql")
         samples = parsed(metrics.exposition())
     assert value(samples, "airlock_reaper_removals_total", backend="docker") == 4
     assert value(samples, "airlock_network_policy_enforcement", backend="kubernetes", status="failed") == 1
     assert value(samples, "airlock_network_policy_enforcement", backend="kubernetes", status="enforced") == 0
+    assert value(samples, "airlock_store_errors_total", store="jobs", engine="postgresql") == 1
     assert value(samples, "airlock_pool_size", backend="docker") == 2
     assert value(samples, "airlock_pool_hits_total", backend="docker") == 3
     assert value(samples, "airlock_pool_misses_total", backend="docker") == 1
@@ -191,3 +194,24 @@ async def test_a_bad_metrics_address_is_refused_clearly(address: str) -> None:
     with pytest.raises(ConfigError, match="--metrics-address must be HOST:PORT"):
         async with serving_metrics(Metrics(), address):
             pass
+
+
+class _GoneDatabase:
+    """A database that refuses every transaction (as one that went away)."""
+
+    dialect, where = "postgresql", "postgresql://db/airlock"
+
+    async def transact(self, op: Any) -> Any:
+        op.close()
+        raise DatabaseError("connection refused")
+
+
+async def test_a_failed_store_transaction_counts_as_an_error_and_is_timed() -> None:
+    metrics = Metrics()
+    store = JobStore(cast("Database", _GoneDatabase()))
+    with metrics.observing():
+        with pytest.raises(JobStoreError, match="connection refused"):
+            await store.get("j1")
+        samples = parsed(metrics.exposition())
+    assert value(samples, "airlock_store_errors_total", store="jobs", engine="postgresql") == 1
+    assert value(samples, "airlock_store_operation_seconds_count", store="jobs", engine="postgresql") == 1
