@@ -27,8 +27,7 @@ class ControllerMetrics(ControllerObserver):
         self.families.reaped.labels(backend).inc(removed)
 
     def isolation_proved(self, backend: str, status: str) -> None:
-        for known in ISOLATION_STATUSES:
-            self.families.enforcement.labels(backend, known).set(1 if known == status else 0)
+        verdict(self.families, backend, status)
 
 
 class SandboxMetrics(SandboxObserver):
@@ -39,3 +38,12 @@ class SandboxMetrics(SandboxObserver):
 
     def provisioned(self, backend: str, isolation: str, start: str, seconds: float) -> None:
         self.families.provision.labels(backend, isolation, start).observe(seconds)
+
+    def isolation_proved(self, backend: str, status: str) -> None:
+        verdict(self.families, backend, status)
+
+
+def verdict(families: Families, backend: str, status: str) -> None:
+    """``backend``'s latest isolation verdict: 1 for ``status``, 0 for the others."""
+    for known in ISOLATION_STATUSES:
+        families.enforcement.labels(backend, known).set(1 if known == status else 0)

@@ -1,5 +1,5 @@
 """What the sandbox backends report to an observer (metrics, say): each sandbox provisioned,
-how long it took, cold or warm.
+how long it took, cold or warm; each isolation proof's verdict.
 
 The default observer does nothing; :func:`set_sandbox_observer` installs another for the
 process (the backends never import a metrics library).
@@ -21,6 +21,10 @@ class SandboxObserver:
     def provisioned(self, backend: str, isolation: str, start: str, seconds: float) -> None:
         """A sandbox of ``backend`` with ``isolation`` was ready for its job after ``seconds``
         (``start``: ``cold``, started for it, or ``warm``, claimed from a pool)."""
+
+    def isolation_proved(self, backend: str, status: str) -> None:
+        """A proof of ``backend``'s network isolation ended ``status`` (at start, before a job,
+        or in the background: Kubernetes' NetworkPolicy enforcement proof)."""
 
 
 _observer = SandboxObserver()

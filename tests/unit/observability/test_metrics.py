@@ -20,7 +20,7 @@ from airlock.errors import ConfigError
 from airlock.jobs import JobState, SandboxActivity
 from airlock.observability import Metrics, serving_metrics
 from airlock.proxy import EgressEvent
-from airlock.sandbox import PoolStats, ShapeStats
+from airlock.sandbox import PoolStats, ShapeStats, sandbox_observer
 from airlock.state import Database, DatabaseError
 from airlock.testing import text_step, tool_step
 from layer0 import TurnInput
@@ -165,12 +165,14 @@ def test_the_hooks_without_a_job_event_and_the_pools_move_their_families() -> No
     with metrics.observing():
         metrics.attach(cast("JobService", service))
         controller_observer().reaped("docker", 4)
-        controller_observer().isolation_proved("kubernetes", "failed")
+        controller_observer().isolation_proved("docker", "failed")
+        sandbox_observer().isolation_proved("kubernetes", "enforced")
         controller_observer().store_failed("jobs", "postgresql")
         samples = parsed(metrics.exposition())
     assert value(samples, "airlock_reaper_removals_total", backend="docker") == 4
-    assert value(samples, "airlock_network_policy_enforcement", backend="kubernetes", status="failed") == 1
-    assert value(samples, "airlock_network_policy_enforcement", backend="kubernetes", status="enforced") == 0
+    assert value(samples, "airlock_network_policy_enforcement", backend="docker", status="failed") == 1
+    assert value(samples, "airlock_network_policy_enforcement", backend="docker", status="enforced") == 0
+    assert value(samples, "airlock_network_policy_enforcement", backend="kubernetes", status="enforced") == 1
     assert value(samples, "airlock_store_errors_total", store="jobs", engine="postgresql") == 1
     assert value(samples, "airlock_pool_size", backend="docker") == 2
     assert value(samples, "airlock_pool_hits_total", backend="docker") == 3
