@@ -310,11 +310,28 @@ def serve(
             "the others' records. Missing, short or open to others exits 2.",
         ),
     ] = None,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            help="The process log on stderr: text lines, or one JSON object a line (time, level, "
+            "logger, message, and the job id, agent, tenant and trace id when known).",
+        ),
+    ] = "text",
+    metrics_address: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-address",
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464).",
+        ),
+    ] = None,
 ) -> None:
     """Run the controller service (see the command help)."""
     from airlock.cli._serve import ServeOptions
     from airlock.cli._serve import serve as run_serve
 
+    if log_format not in ("text", "json"):
+        report_error(ConfigError(f"--log-format is text or json, not {log_format!r}"))
     opts = ServeOptions(
         address=address,
         data_dir=data_dir,
@@ -329,6 +346,8 @@ def serve(
         store=store,
         lease_s=lease,
         audit_key_file=audit_key_file,
+        log_format="json" if log_format == "json" else "text",
+        metrics_address=metrics_address,
     )
     loaded = load(config)
     if backend is not None:
@@ -473,7 +492,8 @@ def jobs_show(
 @jobs_app.command(
     "watch",
     help="Follow a job with live progress (a finished one is replayed), then "
-    "print its answer and a summary.\n\n" + JOB_EXIT_CODES_HELP,
+    "print its answer and a summary; with --json, one JSON object per event as it arrives, "
+    "then one with the job and its summary.\n\n" + JOB_EXIT_CODES_HELP,
 )
 def jobs_watch(
     job_id: JobIdArgument,

@@ -266,6 +266,8 @@ class JobView(RunView):
         self.remote = agent
         self._provisioning_at: datetime | None = None
         self._event_at: datetime | None = None
+        #: Also receives each event as it arrives (``jobs watch --json``: one line each).
+        self.echo: Callable[[JobEvent], None] | None = None
 
     def provisioning(self) -> None:
         """The job left the queue: a sandbox is being provisioned."""
@@ -286,6 +288,8 @@ class JobView(RunView):
 
     async def job_event(self, event: JobEvent) -> None:
         """Show one recorded event of the job."""
+        if self.echo is not None:
+            self.echo(event)
         self._event_at = event.time
         data = event.data
         match data:
@@ -638,13 +642,20 @@ def jobs_artifacts_verb(target: Target, job_id: str, download: Path | None, as_j
     console.print(table)
 
 
+def _event_line(event: JobEvent) -> None:
+    """One event as a JSON line on stdout, at once."""
+    print(json.dumps({"event": event.model_dump(mode="json")}), flush=True)
+
+
 def jobs_watch(target: Target, job_id: str, as_json: bool) -> None:
-    """Follow a job (its recorded events, then live ones) and exit with its code."""
+    """Follow a job (its recorded events, then live ones) and exit with its code; with
+    ``as_json``, one ``{"event": …}`` line per event as it arrives, then the final document."""
     out = _progress_console(as_json)
 
     async def work(client: ControllerClient) -> _Followed:
         job = await client.get(job_id)
         view = JobView(out, job, await _agent_of(client, job.agent))
+        view.echo = _event_line if as_json else None
         return _Followed(await _follow_until_signal(client, view), view)
 
     try:

@@ -36,6 +36,7 @@ from ._common import (
 if TYPE_CHECKING:
     from airlock.config import AirlockConfig
     from airlock.controller import Controller, ServerTls
+    from airlock.observability import LogFormat
 
 
 @dataclass(frozen=True)
@@ -59,15 +60,20 @@ class ServeOptions:
     lease_s: float = 15.0
     #: The audit key in this existing file (shared by replicas), not the data dir's.
     audit_key_file: Path | None = None
+    #: The process log: ``text`` lines or ``json`` objects; ``/metrics`` on this HOST:PORT.
+    log_format: LogFormat = "text"
+    metrics_address: str | None = None
 
 
-def _configure_logging() -> None:
+def _configure_logging(log_format: LogFormat = "text") -> None:
     """The controller's own log (``airlock.*``, INFO and up) on stderr, once."""
+    from airlock.observability import log_formatter
+
     logger = logging.getLogger("airlock")
     if any(getattr(h, "_airlock_serve", False) for h in logger.handlers):
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(log_formatter(log_format))
     handler._airlock_serve = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
     if logger.level == logging.NOTSET or logger.level > logging.INFO:
@@ -158,6 +164,7 @@ def _server_tls(opts: ServeOptions) -> ServerTls | None:
 
 async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
     from airlock.controller import Controller, ControllerOptions, ServiceSettings
+    from airlock.observability import serve_metrics
 
     from ._tool_gate import warn_broken_tools
 
@@ -195,7 +202,8 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
             err_console.print("[yellow]still stopping[/] (removing the running jobs' sandboxes first)")
 
     with on_stop_signals(on_signal):
-        async with Controller(config, options) as controller:
+        async with serve_metrics(opts.metrics_address) as metrics, Controller(config, options) as controller:
+            metrics.attach(controller.service)
             _started(controller, config, opts)
             # The agents' custom tools are checked in their images while the controller serves
             # (a warning each for those that do not load; their jobs would fail at provisioning).
@@ -221,7 +229,7 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
 
 def serve(config: AirlockConfig, opts: ServeOptions) -> None:
     """Run the controller until SIGINT/SIGTERM; exit 0 after a graceful stop."""
-    _configure_logging()
+    _configure_logging(opts.log_format)
     try:
         asyncio.run(_serve(config, opts))
     except KeyboardInterrupt:  # before the handlers were installed (or after they were removed)

@@ -34,6 +34,8 @@ from ._grpc import (
 )
 from ._grpc_errors import REASONS as ERROR_REASONS
 from ._grpc_identity import IdentityApi
+from ._job_events import JobListener
+from ._observer import ControllerObserver, controller_observer, set_controller_observer
 from ._orchestrator import JobOrchestrator
 from ._pruning import Pruner
 from ._quotas import QuotaExceeded, Quotas, capped
@@ -56,12 +58,14 @@ __all__ = [
     "Claim",
     "Claims",
     "Controller",
+    "ControllerObserver",
     "ControllerOptions",
     "ControllerServer",
     "ControllerServerError",
     "Cutoffs",
     "EffectExecutor",
     "IdentityApi",
+    "JobListener",
     "JobNotAwaiting",
     "JobNotFound",
     "JobOrchestrator",
@@ -86,12 +90,14 @@ __all__ = [
     "backup_store",
     "backups",
     "capped",
+    "controller_observer",
     "load_or_create_token",
     "new_job_id",
     "open_data_dir",
     "read_token_file",
     "restore_postgres_store",
     "restore_store",
+    "set_controller_observer",
     "tenant_state",
     "workflow_key",
 ]

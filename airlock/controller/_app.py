@@ -20,6 +20,7 @@ from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import ControllerServer, load_or_create_token
 from ._grpc_identity import IdentityApi
+from ._observer import controller_observer
 from ._service import CHANNELS, JobService
 from ._service_settings import ServiceSettings
 from ._store import JobStore
@@ -195,6 +196,7 @@ async def _prove(runner: AgentRunner) -> None:
     try:
         for proof in await runner.isolation_proofs():
             log = _log.info if proof.allows_jobs else _log.error
+            controller_observer().isolation_proved(proof.backend, proof.status)
             log("isolation of %s in %r: %s (%s)", proof.backend, proof.scope, proof.status, proof.reason)
     except Exception:
         _log.exception("cannot prove the backends' isolation at start; each job proves it first")

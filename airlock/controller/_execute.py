@@ -34,6 +34,8 @@ from airlock.sandbox import (
 )
 from layer0 import EnvError, Scope, TurnInput, TurnOutput
 
+from ._observer import controller_observer
+
 if TYPE_CHECKING:
     from airlock.config import AgentConfig, AirlockConfig
     from airlock.localmodel import LocalModelServer, ProgressCallback
@@ -284,6 +286,7 @@ class AgentRunner:
                 continue
             report = await b.reap(self.state_dir, settings=self.config.settings_of(b.name))
             lines.append(f"{b.name}: {report.summary() if report is not None else 'engine unreachable'}")
+            controller_observer().reaped(b.name, report.removed if report is not None else 0)
         return lines
 
     async def isolation_proofs(self) -> list[IsolationProof]:

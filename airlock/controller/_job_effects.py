@@ -244,7 +244,7 @@ class JobEffects:
             owner=parent.owner,
             ledger=ledger,
         )
-        self._events.notify(event)
+        self._events.notify(event, child)
         started = ChildJobChanged(phase="started", job=child.id, agent=agent, origin=origin)
         await self._events.emit(parent.id, started)
         return await self._events.transition(child.id, JobState.PROVISIONING) or child

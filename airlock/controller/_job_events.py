@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from airlock.jobs import ACTIVE_STATES, Job, JobError, JobEvent, JobEventData, JobState, LogLine
@@ -15,6 +16,11 @@ from ._service_settings import JobNotFound
 from ._store import JobStore
 
 _LOG_LEVELS = {level.value: level for level in LogLevel}
+_log = logging.getLogger("airlock.jobs")
+
+#: Receives each event recorded in this process, with its job when the write returned it (a
+#: state change, a job created); it must be quick and is called on the event loop.
+JobListener = Callable[[JobEvent, Job | None], None]
 
 
 class JobEvents:
@@ -23,6 +29,12 @@ class JobEvents:
     def __init__(self, store: JobStore) -> None:
         self.store = store
         self._watchers: dict[str, set[asyncio.Event]] = {}
+        self._listeners: list[JobListener] = []
+
+    def subscribe(self, listener: JobListener) -> Callable[[], None]:
+        """Hand ``listener`` every event recorded from now on; returns what unsubscribes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     async def get(self, job_id: str, tenant: str | None = None) -> Job:
         """The job (of ``tenant``, when given).
@@ -35,9 +47,14 @@ class JobEvents:
             raise JobNotFound(f"no job {job_id!r}")
         return job
 
-    def notify(self, event: JobEvent) -> None:
-        """Wake the watchers of ``event``'s job."""
+    def notify(self, event: JobEvent, job: Job | None = None) -> None:
+        """Wake the watchers of ``event``'s job; hand it (and ``job``) to the listeners."""
         self.wake(event.job_id)
+        for listener in list(self._listeners):
+            try:
+                listener(event, job)
+            except Exception:
+                _log.exception("a job event listener failed")
 
     def wake(self, job_id: str | None) -> None:
         """Wake the watchers of ``job_id`` (None: of every job): it has new events, recorded
@@ -58,7 +75,7 @@ class JobEvents:
         changed = await self.store.transition(job_id, state, **kwargs)
         if changed is None:
             return None
-        self.notify(changed[1])
+        self.notify(changed[1], changed[0])
         return changed[0]
 
     async def log(self, job_id: str, level: str, message: str) -> None:

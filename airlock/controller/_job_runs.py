@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airlock.errors import AirlockError, shorten
-from airlock.jobs import Job, JobError, JobEventData, JobState, LogLine, SandboxActivity
+from airlock.jobs import Job, JobError, JobEventData, JobState, LogLine, SandboxActivity, job_log_context
 from airlock.sandbox import SandboxEvent, SandboxEventSink, TurnHandle, state_snapshot
 from airlock.spec import AgentSpec
 from airlock.tracing import ExecutionTrace, JobTracing
@@ -139,7 +139,8 @@ class JobRuns:
         trace = self._tracing.start(job)
         outcome: tuple[str, bool] = ("cancelled", True)  # only a cancellation leaves _run
         try:
-            output = await self._run(job, apply_effects=apply_effects)
+            with job_log_context(job):  # what is logged meanwhile names the job
+                output = await self._run(job, apply_effects=apply_effects)
             if self._tracing.enabled:
                 outcome = await self._outcome(job.id)
             return output

@@ -392,7 +392,7 @@ class JobService:
             owner=owner,
             admit=admit,
         )
-        self.events.notify(event)
+        self.events.notify(event, job)
         entry = self._active.of(job.id)
         entry.agent, entry.awaited = config, awaited
         await self._scheduler.push()

@@ -60,6 +60,7 @@ from layer0 import TurnInput, TurnOutput
 from . import _audit_log
 from ._audit_log import AuditFilter
 from ._claims import Adopted, Claim, Claims
+from ._observer import controller_observer
 from ._retention import Cutoffs, PruneReport, prune_batch
 from ._store_rows import (
     COLUMNS,
@@ -198,10 +199,14 @@ class JobStore:
         if self._closed:
             op.close()
             raise JobStoreError(f"job store {self.where} is closed")
+        began = time.monotonic()
         try:
             return await self._db.transact(op)
         except DatabaseError as e:
+            controller_observer().store_failed("jobs", self._db.dialect)
             raise JobStoreError(f"job store: {e}") from e
+        finally:
+            controller_observer().store_operation("jobs", self._db.dialect, time.monotonic() - began)
 
     # -- writing -------------------------------------------------------------------------
 

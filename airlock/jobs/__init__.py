@@ -25,6 +25,7 @@ if _typing.TYPE_CHECKING:
     )
     from ._effects import EffectOutcome, EffectReport, OutcomeStatus
     from ._errors import RETRYABLE_KINDS, JobErrorKind, error_kind, is_retryable, kind_of
+    from ._log_context import job_log_context, job_log_fields
     from ._model import (
         JOB_EVENT_DATA,
         ApprovalChanged,
@@ -120,6 +121,8 @@ __all__ = [
     "error_kind",
     "is_local_address",
     "is_retryable",
+    "job_log_context",
+    "job_log_fields",
     "kind_of",
     "read_pem",
     "resolve_token",
@@ -182,6 +185,8 @@ _WHERE = {
     "default_token_file": "._client",
     "error_kind": "._errors",
     "is_retryable": "._errors",
+    "job_log_context": "._log_context",
+    "job_log_fields": "._log_context",
     "kind_of": "._errors",
     "resolve_token": "._client",
     "utcnow": "._model",

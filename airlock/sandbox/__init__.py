@@ -25,6 +25,7 @@ from ._handle import TurnHandle, TurnNotRunning
 from ._instance import SandboxInstance
 from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
+from ._observer import SandboxObserver, isolation_of, sandbox_observer, set_sandbox_observer
 from ._placement import Placement, Toleration, refuse_placement
 from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
 from ._port import (
@@ -65,6 +66,7 @@ __all__ = [
     "SandboxEvent",
     "SandboxEventSink",
     "SandboxInstance",
+    "SandboxObserver",
     "SandboxRequest",
     "ShapeStats",
     "StateEntry",
@@ -77,10 +79,13 @@ __all__ = [
     "backend_names",
     "backends",
     "compile_sandbox_plan",
+    "isolation_of",
     "names_local_model",
     "refuse_placement",
     "requested_isolation",
     "resolve_limits",
+    "sandbox_observer",
+    "set_sandbox_observer",
     "sidecar_agent",
     "state_snapshot",
 ]

@@ -37,6 +37,7 @@ from layer0 import (
     TurnOutput,
 )
 from tests.support.containers import my_containers
+from tests.support.provisions import recorded_provisions
 
 pytestmark = pytest.mark.docker
 
@@ -140,6 +141,21 @@ async def test_no_sandbox_is_used_twice(
     environment = EnvironmentSpec()
     await warm(sandbox, pool, environment)
     claimed: set[str] = set()
+    with recorded_provisions() as provisions:
+        await three_jobs(sandbox, pool, docker_client, environment, claimed)
+    assert provisions.seen == [("docker", "warm")] * 3  # reported as the jobs' (not the refills')
+    assert pool.stats().hits == 3
+    assert pool.stats().started == 5  # 2 up front, one refill per claim
+
+
+async def three_jobs(
+    sandbox: DockerBackend,
+    pool: WarmPool[Any],
+    docker_client: Any,
+    environment: EnvironmentSpec,
+    claimed: set[str],
+) -> None:
+    """Three jobs in turn, each in a member no job used before."""
     for i in range(3):
         before = {c.id for c in members(docker_client)}
         spec = bash_agent("ls -A /workspace", f"echo job{i} > /workspace/mark")
@@ -152,8 +168,6 @@ async def test_no_sandbox_is_used_twice(
         claimed |= used
         assert docker_client.containers.list(all=True, filters={"id": next(iter(used))}) == []
         assert await pool.wait_ready(60)
-    assert pool.stats().hits == 3
-    assert pool.stats().started == 5  # 2 up front, one refill per claim
 
 
 async def test_a_shape_that_matches_no_pool_starts_cold(
@@ -163,7 +177,9 @@ async def test_a_shape_that_matches_no_pool_starts_cold(
     await warm(sandbox, pool, EnvironmentSpec())
     waiting = {c.id for c in members(docker_client)}
     bigger = EnvironmentSpec(resources=ResourceLimits(memory="700Mi"))
-    output, events = await run(sandbox, bash_agent("echo cold"), bigger)
+    with recorded_provisions() as provisions:
+        output, events = await run(sandbox, bash_agent("echo cold"), bigger)
+    assert provisions.seen == [("docker", "cold")]
     assert output.exit_reason == ExitReason.complete()
     assert stdout(events) == ["cold"]
     assert (pool.stats().hits, pool.stats().misses) == (0, 0)  # not pooled: not a miss either

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -61,6 +62,7 @@ from airlock.policy import (
 from airlock.sandbox._events import SandboxEventSink
 from airlock.sandbox._lifecycle import run_turn, start
 from airlock.sandbox._limits import SandboxDefaults, resolve_limits
+from airlock.sandbox._observer import isolation_of, sandbox_observer
 from airlock.sandbox._placement import Placement, refuse_placement
 from airlock.sandbox._pool import WarmPool
 from airlock.sandbox._port import SandboxRequest
@@ -167,6 +169,7 @@ class DockerBackend:
         if sink is not None and credentials.values:
             sink = redacting_sink(sink, credentials.secrets)
         deadline = hard_timeout_s(agent, request.input, self.turn_timeout, self.timeout_grace)
+        began = time.monotonic()
         member = await self.pool.claim(shape) if self.pool is not None else None
         if member is not None and self.pool is not None:
             sandbox = member.sandbox
@@ -177,6 +180,8 @@ class DockerBackend:
         else:
             sandbox = await self._start_cold(client, runtimes, shape, request, credentials, sink)
             retire, bind = None, partial(self._bind_cold, sandbox, request)
+        observed = isolation_of(request.environment), "cold" if member is None else "warm"
+        sandbox_observer().provisioned("docker", *observed, time.monotonic() - began)
         output = await run_turn(
             sandbox, request.input, sink, deadline, request.handle, bind=bind, retire=retire
         )

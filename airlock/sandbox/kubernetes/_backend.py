@@ -47,6 +47,7 @@ import contextlib
 import logging
 import math
 import secrets
+import time
 from functools import partial
 from typing import Any
 
@@ -64,6 +65,7 @@ from .._events import SandboxEventSink
 from .._isolation import IsolationKind, requested_isolation
 from .._lifecycle import run_turn, start
 from .._limits import Limits, SandboxDefaults, resolve_limits
+from .._observer import isolation_of, sandbox_observer
 from .._placement import Placement
 from .._pool import WarmPool
 from .._port import SandboxRequest
@@ -179,9 +181,12 @@ class KubernetesBackend:
             sink = redacting_sink(sink, credentials.secrets)
         deadline = hard_timeout_s(agent, request.input, self.turn_timeout, self.timeout_grace)
         member: WarmPod | None = None
+        began = time.monotonic()
         if self.pool is not None and poolable(plan):
             member = await self.pool.claim(self._shape_key(runtime_class, limits, request.placement))
         if member is not None:
+            observed = isolation_of(request.environment), "warm", time.monotonic() - began
+            sandbox_observer().provisioned("kubernetes", *observed)
             output = await self._run_member(member, request, credentials, sink, deadline)
         else:
             output = await self._run_cold(
@@ -203,6 +208,7 @@ class KubernetesBackend:
         runtime_class: str | None,
     ) -> TurnOutput:
         """The turn in a pod started for this job alone, removed before this returns."""
+        began = time.monotonic()
         owner = await api_step("acquire the owner Lease", lease.acquire)
         try:
             shape = SandboxShape(
@@ -230,6 +236,8 @@ class KubernetesBackend:
             api, shape, credentials, sink, port_forward=self._port_forward(), job=request.job, lease=lease
         )
         await start(sandbox, partial(sandbox.provision, self.settings.start_timeout))
+        observed = isolation_of(request.environment), "cold", time.monotonic() - began
+        sandbox_observer().provisioned("kubernetes", *observed)
 
         async def bind() -> None:
             agent = request.agent

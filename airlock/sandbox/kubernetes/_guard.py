@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 
 from layer0 import EnvError
 
+from .._observer import sandbox_observer
 from ._enforcement_result import EnforcementResult
 
 __all__ = ["EnforcementGuard", "Prover", "Publisher", "refusal", "shared_guard"]
@@ -122,6 +123,7 @@ class EnforcementGuard:
 
     async def _record(self, result: EnforcementResult) -> EnforcementResult:
         self._latest = result
+        sandbox_observer().isolation_proved("kubernetes", result.status)
         log = _log.info if result.allows_jobs else _log.error
         log("NetworkPolicy enforcement %s\n%s", result.summary(), result.evidence())
         if self._publish is not None:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from functools import partial
 
 from airlock.policy import SecretResolver
 from airlock.sandbox._lifecycle import run_turn, start
+from airlock.sandbox._observer import isolation_of, sandbox_observer
 from airlock.sandbox._placement import refuse_placement
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._turn import hard_timeout_s
@@ -73,7 +75,10 @@ class ProcessBackend:
         _refuse_unenforceable(request.environment)
         refuse_placement(request.placement, "process")
         runner = ProcessInstance(self.python, request.job, start_timeout=self.start_timeout)
+        began = time.monotonic()
         await start(runner, partial(runner.provision, agent, request.state))
+        observed = ("process", isolation_of(request.environment), "cold", time.monotonic() - began)
+        sandbox_observer().provisioned(*observed)
         deadline = hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace)
         return await run_turn(runner, input, request.events, deadline, request.handle, bind=runner.bound)
 

@@ -229,7 +229,10 @@ def test_submit_prints_only_the_id_then_watch_replays_the_finished_job(
     assert "✓ calculator" in watched.stdout
     assert "sandbox ready in" in watched.stdout
     assert "17 x 23 = 391." in watched.stdout
-    data = invoke_json(runner, "jobs", "watch", job_id)
+    streamed = invoke(runner, "jobs", "watch", job_id, "--json")
+    assert streamed.exit_code == 0, streamed.output
+    *events, data = [json.loads(line) for line in streamed.stdout.splitlines()]
+    assert events and all(e["event"]["job_id"] == job_id for e in events)
     assert data["job"]["id"] == job_id and data["summary"]["exit_reason"] == "complete"
 
 

@@ -23,7 +23,14 @@ import pytest
 
 from airlock.policy import SandboxPlan
 from airlock.proxy import host_port_text as host_port
-from airlock.sandbox import SandboxDefaults, SandboxRequest, backend, resolve_limits
+from airlock.sandbox import (
+    SandboxDefaults,
+    SandboxObserver,
+    SandboxRequest,
+    backend,
+    resolve_limits,
+    set_sandbox_observer,
+)
 from airlock.sandbox.kubernetes import KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._enforcement_pods import (
     REACH_PREFIX,
@@ -305,6 +312,8 @@ async def test_a_failed_result_refuses_then_a_passing_proof_admits(monkeypatch: 
 
     monkeypatch.setattr(_guard, "RETRY_S", 0.0)
     guard = EnforcementGuard(namespace=NS, mode="verify", interval_s=600, prove=prove)
+    verdicts_seen = Verdicts()
+    previous = set_sandbox_observer(verdicts_seen)
     try:
         with pytest.raises(EnvError) as info:
             await guard.require()
@@ -312,7 +321,19 @@ async def test_a_failed_result_refuses_then_a_passing_proof_admits(monkeypatch: 
         await guard.require()  # proven again on demand: the cluster was fixed
         assert guard.latest is not None and guard.latest.status == "enforced"
     finally:
+        set_sandbox_observer(previous)
         await guard.aclose()
+    assert verdicts_seen.seen == [("kubernetes", "failed"), ("kubernetes", "enforced")]  # each reported
+
+
+class Verdicts(SandboxObserver):
+    """Records each isolation verdict reported."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def isolation_proved(self, backend: str, status: str) -> None:
+        self.seen.append((backend, status))
 
 
 async def test_a_stale_result_is_not_trusted() -> None:

@@ -21,7 +21,11 @@ from typing import Any
 import pytest
 
 from airlock.policy import EnvSecretResolver
-from airlock.sandbox import SandboxRequest, WarmPool, compile_sandbox_plan
+from airlock.sandbox import (
+    SandboxRequest,
+    WarmPool,
+    compile_sandbox_plan,
+)
 from airlock.sandbox.kubernetes import SANDBOX_ACCESS, KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._access import resolve
 from airlock.sandbox.kubernetes._names import LABEL_OWNER, LABEL_POOL
@@ -29,6 +33,7 @@ from airlock.testing import KubeApiStandIn, PodScript, ScriptedPods, bash_agent
 from airlock.turn import ToolFinished
 from layer0 import CredentialInjection, CredentialRef, EnvironmentSpec, ExitReason, TurnInput
 from tests.support.kube import RunnerPods, recorded_guard, until
+from tests.support.provisions import Provisions, recorded_provisions
 
 NS = "airlock-sandboxes"
 VALUE = "env-secret-Pz39fL2qk8"
@@ -72,6 +77,12 @@ def script() -> dict[str, PodScript]:
 
 
 @pytest.fixture
+def provisions() -> Iterator[Provisions]:
+    with recorded_provisions() as recorder:
+        yield recorder
+
+
+@pytest.fixture
 def cluster(tmp_path: Path, script: dict[str, PodScript]) -> Iterator[Cluster]:
     pods = ScriptedPods(lambda pod: script.get("sandbox", PodScript()))
     with KubeApiStandIn(pods=pods, namespaces=(NS,)) as api:
@@ -91,7 +102,7 @@ async def job(sandbox: KubernetesBackend) -> tuple[Any, list[str]]:
 
 
 async def test_a_claim_through_port_forward_binds_the_credential_late(
-    cluster: Cluster, pool: WarmPool[Any]
+    cluster: Cluster, pool: WarmPool[Any], provisions: Provisions
 ) -> None:
     sandbox = cluster.sandbox(pool)
     async with cluster.runners():
@@ -102,6 +113,7 @@ async def test_a_claim_through_port_forward_binds_the_credential_late(
         assert output.exit_reason == ExitReason.complete(), output
         assert stdout == [f"{hashlib.sha256(VALUE.encode()).hexdigest()}  -"]
         assert (pool.stats().hits, pool.stats().misses) == (1, 0)
+        assert provisions.seen == [("kubernetes", "warm")]
         await pool.settle()
         assert member not in cluster.named("pods", LABEL_POOL)
         await pool.aclose()
@@ -131,7 +143,7 @@ async def test_the_deadline_patch_of_a_claimed_member_is_in_the_access_table(
 
 
 async def test_a_member_whose_runner_died_is_dropped_and_the_job_starts_cold(
-    cluster: Cluster, pool: WarmPool[Any]
+    cluster: Cluster, pool: WarmPool[Any], provisions: Provisions
 ) -> None:
     sandbox = cluster.sandbox(pool)
     async with cluster.runners() as runners:
@@ -144,6 +156,7 @@ async def test_a_member_whose_runner_died_is_dropped_and_the_job_starts_cold(
         # (a cold pod's env_var credential is a secretKeyRef: RunnerPods' host processes lack it)
         assert len(stdout) == 1
         assert (pool.stats().hits, pool.stats().misses) == (0, 1)
+        assert provisions.seen == [("kubernetes", "cold")]
         await pool.settle()
         assert member not in cluster.named("pods", LABEL_OWNER)
         await pool.aclose()
