@@ -1,0 +1,58 @@
+"""The HTTP/JSON API as a FastAPI app over a JobService and an authenticator."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+from airlock.controller import JobService
+from airlock.jobs import MAX_MESSAGE_BYTES
+
+from . import _agents, _approvals, _artifacts, _errors, _events, _jobs, _login
+from ._audit import Record
+from ._auth import CallerCheck, Gate
+from ._limits import BodyLimit
+from ._logins import LoginBook
+
+#: Where the OpenAPI document is served.
+OPENAPI_URL = "/api/v1/openapi.json"
+
+
+def create_app(
+    service: JobService,
+    authenticator: CallerCheck,
+    *,
+    record: Record | None = None,
+    mounts: Mapping[str, ASGIApp] | None = None,
+    max_body: int = MAX_MESSAGE_BYTES,
+    logins: LoginBook | None = None,
+) -> FastAPI:
+    """The API of ``service``, its callers checked by ``authenticator`` (the gRPC API's).
+
+    Args:
+        record: writes the audit entry of each state-changing request (the job store's
+            ``record_audit``); None: nothing is audited.
+        mounts: other ASGI apps by path (``{"/metrics": metrics_app()}``; the console later
+            at ``/``), mounted after the API's routes.
+        max_body: the largest request body (413 beyond it).
+        logins: the console logins (default: a new, empty book).
+    """
+    app = FastAPI(
+        title="airlock controller API",
+        version="1",
+        openapi_url=OPENAPI_URL,
+        docs_url=None,  # the docs pages load assets from outside the machine
+        redoc_url=None,
+    )
+    app.state.service = service
+    app.state.gate = Gate(authenticator, logins or LoginBook())
+    app.state.record = record
+    _errors.install(app)
+    for module in (_login, _jobs, _events, _approvals, _artifacts, _agents):
+        app.include_router(module.router)
+    for path, mounted in (mounts or {}).items():
+        app.mount(path, mounted)
+    app.add_middleware(BodyLimit, limit=max_body)
+    return app
