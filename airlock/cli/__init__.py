@@ -310,6 +310,16 @@ def serve(
             "the others' records. Missing, short or open to others exits 2.",
         ),
     ] = None,
+    http_address: Annotated[
+        str | None,
+        typer.Option(
+            "--http-address",
+            show_default=False,
+            help="Serve the HTTP/JSON API (and its OpenAPI document at /api/v1/openapi.json) on "
+            "host:port, with the gRPC API's credentials, and HTTPS with --tls-cert; 'off' for none. "
+            "Default: 127.0.0.1:8480 (skipped with a warning when in use).",
+        ),
+    ] = None,
 ) -> None:
     """Run the controller service (see the command help)."""
     from airlock.cli._serve import ServeOptions
@@ -329,6 +339,7 @@ def serve(
         store=store,
         lease_s=lease,
         audit_key_file=audit_key_file,
+        http_address=http_address,
     )
     loaded = load(config)
     if backend is not None:

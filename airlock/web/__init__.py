@@ -18,7 +18,7 @@ from ._app import OPENAPI_URL, create_app
 from ._auth import CSRF_COOKIE, CSRF_HEADER, LOGIN_COOKIE, CallerCheck
 from ._controller import controller_app
 from ._logins import LoginBook
-from ._server import DEFAULT_HTTP_ADDRESS, WebServer, WebServerError
+from ._server import DEFAULT_HTTP_ADDRESS, WebServer, WebServerError, WebTls
 
 __all__ = [
     "CSRF_COOKIE",
@@ -30,6 +30,7 @@ __all__ = [
     "LoginBook",
     "WebServer",
     "WebServerError",
+    "WebTls",
     "controller_app",
     "create_app",
 ]

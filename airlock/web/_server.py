@@ -7,8 +7,11 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Iterator
-from typing import Self
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -23,6 +26,23 @@ DEFAULT_HTTP_ADDRESS = "127.0.0.1:8480"
 
 class WebServerError(AirlockError):
     """The HTTP server cannot start (a bad address, or one in use)."""
+
+
+@dataclass(frozen=True)
+class WebTls:
+    """Serve HTTPS with these PEM files (read at start); ``client_ca``: clients need a
+    certificate from it (mutual TLS)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        """uvicorn's settings for these files."""
+        options: dict[str, Any] = {"ssl_certfile": str(self.cert), "ssl_keyfile": str(self.key)}
+        if self.client_ca is not None:
+            options |= {"ssl_ca_certs": str(self.client_ca), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+        return options
 
 
 class _Server(uvicorn.Server):
@@ -62,11 +82,24 @@ class WebServer:
     On exit open connections (event streams included) get ``grace_s`` to finish, then are cut.
     """
 
-    def __init__(self, app: ASGIApp, address: str = DEFAULT_HTTP_ADDRESS, *, grace_s: int = 2) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        address: str = DEFAULT_HTTP_ADDRESS,
+        *,
+        tls: WebTls | None = None,
+        grace_s: int = 2,
+    ) -> None:
         self.listen = address
         self.address: str | None = None
+        self.tls = tls
         config = uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=grace_s
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=grace_s,
+            **(tls.uvicorn_options() if tls is not None else {}),
         )
         self._server = _Server(config)
         self._task: asyncio.Task[None] | None = None
@@ -76,10 +109,21 @@ class WebServer:
         """``http://host:port`` (after entry)."""
         assert self.address is not None, "not started"
         host, _, port = self.address.rpartition(":")
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{self.address}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{self.address}"
 
     async def __aenter__(self) -> Self:
+        """Listen and serve.
+
+        Raises:
+            WebServerError: the address cannot be bound, or a TLS file cannot be loaded.
+        """
         sock = bind(self.listen)
+        try:
+            self._server.config.load()
+        except (OSError, ssl.SSLError) as e:
+            sock.close()
+            raise WebServerError(f"cannot serve HTTPS on {self.listen}: {e}") from e
         host, port = sock.getsockname()[:2]
         self.address = f"{host}:{port}"
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))

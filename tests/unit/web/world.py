@@ -19,6 +19,7 @@ from airlock.controller import AgentRunner, JobService, SqliteJobStore
 from airlock.identity import Principal, RoleBook
 from airlock.jobs import Job
 from airlock.state import SqliteStore
+from airlock.testing import text_step
 from airlock.web import WebServer, create_app
 from layer0 import TurnInput
 from tests.support.principals import Principals, principal, token_of
@@ -79,7 +80,7 @@ async def world(
 ) -> AsyncIterator[World]:
     """The API over agents ``a`` and ``ops`` (default: scripts that say nothing); with
     ``workers``, jobs run (on the process backend), else they stay queued."""
-    quiet = process_agent([{"text": "nothing"}])
+    quiet = process_agent([text_step("nothing")])
     config_file = tmp_path / "airlock.yaml"
     config_file.write_text(
         json.dumps({"version": 1, "agents": agents or {"a": quiet, "ops": quiet}, "auth": AUTH})
