@@ -12,12 +12,14 @@ from airlock.jobs import MAX_MESSAGE_BYTES
 
 from . import _agents, _approvals, _artifacts, _errors, _events, _jobs, _login
 from ._audit import Record
-from ._auth import CallerCheck, Gate
+from ._auth import Authenticated, CallerCheck, Gate
 from ._limits import BodyLimit
 from ._logins import LoginBook
 
 #: Where the OpenAPI document is served.
 OPENAPI_URL = "/api/v1/openapi.json"
+#: What answers without a credential: health, the OpenAPI document, the login form's target.
+PUBLIC = ("/api/v1/health", OPENAPI_URL, "/login")
 
 
 def create_app(
@@ -26,6 +28,7 @@ def create_app(
     *,
     record: Record | None = None,
     mounts: Mapping[str, ASGIApp] | None = None,
+    public_mounts: Mapping[str, ASGIApp] | None = None,
     max_body: int = MAX_MESSAGE_BYTES,
     logins: LoginBook | None = None,
 ) -> FastAPI:
@@ -34,8 +37,9 @@ def create_app(
     Args:
         record: writes the audit entry of each state-changing request (the job store's
             ``record_audit``); None: nothing is audited.
-        mounts: other ASGI apps by path (``{"/metrics": metrics_app()}``; the console later
-            at ``/``), mounted after the API's routes.
+        mounts: other ASGI apps by path, mounted after the API's routes, behind the same
+            authentication (``{"/metrics": metrics_app()}``; the console later at ``/``).
+        public_mounts: as ``mounts``, but open to requests without a credential.
         max_body: the largest request body (413 beyond it).
         logins: the console logins (default: a new, empty book).
     """
@@ -47,12 +51,15 @@ def create_app(
         redoc_url=None,
     )
     app.state.service = service
-    app.state.gate = Gate(authenticator, logins or LoginBook())
+    gate = Gate(authenticator, logins or LoginBook())
+    app.state.gate = gate
     app.state.record = record
     _errors.install(app)
     for module in (_login, _jobs, _events, _approvals, _artifacts, _agents):
         app.include_router(module.router)
-    for path, mounted in (mounts or {}).items():
+    for path, mounted in {**(mounts or {}), **(public_mounts or {})}.items():
         app.mount(path, mounted)
     app.add_middleware(BodyLimit, limit=max_body)
+    public = [*PUBLIC, *(public_mounts or {})]
+    app.add_middleware(Authenticated, gate=gate, public=public)  # outermost: first
     return app

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from airlock.identity import KeyStoreError, Principal, Unauthenticated
 
-from ._errors import ApiError
+from ._errors import ApiError, error_response
 from ._logins import LoginBook
 
 _log = logging.getLogger("airlock.web")
@@ -78,9 +80,37 @@ class Gate:
             raise ApiError(503, "UNAVAILABLE", "credentials cannot be checked now; try again") from None
 
 
-async def _caller(request: Request) -> Principal:
-    gate: Gate = request.app.state.gate
-    return await gate.principal(request)
+class Authenticated:
+    """ASGI middleware, outermost: every HTTP request but those under ``public`` prefixes is
+    authenticated before anything else looks at it (its body, its route), so an
+    unauthenticated request is a 401 whatever else is wrong with it. The principal is left in
+    the request's state for :data:`Caller`."""
+
+    def __init__(self, app: ASGIApp, gate: Gate, public: Collection[str]) -> None:
+        self.app = app
+        self.gate = gate
+        self.public = tuple(public)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _under(scope["path"], self.public):
+            await self.app(scope, receive, send)
+            return
+        try:
+            principal = await self.gate.principal(Request(scope))
+        except ApiError as e:
+            await error_response(e)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in prefixes)
+
+
+def _caller(request: Request) -> Principal:
+    principal: Principal = request.state.principal
+    return principal
 
 
 #: A route's authenticated principal.

@@ -59,13 +59,17 @@ def body(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message, **extra}}, status_code=status)
 
 
+def error_response(error: ApiError) -> JSONResponse:
+    """``error`` as its response (a 401 names the scheme, and nothing else)."""
+    response = body(error.status, error.code, error.message, **error.extra)
+    if error.status == 401:
+        response.headers["WWW-Authenticate"] = "Bearer"
+    return response
+
+
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    response = body(exc.status, exc.code, exc.message, **exc.extra)
-    if headers:
-        response.headers.update(headers)
-    return response
+    return error_response(exc)
 
 
 async def _refused(request: Request, exc: Exception) -> JSONResponse:

@@ -70,6 +70,24 @@ async def test_without_a_valid_credential_every_route_is_401_and_nothing_else(
     assert w.red.id not in response.text
 
 
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("/api/v1/jobs", b"{"),
+        ("/api/v1/jobs", b"x" * (MAX_MESSAGE_BYTES + 1)),
+        ("/api/v1/jobs/j1/reject", b"[]"),
+        ("/api/v1/nowhere", b""),
+    ],
+)
+async def test_an_unauthenticated_request_is_401_whatever_else_is_wrong_with_it(
+    w: World, path: str, content: bytes
+) -> None:
+    async with w.client() as anonymous:
+        response = await anonymous.post(path, content=content, headers={"content-type": "application/json"})
+    assert response.status_code == 401
+    assert response.json() == {"error": {"code": "UNAUTHENTICATED", "message": "authentication required"}}
+
+
 async def test_show_a_job_of_ones_tenant(w: World) -> None:
     async with w.client("carol") as carol:
         response = await carol.get(f"/api/v1/jobs/{w.red.id}")
