@@ -15,6 +15,7 @@ from ._audit import Record
 from ._auth import Authenticated, CallerCheck, Gate
 from ._limits import BodyLimit
 from ._logins import LoginBook
+from ._openapi import document_security
 
 #: Where the OpenAPI document is served.
 OPENAPI_URL = "/api/v1/openapi.json"
@@ -62,4 +63,5 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_body)
     public = [*PUBLIC, *(public_mounts or {})]
     app.add_middleware(Authenticated, gate=gate, public=public)  # outermost: first
+    document_security(app, PUBLIC)
     return app

@@ -293,3 +293,7 @@ async def test_the_openapi_document_lists_every_route(w: World) -> None:
         ("GET", "/api/v1/agents"),
         ("GET", "/api/v1/agents/{name}"),
     }
+    assert set(document["components"]["securitySchemes"]) == {"bearer", "login"}
+    assert document["security"] == [{"bearer": []}, {"login": []}]
+    assert document["paths"]["/api/v1/health"]["get"]["security"] == []
+    assert "security" not in document["paths"]["/api/v1/jobs"]["get"]  # the document's default

@@ -76,10 +76,11 @@ class World:
 
 @contextlib.asynccontextmanager
 async def world(
-    tmp_path: Path, agents: dict[str, dict[str, Any]] | None = None, *, workers: bool = False
+    tmp_path: Path, agents: dict[str, dict[str, Any]] | None = None, *, workers: bool = False, **options: Any
 ) -> AsyncIterator[World]:
     """The API over agents ``a`` and ``ops`` (default: scripts that say nothing); with
-    ``workers``, jobs run (on the process backend), else they stay queued."""
+    ``workers``, jobs run (on the process backend), else they stay queued; ``options``: more
+    arguments of :func:`create_app`."""
     quiet = process_agent([text_step("nothing")])
     config_file = tmp_path / "airlock.yaml"
     config_file.write_text(
@@ -95,7 +96,7 @@ async def world(
         async with contextlib.AsyncExitStack() as stack:
             if workers:
                 await stack.enter_async_context(service)
-            app = create_app(service, Principals(*people(book)), record=store.record_audit)
+            app = create_app(service, Principals(*people(book)), record=store.record_audit, **options)
             web = await stack.enter_async_context(WebServer(app, "127.0.0.1:0"))
             red = await service.submit("a", TurnInput.new("the red secret"), tenant="red", owner="alice")
             blue = await service.submit("a", TurnInput.new("the blue plan"), tenant="blue", owner="bob")
