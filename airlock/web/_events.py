@@ -4,6 +4,7 @@ stream resumes where it stopped), live until the job's terminal event ends the s
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -19,6 +20,8 @@ from ._errors import invalid
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["events"])
 
+#: Seconds without an event after which the stream sends a comment.
+KEEP_ALIVE_S = 15.0
 #: Event seqs are signed 64-bit integers; a later position is read as this.
 _MAX_SEQ = 2**63 - 1
 
@@ -29,10 +32,28 @@ def sse(event: JobEvent) -> bytes:
     return f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode()
 
 
-async def _messages(events: AsyncIterator[JobEvent]) -> AsyncIterator[bytes]:
-    yield b": airlock job events\n\n"  # the headers and a first byte at once
-    async for event in events:
-        yield sse(event)
+async def _messages(events: AsyncIterator[JobEvent], keep_alive_s: float) -> AsyncIterator[bytes]:
+    """The SSE body: a comment at once (the headers go out), each event, and a comment after
+    ``keep_alive_s`` without one (proxies keep the stream open)."""
+    yield b": airlock job events\n\n"
+    pending: asyncio.Task[JobEvent] | None = None
+    try:
+        while True:
+            pending = pending or asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({pending}, timeout=keep_alive_s)
+            if not done:
+                yield b": keep-alive\n\n"
+                continue
+            pending = None
+            try:
+                event = done.pop().result()
+            except StopAsyncIteration:
+                return
+            yield sse(event)
+    finally:
+        if pending is not None:
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
 
 
 def _start(after: int | None, last_event_id: str | None) -> int:
@@ -61,5 +82,5 @@ async def job_events(
     await job_for(service, principal, job_id, "see")
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(
-        _messages(service.watch(job_id, start)), media_type="text/event-stream", headers=headers
+        _messages(service.watch(job_id, start), KEEP_ALIVE_S), media_type="text/event-stream", headers=headers
     )

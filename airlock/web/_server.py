@@ -17,6 +17,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from airlock.errors import AirlockError
+from airlock.jobs import is_local_address
 
 _log = logging.getLogger("airlock.web")
 
@@ -134,6 +135,12 @@ class WebServer:
                 raise WebServerError(f"the HTTP server on {self.address} stopped at start")
             await asyncio.sleep(0.01)
         _log.info("HTTP API on %s", self.url)
+        if self.tls is None and not is_local_address(self.listen):
+            _log.warning(
+                "the HTTP API on %s is plaintext beyond loopback: credentials and the login cookie "
+                "cross the network in the clear (serve with --tls-cert/--tls-key)",
+                self.url,
+            )
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -13,6 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from airlock.jobs import JobEvent, JobState, StateChanged, utcnow
+from airlock.web._events import _messages
+
 from .world import World, world
 
 pytestmark = pytest.mark.timeout(60)
@@ -86,3 +89,18 @@ async def test_a_live_job_streams_until_its_terminal_event(w: World) -> None:
         await cancelling
     messages = parse("\n".join(seen))
     assert messages[-1]["data"]["data"]["state"] == "cancelled"
+
+
+async def test_a_quiet_stream_sends_keep_alive_comments_until_the_next_event() -> None:
+    release = asyncio.Event()
+
+    async def events() -> AsyncIterator[JobEvent]:
+        await release.wait()
+        yield JobEvent(job_id="j1", seq=7, time=utcnow(), data=StateChanged(state=JobState.CANCELLED))
+
+    body = _messages(events(), keep_alive_s=0.01)
+    assert (await anext(body)).startswith(b":")
+    assert await anext(body) == b": keep-alive\n\n"  # nothing happened yet
+    release.set()
+    chunks = [chunk async for chunk in body if not chunk.startswith(b":")]
+    assert [m["id"] for m in parse(b"".join(chunks).decode())] == [7]

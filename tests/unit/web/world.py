@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 
 from airlock.config import load_config
 from airlock.controller import AgentRunner, JobService, SqliteJobStore
@@ -63,6 +64,7 @@ class World:
     """The server's URL, its service and store, and the tenants' first jobs."""
 
     url: str
+    app: FastAPI
     service: JobService
     store: SqliteJobStore
     red: Job
@@ -100,4 +102,4 @@ async def world(
             web = await stack.enter_async_context(WebServer(app, "127.0.0.1:0"))
             red = await service.submit("a", TurnInput.new("the red secret"), tenant="red", owner="alice")
             blue = await service.submit("a", TurnInput.new("the blue plan"), tenant="blue", owner="bob")
-            yield World(web.url, service, store, red, blue)
+            yield World(web.url, app, service, store, red, blue)
