@@ -51,6 +51,8 @@ def create_app(
         docs_url=None,  # the docs pages load assets from outside the machine
         redoc_url=None,
     )
+    if any(path.strip("/") == "" for path in public_mounts or {}):
+        raise ValueError("a public mount at / would open every route: mount it behind authentication")
     app.state.service = service
     gate = Gate(authenticator, logins or LoginBook())
     app.state.gate = gate

@@ -4,10 +4,12 @@ logout, who am I, and health (the one route without a credential; it says nothin
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Form, Request, Response
 
 from ._auth import CSRF_COOKIE, LOGIN_COOKIE, Caller, Gate
+from ._errors import ApiError
 from ._logins import LOGIN_TTL_S
 
 router = APIRouter(tags=["session"])
@@ -31,7 +33,11 @@ async def login(
 ) -> dict[str, Any]:
     """Check ``token`` and open a login: an HttpOnly, SameSite=Strict cookie (Secure
     over TLS) and the CSRF token state-changing requests echo in ``X-CSRF-Token`` (also in a
-    readable ``airlock_csrf`` cookie)."""
+    readable ``airlock_csrf`` cookie). A form posted from another site's page is refused (its
+    ``Origin`` names another host): nobody is logged in as someone else behind their back."""
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        raise ApiError(403, "CROSS_ORIGIN", "a login from another site's page is refused")
     gate: Gate = request.app.state.gate
     principal = await gate.authenticate(f"Bearer {token.strip()}", request)
     login_id, login = gate.logins.open(token.strip())

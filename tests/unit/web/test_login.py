@@ -44,6 +44,16 @@ async def test_login_sets_an_httponly_samesite_strict_cookie(w: World) -> None:
     assert token("alice") not in response.text
 
 
+async def test_a_login_posted_from_another_sites_page_is_refused(w: World) -> None:
+    async with w.client() as browser:
+        elsewhere = await browser.post(
+            "/login", data={"token": token("alice")}, headers={"Origin": "https://evil.test"}
+        )
+        assert elsewhere.status_code == 403 and "set-cookie" not in elsewhere.headers
+        here = await browser.post("/login", data={"token": token("alice")}, headers={"Origin": w.url})
+        assert here.status_code == 200
+
+
 @pytest.mark.parametrize("form", [{"token": "tok-red-mallory"}, {"token": ""}, {}])
 async def test_a_bad_login_is_refused_and_sets_nothing(w: World, form: dict[str, str]) -> None:
     async with w.client() as browser:

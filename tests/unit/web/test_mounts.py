@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from starlette.responses import PlainTextResponse
@@ -15,6 +15,9 @@ from starlette.types import Receive, Scope, Send
 
 import airlock.web
 from airlock.cli import _serve
+from airlock.controller import JobService
+from airlock.web import create_app
+from tests.support.principals import Principals
 
 from .world import world
 
@@ -52,3 +55,8 @@ async def test_the_default_http_address_in_use_is_skipped_with_a_warning(
             asked = _serve.ServeOptions(address="127.0.0.1:0", http_address=address)
             async with _serve._http_api(controller, asked):
                 pass
+
+
+def test_a_public_mount_at_the_root_is_refused() -> None:
+    with pytest.raises(ValueError, match="would open every route"):
+        create_app(cast(JobService, None), Principals(), public_mounts={"/": hello})
