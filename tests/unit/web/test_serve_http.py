@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from airlock.testing import text_step
+from airlock.testing import text_step, tool_step
 
 from .test_events import parse
 from .world import process_agent
@@ -106,3 +106,31 @@ async def test_an_http_address_in_use_stops_serve(tmp_path: Path) -> None:
         out, err = await proc.communicate()
     assert proc.returncode == 3, err
     assert f"cannot listen on 127.0.0.1:{port}" in (out + err).decode()
+
+
+async def test_serve_stops_with_an_event_stream_open(tmp_path: Path) -> None:
+    slow = process_agent([tool_step("bash", {"command": "sleep 60"}, id="s"), text_step("late")], ("bash",))
+    (tmp_path / "slow.yaml").write_text(json.dumps({"version": 1, "agents": {"a": slow}}))
+    args = command(tmp_path, "--http-address", "127.0.0.1:0")
+    args[args.index("--config") + 1] = str(tmp_path / "slow.yaml")
+    proc = await asyncio.create_subprocess_exec(*args, stdout=PIPE, stderr=PIPE)
+    try:
+        assert proc.stdout is not None
+        started = json.loads(await proc.stdout.readline())
+        bearer = {"Authorization": f"Bearer {started['token']}"}
+        async with httpx.AsyncClient(base_url=started["http_address"], headers=bearer, timeout=60) as client:
+            job_id = (await client.post("/api/v1/jobs", json={"agent": "a", "message": "go"})).json()["id"]
+            async with client.stream("GET", f"/api/v1/jobs/{job_id}/events") as events:
+                lines = events.aiter_lines()
+                async for line in lines:
+                    if '"state":"running"' in line:
+                        break
+                proc.send_signal(signal.SIGTERM)
+                with contextlib.suppress(httpx.HTTPError):
+                    async for _ in lines:
+                        pass
+        assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
