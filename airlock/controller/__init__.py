@@ -21,6 +21,7 @@ live in :mod:`airlock.jobs`, which this server builds on.
 from __future__ import annotations
 
 from ._access import PermissionDenied, Use, scoped_filter
+from ._access import check as check_use
 from ._access import job_for as authorized_job
 from ._access import require as require_permission
 from ._app import Controller, ControllerOptions
@@ -90,6 +91,7 @@ __all__ = [
     "backup_store",
     "backups",
     "capped",
+    "check_use",
     "load_or_create_token",
     "new_job_id",
     "open_data_dir",

@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 
-from airlock.controller import scoped_filter
-from airlock.identity import Permission, allows
-from airlock.jobs import JobFilter, JobState
+from airlock.controller import PermissionDenied, check_use
+from airlock.identity import Permission, Principal, allows
+from airlock.jobs import Job, JobFilter, JobState
 
 from ._audit import audited
 from ._auth import Caller
@@ -19,16 +19,31 @@ from ._models import ApproveBody, RejectBody
 router = APIRouter(prefix="/api/v1", tags=["approvals"])
 
 
+#: Pending jobs listed at most.
+MAX_PENDING = 1000
+
+
 @router.get("/approvals")
 async def pending_approvals(principal: Caller, service: Service) -> dict[str, Any]:
-    """Jobs of the caller's scope waiting on a person, with whether the caller may decide."""
-    where = scoped_filter(principal, JobFilter(states=frozenset({JobState.AWAITING_APPROVAL}), limit=1000))
-    jobs = await service.find(where)
+    """Jobs waiting on a person that the caller may see (its tenant's: those it may read, or
+    decide on, as the job routes allow), with whether it may decide."""
+    where = JobFilter(states=frozenset({JobState.AWAITING_APPROVAL}), limit=MAX_PENDING)
+    if not principal.is_admin:
+        where = where.model_copy(update={"tenant": principal.tenant})
+    jobs = [j for j in await service.find(where) if _sees(principal, j)]
     return {
         "pending": [
             {**job_json(j), "may_decide": allows(principal, Permission.APPROVE, j.agent)} for j in jobs
         ]
     }
+
+
+def _sees(principal: Principal, job: Job) -> bool:
+    try:
+        check_use(principal, job, "see")
+    except PermissionDenied:
+        return False
+    return True
 
 
 @router.post("/jobs/{job_id}/approve")

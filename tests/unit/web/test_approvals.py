@@ -45,6 +45,10 @@ async def test_approve_over_http_as_the_authenticated_principal(tmp_path: Path) 
             assert mine[0]["approval"]["calls"][0]["name"] == "bash"
             refused = await carol.post(f"/api/v1/jobs/{job.id}/approve")
             assert refused.status_code == 403 and refused.json()["error"]["code"] == "PERMISSION_DENIED"
+        async with w.client("erin") as erin:  # an approver only: sees what she may decide on
+            pending = (await erin.get("/api/v1/approvals")).json()["pending"]
+            assert [p["may_decide"] for p in pending if p["id"] == job.id] == [True]
+            assert (await erin.get("/api/v1/jobs")).status_code == 403, "listing jobs needs more"
         async with w.client("alice") as alice:
             pending = (await alice.get("/api/v1/approvals")).json()["pending"]
             assert [p["may_decide"] for p in pending if p["id"] == job.id] == [True]

@@ -30,17 +30,18 @@ AUTH: dict[str, Any] = {
     "roles": {"a-only": {"grants": ["submitter"], "agents": ["a"]}},
     "tenants": {"red": {}, "blue": {}},
 }
-TENANTS = {"alice": "red", "carol": "red", "dave": "red", "bob": "blue"}
+TENANTS = {"alice": "red", "carol": "red", "dave": "red", "erin": "red", "bob": "blue"}
 
 
 def people(book: RoleBook) -> list[Principal]:
     """alice and bob: full members of red and blue; carol: red's viewer; dave: red, may submit
-    to ``a`` only; root: the administrator."""
+    to ``a`` only; erin: red's approver and nothing else; root: the administrator."""
     return [
         principal("alice", "submitter", "viewer", "approver", tenant="red", book=book),
         principal("bob", "submitter", "viewer", "approver", tenant="blue", book=book),
         principal("carol", "viewer", tenant="red", book=book),
         principal("dave", "a-only", tenant="red", book=book),
+        principal("erin", "approver", tenant="red", book=book),
         principal("root", "admin", book=book),
     ]
 
