@@ -29,6 +29,7 @@ the rest live here)::
     │   └── ServerStartError     the model server exited or timed out before it was healthy
     ├── ControllerError          a controller RPC failed (gRPC status name) [airlock.controller]
     ├── ControllerServerError    the controller server cannot start [airlock.controller]
+    ├── WebServerError           the HTTP API cannot be served (address, TLS files) [airlock.web]
     ├── TlsFileError             a TLS certificate, key or CA file is missing, unreadable or not
     │                             PEM [airlock.jobs]
     ├── JobNotAwaiting           the job is not in the state a request needs [airlock.controller]

@@ -325,6 +325,16 @@ def serve(
             help="Serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464).",
         ),
     ] = None,
+    http_address: Annotated[
+        str | None,
+        typer.Option(
+            "--http-address",
+            show_default=False,
+            help="Serve the HTTP/JSON API (and its OpenAPI document at /api/v1/openapi.json) on "
+            "host:port, with the gRPC API's credentials, and HTTPS with --tls-cert; 'off' for none. "
+            "Default: 127.0.0.1:8480 (skipped with a warning when in use).",
+        ),
+    ] = None,
 ) -> None:
     """Run the controller service (see the command help)."""
     from airlock.cli._serve import ServeOptions
@@ -348,6 +358,7 @@ def serve(
         audit_key_file=audit_key_file,
         log_format="json" if log_format == "json" else "text",
         metrics_address=metrics_address,
+        http_address=http_address,
     )
     loaded = load(config)
     if backend is not None:

@@ -9,9 +9,11 @@ queued jobs stay queued for the next start, and the command exits 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +38,11 @@ from ._common import (
 if TYPE_CHECKING:
     from airlock.config import AirlockConfig
     from airlock.controller import Controller, ServerTls
-    from airlock.observability import LogFormat
+    from airlock.observability import LogFormat, Metrics
+    from airlock.web import WebServer
+
+#: Where the OpenAPI document is (airlock.web.OPENAPI_URL, without loading the web stack here).
+OPENAPI_URL = "/api/v1/openapi.json"
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,9 @@ class ServeOptions:
     #: The process log: ``text`` lines or ``json`` objects; ``/metrics`` on this HOST:PORT.
     log_format: LogFormat = "text"
     metrics_address: str | None = None
+    #: The HTTP/JSON API's ``host:port``; None: the default (loopback), skipped with a warning
+    #: when in use; ``off`` or empty: none.
+    http_address: str | None = None
 
 
 def _configure_logging(log_format: LogFormat = "text") -> None:
@@ -80,14 +89,18 @@ def _configure_logging(log_format: LogFormat = "text") -> None:
         logger.setLevel(logging.INFO)
 
 
-def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) -> None:
-    """Print what a client needs: the address, the data dir, the agents, the token (once)."""
+def _started(
+    controller: Controller, config: AirlockConfig, opts: ServeOptions, web: WebServer | None = None
+) -> None:
+    """Print what a client needs: the address, the data dir, the agents, the token (once), and
+    the HTTP API's address (``web``; None: not served)."""
     service = controller.service
     recovered = [job.id for job in service.recovered] if service is not None else []
     agents = sorted(config.agents)
     if opts.as_json:
         body: dict[str, Any] = {
             "address": controller.address,
+            "http_address": web.url if web is not None else None,
             "data_dir": str(controller.data_dir),
             "store": controller.store_where,
             "replica": service.replica if service is not None else None,
@@ -135,6 +148,8 @@ def _started(controller: Controller, config: AirlockConfig, opts: ServeOptions) 
     else:
         say(f"  token: in {escape(str(opts.token_file or controller.token_file))} (not printed)")
     say(f"listening on {controller.address}{_tls_note(opts)}")
+    if web is not None:
+        say(f"HTTP API on {web.url} (OpenAPI: {web.url}{OPENAPI_URL})")
     say("[dim]Ctrl-C stops it: running jobs are interrupted and their sandboxes removed[/]")
     sys.stdout.flush()
 
@@ -202,9 +217,13 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
             err_console.print("[yellow]still stopping[/] (removing the running jobs' sandboxes first)")
 
     with on_stop_signals(on_signal):
-        async with serve_metrics(opts.metrics_address) as metrics, Controller(config, options) as controller:
+        async with (
+            serve_metrics(opts.metrics_address) as metrics,
+            Controller(config, options) as controller,
+            _http_api(controller, opts, metrics) as web,
+        ):
             metrics.attach(controller.service)
-            _started(controller, config, opts)
+            _started(controller, config, opts, web)
             # The agents' custom tools are checked in their images while the controller serves
             # (a warning each for those that do not load; their jobs would fail at provisioning).
             checking = asyncio.create_task(warn_broken_tools(config, controller.data_dir))
@@ -225,6 +244,41 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
             detail = "; ".join(p for p in (what, keep) if p)
             err_console.print(f"[yellow]stopping[/]{': ' + detail if detail else ''}", highlight=False)
     err_console.print("stopped")
+
+
+@contextlib.asynccontextmanager
+async def _http_api(
+    controller: Controller, opts: ServeOptions, metrics: Metrics
+) -> AsyncIterator[WebServer | None]:
+    """The HTTP/JSON API beside gRPC on the controller's loop, with ``metrics`` at ``/metrics``
+    to authenticated callers (None: off, or the default address in use: a warning; an address
+    asked for that cannot be served stops the command).
+
+    Raises:
+        WebServerError: ``--http-address`` cannot be bound or served.
+    """
+    from airlock.observability import metrics_app
+    from airlock.web import DEFAULT_HTTP_ADDRESS, WebServer, WebServerError, WebTls, controller_app
+
+    address = opts.http_address if opts.http_address is not None else DEFAULT_HTTP_ADDRESS
+    if address.strip().lower() in ("", "off"):
+        yield None
+        return
+    tls = WebTls(opts.tls_cert, opts.tls_key, opts.tls_client_ca) if opts.tls_cert and opts.tls_key else None
+    app = controller_app(controller, mounts={"/metrics": metrics_app(metrics)})
+    web = WebServer(app, address, tls=tls)
+    try:
+        await web.__aenter__()
+    except WebServerError as e:
+        if opts.http_address is not None:
+            raise
+        err_console.print(f"[yellow]warning[/]: no HTTP API: {escape(str(e))} (--http-address to choose)")
+        yield None
+        return
+    try:
+        yield web
+    finally:
+        await web.__aexit__(None, None, None)
 
 
 def serve(config: AirlockConfig, opts: ServeOptions) -> None:

@@ -20,7 +20,10 @@ live in :mod:`airlock.jobs`, which this server builds on.
 
 from __future__ import annotations
 
-from ._access import PermissionDenied
+from ._access import PermissionDenied, Use, scoped_filter
+from ._access import check as check_use
+from ._access import job_for as authorized_job
+from ._access import require as require_permission
 from ._app import Controller, ControllerOptions
 from ._audit_log import AuditFilter
 from ._claims import Claim, Claims, LeaseLost
@@ -86,17 +89,22 @@ __all__ = [
     "SqliteJobStore",
     "StoreBackup",
     "TenantState",
+    "Use",
+    "authorized_job",
     "backup_postgres_store",
     "backup_store",
     "backups",
     "capped",
+    "check_use",
     "controller_observer",
     "load_or_create_token",
     "new_job_id",
     "open_data_dir",
     "read_token_file",
+    "require_permission",
     "restore_postgres_store",
     "restore_store",
+    "scoped_filter",
     "set_controller_observer",
     "tenant_state",
     "workflow_key",

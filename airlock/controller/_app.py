@@ -31,6 +31,7 @@ from ._weaving import AUDIT_KEY_FILE, load_or_create_audit_key, read_audit_key_f
 
 if TYPE_CHECKING:
     from airlock.config import AirlockConfig
+    from airlock.identity import Authenticator
 
 _log = logging.getLogger("airlock.controller")
 
@@ -90,6 +91,8 @@ class Controller:
         #: Where the records are (a data dir, or a PostgreSQL database without its password).
         self.store_where = str(self.data_dir)
         self.server: ControllerServer | None = None
+        #: Checks a caller's credential (after entry): the gRPC API's, which the HTTP API shares.
+        self.authenticator: Authenticator | None = None
         self._stack = contextlib.AsyncExitStack()
 
     @property
@@ -131,6 +134,7 @@ class Controller:
                 self._stack.push_async_callback(_cancelled, listening)
             await _audit_quotas(store, self.config)
             keys, callers = await open_identity(self._stack, auth, self.data_dir, check, db=stores.db)
+            self.authenticator = callers
             self.server = await self._stack.enter_async_context(
                 ControllerServer(
                     self.service,
