@@ -8,22 +8,18 @@ altered, or not made by this controller is refused: INVALID_ARGUMENT with a viol
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
 from airlock import wire
+from airlock.jobs import decode_page_token, encode_page_token
 
 __all__ = ["make_token", "page_of", "page_size", "read_token"]
 
 _T = TypeVar("_T")
-_VERSION = 1
-_INVALID = "not a page token of this request (pass a previous response's next_page_token unchanged)"
 
 
 def _fingerprint(request: Message) -> str:
@@ -37,8 +33,7 @@ def _fingerprint(request: Message) -> str:
 
 def make_token(request: Message, position: str) -> str:
     """The token of the page after ``position`` (the last item's key) for ``request``."""
-    raw = json.dumps([_VERSION, _fingerprint(request), position], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    return encode_page_token(_fingerprint(request), position)
 
 
 def read_token(request: Message, token: str) -> str | None:
@@ -47,16 +42,10 @@ def read_token(request: Message, token: str) -> str | None:
     Raises:
         MalformedMessage: not a token of this request (path ``page_token``).
     """
-    if not token:
-        return None
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        version, fingerprint, position = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError):
-        raise wire.MalformedMessage(_INVALID, path="page_token") from None
-    if version != _VERSION or fingerprint != _fingerprint(request) or not isinstance(position, str):
-        raise wire.MalformedMessage(_INVALID, path="page_token")
-    return position
+        return decode_page_token(token, _fingerprint(request))
+    except ValueError as e:
+        raise wire.MalformedMessage(str(e), path="page_token") from None
 
 
 def page_size(requested: int, default: int = 100, cap: int = 1000) -> int:

@@ -50,6 +50,7 @@ if _typing.TYPE_CHECKING:
         StoredFile,
         utcnow,
     )
+    from ._page_tokens import INVALID_PAGE_TOKEN, decode_page_token, encode_page_token
     from ._paths import default_data_dir
     from ._prune import PruneSummary
     from ._states import ACTIVE_STATES, TERMINAL_STATES, JobState
@@ -71,6 +72,7 @@ __all__ = [
     "ACTIVE_STATES",
     "ADDRESS_ENV",
     "DEFAULT_ADDRESS",
+    "INVALID_PAGE_TOKEN",
     "JOB_EVENT_DATA",
     "MAX_MESSAGE_BYTES",
     "RETRYABLE_KINDS",
@@ -116,8 +118,10 @@ __all__ = [
     "TenantUse",
     "TlsFileError",
     "client_tls",
+    "decode_page_token",
     "default_data_dir",
     "default_token_file",
+    "encode_page_token",
     "error_kind",
     "is_local_address",
     "is_retryable",
@@ -186,6 +190,9 @@ _WHERE = {
     "error_kind": "._errors",
     "is_retryable": "._errors",
     "job_log_context": "._log_context",
+    "INVALID_PAGE_TOKEN": "._page_tokens",
+    "decode_page_token": "._page_tokens",
+    "encode_page_token": "._page_tokens",
     "job_log_fields": "._log_context",
     "kind_of": "._errors",
     "resolve_token": "._client",

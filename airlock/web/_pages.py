@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 
-from ._errors import invalid
+from airlock.jobs import decode_page_token, encode_page_token
 
-_VERSION = 1
-_INVALID = "not a page token of this request (pass a previous response's next_page_token unchanged)"
+from ._errors import invalid
 
 
 def _fingerprint(scope: object) -> str:
@@ -21,8 +18,7 @@ def _fingerprint(scope: object) -> str:
 
 def make_token(scope: object, position: str) -> str:
     """The token of the page after ``position`` for a request of ``scope`` (its filters)."""
-    raw = json.dumps([_VERSION, _fingerprint(scope), position], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    return encode_page_token(_fingerprint(scope), position)
 
 
 def read_token(scope: object, token: str | None) -> str | None:
@@ -31,13 +27,7 @@ def read_token(scope: object, token: str | None) -> str | None:
     Raises:
         ApiError: 422, not a token of a request of ``scope``.
     """
-    if not token:
-        return None
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        version, fingerprint, position = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError):
-        raise invalid("page_token", _INVALID) from None
-    if version != _VERSION or fingerprint != _fingerprint(scope) or not isinstance(position, str):
-        raise invalid("page_token", _INVALID)
-    return position
+        return decode_page_token(token or "", _fingerprint(scope))
+    except ValueError as e:
+        raise invalid("page_token", str(e)) from None
