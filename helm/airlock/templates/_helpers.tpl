@@ -344,3 +344,10 @@ else over nodes and zones (maxSkew 1, ScheduleAnyway: a small cluster still sche
 {{- toYaml $spread -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The chart's labels with an add-on's own (metrics.*.labels; theirs win on a shared key),
+one key each. Call with (dict "ctx" $ "labels" .labels "component" "controller"). */}}
+{{- define "airlock.addonLabels" -}}
+{{- $own := merge (dict "app.kubernetes.io/component" .component) (include "airlock.labels" .ctx | fromYaml) -}}
+{{- toYaml (merge (deepCopy (.labels | default dict)) $own) -}}
+{{- end -}}

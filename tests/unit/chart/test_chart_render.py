@@ -309,9 +309,9 @@ def test_the_notes_print_the_token_only_when_asked() -> None:
     assert "get secret" in notes[printing:]
 
 
-def test_a_service_monitor_is_refused_until_metrics_exist() -> None:
+def test_the_old_service_monitor_switch_says_where_it_moved() -> None:
     done = helm("template", "rel", str(CHART), "--set", "serviceMonitor.enabled=true", check=False)
-    assert done.returncode != 0 and "exports no metrics yet" in done.stderr
+    assert done.returncode != 0 and "moved to metrics.serviceMonitor.enabled" in done.stderr
 
 
 def test_the_isolation_test_is_a_helm_test_hook() -> None:
