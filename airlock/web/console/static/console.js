@@ -36,6 +36,7 @@ function cost(job) {
   const m = job.output && job.output.metadata;
   return m && m.cost != null ? "$" + m.cost : "";
 }
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "interrupted"]);
 function jobLink(id) { const a = el("a", id); a.href = "/jobs/" + encodeURIComponent(id); return a; }
 
 const pages = {
@@ -97,6 +98,7 @@ const pages = {
       if (item) { const li = el("li"); li.appendChild(el("time", event.time.slice(11, 19) + " ")); li.appendChild(el("strong", item[0] + " ")); if (item[1]) li.appendChild(el("pre", item[1])); li.dataset.kind = event.data.kind; timeline.appendChild(li); }
       if (event.data.kind === "sandbox" && event.data.event.type === "egress") egress.appendChild(egressRow(event.time, event.data.event));
       if (event.data.kind === "state" || event.data.kind === "approval") summary().catch((e) => fail(e.message));
+      if (event.data.kind === "state" && TERMINAL.has(event.data.state)) stream.close();  // else it reconnects
     };
     for (const kind of ["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume"]) stream.addEventListener(kind, show);
     stream.onerror = () => { if (stream.readyState === EventSource.CLOSED) return; summary().catch(() => {}); };
@@ -145,7 +147,7 @@ const pages = {
 function describe(d) {
   switch (d.kind) {
     case "state": return ["state → " + d.state, d.detail || (d.error ? d.error.message : "")];
-    case "approval": return ["approval " + d.phase, d.decision ? d.decision.approver + ": " + (d.decision.approved ? "approved" : "rejected") : d.calls.map((c) => c.name + " " + JSON.stringify(c.input)).join("\n")];
+    case "approval": return ["approval " + d.phase, d.decision ? d.decision.approver + ": " + (d.decision.approve ? "approved" : "rejected") + (d.decision.comment ? " — " + d.decision.comment : "") : d.calls.map((c) => c.name + " " + JSON.stringify(c.input)).join("\n")];
     case "effect": return ["effect " + d.source, JSON.stringify(d.outcome)];
     case "child": return ["child " + d.phase + " " + d.job + " (" + d.agent + ")", d.state || ""];
     case "log": return ["log " + d.level, d.message];
