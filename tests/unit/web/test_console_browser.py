@@ -1,11 +1,14 @@
 """The console in a real browser: headless Debian Chromium driven by Selenium against a real
 ``airlock serve`` (process backend, scripted provider). It logs in, submits a job from the
 Jobs page and watches its timeline grow live, approves a gated call on the Approvals page and
-sees that job succeed, and sees an agent's ``<script>`` shown as text (no alert). Screenshots
+sees that job succeed, sees an agent's ``<script>`` shown as text (no alert), and a denied
+egress decision in the job's ledger with the allow rule that would permit it (the process
+backend runs no egress proxy: the decision is written to the job's events as one would be). Screenshots
 are saved under the test's tmp dir (``AIRLOCK_CONSOLE_SHOT``: where to copy the job page's)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -18,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from airlock.controller import SqliteJobStore
+from airlock.jobs import SandboxActivity
+from airlock.proxy import EgressEvent
 from airlock.testing import text_step, tool_step
 
 from .world import process_agent
@@ -75,7 +81,7 @@ def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
 @pytest.fixture
 def browser() -> Iterator[Any]:
     options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1700"):
         options.add_argument(arg)
     options.binary_location = str(CHROMIUM)
     driver = webdriver.Chrome(service=webdriver.ChromeService(str(CHROMEDRIVER)), options=options)
@@ -109,6 +115,24 @@ def submit(driver: Any, agent: str, message: str) -> str:
     return str(driver.current_url.rsplit("/", 1)[1])
 
 
+DENIED = EgressEvent(
+    phase="decision",
+    client="10.0.0.2:40000",
+    method="CONNECT",
+    host="evil.example",
+    port=443,
+    allowed=False,
+    rule="default deny",
+    reason="no allow rule matches evil.example:443",
+)
+
+
+async def deny(data_dir: Path, job_id: str) -> None:
+    """Record a denied egress decision in the job's events, as its proxy's would be."""
+    async with SqliteJobStore(data_dir / "jobs.db") as store:
+        await store.append(job_id, SandboxActivity(event=DENIED))
+
+
 def test_console_in_a_browser(served: dict[str, Any], browser: Any, tmp_path: Path) -> None:
     url = served["http_address"]
     shots = tmp_path / "screenshots"
@@ -132,6 +156,12 @@ def test_console_in_a_browser(served: dict[str, Any], browser: Any, tmp_path: Pa
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert.text  # noqa: B018
     assert any("tool result bash" in item and "working" in item for item in timeline(browser))
+    asyncio.run(deny(tmp_path / "data", str(browser.current_url.rsplit("/", 1)[1])))
+    browser.refresh()
+    wait_text(browser, "#egress", "evil.example:443")
+    assert "denied" in browser.find_element(By.ID, "egress").text
+    rule = browser.find_element(By.CSS_SELECTOR, "#egress code.rule").text
+    assert 'destination: "evil.example", port: 443' in rule and "allow:" in rule
     browser.save_screenshot(str(shots / "job.png"))
     if os.environ.get("AIRLOCK_CONSOLE_SHOT"):
         shutil.copy(shots / "job.png", os.environ["AIRLOCK_CONSOLE_SHOT"])

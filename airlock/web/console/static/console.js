@@ -90,19 +90,24 @@ const pages = {
       list.replaceChildren(...files.map((f) => { const li = el("li"); const a = el("a", f.path + " (" + f.size + " B)"); a.href = "/api/v1/jobs/" + encodeURIComponent(id) + "/artifacts/" + f.path.split("/").map(encodeURIComponent).join("/"); li.appendChild(a); return li; }));
     }
     const timeline = document.getElementById("timeline"), egress = document.querySelector("#egress tbody");
+    async function ledger() {
+      const rows = (await api("/api/v1/jobs/" + encodeURIComponent(id) + "/egress")).decisions;
+      egress.replaceChildren(...rows.map(egressRow));
+    }
     const stream = new EventSource("/api/v1/jobs/" + encodeURIComponent(id) + "/events");
     stream.onmessage = null;
     const show = (msg) => {
       const event = JSON.parse(msg.data);
       const item = describe(event.data);
       if (item) { const li = el("li"); li.appendChild(el("time", event.time.slice(11, 19) + " ")); li.appendChild(el("strong", item[0] + " ")); if (item[1]) li.appendChild(el("pre", item[1])); li.dataset.kind = event.data.kind; timeline.appendChild(li); }
-      if (event.data.kind === "sandbox" && event.data.event.type === "egress") egress.appendChild(egressRow(event.time, event.data.event));
+      if (event.data.kind === "sandbox" && event.data.event.type === "egress") ledger().catch((e) => fail(e.message));
       if (event.data.kind === "state" || event.data.kind === "approval") summary().catch((e) => fail(e.message));
       if (event.data.kind === "state" && TERMINAL.has(event.data.state)) stream.close();  // else it reconnects
     };
     for (const kind of ["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume"]) stream.addEventListener(kind, show);
     stream.onerror = () => { if (stream.readyState === EventSource.CLOSED) return; summary().catch(() => {}); };
     await summary();
+    await ledger();
   },
   async approvals() {
     const body = document.querySelector("#approvals tbody");
@@ -170,11 +175,11 @@ function sandbox(e) {
   }
   return null;
 }
-function egressRow(time, e) {
-  const snippet = e.allowed ? "" : el("code", "network:\n  allow:\n    - {destination: " + e.host + ", port: " + e.port + "}", "rule");
-  const bytes = e.bytes_up == null ? "" : e.bytes_up + " / " + e.bytes_down;
-  const tr = row([time.slice(11, 19), el("span", (e.phase === "closed" ? "closed" : e.allowed ? "allowed" : "denied"), e.allowed ? "allowed" : "denied"), e.method + " " + e.host + ":" + e.port, e.rule + (e.reason ? " — " + e.reason : ""), bytes, snippet]);
-  return tr;
+function egressRow(d) {
+  const snippet = d.suggested_rule ? el("code", d.suggested_rule, "rule") : "";
+  const bytes = d.bytes_up == null ? "" : d.bytes_up + " / " + d.bytes_down;
+  const decision = el("span", d.allowed ? "allowed" : "denied", d.allowed ? "allowed" : "denied");
+  return row([d.time.slice(11, 19), decision, d.method + " " + d.host + ":" + d.port, d.rule + (d.reason ? " — " + d.reason : ""), bytes, snippet]);
 }
 
 document.addEventListener("DOMContentLoaded", async () => {
