@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from airlock.controller import JobService
 from airlock.jobs import MAX_MESSAGE_BYTES
 
-from . import _agents, _approvals, _artifacts, _errors, _events, _jobs, _login
+from . import _agents, _approvals, _artifacts, _egress, _errors, _events, _jobs, _login, console
 from ._audit import Record
 from ._auth import Authenticated, CallerCheck, Gate
 from ._limits import BodyLimit
@@ -22,6 +23,8 @@ from ._openapi import document_security
 OPENAPI_URL = "/api/v1/openapi.json"
 #: What answers without a credential: health, the OpenAPI document, the login form's target.
 PUBLIC = ("/api/v1/health", OPENAPI_URL, "/login")
+#: The console's script and style (nothing secret): the login page needs them.
+STATIC = "/static"
 
 
 def create_app(
@@ -59,14 +62,16 @@ def create_app(
     app.state.gate = gate
     app.state.record = record
     _errors.install(app)
-    for module in (_login, _jobs, _events, _approvals, _artifacts, _agents):
+    for module in (_login, _jobs, _events, _egress, _approvals, _artifacts, _agents):
         app.include_router(module.router)
+    app.include_router(console.router)
+    app.mount(STATIC, StaticFiles(directory=console.STATIC_DIR))
     for path, mounted in {**(mounts or {}), **(public_mounts or {})}.items():
         # The path itself too (a mount alone answers it with a redirect to ``path/``).
         app.router.routes.append(Route(path.rstrip("/"), _Whole(mounted), include_in_schema=False))
         app.mount(path, mounted)
     app.add_middleware(BodyLimit, limit=max_body)
-    public = [*PUBLIC, *(public_mounts or {})]
+    public = [*PUBLIC, STATIC, *(public_mounts or {})]
     app.add_middleware(Authenticated, gate=gate, public=public)  # outermost: first
     document_security(app, PUBLIC)
     return app

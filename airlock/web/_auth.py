@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
+from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from airlock.identity import KeyStoreError, Principal, Unauthenticated
@@ -98,10 +99,20 @@ class Authenticated:
         try:
             principal = await self.gate.principal(Request(scope))
         except ApiError as e:
+            request = Request(scope)
+            if e.status == 401 and _console_page(request):  # a person: to the login form
+                await RedirectResponse("/login", status_code=303)(scope, receive, send)
+                return
             await error_response(e)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
+
+
+def _console_page(request: Request) -> bool:
+    path = request.url.path
+    html = "text/html" in request.headers.get("accept", "")
+    return html and request.method == "GET" and not path.startswith(("/api/", "/metrics"))
 
 
 def _under(path: str, prefixes: tuple[str, ...]) -> bool:

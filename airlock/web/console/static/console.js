@@ -1,0 +1,189 @@
+// The airlock console: reads the JSON API, renders data with textContent only (agent output is untrusted).
+"use strict";
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+function row(cells) {
+  const tr = el("tr");
+  for (const c of cells) { const td = el("td"); if (c instanceof Node) td.appendChild(c); else td.textContent = c == null ? "" : String(c); tr.appendChild(td); }
+  return tr;
+}
+function csrf() {
+  const m = document.cookie.match(/(?:^|; )airlock_csrf=([^;]*)/);
+  return m ? decodeURIComponent(m[1]) : "";
+}
+function fail(message) { const e = document.getElementById("error"); e.textContent = message; e.hidden = false; }
+async function api(path, options) {
+  const opts = Object.assign({ credentials: "same-origin", headers: {} }, options || {});
+  if (opts.method && opts.method !== "GET") opts.headers["X-CSRF-Token"] = csrf();
+  if (opts.json !== undefined) { opts.body = JSON.stringify(opts.json); opts.headers["Content-Type"] = "application/json"; }
+  const r = await fetch(path, opts);
+  if (r.status === 401) { location.href = "/login"; throw new Error("not logged in"); }
+  const body = await r.json();
+  if (!r.ok) throw new Error((body.error && body.error.message) || r.statusText);
+  return body;
+}
+function duration(job) {
+  if (!job.started_at) return "";
+  const end = job.finished_at ? new Date(job.finished_at) : new Date();
+  return ((end - new Date(job.started_at)) / 1000).toFixed(1) + " s";
+}
+function cost(job) {
+  const m = job.output && job.output.metadata;
+  return m && m.cost != null ? "$" + m.cost : "";
+}
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out", "interrupted"]);
+function jobLink(id) { const a = el("a", id); a.href = "/jobs/" + encodeURIComponent(id); return a; }
+
+const pages = {
+  login() {
+    document.getElementById("login-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const body = new URLSearchParams({ token: document.getElementById("token").value });
+      const r = await fetch("/login", { method: "POST", body, credentials: "same-origin" });
+      if (r.ok) location.href = "/"; else fail("login refused");
+    });
+  },
+  async jobs() {
+    const agents = (await api("/api/v1/agents")).agents;
+    const select = document.getElementById("submit-agent");
+    for (const a of agents) select.appendChild(el("option", a.name));
+    document.getElementById("submit-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      try {
+        const job = await api("/api/v1/jobs", { method: "POST", json: { agent: select.value, message: document.getElementById("submit-message").value } });
+        location.href = "/jobs/" + encodeURIComponent(job.id);
+      } catch (e) { fail(e.message); }
+    });
+    const body = document.querySelector("#jobs tbody");
+    async function refresh() {
+      const q = new URLSearchParams();
+      const state = document.getElementById("filter-state").value, agent = document.getElementById("filter-agent").value;
+      if (state) q.set("state", state);
+      if (agent) q.set("agent", agent);
+      try {
+        const jobs = (await api("/api/v1/jobs?" + q)).jobs;
+        body.replaceChildren(...jobs.map((j) => row([jobLink(j.id), el("span", j.state, "state-" + j.state), j.agent, j.tenant, duration(j), cost(j)])));
+      } catch (e) { fail(e.message); }
+    }
+    document.getElementById("filters").addEventListener("change", refresh);
+    await refresh();
+    setInterval(refresh, 2000);
+  },
+  async job() {
+    const id = document.body.dataset.job;
+    async function summary() {
+      const job = await api("/api/v1/jobs/" + encodeURIComponent(id));
+      const dl = document.getElementById("summary");
+      dl.replaceChildren();
+      for (const [k, v] of [["State", job.state], ["Agent", job.agent], ["Tenant", job.tenant], ["Duration", duration(job)], ["Cost", cost(job)], ["Children", job.children.join(", ")]]) {
+        dl.appendChild(el("dt", k)); dl.appendChild(el("dd", v, k === "State" ? "state-" + v : ""));
+      }
+      const msg = job.output && job.output.message;
+      document.getElementById("output").textContent = msg == null ? "" : (typeof msg === "string" ? msg : JSON.stringify(msg, null, 2));
+      const list = document.getElementById("artifacts");
+      const files = (await api("/api/v1/jobs/" + encodeURIComponent(id) + "/artifacts")).artifacts || [];
+      list.replaceChildren(...files.map((f) => { const li = el("li"); const a = el("a", f.path + " (" + f.size + " B)"); a.href = "/api/v1/jobs/" + encodeURIComponent(id) + "/artifacts/" + f.path.split("/").map(encodeURIComponent).join("/"); li.appendChild(a); return li; }));
+    }
+    const timeline = document.getElementById("timeline"), egress = document.querySelector("#egress tbody");
+    async function ledger() {
+      const rows = (await api("/api/v1/jobs/" + encodeURIComponent(id) + "/egress")).decisions;
+      egress.replaceChildren(...rows.map(egressRow));
+    }
+    const stream = new EventSource("/api/v1/jobs/" + encodeURIComponent(id) + "/events");
+    stream.onmessage = null;
+    const show = (msg) => {
+      const event = JSON.parse(msg.data);
+      const item = describe(event.data);
+      if (item) { const li = el("li"); li.appendChild(el("time", event.time.slice(11, 19) + " ")); li.appendChild(el("strong", item[0] + " ")); if (item[1]) li.appendChild(el("pre", item[1])); li.dataset.kind = event.data.kind; timeline.appendChild(li); }
+      if (event.data.kind === "sandbox" && event.data.event.type === "egress") ledger().catch((e) => fail(e.message));
+      if (event.data.kind === "state" || event.data.kind === "approval") summary().catch((e) => fail(e.message));
+      if (event.data.kind === "state" && TERMINAL.has(event.data.state)) stream.close();  // else it reconnects
+    };
+    for (const kind of ["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume"]) stream.addEventListener(kind, show);
+    stream.onerror = () => { if (stream.readyState === EventSource.CLOSED) return; summary().catch(() => {}); };
+    await summary();
+    await ledger();
+  },
+  async approvals() {
+    const body = document.querySelector("#approvals tbody");
+    async function refresh() {
+      const pending = (await api("/api/v1/approvals")).pending;
+      body.replaceChildren(...pending.map((j) => {
+        const calls = el("div");
+        for (const c of j.approval ? j.approval.calls : []) calls.appendChild(el("pre", c.name + " " + JSON.stringify(c.input)));
+        const buttons = el("div");
+        if (j.may_decide) {
+          const ok = el("button", "Approve", "approve"), no = el("button", "Reject", "reject");
+          ok.addEventListener("click", () => decide(j.id, "approve", {}));
+          no.addEventListener("click", () => { const reason = prompt("Why (the model reads it)?"); if (reason) decide(j.id, "reject", { reason }); });
+          buttons.append(ok, no);
+        }
+        return row([jobLink(j.id), j.agent, calls, buttons]);
+      }));
+    }
+    async function decide(id, how, json) {
+      try { await api("/api/v1/jobs/" + encodeURIComponent(id) + "/" + how, { method: "POST", json }); } catch (e) { fail(e.message); }
+      await refresh();
+    }
+    await refresh();
+    setInterval(() => refresh().catch((e) => fail(e.message)), 2000);
+  },
+  async agents() {
+    const box = document.getElementById("agents");
+    for (const a of (await api("/api/v1/agents")).agents) {
+      const s = el("section", null, "agent");
+      s.appendChild(el("h2", a.name));
+      s.appendChild(el("p", "backend " + a.backend + " · provider " + a.provider.kind + (a.provider.model ? " " + a.provider.model : "") + " · tools " + (a.tools.join(", ") || "none")));
+      s.appendChild(el("p", "egress default: " + a.egress.default));
+      const t = el("table");
+      for (const r of a.egress.rules) t.appendChild(row(Object.values(r)));
+      s.appendChild(t);
+      s.appendChild(el("pre", JSON.stringify({ environment: a.environment, effects: a.effects, approval: a.approval, credentials: a.credentials }, null, 2)));
+      box.appendChild(s);
+    }
+  },
+};
+
+function describe(d) {
+  switch (d.kind) {
+    case "state": return ["state → " + d.state, d.detail || (d.error ? d.error.message : "")];
+    case "approval": return ["approval " + d.phase, d.decision ? d.decision.approver + ": " + (d.decision.approve ? "approved" : "rejected") + (d.decision.comment ? " — " + d.decision.comment : "") : d.calls.map((c) => c.name + " " + JSON.stringify(c.input)).join("\n")];
+    case "effect": return ["effect " + d.source, JSON.stringify(d.outcome)];
+    case "child": return ["child " + d.phase + " " + d.job + " (" + d.agent + ")", d.state || ""];
+    case "log": return ["log " + d.level, d.message];
+    case "signal": return ["signal " + d.signal_type, JSON.stringify(d.data)];
+    case "resume": return ["resumed (" + d.cause + ")", d.reason];
+    case "sandbox": return sandbox(d.event);
+  }
+  return null;
+}
+function sandbox(e) {
+  switch (e.type) {
+    case "inference_started": return ["model call " + e.iteration + (e.model ? " (" + e.model + ")" : ""), ""];
+    case "inference_finished": return ["model reply " + e.iteration, e.stop_reason + " · " + e.tokens_in + " in / " + e.tokens_out + " out tokens · $" + (e.cost == null ? "?" : e.cost)];
+    case "tool_started": return ["tool call " + e.name, JSON.stringify(e.input, null, 1)];
+    case "tool_finished": return ["tool result " + e.name + (e.success ? "" : " (failed)"), e.output];
+    case "egress": return ["egress " + (e.allowed ? "allowed " : "denied ") + e.host + ":" + e.port, e.rule];
+    case "log": return ["sandbox log " + e.level, e.message];
+    case "suspended": return ["waiting for approval", e.calls.map((c) => c.name).join(", ")];
+    case "started": return ["turn started", ""];
+  }
+  return null;
+}
+function egressRow(d) {
+  const snippet = d.suggested_rule ? el("code", d.suggested_rule, "rule") : "";
+  const bytes = d.bytes_up == null ? "" : d.bytes_up + " / " + d.bytes_down;
+  const decision = el("span", d.allowed ? "allowed" : "denied", d.allowed ? "allowed" : "denied");
+  return row([d.time.slice(11, 19), decision, d.method + " " + d.host + ":" + d.port, d.rule + (d.reason ? " — " + d.reason : ""), bytes, snippet]);
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  const name = document.body.dataset.page;
+  if (name !== "login") api("/api/v1/whoami").then((p) => { document.getElementById("whoami").textContent = p.name + " @ " + p.tenant; }).catch(() => {});
+  try { await pages[name](); } catch (e) { fail(e.message); }
+});
