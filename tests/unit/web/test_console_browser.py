@@ -146,7 +146,7 @@ def test_console_in_a_browser(served: dict[str, Any], browser: Any, tmp_path: Pa
         ec.presence_of_element_located((By.CSS_SELECTOR, "#submit-agent option"))
     )
 
-    submit(browser, "a", "go")
+    first = submit(browser, "a", "go")
     wait_text(browser, "#timeline", "tool call bash")  # live, while the tool still sleeps
     assert not any("succeeded" in item for item in timeline(browser)), timeline(browser)
     wait_text(browser, "#timeline", "state → succeeded")  # the same page, from the stream
@@ -186,3 +186,22 @@ def test_console_in_a_browser(served: dict[str, Any], browser: Any, tmp_path: Pa
     wait_text(browser, "#jobs", gated)
     browser.save_screenshot(str(shots / "jobs.png"))
     assert all((shots / f"{name}.png").stat().st_size > 0 for name in ("login", "job", "approvals", "jobs"))
+    pages_and_filters(browser, url, first, gated)
+
+
+def pages_and_filters(browser: Any, url: str, first: str, gated: str) -> None:
+    """The Jobs table one job a page (newest first), paged both ways, then filtered."""
+    browser.get(url + "/?page_size=1")
+    wait_text(browser, "#jobs tbody", gated)
+    assert first not in browser.find_element(By.CSS_SELECTOR, "#jobs tbody").text
+    assert browser.find_element(By.ID, "page-newer").get_attribute("disabled") is not None
+    WebDriverWait(browser, 30).until(ec.element_to_be_clickable((By.ID, "page-older"))).click()
+    wait_text(browser, "#jobs tbody", first)
+    wait_text(browser, "#page-number", "page 2")
+    browser.find_element(By.ID, "page-newer").click()
+    wait_text(browser, "#jobs tbody", gated)
+    Select(browser.find_element(By.ID, "filter-state")).select_by_visible_text("succeeded")
+    browser.find_element(By.ID, "filter-agent").send_keys("a\n")
+    wait_text(browser, "#jobs tbody", first)
+    assert gated not in browser.find_element(By.CSS_SELECTOR, "#jobs tbody").text
+    wait_text(browser, "#page-number", "page 1")

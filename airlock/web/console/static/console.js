@@ -60,17 +60,29 @@ const pages = {
       } catch (e) { fail(e.message); }
     });
     const body = document.querySelector("#jobs tbody");
+    const newer = document.getElementById("page-newer"), older = document.getElementById("page-older");
+    // tokens[i] opens page i (page 0 has none); the table refreshes the page it shows.
+    let tokens = [null], at = 0, next = null;
     async function refresh() {
-      const q = new URLSearchParams();
-      const state = document.getElementById("filter-state").value, agent = document.getElementById("filter-agent").value;
-      if (state) q.set("state", state);
-      if (agent) q.set("agent", agent);
+      const q = new URLSearchParams({ page_size: new URLSearchParams(location.search).get("page_size") || "25" });
+      for (const name of ["state", "agent", "tenant"]) {
+        const value = document.getElementById("filter-" + name).value.trim();
+        if (value) q.set(name, value);
+      }
+      if (tokens[at]) q.set("page_token", tokens[at]);
       try {
-        const jobs = (await api("/api/v1/jobs?" + q)).jobs;
-        body.replaceChildren(...jobs.map((j) => row([jobLink(j.id), el("span", j.state, "state-" + j.state), j.agent, j.tenant, duration(j), cost(j)])));
+        const page = await api("/api/v1/jobs?" + q);
+        body.replaceChildren(...page.jobs.map((j) => row([jobLink(j.id), el("span", j.state, "state-" + j.state), j.agent, j.tenant, duration(j), cost(j)])));
+        next = page.next_page_token || null;
+        older.disabled = !next; newer.disabled = at === 0;
+        document.getElementById("page-number").textContent = "page " + (at + 1);
       } catch (e) { fail(e.message); }
     }
-    document.getElementById("filters").addEventListener("change", refresh);
+    function go(page) { at = page; refresh(); }
+    older.addEventListener("click", () => { if (next) { tokens[at + 1] = next; go(at + 1); } });
+    newer.addEventListener("click", () => { if (at > 0) go(at - 1); });
+    document.getElementById("filters").addEventListener("change", () => { tokens = [null]; go(0); });
+    document.getElementById("filters").addEventListener("submit", (ev) => ev.preventDefault());
     await refresh();
     setInterval(refresh, 2000);
   },
