@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import hmac
 import logging
+import math
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
@@ -19,6 +20,7 @@ from airlock.identity import KeyStoreError, Principal, Unauthenticated
 
 from ._errors import ApiError, error_response
 from ._logins import LoginBook
+from ._throttle import FailureThrottle
 
 _log = logging.getLogger("airlock.web")
 
@@ -48,6 +50,7 @@ class Gate:
 
     check: CallerCheck
     logins: LoginBook
+    throttle: FailureThrottle = field(default_factory=FailureThrottle)
 
     async def principal(self, request: Request) -> Principal:
         """The caller of ``request``.
@@ -69,11 +72,17 @@ class Gate:
         return await self.authenticate(f"Bearer {login.credential}", request)
 
     async def authenticate(self, authorization: str, request: Request) -> Principal:
-        """The principal of ``authorization`` (raises as :meth:`principal`)."""
+        """The principal of ``authorization`` (raises as :meth:`principal`, and 429 ``THROTTLED``
+        while the peer has failed too often lately)."""
+        peer = request.client.host if request.client else "?"
+        wait = self.throttle.wait(peer)
+        if wait:
+            message = "too many failed authentications from this address; try again later"
+            raise ApiError(429, "THROTTLED", message, retry_after=math.ceil(wait))
         try:
             return await self.check.authenticate(authorization)
         except Unauthenticated as e:
-            peer = request.client.host if request.client else "?"
+            self.throttle.failed(peer)
             _log.warning("rejected %s %s: %s (peer %s)", request.method, request.url.path, e.reason, peer)
             raise unauthenticated() from None
         except KeyStoreError as e:

@@ -60,10 +60,13 @@ def body(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
 
 
 def error_response(error: ApiError) -> JSONResponse:
-    """``error`` as its response (a 401 names the scheme, and nothing else)."""
+    """``error`` as its response (a 401 names the scheme, and nothing else; a ``retry_after``
+    in seconds is also the ``Retry-After`` header)."""
     response = body(error.status, error.code, error.message, **error.extra)
     if error.status == 401:
         response.headers["WWW-Authenticate"] = "Bearer"
+    if "retry_after" in error.extra:
+        response.headers["Retry-After"] = str(error.extra["retry_after"])
     return response
 
 
