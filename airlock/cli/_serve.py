@@ -181,8 +181,6 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
     from airlock.controller import Controller, ControllerOptions, ServiceSettings
     from airlock.observability import serve_metrics
 
-    from ._tool_gate import warn_broken_tools
-
     settings = ServiceSettings(
         concurrency=opts.concurrency,
         max_depth=opts.max_depth,
@@ -223,27 +221,35 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
             _http_api(controller, opts, metrics) as web,
         ):
             metrics.attach(controller.service)
-            _started(controller, config, opts, web)
-            # The agents' custom tools are checked in their images while the controller serves
-            # (a warning each for those that do not load; their jobs would fail at provisioning).
-            checking = asyncio.create_task(warn_broken_tools(config, controller.data_dir))
-            # Not controller.wait_for_termination(): cancelling that wait cancels grpc.aio's
-            # shutdown future, and the server's stop() then raises CancelledError.
-            await stop.wait()
-            checking.cancel()
-            await asyncio.gather(checking, return_exceptions=True)
-            running = controller.service.running_count if controller.service is not None else 0
-            queued = await controller.service.queued_count() if controller.service is not None else 0
-            what = (
-                f"interrupting {running} running job(s) and removing their sandboxes (each resumes from "
-                "its last checkpoint at the next start, where its agent allows)"
-                if running
-                else ""
-            )
-            keep = f"{queued} queued job(s) stay queued for the next start" if queued else ""
-            detail = "; ".join(p for p in (what, keep) if p)
-            err_console.print(f"[yellow]stopping[/]{': ' + detail if detail else ''}", highlight=False)
+            async with metrics.census(controller.service):
+                _started(controller, config, opts, web)
+                await _until_stopped(controller, config, stop)
     err_console.print("stopped")
+
+
+async def _until_stopped(controller: Controller, config: AirlockConfig, stop: asyncio.Event) -> None:
+    """Serve until ``stop``, then say what stopping leaves behind."""
+    from ._tool_gate import warn_broken_tools
+
+    # The agents' custom tools are checked in their images while the controller serves
+    # (a warning each for those that do not load; their jobs would fail at provisioning).
+    checking = asyncio.create_task(warn_broken_tools(config, controller.data_dir))
+    # Not controller.wait_for_termination(): cancelling that wait cancels grpc.aio's
+    # shutdown future, and the server's stop() then raises CancelledError.
+    await stop.wait()
+    checking.cancel()
+    await asyncio.gather(checking, return_exceptions=True)
+    running = controller.service.running_count if controller.service is not None else 0
+    queued = await controller.service.queued_count() if controller.service is not None else 0
+    what = (
+        f"interrupting {running} running job(s) and removing their sandboxes (each resumes from "
+        "its last checkpoint at the next start, where its agent allows)"
+        if running
+        else ""
+    )
+    keep = f"{queued} queued job(s) stay queued for the next start" if queued else ""
+    detail = "; ".join(p for p in (what, keep) if p)
+    err_console.print(f"[yellow]stopping[/]{': ' + detail if detail else ''}", highlight=False)
 
 
 @contextlib.asynccontextmanager

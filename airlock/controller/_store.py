@@ -657,6 +657,16 @@ class JobStore:
         sql = f"SELECT {COLUMNS} FROM jobs WHERE state = ? AND origin = 'submit' ORDER BY n"
         return await self._run(_jobs(sql, JobState.QUEUED.value))
 
+    async def census(self) -> dict[tuple[JobState, str, str], int]:
+        """Jobs not yet finished, store-wide (every replica's), by state, agent and tenant."""
+        live = sorted(s.value for s in JobState if not s.terminal)
+        sql = (
+            "SELECT state, agent, tenant, COUNT(*) FROM jobs "
+            f"WHERE state IN ({', '.join('?' * len(live))}) GROUP BY state, agent, tenant"
+        )
+        rows = await self._run(fetch_all(sql, *live))
+        return {(JobState(r[0]), str(r[1]), str(r[2])): int(r[3]) for r in rows}
+
     async def events(
         self, job_id: str, *, after_seq: int = 0, kind: EventKind | None = None
     ) -> list[JobEvent]:

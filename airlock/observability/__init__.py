@@ -17,6 +17,7 @@ nothing until :meth:`Metrics.observing` installs these. :class:`JsonFormatter` w
 process log as JSON lines.
 """
 
+from ._census import JobCensus
 from ._families import Families
 from ._http import parse_address, serving_metrics
 from ._jobs import JobMetrics
@@ -26,6 +27,7 @@ from ._serve import LogFormat, log_formatter, serve_metrics
 
 __all__ = [
     "Families",
+    "JobCensus",
     "JobMetrics",
     "JsonFormatter",
     "LogFormat",

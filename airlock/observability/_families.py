@@ -22,7 +22,10 @@ class Families:
     def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
         self.jobs = Gauge(
-            "airlock_jobs", "Jobs not yet finished, by state", ["state", "agent", "tenant"], registry=r
+            "airlock_jobs",
+            "Jobs not yet finished, store-wide (every replica reports all: aggregate with max)",
+            ["state", "agent", "tenant"],
+            registry=r,
         )
         self.jobs_finished = Counter(
             "airlock_jobs_finished",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest, make_asgi_app
@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest, make_asgi_app
 from airlock.controller import set_controller_observer
 from airlock.sandbox import set_sandbox_observer
 
+from ._census import INTERVAL_S, JobCensus
 from ._families import Families
 from ._jobs import JobMetrics
 from ._observers import ControllerMetrics, SandboxMetrics
@@ -59,6 +60,16 @@ class Metrics:
         pools = PoolCollector(service.runner.pool_stats)
         self.registry.register(pools)
         self._detach.append(lambda: self.registry.unregister(pools))
+
+    @contextlib.asynccontextmanager
+    async def census(self, service: JobService | None, interval_s: float = INTERVAL_S) -> AsyncIterator[None]:
+        """While the block runs, the jobs gauge is also set from ``service``'s store every
+        ``interval_s`` (store-wide counts: see :class:`JobCensus`; None: nothing to count)."""
+        if service is None:
+            yield
+            return
+        async with JobCensus(self.families, service.store.census, interval_s).running():
+            yield
 
     def detach(self) -> None:
         """Stop following the services attached."""
