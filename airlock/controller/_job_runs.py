@@ -139,7 +139,7 @@ class JobRuns:
         trace = self._tracing.start(job)
         outcome: tuple[str, bool] = ("cancelled", True)  # only a cancellation leaves _run
         try:
-            with job_log_context(job):  # what is logged meanwhile names the job
+            with job_log_context(job, trace.trace_id):  # what is logged meanwhile names the job
                 output = await self._run(job, apply_effects=apply_effects)
             if self._tracing.enabled:
                 outcome = await self._outcome(job.id)

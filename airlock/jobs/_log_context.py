@@ -17,9 +17,13 @@ _fields: ContextVar[dict[str, str] | None] = ContextVar("airlock_job_log_fields"
 
 
 @contextlib.contextmanager
-def job_log_context(job: Job) -> Iterator[None]:
-    """While the block runs (in this task), log records are about ``job``."""
-    token = _fields.set({"job_id": job.id, "agent": job.agent, "tenant": job.tenant})
+def job_log_context(job: Job, trace_id: str | None = None) -> Iterator[None]:
+    """While the block runs (in this task), log records are about ``job`` (and its trace's
+    ``trace_id`` when it is traced: its span is not current, the trace is built from events)."""
+    fields = {"job_id": job.id, "agent": job.agent, "tenant": job.tenant}
+    if trace_id is not None:
+        fields["trace_id"] = trace_id
+    token = _fields.set(fields)
     try:
         yield
     finally:

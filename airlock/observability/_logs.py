@@ -1,10 +1,10 @@
 """JSON log lines: one object per record, with the job it is about when known.
 
 Fields: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``; ``job_id``, ``agent``
-and ``tenant`` inside a job's run (:func:`airlock.jobs.job_log_context`); ``trace_id`` when an
-OpenTelemetry span is current; ``exception`` (its traceback) when one was logged. Only what
-the record's message says is written: the controller never logs a secret, and nothing here
-adds the record's arguments or extras.
+and ``tenant`` inside a job's run (:func:`airlock.jobs.job_log_context`); ``trace_id``: the
+job's trace when it is traced, else that of the current OpenTelemetry span; ``exception`` (its
+traceback) when one was logged. Only what the record's message says is written: the
+controller never logs a secret, and nothing here adds the record's arguments or extras.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             **job_log_fields(),
         }
-        trace = trace_id()
+        trace = line.get("trace_id") or trace_id()
         if trace is not None:
             line["trace_id"] = trace
         if record.exc_info:

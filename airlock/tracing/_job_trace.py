@@ -36,6 +36,11 @@ class LiveJobTrace:
             queued = job.started_at.timestamp() if job.started_at is not None else now / 1e9
             self._queue_wait(start, max(start, min(_ns(queued), now)))
 
+    @property
+    def trace_id(self) -> str:
+        """The trace's id, 32 hex digits."""
+        return format(self.span.get_span_context().trace_id, "032x")
+
     def _queue_wait(self, start: int, end: int) -> None:
         span = self._tracer.start_span("queue wait", trace.set_span_in_context(self.span), start_time=start)
         span.end(end)

@@ -31,6 +31,10 @@ class ExecutionTrace(Protocol):
 class JobTrace(Protocol):
     """A job's span and its executions."""
 
+    @property
+    def trace_id(self) -> str | None:
+        """The trace's id (32 hex digits; None: tracing off)."""
+
     def execution(self, agent: AgentConfig, pools: PoolReader) -> ExecutionTrace:
         """An execution of the job's turn begins now."""
 
@@ -50,6 +54,10 @@ class _OffExecution:
 
 class _Off:
     """Tracing off: records nothing."""
+
+    @property
+    def trace_id(self) -> str | None:
+        return None
 
     def execution(self, agent: AgentConfig, pools: PoolReader) -> ExecutionTrace:
         return _OFF_EXECUTION
@@ -129,6 +137,10 @@ class _Registered:
     def __init__(self, live: LiveJobTrace, forget: Callable[[], object]) -> None:
         self._live = live
         self._forget = forget
+
+    @property
+    def trace_id(self) -> str | None:
+        return self._live.trace_id
 
     def execution(self, agent: AgentConfig, pools: PoolReader) -> Execution:
         return self._live.execution(agent, pools)

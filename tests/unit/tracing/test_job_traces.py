@@ -5,7 +5,9 @@ span events, a delegated child in its parent's trace, and no secret in any attri
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import logging
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,8 @@ from opentelemetry.trace import StatusCode
 
 from airlock.config import AgentConfig, load_config
 from airlock.controller import AgentRunner, JobService, SqliteJobStore
-from airlock.jobs import JobState, StateChanged
+from airlock.jobs import Job, JobEvent, JobState, StateChanged
+from airlock.observability import JsonFormatter
 from airlock.proxy import EgressEvent
 from airlock.sandbox import SandboxEvent, SandboxEventSink
 from airlock.state import SqliteStore
@@ -239,3 +242,28 @@ async def test_the_controller_exports_its_jobs_traces_where_the_environment_says
         # the controller flushed its spans as it stopped
     names = found.span_names()
     assert {"job worker", "queue wait", "sandbox provision", "turn", "execute_tool bash"} <= set(names)
+
+
+async def test_a_json_log_line_written_during_a_traced_job_carries_its_trace_id(tmp_path: Path) -> None:
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("airlock.test.trace")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+    def on_event(event: JobEvent, job: Job | None) -> None:
+        if isinstance(event.data, StateChanged):
+            logger.info("state %s", event.data.state.value)
+
+    try:
+        async with traced(tmp_path) as (service, exporter):
+            service.events.subscribe(on_event)
+            job = await service.run("worker", TurnInput.new("go"))
+    finally:
+        logger.removeHandler(handler)
+    lines = {line["message"]: line for line in map(json.loads, out.getvalue().splitlines())}
+    root = by_name(exporter.get_finished_spans())["job worker"]
+    assert root.context is not None
+    assert lines["state running"]["trace_id"] == format(root.context.trace_id, "032x")
+    assert lines["state running"]["job_id"] == job.id
