@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic_core import to_jsonable_python
 
 from airlock.jobs import DEFAULT_ADDRESS, default_data_dir
@@ -94,6 +96,7 @@ class Controller:
         #: Checks a caller's credential (after entry): the gRPC API's, which the HTTP API shares.
         self.authenticator: Authenticator | None = None
         self._stack = contextlib.AsyncExitStack()
+        self._derive_from: bytes | None = None
 
     @property
     def address(self) -> str:
@@ -115,6 +118,7 @@ class Controller:
             store, self.store_where = stores.jobs, stores.where
             runner = AgentRunner(self.config, state_dir=self.options.sandbox_dir, image=self.options.image)
             key = await asyncio.to_thread(self._audit_key)
+            self._derive_from = key
             auth = self.config.auth
             tracing = JobTracing.from_env()  # OTLP when the OTEL_* variables ask; flushed last
             self._stack.push_async_callback(asyncio.to_thread, tracing.shutdown)
@@ -150,6 +154,14 @@ class Controller:
             await self._stack.aclose()
             raise
         return self
+
+    def derived_key(self, purpose: str) -> bytes:
+        """A 32-byte key for ``purpose`` (e.g. sealing the console's logins), derived from the
+        audit key with HKDF: the same after a restart and on every replica sharing the audit
+        key, different for each purpose, and telling nothing of the audit key."""
+        assert self._derive_from is not None, "not started"
+        hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=f"airlock:{purpose}".encode())
+        return hkdf.derive(self._derive_from)
 
     def _audit_key(self) -> bytes:
         """The key the turn records are sealed with: the options' file, else the data dir's."""

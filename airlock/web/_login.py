@@ -10,7 +10,7 @@ from fastapi import APIRouter, Form, Request, Response
 
 from ._auth import CSRF_COOKIE, LOGIN_COOKIE, Caller, Gate
 from ._errors import ApiError
-from ._logins import LOGIN_TTL_S
+from ._logins import LOGIN_TTL_S, LoginTooLarge
 
 router = APIRouter(tags=["session"])
 
@@ -40,7 +40,10 @@ async def login(
         raise ApiError(403, "CROSS_ORIGIN", "a login from another site's page is refused")
     gate: Gate = request.app.state.gate
     principal = await gate.authenticate(f"Bearer {token.strip()}", request)
-    login_id, login = gate.logins.open(token.strip())
+    try:
+        login_id, login = gate.logins.open(token.strip())
+    except LoginTooLarge as e:
+        raise ApiError(422, "INVALID_ARGUMENT", f"token: {e}; send it in an Authorization header") from None
     secure = request.url.scheme == "https"
     age = int(LOGIN_TTL_S)
     response.set_cookie(

@@ -3,14 +3,17 @@ the login's CSRF token (missing or wrong: 403, nothing done); bearer requests ne
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from airlock.web import CSRF_COOKIE, CSRF_HEADER, LOGIN_COOKIE
+from airlock.web import CSRF_COOKIE, CSRF_HEADER, LOGIN_COOKIE, LoginBook
+from airlock.web._logins import LoginTooLarge
 
 from .world import World, token, world
 
@@ -111,3 +114,47 @@ async def test_logout_ends_the_login(w: World) -> None:
         browser.cookies.set(LOGIN_COOKIE, kept)
         replayed = await browser.get("/api/v1/jobs")
         assert replayed.status_code == 401, "the old cookie is dead server-side too"
+
+
+async def test_a_login_is_good_on_every_server_sharing_its_key_and_no_other(tmp_path: Path) -> None:
+    key = bytes(range(32))
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
+    async with (
+        world(tmp_path / "a", logins=LoginBook(key)) as first,
+        world(tmp_path / "b", logins=LoginBook(key)) as replica,
+        world(tmp_path / "c", logins=LoginBook(bytes(32))) as stranger,
+    ):
+        async with first.client() as browser:
+            assert (await browser.post("/login", data={"token": token("carol")})).status_code == 200
+            cookies = dict(browser.cookies)
+        async with httpx.AsyncClient(base_url=replica.url, cookies=cookies) as there:
+            assert (await there.get("/api/v1/whoami")).json()["name"] == "carol"
+        async with httpx.AsyncClient(base_url=stranger.url, cookies=cookies) as there:
+            assert (await there.get("/api/v1/whoami")).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "mangle", [lambda c: c[:-4] + "AAAA", lambda c: "A" + c[1:], lambda c: "", lambda c: "%%%"]
+)
+async def test_a_tampered_login_cookie_is_a_401(w: World, mangle: Any) -> None:
+    async with logged_in(w, "carol") as (browser, _):
+        cookie = browser.cookies[LOGIN_COOKIE]
+        browser.cookies.set(LOGIN_COOKIE, mangle(cookie))
+        assert (await browser.get("/api/v1/whoami")).status_code == 401
+
+
+async def test_an_expired_login_is_a_401(tmp_path: Path) -> None:
+    async with world(tmp_path, logins=LoginBook(ttl_s=-1)) as expired, expired.client() as browser:
+        assert (await browser.post("/login", data={"token": token("carol")})).status_code == 200
+        assert (await browser.get("/api/v1/whoami")).status_code == 401
+
+
+def test_a_credential_too_long_for_a_cookie_is_refused_with_a_reason() -> None:
+    with pytest.raises(LoginTooLarge, match="does not fit in a login cookie"):
+        LoginBook().open("x" * 5000)
+
+
+def test_the_cookie_holds_the_credential_only_sealed() -> None:
+    cookie, login = LoginBook().open("tok-the-secret")
+    assert "tok-the-secret" not in cookie and login.csrf not in cookie
+    assert "tok-the-secret" not in base64.urlsafe_b64decode(cookie).decode("latin-1")

@@ -140,3 +140,20 @@ async def test_serve_stops_with_an_event_stream_open(tmp_path: Path) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_console_login_survives_a_restart_of_serve(tmp_path: Path) -> None:
+    """The login is sealed with a key derived from the data directory's audit key: the next
+    ``airlock serve`` on the same data directory (or a replica sharing the audit key) reads it."""
+    async with (
+        serving(tmp_path, "--http-address", "127.0.0.1:0") as started,
+        httpx.AsyncClient(base_url=started["http_address"], timeout=30) as client,
+    ):
+        login = await client.post("/login", data={"token": started["token"]})
+        assert login.status_code == 200, login.text
+        cookies = dict(client.cookies)
+    async with (
+        serving(tmp_path, "--http-address", "127.0.0.1:0") as again,
+        httpx.AsyncClient(base_url=again["http_address"], cookies=cookies, timeout=30) as client,
+    ):
+        assert (await client.get("/api/v1/whoami")).status_code == 200
