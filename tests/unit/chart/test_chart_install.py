@@ -261,12 +261,14 @@ def test_the_controller_policy_admits_only_its_namespace_and_the_peers_named() -
     deployment = of_kind(docs, "Deployment")
     assert policy["spec"]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    rule, metrics = policy["spec"]["ingress"]
+    rule, web, metrics = policy["spec"]["ingress"]
     assert rule["from"] == [
         {"podSelector": {}},
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}},
     ]
     assert rule["ports"] == [{"port": "grpc", "protocol": "TCP"}]
+    # The HTTP API and console: whom gRPC admits (and web.networkPolicyFrom, none here).
+    assert web == {"from": rule["from"], "ports": [{"port": "http", "protocol": "TCP"}]}
     # The metrics port: its own rule (the release namespace and metrics.networkPolicyFrom).
     assert metrics == {"from": [{"podSelector": {}}], "ports": [{"port": "metrics", "protocol": "TCP"}]}
 
