@@ -92,9 +92,13 @@ const pages = {
       const job = await api("/api/v1/jobs/" + encodeURIComponent(id));
       const dl = document.getElementById("summary");
       dl.replaceChildren();
-      for (const [k, v] of [["State", job.state], ["Agent", job.agent], ["Tenant", job.tenant], ["Duration", duration(job)], ["Cost", cost(job)], ["Children", job.children.join(", ")]]) {
+      for (const [k, v] of [["State", job.state], ["Agent", job.agent], ["Tenant", job.tenant], ["Duration", duration(job)], ["Cost", cost(job)]]) {
         dl.appendChild(el("dt", k)); dl.appendChild(el("dd", v, k === "State" ? "state-" + v : ""));
       }
+      if (job.parent_id) { const dd = el("dd"); dd.appendChild(jobLink(job.parent_id)); dl.appendChild(el("dt", "Parent")); dl.appendChild(dd); }
+      const kids = el("dd", null, "children");
+      job.children.forEach((c, i) => { if (i) kids.appendChild(document.createTextNode(" ")); kids.appendChild(jobLink(c)); });
+      dl.appendChild(el("dt", "Children")); dl.appendChild(kids);
       const msg = job.output && job.output.message;
       document.getElementById("output").textContent = msg == null ? "" : (typeof msg === "string" ? msg : JSON.stringify(msg, null, 2));
       const list = document.getElementById("artifacts");
