@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 import grpc
 
 from airlock import wire
-from airlock.identity import KeyStoreError, Principal, Unauthenticated
+from airlock.identity import FailureThrottle, KeyStoreError, Principal, Unauthenticated
 from airlock.jobs import AuditRecord, utcnow
 
 _log = logging.getLogger("airlock.auth")
@@ -83,9 +84,15 @@ class PrincipalAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     and audits the Controller's state-changing ones. A failure is ``UNAUTHENTICATED`` with the
     authenticator's reason; the handler never runs."""
 
-    def __init__(self, authenticate: Authenticate, record: Record | None = None) -> None:
+    def __init__(
+        self,
+        authenticate: Authenticate,
+        record: Record | None = None,
+        throttle: FailureThrottle | None = None,
+    ) -> None:
         self._authenticate = authenticate
         self._record = record
+        self._throttle = throttle or FailureThrottle()
 
     async def intercept_service(
         self,
@@ -96,9 +103,8 @@ class PrincipalAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None or details.method.startswith("/grpc.health.v1.Health/"):
             return handler
         action = details.method.rsplit("/", 1)[-1]
-        return _wrapped(
-            handler, _Gate(action, self._authenticate, self._record if action in AUDITED else None)
-        )
+        record = self._record if action in AUDITED else None
+        return _wrapped(handler, _Gate(action, self._authenticate, record, self._throttle))
 
 
 @dataclass(frozen=True)
@@ -106,11 +112,19 @@ class _Gate:
     action: str
     authenticate: Authenticate
     record: Record | None
+    throttle: FailureThrottle
 
     async def enter(self, context: grpc.aio.ServicerContext) -> contextvars.Token[Call]:
+        host = peer_host(context.peer() or "")
+        wait = self.throttle.wait(host)
+        if wait:
+            message = f"too many failed authentications from this address; try again in {math.ceil(wait)} s"
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+            raise AssertionError("context.abort returned") from None  # pragma: no cover
         try:
             principal = await self.authenticate(wire.authorization_value(context.invocation_metadata()))
         except Unauthenticated as e:
+            self.throttle.failed(host)
             _log.warning("rejected %s: %s (peer %s)", self.action, e.reason, context.peer())
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.reason)
             raise AssertionError("context.abort returned") from None  # pragma: no cover
@@ -144,6 +158,13 @@ class _Gate:
             await self.record(entry)
         except Exception:
             _log.exception("cannot write the audit entry of %s by %s", self.action, call.principal.name)
+
+
+def peer_host(peer: str) -> str:
+    """The address of a gRPC peer without its port (``ipv4:10.0.0.7:5123`` → ``ipv4:10.0.0.7``)."""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        return peer.rsplit(":", 1)[0]
+    return peer
 
 
 def _wrapped(handler: grpc.RpcMethodHandler, gate: _Gate) -> grpc.RpcMethodHandler:

@@ -23,7 +23,7 @@ from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
 from airlock.errors import AirlockError, ConfigError
-from airlock.identity import AuthSettings, Permission
+from airlock.identity import AuthSettings, FailureThrottle, Permission
 from airlock.jobs import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES, Job
 from airlock.jobs import convert as jc
 from airlock.jobs import event_wire as ew
@@ -507,6 +507,8 @@ class ControllerServer:
             and nothing is audited; the controller always gives one).
         tls: serve with TLS (mutual with a client CA); None: plaintext (a warning at start when
             the address is not loopback or a Unix socket).
+        throttle: counts each address's failed authentications (past its limit, the address's
+            calls are ``RESOURCE_EXHAUSTED`` for a while); None: the default limits.
     """
 
     def __init__(
@@ -518,6 +520,7 @@ class ControllerServer:
         authenticator: CallerCheck | None = None,
         identity: IdentityApi | None = None,
         tls: ServerTls | None = None,
+        throttle: FailureThrottle | None = None,
     ) -> None:
         if not token:
             raise ControllerServerError("the controller refuses to start without a token")
@@ -533,7 +536,8 @@ class ControllerServer:
             ("grpc.so_reuseport", 0),
         ]
         self._closing = RefuseWhileClosing(SERVICE_NAME)
-        auth = PrincipalAuth(authenticator.authenticate, identity.store.record_audit if identity else None)
+        record = identity.store.record_audit if identity else None
+        auth = PrincipalAuth(authenticator.authenticate, record, throttle)
         interceptors = [auth, wire.RejectCorruptRequests(), self._closing]
         self._server = grpc.aio.server(interceptors=interceptors, options=options)
         cpb_grpc.add_ControllerServicer_to_server(_Servicer(service, identity), self._server)

@@ -15,6 +15,7 @@ from ._principal import DEFAULT_TENANT, Grant, Method, Permission, Principal
 from ._retention import RetentionSettings, TenantRetention, parse_retention
 from ._roles import BUILTIN_ROLES, RoleBook, RoleDefinition, allows
 from ._settings import NAME_PATTERN, AuthSettings, OidcClaims, OidcSettings, TenantQuota, TenantSettings
+from ._throttle import FailureThrottle
 
 if _typing.TYPE_CHECKING:
     from ._authenticate import Authenticator
@@ -31,6 +32,7 @@ __all__ = [
     "ApiKeyRecord",
     "AuthSettings",
     "Authenticator",
+    "FailureThrottle",
     "Grant",
     "InvalidKeyRequest",
     "KeyNotFound",

@@ -16,11 +16,10 @@ from fastapi import Depends, Request
 from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from airlock.identity import KeyStoreError, Principal, Unauthenticated
+from airlock.identity import FailureThrottle, KeyStoreError, Principal, Unauthenticated
 
 from ._errors import ApiError, error_response
 from ._logins import LoginBook
-from ._throttle import FailureThrottle
 
 _log = logging.getLogger("airlock.web")
 

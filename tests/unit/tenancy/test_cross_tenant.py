@@ -16,6 +16,8 @@ import pytest
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock.controller import new_job_id
+from airlock.controller._callers import peer_host
+from airlock.identity._throttle import MAX_FAILURES
 from airlock.jobs import JobState
 from airlock.jobs import convert as jc
 from layer0 import TurnInput
@@ -220,3 +222,18 @@ async def test_without_a_valid_credential_nothing_runs(w: World, credential: str
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED
     assert len(await w.service.find()) == 2
     assert await w.call("root", "ListAudit", cpb.ListAuditRequest()) == cpb.ListAuditResponse()
+
+
+async def test_guessing_credentials_over_grpc_is_throttled_per_address(w: World) -> None:
+    request = cpb.ListAgentsRequest()
+    for _ in range(MAX_FAILURES):
+        assert (await w.refused("nobody", "ListAgents", request)).code() == grpc.StatusCode.UNAUTHENTICATED
+    throttled = await w.refused("carol", "ListAgents", request)  # a good credential, the same address
+    assert throttled.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "too many failed authentications" in (throttled.details() or "")
+
+
+def test_a_peer_is_its_address_without_the_port() -> None:
+    assert peer_host("ipv4:10.0.0.7:5123") == "ipv4:10.0.0.7"
+    assert peer_host("ipv6:[::1]:5123") == "ipv6:[::1]"
+    assert peer_host("unix:/run/airlock.sock") == "unix:/run/airlock.sock"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from airlock.web._throttle import MAX_FAILURES, FailureThrottle
+from airlock.identity import FailureThrottle
+from airlock.identity._throttle import MAX_FAILURES
 
 from .world import World, token, world
 
