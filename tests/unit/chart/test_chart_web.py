@@ -60,3 +60,20 @@ def test_the_network_policy_admits_the_web_port_from_the_api_clients_and_its_own
     rule = next(r for r in policy["spec"]["ingress"] if r["ports"] == [{"port": "http", "protocol": "TCP"}])
     labels = [p.get("namespaceSelector", {}).get("matchLabels") for p in rule["from"]]
     assert labels == [None, {"team": "ml"}, {"ingress": "yes"}]
+
+
+def test_tracing_points_the_controller_at_a_collector_with_its_headers_from_a_secret() -> None:
+    assert "env" not in controller(by_kind(render()))  # SQLite, no tracing: nothing to set
+    sets = (
+        "tracing.endpoint=http://otel-collector.observability:4318",
+        "tracing.resourceAttributes=deployment.environment=prod",
+        "tracing.headersSecret.name=otel-auth",
+    )
+    env = {e["name"]: e for e in controller(by_kind(render(sets=sets)))["env"]}
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == "http://otel-collector.observability:4318"
+    assert env["OTEL_SERVICE_NAME"]["value"] == "airlock-controller"
+    assert env["OTEL_RESOURCE_ATTRIBUTES"]["value"] == "deployment.environment=prod"
+    assert env["OTEL_EXPORTER_OTLP_HEADERS"]["valueFrom"]["secretKeyRef"] == {
+        "name": "otel-auth",
+        "key": "headers",
+    }
