@@ -60,6 +60,7 @@ from layer0 import TurnInput, TurnOutput
 from . import _audit_log
 from ._audit_log import AuditFilter
 from ._claims import Adopted, Claim, Claims
+from ._job_usage import FinishedUse, finished_uses
 from ._observer import controller_observer
 from ._retention import Cutoffs, PruneReport, prune_batch
 from ._store_rows import (
@@ -656,6 +657,11 @@ class JobStore:
         """Submitted jobs waiting for a worker, oldest first."""
         sql = f"SELECT {COLUMNS} FROM jobs WHERE state = ? AND origin = 'submit' ORDER BY n"
         return await self._run(_jobs(sql, JobState.QUEUED.value))
+
+    async def finished_uses(self, where: JobFilter, since: datetime, until: datetime) -> list[FinishedUse]:
+        """What the jobs matching ``where`` that finished in ``[since, until)`` used, oldest
+        first (at most ``where.limit``)."""
+        return await self._run(finished_uses(where, since, until))
 
     async def census(self) -> dict[tuple[JobState, str, str], int]:
         """Jobs not yet finished, store-wide (every replica's), by state, agent and tenant."""

@@ -48,7 +48,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
 def agents() -> dict[str, Any]:
-    slow = [tool_step("bash", {"command": "sleep 2; echo working"}, id="w"), text_step(f"done {XSS}")]
+    slow = [tool_step("bash", {"command": "sleep 2; echo working"}, id="w"), text_step(f"done {XSS}", usage=(1200, 300), cost="0.0125")]
     gated = [tool_step("bash", {"command": "echo approved"}, id="g"), text_step("gate passed")]
     return {
         "a": process_agent(slow, ("bash",)),
@@ -187,6 +187,7 @@ def test_console_in_a_browser(served: dict[str, Any], browser: Any, tmp_path: Pa
     browser.save_screenshot(str(shots / "jobs.png"))
     assert all((shots / f"{name}.png").stat().st_size > 0 for name in ("login", "job", "approvals", "jobs"))
     pages_and_filters(browser, url, first, gated)
+    spend_per_agent(browser, url, shots)
 
 
 def pages_and_filters(browser: Any, url: str, first: str, gated: str) -> None:
@@ -205,3 +206,22 @@ def pages_and_filters(browser: Any, url: str, first: str, gated: str) -> None:
     wait_text(browser, "#jobs tbody", first)
     assert gated not in browser.find_element(By.CSS_SELECTOR, "#jobs tbody").text
     wait_text(browser, "#page-number", "page 1")
+
+
+def spend_per_agent(browser: Any, url: str, shots: Path) -> None:
+    """Each agent's section plots its cost and tokens over time (one finished job each)."""
+    browser.get(url + "/agents")
+    WebDriverWait(browser, 30).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, ".usage svg.plot rect.cost"))
+    )
+    sections = {
+        s.find_element(By.TAG_NAME, "h2").text: s
+        for s in browser.find_elements(By.CSS_SELECTOR, "section.agent")
+    }
+    assert set(sections) == {"a", "gated"}
+    wait_text(browser, "#agents", "$0.0125 · 1200 tokens in, 300 out")
+    for section in sections.values():
+        wait_text(browser, "#agents", "1 jobs")
+        assert len(section.find_elements(By.CSS_SELECTOR, "svg.plot rect.cost")) >= 7
+        assert section.find_elements(By.CSS_SELECTOR, "svg.plot polyline.tokens")
+    browser.save_screenshot(str(shots / "agents.png"))

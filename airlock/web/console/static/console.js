@@ -160,10 +160,44 @@ const pages = {
       for (const r of a.egress.rules) t.appendChild(row(Object.values(r)));
       s.appendChild(t);
       s.appendChild(el("pre", JSON.stringify({ environment: a.environment, effects: a.effects, approval: a.approval, credentials: a.credentials }, null, 2)));
+      const plot = el("div", null, "usage");
+      s.appendChild(plot);
       box.appendChild(s);
+      api("/api/v1/agents/" + encodeURIComponent(a.name) + "/usage").then((u) => usagePlot(plot, u)).catch((e) => fail(e.message));
     }
   },
 };
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = String(text);
+  return node;
+}
+// Cost per bucket as bars, tokens (in + out) as a line, on one time axis.
+function usagePlot(box, usage) {
+  const t = usage.totals, W = 640, H = 150, L = 8, B = 20, n = usage.buckets.length;
+  box.appendChild(el("h3", "Cost and tokens per " + usage.bucket + " since " + usage.since.slice(0, 16).replace("T", " ") + " UTC"));
+  box.appendChild(el("p", t.jobs + " jobs · $" + t.cost_usd + " · " + t.tokens_in + " tokens in, " + t.tokens_out + " out" + (usage.truncated ? " (the most recent jobs only)" : "")));
+  const costs = usage.buckets.map((b) => Number(b.cost_usd)), tokens = usage.buckets.map((b) => b.tokens_in + b.tokens_out);
+  const maxCost = Math.max(...costs, 0) || 1, maxTokens = Math.max(...tokens, 0) || 1, w = (W - 2 * L) / n;
+  const chart = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "plot", role: "img", "aria-label": "cost and tokens over time" });
+  chart.appendChild(svg("line", { x1: L, y1: H - B, x2: W - L, y2: H - B, class: "axis" }));
+  usage.buckets.forEach((b, i) => {
+    const h = (costs[i] / maxCost) * (H - B - 16);
+    const bar = svg("rect", { x: L + i * w + 1, y: H - B - h, width: Math.max(w - 2, 1), height: h, class: "cost" });
+    bar.appendChild(svg("title", {}, b.start.slice(0, 16).replace("T", " ") + ": $" + b.cost_usd + ", " + tokens[i] + " tokens, " + b.jobs + " jobs"));
+    chart.appendChild(bar);
+  });
+  const points = tokens.map((v, i) => (L + i * w + w / 2).toFixed(1) + "," + (H - B - (v / maxTokens) * (H - B - 16)).toFixed(1));
+  chart.appendChild(svg("polyline", { points: points.join(" "), class: "tokens" }));
+  chart.appendChild(svg("text", { x: L, y: 12, class: "legend cost" }, "max $" + maxCost + " per " + usage.bucket));
+  chart.appendChild(svg("text", { x: W - L, y: 12, "text-anchor": "end", class: "legend tokens" }, "max " + maxTokens + " tokens"));
+  chart.appendChild(svg("text", { x: L, y: H - 4, class: "legend" }, usage.buckets[0].start.slice(0, 10)));
+  chart.appendChild(svg("text", { x: W - L, y: H - 4, "text-anchor": "end", class: "legend" }, usage.until.slice(0, 10)));
+  box.appendChild(chart);
+}
 
 function describe(d) {
   switch (d.kind) {
