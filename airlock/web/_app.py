@@ -12,7 +12,19 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from airlock.controller import JobService
 from airlock.jobs import MAX_MESSAGE_BYTES
 
-from . import _agents, _approvals, _artifacts, _egress, _errors, _events, _jobs, _login, _usage, console
+from . import (
+    _agents,
+    _approvals,
+    _artifacts,
+    _egress,
+    _errors,
+    _events,
+    _jobs,
+    _login,
+    _usage,
+    _weave,
+    console,
+)
 from ._audit import Record
 from ._auth import Authenticated, CallerCheck, Gate
 from ._limits import BodyLimit
@@ -62,7 +74,7 @@ def create_app(
     app.state.gate = gate
     app.state.record = record
     _errors.install(app)
-    for module in (_login, _jobs, _events, _egress, _approvals, _artifacts, _agents, _usage):
+    for module in (_login, _jobs, _events, _egress, _approvals, _artifacts, _agents, _usage, _weave):
         app.include_router(module.router)
     app.include_router(console.router)
     app.mount(STATIC, StaticFiles(directory=console.STATIC_DIR))

@@ -50,6 +50,12 @@ async def job_page(request: Request, job_id: str) -> HTMLResponse:
     return page("job", f"Job {job_id}", job_id=job_id)
 
 
+@router.get("/jobs/{job_id}/weave")
+async def weave_page(job_id: str) -> HTMLResponse:
+    """One job tree's audited record graph and its verification."""
+    return page("weave", f"Weave of {job_id}", job_id=job_id)
+
+
 @router.get("/approvals")
 async def approvals_page() -> HTMLResponse:
     """The pending approvals."""

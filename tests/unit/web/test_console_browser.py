@@ -48,7 +48,10 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
 def agents() -> dict[str, Any]:
-    slow = [tool_step("bash", {"command": "sleep 2; echo working"}, id="w"), text_step(f"done {XSS}", usage=(1200, 300), cost="0.0125")]
+    slow = [
+        tool_step("bash", {"command": "sleep 2; echo working"}, id="w"),
+        text_step(f"done {XSS}", usage=(1200, 300), cost="0.0125"),
+    ]
     gated = [tool_step("bash", {"command": "echo approved"}, id="g"), text_step("gate passed")]
     return {
         "a": process_agent(slow, ("bash",)),
@@ -188,6 +191,7 @@ def test_console_in_a_browser(served: dict[str, Any], browser: Any, tmp_path: Pa
     assert all((shots / f"{name}.png").stat().st_size > 0 for name in ("login", "job", "approvals", "jobs"))
     pages_and_filters(browser, url, first, gated)
     spend_per_agent(browser, url, shots)
+    weave_of(browser, url, first, shots)
 
 
 def pages_and_filters(browser: Any, url: str, first: str, gated: str) -> None:
@@ -225,3 +229,16 @@ def spend_per_agent(browser: Any, url: str, shots: Path) -> None:
         assert len(section.find_elements(By.CSS_SELECTOR, "svg.plot rect.cost")) >= 7
         assert section.find_elements(By.CSS_SELECTOR, "svg.plot polyline.tokens")
     browser.save_screenshot(str(shots / "agents.png"))
+
+
+def weave_of(browser: Any, url: str, job_id: str, shots: Path) -> None:
+    """The job's record graph from its page's link: verified, one node per record, the agent's
+    markup in a record shown as text."""
+    browser.get(f"{url}/jobs/{job_id}")
+    WebDriverWait(browser, 30).until(ec.element_to_be_clickable((By.ID, "weave-link"))).click()
+    wait_text(browser, "#verification", "verified:")
+    nodes = browser.find_elements(By.CSS_SELECTOR, "svg.weave g.record")
+    assert len(nodes) >= 3
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text  # noqa: B018
+    browser.save_screenshot(str(shots / "weave.png"))

@@ -168,6 +168,47 @@ const pages = {
   },
 };
 
+pages.weave = async function weave() {
+  const id = document.body.dataset.job;
+  const g = await api("/api/v1/jobs/" + encodeURIComponent(id) + "/weave");
+  const v = g.verification, status = document.getElementById("verification");
+  const sealed = g.threads.some((t) => t.records.some((r) => r.sealed));
+  status.textContent = v.ok ? "verified: " + v.records + " records, hash chain intact" + (sealed ? ", seals checked" : "") : "verification FAILED: " + v.breaks.length + " problem(s) in " + v.records + " records";
+  status.className = v.ok ? "verified" : "denied";
+  document.getElementById("breaks").replaceChildren(...v.breaks.map((b) => el("li", "#" + b.position + " " + b.record_id + ": " + b.problem)));
+  document.getElementById("graph").appendChild(weaveGraph(g, new Set(v.breaks.map((b) => b.record_id))));
+};
+// One column per thread, one row per clock tick; edges from each dependency to its dependant.
+function weaveGraph(g, broken) {
+  const CW = 220, RH = 54, BW = 190, BH = 40, TOP = 46;
+  const clocks = [...new Set(g.threads.flatMap((t) => t.records.map((r) => r.clock)))].sort((a, b) => a - b);
+  const rowOf = new Map(clocks.map((c, i) => [c, i])), at = new Map();
+  g.threads.forEach((t, col) => t.records.forEach((r) => at.set(r.id, [col * CW + 10, TOP + rowOf.get(r.clock) * RH])));
+  const W = g.threads.length * CW + 20, H = TOP + clocks.length * RH + 10;
+  const chart = svg("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, class: "weave", role: "img", "aria-label": "record graph" });
+  g.threads.forEach((t, col) => {
+    chart.appendChild(svg("text", { x: col * CW + 10, y: 16, class: "thread" }, t.agent));
+    const link = svg("a", { href: "/jobs/" + encodeURIComponent(t.job) });
+    link.appendChild(svg("text", { x: col * CW + 10, y: 32, class: "job" }, t.job));
+    chart.appendChild(link);
+  });
+  for (const t of g.threads) for (const r of t.records) for (const d of r.depends_on) {
+    const from = at.get(d), to = at.get(r.id);
+    if (!from || !to) continue;
+    const cross = r.cross_thread.includes(d);
+    chart.appendChild(svg("line", { x1: from[0] + BW / 2, y1: from[1] + BH, x2: to[0] + BW / 2, y2: to[1], class: cross ? "edge cross" : "edge" }));
+  }
+  for (const t of g.threads) for (const r of t.records) {
+    const [x, y] = at.get(r.id), node = svg("g", { class: "record " + r.type + (r.knot ? " knot" : "") + (broken.has(r.id) ? " broken" : "") });
+    node.appendChild(svg("rect", { x, y, width: BW, height: BH, rx: 4 }));
+    node.appendChild(svg("text", { x: x + 6, y: y + 16 }, r.n + ". " + r.type + " · " + r.kind + (r.knot ? " · knot" : "")));
+    node.appendChild(svg("text", { x: x + 6, y: y + 32, class: "small" }, r.summary.slice(0, 30)));
+    node.appendChild(svg("title", {}, r.id + "\nhash " + r.hash + (r.sealed ? " (sealed)" : "") + "\nstate " + r.state_hash_pre + " → " + r.state_hash_post + "\ndepends on " + (r.depends_on.join(", ") || "nothing") + "\n$" + r.cost_usd + ", " + r.tokens_in + "/" + r.tokens_out + " tokens\n" + r.summary));
+    chart.appendChild(node);
+  }
+  return chart;
+}
+
 const SVG = "http://www.w3.org/2000/svg";
 function svg(tag, attrs, text) {
   const node = document.createElementNS(SVG, tag);
