@@ -54,7 +54,14 @@ def floor_ratio_at_least(limit: float) -> Target:
 BEATS_PEERS = Target("beats_peers")
 NO_FAILURES = Target("no_failures")
 #: Sections (a key's prefix) and the names they are shown under.
-SECTIONS = {"floor": "floor", "airlock": "airlock", "warm": "warm pool", **PEERS, "replicas": "replicas"}
+SECTIONS = {
+    "floor": "floor",
+    "airlock": "airlock",
+    "warm": "warm pool",
+    **PEERS,
+    "replicas": "replicas",
+    "obs": "observability",
+}
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,9 @@ Rows (p50/p95; ratios of p50s to the floor and to each peer; the issue's targets
 - **replicas** (``bench/replicas.py``): jobs/min of one controller on SQLite vs 1, 2 and 3
   replicas on one durable PostgreSQL (process backend), and failover (a replica killed with -9:
   until its jobs run again elsewhere); ``n/a`` without the tests' PostgreSQL image;
+- **observability** (``bench/observability_overhead.py``): the controller's jobs/min and the
+  HTTP API's p50 (p99 in the notes) with metrics and tracing off vs on (scraped, exported over
+  OTLP/HTTP to a local sink);
 - **llm-sandbox** and **SWE-ReX**: cold start to the first command, a trivial command's
   round trip, teardown, N at once — run by ``bench/_peers.py`` in ``bench/.venv-peers``
   (``bench/setup-peers.sh``); without it their rows say so.
@@ -62,6 +65,7 @@ from airlock.sandbox.docker._instance import DockerInstance
 from airlock.sandbox.docker._labels import LABEL_OWNER, current_owner
 from airlock.testing import bash_agent, scripted_agent, text_step
 from bench import jobs_throughput as jt
+from bench import observability_overhead as observability
 from bench import replicas
 from bench import runner_roundtrip as rr
 from bench._common import (
@@ -113,13 +117,16 @@ class Settings:
     #: Jobs per replicas' throughput row, and the leases failover is measured with.
     replica_jobs: int = 60
     replica_leases: tuple[float, ...] = (3.0, 15.0)
+    #: Rounds of (off, on) and jobs per batch of the observability rows.
+    obs_rounds: int = 3
+    obs_jobs: int = 40
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> Settings:
         quick = bool(args.quick)
         peers = args.peers if args.peers is not None else not quick
         if quick:
-            return cls(args.n or 3, 5, (3,), 3, 3, 6, 50, peers, True, 12, (3.0,))
+            return cls(args.n or 3, 5, (3,), 3, 3, 6, 50, peers, True, 12, (3.0,), 1, 12)
         return cls(args.n or 20, 10, (10, 50), 10, 10, 50, 300, peers, False)
 
 
@@ -212,6 +219,7 @@ def row_specs(s: Settings) -> list[RowSpec]:
         ),
     ]
     rows += replicas.row_specs(s.replica_jobs, s.replica_leases)
+    rows += observability.row_specs(s.obs_jobs)
     for peer in PEERS:
         rows += [
             RowSpec(f"{peer}.first", "cold start → first command (`true`)", floor=first),
@@ -597,6 +605,11 @@ def replica_measure(s: Settings) -> Measure:
     )
 
 
+async def observability_rows(b: Bench, r: Report) -> None:
+    """``bench/observability_overhead.py``'s rows: metrics and tracing off vs on."""
+    await observability.measure_rows(r, b.settings.obs_rounds, b.settings.obs_jobs)
+
+
 def peer_available(peer: str) -> Callable[[Bench], str | None]:
     return lambda b: b.unavailable.get(peer)
 
@@ -665,6 +678,7 @@ def measures(s: Settings) -> list[Measure]:
             available=warm_pool_support,
         ),
         replica_measure(s),
+        Measure("observability: off vs on", observability.KEYS, observability_rows, timeout=900),
     ]
 
 

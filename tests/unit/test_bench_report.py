@@ -120,3 +120,19 @@ def test_quick_is_small_and_skips_the_peers_unless_asked() -> None:
     assert Settings.of(parse_args(["--quick", "--peers"])).peers
     full = Settings.of(parse_args([]))
     assert (full.n, full.concurrency, full.peers) == (20, (10, 50), True)
+
+
+def test_the_observability_rows_hold_on_to_off_as_their_floor() -> None:
+    from bench import observability_overhead as obs
+
+    report = Report(obs.row_specs(10))
+    found = {
+        "off": [obs.Batch(200.0, [10.0, 12.0], []), obs.Batch(220.0, [11.0], [])],
+        "on": [obs.Batch(180.0, [13.0, 14.0], ["j1: failed"]), obs.Batch(190.0, [12.0], [])],
+    }
+    obs.record(report, found, obs.Sink(requests=3, bytes=4096))
+    assert report.p50("obs.throughput_off") == 210.0 and report.p50("obs.throughput_on") == 185.0
+    assert report.data["obs.throughput_on"].errors == ["j1: failed"]
+    table = report.table()
+    assert "observability" in table and "3 exports, 4 KiB" in table
+    assert "0.88x" in table and "✗" in table  # 185/210 misses the 0.95 target
