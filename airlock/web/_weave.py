@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from airlock.weave import ChainReport, RecordType, TurnRecord
+from airlock.weave import ChainReport, RecordType, TurnRecord, WeaveError
 
 from ._auth import Caller
 from ._deps import Service, job_for
@@ -52,8 +52,11 @@ def record_json(record: TurnRecord, threads: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def graph(root: str, records: list[TurnRecord], report: ChainReport) -> dict[str, Any]:
-    """The tree's threads (the root's first, then in order of their first record)."""
+def graph(
+    root: str, records: list[TurnRecord], report: ChainReport, problems: list[str] | None = None
+) -> dict[str, Any]:
+    """The tree's threads (the root's first, then in order of their first record);
+    ``problems``: what kept the records from loading (then there are none to show)."""
     threads = {r.id: r.job for r in records}
     by_job: dict[str, list[TurnRecord]] = {}
     for r in sorted(records, key=lambda r: (r.clock, r.n)):
@@ -62,9 +65,10 @@ def graph(root: str, records: list[TurnRecord], report: ChainReport) -> dict[str
     return {
         "root": root,
         "verification": {
-            "ok": report.ok,
+            "ok": report.ok and not problems,
             "records": report.records,
             "breaks": [b.model_dump(mode="json") for b in report.breaks],
+            "problems": problems or [],
         },
         "threads": [
             {
@@ -81,6 +85,9 @@ def graph(root: str, records: list[TurnRecord], report: ChainReport) -> dict[str
 async def job_weave(job_id: str, principal: Caller, service: Service) -> dict[str, Any]:
     """The record graph of ``job_id``'s tree and its verification."""
     job = await job_for(service, principal, job_id, "see")
-    root, records = await service.weave(job.id)
-    _, report = await service.verify(job.id)
+    try:
+        root, records = await service.weave(job.id)
+        _, report = await service.verify(job.id)
+    except WeaveError as e:  # a record the store cannot read back, or one missing: named
+        return graph(job.id, [], ChainReport(ok=False, records=0, breaks=[]), [str(e)])
     return graph(root, records, report)

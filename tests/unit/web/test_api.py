@@ -294,6 +294,8 @@ async def test_the_openapi_document_lists_every_route(w: World) -> None:
         ("POST", "/api/v1/jobs/{job_id}/reject"),
         ("GET", "/api/v1/agents"),
         ("GET", "/api/v1/agents/{name}"),
+        ("GET", "/api/v1/agents/{name}/usage"),
+        ("GET", "/api/v1/jobs/{job_id}/weave"),
     }
     assert set(document["components"]["securitySchemes"]) == {"bearer", "login"}
     assert document["security"] == [{"bearer": []}, {"login": []}]

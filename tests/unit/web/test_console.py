@@ -10,7 +10,7 @@ import pytest
 
 from .world import world
 
-PAGES = ["/", "/approvals", "/agents", "/jobs/some-job"]
+PAGES = ["/", "/approvals", "/agents", "/jobs/some-job", "/jobs/some-job/weave"]
 HTML = {"Accept": "text/html"}
 
 

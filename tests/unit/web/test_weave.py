@@ -64,7 +64,8 @@ async def test_the_graph_has_a_thread_per_job_and_the_children_depend_on_the_par
     assert response.status_code == 200, response.text
     graph = response.json()
     assert graph["root"] == job.id and from_child["root"] == job.id
-    assert graph["verification"] == {"ok": True, "records": graph["verification"]["records"], "breaks": []}
+    verification = graph["verification"]
+    assert verification == {"ok": True, "records": verification["records"], "breaks": [], "problems": []}
     threads = {t["job"]: t for t in graph["threads"]}
     assert graph["threads"][0]["job"] == job.id
     assert set(threads) == {job.id, *job.children}
@@ -92,6 +93,19 @@ async def test_a_record_tampered_with_in_the_store_is_named(tree: tuple[World, J
     assert breaks and {(b["position"], b["record_id"]) for b in breaks} == {(1, breaks[0]["record_id"])}
     assert "modified" in breaks[0]["problem"]
     assert breaks[0]["record_id"] in {r["id"] for t in graph["threads"] for r in t["records"]}
+
+
+async def test_a_record_the_store_cannot_read_back_is_named_not_a_500(tree: tuple[World, Job]) -> None:
+    w, job = tree
+    scope = WeaveStore.scope(job.id)
+    keys = await w.service.state.list(scope, "")
+    await w.service.state.write(scope, keys[2], {"not": "a record"})
+    async with w.client("alice") as alice:
+        response = await alice.get(f"/api/v1/jobs/{job.id}/weave")
+    assert response.status_code == 200, response.text
+    verification = response.json()["verification"]
+    assert verification["ok"] is False and verification["problems"]
+    assert response.json()["threads"] == []
 
 
 async def test_another_tenant_gets_a_404_and_no_credential_a_401(tree: tuple[World, Job]) -> None:

@@ -175,7 +175,9 @@ pages.weave = async function weave() {
   const sealed = g.threads.some((t) => t.records.some((r) => r.sealed));
   status.textContent = v.ok ? "verified: " + v.records + " records, hash chain intact" + (sealed ? ", seals checked" : "") : "verification FAILED: " + v.breaks.length + " problem(s) in " + v.records + " records";
   status.className = v.ok ? "verified" : "denied";
-  document.getElementById("breaks").replaceChildren(...v.breaks.map((b) => el("li", "#" + b.position + " " + b.record_id + ": " + b.problem)));
+  if (v.problems.length) status.textContent = "verification FAILED: the records cannot be read back";
+  const named = v.breaks.map((b) => "#" + b.position + " " + b.record_id + ": " + b.problem);
+  document.getElementById("breaks").replaceChildren(...[...v.problems, ...named].map((text) => el("li", text)));
   document.getElementById("graph").appendChild(weaveGraph(g, new Set(v.breaks.map((b) => b.record_id))));
 };
 // One column per thread, one row per clock tick; edges from each dependency to its dependant.
@@ -187,7 +189,8 @@ function weaveGraph(g, broken) {
   const W = g.threads.length * CW + 20, H = TOP + clocks.length * RH + 10;
   const chart = svg("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, class: "weave", role: "img", "aria-label": "record graph" });
   g.threads.forEach((t, col) => {
-    chart.appendChild(svg("text", { x: col * CW + 10, y: 16, class: "thread" }, t.agent));
+    const intact = !t.records.some((r) => broken.has(r.id));
+    chart.appendChild(svg("text", { x: col * CW + 10, y: 16, class: intact ? "thread intact" : "thread broken" }, t.agent + (intact ? " ✓" : " ✗ broken")));
     const link = svg("a", { href: "/jobs/" + encodeURIComponent(t.job) });
     link.appendChild(svg("text", { x: col * CW + 10, y: 32, class: "job" }, t.job));
     chart.appendChild(link);
