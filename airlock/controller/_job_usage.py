@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from airlock.jobs import JobFilter
 from airlock.state import Op, fetch_all
+
+from ._tenant_use import stored_money
 
 
 @dataclass(frozen=True)
@@ -48,17 +50,10 @@ def _use(finished_at: float, cost: object, output: object) -> FinishedUse:
         metadata = found if isinstance(found, dict) else {}
     return FinishedUse(
         datetime.fromtimestamp(finished_at, UTC),
-        _money(cost if cost is not None else metadata.get("cost")),
+        stored_money(cost if cost is not None else metadata.get("cost")),
         _count(metadata.get("tokens_in")),
         _count(metadata.get("tokens_out")),
     )
-
-
-def _money(value: object) -> Decimal:
-    try:
-        return Decimal(str(value)) if value is not None else Decimal(0)
-    except InvalidOperation:
-        return Decimal(0)
 
 
 def _count(value: object) -> int:

@@ -62,7 +62,7 @@ def measure(tenant: str, now: datetime, counted: frozenset[str] = COUNTED) -> Op
             tenant,
             day_start(now).timestamp(),
         )
-        cost = sum((_money(c[0]) for c in costs), Decimal(0))
+        cost = sum((stored_money(c[0]) for c in costs), Decimal(0))
     if "artifact_bytes" in counted:
         stored = yield from _count(
             "SELECT COALESCE(SUM(f.size), 0) FROM jobs j JOIN job_files f ON f.job_id = j.id "
@@ -77,7 +77,8 @@ def _count(sql: str, *args: object) -> Op[int]:
     return int(row[0]) if row is not None else 0
 
 
-def _money(value: object) -> Decimal:
+def stored_money(value: object) -> Decimal:
+    """A cost as stored (decimal text, or None), as a Decimal (0 when absent or unreadable)."""
     try:
         return Decimal(str(value)) if value is not None else Decimal(0)
     except InvalidOperation:
