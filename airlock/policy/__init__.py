@@ -14,6 +14,8 @@ Backend-neutral and cheap to import (pydantic and the standard library):
 * :mod:`.effects` — the effect policy a sandbox's declared effects are checked against.
 * :mod:`.resources` — Kubernetes-style quantities (``512Mi``, ``500m``).
 * :mod:`.workspace` — the paths, globs and caps of files entering and leaving a workspace.
+* :mod:`.manifest` — a workspace's files as a manifest (digest, increments) and the snapshot
+  events that carry it.
 """
 
 from .cluster import ClusterService
@@ -25,6 +27,17 @@ from .credentials import (
 )
 from .decision import Decision, decide, precheck
 from .effects import EffectContext, EffectPolicy, check_effect
+from .manifest import (
+    EMPTY_MANIFEST,
+    ManifestEntry,
+    ManifestRefused,
+    SkippedFile,
+    WorkspaceBlob,
+    WorkspaceManifest,
+    WorkspaceSnapshot,
+    WorkspaceStopped,
+    sha256_hex,
+)
 from .plan import (
     SIDECAR_CONVENTIONS,
     CredentialPlacement,
@@ -48,6 +61,7 @@ from .secrets import (
 from .workspace import INPUT_CAPS, FileCaps, FileRefused, FilesOverCap, matches, workspace_path
 
 __all__ = [
+    "EMPTY_MANIFEST",
     "INPUT_CAPS",
     "PROVIDER_DEFAULT_URLS",
     "REDACTED",
@@ -65,11 +79,18 @@ __all__ = [
     "FileRefused",
     "FileSecretResolver",
     "FilesOverCap",
+    "ManifestEntry",
+    "ManifestRefused",
     "PolicyError",
     "ResolvedCredentials",
     "SandboxPlan",
     "SecretResolver",
     "SidecarRoute",
+    "SkippedFile",
+    "WorkspaceBlob",
+    "WorkspaceManifest",
+    "WorkspaceSnapshot",
+    "WorkspaceStopped",
     "check_effect",
     "compile_plan",
     "decide",
@@ -81,5 +102,6 @@ __all__ = [
     "redact",
     "resolve_credentials",
     "resolve_secret",
+    "sha256_hex",
     "workspace_path",
 ]

@@ -21,7 +21,7 @@ agent as it will run): the controller applies its steps, the backend its last on
 from ._declaration import Backend, Capabilities, DoctorCheck, Reaped, Reaper
 from ._environment import SandboxEnvironment, state_snapshot
 from ._events import SandboxEvent, SandboxEventSink
-from ._handle import TurnHandle, TurnNotRunning
+from ._handle import TurnHandle, TurnNotRunning, WorkspaceRestore
 from ._instance import SandboxInstance
 from ._isolation import RequestedIsolation, requested_isolation
 from ._limits import Limits, SandboxDefaults, resolve_limits
@@ -75,6 +75,7 @@ __all__ = [
     "TurnNotRunning",
     "WarmPool",
     "WarmableSandbox",
+    "WorkspaceRestore",
     "backend",
     "backend_names",
     "backends",

@@ -8,15 +8,26 @@ reach the runner inside the sandbox; outside that window they raise ``TurnNotRun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airlock.errors import AirlockError
 
 if TYPE_CHECKING:
+    from airlock.policy import WorkspaceManifest
     from airlock.runner import Artifacts, RemoteTurn, StepInfo
 
-__all__ = ["TurnHandle", "TurnNotRunning"]
+__all__ = ["TurnHandle", "TurnNotRunning", "WorkspaceRestore"]
+
+
+@dataclass(frozen=True)
+class WorkspaceRestore:
+    """The workspace a turn starts in: ``manifest``'s files, each content read by ``read``
+    (a SHA-256 in hex → the content zlib-compressed, as the blob store keeps it)."""
+
+    manifest: WorkspaceManifest
+    read: Callable[[str], Awaitable[bytes]]
 
 
 class TurnNotRunning(AirlockError):
@@ -34,6 +45,10 @@ class TurnHandle:
             to it).
         collect_artifacts: after a turn that ended, collect the files under its agent's
             artifact globs into :attr:`artifacts` (a refusal: :attr:`artifacts_refused`).
+        restore: the workspace restored before the turn (instead of ``files``); the runner
+            must report the same manifest digest back or the turn does not start.
+        snapshot_bytes: the runner snapshots the workspace before each checkpoint while it
+            holds at most this many bytes (``None``: no snapshots).
     """
 
     def __init__(
@@ -43,12 +58,16 @@ class TurnHandle:
         start_paused: bool = False,
         files: Sequence[tuple[str, bytes]] = (),
         collect_artifacts: bool = False,
+        restore: WorkspaceRestore | None = None,
+        snapshot_bytes: int | None = None,
     ) -> None:
         self.resume_from = resume_from
         #: The turn starts paused, before its first step (then step or resume it).
         self.start_paused = start_paused
         self.files = list(files)
         self.collect_artifacts = collect_artifacts
+        self.restore = restore
+        self.snapshot_bytes = snapshot_bytes
         #: What the turn left under its artifact globs (checked against the spec's caps).
         self.artifacts: Artifacts | None = None
         #: Why the artifacts were refused (over a cap, a path not confined), if they were.
