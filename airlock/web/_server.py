@@ -55,7 +55,9 @@ class _Server(uvicorn.Server):
 
 
 def bind(address: str) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (``:0`` picks a port).
+    """A listening TCP socket on ``host:port`` (``:0`` picks a port). Made with ``IPPROTO_TCP``:
+    asyncio sets ``TCP_NODELAY`` only on connections of such a socket, and without it every
+    request on a kept-alive connection waits ~40 ms for a delayed ACK (Nagle).
 
     Raises:
         WebServerError: not ``host:port``, or it cannot be bound.
@@ -65,7 +67,7 @@ def bind(address: str) -> socket.socket:
     if not host or not port.isdigit() or int(port) > 65535:
         raise WebServerError(f"--http-address {address!r} is not host:port")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, int(port)))

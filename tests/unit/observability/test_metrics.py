@@ -26,6 +26,7 @@ from airlock.testing import text_step, tool_step
 from layer0 import TurnInput
 from tests.support.controller import running_service, write_config
 from tests.support.ipv6 import needs_ipv6_loopback
+from tests.support.nodelay import nodelay, recording
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -217,3 +218,15 @@ async def test_a_failed_store_transaction_counts_as_an_error_and_is_timed() -> N
         samples = parsed(metrics.exposition())
     assert value(samples, "airlock_store_errors_total", store="jobs", engine="postgresql") == 1
     assert value(samples, "airlock_store_operation_seconds_count", store="jobs", engine="postgresql") == 1
+
+
+async def test_a_kept_alive_scrape_connection_has_tcp_nodelay(monkeypatch: pytest.MonkeyPatch) -> None:
+    servers = recording(monkeypatch)
+    async with (
+        serving_metrics(Metrics(), "127.0.0.1:0") as where,
+        httpx.AsyncClient(base_url=f"http://{where}") as prometheus,
+    ):
+        for _ in range(2):
+            assert (await prometheus.get("/metrics")).status_code == 200
+        (server,) = servers
+        assert nodelay(server) == [True]
