@@ -310,6 +310,18 @@ def serve(
             "the others' records. Missing, short or open to others exits 2.",
         ),
     ] = None,
+    blob_store: Annotated[
+        str,
+        typer.Option(
+            "--blob-store",
+            envvar="AIRLOCK_BLOB_STORE",
+            help="Where jobs' workspace snapshots keep their files: 'dir' (<data dir>/blobs), "
+            "'dir:/path', s3://bucket/prefix (S3-compatible storage through boto3; the endpoint "
+            "from $AIRLOCK_S3_ENDPOINT, credentials from the standard AWS variables), or 'off' "
+            "(no workspace snapshots: a resumed job starts with its input files only). Replicas "
+            "sharing a --store need a shared one: s3://, or a directory they all mount.",
+        ),
+    ] = "dir",
     log_format: Annotated[
         str,
         typer.Option(
@@ -356,6 +368,7 @@ def serve(
         store=store,
         lease_s=lease,
         audit_key_file=audit_key_file,
+        blob_store=blob_store,
         log_format="json" if log_format == "json" else "text",
         metrics_address=metrics_address,
         http_address=http_address,
@@ -546,6 +559,33 @@ def jobs_cancel(
     from airlock.cli._jobs import jobs_cancel as cancel_job
 
     cancel_job(Target(address, token), job_id, reason, as_json)
+
+
+@jobs_app.command("fork")
+def jobs_fork(
+    job_id: JobIdArgument,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="A checkpoint number, or a record of the job's thread (JOB:n: the first checkpoint "
+            "at or after it). Default: its last checkpoint.",
+        ),
+    ] = None,
+    message: Annotated[
+        str | None, typer.Option("--message", "-m", help="Continue the conversation with this message.")
+    ] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Run the fork under this agent.")] = None,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a new job from a job's conversation and workspace at one of its checkpoints (a branch
+    of its weave; the original is untouched)."""
+    from airlock.cli._jobs import Target
+    from airlock.cli._jobs import jobs_fork as fork_job
+
+    fork_job(Target(address, token), job_id, at, message, agent, as_json)
 
 
 @jobs_app.command(

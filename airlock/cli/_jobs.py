@@ -43,6 +43,7 @@ from airlock.jobs import (
     SandboxActivity,
     SignalRecorded,
     StateChanged,
+    WorkspaceChanged,
 )
 from airlock.turn import Checkpoint, SignalDelivered, TurnSuspended
 from layer0 import Layer0Error
@@ -309,8 +310,16 @@ class JobView(RunView):
                 self._on_approval(data)
             case JobResumed():
                 self._on_resume(data)
+            case WorkspaceChanged():
+                self._on_workspace(data)
             case _:
                 assert_never(data)
+
+    def _on_workspace(self, data: WorkspaceChanged) -> None:
+        if data.phase == "stopped":
+            self.line(f"[yellow]workspace snapshots stopped[/]: {escape(data.reason or '')}")
+        elif data.phase == "restored":
+            self.line(f"[dim]workspace restored: {data.files} file(s), {data.bytes} bytes[/]")
 
     def _on_state(self, data: StateChanged) -> None:
         state = data.state
@@ -828,6 +837,31 @@ def jobs_logs(target: Target, job_id: str, as_json: bool) -> None:
             highlight=False,
             soft_wrap=True,
         )
+
+
+def jobs_fork(
+    target: Target,
+    job_id: str,
+    at: str | None,
+    message: str | None,
+    agent: str | None,
+    as_json: bool,
+) -> None:
+    """Start a new job from ``job_id``'s conversation and workspace at a checkpoint."""
+
+    async def work(client: ControllerClient) -> Job:
+        return await client.fork(job_id, at=at, message=message, agent=agent)
+
+    job = _with_client(target, as_json, work)
+    if as_json:
+        print(json.dumps({"job": _dump(job)}))
+        raise typer.Exit(EXIT_OK)
+    console.print(
+        f"forked job {escape(job_id)} at {escape(job.fork_point or 'its last checkpoint')} "
+        f"as job {escape(job.id)} (agent {escape(job.agent)}, {_state(job.state)})",
+        highlight=False,
+    )
+    raise typer.Exit(EXIT_OK)
 
 
 def jobs_cancel(target: Target, job_id: str, reason: str | None, as_json: bool) -> None:

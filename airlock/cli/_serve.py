@@ -66,6 +66,8 @@ class ServeOptions:
     lease_s: float = 15.0
     #: The audit key in this existing file (shared by replicas), not the data dir's.
     audit_key_file: Path | None = None
+    #: Where workspace snapshots keep their files (``dir``, ``dir:PATH``, ``s3://…``, ``off``).
+    blob_store: str = "dir"
     #: The process log: ``text`` lines or ``json`` objects; ``/metrics`` on this HOST:PORT.
     log_format: LogFormat = "text"
     metrics_address: str | None = None
@@ -196,6 +198,7 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
         tls=_server_tls(opts),
         store=opts.store,
         audit_key_file=opts.audit_key_file,
+        blob_store=opts.blob_store,
     )
     loop = asyncio.get_running_loop()
     # Each running job makes blocking Docker calls on the default thread pool (min(32, cores+4)

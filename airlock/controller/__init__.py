@@ -29,6 +29,7 @@ from ._audit_log import AuditFilter
 from ._claims import Claim, Claims, LeaseLost
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner, LocalModelKey
+from ._fork_point import ForkRefused
 from ._grpc import (
     ControllerServer,
     ControllerServerError,
@@ -67,6 +68,7 @@ __all__ = [
     "ControllerServerError",
     "Cutoffs",
     "EffectExecutor",
+    "ForkRefused",
     "IdentityApi",
     "JobListener",
     "JobNotAwaiting",

@@ -18,6 +18,8 @@ from airlock.jobs import DEFAULT_ADDRESS, default_data_dir
 from airlock.tracing import JobTracing
 
 from ._authn import open_identity
+from ._blob_stores import open_blob_store
+from ._blobs import BlobStore
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import ControllerServer, load_or_create_token
@@ -59,6 +61,8 @@ class ControllerOptions:
             keys, which several controller replicas share; None: SQLite files in ``data_dir``.
         audit_key_file: the audit key in an existing file (a mounted Secret every replica
             shares, so each verifies the others' records), instead of ``data_dir/audit.key``.
+        blob_store: where jobs' workspace snapshots keep their files: ``dir`` (``data_dir/blobs``),
+            ``dir:PATH``, ``s3://bucket/prefix``, or ``off`` (none kept).
     """
 
     data_dir: Path | None = None
@@ -71,6 +75,7 @@ class ControllerOptions:
     tls: ServerTls | None = None
     store: str | None = None
     audit_key_file: Path | None = None
+    blob_store: str = "dir"
 
 
 class Controller:
@@ -120,6 +125,7 @@ class Controller:
             key = await asyncio.to_thread(self._audit_key)
             self._derive_from = key
             auth = self.config.auth
+            blobs = await self._blobs()
             tracing = JobTracing.from_env()  # OTLP when the OTEL_* variables ask; flushed last
             self._stack.push_async_callback(asyncio.to_thread, tracing.shutdown)
             self.service = await self._stack.enter_async_context(
@@ -131,6 +137,7 @@ class Controller:
                     audit_key=key,
                     auth=auth,
                     tracing=tracing,
+                    blobs=blobs,
                 )
             )
             if stores.db is not None:  # other replicas' queued jobs and events, as they land
@@ -162,6 +169,15 @@ class Controller:
         assert self._derive_from is not None, "not started"
         hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=f"airlock:{purpose}".encode())
         return hkdf.derive(self._derive_from)
+
+    async def _blobs(self) -> BlobStore | None:
+        """The blob store workspace snapshots keep their files in (closed last; None: off)."""
+        spec = self.options.blob_store
+        if spec == "off":
+            return None
+        blobs = await open_blob_store(spec, self.data_dir)
+        self._stack.push_async_callback(blobs.aclose)
+        return blobs
 
     def _audit_key(self) -> bytes:
         """The key the turn records are sealed with: the options' file, else the data dir's."""

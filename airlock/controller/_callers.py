@@ -40,6 +40,7 @@ AUDITED = frozenset(
     {
         "SubmitJob",
         "CancelJob",
+        "ForkJob",
         "ApproveJob",
         "RejectJob",
         "PauseJob",

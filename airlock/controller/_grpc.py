@@ -238,6 +238,27 @@ class _Servicer(cpb_grpc.ControllerServicer):
         except errors.REFUSED as e:
             return await errors.refuse(context, e)
 
+    async def ForkJob(self, request: cpb.ForkJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
+        await _need_id(context, request)
+        original = await self._job(context, request.id, "see")
+        agent = request.agent or original.agent
+        try:
+            access.require(caller(), Permission.SUBMIT, f"fork a job to agent {agent!r}", agent)
+            job = await self.service.fork(
+                original.id,
+                at=request.at or None,
+                message=request.message or None,
+                agent=agent,
+                tenant=original.tenant,
+                owner=caller().name,
+            )
+        except errors.REFUSED as e:
+            return await errors.refuse(context, e)
+        except ConfigError as e:
+            return await errors.fail(context, grpc.StatusCode.NOT_FOUND, "NOT_FOUND", str(e))
+        current_call().detail = f"fork of {original.id} to agent {agent}"
+        return jc.job_to_proto(job)
+
     async def ListJobs(
         self, request: cpb.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListJobsResponse:

@@ -20,6 +20,7 @@ from airlock import wire
 from airlock.errors import AirlockError
 
 from ._access import PermissionDenied
+from ._fork_point import ForkRefused
 from ._quotas import QuotaExceeded
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover
 
@@ -34,6 +35,7 @@ REASONS: dict[str, str] = {
     "PERMISSION_DENIED": "the caller's roles lack a permission, named in ErrorInfo.metadata['permission']",
     "QUOTA_EXCEEDED": "a tenant quota is reached (RESOURCE_EXHAUSTED): metadata quota, limit, used",
     "FILES_OVER_CAP": "the job's input files exceed a cap (RESOURCE_EXHAUSTED)",
+    "NOT_FORKABLE": "no such fork point, or a message given inside a step (FAILED_PRECONDITION)",
     "SHUTTING_DOWN": "the controller is stopping: try again (UNAVAILABLE, with RetryInfo)",
     "INTERNAL": "the controller failed to answer (a bug: report it)",
 }
@@ -47,6 +49,7 @@ _REFUSALS: dict[type[AirlockError], tuple[grpc.StatusCode, str]] = {
     NotAnApprover: (grpc.StatusCode.PERMISSION_DENIED, "NOT_AN_APPROVER"),
     PermissionDenied: (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"),
     QuotaExceeded: (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED"),
+    ForkRefused: (grpc.StatusCode.FAILED_PRECONDITION, "NOT_FORKABLE"),
 }
 #: The exception types :func:`refuse` maps (``except REFUSED as e: await refuse(context, e)``).
 REFUSED = tuple(_REFUSALS)

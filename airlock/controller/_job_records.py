@@ -26,6 +26,7 @@ from layer0 import (
 
 from ._durable import in_flight
 from ._job_events import JobEvents
+from ._journal import session_hash
 from ._weaving import Weaves
 
 _log = logging.getLogger("airlock.jobs")
@@ -41,13 +42,39 @@ class JobRecords:
         self._events = events
 
     async def root(self, job: Job) -> str:
-        """The root of ``job``'s tree (the submitted job its weave is kept under)."""
-        while job.parent_id is not None:
-            parent = await self.store.get(job.parent_id)
+        """The root of ``job``'s tree (the submitted job its weave is kept under): up through
+        its parents, and from a fork to the job it was forked from (a branch of that tree)."""
+        while (up := job.parent_id or job.forked_from) is not None:
+            parent = await self.store.get(up)
             if parent is None:
                 break
             job = parent
         return job.id
+
+    async def record_fork(self, root: str, job: Job, state: SessionState, manifest: str) -> tuple[str, ...]:
+        """Record where the fork ``job`` starts (its thread's first record, depending on the
+        record it was forked at, its state hash covering the conversation and workspace
+        there); the records its first response depends on."""
+        seq, _, at = (job.fork_point or "").partition("@")
+        content: dict[str, Any] = {
+            "from": job.forked_from,
+            "checkpoint": int(seq) if seq.isdigit() else None,
+            "record": at or None,
+            "workspace": manifest or None,
+        }
+        if job.owner is not None:
+            content |= {"submitted_by": job.owner, "tenant": job.tenant}
+        record = await self.weaves.record(
+            root,
+            job=job.id,
+            agent=job.agent,
+            type=RecordType.SPEECH,
+            kind="fork",
+            content=content,
+            depends_on=(at,) if at else (),
+            post=session_hash(state, manifest),
+        )
+        return (record.id,)
 
     async def cone_entry(self, root: str, tip: str) -> tuple[Scope, str, Any]:
         """The state entry a causal_cone turn reads: the records ``tip`` depends on (itself,

@@ -16,6 +16,7 @@ from airlock.spec import AgentSpec
 from airlock.tracing import ExecutionTrace, JobTracing
 from airlock.turn import (
     DEFAULT_MAX_TURNS,
+    Checkpoint,
     SessionState,
     SuspendedForApproval,
     TurnLog,
@@ -33,6 +34,7 @@ from ._job_effects import JobEffects
 from ._job_events import JobEvents, shielded
 from ._job_files import JobFiles
 from ._job_records import JobRecords
+from ._job_workspace import JobWorkspace, WorkspaceExecution
 from ._journal import JobJournal
 from ._quotas import Quotas, capped
 from ._tenant_state import tenant_state
@@ -89,6 +91,7 @@ class JobRuns:
         approvals: a job's approval waits.
         effects: applies a submitted job's effects (children included).
         active: each job's agent, task, turn controls and stop request.
+        workspace: each execution's workspace (restored on a resume, snapshots kept).
         quotas: its tenant's quotas: what a turn may still spend today, the artifacts it keeps.
         tracing: each job's trace (default: off).
     """
@@ -104,9 +107,11 @@ class JobRuns:
         approvals: Approvals,
         effects: JobEffects,
         active: ActiveJobs,
+        workspace: JobWorkspace,
         quotas: Quotas | None = None,
         tracing: JobTracing | None = None,
     ) -> None:
+        self._workspace = workspace
         self._quotas = quotas
         self._tracing = tracing or JobTracing()
         self._runner = runner
@@ -310,12 +315,17 @@ class JobRuns:
             await self._events.log(
                 job.id, "warn", f"call(s) {', '.join(lost)} ran when the sandbox was lost: {fate}"
             )
-        anchor = (tip.id,) if tip is not None else ()
+        if tip is None and job.forked_from is not None:  # a fork's first execution
+            manifest = await self._store.checkpoint_manifest(job.id) or ""
+            anchor = await self._records.record_fork(root, job, base, manifest)
+        else:
+            anchor = (tip.id,) if tip is not None else ()
         return _Start(resumed=True, base=base, anchor=anchor, recorded=recorded)
 
     async def _execute(self, job: Job, input: TurnInput) -> TurnOutput:
         """One execution of the job's turn in a fresh sandbox: started anew, or continued from
-        its last checkpoint. The runner's checkpoints become the job's and its turn records."""
+        its last checkpoint (its workspace restored). The runner's checkpoints become the job's
+        and its turn records; its workspace snapshots are verified and kept."""
         agent = self._active.agent(job)
         memory = agent.effects.memory if agent.spec.reads_memory else ()
         own = tenant_state(self._state, job.tenant)
@@ -324,36 +334,18 @@ class JobRuns:
         start = await self._start(job, agent, input, root)
         if agent.spec.context.strategy == "causal_cone" and start.anchor:
             state.append(await self._records.cone_entry(root, start.anchor[0]))
-        base = start.base
-        journal = JobJournal(
-            self._records.weaves,
-            root,
-            job=job.id,
-            agent=job.agent,
-            input=input,
-            base=base,
-            gate=agent.spec.approval,
-            risks=agent.spec.assured_risks,
-            approved=base.approved if base is not None else (),
-            anchor=start.anchor,
-            recorded=start.recorded,
-            max_turns=_max_turns(agent.spec, input),
+        workspace = await self._workspace.execution(
+            job, agent.durability, lambda data: self._events.emit(job.id, data)
         )
+        journal = self._journal(job, agent, input, root, start, workspace.digest)
         entry = self._active.of(job.id)
-        paused = entry.paused_at_start
-        handle = TurnHandle(
-            resume_from=base.model_dump_json() if base is not None else None,
-            start_paused=paused,
-            files=await self._store.input_files(job.id),
-            collect_artifacts=True,
-        )
-        entry.paused_at_start = False
+        handle = await self._handle(job, start.base, entry, workspace)
         if start.resumed or job.resumes:  # a resume: its previous sandbox must be gone first
             await self._runner.ensure_gone(agent, job.id)
         entry.handle, entry.journal = handle, journal
         execution = self._tracing.of(job.id).execution(agent, self._runner.pool_stats)
         try:
-            sink = self._sink(job.id, journal, entry)
+            sink = self._sink(job.id, journal, entry, workspace)
             sink = _traced(sink, execution) if self._tracing.enabled else sink
             if self._quotas is not None:
                 input = capped(input, agent.spec.defaults.max_cost, await self._quotas.cost_left(job.tenant))
@@ -371,8 +363,47 @@ class JobRuns:
             if entry.handle is handle:
                 entry.handle = entry.journal = None
 
-    def _sink(self, job_id: str, journal: JobJournal, entry: ActiveJob) -> SandboxEventSink:
-        """The execution's events: its checkpoints to the store, the others to the job's record."""
+    def _journal(
+        self, job: Job, agent: AgentConfig, input: TurnInput, root: str, start: _Start, workspace: str
+    ) -> JobJournal:
+        """The journal that checks and records the execution's checkpoints."""
+        base = start.base
+        return JobJournal(
+            self._records.weaves,
+            root,
+            job=job.id,
+            agent=job.agent,
+            input=input,
+            base=base,
+            gate=agent.spec.approval,
+            risks=agent.spec.assured_risks,
+            approved=base.approved if base is not None else (),
+            anchor=start.anchor,
+            recorded=start.recorded,
+            max_turns=_max_turns(agent.spec, input),
+            workspace=workspace,
+        )
+
+    async def _handle(
+        self, job: Job, base: SessionState | None, entry: ActiveJob, workspace: WorkspaceExecution
+    ) -> TurnHandle:
+        """The execution's turn controls: what it resumes from, the workspace it starts with
+        (restored, else the job's input files), and whether it snapshots."""
+        paused, entry.paused_at_start = entry.paused_at_start, False
+        return TurnHandle(
+            resume_from=base.model_dump_json() if base is not None else None,
+            start_paused=paused,
+            files=() if workspace.restore is not None else await self._store.input_files(job.id),
+            collect_artifacts=True,
+            restore=workspace.restore,
+            snapshot_bytes=workspace.snapshot_bytes,
+        )
+
+    def _sink(
+        self, job_id: str, journal: JobJournal, entry: ActiveJob, workspace: WorkspaceExecution
+    ) -> SandboxEventSink:
+        """The execution's events: its workspace snapshots to the intake, its checkpoints to
+        the store (naming the snapshot), the others to the job's record."""
         running = False
 
         async def sink(event: SandboxEvent) -> None:
@@ -384,16 +415,30 @@ class JobRuns:
                 )
             if isinstance(event, TurnPaused):
                 entry.paused = True
+            if await workspace.take(event):
+                journal.workspace = workspace.digest
+                return
             started = len(journal.started)
             if await journal.observe(event):
-                assert journal.state is not None
-                await self._store.save_checkpoint(job_id, journal.state.model_dump_json(), journal.started)
+                await self._checkpointed(job_id, journal, event)
                 return
             if len(journal.started) != started:
                 await self._store.save_started(job_id, journal.started)
             await self._events.emit(job_id, _event_data(event))
 
         return sink
+
+    async def _checkpointed(self, job_id: str, journal: JobJournal, event: object) -> None:
+        """Keep the journal's new state as the job's checkpoint, and the checkpoint as received
+        in the job's history (what a fork starts from), both naming the workspace."""
+        assert journal.state is not None and isinstance(event, Checkpoint)
+        manifest = journal.workspace or None
+        await self._store.save_checkpoint(
+            job_id, journal.state.model_dump_json(), journal.started, manifest=manifest
+        )
+        await self._store.log_checkpoint(
+            job_id, event.model_dump_json(), journal.started, manifest=manifest, record=journal.tip
+        )
 
 
 def _traced(sink: SandboxEventSink, execution: ExecutionTrace) -> SandboxEventSink:

@@ -46,17 +46,19 @@ class JournalViolation(AirlockError):
     kind = "isolation_violation"
 
 
-def session_hash(state: SessionState) -> str:
-    """The stable hash of a session's conversation state: its messages and the open step's
-    finished calls."""
-    return state_hash(
-        {
-            "messages": [m.model_dump(mode="json") for m in state.messages],
-            "completed": [
-                {"id": c.tool_use_id, "output": c.output, "is_error": c.is_error} for c in state.completed
-            ],
-        }
-    )
+def session_hash(state: SessionState, workspace: str = "") -> str:
+    """The stable hash of a session's state: its messages, the open step's finished calls,
+    and the digest of its workspace's manifest when the job keeps one (a job without
+    workspace snapshots hashes as before they existed)."""
+    hashed: dict[str, JsonValue] = {
+        "messages": [m.model_dump(mode="json") for m in state.messages],
+        "completed": [
+            {"id": c.tool_use_id, "output": c.output, "is_error": c.is_error} for c in state.completed
+        ],
+    }
+    if workspace:
+        hashed["workspace"] = workspace
+    return state_hash(hashed)
 
 
 def _cut(text: str) -> tuple[str, bool]:
@@ -105,6 +107,7 @@ class JobJournal:
         anchor: the records the first new record depends on (the input, or the thread's tip).
         recorded: the tool calls of this job already recorded (by an earlier execution).
         max_turns: the most model calls the turn may make (a checkpoint claiming more is a lie).
+        workspace: the digest of the workspace manifest the execution starts from ("": none).
     """
 
     def __init__(
@@ -122,6 +125,7 @@ class JobJournal:
         anchor: tuple[str, ...] = (),
         recorded: Iterable[str] = (),
         max_turns: int | None = None,
+        workspace: str = "",
     ) -> None:
         self.weaves = weaves
         self.root = root
@@ -145,6 +149,12 @@ class JobJournal:
             self.allow_overrides(dict(base.overrides))
         #: Checkpoints received in this execution.
         self.checkpoints = 0
+        #: The digest of the workspace's manifest now (set as snapshots arrive; "" for none):
+        #: the state hashes of the records cover it.
+        self.workspace = workspace
+        self._hashed_workspace = workspace  # the one the previous state's hash covered
+        #: The latest record this journal wrote (what a checkpoint of the history names).
+        self.tip: str | None = anchor[-1] if anchor else None
 
     def allow_overrides(self, overrides: dict[str, JsonValue]) -> None:
         """The controller sent a budget signal: its limits may appear in later checkpoints."""
@@ -212,8 +222,9 @@ class JobJournal:
     async def _record(self, old: SessionState | None, new: SessionState) -> None:
         if old is None and new.iterations == 0:
             return  # context assembled: the input is recorded by the controller
-        pre = session_hash(old) if old is not None else ""
-        post = session_hash(new)
+        pre = session_hash(old, self._hashed_workspace) if old is not None else ""
+        post = session_hash(new, self.workspace)
+        self._hashed_workspace = self.workspace
         before = old.iterations if old is not None else new.iterations
         if new.iterations > before:
             response = self._last_response(new)
@@ -289,7 +300,7 @@ class JobJournal:
         post: str,
         **usage: Any,
     ) -> TurnRecord:
-        return await self.weaves.record(
+        record = await self.weaves.record(
             self.root,
             job=self.job,
             agent=self.agent,
@@ -301,3 +312,5 @@ class JobJournal:
             post=post,
             **usage,
         )
+        self.tip = record.id
+        return record

@@ -40,7 +40,10 @@ from layer0 import StateStore, TurnInput
 
 from ._active import ActiveJobs
 from ._adoption import Adoption
+from ._blobs import BlobStore
 from ._fenced_state import fenced_state
+from ._fork_point import ForkSeed
+from ._forks import Forks
 from ._job_approvals import Approvals
 from ._job_controls import Controls
 from ._job_effects import JobEffects
@@ -48,6 +51,7 @@ from ._job_events import JobEvents
 from ._job_files import JobFiles, announced, checked_input_files
 from ._job_records import JobRecords
 from ._job_runs import STOPPED, JobRuns
+from ._job_workspace import JobWorkspace
 from ._membership import Membership
 from ._pruning import Pruner
 from ._quotas import Quotas
@@ -87,6 +91,8 @@ class JobService:
             with its hash chain recomputed); None: records are hash-chained only.
         auth: the tenants' quotas (None: no quota).
         tracing: each job's trace (None: off).
+        blobs: where jobs' workspace snapshots keep their files (None: workspaces are not
+            kept; a resumed job starts with its input files only).
     """
 
     def __init__(
@@ -98,8 +104,11 @@ class JobService:
         audit_key: bytes | None = None,
         auth: AuthSettings | None = None,
         tracing: JobTracing | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.store = store
+        #: Jobs' workspace files (None: not kept).
+        self.blobs = blobs
         #: Each job's trace (off unless given).
         self.tracing = tracing or JobTracing()
         #: Each tenant's quotas against its use.
@@ -144,6 +153,7 @@ class JobService:
         self._membership = Membership(store, self.settings.lease_s, adopt=self._adoption, let_go=self._let_go)
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
         self._runs = self._job_runs(runner, state)
+        self._forks = Forks(store, self._submit_fork)
         self.pruner = Pruner(store, self.weaves, runner.config.retention, auth or AuthSettings())  # hourly
 
     def _job_runs(self, runner: AgentRunner, state: StateStore) -> JobRuns:
@@ -166,6 +176,7 @@ class JobService:
             approvals=self._approvals,
             effects=effects,
             active=self._active,
+            workspace=JobWorkspace(self.store, self.blobs),
             quotas=self.quotas,
             tracing=self.tracing,
         )
@@ -371,11 +382,13 @@ class JobService:
         files: Sequence[tuple[str, bytes]] = (),
         tenant: str = DEFAULT_TENANT,
         owner: str | None = None,
+        fork: ForkSeed | None = None,
     ) -> Job:
         config = self._agent(agent)
         admit = self.quotas.admission(tenant, config)
         files = checked_input_files(files)
-        input = announced(input, files, config.input_files)
+        if fork is None:  # a fork's input is its original's, announced already
+            input = announced(input, files, config.input_files)
         if max_duration_ms is not None and max_duration_ms <= 0:
             raise ConfigError(f"max_duration must be positive, got {max_duration_ms} ms")
         if max_duration_ms is None:
@@ -391,12 +404,51 @@ class JobService:
             tenant=tenant,
             owner=owner,
             admit=admit,
+            fork=fork,
         )
         self.events.notify(event, job)
         entry = self._active.of(job.id)
         entry.agent, entry.awaited = config, awaited
         await self._scheduler.push()
         return job
+
+    async def fork(
+        self,
+        job_id: str,
+        *,
+        at: str | None = None,
+        message: str | None = None,
+        agent: str | None = None,
+        tenant: str | None = None,
+        owner: str | None = None,
+    ) -> Job:
+        """A new job continuing job ``job_id`` (of ``tenant``, when given) from its checkpoint
+        ``at`` (a number, or a record ``JOB:n``; None: the last) with its conversation and
+        workspace there, queued; see :meth:`Forks.fork`. ``owner`` forked it.
+
+        Raises:
+            JobNotFound: no such job (of that tenant).
+            ForkRefused: no such fork point, or a message inside a step.
+            QuotaExceeded, ConfigError: as :meth:`submit`.
+        """
+        original = await self.get(job_id, tenant)
+        return await self._forks.fork(original, at=at, message=message, agent=agent, owner=owner)
+
+    async def _submit_fork(
+        self, agent: str, original: Job, files: list[tuple[str, bytes]], seed: ForkSeed, owner: str | None
+    ) -> Job:
+        return await self._submit(
+            agent,
+            original.input,
+            queue=None,
+            max_duration_ms=original.max_duration_ms,
+            workflow=None,
+            awaited=False,
+            files=files,
+            tenant=original.tenant,
+            owner=owner,
+            fork=seed,
+        )
 
     async def get(self, job_id: str, tenant: str | None = None) -> Job:
         """The job (of ``tenant``, when given).

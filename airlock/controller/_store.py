@@ -19,6 +19,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Self, TypeVar
 
@@ -43,6 +44,7 @@ from airlock.jobs import (
     StoredFile,
     utcnow,
 )
+from airlock.policy import WorkspaceManifest
 from airlock.state import (
     Database,
     DatabaseError,
@@ -58,8 +60,10 @@ from airlock.state import (
 from layer0 import TurnInput, TurnOutput
 
 from . import _audit_log
+from . import _store_workspace as ws
 from ._audit_log import AuditFilter
 from ._claims import Adopted, Claim, Claims
+from ._fork_point import ForkSeed
 from ._job_usage import FinishedUse, finished_uses
 from ._observer import controller_observer
 from ._retention import Cutoffs, PruneReport, prune_batch
@@ -228,11 +232,13 @@ class JobStore:
         owner: str | None = None,
         admit: Admission | None = None,
         ledger: tuple[str, str] | None = None,
+        fork: ForkSeed | None = None,
     ) -> tuple[Job, JobEvent]:
         """Record a new job (with its input ``files``, and its first ``state`` event) durably;
         return both. ``admit`` runs first in the same transaction (a tenant's quotas): what it
         raises leaves nothing written, and no two admissions of a tenant interleave. ``ledger``
-        (a tree's root and a key) records, in the same transaction, which effect created it."""
+        (a tree's root and a key) records, in the same transaction, which effect created it.
+        A ``fork`` starts from its seed: the checkpoint (and workspace) it resumes from."""
         job_id = new_job_id()
         now = utcnow()
         job = Job(
@@ -249,28 +255,33 @@ class JobStore:
             fixed_point=fixed_point,
             tenant=tenant,
             owner=owner,
+            forked_from=fork.forked_from if fork is not None else None,
+            fork_point=fork.point if fork is not None else None,
         )
 
         held_parent = parent_id is not None and self.claims.holds(parent_id)
-
-        def op() -> Op[tuple[JobEvent, int]]:
-            if admit is not None:
-                yield from lock(f"tenant:{tenant}")
-                yield from admit()
-            yield from execute(f"INSERT INTO jobs ({COLUMNS}) VALUES ({MARKS})", *new_row(job))
-            if parent_id is not None:
-                yield from self._add_child(parent_id, job_id)
-            # Children run in their parent's worker: held where it is.
-            fence = (yield from self.claims.hold_child(job_id)) if held_parent else 0
-            if ledger is not None:
-                yield from _ledger_entry(*ledger, job_id)
-            yield from _put_files(job_id, "input", files)
-            return (yield from _append(job_id, StateChanged(state=state), now)), fence
-
-        event, fence = await self._run(op())
+        extras = _Extras(files, admit, ledger, fork)
+        event, fence = await self._run(self._create(job, extras, held_parent))
         if held_parent:
             self.claims.hold(job_id, fence)
         return job, event
+
+    def _create(self, job: Job, extras: _Extras, held_parent: bool) -> Op[tuple[JobEvent, int]]:
+        """The transaction of :meth:`create`: the job's row and all that comes with it."""
+        if extras.admit is not None:
+            yield from lock(f"tenant:{job.tenant}")
+            yield from extras.admit()
+        yield from execute(f"INSERT INTO jobs ({COLUMNS}) VALUES ({MARKS})", *new_row(job))
+        if job.parent_id is not None:
+            yield from self._add_child(job.parent_id, job.id)
+        # Children run in their parent's worker: held where it is.
+        fence = (yield from self.claims.hold_child(job.id)) if held_parent else 0
+        if extras.ledger is not None:
+            yield from _ledger_entry(*extras.ledger, job.id)
+        yield from _put_files(job.id, "input", extras.files)
+        if extras.fork is not None:
+            yield from _seeded(job.id, extras.fork)
+        return (yield from _append(job.id, StateChanged(state=job.state), job.created_at)), fence
 
     def _add_child(self, parent_id: str, child_id: str) -> Op[None]:
         """Add ``child_id`` to its parent's children (fenced, when this replica holds the parent)."""
@@ -413,19 +424,55 @@ class JobStore:
 
         return await self._run(self._fenced(job_id, op()))
 
-    async def save_checkpoint(self, job_id: str, state: str, started: Iterable[str]) -> None:
+    async def save_checkpoint(
+        self, job_id: str, state: str, started: Iterable[str], *, manifest: str | None = None
+    ) -> None:
         """Keep ``state`` (a SessionState's JSON, every message) as the job's latest checkpoint,
-        with the open step's calls that were started."""
+        with the open step's calls that were started and the workspace manifest it names."""
         save = execute(
-            "INSERT INTO checkpoints (job_id, state, started, time) VALUES (?, ?, ?, ?) "
+            "INSERT INTO checkpoints (job_id, state, started, time, manifest) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, started = excluded.started, "
-            "time = excluded.time",
+            "time = excluded.time, manifest = excluded.manifest",
             job_id,
             state,
             json.dumps(sorted(started)),
             time.time(),
+            manifest,
         )
         await self._run(self._fenced(job_id, save))
+
+    async def log_checkpoint(
+        self, job_id: str, delta: str, started: Iterable[str], *, manifest: str | None, record: str | None
+    ) -> int:
+        """Append a checkpoint as received to the job's history (what forks start from); its
+        number."""
+        return await self._run(
+            self._fenced(job_id, ws.log_checkpoint(job_id, delta, started, manifest, record))
+        )
+
+    async def checkpoint_log(self, job_id: str) -> list[ws.LoggedCheckpoint]:
+        """The job's checkpoints, in order."""
+        return await self._run(ws.checkpoint_log(job_id))
+
+    async def checkpoint_manifest(self, job_id: str) -> str | None:
+        """The workspace manifest the job's latest checkpoint names (None: none)."""
+        return await self._run(ws.checkpoint_manifest(job_id))
+
+    async def put_manifest(
+        self, tenant: str, manifest: WorkspaceManifest, blobs: Sequence[tuple[str, int, int]]
+    ) -> None:
+        """Keep a tenant's manifest, and note the blobs just stored for it ((sha256, size,
+        stored bytes) each), in one transaction."""
+
+        def op() -> Op[None]:
+            yield from ws.note_blobs(tenant, blobs)
+            yield from ws.put_manifest(tenant, manifest)
+
+        await self._run(op())
+
+    async def manifest(self, tenant: str, digest: str) -> WorkspaceManifest | None:
+        """The tenant's manifest ``digest`` (None: none by that digest)."""
+        return await self._run(ws.manifest(tenant, digest))
 
     async def save_started(self, job_id: str, started: Iterable[str]) -> None:
         """Keep which calls of the job's open step started (their checkpoint unchanged)."""
@@ -712,3 +759,25 @@ class JobStore:
 
 
 __all__ = ["Admission", "JobStore", "JobStoreError", "new_job_id"]
+
+
+def _seeded(job_id: str, fork: ForkSeed) -> Op[None]:
+    """A fork's first checkpoint: the state (and workspace) it starts from."""
+    yield from execute(
+        "INSERT INTO checkpoints (job_id, state, started, time, manifest) VALUES (?, ?, ?, ?, ?)",
+        job_id,
+        fork.state,
+        "[]",
+        time.time(),
+        fork.manifest,
+    )
+
+
+@dataclass(frozen=True)
+class _Extras:
+    """What a new job's transaction writes besides its row."""
+
+    files: Sequence[tuple[str, bytes]]
+    admit: Admission | None
+    ledger: tuple[str, str] | None
+    fork: ForkSeed | None

@@ -27,7 +27,7 @@ from layer0 import TurnInput, TurnOutput
 COLUMNS = (
     "id, agent, state, queue, parent_id, origin, workflow, session, input, output, error, "
     "created_at, started_at, finished_at, max_duration_ms, children, effects, resumes, approval, "
-    "fixed_point, tenant, owner"
+    "fixed_point, tenant, owner, forked_from, fork_point"
 )
 #: ``?`` for each of :data:`COLUMNS`.
 MARKS = ", ".join("?" * len(COLUMNS.split(", ")))
@@ -99,6 +99,8 @@ def job_of(row: Row) -> Job:
         fixed_point=FixedPointRun.model_validate_json(row["fixed_point"]) if row["fixed_point"] else None,
         tenant=row["tenant"],
         owner=row["owner"],
+        forked_from=row["forked_from"],
+        fork_point=row["fork_point"],
     )
 
 
@@ -145,4 +147,6 @@ def new_row(job: Job) -> tuple[Any, ...]:
         fixed_point,
         job.tenant,
         job.owner,
+        job.forked_from,
+        job.fork_point,
     )

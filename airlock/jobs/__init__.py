@@ -48,6 +48,7 @@ if _typing.TYPE_CHECKING:
         SignalRecorded,
         StateChanged,
         StoredFile,
+        WorkspaceChanged,
         utcnow,
     )
     from ._page_tokens import INVALID_PAGE_TOKEN, decode_page_token, encode_page_token
@@ -117,6 +118,7 @@ __all__ = [
     "StoredFile",
     "TenantUse",
     "TlsFileError",
+    "WorkspaceChanged",
     "client_tls",
     "decode_page_token",
     "default_data_dir",
@@ -158,6 +160,7 @@ _WHERE = {
     "JobFilter": "._model",
     "JobOrigin": "._model",
     "JobResumed": "._model",
+    "WorkspaceChanged": "._model",
     "JobState": "._states",
     "LogLine": "._model",
     "MAX_MESSAGE_BYTES": "._address",

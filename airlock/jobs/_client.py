@@ -235,6 +235,16 @@ class ControllerClient:
             await self._call("CancelJob", cpb.CancelJobRequest(id=job_id, reason=reason), None)
         )
 
+    async def fork(
+        self, job_id: str, *, at: str | None = None, message: str | None = None, agent: str | None = None
+    ) -> Job:
+        """A new job continuing ``job_id`` from its checkpoint ``at`` (a number or a record
+        ``JOB:n``; None: the last) with the conversation and workspace there; ``message``
+        continues the conversation, ``agent`` runs it under another agent. No such point:
+        ``ControllerError`` FAILED_PRECONDITION, reason ``NOT_FORKABLE``."""
+        request = cpb.ForkJobRequest(id=job_id, at=at or "", message=message or "", agent=agent or "")
+        return jc.job_from_proto(await self._call("ForkJob", request))
+
     async def find(self, where: JobFilter | None = None) -> list[Job]:
         """Jobs, most recent first."""
         response = await self._call("ListJobs", jc.filter_to_proto(where or JobFilter()))

@@ -71,7 +71,7 @@ ResumeCause = Literal["restart", "lost", "approval"]
 JobOrigin = Literal["submit", "delegate", "handoff"]
 
 #: Kinds of job events (the ``kind`` tag of :data:`JobEventData`).
-EventKind = Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume"]
+EventKind = Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume", "workspace"]
 
 
 def utcnow() -> datetime:
@@ -191,6 +191,10 @@ class Job(BaseModel):
     tenant: str = "default"
     #: The principal that submitted it (a child: its root's submitter; None before principals).
     owner: str | None = None
+    #: The job it was forked from (its conversation and workspace at ``fork_point``).
+    forked_from: str | None = None
+    #: Where in ``forked_from``'s history it started (``checkpoint 7 (record job:12)``).
+    fork_point: str | None = None
 
     @property
     def session(self) -> str | None:
@@ -314,6 +318,23 @@ class JobResumed(_EventData):
     lost_calls: list[str] = Field(default_factory=list)
 
 
+class WorkspaceChanged(_EventData):
+    """The job's workspace: ``saved`` (a snapshot was verified and kept), ``restored`` (an
+    execution started from one), ``stopped`` (snapshots stopped, e.g. past ``max_bytes``;
+    a resume restores the last one, older than the conversation)."""
+
+    kind: Literal["workspace"] = "workspace"
+    phase: Literal["saved", "restored", "stopped"]
+    #: The manifest's digest (``sha256:…``; after ``stopped``: the last one kept, or "").
+    manifest: str = ""
+    files: int = 0
+    bytes: int = 0
+    #: The job's limit (``stopped``).
+    max_bytes: int = 0
+    #: Why snapshots stopped (``stopped``).
+    reason: str | None = None
+
+
 #: What a job event says, tagged by ``kind`` (see the module's docstring).
 JobEventData = Annotated[
     StateChanged
@@ -323,7 +344,8 @@ JobEventData = Annotated[
     | SignalRecorded
     | LogLine
     | ApprovalChanged
-    | JobResumed,
+    | JobResumed
+    | WorkspaceChanged,
     Field(discriminator="kind"),
 ]
 

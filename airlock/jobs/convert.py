@@ -102,6 +102,8 @@ def job_to_proto(job: Job) -> cpb.Job:
         children=job.children,
         tenant=job.tenant,
         owner=job.owner or "",
+        forked_from=job.forked_from or "",
+        fork_point=job.fork_point or "",
     )
     if job.output is not None:
         message.output.CopyFrom(cv.output_to_proto(job.output))
@@ -151,6 +153,8 @@ def job_from_proto(message: cpb.Job) -> Job:
         resumes=message.resumes,
         tenant=message.tenant or "default",
         owner=message.owner or None,
+        forked_from=message.forked_from or None,
+        fork_point=message.fork_point or None,
         approval=approval_from_proto(message.approval) if message.HasField("approval") else None,
         fixed_point=fixed_point_from_proto(message.fixed_point) if message.HasField("fixed_point") else None,
     )

@@ -39,6 +39,7 @@ from ._model import (
     SandboxActivity,
     SignalRecorded,
     StateChanged,
+    WorkspaceChanged,
 )
 from .convert import (
     JOB_ORIGIN,
@@ -73,6 +74,9 @@ _APPROVAL_PHASE: wire.WireEnum[Literal["requested", "decided", "resolved"]] = wi
 _RESUME_CAUSE: wire.WireEnum[ResumeCause] = wire.WireEnum(
     cpb.ResumeCause, "RESUME_CAUSE_", get_args(ResumeCause), "resume cause"
 )
+_WORKSPACE_PHASE: wire.WireEnum[Literal["saved", "restored", "stopped"]] = wire.WireEnum(
+    cpb.WorkspacePhase, "WORKSPACE_PHASE_", ("saved", "restored", "stopped"), "workspace phase"
+)
 
 
 def event_to_proto(event: JobEvent) -> cpb.JobEvent:
@@ -101,6 +105,8 @@ def event_to_proto(event: JobEvent) -> cpb.JobEvent:
             message.approval.CopyFrom(_approval_to_proto(data))
         case JobResumed():
             message.resume.CopyFrom(_resume_to_proto(data))
+        case WorkspaceChanged():
+            message.workspace.CopyFrom(_workspace_to_proto(data))
         case _:
             assert_never(data)
     return message
@@ -132,6 +138,8 @@ def event_from_proto(message: cpb.JobEvent) -> JobEvent:
                 data = _approval_from_proto(message.approval)
             elif kind == "resume":
                 data = _resume_from_proto(message.resume)
+            elif kind == "workspace":
+                data = _workspace_from_proto(message.workspace)
             else:
                 raise wire.MalformedMessage("no event set")
     except ValidationError as e:
@@ -346,6 +354,28 @@ def _resume_from_proto(message: cpb.JobResumed) -> JobResumed:
         reason=message.reason,
         iteration=message.iteration,
         lost_calls=list(message.lost_calls),
+    )
+
+
+def _workspace_to_proto(data: WorkspaceChanged) -> cpb.WorkspaceChanged:
+    return cpb.WorkspaceChanged(
+        phase=_WORKSPACE_PHASE.to_proto(data.phase),
+        manifest=data.manifest,
+        files=data.files,
+        bytes=data.bytes,
+        max_bytes=data.max_bytes,
+        reason=data.reason,
+    )
+
+
+def _workspace_from_proto(message: cpb.WorkspaceChanged) -> WorkspaceChanged:
+    return WorkspaceChanged(
+        phase=_WORKSPACE_PHASE.from_proto(message.phase, "phase"),
+        manifest=message.manifest,
+        files=message.files,
+        bytes=message.bytes,
+        max_bytes=message.max_bytes,
+        reason=message.reason if message.HasField("reason") else None,
     )
 
 

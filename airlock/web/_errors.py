@@ -14,7 +14,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from airlock.controller import JobNotAwaiting, JobNotFound, NotAnApprover, PermissionDenied, QuotaExceeded
+from airlock.controller import (
+    ForkRefused,
+    JobNotAwaiting,
+    JobNotFound,
+    NotAnApprover,
+    PermissionDenied,
+    QuotaExceeded,
+)
 from airlock.errors import AirlockError
 
 
@@ -36,6 +43,7 @@ _REFUSALS: dict[type[AirlockError], tuple[int, str]] = {
     NotAnApprover: (403, "NOT_AN_APPROVER"),
     PermissionDenied: (403, "PERMISSION_DENIED"),
     QuotaExceeded: (429, "QUOTA_EXCEEDED"),
+    ForkRefused: (409, "NOT_FORKABLE"),
 }
 #: The exceptions :func:`refusal` maps.
 REFUSED = tuple(_REFUSALS)

@@ -19,7 +19,7 @@ from ._audit import audited
 from ._auth import Caller
 from ._deps import Service, job_for
 from ._errors import ApiError, invalid
-from ._models import CancelBody, SubmitBody
+from ._models import CancelBody, ForkBody, SubmitBody
 from ._pages import make_token, read_token
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
@@ -110,3 +110,34 @@ async def cancel_job(
         job = await job_for(service, principal, job_id, "steer")
         note.tenant = job.tenant
         return job_json(await service.cancel(job_id, body.reason if body else ""))
+
+
+@router.post("/{job_id}/fork")
+async def fork_job(
+    request: Request,
+    job_id: str,
+    principal: Caller,
+    service: Service,
+    body: Annotated[ForkBody | None, Body()] = None,
+) -> dict[str, Any]:
+    """Start a new job from a job's conversation and workspace at one of its checkpoints."""
+    body = body or ForkBody()
+    async with audited(request, principal, "ForkJob") as note:
+        note.target = job_id
+        original = await job_for(service, principal, job_id, "see")
+        note.tenant = original.tenant
+        agent = body.agent or original.agent
+        require_permission(principal, Permission.SUBMIT, f"fork a job to agent {agent!r}", agent)
+        try:
+            job = await service.fork(
+                job_id,
+                at=body.at or None,
+                message=body.message or None,
+                agent=agent,
+                tenant=original.tenant,
+                owner=principal.name,
+            )
+        except ConfigError as e:
+            raise ApiError(404, "NOT_FOUND", str(e)) from None
+        note.detail = f"fork of {job_id} to agent {agent}"
+        return job_json(job)

@@ -39,6 +39,19 @@ class CancelBody(BaseModel):
     reason: str = Field(default="", max_length=4096)
 
 
+class ForkBody(BaseModel):
+    """Where a fork starts and how it goes on (every field optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: A checkpoint number, or a record ``JOB:n``; empty: the last checkpoint.
+    at: str = Field(default="", max_length=256)
+    #: Continue the conversation with this user message (at a step boundary).
+    message: str = Field(default="", max_length=1 << 20)
+    #: Run the fork under this agent (empty: the original's).
+    agent: str = Field(default="", max_length=256)
+
+
 class ApproveBody(BaseModel):
     """An approval, recorded as the authenticated principal."""
 

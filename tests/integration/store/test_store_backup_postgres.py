@@ -23,11 +23,25 @@ from airlock.cli import app
 from airlock.controller import JobStoreError, PostgresJobStore, backup_postgres_store, restore_postgres_store
 from airlock.identity import KeyStore, RoleBook
 from airlock.jobs import AuditRecord, LogLine, utcnow
+from airlock.policy import ManifestEntry, WorkspaceManifest, sha256_hex
 from airlock.state import DatabaseError, PostgresDatabase, PostgresStateStore
 from layer0 import LogLevel, Scope, TurnInput
 from tests.support import postgres
 
-TABLES = ("jobs", "events", "signals", "checkpoints", "job_files", "audit", "replicas", "state", "api_keys")
+TABLES = (
+    "jobs",
+    "events",
+    "signals",
+    "checkpoints",
+    "job_files",
+    "audit",
+    "replicas",
+    "state",
+    "api_keys",
+    "checkpoint_log",
+    "workspace_manifests",
+    "workspace_blobs",
+)
 BINARY = bytes(range(256)) * 3
 
 
@@ -63,7 +77,12 @@ async def populate(dsn: str, text: str = "hello") -> str:
             agent="a", input=TurnInput.new(text), files=[("in/data.bin", BINARY), ("notes.txt", b"n")]
         )
         await site.jobs.append(job.id, LogLine(level=LogLevel.INFO, message="é ✓", source="test"))
-        await site.jobs.save_checkpoint(job.id, '{"messages": []}', ["call-1"])
+        manifest = WorkspaceManifest.of([ManifestEntry(path="a.txt", sha256=sha256_hex(b"a"), size=1)])
+        await site.jobs.save_checkpoint(job.id, '{"messages": []}', ["call-1"], manifest=manifest.digest)
+        await site.jobs.log_checkpoint(
+            job.id, '{"d": 1}', ["call-1"], manifest=manifest.digest, record=f"{job.id}:2"
+        )
+        await site.jobs.put_manifest("acme", manifest, [(sha256_hex(b"a"), 1, 9)])
         await site.jobs.record_signal("wf-1", "go", {"n": 1}, job.id)
         await site.jobs.record_audit(
             AuditRecord(time=utcnow(), principal="ann", tenant="acme", action="SubmitJob", outcome="OK")
@@ -114,7 +133,7 @@ async def test_a_round_trip_into_an_empty_database_gives_identical_rows(
         assert copy.execute("SELECT id FROM jobs").fetchall() == [(job_id,)]
         assert copy.execute("SELECT data FROM job_files WHERE path = 'in/data.bin'").fetchone() == (BINARY,)
         versions = dict(copy.execute("SELECT component, version FROM airlock_backup").fetchall())
-    assert versions == {"jobs": 5, "state": 1, "keys": 1}
+    assert versions == {"jobs": 6, "state": 1, "keys": 1}
     assert await restore_postgres_store(second_dsn, made, force=True) is None
     before, after = await rows(postgres_dsn), await rows(second_dsn)
     assert after == before and all(after[t] for t in TABLES)
@@ -158,8 +177,8 @@ async def test_a_backup_newer_than_this_airlock_is_refused(
     await populate(postgres_dsn)
     made = await backup_postgres_store(postgres_dsn, tmp_path / "copy.bak")
     with contextlib.closing(sqlite3.connect(made)) as copy, copy:
-        copy.execute("UPDATE airlock_backup SET version = 6 WHERE component = 'jobs'")
-    with pytest.raises(ValueError, match=r"taken by a newer airlock: jobs v6 \(this airlock: v5\)"):
+        copy.execute("UPDATE airlock_backup SET version = 7 WHERE component = 'jobs'")
+    with pytest.raises(ValueError, match=r"taken by a newer airlock: jobs v7 \(this airlock: v6\)"):
         await restore_postgres_store(second_dsn, made)
     with contextlib.closing(sqlite3.connect(tmp_path / "jobs.db")) as other, other:
         other.execute("CREATE TABLE jobs (n INTEGER)")
@@ -211,7 +230,7 @@ async def test_replace_rolls_back_tables_a_newer_airlock_upgraded(
     made = await backup_postgres_store(postgres_dsn, tmp_path / "copy.bak")
     await restore_postgres_store(second_dsn, made, force=True)
     await sql(second_dsn, "ALTER TABLE jobs ADD COLUMN newer TEXT DEFAULT 'x'")
-    await sql(second_dsn, "UPDATE airlock_schema SET version = 6 WHERE component = 'jobs'")
+    await sql(second_dsn, "UPDATE airlock_schema SET version = 7 WHERE component = 'jobs'")
     with pytest.raises(JobStoreError) as refused:
         async with opened(second_dsn):
             pass
@@ -220,7 +239,7 @@ async def test_replace_rolls_back_tables_a_newer_airlock_upgraded(
     kept = await restore_postgres_store(second_dsn, made, replace=True, force=True)
     assert kept is not None
     with contextlib.closing(sqlite3.connect(kept)) as copy:  # the newer tables, nothing lost
-        assert copy.execute("SELECT version FROM airlock_backup WHERE component = 'jobs'").fetchone() == (6,)
+        assert copy.execute("SELECT version FROM airlock_backup WHERE component = 'jobs'").fetchone() == (7,)
         assert copy.execute("SELECT newer FROM jobs").fetchall() == [("x",)]
     assert await rows(second_dsn) == await rows(postgres_dsn)
     async with opened(second_dsn) as site:  # this airlock opens the rolled back tables

@@ -22,7 +22,7 @@ from tests.support.helm import CHART, helm, objects, render
 
 REPLICAS = CHART / "examples" / "replicas.yaml"
 LATEST = str(kubernetes_validate.latest_version())
-CNPG = ("store.postgres.cloudnativepg.enabled=true", "controller.replicas=2")
+CNPG = ("store.postgres.cloudnativepg.enabled=true", "controller.replicas=2", "workspaces.store=off")
 
 
 def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -60,7 +60,7 @@ def test_three_replicas_on_postgres_roll_spread_and_share_the_store_from_a_secre
         "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
     }
     # The DSN only from its Secret, never a value.
-    (env,) = container["env"]
+    env = next(e for e in container["env"] if e["name"] == "AIRLOCK_STORE")
     assert env == {
         "name": "AIRLOCK_STORE",
         "valueFrom": {"secretKeyRef": {"name": "airlock-store", "key": "dsn"}},
@@ -105,7 +105,7 @@ def test_every_replica_reads_one_audit_key_from_its_secret() -> None:
 
 
 def test_a_generated_audit_key_is_one_the_controller_accepts(tmp_path: Path) -> None:
-    docs = objects(render(sets=("store.postgres.existingSecret=db",)))
+    docs = objects(render(sets=("store.postgres.existingSecret=db", "workspaces.store=off")))
     (secret,) = [d for d in of_kind(docs, "Secret") if d["metadata"]["name"] == "rel-airlock-audit-key"]
     assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     text = base64.b64decode(secret["data"]["audit.key"]).decode()
@@ -120,7 +120,7 @@ def test_a_generated_audit_key_is_one_the_controller_accepts(tmp_path: Path) -> 
 
 
 def test_one_replica_on_postgres_rolls_without_a_budget_or_spread() -> None:
-    docs = objects(render(sets=("store.postgres.existingSecret=db",)))
+    docs = objects(render(sets=("store.postgres.existingSecret=db", "workspaces.store=off")))
     deployment, pod, container = controller(docs)
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     assert not of_kind(docs, "PodDisruptionBudget") and "topologySpreadConstraints" not in pod
@@ -270,3 +270,20 @@ def test_the_notes_name_the_store_and_the_replicas() -> None:
     assert "shared by 2 controller replica(s)" in notes
     assert "controller.auditKey.existingSecret" in notes
     assert "StorageClass" not in notes  # no claim with PostgreSQL
+
+
+def test_workspace_snapshots_go_where_every_replica_reaches_them() -> None:
+    container = controller(objects(render(REPLICAS)))[2]
+    assert arg(container, "--blob-store") == "s3://airlock-workspaces/prod"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AWS_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"] == {
+        "name": "airlock-s3",
+        "key": "AWS_ACCESS_KEY_ID",
+    }
+    assert arg(controller(objects(render()))[2], "--blob-store") == "dir"
+    message = refused("store.postgres.existingSecret=db")
+    assert (
+        "workspaces.store dir with store.postgres: use s3 (or off); the replicas share no volume" in message
+    )
+    assert "workspaces.s3.bucket" in refused("workspaces.store=s3")
+    assert "workspaces.store" in refused("workspaces.store=nfs")

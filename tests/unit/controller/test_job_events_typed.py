@@ -34,6 +34,7 @@ from airlock.jobs import (
     SandboxActivity,
     SignalRecorded,
     StateChanged,
+    WorkspaceChanged,
 )
 from airlock.jobs import event_wire as ew
 from airlock.proxy import CredentialProxyEvent
@@ -96,6 +97,9 @@ EVENTS: list[JobEventData] = [
     ),
     JobResumed(resume=2, cause="restart", reason="the controller restarted", iteration=3),
     JobResumed(resume=3, cause="approval", reason="approved", iteration=0),
+    WorkspaceChanged(phase="saved", manifest="sha256:" + "a" * 64, files=3, bytes=1200),
+    WorkspaceChanged(phase="restored", manifest="sha256:" + "a" * 64, files=3, bytes=1200),
+    WorkspaceChanged(phase="stopped", max_bytes=1000, bytes=2000, reason="the workspace outgrew max_bytes"),
     StateChanged(
         state=JobState.FAILED,
         previous=JobState.RUNNING,

@@ -33,6 +33,7 @@ BY_JOB: dict[str, Callable[[str], Any]] = {
     "ListArtifacts": lambda i: cpb.ListArtifactsRequest(id=i),
     "GetArtifact": lambda i: cpb.GetArtifactRequest(id=i, path="out/r.txt"),
     "CancelJob": lambda i: cpb.CancelJobRequest(id=i, reason="mine now"),
+    "ForkJob": lambda i: cpb.ForkJobRequest(id=i, message="now mine"),
     "GetJobLogs": lambda i: cpb.GetJobLogsRequest(id=i),
     "ApproveJob": lambda i: cpb.ApproveJobRequest(id=i),
     "RejectJob": lambda i: cpb.RejectJobRequest(id=i, reason="no"),

@@ -322,6 +322,31 @@ JOB_ORIGIN_HANDOFF: JobOrigin.ValueType  # 3
 """Its parent's turn handed off to it."""
 Global___JobOrigin: _TypeAlias = JobOrigin  # noqa: Y015
 
+class _WorkspacePhase:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _WorkspacePhaseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_WorkspacePhase.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    WORKSPACE_PHASE_UNSPECIFIED: _WorkspacePhase.ValueType  # 0
+    WORKSPACE_PHASE_SAVED: _WorkspacePhase.ValueType  # 1
+    """A snapshot was verified and kept: `manifest`, `files`, `bytes`."""
+    WORKSPACE_PHASE_RESTORED: _WorkspacePhase.ValueType  # 2
+    """An execution started from the snapshot `manifest`."""
+    WORKSPACE_PHASE_STOPPED: _WorkspacePhase.ValueType  # 3
+    """Snapshots stopped (`reason`, e.g. past `max_bytes`); `manifest` is the last one kept."""
+
+class WorkspacePhase(_WorkspacePhase, metaclass=_WorkspacePhaseEnumTypeWrapper): ...
+
+WORKSPACE_PHASE_UNSPECIFIED: WorkspacePhase.ValueType  # 0
+WORKSPACE_PHASE_SAVED: WorkspacePhase.ValueType  # 1
+"""A snapshot was verified and kept: `manifest`, `files`, `bytes`."""
+WORKSPACE_PHASE_RESTORED: WorkspacePhase.ValueType  # 2
+"""An execution started from the snapshot `manifest`."""
+WORKSPACE_PHASE_STOPPED: WorkspacePhase.ValueType  # 3
+"""Snapshots stopped (`reason`, e.g. past `max_bytes`); `manifest` is the last one kept."""
+Global___WorkspacePhase: _TypeAlias = WorkspacePhase  # noqa: Y015
+
 class _ApprovalPhase:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -739,6 +764,8 @@ class Job(_message.Message):
     FIXED_POINT_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
     OWNER_FIELD_NUMBER: _builtins.int
+    FORKED_FROM_FIELD_NUMBER: _builtins.int
+    FORK_POINT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     agent: _builtins.str
     state: Global___JobState.ValueType
@@ -755,6 +782,9 @@ class Job(_message.Message):
     """The tenant the job belongs to (its submitter's; a child's is its parent's)."""
     owner: _builtins.str
     """The principal that submitted it (a child: its root's submitter)."""
+    forked_from: _builtins.str
+    """The job it was forked from ("": none), and where in that job's history it started."""
+    fork_point: _builtins.str
     @_builtins.property
     def input(self) -> _runner_pb2.TurnInput: ...
     @_builtins.property
@@ -815,10 +845,12 @@ class Job(_message.Message):
         fixed_point: Global___FixedPointRun | None = ...,
         tenant: _builtins.str = ...,
         owner: _builtins.str = ...,
+        forked_from: _builtins.str = ...,
+        fork_point: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "owner", b"owner", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "fork_point", b"fork_point", "forked_from", b"forked_from", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "owner", b"owner", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__approval: _TypeAlias = _typing.Literal["approval"]  # noqa: Y015
     _WhichOneofArgType__approval: _TypeAlias = _typing.Literal["_approval", b"_approval"]  # noqa: Y015
@@ -875,6 +907,7 @@ class JobEvent(_message.Message):
     LOG_FIELD_NUMBER: _builtins.int
     APPROVAL_FIELD_NUMBER: _builtins.int
     RESUME_FIELD_NUMBER: _builtins.int
+    WORKSPACE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     seq: _builtins.int
     @_builtins.property
@@ -911,6 +944,10 @@ class JobEvent(_message.Message):
     def resume(self) -> Global___JobResumed:
         """The job continued in a fresh sandbox from its last checkpoint."""
 
+    @_builtins.property
+    def workspace(self) -> Global___WorkspaceChanged:
+        """Its workspace was snapshotted, restored, or its snapshots stopped."""
+
     def __init__(
         self,
         *,
@@ -925,16 +962,54 @@ class JobEvent(_message.Message):
         log: Global___LogLine | None = ...,
         approval: Global___ApprovalChanged | None = ...,
         resume: Global___JobResumed | None = ...,
+        workspace: Global___WorkspaceChanged | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "signal", b"signal", "state", b"state", "time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "signal", b"signal", "state", b"state", "time", b"time", "workspace", b"workspace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "job_id", b"job_id", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "seq", b"seq", "signal", b"signal", "state", b"state", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "job_id", b"job_id", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "seq", b"seq", "signal", b"signal", "state", b"state", "time", b"time", "workspace", b"workspace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume", "workspace"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
+
+@_typing.final
+class WorkspaceChanged(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PHASE_FIELD_NUMBER: _builtins.int
+    MANIFEST_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    phase: Global___WorkspacePhase.ValueType
+    manifest: _builtins.str
+    """The manifest's digest, `sha256:<hex>` ("" when none was kept yet)."""
+    files: _builtins.int
+    bytes: _builtins.int
+    max_bytes: _builtins.int
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        phase: Global___WorkspacePhase.ValueType = ...,
+        manifest: _builtins.str = ...,
+        files: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+        reason: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "reason", b"reason"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "bytes", b"bytes", "files", b"files", "manifest", b"manifest", "max_bytes", b"max_bytes", "phase", b"phase", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
+    _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
+
+Global___WorkspaceChanged: _TypeAlias = WorkspaceChanged  # noqa: Y015
 
 @_typing.final
 class ApprovalChanged(_message.Message):
@@ -2342,6 +2417,45 @@ class CancelJobRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelJobRequest: _TypeAlias = CancelJobRequest  # noqa: Y015
+
+@_typing.final
+class ForkJobRequest(_message.Message):
+    """A new job that continues job `id` from one of its checkpoints: the conversation and the
+    workspace there (its weave records the fork as a branch of the original's thread).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    at: _builtins.str
+    """A checkpoint number (1, 2, ...) or a record of the job's thread (`JOB:n`: the first
+    checkpoint at or after it); empty: the last checkpoint.
+    """
+    message: _builtins.str
+    """Continue the conversation with this user message (at a step boundary only)."""
+    agent: _builtins.str
+    """Run the fork under this agent (empty: the original's); the caller must be allowed to
+    submit to it.
+    """
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        at: _builtins.str = ...,
+        message: _builtins.str = ...,
+        agent: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "at", b"at", "id", b"id", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForkJobRequest: _TypeAlias = ForkJobRequest  # noqa: Y015
 
 @_typing.final
 class ListJobsRequest(_message.Message):

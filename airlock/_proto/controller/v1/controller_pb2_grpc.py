@@ -54,6 +54,11 @@ class ControllerStub:
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.CancelJobRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Job.FromString,
                 _registered_method=True)
+        self.ForkJob = channel.unary_unary(
+                '/airlock.controller.v1.Controller/ForkJob',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ForkJobRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Job.FromString,
+                _registered_method=True)
         self.ListJobs = channel.unary_unary(
                 '/airlock.controller.v1.Controller/ListJobs',
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListJobsRequest.SerializeToString,
@@ -193,6 +198,14 @@ class ControllerServicer:
     def CancelJob(self, request, context):
         """Cancels a queued or running job (its sandbox is removed) and returns it; a terminal job
         is returned unchanged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkJob(self, request, context):
+        """Start a new job from another's conversation and workspace at one of its checkpoints
+        (another tenant's job: NOT_FOUND; no such point: FAILED_PRECONDITION, reason NOT_FORKABLE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -382,6 +395,11 @@ def add_ControllerServicer_to_server(servicer, server):
             'CancelJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelJob,
                     request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.CancelJobRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Job.SerializeToString,
+            ),
+            'ForkJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkJob,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ForkJobRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Job.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
@@ -602,6 +620,33 @@ class Controller:
             target,
             '/airlock.controller.v1.Controller/CancelJob',
             airlock_dot_controller_dot_v1_dot_controller__pb2.CancelJobRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/ForkJob',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ForkJobRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.Job.FromString,
             options,
             channel_credentials,

@@ -64,6 +64,10 @@ class ControllerStub:
     """Cancels a queued or running job (its sandbox is removed) and returns it; a terminal job
     is returned unchanged.
     """
+    ForkJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ForkJobRequest, _controller_pb2.Job]
+    """Start a new job from another's conversation and workspace at one of its checkpoints
+    (another tenant's job: NOT_FOUND; no such point: FAILED_PRECONDITION, reason NOT_FORKABLE).
+    """
     ListJobs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListJobsRequest, _controller_pb2.ListJobsResponse]
     GetJobLogs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]
     ListAgents: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListAgentsRequest, _controller_pb2.ListAgentsResponse]
@@ -136,6 +140,10 @@ class ControllerAsyncStub(ControllerStub):
     CancelJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.CancelJobRequest, _controller_pb2.Job]  # type: ignore[assignment]
     """Cancels a queued or running job (its sandbox is removed) and returns it; a terminal job
     is returned unchanged.
+    """
+    ForkJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.ForkJobRequest, _controller_pb2.Job]  # type: ignore[assignment]
+    """Start a new job from another's conversation and workspace at one of its checkpoints
+    (another tenant's job: NOT_FOUND; no such point: FAILED_PRECONDITION, reason NOT_FORKABLE).
     """
     ListJobs: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListJobsRequest, _controller_pb2.ListJobsResponse]  # type: ignore[assignment]
     GetJobLogs: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]  # type: ignore[assignment]
@@ -230,6 +238,16 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_controller_pb2.Job, _abc.Awaitable[_controller_pb2.Job]]:
         """Cancels a queued or running job (its sandbox is removed) and returns it; a terminal job
         is returned unchanged.
+        """
+
+    @_abc_1.abstractmethod
+    def ForkJob(
+        self,
+        request: _controller_pb2.ForkJobRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.Job, _abc.Awaitable[_controller_pb2.Job]]:
+        """Start a new job from another's conversation and workspace at one of its checkpoints
+        (another tenant's job: NOT_FOUND; no such point: FAILED_PRECONDITION, reason NOT_FORKABLE).
         """
 
     @_abc_1.abstractmethod

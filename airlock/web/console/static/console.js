@@ -96,6 +96,7 @@ const pages = {
         dl.appendChild(el("dt", k)); dl.appendChild(el("dd", v, k === "State" ? "state-" + v : ""));
       }
       if (job.parent_id) { const dd = el("dd"); dd.appendChild(jobLink(job.parent_id)); dl.appendChild(el("dt", "Parent")); dl.appendChild(dd); }
+      if (job.forked_from) { const dd = el("dd"); dd.appendChild(jobLink(job.forked_from)); dd.appendChild(document.createTextNode(" at " + job.fork_point)); dl.appendChild(el("dt", "Forked from")); dl.appendChild(dd); }
       const kids = el("dd", null, "children");
       job.children.forEach((c, i) => { if (i) kids.appendChild(document.createTextNode(" ")); kids.appendChild(jobLink(c)); });
       dl.appendChild(el("dt", "Children")); dl.appendChild(kids);
@@ -105,6 +106,11 @@ const pages = {
       const files = (await api("/api/v1/jobs/" + encodeURIComponent(id) + "/artifacts")).artifacts || [];
       list.replaceChildren(...files.map((f) => { const li = el("li"); const a = el("a", f.path + " (" + f.size + " B)"); a.href = "/api/v1/jobs/" + encodeURIComponent(id) + "/artifacts/" + f.path.split("/").map(encodeURIComponent).join("/"); li.appendChild(a); return li; }));
     }
+    document.getElementById("fork").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const json = { at: document.getElementById("fork-at").value.trim(), message: document.getElementById("fork-message").value };
+      try { const fork = await api("/api/v1/jobs/" + encodeURIComponent(id) + "/fork", { method: "POST", json }); location.href = "/jobs/" + encodeURIComponent(fork.id); } catch (e) { fail(e.message); }
+    });
     const timeline = document.getElementById("timeline"), egress = document.querySelector("#egress tbody");
     async function ledger() {
       const rows = (await api("/api/v1/jobs/" + encodeURIComponent(id) + "/egress")).decisions;
@@ -120,7 +126,7 @@ const pages = {
       if (event.data.kind === "state" || event.data.kind === "approval") summary().catch((e) => fail(e.message));
       if (event.data.kind === "state" && TERMINAL.has(event.data.state)) stream.close();  // else it reconnects
     };
-    for (const kind of ["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume"]) stream.addEventListener(kind, show);
+    for (const kind of ["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume", "workspace"]) stream.addEventListener(kind, show);
     stream.onerror = () => { if (stream.readyState === EventSource.CLOSED) return; summary().catch(() => {}); };
     await summary();
     await ledger();
@@ -252,6 +258,7 @@ function describe(d) {
     case "log": return ["log " + d.level, d.message];
     case "signal": return ["signal " + d.signal_type, JSON.stringify(d.data)];
     case "resume": return ["resumed (" + d.cause + ")", d.reason];
+    case "workspace": return ["workspace " + d.phase, d.phase === "stopped" ? d.reason : d.files + " file(s), " + d.bytes + " B · " + d.manifest];
     case "sandbox": return sandbox(d.event);
   }
   return null;
