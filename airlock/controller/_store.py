@@ -43,6 +43,7 @@ from airlock.jobs import (
     StoredFile,
     utcnow,
 )
+from airlock.policy import WorkspaceManifest
 from airlock.state import (
     Database,
     DatabaseError,
@@ -58,6 +59,7 @@ from airlock.state import (
 from layer0 import TurnInput, TurnOutput
 
 from . import _audit_log
+from . import _store_workspace as _ws
 from ._audit_log import AuditFilter
 from ._claims import Adopted, Claim, Claims
 from ._job_usage import FinishedUse, finished_uses
@@ -413,18 +415,13 @@ class JobStore:
 
         return await self._run(self._fenced(job_id, op()))
 
-    async def save_checkpoint(self, job_id: str, state: str, started: Iterable[str]) -> None:
+    async def save_checkpoint(
+        self, job_id: str, state: str, started: Iterable[str], manifest: str | None = None
+    ) -> None:
         """Keep ``state`` (a SessionState's JSON, every message) as the job's latest checkpoint,
-        with the open step's calls that were started."""
-        save = execute(
-            "INSERT INTO checkpoints (job_id, state, started, time) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, started = excluded.started, "
-            "time = excluded.time",
-            job_id,
-            state,
-            json.dumps(sorted(started)),
-            time.time(),
-        )
+        with the open step's calls that were started and the workspace's manifest digest
+        (None: the previous checkpoint's stays)."""
+        save = _ws.save_checkpoint(job_id, state, started, manifest)
         await self._run(self._fenced(job_id, save))
 
     async def save_started(self, job_id: str, started: Iterable[str]) -> None:
@@ -709,6 +706,36 @@ class JobStore:
         """Remove up to ``limit`` finished job trees due under ``cutoffs``, in one transaction
         (dry: count them only); see :mod:`._retention`."""
         return await self._run(prune_batch(cutoffs, limit, dry_run=dry_run))
+
+    # Workspaces (issue 40): the ops live in ``_store_workspace``.
+
+    async def checkpoint_manifest(self, job_id: str) -> str | None:
+        """The manifest digest of the job's latest checkpoint (None: none)."""
+        return await self._run(_ws.checkpoint_manifest(job_id))
+
+    async def log_checkpoint(
+        self, job_id: str, delta: str, started: Iterable[str], manifest: str | None, record: str | None
+    ) -> int:
+        """Append a checkpoint (the delta as received) to the job's log; its seq."""
+        return await self._run(
+            self._fenced(job_id, _ws.log_checkpoint(job_id, delta, started, manifest, record))
+        )
+
+    async def checkpoint_log(self, job_id: str, upto: int | None = None) -> list[_ws.LoggedCheckpoint]:
+        """The job's logged checkpoints in order (up to seq ``upto``)."""
+        return await self._run(_ws.checkpoint_log(job_id, upto))
+
+    async def put_manifest(self, tenant: str, manifest: WorkspaceManifest) -> None:
+        """Keep a workspace manifest of the tenant (idempotent)."""
+        await self._run(_ws.put_manifest(tenant, manifest))
+
+    async def manifest(self, tenant: str, digest: str) -> WorkspaceManifest | None:
+        """The tenant's manifest of that digest (None: unknown)."""
+        return await self._run(_ws.manifest(tenant, digest))
+
+    async def note_blob(self, tenant: str, sha256: str, size: int, stored: int) -> None:
+        """Note a blob the tenant's blob store holds."""
+        await self._run(_ws.note_blob(tenant, sha256, size, stored))
 
 
 __all__ = ["Admission", "JobStore", "JobStoreError", "new_job_id"]
