@@ -20,7 +20,8 @@ the rest live here)::
     ├── WeaveError               a stored weave cannot be read back or written [airlock.weave]
     ├── FileRefused              a file may not enter or leave a workspace (a path leaving it, a
     │   │                         link or special file in the way) [airlock.policy]
-    │   └── FilesOverCap         a set of files over a count or size cap, refused whole
+    │   ├── FilesOverCap         a set of files over a count or size cap, refused whole
+    │   └── ManifestRefused      a snapshot or manifest that does not describe a workspace
     ├── LocalModelError          the local model cannot be prepared, started or stopped
     │   │                         [airlock.localmodel]
     │   ├── ModelFileError       the cached model file is missing, partial or corrupt
@@ -35,6 +36,8 @@ the rest live here)::
     ├── JobNotAwaiting           the job is not in the state a request needs [airlock.controller]
     ├── NotAnApprover            the name may not decide on a job's calls [airlock.controller]
     ├── JournalViolation         a sandbox reported what no runner sends [airlock.controller]
+    ├── WorkspaceViolation       a sandbox sent a workspace snapshot no runner sends
+    │                             [airlock.controller]
     ├── JobStoreError            the job store cannot be read or written [airlock.controller]
     ├── LeaseLost                a replica wrote a job another replica adopted [airlock.controller]
     ├── DatabaseError            a SQLite file or PostgreSQL database cannot be reached, read or

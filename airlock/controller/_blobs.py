@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["BlobStore", "DirBlobStore", "check_name", "open_blob_store"]
+__all__ = ["BlobStore", "DirBlobStore", "check_name"]
 
 
 class BlobStore(Protocol):
@@ -131,21 +131,3 @@ def _listing(base: Path) -> list[tuple[str, float]]:
                 with contextlib.suppress(FileNotFoundError):
                     found.append((blob.name, blob.stat().st_mtime))
     return found
-
-
-def open_blob_store(spec: str, data_dir: str | Path, endpoint_url: str | None = None) -> BlobStore:
-    """The blob store ``spec`` names: ``dir`` (``<data_dir>/blobs``), ``dir:PATH``, or
-    ``s3://bucket/prefix`` (endpoint: ``endpoint_url`` or ``AIRLOCK_S3_ENDPOINT``)."""
-    if spec == "dir":
-        return DirBlobStore(Path(data_dir) / "blobs")
-    if spec.startswith("dir:") and len(spec) > 4:
-        return DirBlobStore(spec[4:])
-    if spec.startswith("s3://"):
-        bucket, _, prefix = spec[5:].partition("/")
-        if not bucket:
-            raise ValueError(f"blob store {spec!r}: no bucket (expected s3://bucket/prefix)")
-        from ._blobs_s3 import S3BlobStore
-
-        endpoint = endpoint_url or os.environ.get("AIRLOCK_S3_ENDPOINT") or None
-        return S3BlobStore(bucket, prefix, endpoint_url=endpoint)
-    raise ValueError(f"blob store {spec!r}: expected dir, dir:PATH or s3://bucket/prefix")

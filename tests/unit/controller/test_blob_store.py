@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from airlock.controller._blobs import BlobStore, DirBlobStore, open_blob_store
+from airlock.controller._blobs import BlobStore, DirBlobStore
+from airlock.controller._blobs_open import open_blob_store
 from airlock.controller._blobs_s3 import S3BlobStore
 from airlock.policy import sha256_hex
 
