@@ -9,7 +9,14 @@ sandbox, except the approval gate, which travels in the AgentSpec.
 """
 
 from .approval import ApprovalDecision, ApprovalPolicy
-from .durability import LOST_CALL, DurabilityPolicy
+from .durability import LOST_CALL, DurabilityPolicy, WorkspacePolicy
 from .input_files import InputFilesPolicy
 
-__all__ = ["LOST_CALL", "ApprovalDecision", "ApprovalPolicy", "DurabilityPolicy", "InputFilesPolicy"]
+__all__ = [
+    "LOST_CALL",
+    "ApprovalDecision",
+    "ApprovalPolicy",
+    "DurabilityPolicy",
+    "InputFilesPolicy",
+    "WorkspacePolicy",
+]

@@ -77,6 +77,7 @@ from ._store_rows import (
     new_row,
 )
 from ._tenant_use import COUNTED, Usage, measure
+from ._workspace_usage import WorkspaceUsage, workspace_usage
 
 T = TypeVar("T")
 
@@ -736,6 +737,10 @@ class JobStore:
     async def note_blob(self, tenant: str, sha256: str, size: int, stored: int) -> None:
         """Note a blob the tenant's blob store holds."""
         await self._run(_ws.note_blob(tenant, sha256, size, stored))
+
+    async def workspace_usage(self) -> WorkspaceUsage:
+        """Workspace bytes stored by tenant and named by agent (``airlock store usage``)."""
+        return await self._run(workspace_usage())
 
 
 __all__ = ["Admission", "JobStore", "JobStoreError", "new_job_id"]
