@@ -11,10 +11,13 @@ import asyncio
 import datetime
 import importlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ._blobs import check_name
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 __all__ = ["S3BlobStore"]
 
@@ -36,14 +39,14 @@ class S3BlobStore:
         prefix: str = "",
         endpoint_url: str | None = None,
         region: str | None = None,
-        client: Any = None,
+        client: S3Client | None = None,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         if client is None:
             boto3 = importlib.import_module("boto3")
             client = boto3.client("s3", endpoint_url=endpoint_url, region_name=region)
-        self._client = client
+        self._client: S3Client = client
 
     def _tenant_prefix(self, tenant: str) -> str:
         head = f"{self.prefix}/" if self.prefix else ""
@@ -103,14 +106,12 @@ class S3BlobStore:
         for page in pages:
             for obj in page.get("Contents", []):
                 when: datetime.datetime = obj["LastModified"]
-                found.append((str(obj["Key"])[len(prefix) :], when.timestamp()))
+                found.append((obj["Key"][len(prefix) :], when.timestamp()))
         return found
 
     async def aclose(self) -> None:
         """Close the client's connections."""
-        close = getattr(self._client, "close", None)
-        if close is not None:
-            await asyncio.to_thread(close)
+        await asyncio.to_thread(self._client.close)
 
 
 def _missing(error: Any) -> bool:
