@@ -7,10 +7,14 @@ hash it names must be one verified in this snapshot or one of this job's own lin
 (``known``: never merely "in the tenant's store", else a guessed hash would restore another
 job's file), and its digest, file count and size are recomputed. Only then are the blobs and
 the manifest written. Any lie raises :class:`WorkspaceViolation` and nothing is written.
+Verified blobs wait in memory (at most ``max_bytes`` of content per snapshot); inflating,
+hashing and checking a manifest run on a worker thread. Calls are made one at a time, in the
+order of the events.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import zlib
 from dataclasses import dataclass, field
@@ -99,10 +103,10 @@ class WorkspaceIntake:
     async def blob(self, ev: WorkspaceBlob) -> None:
         """Take one piece of a blob; the last one verifies it (hash, size) and stages it."""
         pending = self._piece_of(ev)
-        self._take(pending, ev.data)
+        await asyncio.to_thread(self._take, pending, ev.data)  # inflating and hashing: CPU
         if ev.last:
             self._pending = None
-            self._finish(pending)
+            await asyncio.to_thread(self._finish, pending)
 
     def _piece_of(self, ev: WorkspaceBlob) -> _Pending:
         pending = self._pending
@@ -150,6 +154,11 @@ class WorkspaceIntake:
     async def snapshot(self, ev: WorkspaceSnapshot) -> WorkspaceManifest:
         """Verify the snapshot against the current manifest and the verified blobs, then store
         the new blobs and the manifest; the new manifest (WorkspaceViolation: a lie)."""
+        after = await asyncio.to_thread(self._verify, ev)  # a large manifest: CPU
+        await self._commit(ev, after)
+        return after
+
+    def _verify(self, ev: WorkspaceSnapshot) -> WorkspaceManifest:
         if self.stop is not None:
             raise self._refuse(f"a snapshot came after snapshots stopped ({self.stop.reason})")
         if self._pending is not None:
@@ -163,7 +172,6 @@ class WorkspaceIntake:
         for entry in ev.changed:
             self._check_content(entry)
         self._check_totals(ev, after)
-        await self._commit(ev, after)
         return after
 
     def _check_content(self, entry: ManifestEntry) -> None:

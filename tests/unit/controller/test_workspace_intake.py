@@ -282,3 +282,16 @@ async def test_unfinished_blob_and_after_stop(blobs_dir: Path, rows: Rows) -> No
     with pytest.raises(WorkspaceViolation, match="after snapshots stopped"):
         await take.snapshot(snapshot(EMPTY_MANIFEST, []))
     assert written(blobs_dir) == []
+
+
+async def test_the_job_store_takes_the_rows(blobs_dir: Path, tmp_path: Path) -> None:
+    from airlock.controller import SqliteJobStore
+
+    data = b"stored for real"
+    async with SqliteJobStore(tmp_path / "jobs.db") as store:
+        take = WorkspaceIntake(DirBlobStore(blobs_dir), store, "acme", "job-1", EMPTY_MANIFEST, set(), CAP)
+        await take.blob(blob(data))
+        after = await take.snapshot(snapshot(EMPTY_MANIFEST, [entry("f.txt", data)]))
+        assert await store.manifest("acme", after.digest) == after
+        usage = await store.workspace_usage()
+        assert [(t.tenant, t.blobs, t.plain) for t in usage.tenants] == [("acme", 1, len(data))]
