@@ -68,6 +68,11 @@ async def test_workspace_rows(site: StoreSite) -> None:
         await store.note_blob("acme", "a" * 64, 3, 11)
         await store.note_blob("acme", "a" * 64, 3, 11)
         assert await count_rows(store, "workspace_blobs") == 1
+        usage = await store.workspace_usage()
+        assert [(t.tenant, t.blobs, t.stored, t.plain) for t in usage.tenants] == [("acme", 1, 11, 3)]
+        assert [(a.tenant, a.agent, a.manifests, a.blobs, a.plain, a.stored) for a in usage.agents] == [
+            ("acme", "a", 1, 1, 3, 11)
+        ]
 
 
 async def test_a_version_5_store_is_upgraded(site: StoreSite) -> None:
