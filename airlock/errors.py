@@ -21,7 +21,7 @@ the rest live here)::
     ├── FileRefused              a file may not enter or leave a workspace (a path leaving it, a
     │   │                         link or special file in the way) [airlock.policy]
     │   ├── FilesOverCap         a set of files over a count or size cap, refused whole
-    │   └── ManifestRefused      a workspace manifest or snapshot no workspace can hold
+    │   └── ManifestRefused      a snapshot or manifest that does not describe a workspace
     ├── LocalModelError          the local model cannot be prepared, started or stopped
     │   │                         [airlock.localmodel]
     │   ├── ModelFileError       the cached model file is missing, partial or corrupt
@@ -37,8 +37,6 @@ the rest live here)::
     ├── NotAnApprover            the name may not decide on a job's calls [airlock.controller]
     ├── JournalViolation         a sandbox reported what no runner sends [airlock.controller]
     ├── WorkspaceViolation       a sandbox sent a workspace snapshot no runner sends
-    │                             [airlock.controller]
-    ├── BlobStoreError           the workspace blob store cannot be opened, read or written
     │                             [airlock.controller]
     ├── ForkRefused              a job cannot be forked where asked (no such checkpoint, a
     │                             message inside a step) [airlock.controller]

@@ -12,17 +12,20 @@ stamp=.venv/.airlock-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e '.[dev]'
-  # The s3:// blob store's client, without its dependencies: botocore pins python-dateutil
-  # below 3, which kubernetes 37 (in the dev extra) refuses; botocore works with the newer one.
-  .venv/bin/pip install -q --no-deps 'boto3>=1.34' 'botocore>=1.34' 's3transfer>=0.10' 'jmespath>=1'
+  # boto3 (the S3 blob store) without its dependencies: botocore requires python-dateutil<3,
+  # kubernetes>=37 requires >=3; boto3 works with the dateutil kubernetes brings, so it is
+  # installed beside it rather than through the `s3` extra (which pip would refuse to resolve).
+  .venv/bin/pip install -q --no-deps 'boto3>=1.34' botocore s3transfer jmespath
   touch "$stamp"
 fi
-# A local S3-compatible server for the blob store's tests (moto's server mode), in a virtualenv
-# of its own for the same pin.
-if [ ! -f .venv-moto/.airlock-installed ]; then
-  "$PY" -m venv .venv-moto
+# moto's S3 server (the blob store's tests start it on 127.0.0.1) in a venv of its own: moto
+# needs the dateutil<3 the main venv cannot have (see above).
+moto_stamp=.venv-moto/.airlock-installed
+if [ ! -f "$moto_stamp" ]; then
+  [ -x .venv-moto/bin/python ] || "$PY" -m venv .venv-moto
+  .venv-moto/bin/pip install -q --upgrade pip
   .venv-moto/bin/pip install -q 'moto[server]>=5'
-  touch .venv-moto/.airlock-installed
+  touch "$moto_stamp"
 fi
 if ! docker info >/dev/null 2>&1; then
   echo "Docker engine not reachable: install it (Debian: apt-get install -y docker.io) and start dockerd." >&2

@@ -96,6 +96,63 @@ def ls(data_dir: DataDirOption = None) -> None:
         console.print(f"{escape(found.path.name)}  schema v{found.version}  {when}")
 
 
+@store_app.command("usage")
+def usage(data_dir: DataDirOption = None, store: StoreOption = None) -> None:
+    """Workspace snapshots' storage: bytes stored by tenant (each file's content once), and the
+    bytes the snapshots of each agent's jobs and sandboxes name. Reads the store directly (no
+    controller needed)."""
+    import asyncio
+
+    from airlock.controller import JobStoreError
+    from airlock.state import DatabaseError
+
+    path = _data_dir(data_dir) / "jobs.db"
+    if store is None and not path.is_file():
+        raise _fail(ValueError(f"no job store at {path}"))
+    try:
+        lines = asyncio.run(_usage(_postgres(store) if store is not None else None, path))
+    except (OSError, DatabaseError, JobStoreError) as e:
+        raise _fail(e) from None
+    for line in lines:
+        console.print(escape(line))
+
+
+async def _usage(dsn: str | None, path: Path) -> list[str]:
+    from airlock.controller import PostgresJobStore, SqliteJobStore
+    from airlock.state import PostgresDatabase
+
+    if dsn is None:
+        async with SqliteJobStore(path) as jobs:
+            found = await jobs.workspace_usage()
+    else:
+        async with PostgresDatabase(dsn) as db, PostgresJobStore(db) as pg:
+            found = await pg.workspace_usage()
+    lines = [f"{'tenant':<16} {'blobs':>6} {'stored':>11} {'plain':>11}"]
+    lines += [
+        f"{t.tenant:<16} {t.blobs:>6} {_size(t.stored):>11} {_size(t.plain):>11}" for t in found.tenants
+    ]
+    lines += [
+        "",
+        f"{'tenant':<16} {'agent':<16} {'manifests':>9} {'blobs':>6} {'referenced':>11} {'stored':>11}",
+    ]
+    for a in found.agents:
+        sizes = f"{_size(a.plain):>11} {_size(a.stored):>11}"
+        lines.append(f"{a.tenant:<16} {a.agent:<16} {a.manifests:>9} {a.blobs:>6} {sizes}")
+    return lines
+
+
+def _size(n: int) -> str:
+    """Bytes, in the largest binary unit that keeps the number at least 1."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} TiB"
+
+
 @store_app.command("restore")
 def restore(
     backup: Annotated[Path, typer.Argument(help="The copy: a path, or a name listed by `airlock store ls`.")],

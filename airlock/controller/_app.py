@@ -14,12 +14,13 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic_core import to_jsonable_python
 
+from airlock.errors import ConfigError
 from airlock.jobs import DEFAULT_ADDRESS, default_data_dir
 from airlock.tracing import JobTracing
 
 from ._authn import open_identity
-from ._blob_stores import open_blob_store
 from ._blobs import BlobStore
+from ._blobs_open import open_blob_store
 from ._data_dir import open_data_dir
 from ._execute import AgentRunner
 from ._grpc import ControllerServer, load_or_create_token
@@ -175,7 +176,10 @@ class Controller:
         spec = self.options.blob_store
         if spec == "off":
             return None
-        blobs = await open_blob_store(spec, self.data_dir)
+        try:
+            blobs = await asyncio.to_thread(open_blob_store, spec, self.data_dir)
+        except ValueError as e:
+            raise ConfigError(f"--blob-store: {e}") from None
         self._stack.push_async_callback(blobs.aclose)
         return blobs
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
-from airlock.errors import AirlockError
-
-__all__ = ["BlobStore", "BlobStoreError", "DirBlobStore", "tenant_key"]
+__all__ = ["BlobStore", "DirBlobStore", "check_name"]
 
 
 class BlobStore(Protocol):
@@ -51,80 +48,86 @@ class BlobStore(Protocol):
         ...
 
 
-class BlobStoreError(AirlockError):
-    """The blob store cannot be opened, read or written (the message says which and why)."""
-
-
-_HEX = re.compile(r"^[0-9a-f]{64}$")
-
-
-def _checked(sha256: str) -> str:
-    if not _HEX.match(sha256):
-        raise BlobStoreError(f"{sha256[:80]!r} is not a SHA-256 in hex")
-    return sha256
-
-
-def tenant_key(tenant: str) -> str:
-    """A tenant's name as a path or key part that cannot climb or collide (hex of its UTF-8)."""
-    return tenant.encode().hex() or "00"
+def check_name(tenant: str, sha256: str) -> None:
+    """Refuse a blob name that is not 64 lowercase hex digits, or an empty tenant."""
+    if not tenant:
+        raise ValueError("blob store: the tenant is empty")
+    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise ValueError(f"blob store: {sha256[:80]!r} is not a SHA-256 (64 lowercase hex digits)")
 
 
 class DirBlobStore:
-    """Blobs as files under ``root``: ``<root>/<tenant hex>/sha256/<ab>/<hex>``, mode 0600,
-    written to a temporary file, flushed and renamed (a reader never sees half a blob)."""
+    """Blobs as files under ``root``: ``<root>/<tenant-hex>/sha256/<ab>/<hex>`` (mode 0600).
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    The tenant's name is hex-encoded so no tenant name can reach outside its directory. A
+    write goes to a temporary file in the same directory, is fsynced, then renamed over the
+    name, so a reader sees the whole blob or none. All file I/O runs on a worker thread.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def _tenant_dir(self, tenant: str) -> Path:
+        return self.root / tenant.encode().hex() / "sha256"
 
     def _path(self, tenant: str, sha256: str) -> Path:
-        sha = _checked(sha256)
-        return self.root / tenant_key(tenant) / "sha256" / sha[:2] / sha
+        check_name(tenant, sha256)
+        return self._tenant_dir(tenant) / sha256[:2] / sha256
 
     async def has(self, tenant: str, sha256: str) -> bool:
+        """Whether the tenant holds the blob."""
         return await asyncio.to_thread(self._path(tenant, sha256).is_file)
 
     async def put(self, tenant: str, sha256: str, data: bytes) -> None:
-        await asyncio.to_thread(self._write, self._path(tenant, sha256), data)
-
-    @staticmethod
-    def _write(path: Path, data: bytes) -> None:
-        if path.is_file():
-            return  # content-addressed: the same name holds the same bytes
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        """Store the blob atomically (tmp, fsync, rename)."""
+        await asyncio.to_thread(_write_atomic, self._path(tenant, sha256), data)
 
     async def get(self, tenant: str, sha256: str) -> bytes:
+        """The blob's compressed content (KeyError: absent)."""
         path = self._path(tenant, sha256)
         try:
             return await asyncio.to_thread(path.read_bytes)
         except FileNotFoundError:
-            raise KeyError(sha256) from None
+            raise KeyError(f"tenant {tenant!r} holds no blob {sha256}") from None
 
     async def delete(self, tenant: str, sha256: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            await asyncio.to_thread(os.unlink, self._path(tenant, sha256))
+        """Remove the blob (absent: nothing happens)."""
+        await asyncio.to_thread(self._path(tenant, sha256).unlink, True)
 
     async def names(self, tenant: str) -> AsyncIterator[tuple[str, float]]:
-        base = self.root / tenant_key(tenant) / "sha256"
-        found = await asyncio.to_thread(self._listing, base)
-        for item in found:
+        """Every blob of the tenant and when it was stored."""
+        for item in await asyncio.to_thread(_listing, self._tenant_dir(tenant)):
             yield item
 
-    @staticmethod
-    def _listing(base: Path) -> list[tuple[str, float]]:
-        if not base.is_dir():
-            return []
-        return [(p.name, p.stat().st_mtime) for p in base.glob("??/*") if _HEX.match(p.name)]
-
     async def aclose(self) -> None:
-        return None
+        """Nothing to release."""
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _listing(base: Path) -> list[tuple[str, float]]:
+    found: list[tuple[str, float]] = []
+    if not base.is_dir():
+        return found
+    for shard in base.iterdir():
+        if not shard.is_dir():
+            continue
+        for blob in shard.iterdir():
+            if not blob.name.startswith(".tmp-"):
+                with contextlib.suppress(FileNotFoundError):
+                    found.append((blob.name, blob.stat().st_mtime))
+    return found

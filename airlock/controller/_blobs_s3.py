@@ -1,14 +1,20 @@
-"""Blobs in S3-compatible object storage, through boto3 (imported when used): one object per
-blob, ``<prefix>/<tenant hex>/sha256/<hex>``. The client is synchronous; each call runs in a
-worker thread."""
+"""S3BlobStore: workspace blobs in S3-compatible object storage (boto3, imported lazily).
+
+Keys are ``<prefix>/<tenant>/sha256/<hex>``. boto3's client is synchronous, so every call runs
+on a worker thread. Replicas of a controller on PostgreSQL share one bucket (a directory store
+on one replica's volume is not seen by the others).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import importlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
-from ._blobs import BlobStoreError, tenant_key
+from ._blobs import check_name
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -17,83 +23,97 @@ __all__ = ["S3BlobStore"]
 
 
 class S3BlobStore:
-    """Blobs of every tenant in one bucket under ``prefix``.
+    """Blobs as objects of ``bucket`` under ``prefix``.
 
     Args:
-        client: a boto3 S3 client (endpoint, region and credentials as configured for it).
-        bucket: the bucket, which must exist.
-        prefix: the keys' prefix ("" for none).
+        bucket: the bucket (it must exist).
+        prefix: the key prefix (no leading or trailing ``/`` needed).
+        endpoint_url: an S3-compatible endpoint (None: AWS).
+        region: the region (None: boto3's default).
+        client: a boto3 S3 client to use instead of making one.
     """
 
-    def __init__(self, client: S3Client, bucket: str, prefix: str = "") -> None:
-        self._client = client
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        client: S3Client | None = None,
+    ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
+        if client is None:
+            boto3 = importlib.import_module("boto3")
+            client = boto3.client("s3", endpoint_url=endpoint_url, region_name=region)
+        self._client: S3Client = client
 
-    @classmethod
-    async def open(cls, url: str, *, endpoint_url: str | None = None) -> S3BlobStore:
-        """The store ``s3://bucket/prefix`` names (its bucket checked now).
-
-        Raises:
-            BlobStoreError: boto3 is missing, the URL names no bucket, or the bucket cannot be read.
-        """
-        bucket, _, prefix = url.removeprefix("s3://").partition("/")
-        if not bucket:
-            raise BlobStoreError(f"blob store {url!r} names no bucket (s3://bucket/prefix)")
-        try:
-            import boto3
-        except ImportError:
-            raise BlobStoreError("the s3:// blob store needs boto3: pip install 'airlock[s3]'") from None
-        client = await asyncio.to_thread(boto3.client, "s3", endpoint_url=endpoint_url)
-        store = cls(client, bucket, prefix)
-        try:
-            await asyncio.to_thread(client.head_bucket, Bucket=bucket)
-        except Exception as e:
-            raise BlobStoreError(f"blob store {url}: the bucket cannot be read: {e}") from e
-        return store
+    def _tenant_prefix(self, tenant: str) -> str:
+        head = f"{self.prefix}/" if self.prefix else ""
+        return f"{head}{quote(tenant, safe='')}/sha256/"
 
     def _key(self, tenant: str, sha256: str) -> str:
-        parts = [self.prefix] if self.prefix else []
-        return "/".join([*parts, tenant_key(tenant), "sha256", sha256])
+        check_name(tenant, sha256)
+        return self._tenant_prefix(tenant) + sha256
 
     async def has(self, tenant: str, sha256: str) -> bool:
+        """Whether the tenant holds the blob."""
+        key = self._key(tenant, sha256)
         try:
-            await asyncio.to_thread(
-                self._client.head_object, Bucket=self.bucket, Key=self._key(tenant, sha256)
-            )
+            await asyncio.to_thread(self._client.head_object, Bucket=self.bucket, Key=key)
         except self._client.exceptions.ClientError as e:
-            if _status(e) == 404:
+            if _missing(e):
                 return False
-            raise BlobStoreError(f"blob store: {e}") from e
+            raise
         return True
 
     async def put(self, tenant: str, sha256: str, data: bytes) -> None:
+        """Store the blob (one PUT: S3 makes it visible whole or not at all)."""
         key = self._key(tenant, sha256)
         await asyncio.to_thread(self._client.put_object, Bucket=self.bucket, Key=key, Body=data)
 
     async def get(self, tenant: str, sha256: str) -> bytes:
+        """The blob's compressed content (KeyError: absent)."""
         key = self._key(tenant, sha256)
         try:
-            found = await asyncio.to_thread(self._client.get_object, Bucket=self.bucket, Key=key)
-        except self._client.exceptions.NoSuchKey:
-            raise KeyError(sha256) from None
-        return await asyncio.to_thread(found["Body"].read)
+            return await asyncio.to_thread(self._read, key)
+        except self._client.exceptions.ClientError as e:
+            if _missing(e):
+                raise KeyError(f"tenant {tenant!r} holds no blob {sha256}") from None
+            raise
+
+    def _read(self, key: str) -> bytes:
+        answer = self._client.get_object(Bucket=self.bucket, Key=key)
+        body = answer["Body"]
+        try:
+            return bytes(body.read())
+        finally:
+            body.close()
 
     async def delete(self, tenant: str, sha256: str) -> None:
+        """Remove the blob (absent: nothing happens)."""
         key = self._key(tenant, sha256)
         await asyncio.to_thread(self._client.delete_object, Bucket=self.bucket, Key=key)
 
     async def names(self, tenant: str) -> AsyncIterator[tuple[str, float]]:
-        prefix = self._key(tenant, "")
+        """Every blob of the tenant and when it was stored."""
+        for item in await asyncio.to_thread(self._listing, self._tenant_prefix(tenant)):
+            yield item
+
+    def _listing(self, prefix: str) -> list[tuple[str, float]]:
         pages = self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
-        iterator = iter(pages)
-        while (page := await asyncio.to_thread(next, iterator, None)) is not None:
-            for item in page.get("Contents", []):
-                yield item["Key"].rsplit("/", 1)[-1], item["LastModified"].timestamp()
+        found: list[tuple[str, float]] = []
+        for page in pages:
+            for obj in page.get("Contents", []):
+                when: datetime.datetime = obj["LastModified"]
+                found.append((obj["Key"][len(prefix) :], when.timestamp()))
+        return found
 
     async def aclose(self) -> None:
+        """Close the client's connections."""
         await asyncio.to_thread(self._client.close)
 
 
-def _status(error: Any) -> int:
-    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+def _missing(error: Any) -> bool:
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    return code in {"404", "NoSuchKey", "NotFound"}

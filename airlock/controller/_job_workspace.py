@@ -84,7 +84,7 @@ class WorkspaceExecution:
                 )
             )
         else:
-            self._intake.stopped_at(event)
+            self._intake.stopped(event)
             await self._stopped(event)
         return True
 

@@ -10,9 +10,9 @@ flattened with its depth and source. Version 1 keeps each event's ``data`` as th
 finished job's cost, read from its output: what ``cost_per_day`` sums on either engine).
 Version 5 adds the claims of controller replicas: ``claimed_by`` and the fencing token ``fence``
 (the ``replicas``, ``controls`` and ``effect_ledger`` tables are created with the schema).
-Version 6 adds workspaces: the jobs' ``forked_from`` and ``fork_point``, the checkpoints'
-``manifest`` (the ``checkpoint_log``, ``workspace_manifests`` and ``workspace_blobs`` tables
-are created with the schema).
+Version 6 adds workspaces: the jobs' ``forked_from``, ``fork_point`` and ``sandbox_id``, the
+checkpoints' ``manifest`` (the ``workspace_blobs``, ``workspace_manifests``, ``checkpoint_log``
+and ``sandboxes`` tables are created with the schema).
 Upgrading rewrites every old row once, in the opening transaction; a row that does not read as
 any event (none written by airlock should) becomes a ``log`` line saying so, with the old row in
 its ``data``.
@@ -42,9 +42,10 @@ _NEW_COLUMNS = {
     "fence": "INTEGER NOT NULL DEFAULT 0",
     "forked_from": "TEXT",
     "fork_point": "TEXT",
+    "sandbox_id": "TEXT",
 }
-#: Columns later versions added to other tables (version 6: a checkpoint's manifest).
-_NEW_TABLE_COLUMNS = {("checkpoints", "manifest"): "TEXT"}
+#: Columns version 6 added to ``checkpoints`` (the manifest of the latest checkpoint).
+_NEW_CHECKPOINT_COLUMNS = {"manifest": "TEXT"}
 
 #: What a tenant's listing and its quotas read (version 3).
 _TENANT_INDEXES = {
@@ -71,10 +72,10 @@ def upgrade(conn: sqlite3.Connection) -> int:
     for column, kind in _NEW_COLUMNS.items():
         if column not in have:
             conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
-    for (table, column), kind in _NEW_TABLE_COLUMNS.items():
-        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
-        if column not in present:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    kept = {row[1] for row in conn.execute("PRAGMA table_info(checkpoints)").fetchall()}
+    for column, kind in _NEW_CHECKPOINT_COLUMNS.items():
+        if column not in kept:
+            conn.execute(f"ALTER TABLE checkpoints ADD COLUMN {column} {kind}")
     for name, columns in _TENANT_INDEXES.items():
         conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON jobs({columns})")
     if "cost" not in have:

@@ -3,7 +3,8 @@
 Each batch is one transaction of the job store (``JobStore.prune``, :mod:`._retention`) that
 holds ``lock("retention")``: replicas sharing a PostgreSQL store may all run a Pruner, their
 batches never interleave, and a tree one removed is not found by the next. The turn records
-of each removed tree (its weave, in the state store) are deleted after its batch commits. On
+of each removed tree (its weave, in the state store) are deleted after its batch commits, and
+the workspace blobs of its tenant no checkpoint names any more are swept (``_blob_gc``). On
 SQLite, the pages the rows held are then given back to the file system (``reclaim``).
 """
 
@@ -18,6 +19,7 @@ from datetime import datetime
 from airlock.identity import AuthSettings, RetentionSettings
 from airlock.jobs import utcnow
 
+from ._blob_gc import BlobGc
 from ._retention import Cutoffs, PruneReport
 from ._store import JobStore
 from ._store_sqlite import SqliteJobStore
@@ -40,6 +42,7 @@ class Pruner:
         retention: the ``retention:`` settings.
         auth: the ``auth:`` settings (a tenant's ``retention``).
         now: the clock (a test's fake one).
+        gc: sweeps the workspace blobs of the tenants whose trees a batch removed (None: none).
     """
 
     def __init__(
@@ -52,9 +55,10 @@ class Pruner:
         now: Callable[[], datetime] = utcnow,
         interval_s: float = PRUNE_INTERVAL_S,
         batch: int = PRUNE_BATCH,
+        gc: BlobGc | None = None,
     ) -> None:
         self.store, self.weaves, self.retention, self.auth = store, weaves, retention, auth
-        self.now, self.interval_s, self.batch = now, interval_s, batch
+        self.now, self.interval_s, self.batch, self.gc = now, interval_s, batch, gc
         self._task: asyncio.Task[None] | None = None
 
     def cutoffs(self, tenant: str | None = None) -> Cutoffs:
@@ -84,6 +88,8 @@ class Pruner:
             if not dry_run:
                 for root in report.roots:
                     await self.weaves.drop(root)
+                if self.gc is not None and report.tenants:
+                    await self.gc.sweep_all(sorted(report.tenants))
             # Dry, every batch counts the same trees; a batch that removed nothing would repeat.
             if dry_run or not report.more or not (report.roots or report.audit):
                 break
@@ -94,6 +100,13 @@ class Pruner:
     async def once(self) -> PruneReport:
         """Apply the settings now."""
         report = await self.prune(self.cutoffs())
+        if self.gc is not None:  # uploads no checkpoint ever named (a box lost mid-snapshot)
+            swept = await self.gc.sweep_all()
+            if swept.blobs or swept.manifests:
+                _log.info(
+                    "retention: removed %d workspace manifests and %d blobs (%d bytes stored)",
+                    swept.manifests, swept.blobs, swept.bytes,
+                )  # fmt: skip
         if report.jobs or report.audit:
             _log.info(
                 "retention: removed %d finished jobs (%d trees, %d events, %d files, %d bytes), "

@@ -2,13 +2,15 @@
 
 One batch is one transaction (:func:`prune_batch`), written once for SQLite and PostgreSQL:
 up to ``limit`` root jobs finished before their tenant's cutoff are removed with their whole
-tree (children at any depth), its events, checkpoints and files, and the signals of each
-workflow no job is left in. A tree any job of which is not terminal is kept whole; a child is
-only ever removed with its root. The batch takes ``lock("retention")`` (one replica prunes at a
-time) and the lock of every job of a tree found terminal, then reads their states again under
-those locks (a job that was still running is never locked: no run waits for a prune).
-The turn records of a removed tree live in the state store (its weave): the caller removes
-them (``Weaves.drop``) with the roots the report names.
+tree (children and forks at any depth), its events, checkpoints (and their log) and files,
+and the signals of each workflow no job is left in. A fork is part of its original's tree:
+never removed alone, and the tree waits until every fork in it is due too. A tree any job of
+which is not terminal is kept whole; a child is only ever removed with its root. The batch
+takes ``lock("retention")`` (one replica prunes at a time) and the lock of every job of a
+tree found terminal, then reads their states again under those locks (a job that was still
+running is never locked: no run waits for a prune). The turn records of a removed tree live
+in the state store (its weave): the caller removes them (``Weaves.drop``) with the roots the
+report names; its workspace blobs are swept per tenant (``_blob_gc``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class PruneReport:
     audit: int = 0
     #: Whether due trees may remain (the batch was full).
     more: bool = False
+    #: The tenants whose trees were removed (their workspace blobs may be unreferenced now).
+    tenants: set[str] = field(default_factory=set)
 
     def add(self, other: PruneReport) -> None:
         """Count ``other`` (a later batch) in."""
@@ -74,6 +78,7 @@ class PruneReport:
         for name in ("jobs", "events", "files", "bytes", "checkpoints", "signals", "audit"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.more = other.more
+        self.tenants |= other.tenants
 
 
 def _marks(values: Sequence[object]) -> str:
@@ -84,7 +89,8 @@ def _due_roots(cutoffs: Cutoffs, limit: int) -> Op[list[str]]:
     roots: list[tuple[float, str]] = []
     for where, args in cutoffs.queries():
         rows = yield from fetch_all(
-            f"SELECT finished_at, id FROM jobs WHERE parent_id IS NULL AND state IN ({_marks(_TERMINAL)}) "
+            f"SELECT finished_at, id FROM jobs WHERE parent_id IS NULL AND forked_from IS NULL "
+            f"AND state IN ({_marks(_TERMINAL)}) "
             f"AND {where} ORDER BY finished_at, n LIMIT ?",
             *_TERMINAL,
             *args,
@@ -95,15 +101,38 @@ def _due_roots(cutoffs: Cutoffs, limit: int) -> Op[list[str]]:
 
 
 def _tree(root: str) -> Op[list[tuple[str, str, str]]]:
-    """The ids, states and workflows of ``root`` and its descendants (root first)."""
+    """The ids, states and workflows of ``root`` and its descendants (root first): its
+    children and its forks (``forked_from``), at any depth."""
     rows = yield from fetch_all(
         "WITH RECURSIVE tree(id, depth) AS (SELECT id, 0 FROM jobs WHERE id = ? "
-        "UNION ALL SELECT j.id, tree.depth + 1 FROM jobs j JOIN tree ON j.parent_id = tree.id) "
+        "UNION ALL SELECT j.id, tree.depth + 1 FROM jobs j JOIN tree "
+        "ON j.parent_id = tree.id OR j.forked_from = tree.id) "
         "SELECT jobs.id, jobs.state, jobs.workflow FROM tree JOIN jobs ON jobs.id = tree.id "
         "ORDER BY tree.depth, jobs.n",
         root,
     )
     return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+
+def _tenants(root: str) -> Op[list[str]]:
+    rows = yield from fetch_all("SELECT tenant FROM jobs WHERE id = ?", root)
+    return [str(r[0]) for r in rows]
+
+
+def _forks_due(cutoffs: Cutoffs, ids: Sequence[str]) -> Op[bool]:
+    """Whether every fork in ``ids`` is due itself (a fork made and finished long after its
+    original keeps the whole tree until it is due too)."""
+    conds = cutoffs.queries()
+    if not conds:
+        return False
+    due = " OR ".join(f"({where})" for where, _ in conds)
+    args = [a for _, cond_args in conds for a in cond_args]
+    row = yield from fetch_one(
+        f"SELECT COUNT(*) FROM jobs WHERE id IN ({_marks(ids)}) AND forked_from IS NOT NULL AND NOT ({due})",
+        *ids,
+        *args,
+    )
+    return row is not None and int(row[0]) == 0
 
 
 def _count(sql: str, ids: Sequence[str]) -> Op[int]:
@@ -115,6 +144,9 @@ def _measure(ids: Sequence[str], report: PruneReport) -> Op[None]:
     report.jobs += len(ids)
     report.events += yield from _count("SELECT COUNT(*) FROM events WHERE job_id IN ({marks})", ids)
     report.checkpoints += yield from _count("SELECT COUNT(*) FROM checkpoints WHERE job_id IN ({marks})", ids)
+    report.checkpoints += yield from _count(
+        "SELECT COUNT(*) FROM checkpoint_log WHERE job_id IN ({marks})", ids
+    )
     report.files += yield from _count("SELECT COUNT(*) FROM job_files WHERE job_id IN ({marks})", ids)
     report.bytes += yield from _count("SELECT SUM(size) FROM job_files WHERE job_id IN ({marks})", ids)
 
@@ -123,6 +155,7 @@ def _remove(ids: Sequence[str]) -> Op[None]:
     for table, column in (
         ("events", "job_id"),
         ("checkpoints", "job_id"),
+        ("checkpoint_log", "job_id"),
         ("job_files", "job_id"),
         ("jobs", "id"),
     ):
@@ -161,7 +194,10 @@ def prune_batch(cutoffs: Cutoffs, limit: int, *, dry_run: bool = False) -> Op[Pr
         if not tree or any(state not in _TERMINAL for _, state, _ in tree):
             continue
         ids = [job_id for job_id, _, _ in tree]
+        if len(ids) > 1 and not (yield from _forks_due(cutoffs, ids)):
+            continue
         yield from _measure(ids, report)
+        report.tenants.update((yield from _tenants(root)))
         if not dry_run:
             yield from _remove(ids)
         workflows.update(workflow for _, _, workflow in tree)
@@ -190,7 +226,8 @@ def _emptied(workflows: set[str], roots: Sequence[str]) -> Op[set[str]]:
     for workflow in workflows:
         row = yield from fetch_one(
             "WITH RECURSIVE tree(id) AS (SELECT id FROM jobs WHERE id IN "
-            f"({_marks(roots)}) UNION ALL SELECT j.id FROM jobs j JOIN tree ON j.parent_id = tree.id) "
+            f"({_marks(roots)}) UNION ALL SELECT j.id FROM jobs j JOIN tree "
+            "ON j.parent_id = tree.id OR j.forked_from = tree.id) "
             "SELECT COUNT(*) FROM jobs WHERE workflow = ? AND id NOT IN (SELECT id FROM tree)",
             *roots,
             workflow,

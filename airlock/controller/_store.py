@@ -60,7 +60,7 @@ from airlock.state import (
 from layer0 import TurnInput, TurnOutput
 
 from . import _audit_log
-from . import _store_workspace as ws
+from . import _store_workspace as _ws
 from ._audit_log import AuditFilter
 from ._claims import Adopted, Claim, Claims
 from ._fork_point import ForkSeed
@@ -79,6 +79,7 @@ from ._store_rows import (
     new_row,
 )
 from ._tenant_use import COUNTED, Usage, measure
+from ._workspace_usage import WorkspaceUsage, workspace_usage
 
 T = TypeVar("T")
 
@@ -425,54 +426,13 @@ class JobStore:
         return await self._run(self._fenced(job_id, op()))
 
     async def save_checkpoint(
-        self, job_id: str, state: str, started: Iterable[str], *, manifest: str | None = None
+        self, job_id: str, state: str, started: Iterable[str], manifest: str | None = None
     ) -> None:
         """Keep ``state`` (a SessionState's JSON, every message) as the job's latest checkpoint,
-        with the open step's calls that were started and the workspace manifest it names."""
-        save = execute(
-            "INSERT INTO checkpoints (job_id, state, started, time, manifest) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, started = excluded.started, "
-            "time = excluded.time, manifest = excluded.manifest",
-            job_id,
-            state,
-            json.dumps(sorted(started)),
-            time.time(),
-            manifest,
-        )
+        with the open step's calls that were started and the workspace's manifest digest
+        (None: the previous checkpoint's stays)."""
+        save = _ws.save_checkpoint(job_id, state, started, manifest)
         await self._run(self._fenced(job_id, save))
-
-    async def log_checkpoint(
-        self, job_id: str, delta: str, started: Iterable[str], *, manifest: str | None, record: str | None
-    ) -> int:
-        """Append a checkpoint as received to the job's history (what forks start from); its
-        number."""
-        return await self._run(
-            self._fenced(job_id, ws.log_checkpoint(job_id, delta, started, manifest, record))
-        )
-
-    async def checkpoint_log(self, job_id: str) -> list[ws.LoggedCheckpoint]:
-        """The job's checkpoints, in order."""
-        return await self._run(ws.checkpoint_log(job_id))
-
-    async def checkpoint_manifest(self, job_id: str) -> str | None:
-        """The workspace manifest the job's latest checkpoint names (None: none)."""
-        return await self._run(ws.checkpoint_manifest(job_id))
-
-    async def put_manifest(
-        self, tenant: str, manifest: WorkspaceManifest, blobs: Sequence[tuple[str, int, int]]
-    ) -> None:
-        """Keep a tenant's manifest, and note the blobs just stored for it ((sha256, size,
-        stored bytes) each), in one transaction."""
-
-        def op() -> Op[None]:
-            yield from ws.note_blobs(tenant, blobs)
-            yield from ws.put_manifest(tenant, manifest)
-
-        await self._run(op())
-
-    async def manifest(self, tenant: str, digest: str) -> WorkspaceManifest | None:
-        """The tenant's manifest ``digest`` (None: none by that digest)."""
-        return await self._run(ws.manifest(tenant, digest))
 
     async def save_started(self, job_id: str, started: Iterable[str]) -> None:
         """Keep which calls of the job's open step started (their checkpoint unchanged)."""
@@ -756,6 +716,40 @@ class JobStore:
         """Remove up to ``limit`` finished job trees due under ``cutoffs``, in one transaction
         (dry: count them only); see :mod:`._retention`."""
         return await self._run(prune_batch(cutoffs, limit, dry_run=dry_run))
+
+    # Workspaces (issue 40): the ops live in ``_store_workspace``.
+
+    async def checkpoint_manifest(self, job_id: str) -> str | None:
+        """The manifest digest of the job's latest checkpoint (None: none)."""
+        return await self._run(_ws.checkpoint_manifest(job_id))
+
+    async def log_checkpoint(
+        self, job_id: str, delta: str, started: Iterable[str], manifest: str | None, record: str | None
+    ) -> int:
+        """Append a checkpoint (the delta as received) to the job's log; its seq."""
+        return await self._run(
+            self._fenced(job_id, _ws.log_checkpoint(job_id, delta, started, manifest, record))
+        )
+
+    async def checkpoint_log(self, job_id: str, upto: int | None = None) -> list[_ws.LoggedCheckpoint]:
+        """The job's logged checkpoints in order (up to seq ``upto``)."""
+        return await self._run(_ws.checkpoint_log(job_id, upto))
+
+    async def put_manifest(self, tenant: str, manifest: WorkspaceManifest) -> None:
+        """Keep a workspace manifest of the tenant (idempotent)."""
+        await self._run(_ws.put_manifest(tenant, manifest))
+
+    async def manifest(self, tenant: str, digest: str) -> WorkspaceManifest | None:
+        """The tenant's manifest of that digest (None: unknown)."""
+        return await self._run(_ws.manifest(tenant, digest))
+
+    async def note_blob(self, tenant: str, sha256: str, size: int, stored: int) -> None:
+        """Note a blob the tenant's blob store holds."""
+        await self._run(_ws.note_blob(tenant, sha256, size, stored))
+
+    async def workspace_usage(self) -> WorkspaceUsage:
+        """Workspace bytes stored by tenant and named by agent (``airlock store usage``)."""
+        return await self._run(workspace_usage())
 
 
 __all__ = ["Admission", "JobStore", "JobStoreError", "new_job_id"]

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     claimed_by TEXT,
     fence INTEGER NOT NULL DEFAULT 0,
     forked_from TEXT,
-    fork_point TEXT
+    fork_point TEXT,
+    sandbox_id TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
 CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
@@ -66,33 +67,6 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     started TEXT NOT NULL DEFAULT '[]',
     time REAL NOT NULL,
     manifest TEXT
-);
-CREATE TABLE IF NOT EXISTS checkpoint_log (
-    job_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    delta TEXT NOT NULL,
-    started TEXT NOT NULL DEFAULT '[]',
-    manifest TEXT,
-    record TEXT,
-    time REAL NOT NULL,
-    PRIMARY KEY (job_id, seq)
-);
-CREATE TABLE IF NOT EXISTS workspace_manifests (
-    tenant TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    files INTEGER NOT NULL,
-    bytes INTEGER NOT NULL,
-    entries TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (tenant, digest)
-);
-CREATE TABLE IF NOT EXISTS workspace_blobs (
-    tenant TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    stored INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (tenant, sha256)
 );
 CREATE TABLE IF NOT EXISTS job_files (
     job_id TEXT NOT NULL,
@@ -125,6 +99,47 @@ CREATE TABLE IF NOT EXISTS effect_ledger (
     outcome TEXT NOT NULL,
     PRIMARY KEY (root, address)
 );
+CREATE TABLE IF NOT EXISTS workspace_blobs (
+    tenant TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    stored INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (tenant, sha256)
+);
+CREATE TABLE IF NOT EXISTS workspace_manifests (
+    tenant TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    files INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    entries TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (tenant, digest)
+);
+CREATE TABLE IF NOT EXISTS checkpoint_log (
+    job_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    delta TEXT NOT NULL,
+    started TEXT NOT NULL DEFAULT '[]',
+    manifest TEXT,
+    record TEXT,
+    time REAL NOT NULL,
+    PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE IF NOT EXISTS sandboxes (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    owner TEXT,
+    agent TEXT NOT NULL,
+    spec_digest TEXT NOT NULL,
+    state TEXT NOT NULL,
+    manifest TEXT,
+    ttl_s REAL,
+    created_at REAL NOT NULL,
+    last_used_at REAL NOT NULL,
+    replica TEXT
+);
+CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes(tenant, created_at);
 """
     + _audit_log.SCHEMA
 )
@@ -134,9 +149,9 @@ CREATE TABLE IF NOT EXISTS effect_ledger (
 #: adds the claims (``claimed_by``, the fencing token ``fence``), the replicas, the control calls
 #: relayed to the replica running a job, the ledger of each job tree's applied effects, and the
 #: notifications of new events, queued jobs and relayed calls (``LISTEN airlock_events`` /
-#: ``airlock_queue`` / ``airlock_controls`` / ``airlock_answers``). Version 6 adds workspaces:
-#: each checkpoint's manifest, every checkpoint of a job (``checkpoint_log``, what forks start
-#: from), the tenants' manifests and blobs, and the jobs' fork origin.
+#: ``airlock_queue`` / ``airlock_controls`` / ``airlock_answers``). Version 6 adds workspaces
+#: (issue 40): the blobs and manifests of each tenant, the log of every checkpoint (fork points),
+#: the manifest of the latest checkpoint, a job's fork origin and sandbox, and long-lived sandboxes.
 POSTGRES_MIGRATIONS: dict[int, str] = {
     4: """
 CREATE TABLE jobs (
@@ -274,27 +289,9 @@ CREATE TRIGGER controls_changed AFTER INSERT OR UPDATE OF answer ON controls
     6: """
 ALTER TABLE jobs ADD COLUMN forked_from TEXT;
 ALTER TABLE jobs ADD COLUMN fork_point TEXT;
+ALTER TABLE jobs ADD COLUMN sandbox_id TEXT;
 CREATE INDEX jobs_forked_from ON jobs(forked_from);
 ALTER TABLE checkpoints ADD COLUMN manifest TEXT;
-CREATE TABLE checkpoint_log (
-    job_id TEXT NOT NULL,
-    seq BIGINT NOT NULL,
-    delta TEXT NOT NULL,
-    started TEXT NOT NULL DEFAULT '[]',
-    manifest TEXT,
-    record TEXT,
-    time DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (job_id, seq)
-);
-CREATE TABLE workspace_manifests (
-    tenant TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    files BIGINT NOT NULL,
-    bytes BIGINT NOT NULL,
-    entries TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (tenant, digest)
-);
 CREATE TABLE workspace_blobs (
     tenant TEXT NOT NULL,
     sha256 TEXT NOT NULL,
@@ -303,6 +300,39 @@ CREATE TABLE workspace_blobs (
     created_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (tenant, sha256)
 );
+CREATE TABLE workspace_manifests (
+    tenant TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    files INTEGER NOT NULL,
+    bytes BIGINT NOT NULL,
+    entries TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (tenant, digest)
+);
+CREATE TABLE checkpoint_log (
+    job_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    delta TEXT NOT NULL,
+    started TEXT NOT NULL DEFAULT '[]',
+    manifest TEXT,
+    record TEXT,
+    time DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE sandboxes (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    owner TEXT,
+    agent TEXT NOT NULL,
+    spec_digest TEXT NOT NULL,
+    state TEXT NOT NULL,
+    manifest TEXT,
+    ttl_s DOUBLE PRECISION,
+    created_at DOUBLE PRECISION NOT NULL,
+    last_used_at DOUBLE PRECISION NOT NULL,
+    replica TEXT
+);
+CREATE INDEX sandboxes_tenant ON sandboxes(tenant, created_at);
 """,
 }
 
@@ -317,9 +347,10 @@ TABLES = (
     "replicas",
     "controls",
     "effect_ledger",
-    "checkpoint_log",
-    "workspace_manifests",
     "workspace_blobs",
+    "workspace_manifests",
+    "checkpoint_log",
+    "sandboxes",
 )
 
 #: What the migrations create in PostgreSQL besides the tables (a restore drops it with them).

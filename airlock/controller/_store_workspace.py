@@ -1,5 +1,11 @@
-"""The job store's workspace rows, as operations either engine runs: every checkpoint of a
-job (what a fork starts from), the tenants' manifests, and the blobs they hold."""
+"""The job store's workspace rows (schema v6), as operations both engines run.
+
+``workspace_blobs`` notes each tenant's stored blob (its size plain and stored), and
+``workspace_manifests`` each manifest a snapshot made (its entries as JSON), both shared by
+the tenant's jobs. ``checkpoint_log`` keeps every checkpoint of a job (the delta as the runner
+sent it, the started calls, the manifest, the last record): a fork folds it up to a point.
+``checkpoints.manifest`` is the manifest of the latest checkpoint, the one a resume restores.
+"""
 
 from __future__ import annotations
 
@@ -17,15 +23,15 @@ __all__ = [
     "checkpoint_manifest",
     "log_checkpoint",
     "manifest",
-    "note_blobs",
+    "note_blob",
     "put_manifest",
+    "save_checkpoint",
 ]
 
 
 @dataclass(frozen=True)
 class LoggedCheckpoint:
-    """One checkpoint of a job's history, as received (``delta``: the Checkpoint event's JSON),
-    with the manifest it names and the job's latest record then."""
+    """One row of a job's checkpoint log."""
 
     seq: int
     delta: str
@@ -35,47 +41,64 @@ class LoggedCheckpoint:
     time: float
 
 
+def save_checkpoint(job_id: str, state: str, started: Iterable[str], manifest: str | None) -> Op[None]:
+    """The job's latest checkpoint (``manifest`` None: the previous one's stays)."""
+    yield from execute(
+        "INSERT INTO checkpoints (job_id, state, started, time, manifest) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(job_id) DO UPDATE SET state = excluded.state, started = excluded.started, "
+        "time = excluded.time, manifest = COALESCE(excluded.manifest, checkpoints.manifest)",
+        job_id,
+        state,
+        json.dumps(sorted(started)),
+        time.time(),
+        manifest,
+    )
+
+
+def checkpoint_manifest(job_id: str) -> Op[str | None]:
+    """The manifest digest of the job's latest checkpoint (None: none, or no snapshot)."""
+    row = yield from fetch_one("SELECT manifest FROM checkpoints WHERE job_id = ?", job_id)
+    return str(row[0]) if row is not None and row[0] is not None else None
+
+
 def log_checkpoint(
     job_id: str, delta: str, started: Iterable[str], manifest: str | None, record: str | None
 ) -> Op[int]:
-    """Append a checkpoint to the job's history; its number (from 1)."""
-    row = yield from fetch_one("SELECT COALESCE(MAX(seq), 0) FROM checkpoint_log WHERE job_id = ?", job_id)
-    seq = int(row[0]) + 1 if row is not None else 1
-    yield from execute(
+    """Append a checkpoint to the job's log; its seq (1, 2, …)."""
+    row = yield from fetch_one(
         "INSERT INTO checkpoint_log (job_id, seq, delta, started, manifest, record, time) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ? FROM checkpoint_log WHERE job_id = ? "
+        "RETURNING seq",
         job_id,
-        seq,
         delta,
         json.dumps(sorted(started)),
         manifest,
         record,
         time.time(),
-    )
-    return seq
-
-
-def checkpoint_log(job_id: str) -> Op[list[LoggedCheckpoint]]:
-    """The job's checkpoints, in order."""
-    rows = yield from fetch_all(
-        "SELECT seq, delta, started, manifest, record, time FROM checkpoint_log "
-        "WHERE job_id = ? ORDER BY seq",
         job_id,
     )
-    return [LoggedCheckpoint(int(r[0]), r[1], list(json.loads(r[2])), r[3], r[4], float(r[5])) for r in rows]
+    assert row is not None
+    return int(row[0])
 
 
-def checkpoint_manifest(job_id: str) -> Op[str | None]:
-    """The manifest digest the job's latest checkpoint names (None: none, or no checkpoint)."""
-    row = yield from fetch_one("SELECT manifest FROM checkpoints WHERE job_id = ?", job_id)
-    return row[0] if row is not None and row[0] else None
+def checkpoint_log(job_id: str, upto: int | None = None) -> Op[list[LoggedCheckpoint]]:
+    """The job's logged checkpoints in order (up to seq ``upto``, if given)."""
+    rows = yield from fetch_all(
+        "SELECT seq, delta, started, manifest, record, time FROM checkpoint_log "
+        "WHERE job_id = ? AND seq <= ? ORDER BY seq",
+        job_id,
+        upto if upto is not None else 2**62,
+    )
+    return [
+        LoggedCheckpoint(int(r[0]), str(r[1]), list(json.loads(r[2])), r[3], r[4], float(r[5])) for r in rows
+    ]
 
 
 def put_manifest(tenant: str, manifest: WorkspaceManifest) -> Op[None]:
-    """Keep a tenant's manifest under its digest (kept once: the digest names the content)."""
+    """Keep a manifest of the tenant (idempotent: the digest names the content)."""
     yield from execute(
         "INSERT INTO workspace_manifests (tenant, digest, files, bytes, entries, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, digest) DO NOTHING",
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(tenant, digest) DO NOTHING",
         tenant,
         manifest.digest,
         manifest.files,
@@ -86,23 +109,22 @@ def put_manifest(tenant: str, manifest: WorkspaceManifest) -> Op[None]:
 
 
 def manifest(tenant: str, digest: str) -> Op[WorkspaceManifest | None]:
-    """The tenant's manifest ``digest`` (None: the tenant keeps none by that digest)."""
+    """The tenant's manifest of that digest (None: unknown)."""
     row = yield from fetch_one(
         "SELECT entries FROM workspace_manifests WHERE tenant = ? AND digest = ?", tenant, digest
     )
-    return WorkspaceManifest.from_json(row[0]) if row is not None else None
+    return WorkspaceManifest.from_json(str(row[0])) if row is not None else None
 
 
-def note_blobs(tenant: str, blobs: Iterable[tuple[str, int, int]]) -> Op[None]:
-    """Note the tenant's blobs just stored: ``(sha256, size, stored bytes)`` each."""
-    now = time.time()
-    for sha, size, stored in blobs:
-        yield from execute(
-            "INSERT INTO workspace_blobs (tenant, sha256, size, stored, created_at) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (tenant, sha256) DO NOTHING",
-            tenant,
-            sha,
-            size,
-            stored,
-            now,
-        )
+def note_blob(tenant: str, sha256: str, size: int, stored: int) -> Op[None]:
+    """Note a blob the tenant's store holds (idempotent; a re-upload refreshes its time, so a
+    sweep's grace period counts from the last use)."""
+    yield from execute(
+        "INSERT INTO workspace_blobs (tenant, sha256, size, stored, created_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(tenant, sha256) DO UPDATE SET created_at = excluded.created_at",
+        tenant,
+        sha256,
+        size,
+        stored,
+        time.time(),
+    )

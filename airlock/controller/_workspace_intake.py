@@ -1,23 +1,28 @@
-"""The controller's intake of a sandbox's workspace snapshots: every blob and manifest checked
-(the sandbox is untrusted) before anything is written.
+"""WorkspaceIntake: the controller's check of the workspace snapshots a sandbox sends.
 
-A blob's pieces arrive in a row; once whole, it is inflated within its declared size (a zlib
-bomb stops there) and its SHA-256 and size must match. A snapshot must apply to the manifest
-the intake holds, name only paths a workspace can hold, claim only contents it sent or that
-this job's workspace already held (never a hash merely present in the tenant's store: that
-would let a sandbox read another job's file by guessing its hash), and its claimed digest,
-file count and size must be what the controller computes. Only then are the blobs stored (in
-the tenant's namespace) and the manifest kept.
+The sandbox is untrusted. Blob pieces are inflated with a bound (the declared size, the
+per-file cap), their SHA-256 and size must match what they claim, and they stay in memory
+until a snapshot names them. A snapshot must apply to the current manifest, every content
+hash it names must be one verified in this snapshot or one of this job's own lineage
+(``known``: never merely "in the tenant's store", else a guessed hash would restore another
+job's file), and its digest, file count and size are recomputed. Only then are the blobs and
+the manifest written. Any lie raises :class:`WorkspaceViolation` and nothing is written.
+Verified blobs wait in memory (at most ``max_bytes`` of content per snapshot); inflating,
+hashing and checking a manifest run on a worker thread. Calls are made one at a time, in the
+order of the events.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import zlib
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from airlock.errors import AirlockError, shorten
+from airlock.errors import AirlockError
 from airlock.policy import (
+    ManifestEntry,
     ManifestRefused,
     WorkspaceBlob,
     WorkspaceManifest,
@@ -26,9 +31,11 @@ from airlock.policy import (
 )
 
 from ._blobs import BlobStore
-from ._store import JobStore
 
-__all__ = ["WorkspaceIntake", "WorkspaceViolation"]
+__all__ = ["WorkspaceIntake", "WorkspaceRows", "WorkspaceViolation"]
+
+#: How much larger than its content a zlib stream may be (headers, stored blocks).
+_ZLIB_SLACK = 1024
 
 
 class WorkspaceViolation(AirlockError):
@@ -37,171 +44,173 @@ class WorkspaceViolation(AirlockError):
     kind = "isolation_violation"
 
 
-def _zlib_bound(size: int) -> int:
-    """The most bytes zlib needs for ``size`` bytes (its worst case, with room)."""
-    return size + size // 100 + 1024
+class WorkspaceRows(Protocol):
+    """The rows the intake writes (the job store's workspace methods)."""
+
+    async def note_blob(self, tenant: str, sha256: str, size: int, stored: int) -> None: ...
+
+    async def put_manifest(self, tenant: str, manifest: WorkspaceManifest) -> None: ...
 
 
 @dataclass
-class _Open:
-    """The blob whose pieces are arriving."""
+class _Pending:
+    """A blob whose pieces are arriving."""
 
     sha256: str
     size: int
     compression: str
-    pieces: list[bytes] = field(default_factory=list)
-    received: int = 0
+    inflater: zlib._Decompress | None
+    hasher: hashlib._Hash = field(default_factory=hashlib.sha256)
+    plain: int = 0
+    raw: bytearray = field(default_factory=bytearray)
 
 
 class WorkspaceIntake:
-    """Checks and keeps one execution's workspace snapshots.
+    """The snapshots of one execution of a job, checked before anything is stored.
 
     Args:
         blobs: where the tenant's blobs go.
-        store: where the tenant's manifests go.
-        tenant: the job's tenant (its blobs' namespace).
+        store: where the manifests and blob rows go.
+        tenant: the job's tenant.
         job_id: the job (named in refusals).
-        base: the manifest the execution starts from (restored, or empty).
-        known: content hashes this job's workspace holds already (its own lineage).
-        max_bytes: the workspace's limit (uncompressed).
+        base: the manifest the sandbox's workspace starts from (restored, or empty).
+        known: the content hashes of this job's lineage (earlier manifests, the fork base).
+        max_bytes: the workspace's cap (uncompressed); also caps one file.
     """
 
     def __init__(
         self,
         blobs: BlobStore,
-        store: JobStore,
+        store: WorkspaceRows,
         tenant: str,
         job_id: str,
-        *,
         base: WorkspaceManifest,
         known: set[str],
         max_bytes: int,
     ) -> None:
-        self._blobs = blobs
-        self._store = store
-        self._tenant = tenant
-        self._job = job_id
+        self._blobs, self._store, self._tenant, self._job = blobs, store, tenant, job_id
         self.manifest = base
-        self._known = set(known)
+        self._known = set(known) | set(base.hashes())
         self._sizes = {e.sha256: e.size for e in base.entries}
-        self._max_bytes = max_bytes
-        self._staged: dict[str, tuple[int, bytes]] = {}  # sha256 -> (size, zlib data)
-        self._staged_bytes = 0
-        self._open: _Open | None = None
-        self.stopped: str | None = None
+        self._max = max_bytes
+        self._pending: _Pending | None = None
+        self._staged: dict[str, tuple[int, bytes]] = {}
+        self.stop: WorkspaceStopped | None = None
 
     def _refuse(self, reason: str) -> WorkspaceViolation:
-        return WorkspaceViolation(f"job {self._job}: the sandbox sent a bad workspace snapshot: {reason}")
+        return WorkspaceViolation(f"job {self._job}: workspace snapshot refused: {reason}")
 
-    async def blob(self, event: WorkspaceBlob) -> None:
-        """Take one piece of a blob (verified once its last piece arrived; nothing written yet).
+    async def blob(self, ev: WorkspaceBlob) -> None:
+        """Take one piece of a blob; the last one verifies it (hash, size) and stages it."""
+        pending = self._piece_of(ev)
+        await asyncio.to_thread(self._take, pending, ev.data)  # inflating and hashing: CPU
+        if ev.last:
+            self._pending = None
+            await asyncio.to_thread(self._finish, pending)
 
-        Raises:
-            WorkspaceViolation: interleaved pieces, a blob over the limit, or one whose content
-                does not inflate to its declared hash and size.
-        """
-        self._not_stopped()
-        current = self._open
-        if current is None:
-            if event.size > self._max_bytes or self._staged_bytes + event.size > self._max_bytes:
-                raise self._refuse(f"blob {event.sha256} of {event.size} bytes exceeds the workspace's limit")
-            current = self._open = _Open(event.sha256, event.size, event.compression)
-        elif (event.sha256, event.size, event.compression) != (
-            current.sha256,
-            current.size,
-            current.compression,
-        ):
-            raise self._refuse(f"blob {event.sha256}'s pieces interleave with those of {current.sha256}")
-        current.received += len(event.data)
-        if current.received > _zlib_bound(current.size):
-            raise self._refuse(f"blob {current.sha256} sent more bytes than {current.size} bytes need")
-        current.pieces.append(event.data)
-        if event.last:
-            self._open = None
-            self._stage(current)
+    def _piece_of(self, ev: WorkspaceBlob) -> _Pending:
+        pending = self._pending
+        if pending is not None:
+            if (pending.sha256, pending.size, pending.compression) != (ev.sha256, ev.size, ev.compression):
+                raise self._refuse(f"a piece of blob {ev.sha256} came amid the pieces of {pending.sha256}")
+            return pending
+        if ev.size > self._max:
+            raise self._refuse(f"blob {ev.sha256} claims {ev.size} bytes, over the cap of {self._max}")
+        staged = sum(size for size, _ in self._staged.values())
+        if staged + ev.size > self._max:
+            raise self._refuse(f"blobs sent for one snapshot exceed the cap of {self._max} bytes")
+        inflater = zlib.decompressobj() if ev.compression == "zlib" else None
+        self._pending = _Pending(ev.sha256, ev.size, ev.compression, inflater)
+        return self._pending
 
-    def _stage(self, blob: _Open) -> None:
-        data = b"".join(blob.pieces)
-        plain = self._inflated(blob, data)
-        if len(plain) != blob.size or hashlib.sha256(plain).hexdigest() != blob.sha256:
-            raise self._refuse(f"blob {blob.sha256}'s content does not match its hash and size")
-        stored = data if blob.compression == "zlib" else zlib.compress(plain, 6)
-        if blob.sha256 not in self._staged:
-            self._staged_bytes += blob.size
-        self._staged[blob.sha256] = (blob.size, stored)
+    def _take(self, pending: _Pending, data: bytes) -> None:
+        pending.raw += data
+        if len(pending.raw) > pending.size + pending.size // 100 + _ZLIB_SLACK:
+            raise self._refuse(f"blob {pending.sha256} sends more bytes than its {pending.size} bytes need")
+        left = pending.size - pending.plain
+        if pending.inflater is None:
+            plain = data
+        else:
+            try:
+                plain = pending.inflater.decompress(data, left + 1)
+            except zlib.error as e:
+                raise self._refuse(f"blob {pending.sha256} is not a zlib stream ({e})") from None
+        if len(plain) > left:
+            raise self._refuse(f"blob {pending.sha256} inflates past its declared {pending.size} bytes")
+        pending.plain += len(plain)
+        pending.hasher.update(plain)
 
-    def _inflated(self, blob: _Open, data: bytes) -> bytes:
-        if blob.compression != "zlib":
-            return data
-        inflater = zlib.decompressobj()
+    def _finish(self, pending: _Pending) -> None:
+        sha = pending.sha256
+        if pending.inflater is not None and not (pending.inflater.eof and not pending.inflater.unused_data):
+            raise self._refuse(f"blob {sha}: the zlib stream is incomplete or has bytes after its end")
+        if pending.plain != pending.size:
+            raise self._refuse(f"blob {sha} holds {pending.plain} bytes, not the {pending.size} it claims")
+        if pending.hasher.hexdigest() != sha:
+            raise self._refuse(f"blob claimed as {sha} has SHA-256 {pending.hasher.hexdigest()}")
+        raw = bytes(pending.raw)
+        self._staged[sha] = (pending.size, raw if pending.inflater is not None else zlib.compress(raw))
+
+    async def snapshot(self, ev: WorkspaceSnapshot) -> WorkspaceManifest:
+        """Verify the snapshot against the current manifest and the verified blobs, then store
+        the new blobs and the manifest; the new manifest (WorkspaceViolation: a lie)."""
+        after = await asyncio.to_thread(self._verify, ev)  # a large manifest: CPU
+        await self._commit(ev, after)
+        return after
+
+    def _verify(self, ev: WorkspaceSnapshot) -> WorkspaceManifest:
+        if self.stop is not None:
+            raise self._refuse(f"a snapshot came after snapshots stopped ({self.stop.reason})")
+        if self._pending is not None:
+            raise self._refuse(f"blob {self._pending.sha256} is unfinished when the snapshot came")
+        if ev.base != self.manifest.digest:
+            raise self._refuse(f"it applies to {ev.base}, but the workspace is {self.manifest.digest}")
         try:
-            plain = inflater.decompress(data, blob.size + 1)
-        except zlib.error as e:
-            raise self._refuse(f"blob {blob.sha256} is not valid zlib data ({e})") from None
-        if len(plain) > blob.size or inflater.unconsumed_tail or not inflater.eof:
-            raise self._refuse(f"blob {blob.sha256} inflates past its declared {blob.size} bytes, or is cut")
-        return plain
-
-    async def snapshot(self, event: WorkspaceSnapshot) -> WorkspaceManifest:
-        """Check a snapshot against the manifest held, store its new blobs and keep the new
-        manifest; return it.
-
-        Raises:
-            WorkspaceViolation: any claim that does not hold (nothing is written then).
-        """
-        self._not_stopped()
-        if self._open is not None:
-            raise self._refuse(f"the snapshot came before blob {self._open.sha256}'s last piece")
-        if event.base != self.manifest.digest:
-            raise self._refuse(f"it applies to {event.base}, not to the workspace's {self.manifest.digest}")
-        try:
-            new = self.manifest.apply(event.changed, event.deleted)
+            after = self.manifest.apply(ev.changed, ev.deleted)
         except ManifestRefused as e:
-            raise self._refuse(shorten(str(e), 300)) from None
-        self._check_claims(event, new)
-        fresh = [(sha, *self._staged[sha]) for sha in sorted(new.hashes() & self._staged.keys())]
-        for sha, _, data in fresh:
+            raise self._refuse(str(e)) from None
+        for entry in ev.changed:
+            self._check_content(entry)
+        self._check_totals(ev, after)
+        return after
+
+    def _check_content(self, entry: ManifestEntry) -> None:
+        staged = self._staged.get(entry.sha256)
+        if staged is not None:
+            size = staged[0]
+        elif entry.sha256 in self._known:
+            size = self._sizes.get(entry.sha256, entry.size)
+        else:
+            raise self._refuse(f"file {entry.path!r} names content {entry.sha256} that was never sent")
+        if size != entry.size:
+            raise self._refuse(f"file {entry.path!r} claims {entry.size} bytes; its content has {size}")
+
+    def _check_totals(self, ev: WorkspaceSnapshot, after: WorkspaceManifest) -> None:
+        if after.digest != ev.manifest:
+            raise self._refuse(f"the files make manifest {after.digest}, not the claimed {ev.manifest}")
+        if (after.files, after.total_bytes) != (ev.files, ev.total_bytes):
+            raise self._refuse(
+                f"it claims {ev.files} files / {ev.total_bytes} bytes; "
+                f"the files are {after.files} / {after.total_bytes}"
+            )
+        if after.total_bytes > self._max:
+            raise self._refuse(f"the workspace's {after.total_bytes} bytes exceed the cap of {self._max}")
+
+    async def _commit(self, ev: WorkspaceSnapshot, after: WorkspaceManifest) -> None:
+        used = {e.sha256 for e in ev.changed} & set(self._staged)
+        for sha in sorted(used):
+            size, data = self._staged[sha]
             if not await self._blobs.has(self._tenant, sha):
                 await self._blobs.put(self._tenant, sha, data)
-        await self._store.put_manifest(
-            self._tenant, new, [(sha, size, len(data)) for sha, size, data in fresh]
-        )
-        self._known |= new.hashes()
-        self._sizes |= {e.sha256: e.size for e in new.entries}
+            await self._store.note_blob(self._tenant, sha, size, len(data))
+            self._sizes[sha] = size
+        await self._store.put_manifest(self._tenant, after)
+        self._known |= after.hashes()
         self._staged.clear()
-        self._staged_bytes = 0
-        self.manifest = new
-        return new
+        self.manifest = after
 
-    def _check_claims(self, event: WorkspaceSnapshot, new: WorkspaceManifest) -> None:
-        for entry in event.changed:
-            if entry.sha256 in self._staged:
-                size = self._staged[entry.sha256][0]
-            elif entry.sha256 in self._known:
-                size = self._sizes.get(entry.sha256, entry.size)
-            else:
-                raise self._refuse(f"file {entry.path!r} claims content {entry.sha256} it never sent")
-            if size != entry.size:
-                raise self._refuse(f"file {entry.path!r} claims {entry.size} bytes; its content has {size}")
-        if new.digest != event.manifest:
-            raise self._refuse(f"its manifest is {new.digest}, not the {event.manifest} it claims")
-        if (new.files, new.total_bytes) != (event.files, event.total_bytes):
-            raise self._refuse(
-                f"it claims {event.files} files and {event.total_bytes} bytes; "
-                f"the manifest holds {new.files} and {new.total_bytes}"
-            )
-        if new.total_bytes > self._max_bytes:
-            raise self._refuse(
-                f"the workspace holds {new.total_bytes} bytes, over its limit of {self._max_bytes}"
-            )
-
-    def stopped_at(self, event: WorkspaceStopped) -> None:
-        """Snapshots stopped for this execution: the manifest held stays the last one."""
+    def stopped(self, ev: WorkspaceStopped) -> None:
+        """Snapshots stopped for this execution (the last manifest stays the one to restore)."""
+        self.stop = ev
+        self._pending = None
         self._staged.clear()
-        self._staged_bytes = 0
-        self._open = None
-        self.stopped = event.reason or "stopped"
-
-    def _not_stopped(self) -> None:
-        if self.stopped is not None:
-            raise self._refuse("it kept sending after its snapshots stopped")

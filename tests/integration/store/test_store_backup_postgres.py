@@ -82,7 +82,8 @@ async def populate(dsn: str, text: str = "hello") -> str:
         await site.jobs.log_checkpoint(
             job.id, '{"d": 1}', ["call-1"], manifest=manifest.digest, record=f"{job.id}:2"
         )
-        await site.jobs.put_manifest("acme", manifest, [(sha256_hex(b"a"), 1, 9)])
+        await site.jobs.put_manifest("acme", manifest)
+        await site.jobs.note_blob("acme", sha256_hex(b"a"), 1, 9)
         await site.jobs.record_signal("wf-1", "go", {"n": 1}, job.id)
         await site.jobs.record_audit(
             AuditRecord(time=utcnow(), principal="ann", tenant="acme", action="SubmitJob", outcome="OK")
