@@ -688,18 +688,26 @@ class _RunnerService(pb_grpc.RunnerServicer):
     async def RestoreWorkspace(
         self, request_iterator: AsyncIterator[pb.RestoreWorkspaceRequest], context: grpc.aio.ServicerContext
     ) -> pb.RestoreWorkspaceResponse:
+        from google.protobuf.message import DecodeError
+
         from airlock.policy import FileRefused
 
         from ._workspace_rpc import RestoreNotEmpty
 
         try:
             response = await self.workspaces.restore(request_iterator)
+        except DecodeError:  # a streamed item the interceptor (unary only) cannot catch
+            text = "an item of the stream does not parse as a RestoreWorkspaceRequest (corrupt bytes)"
+            await self._invalid(context, [wire.Problem("item", text)])
         except RestoreNotEmpty as e:
             await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, str(e), reasons.FILE_REFUSED)
         except wire.MalformedMessage as e:
             await self._invalid(context, e.problems)
         except FileRefused as e:
             await self._invalid(context, [wire.Problem("item", str(e))])
+        except OSError as e:  # the disk is full (the sandbox's disk limit), …
+            text = f"the workspace cannot be written: {e.strerror or e}"
+            await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, text, reasons.FILE_REFUSED)
         _log.info("workspace restored", extra={"files": response.files, "bytes": response.bytes})
         return response
 
