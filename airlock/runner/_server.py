@@ -339,7 +339,7 @@ class _RunnerService(pb_grpc.RunnerServicer):
         if self._workspaces is None:
             from ._workspace_rpc import Workspaces
 
-            self._workspaces = Workspaces(self.config.workspace)
+            self._workspaces = Workspaces(self.config.workspace, self.config.max_message_bytes - 1024)
         return self._workspaces
 
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
@@ -179,7 +179,7 @@ class Snapshotter:
         self._index = {p: (keys[p], by_path[p]) for p in keys if p in by_path}
         self._manifest, self._sent, self._forced = manifest, set(manifest.hashes()), False
 
-    def scan(self) -> Iterator[WorkspaceEvent]:
+    def scan(self) -> Generator[WorkspaceEvent, None, None]:
         """The events of one snapshot: nothing if nothing changed, blob pieces then a
         WorkspaceSnapshot, or one WorkspaceStopped (then nothing until the next :meth:`begin`)."""
         if self._stopped:
@@ -196,6 +196,10 @@ class Snapshotter:
             )
             return
         yield from self._snapshot(walk)
+
+    def stop(self, reason: str) -> WorkspaceStopped:
+        """Stop snapshots until the next :meth:`begin` (e.g. a snapshot too large to send)."""
+        return self._stop(reason, 0)
 
     def _stop(self, reason: str, size: int) -> WorkspaceStopped:
         self._stopped = True

@@ -28,8 +28,10 @@ class RestoreNotEmpty(FileRefused):
 class Workspaces:
     """The workspace's snapshots and restores for one runner process."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, message_limit: int = 16 * 1024 * 1024 - 1024) -> None:
         self.workspace = workspace
+        #: A snapshot event larger than this (a huge file list) stops snapshots instead.
+        self.message_limit = message_limit
         self.snapshotter = Snapshotter(workspace)
         self._lock = asyncio.Lock()
 
@@ -42,7 +44,13 @@ class Workspaces:
         async with self._lock:
             scan = self.snapshotter.scan()
             while (event := await asyncio.to_thread(_next, scan)) is not None:
-                yield wire.workspace_event_to_proto(event)
+                message = wire.workspace_event_to_proto(event)
+                if message.ByteSize() > self.message_limit:
+                    size = message.ByteSize()
+                    why = f"a snapshot of {size} bytes is over the runner's message limit"
+                    message = wire.workspace_event_to_proto(self.snapshotter.stop(why))
+                    scan.close()
+                yield message
 
     async def full(self, max_bytes: int) -> AsyncIterator[pb.TurnEvent]:
         """A full snapshot of the idle workspace (SnapshotWorkspace)."""

@@ -207,3 +207,15 @@ def test_manifest_of_restore_entries_is_checked(tmp_path: Path) -> None:
     with pytest.raises(FileRefused, match="also a directory"):
         restore.finish()
     assert WorkspaceManifest().files == 0
+
+
+async def test_a_snapshot_over_the_message_limit_stops_snapshots_instead(tmp_path: Path) -> None:
+    from airlock.runner._workspace_rpc import Workspaces
+
+    for i in range(300):
+        (tmp_path / f"file-with-a-long-name-{i:04d}").write_bytes(b"")
+    spaces = Workspaces(tmp_path, message_limit=4096)
+    spaces.begin(wire.WorkspaceOptions(max_bytes=0, base=EMPTY_MANIFEST.digest))
+    kinds = [m.WhichOneof("kind") async for m in spaces.events()]
+    assert kinds[-1] == "workspace_stopped" and "workspace" not in kinds
+    assert [m async for m in spaces.events()] == []
