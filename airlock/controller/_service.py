@@ -40,6 +40,7 @@ from layer0 import StateStore, TurnInput
 
 from ._active import ActiveJobs
 from ._adoption import Adoption
+from ._blob_gc import BlobGc
 from ._blobs import BlobStore
 from ._fenced_state import fenced_state
 from ._fork_point import ForkSeed
@@ -154,7 +155,10 @@ class JobService:
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
         self._runs = self._job_runs(runner, state)
         self._forks = Forks(store, self._submit_fork)
-        self.pruner = Pruner(store, self.weaves, runner.config.retention, auth or AuthSettings())  # hourly
+        gc = BlobGc(store, blobs) if blobs is not None else None  # blobs no checkpoint names
+        self.pruner = Pruner(
+            store, self.weaves, runner.config.retention, auth or AuthSettings(), gc=gc
+        )  # hourly
 
     def _job_runs(self, runner: AgentRunner, state: StateStore) -> JobRuns:
         """How jobs run: their turns, then their effects (children run through ``_runs``)."""

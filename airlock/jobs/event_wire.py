@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from airlock import wire
 from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock.policy import WorkspaceBlob, WorkspaceSnapshot, WorkspaceStopped
 from airlock.proxy import CredentialProxyEvent, EgressEvent
 from airlock.sandbox import SandboxEvent
 from layer0 import AgentId, TurnError, TurnOutput
@@ -188,6 +189,10 @@ def sandbox_event_to_proto(event: SandboxEvent) -> cpb.SandboxEvent:
         return cpb.SandboxEvent(egress=_egress_to_proto(event))
     if isinstance(event, CredentialProxyEvent):
         return cpb.SandboxEvent(credential_proxy=_credential_to_proto(event))
+    if isinstance(event, WorkspaceBlob | WorkspaceSnapshot | WorkspaceStopped):
+        raise wire.MalformedMessage(
+            f"{event.type} is never a job event (the controller keeps workspace snapshots itself)"
+        )
     turn = wire.event_to_proto(event, payload_limit=_NO_PAYLOAD_LIMIT)
     if turn is None:  # pragma: no cover - every turn event of the union has a message
         raise wire.MalformedMessage(f"turn event {event.type!r} has no message on this wire")
@@ -217,7 +222,9 @@ def sandbox_event_from_proto(message: cpb.SandboxEvent) -> SandboxEvent:
     turn = pb.TurnEvent()
     getattr(turn, variant).CopyFrom(getattr(message, variant))
     event = wire.event_from_proto(turn)
-    if isinstance(event, TurnOutput | TurnError):  # pragma: no cover - not variants of this oneof
+    if isinstance(
+        event, TurnOutput | TurnError | WorkspaceBlob | WorkspaceSnapshot | WorkspaceStopped
+    ):  # pragma: no cover - not variants of this oneof
         raise wire.MalformedMessage(f"{variant} is not a sandbox event")
     return event
 

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -17,6 +17,7 @@ from airlock import wire
 from airlock._proto.runner.v1 import runner_pb2 as pb
 from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.errors import RunnerError
+from airlock.policy import WorkspaceBlob, WorkspaceManifest, WorkspaceSnapshot, WorkspaceStopped
 from airlock.spec import AgentSpec
 from airlock.turn import (
     AnyTurnEvent,
@@ -30,6 +31,7 @@ from . import _reasons as reasons
 from ._reasons import REASON_KEY
 from ._server import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME
 from ._transfer import Artifacts, collect_artifacts, put_files
+from ._workspace_client import restore_workspace, snapshot_workspace
 
 
 class TurnFinished(BaseModel):
@@ -41,9 +43,13 @@ class TurnFinished(BaseModel):
     output: TurnOutput
 
 
-#: Everything ``RemoteTurn.events()`` yields: the turn's events, then ``TurnFinished`` (or
-#: ``TurnSuspended`` when the turn stopped before calls that wait for approval).
-RunnerEvent = Annotated[AnyTurnEvent | TurnFinished, Field(discriminator="type")]
+#: Everything ``RemoteTurn.events()`` yields: the turn's events (and the workspace's, when
+#: snapshots are asked for), then ``TurnFinished`` (or ``TurnSuspended`` when the turn stopped
+#: before calls that wait for approval).
+RunnerEvent = Annotated[
+    AnyTurnEvent | WorkspaceBlob | WorkspaceSnapshot | WorkspaceStopped | TurnFinished,
+    Field(discriminator="type"),
+]
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,8 @@ class RemoteTurn:
         self.resume_from = resume_from
         #: The next execution pauses before its first step.
         self.start_paused = False
+        #: The next execution snapshots the workspace before each checkpoint (None: it does not).
+        self.workspace: wire.WorkspaceOptions | None = None
         self._next_id = execution_id
         self.execution_id: str | None = None
         self._root_certificates = root_certificates
@@ -254,8 +262,8 @@ class RemoteTurn:
                 if events is not None:
                     await events(event)
                 raise SuspendedForApproval(event)
-            if events is not None:
-                await events(event)
+            if events is not None:  # workspace events: only when snapshots were asked for,
+                await events(cast(Any, event))  # by a sink that takes them (a sandbox's)
         raise TurnError.retryable(f"runner at {self.address}: the stream ended without a result")
 
     async def events(self, input: TurnInput) -> AsyncIterator[RunnerEvent]:
@@ -279,6 +287,8 @@ class RemoteTurn:
         if self.resume_from is not None:
             request.resume.CopyFrom(pb.Json(text=self.resume_from))
         request.start_paused = self.start_paused
+        if self.workspace is not None:
+            request.workspace.CopyFrom(wire.options_to_proto(self.workspace))
         call = stub.Execute(request, metadata=self._metadata)
         try:
             async for message in call:
@@ -312,6 +322,37 @@ class RemoteTurn:
         """
         try:
             await put_files(self._connect(), self._metadata, files)
+        except grpc.aio.AioRpcError as e:
+            raise RunnerCallError.of(e, f"runner at {self.address}: {e.details()}") from e
+
+    async def restore_workspace(
+        self, manifest: WorkspaceManifest, read: Callable[[str], Awaitable[bytes]]
+    ) -> str:
+        """Restore ``manifest`` into the runner's empty workspace, each distinct content read
+        once by ``read`` (SHA-256 hex → zlib data); the manifest digest the runner wrote.
+
+        Raises:
+            RunnerCallError: the runner refused (a non-empty workspace, a bad path or hash) or
+                is unreachable.
+        """
+        try:
+            return await restore_workspace(self._connect(), self._metadata, manifest, read)
+        except grpc.aio.AioRpcError as e:
+            raise RunnerCallError.of(e, f"runner at {self.address}: {e.details()}") from e
+
+    async def snapshot_workspace(
+        self, max_bytes: int = 0
+    ) -> AsyncIterator[WorkspaceBlob | WorkspaceSnapshot | WorkspaceStopped]:
+        """A full snapshot of the idle runner's workspace: blob pieces then the snapshot, or
+        one WorkspaceStopped (over ``max_bytes``; 0: no cap).
+
+        Raises:
+            RunnerCallError: the runner is unreachable or refused.
+            MalformedMessage: the runner sent something else.
+        """
+        try:
+            async for event in snapshot_workspace(self._connect(), self._metadata, max_bytes):
+                yield event
         except grpc.aio.AioRpcError as e:
             raise RunnerCallError.of(e, f"runner at {self.address}: {e.details()}") from e
 

@@ -17,7 +17,15 @@ from pathlib import Path
 
 from airlock.policy import FileCaps, FileRefused, FilesOverCap, matches, workspace_path
 
-__all__ = ["SKIPPED_SPECIAL", "SKIPPED_SYMLINK", "collect", "read_artifact", "write_files"]
+__all__ = [
+    "SKIPPED_SPECIAL",
+    "SKIPPED_SYMLINK",
+    "collect",
+    "open_confined_dir",
+    "read_artifact",
+    "write_file",
+    "write_files",
+]
 
 #: Why a matching path is not collected: a symbolic link, or not a regular file.
 SKIPPED_SYMLINK = "a symbolic link (never followed)"
@@ -61,6 +69,16 @@ def _open_dir(workspace: Path, parts: list[str], *, create: bool, shown: str) ->
     return fd
 
 
+def open_confined_dir(workspace: Path, parts: list[str], *, shown: str) -> int:
+    """A descriptor of the existing directory ``parts`` below the workspace, opened one part at
+    a time with ``O_NOFOLLOW`` (the caller closes it).
+
+    Raises:
+        FileRefused: a symbolic link or non-directory on the way.
+    """
+    return _open_dir(workspace, parts, create=False, shown=shown)
+
+
 def write_files(workspace: Path, files: list[tuple[str, bytes]]) -> None:
     """Write each ``(path, data)`` below ``workspace`` (replacing a regular file there).
 
@@ -69,22 +87,36 @@ def write_files(workspace: Path, files: list[tuple[str, bytes]]) -> None:
             directory or special file in the way.
     """
     for path, data in files:
-        parts = workspace_path(path).split("/")
-        with _fd(_open_dir(workspace, parts[:-1], create=True, shown=path)) as parent:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            try:
-                fd = os.open(parts[-1], flags, 0o644, dir_fd=parent)
-            except OSError as e:
-                if e.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
-                    raise FileRefused(f"{path}: a symbolic link, directory or FIFO is in the way") from e
-                raise
-            with _fd(fd):
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise FileRefused(f"{path}: something other than a regular file is in the way")
-                os.ftruncate(fd, 0)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+        write_file(workspace, path, data)
+
+
+def write_file(workspace: Path, path: str, data: bytes, *, executable: bool = False) -> os.stat_result:
+    """Write ``data`` to ``path`` below ``workspace`` (mode 0755 when ``executable``, else
+    0644), as :func:`write_files`; returns the file's stat as written.
+
+    Raises:
+        FileRefused: as :func:`write_files`.
+    """
+    parts = workspace_path(path).split("/")
+    mode = 0o755 if executable else 0o644
+    with _fd(_open_dir(workspace, parts[:-1], create=True, shown=path)) as parent:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(parts[-1], flags, mode, dir_fd=parent)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                raise FileRefused(f"{path}: a symbolic link, directory or FIFO is in the way") from e
+            raise
+        with _fd(fd):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise FileRefused(f"{path}: something other than a regular file is in the way")
+            os.ftruncate(fd, 0)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if executable:
+                os.fchmod(fd, mode)
+            return os.fstat(fd)
 
 
 def collect(

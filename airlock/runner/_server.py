@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # the turn's machinery loads at the first Execute, not before
     from airlock.turn import NeuronTurn, StepResult, TurnEvent, TurnLoop
     from layer0 import Scope, TurnInput, TurnOutput
 
+    from ._workspace_rpc import Workspaces
+
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_EVENT_PAYLOAD_BYTES = 16 * 1024
 SERVICE_NAME = "airlock.runner.v1.Runner"
@@ -116,8 +118,11 @@ class _Execution:
         input: TurnInput,
         config: RunnerConfig,
         resume: str | None,
+        snapshots: Workspaces | None = None,
     ) -> None:
         self.id = execution_id
+        #: The workspace's snapshots, taken before each checkpoint (None: not asked for).
+        self.snapshots = snapshots
         self.events: asyncio.Queue[pb.TurnEvent] = asyncio.Queue()
         self.payload_limit = config.event_payload_bytes
         self.message_limit = config.max_message_bytes - 1024
@@ -148,6 +153,9 @@ class _Execution:
             _log.warning("event not sent", extra={"execution_id": self.id, "error": str(e)})
             return
         if message is not None and message.WhichOneof("kind") == "checkpoint":
+            if self.snapshots is not None:  # blobs, then the manifest, then its checkpoint
+                async for item in self.snapshots.events():
+                    self.events.put_nowait(item)
             size = message.ByteSize()
             if size > self.message_limit:  # a resume continues from the previous checkpoint
                 _log.warning("checkpoint not sent", extra={"execution_id": self.id, "bytes": size})
@@ -323,6 +331,16 @@ class _RunnerService(pb_grpc.RunnerServicer):
         self.idle = asyncio.Event()
         self.idle.set()
         self.fence = NetworkFence(config.fence, config.fence_timeout_s)
+        self._workspaces: Workspaces | None = None
+
+    @property
+    def workspaces(self) -> Workspaces:
+        """The workspace's snapshots and restores (built at first use)."""
+        if self._workspaces is None:
+            from ._workspace_rpc import Workspaces
+
+            self._workspaces = Workspaces(self.config.workspace, self.config.max_message_bytes - 1024)
+        return self._workspaces
 
     @property
     def active(self) -> int:
@@ -397,7 +415,8 @@ class _RunnerService(pb_grpc.RunnerServicer):
         try:
             await self._check_fence(context)
             turn, input, resume, mcp = await self._prepare(request, context)
-            execution = _Execution(key, turn, input, self.config, resume)
+            snapshots = await self._snapshots(request, context)
+            execution = _Execution(key, turn, input, self.config, resume, snapshots)
             if request.start_paused:
                 execution.pause()
             self.executions[key] = execution
@@ -416,6 +435,19 @@ class _RunnerService(pb_grpc.RunnerServicer):
                 return
         finally:
             await self._release(key, execution, mcp)
+
+    async def _snapshots(
+        self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
+    ) -> Workspaces | None:
+        """The snapshots ``request.workspace`` asks for, begun (None: not asked for)."""
+        try:
+            options = wire.options_from_proto(request)
+        except wire.MalformedMessage as e:
+            await self._invalid(context, e.problems)
+        if options is None:
+            return None
+        self.workspaces.begin(options)
+        return self.workspaces
 
     def _finished(self, execution_id: str, event: pb.TurnEvent, started: float) -> pb.TurnEvent:
         """Log the end of an execution; return its final event."""
@@ -652,6 +684,40 @@ class _RunnerService(pb_grpc.RunnerServicer):
         except FileRefused as e:
             await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, str(e), reasons.FILE_REFUSED)
         _log.info("artifacts collected", extra={"files": len(found), "skipped": len(skipped)})
+
+    async def RestoreWorkspace(
+        self, request_iterator: AsyncIterator[pb.RestoreWorkspaceRequest], context: grpc.aio.ServicerContext
+    ) -> pb.RestoreWorkspaceResponse:
+        from google.protobuf.message import DecodeError
+
+        from airlock.policy import FileRefused
+
+        from ._workspace_rpc import RestoreNotEmpty
+
+        try:
+            response = await self.workspaces.restore(request_iterator)
+        except DecodeError:  # a streamed item the interceptor (unary only) cannot catch
+            text = "an item of the stream does not parse as a RestoreWorkspaceRequest (corrupt bytes)"
+            await self._invalid(context, [wire.Problem("item", text)])
+        except RestoreNotEmpty as e:
+            await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, str(e), reasons.FILE_REFUSED)
+        except wire.MalformedMessage as e:
+            await self._invalid(context, e.problems)
+        except FileRefused as e:
+            await self._invalid(context, [wire.Problem("item", str(e))])
+        except OSError as e:  # the disk is full (the sandbox's disk limit), …
+            text = f"the workspace cannot be written: {e.strerror or e}"
+            await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, text, reasons.FILE_REFUSED)
+        _log.info("workspace restored", extra={"files": response.files, "bytes": response.bytes})
+        return response
+
+    async def SnapshotWorkspace(
+        self, request: pb.SnapshotWorkspaceRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.TurnEvent]:
+        if request.max_bytes < 0:
+            await self._invalid(context, [wire.Problem("max_bytes", "must not be negative")])
+        async for event in self.workspaces.full(request.max_bytes):
+            yield event
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,9 +29,10 @@ from ._turn import timeout_output
 
 if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
+    from airlock.wire import WorkspaceOptions
 
     from ._events import SandboxEventSink
-    from ._handle import TurnHandle
+    from ._handle import TurnHandle, WorkspaceRestore
 
 __all__ = ["SETTLE_S", "execute", "oom_exceeded", "run_turn", "settle", "shielded", "start"]
 
@@ -127,9 +128,12 @@ async def execute(
     if handle is not None:
         remote.resume_from = handle.resume_from
         remote.start_paused = handle.start_paused
+        remote.workspace = _snapshot_options(handle)
         handle.attach(remote)
     try:
-        if handle is not None and handle.files:
+        if handle is not None and handle.restore is not None:
+            await _restore(who, remote, handle.restore)
+        elif handle is not None and handle.files:
             await _put_files(who, remote, handle.files)
         try:
             output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
@@ -172,6 +176,34 @@ async def _put_files(who: str, remote: RemoteTurn, files: list[tuple[str, bytes]
         await remote.put_files(files)
     except (FileRefused, RunnerCallError) as e:
         raise EnvError.provision_failed(f"{who}: cannot place the input files: {e}") from e
+
+
+def _snapshot_options(handle: TurnHandle) -> WorkspaceOptions | None:
+    """The snapshots ``handle`` asks for, against the restored manifest or the empty one."""
+    from airlock.policy import EMPTY_MANIFEST
+    from airlock.wire import WorkspaceOptions
+
+    if handle.snapshot_bytes is None:
+        return None
+    base = handle.restore.manifest if handle.restore is not None else EMPTY_MANIFEST
+    return WorkspaceOptions(max_bytes=handle.snapshot_bytes, base=base.digest)
+
+
+async def _restore(who: str, remote: RemoteTurn, restore: WorkspaceRestore) -> None:
+    """The workspace restored before the turn; the runner must report the manifest's digest
+    back (anything else fails the provisioning)."""
+    from airlock.policy import FileRefused
+    from airlock.runner import RunnerCallError
+
+    want = restore.manifest.digest
+    try:
+        got = await remote.restore_workspace(restore.manifest, restore.read)
+    except (FileRefused, RunnerCallError) as e:
+        raise EnvError.provision_failed(f"{who}: cannot restore the workspace: {e}") from e
+    if got != want:
+        raise EnvError.provision_failed(
+            f"{who}: the restored workspace is {got or 'unnamed'}, not the checkpoint's {want}"
+        )
 
 
 async def _collect(remote: RemoteTurn, handle: TurnHandle) -> None:

@@ -79,6 +79,17 @@ if _typing.TYPE_CHECKING:
         tool_call_from_proto,
         tool_call_to_proto,
     )
+    from ._workspace import (
+        WorkspaceEvent,
+        WorkspaceOptions,
+        blob_from_proto,
+        blob_to_proto,
+        entry_from_proto,
+        entry_to_proto,
+        options_from_proto,
+        options_to_proto,
+        workspace_event_to_proto,
+    )
 
 __all__ = [
     "AGENT_SPEC_FIELDS",
@@ -99,10 +110,14 @@ __all__ = [
     "RejectCorruptRequests",
     "StatusDetails",
     "WireEnum",
+    "WorkspaceEvent",
+    "WorkspaceOptions",
     "abort_with_details",
     "add_reflection",
     "authorization_value",
     "bearer_credentials",
+    "blob_from_proto",
+    "blob_to_proto",
     "block_from_proto",
     "block_to_proto",
     "config_from_proto",
@@ -113,6 +128,8 @@ __all__ = [
     "duration_to_proto",
     "effect_from_proto",
     "effect_to_proto",
+    "entry_from_proto",
+    "entry_to_proto",
     "error_event",
     "event_from_proto",
     "event_to_proto",
@@ -128,6 +145,8 @@ __all__ = [
     "located",
     "metadata_from_proto",
     "metadata_to_proto",
+    "options_from_proto",
+    "options_to_proto",
     "output_event",
     "output_from_proto",
     "output_to_proto",
@@ -153,6 +172,7 @@ __all__ = [
     "trigger_to_proto",
     "turn_error_from_proto",
     "validation_problems",
+    "workspace_event_to_proto",
 ]
 
 #: Each name's module: importing the wire costs nothing until a name is used, so a runner
@@ -230,6 +250,15 @@ _WHERE = {
     "state_to_proto": "._turn",
     "tool_call_from_proto": "._turn",
     "tool_call_to_proto": "._turn",
+    "WorkspaceEvent": "._workspace",
+    "WorkspaceOptions": "._workspace",
+    "blob_from_proto": "._workspace",
+    "blob_to_proto": "._workspace",
+    "entry_from_proto": "._workspace",
+    "entry_to_proto": "._workspace",
+    "options_from_proto": "._workspace",
+    "options_to_proto": "._workspace",
+    "workspace_event_to_proto": "._workspace",
 }
 
 if not _typing.TYPE_CHECKING:  # mypy sees the imports above: a module __getattr__ would type every name Any

@@ -40,6 +40,13 @@ from ._primitives import (
 )
 from ._problems import MalformedMessage, located
 from ._turn import output_from_proto, output_to_proto
+from ._workspace import (
+    WorkspaceEvent,
+    blob_from_proto,
+    snapshot_from_proto,
+    stopped_from_proto,
+    workspace_event_to_proto,
+)
 
 #: A lifecycle event's layer0 payload (its JSON on the wire, tagged by ``type``).
 _LIFECYCLE: TypeAdapter[Any] = TypeAdapter(LifecyclePayload)
@@ -53,7 +60,7 @@ def _cut(text: str, limit: int) -> tuple[str, bool]:
     return data[:limit].decode("utf-8", errors="ignore"), True
 
 
-def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | None:
+def event_to_proto(event: TurnEvent | WorkspaceEvent, *, payload_limit: int) -> pb.TurnEvent | None:
     """A turn event → proto; tool input/output longer than ``payload_limit`` bytes is cut.
 
     Returns None for an event type this wire version does not carry.
@@ -61,6 +68,8 @@ def event_to_proto(event: TurnEvent, *, payload_limit: int) -> pb.TurnEvent | No
     Raises:
         MalformedMessage: a value outside its closed set (a stop reason, a log level, ...).
     """
+    if isinstance(event, WorkspaceEvent):
+        return workspace_event_to_proto(event)
     convert = _TO_PROTO.get(type(event))
     if convert is None:  # a subclass of an event type (an exact type is found at once)
         convert = next((c for kind, c in _TO_PROTO.items() if isinstance(event, kind)), None)
@@ -234,8 +243,9 @@ def turn_error_from_proto(message: pb.TurnFailed) -> TurnError:
 
 
 @decoder
-def event_from_proto(message: pb.TurnEvent) -> TurnEvent | TurnOutput | TurnError:
-    """A proto event → a turn event, the final TurnOutput, or the final TurnError."""
+def event_from_proto(message: pb.TurnEvent) -> TurnEvent | WorkspaceEvent | TurnOutput | TurnError:
+    """A proto event → a turn event, a workspace event, the final TurnOutput, or the final
+    TurnError."""
     kind = oneof(message, "kind")
     with located(kind):
         return _FROM_PROTO[kind](getattr(message, kind))
@@ -296,7 +306,7 @@ def _log_from_proto(message: pb.TurnLogEvent) -> TurnLog:
 
 
 #: Each variant's reader, by its name in the ``kind`` oneof.
-_FROM_PROTO: dict[str, Callable[[Any], TurnEvent | TurnOutput | TurnError]] = {
+_FROM_PROTO: dict[str, Callable[[Any], TurnEvent | WorkspaceEvent | TurnOutput | TurnError]] = {
     "output": output_from_proto,
     "error": turn_error_from_proto,
     "started": lambda s: TurnStarted(resumed=s.resumed),
@@ -317,4 +327,7 @@ _FROM_PROTO: dict[str, Callable[[Any], TurnEvent | TurnOutput | TurnError]] = {
     "tool_finished": _tool_finished_from_proto,
     "log": _log_from_proto,
     "paused": lambda p: TurnPaused(iteration=p.iteration),
+    "workspace_blob": blob_from_proto,
+    "workspace": snapshot_from_proto,
+    "workspace_stopped": stopped_from_proto,
 }

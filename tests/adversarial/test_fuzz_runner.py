@@ -495,3 +495,111 @@ def test_missing_or_wrong_token_is_unauthenticated(
 
 def test_the_right_token_still_works_after_the_fuzz(runner: Runner) -> None:
     _assert_runs_a_valid_turn(runner)
+
+
+# --- workspace restores and snapshots ----------------------------------------------------------
+
+_PATHS = st.one_of(
+    st.sampled_from(["a", "d/b", "../x", "/etc/passwd", "a/../../outside.txt", "", ".", "a//b", "x\\y"]),
+    st.text(max_size=40),
+)
+_SHA = st.one_of(
+    st.just("0" * 64), st.text("0123456789abcdef", min_size=64, max_size=64), st.text(max_size=70)
+)
+_RESTORE_ITEMS = st.one_of(
+    st.builds(
+        lambda p, s, n, x: pb.RestoreWorkspaceRequest(
+            entry=pb.WorkspaceEntry(path=p, sha256=s, size=n, executable=x)
+        ),
+        _PATHS,
+        _SHA,
+        st.integers(-5, 1 << 40),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda s, n, c, d, last: pb.RestoreWorkspaceRequest(
+            blob=pb.WorkspaceBlob(sha256=s, size=n, compression=c, data=d, last=last)  # type: ignore[arg-type]
+        ),
+        _SHA,
+        st.integers(-5, 1 << 40),
+        st.integers(-3, 5),
+        st.one_of(st.binary(max_size=256), st.just(__import__("zlib").compress(b"\0" * 1_000_000))),
+        st.booleans(),
+    ),
+    st.just(pb.RestoreWorkspaceRequest()),
+)
+
+
+def _restore(runner: Runner, items: list[bytes]) -> Answer:
+    stub = runner.channel.stream_unary(
+        SERVICE + "RestoreWorkspace", request_serializer=None, response_deserializer=None
+    )
+    try:
+        response, call = stub.with_call(iter(items), timeout=DEADLINE_S, metadata=runner.auth())
+        responses = [response]
+    except grpc.RpcError as e:
+        call, responses = e, []  # type: ignore[assignment]
+    code, details, trailing = call.code(), call.details() or "", call.trailing_metadata() or ()
+    assert code != grpc.StatusCode.DEADLINE_EXCEEDED, "RestoreWorkspace hung"
+    return Answer(code, details, {k: str(v) for k, v in trailing}, responses)
+
+
+def _empty_workspace(runner: Runner) -> None:
+    import shutil
+
+    for child in runner.workspace.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+@FUZZ
+@given(items=st.lists(_RESTORE_ITEMS, max_size=6))
+def test_hostile_restore_streams_get_a_clear_answer_and_write_nothing_outside(
+    runner: Runner, items: list[pb.RestoreWorkspaceRequest]
+) -> None:
+    _empty_workspace(runner)
+    answer = _restore(runner, [i.SerializeToString() for i in items])
+    if answer.code != grpc.StatusCode.OK:
+        _assert_clear(answer)
+    for path in runner.workspace.rglob("*"):
+        assert path.resolve().is_relative_to(runner.workspace.resolve())
+    _assert_serving(runner)
+    _empty_workspace(runner)
+
+
+@FEW
+@given(body=st.binary(max_size=256))
+def test_random_bytes_as_restore_items_and_snapshot_requests_get_a_clear_answer(
+    runner: Runner, body: bytes
+) -> None:
+    _empty_workspace(runner)
+    answer = _restore(runner, [body])
+    if answer.code != grpc.StatusCode.OK:
+        _assert_clear(answer)
+    stub = runner.channel.unary_stream(
+        SERVICE + "SnapshotWorkspace", request_serializer=None, response_deserializer=None
+    )
+    call = stub(body, timeout=DEADLINE_S, metadata=runner.auth())
+    with __import__("contextlib").suppress(grpc.RpcError):
+        for _ in call:
+            pass
+    if call.code() != grpc.StatusCode.OK:
+        assert call.code() in CLEAR, (call.code(), call.details())
+    _assert_serving(runner)
+    _empty_workspace(runner)
+
+
+@FEW
+@given(max_bytes=st.integers(-(2**63), 2**63 - 1), base=st.text(max_size=80))
+def test_any_workspace_options_run_the_turn_or_are_invalid(runner: Runner, max_bytes: int, base: str) -> None:
+    request = _valid_request()
+    request.workspace.CopyFrom(pb.WorkspaceOptions(snapshots=True, max_bytes=max_bytes, base=base))
+    answer = _call(runner, "Execute", request.SerializeToString())
+    if max_bytes < 0:
+        assert answer.code == grpc.StatusCode.INVALID_ARGUMENT, (answer.code, answer.details)
+        assert "workspace.max_bytes" in answer.details
+    else:
+        _assert_turn_ended(answer)
+    _assert_serving(runner)

@@ -37,6 +37,7 @@ from airlock.jobs import (
     WorkspaceChanged,
 )
 from airlock.jobs import event_wire as ew
+from airlock.policy import WorkspaceBlob, WorkspaceSnapshot, WorkspaceStopped
 from airlock.proxy import CredentialProxyEvent
 from airlock.sandbox import SandboxEvent
 from airlock.state import SqliteStore
@@ -116,7 +117,8 @@ def _variants(union: object) -> set[type]:
 
 def test_the_samples_cover_every_kind_and_every_sandbox_event() -> None:
     assert {type(e) for e in EVENTS} == _variants(JobEventData)
-    assert {type(e) for e in SANDBOX_EVENTS} == _variants(SandboxEvent)
+    workspace = {WorkspaceBlob, WorkspaceSnapshot, WorkspaceStopped}  # never job events
+    assert {type(e) for e in SANDBOX_EVENTS} == _variants(SandboxEvent) - workspace
     assert EVENTS[-1].kind == "state" and isinstance(EVENTS[-1], StateChanged) and EVENTS[-1].state.terminal
 
 
@@ -135,6 +137,21 @@ def test_every_event_round_trips_through_its_message(data: JobEventData) -> None
     message.ParseFromString(wire_bytes)
     assert message.WhichOneof("event") == data.kind
     assert ew.event_from_proto(message) == event
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        WorkspaceBlob(sha256="0" * 64, size=0),
+        WorkspaceStopped(reason="too big"),
+    ],
+    ids=lambda e: e.type,
+)
+def test_a_workspace_event_never_becomes_a_job_event(event: SandboxEvent) -> None:
+    from airlock.wire import MalformedMessage
+
+    with pytest.raises(MalformedMessage, match="never a job event"):
+        ew.sandbox_event_to_proto(event)
 
 
 def test_a_message_without_an_event_is_malformed() -> None:

@@ -350,6 +350,28 @@ TURN_ERROR_KIND_NON_RETRYABLE: TurnErrorKind.ValueType  # 5
 TURN_ERROR_KIND_OTHER: TurnErrorKind.ValueType  # 6
 Global___TurnErrorKind: _TypeAlias = TurnErrorKind  # noqa: Y015
 
+class _Compression:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CompressionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Compression.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    COMPRESSION_UNSPECIFIED: _Compression.ValueType  # 0
+    COMPRESSION_NONE: _Compression.ValueType  # 1
+    COMPRESSION_ZLIB: _Compression.ValueType  # 2
+
+class Compression(_Compression, metaclass=_CompressionEnumTypeWrapper):
+    """---------------------------------------------------------------------------------------------
+    Workspace snapshots and restore
+
+    How a WorkspaceBlob's data is encoded.
+    """
+
+COMPRESSION_UNSPECIFIED: Compression.ValueType  # 0
+COMPRESSION_NONE: Compression.ValueType  # 1
+COMPRESSION_ZLIB: Compression.ValueType  # 2
+Global___Compression: _TypeAlias = Compression  # noqa: Y015
+
 class _SkipReason:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -2368,6 +2390,9 @@ class TurnEvent(_message.Message):
     SIGNAL_FIELD_NUMBER: _builtins.int
     COMPACTED_FIELD_NUMBER: _builtins.int
     LIFECYCLE_FIELD_NUMBER: _builtins.int
+    WORKSPACE_BLOB_FIELD_NUMBER: _builtins.int
+    WORKSPACE_FIELD_NUMBER: _builtins.int
+    WORKSPACE_STOPPED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def started(self) -> Global___TurnStarted: ...
     @_builtins.property
@@ -2396,6 +2421,16 @@ class TurnEvent(_message.Message):
     def compacted(self) -> Global___ContextCompacted: ...
     @_builtins.property
     def lifecycle(self) -> Global___LifecycleEvent: ...
+    @_builtins.property
+    def workspace_blob(self) -> Global___WorkspaceBlob:
+        """Workspace snapshots (only when ExecuteRequest.workspace.snapshots is set): the blobs,
+        then the manifest, then the checkpoint they belong to.
+        """
+
+    @_builtins.property
+    def workspace(self) -> Global___WorkspaceSnapshot: ...
+    @_builtins.property
+    def workspace_stopped(self) -> Global___WorkspaceStopped: ...
     def __init__(
         self,
         *,
@@ -2413,16 +2448,272 @@ class TurnEvent(_message.Message):
         signal: Global___SignalDelivered | None = ...,
         compacted: Global___ContextCompacted | None = ...,
         lifecycle: Global___LifecycleEvent | None = ...,
+        workspace_blob: Global___WorkspaceBlob | None = ...,
+        workspace: Global___WorkspaceSnapshot | None = ...,
+        workspace_stopped: Global___WorkspaceStopped | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal", "compacted", "lifecycle"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal", "compacted", "lifecycle", "workspace_blob", "workspace", "workspace_stopped"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___TurnEvent: _TypeAlias = TurnEvent  # noqa: Y015
+
+@_typing.final
+class WorkspaceEntry(_message.Message):
+    """One regular file of a workspace manifest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    EXECUTABLE_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Relative to the workspace, "/"-separated, normalised, without ".." (at most 1024 characters)."""
+    sha256: _builtins.str
+    """SHA-256 of the plain content, 64 lowercase hex digits."""
+    size: _builtins.int
+    """Plain (uncompressed) size in bytes."""
+    executable: _builtins.bool
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        sha256: _builtins.str = ...,
+        size: _builtins.int = ...,
+        executable: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["executable", b"executable", "path", b"path", "sha256", b"sha256", "size", b"size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkspaceEntry: _TypeAlias = WorkspaceEntry  # noqa: Y015
+
+@_typing.final
+class WorkspaceBlob(_message.Message):
+    """One piece of a file's content. The pieces of one blob come in a row, the last with `last`
+    set; `size` is the plain size (the same in every piece), `data` at most 256 KiB.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SHA256_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    COMPRESSION_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    LAST_FIELD_NUMBER: _builtins.int
+    sha256: _builtins.str
+    size: _builtins.int
+    compression: Global___Compression.ValueType
+    data: _builtins.bytes
+    last: _builtins.bool
+    def __init__(
+        self,
+        *,
+        sha256: _builtins.str = ...,
+        size: _builtins.int = ...,
+        compression: Global___Compression.ValueType = ...,
+        data: _builtins.bytes = ...,
+        last: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compression", b"compression", "data", b"data", "last", b"last", "sha256", b"sha256", "size", b"size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkspaceBlob: _TypeAlias = WorkspaceBlob  # noqa: Y015
+
+@_typing.final
+class WorkspaceSnapshot(_message.Message):
+    """The workspace changed: `changed` and `deleted` turn the manifest whose digest is `base`
+    into the one whose digest is `manifest` ("sha256:<hex>"). Every content hash in `changed`
+    was sent as blobs before (in this stream, or earlier to the same runner process).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    BASE_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    MANIFEST_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    TOTAL_BYTES_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    base: _builtins.str
+    manifest: _builtins.str
+    total_bytes: _builtins.int
+    """The whole workspace after the change: plain bytes and files."""
+    files: _builtins.int
+    @_builtins.property
+    def changed(self) -> _containers.RepeatedCompositeFieldContainer[Global___WorkspaceEntry]: ...
+    @_builtins.property
+    def deleted(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def skipped(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkippedFile]:
+        """Entries not carried: symbolic links (never followed), FIFOs, sockets, devices."""
+
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        base: _builtins.str = ...,
+        changed: _abc.Iterable[Global___WorkspaceEntry] | None = ...,
+        deleted: _abc.Iterable[_builtins.str] | None = ...,
+        manifest: _builtins.str = ...,
+        skipped: _abc.Iterable[Global___SkippedFile] | None = ...,
+        total_bytes: _builtins.int = ...,
+        files: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base", b"base", "changed", b"changed", "deleted", b"deleted", "files", b"files", "manifest", b"manifest", "seq", b"seq", "skipped", b"skipped", "total_bytes", b"total_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkspaceSnapshot: _TypeAlias = WorkspaceSnapshot  # noqa: Y015
+
+@_typing.final
+class WorkspaceStopped(_message.Message):
+    """Snapshots stopped for this execution (the workspace outgrew `max_bytes`, or could not be
+    read); the turn goes on.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    bytes: _builtins.int
+    max_bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+        bytes: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "max_bytes", b"max_bytes", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkspaceStopped: _TypeAlias = WorkspaceStopped  # noqa: Y015
+
+@_typing.final
+class WorkspaceOptions(_message.Message):
+    """ExecuteRequest.workspace: snapshot the workspace before each checkpoint."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SNAPSHOTS_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    BASE_FIELD_NUMBER: _builtins.int
+    snapshots: _builtins.bool
+    max_bytes: _builtins.int
+    """Snapshots stop (one `workspace_stopped`) once the workspace holds more plain bytes."""
+    base: _builtins.str
+    """The digest of the manifest the caller holds (restored, or the empty manifest's). When it
+    is not the runner's own, the first snapshot is full (its base the empty manifest's digest).
+    """
+    def __init__(
+        self,
+        *,
+        snapshots: _builtins.bool = ...,
+        max_bytes: _builtins.int = ...,
+        base: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base", b"base", "max_bytes", b"max_bytes", "snapshots", b"snapshots"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkspaceOptions: _TypeAlias = WorkspaceOptions  # noqa: Y015
+
+@_typing.final
+class RestoreWorkspaceRequest(_message.Message):
+    """One item of a RestoreWorkspace stream: an entry of the manifest, or a piece of a blob."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_FIELD_NUMBER: _builtins.int
+    BLOB_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entry(self) -> Global___WorkspaceEntry: ...
+    @_builtins.property
+    def blob(self) -> Global___WorkspaceBlob: ...
+    def __init__(
+        self,
+        *,
+        entry: Global___WorkspaceEntry | None = ...,
+        blob: Global___WorkspaceBlob | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["blob", b"blob", "entry", b"entry", "item", b"item"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["blob", b"blob", "entry", b"entry", "item", b"item"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["entry", "blob"]  # noqa: Y015
+    _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
+
+Global___RestoreWorkspaceRequest: _TypeAlias = RestoreWorkspaceRequest  # noqa: Y015
+
+@_typing.final
+class RestoreWorkspaceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MANIFEST_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    manifest: _builtins.str
+    """The digest of the manifest written."""
+    files: _builtins.int
+    bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        manifest: _builtins.str = ...,
+        files: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "files", b"files", "manifest", b"manifest"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreWorkspaceResponse: _TypeAlias = RestoreWorkspaceResponse  # noqa: Y015
+
+@_typing.final
+class SnapshotWorkspaceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    max_bytes: _builtins.int
+    """As WorkspaceOptions.max_bytes (0: no cap)."""
+    def __init__(
+        self,
+        *,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnapshotWorkspaceRequest: _TypeAlias = SnapshotWorkspaceRequest  # noqa: Y015
 
 @_typing.final
 class ExecuteRequest(_message.Message):
@@ -2459,6 +2750,7 @@ class ExecuteRequest(_message.Message):
     ENVIRONMENT_FIELD_NUMBER: _builtins.int
     RESUME_FIELD_NUMBER: _builtins.int
     START_PAUSED_FIELD_NUMBER: _builtins.int
+    WORKSPACE_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """Chosen by the caller; names this execution in Cancel/Pause/Resume/Step/Signal. Empty: the
     runner picks none and the execution cannot be controlled.
@@ -2501,6 +2793,10 @@ class ExecuteRequest(_message.Message):
         validate, or names another input: INVALID_ARGUMENT (`resume: ...`).
         """
 
+    @_builtins.property
+    def workspace(self) -> Global___WorkspaceOptions:
+        """Workspace snapshots before each checkpoint (absent: none)."""
+
     def __init__(
         self,
         *,
@@ -2511,10 +2807,11 @@ class ExecuteRequest(_message.Message):
         environment: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         resume: Global___Json | None = ...,
         start_paused: _builtins.bool = ...,
+        workspace: Global___WorkspaceOptions | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "input", b"input", "resume", b"resume"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "input", b"input", "resume", b"resume", "workspace", b"workspace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "environment", b"environment", "execution_id", b"execution_id", "input", b"input", "resume", b"resume", "start_paused", b"start_paused", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "environment", b"environment", "execution_id", b"execution_id", "input", b"input", "resume", b"resume", "start_paused", b"start_paused", "state", b"state", "workspace", b"workspace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -96,6 +96,16 @@ class RunnerStub:
                 request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.CollectArtifactsRequest.SerializeToString,
                 response_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.ArtifactItem.FromString,
                 _registered_method=True)
+        self.RestoreWorkspace = channel.stream_unary(
+                '/airlock.runner.v1.Runner/RestoreWorkspace',
+                request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.RestoreWorkspaceRequest.SerializeToString,
+                response_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.RestoreWorkspaceResponse.FromString,
+                _registered_method=True)
+        self.SnapshotWorkspace = channel.unary_stream(
+                '/airlock.runner.v1.Runner/SnapshotWorkspace',
+                request_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SnapshotWorkspaceRequest.SerializeToString,
+                response_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.TurnEvent.FromString,
+                _registered_method=True)
 
 
 class RunnerServicer:
@@ -208,6 +218,26 @@ class RunnerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RestoreWorkspace(self, request_iterator, context):
+        """Writes a whole workspace (before a resumed turn): the manifest's entries and, for each
+        distinct content hash, its blob pieces (zlib, inflated no further than the declared size,
+        SHA-256 checked). The workspace must be empty (FAILED_PRECONDITION, `FILE_REFUSED`); a
+        path that escapes it, a symbolic link in the way, a bad hash or a missing blob is
+        INVALID_ARGUMENT. Returns the digest of the manifest written; later snapshots are
+        increments against it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SnapshotWorkspace(self, request, context):
+        """A full snapshot of an idle workspace (pausing a long-lived sandbox): blob pieces, then one
+        `workspace` event whose base is the empty manifest's digest, or one `workspace_stopped`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunnerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -250,6 +280,16 @@ def add_RunnerServicer_to_server(servicer, server):
                     servicer.CollectArtifacts,
                     request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.CollectArtifactsRequest.FromString,
                     response_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.ArtifactItem.SerializeToString,
+            ),
+            'RestoreWorkspace': grpc.stream_unary_rpc_method_handler(
+                    servicer.RestoreWorkspace,
+                    request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.RestoreWorkspaceRequest.FromString,
+                    response_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.RestoreWorkspaceResponse.SerializeToString,
+            ),
+            'SnapshotWorkspace': grpc.unary_stream_rpc_method_handler(
+                    servicer.SnapshotWorkspace,
+                    request_deserializer=airlock_dot_runner_dot_v1_dot_runner__pb2.SnapshotWorkspaceRequest.FromString,
+                    response_serializer=airlock_dot_runner_dot_v1_dot_runner__pb2.TurnEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -490,6 +530,60 @@ class Runner:
             '/airlock.runner.v1.Runner/CollectArtifacts',
             airlock_dot_runner_dot_v1_dot_runner__pb2.CollectArtifactsRequest.SerializeToString,
             airlock_dot_runner_dot_v1_dot_runner__pb2.ArtifactItem.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreWorkspace(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/airlock.runner.v1.Runner/RestoreWorkspace',
+            airlock_dot_runner_dot_v1_dot_runner__pb2.RestoreWorkspaceRequest.SerializeToString,
+            airlock_dot_runner_dot_v1_dot_runner__pb2.RestoreWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SnapshotWorkspace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/airlock.runner.v1.Runner/SnapshotWorkspace',
+            airlock_dot_runner_dot_v1_dot_runner__pb2.SnapshotWorkspaceRequest.SerializeToString,
+            airlock_dot_runner_dot_v1_dot_runner__pb2.TurnEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -136,6 +136,18 @@ class RunnerStub:
     (`TOO_LARGE`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT. A cap
     of 0 means the default cap.
     """
+    RestoreWorkspace: _grpc.StreamUnaryMultiCallable[_runner_pb2.RestoreWorkspaceRequest, _runner_pb2.RestoreWorkspaceResponse]
+    """Writes a whole workspace (before a resumed turn): the manifest's entries and, for each
+    distinct content hash, its blob pieces (zlib, inflated no further than the declared size,
+    SHA-256 checked). The workspace must be empty (FAILED_PRECONDITION, `FILE_REFUSED`); a
+    path that escapes it, a symbolic link in the way, a bad hash or a missing blob is
+    INVALID_ARGUMENT. Returns the digest of the manifest written; later snapshots are
+    increments against it.
+    """
+    SnapshotWorkspace: _grpc.UnaryStreamMultiCallable[_runner_pb2.SnapshotWorkspaceRequest, _runner_pb2.TurnEvent]
+    """A full snapshot of an idle workspace (pausing a long-lived sandbox): blob pieces, then one
+    `workspace` event whose base is the empty manifest's digest, or one `workspace_stopped`.
+    """
 
 @_typing.type_check_only
 class RunnerAsyncStub(RunnerStub):
@@ -216,6 +228,18 @@ class RunnerAsyncStub(RunnerStub):
     link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
     (`TOO_LARGE`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT. A cap
     of 0 means the default cap.
+    """
+    RestoreWorkspace: _aio.StreamUnaryMultiCallable[_runner_pb2.RestoreWorkspaceRequest, _runner_pb2.RestoreWorkspaceResponse]  # type: ignore[assignment]
+    """Writes a whole workspace (before a resumed turn): the manifest's entries and, for each
+    distinct content hash, its blob pieces (zlib, inflated no further than the declared size,
+    SHA-256 checked). The workspace must be empty (FAILED_PRECONDITION, `FILE_REFUSED`); a
+    path that escapes it, a symbolic link in the way, a bad hash or a missing blob is
+    INVALID_ARGUMENT. Returns the digest of the manifest written; later snapshots are
+    increments against it.
+    """
+    SnapshotWorkspace: _aio.UnaryStreamMultiCallable[_runner_pb2.SnapshotWorkspaceRequest, _runner_pb2.TurnEvent]  # type: ignore[assignment]
+    """A full snapshot of an idle workspace (pausing a long-lived sandbox): blob pieces, then one
+    `workspace` event whose base is the empty manifest's digest, or one `workspace_stopped`.
     """
 
 class RunnerServicer(metaclass=_abc_1.ABCMeta):
@@ -342,6 +366,30 @@ class RunnerServicer(metaclass=_abc_1.ABCMeta):
         link or not a regular file. More files or bytes than a cap: RESOURCE_EXHAUSTED
         (`TOO_LARGE`) before any file is sent, naming the cap. A bad glob: INVALID_ARGUMENT. A cap
         of 0 means the default cap.
+        """
+
+    @_abc_1.abstractmethod
+    def RestoreWorkspace(
+        self,
+        request_iterator: _MaybeAsyncIterator[_runner_pb2.RestoreWorkspaceRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_runner_pb2.RestoreWorkspaceResponse, _abc.Awaitable[_runner_pb2.RestoreWorkspaceResponse]]:
+        """Writes a whole workspace (before a resumed turn): the manifest's entries and, for each
+        distinct content hash, its blob pieces (zlib, inflated no further than the declared size,
+        SHA-256 checked). The workspace must be empty (FAILED_PRECONDITION, `FILE_REFUSED`); a
+        path that escapes it, a symbolic link in the way, a bad hash or a missing blob is
+        INVALID_ARGUMENT. Returns the digest of the manifest written; later snapshots are
+        increments against it.
+        """
+
+    @_abc_1.abstractmethod
+    def SnapshotWorkspace(
+        self,
+        request: _runner_pb2.SnapshotWorkspaceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_runner_pb2.TurnEvent], _abc.AsyncIterator[_runner_pb2.TurnEvent]]:
+        """A full snapshot of an idle workspace (pausing a long-lived sandbox): blob pieces, then one
+        `workspace` event whose base is the empty manifest's digest, or one `workspace_stopped`.
         """
 
 def add_RunnerServicer_to_server(servicer: RunnerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
