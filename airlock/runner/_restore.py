@@ -15,16 +15,15 @@ from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
 
-from airlock.policy import FileRefused, ManifestEntry, WorkspaceBlob, WorkspaceManifest
+from airlock.policy import ManifestEntry, ManifestRefused, WorkspaceBlob, WorkspaceManifest
 
 from ._files import write_file
 from ._snapshot import StatKey, stat_key
 
 __all__ = ["Restore", "RestoreRefused", "workspace_is_empty"]
 
-
-class RestoreRefused(FileRefused):
-    """A restore stream that does not describe a workspace (says why)."""
+#: A restore stream that does not describe a workspace (says why).
+RestoreRefused = ManifestRefused
 
 
 def workspace_is_empty(workspace: Path) -> bool:

@@ -692,15 +692,15 @@ class _RunnerService(pb_grpc.RunnerServicer):
 
         from airlock.policy import FileRefused
 
-        from ._workspace_rpc import RestoreNotEmpty
+        from ._workspace_rpc import NOT_EMPTY
 
+        if not await self.workspaces.empty():
+            await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, NOT_EMPTY, reasons.FILE_REFUSED)
         try:
             response = await self.workspaces.restore(request_iterator)
         except DecodeError:  # a streamed item the interceptor (unary only) cannot catch
             text = "an item of the stream does not parse as a RestoreWorkspaceRequest (corrupt bytes)"
             await self._invalid(context, [wire.Problem("item", text)])
-        except RestoreNotEmpty as e:
-            await self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, str(e), reasons.FILE_REFUSED)
         except wire.MalformedMessage as e:
             await self._invalid(context, e.problems)
         except FileRefused as e:

@@ -18,11 +18,10 @@ from airlock.policy import FileRefused
 from ._restore import Restore, RestoreRefused, workspace_is_empty
 from ._snapshot import Snapshotter, WorkspaceEvent
 
-__all__ = ["RestoreNotEmpty", "Workspaces"]
+__all__ = ["NOT_EMPTY", "Workspaces"]
 
-
-class RestoreNotEmpty(FileRefused):
-    """A restore into a workspace that already holds something."""
+#: Why a restore into a workspace that already holds something is refused.
+NOT_EMPTY = "the workspace is not empty; a restore starts from an empty one"
 
 
 class Workspaces:
@@ -59,17 +58,22 @@ class Workspaces:
         async for event in self.events():
             yield event
 
+    async def empty(self) -> bool:
+        """Whether the workspace holds nothing (a restore needs it empty)."""
+        return await asyncio.to_thread(workspace_is_empty, self.workspace)
+
     async def restore(self, items: AsyncIterator[pb.RestoreWorkspaceRequest]) -> pb.RestoreWorkspaceResponse:
         """Write the streamed manifest and blobs into the empty workspace; seed the snapshots.
 
         Raises:
-            RestoreNotEmpty: the workspace is not empty.
+            FileRefused: the workspace is not empty (:data:`NOT_EMPTY`; check :meth:`empty`
+                first to tell it apart).
             FileRefused: the stream does not describe a workspace, or a path is not confined.
             MalformedMessage: an item does not decode.
         """
         async with self._lock:
             if not await asyncio.to_thread(workspace_is_empty, self.workspace):
-                raise RestoreNotEmpty("the workspace is not empty; a restore starts from an empty one")
+                raise FileRefused(NOT_EMPTY)
             restore = Restore(self.workspace)
             async for item in items:
                 kind = item.WhichOneof("item")
