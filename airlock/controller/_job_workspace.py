@@ -145,7 +145,17 @@ class JobWorkspace:
                     f"the workspace to restore names blob {sha256}, which the blob store no longer holds"
                 ) from None
 
-        restore = WorkspaceRestore(manifest, read) if manifest is not None else None
+        restore = None
+        if manifest is not None:
+            restore = WorkspaceRestore(manifest, read)
+            await emit(
+                WorkspaceChanged(
+                    phase="restored",
+                    manifest=manifest.digest,
+                    files=manifest.files,
+                    bytes=manifest.total_bytes,
+                )
+            )
         return WorkspaceExecution(
             intake=intake,
             restore=restore,

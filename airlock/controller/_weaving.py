@@ -113,7 +113,9 @@ class Weaves:
         weave = self._weaves.get(root)
         if weave is None:
             records = await self.store.load(root)
-            weave = self._weaves[root] = Weave(records, key=self.key)
+            # Another task may have loaded (and appended to) it meanwhile: theirs stays the one,
+            # else two copies would each place a record at the same position.
+            weave = self._weaves.setdefault(root, Weave(records, key=self.key))
         return weave
 
     async def record(

@@ -5,6 +5,7 @@ checkpoint's, and forks of a finished job start from its files and conversation 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 from pathlib import Path
@@ -92,7 +93,8 @@ async def _check_restored(service: JobService, job_id: str) -> None:
     assert sorted(e.path for e in manifest.entries) == ["src/a.txt", "src/b.txt"], "run.sh was deleted"
     _, records = await service.weave(job_id)
     c4 = next(r for r in records if r.kind == "tool_call" and r.content["tool_use_id"] == "c4")  # type: ignore[index, call-overload]
-    assert c4.content["output"] == _tree(manifest)  # type: ignore[index, call-overload]
+    printed = json.loads(c4.content["output"])["stdout"]  # type: ignore[index, call-overload]
+    assert printed == _tree(manifest), "the new sandbox's /workspace is the checkpoint's, file for file"
     _, report = await service.verify(job_id)
     assert report.ok, report
 
@@ -104,7 +106,9 @@ async def test_a_sandbox_removed_mid_turn_resumes_with_the_last_checkpoints_file
     config = write_config(
         tmp_path, {"writer": agent_config(LOST, ["bash"], durability={"in_flight": "fail"})}
     )
-    async with running_service(config, tmp_path / "data", state_dir, runner_image) as service:
+    async with running_service(
+        config, tmp_path / "data", state_dir, runner_image, workspaces=True
+    ) as service:
         job = await service.submit("writer", TurnInput.new("go"))
         await _until_started(service, job.id, "c3")
         [sandbox] = [c for c in my_containers(docker_client) if LABEL_SANDBOX in c.labels]
@@ -140,7 +144,9 @@ async def test_forks_at_three_points_start_from_the_originals_files_and_conversa
 ) -> None:
     steps = [*WRITES, tool_step("bash", {"command": TREE}, id="c3"), text_step("finished")]
     config = write_config(tmp_path, {"writer": agent_config(steps, ["bash"])})
-    async with running_service(config, tmp_path / "data", state_dir, runner_image) as service:
+    async with running_service(
+        config, tmp_path / "data", state_dir, runner_image, workspaces=True
+    ) as service:
         job = await service.submit("writer", TurnInput.new("go"))
         done = await service.wait(job.id)
         assert done.state is JobState.SUCCEEDED, done.error

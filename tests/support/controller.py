@@ -20,6 +20,7 @@ from airlock.controller import (
     ServiceSettings,
     SqliteJobStore,
 )
+from airlock.controller._blobs import DirBlobStore
 from airlock.jobs import ControllerClient, JobEvent, SandboxActivity
 from airlock.state import SqliteStore
 from airlock.turn import ToolFinished
@@ -123,17 +124,26 @@ async def running_controller(
 
 @contextlib.asynccontextmanager
 async def running_service(
-    config: Path, data_dir: Path, sandbox_dir: Path, image: str, runner: type[AgentRunner] = AgentRunner
+    config: Path,
+    data_dir: Path,
+    sandbox_dir: Path,
+    image: str,
+    runner: type[AgentRunner] = AgentRunner,
+    *,
+    workspaces: bool = False,
 ) -> AsyncIterator[JobService]:
     """A JobService (no gRPC server) over SQLite stores in ``data_dir``, running turns with
-    ``runner`` (an AgentRunner subclass, e.g. one that tampers with what a sandbox returns)."""
+    ``runner`` (an AgentRunner subclass, e.g. one that tampers with what a sandbox returns);
+    with ``workspaces``, jobs' workspace snapshots are kept in ``data_dir/blobs`` (as
+    ``airlock serve`` keeps them by default)."""
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
     async with (
         SqliteJobStore(data_dir / "jobs.db") as store,
         SqliteStore(data_dir / "state.db") as state,
     ):
         turns = runner(load_config(config), state_dir=sandbox_dir, image=image)
-        async with JobService(store, turns, state) as service:
+        blobs = DirBlobStore(data_dir / "blobs") if workspaces else None
+        async with JobService(store, turns, state, blobs=blobs) as service:
             yield service
 
 
