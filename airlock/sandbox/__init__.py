@@ -33,6 +33,7 @@ from ._port import (
     ResumableSandbox,
     Sandbox,
     SandboxRequest,
+    SessionSandbox,
     StateEntry,
     WarmableSandbox,
     compile_sandbox_plan,
@@ -40,6 +41,7 @@ from ._port import (
 from ._proof import ISOLATION_STATUSES, IsolationProof, IsolationStatus, ProvingSandbox
 from ._registry import backend, backend_names, backends
 from ._running import LOCAL_MODEL, RunningAgent, names_local_model, sidecar_agent
+from ._session import EventRelay, SandboxBusy, SandboxSession, SessionInstance
 
 __all__ = [
     "ISOLATION_STATUSES",
@@ -48,6 +50,7 @@ __all__ = [
     "Capabilities",
     "ClosableSandbox",
     "DoctorCheck",
+    "EventRelay",
     "IsolationProof",
     "IsolationStatus",
     "Limits",
@@ -61,6 +64,7 @@ __all__ = [
     "ResumableSandbox",
     "RunningAgent",
     "Sandbox",
+    "SandboxBusy",
     "SandboxDefaults",
     "SandboxEnvironment",
     "SandboxEvent",
@@ -68,6 +72,9 @@ __all__ = [
     "SandboxInstance",
     "SandboxObserver",
     "SandboxRequest",
+    "SandboxSession",
+    "SessionInstance",
+    "SessionSandbox",
     "ShapeStats",
     "StateEntry",
     "Toleration",
