@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from airlock.errors import AirlockError
-from layer0 import EnvError, ExitReason, TurnInput, TurnOutput
+from layer0 import EnvError, ExitReason, Scope, TurnInput, TurnOutput
 
 from ._events import SandboxEvent, SandboxEventSink
 from ._instance import SandboxInstance
@@ -30,7 +30,6 @@ from ._redact import redacted_output, redacting_sink
 
 if TYPE_CHECKING:
     from ._handle import TurnHandle
-    from ._port import StateEntry
 
 __all__ = ["EventRelay", "SandboxBusy", "SandboxSession", "SessionInstance"]
 
@@ -50,7 +49,7 @@ class SessionInstance(SandboxInstance, Protocol):
 _I = TypeVar("_I", bound=SessionInstance)
 
 #: Binds the box to the next job: a fresh channel to its runner carrying the job's state.
-Bind = Callable[[tuple["StateEntry", ...]], Awaitable[None]]
+Bind = Callable[[tuple[tuple[Scope, str, Any], ...]], Awaitable[None]]
 
 
 class EventRelay:
@@ -108,7 +107,7 @@ class SandboxSession(Generic[_I]):
         self,
         input: TurnInput,
         events: SandboxEventSink | None = None,
-        state: Iterable[StateEntry] = (),
+        state: Iterable[tuple[Scope, str, Any]] = (),
         handle: TurnHandle | None = None,
         deadline: float | None = None,
     ) -> TurnOutput:
@@ -131,7 +130,7 @@ class SandboxSession(Generic[_I]):
         self,
         input: TurnInput,
         events: SandboxEventSink | None,
-        state: tuple[StateEntry, ...],
+        state: tuple[tuple[Scope, str, Any], ...],
         handle: TurnHandle | None,
         deadline: float | None,
     ) -> TurnOutput:

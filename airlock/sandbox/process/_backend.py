@@ -19,16 +19,17 @@ import asyncio
 import sys
 import time
 from functools import partial
+from typing import Any
 
 from airlock.policy import SecretResolver
 from airlock.sandbox._lifecycle import run_turn, start
 from airlock.sandbox._observer import isolation_of, sandbox_observer
 from airlock.sandbox._placement import refuse_placement
-from airlock.sandbox._port import SandboxRequest, StateEntry
+from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._session import SandboxSession
 from airlock.sandbox._turn import hard_timeout_s
 from airlock.spec import AgentSpec
-from layer0 import EnvError, EnvironmentSpec, ProcessIsolation, TurnInput, TurnOutput
+from layer0 import EnvError, EnvironmentSpec, ProcessIsolation, Scope, TurnInput, TurnOutput
 
 from ._instance import ProcessInstance
 from ._leftovers import stop_job_runners
@@ -104,7 +105,7 @@ class ProcessBackend:
         observed = ("process", isolation_of(request.environment), "cold", time.monotonic() - began)
         sandbox_observer().provisioned(*observed)
 
-        async def bind(state: tuple[StateEntry, ...]) -> None:
+        async def bind(state: tuple[tuple[Scope, str, Any], ...]) -> None:
             runner.bind(agent, state)
 
         return SandboxSession(
