@@ -7,8 +7,11 @@ import signal
 
 import pytest
 
-from airlock.sandbox import SessionSandbox
+from airlock.policy import WorkspaceBlob, WorkspaceSnapshot
+from airlock.runner import RemoteTurn
+from airlock.sandbox import SandboxBusy, SessionSandbox
 from airlock.sandbox.process import ProcessBackend
+from airlock.turn import ToolFinished
 from layer0 import EnvError, EnvironmentSpec, ProcessIsolation, TurnInput
 from tests.support.sessions import session_request, three_jobs_share_the_box
 
@@ -49,5 +52,42 @@ async def test_a_lost_runner_is_reported_as_an_env_error_and_torn_down() -> None
         assert runner.base is not None and not runner.base.exists()
         with pytest.raises(EnvError, match="re-open"):
             await session.run(TurnInput.new("again"))
+    finally:
+        await session.close()
+
+
+async def test_a_snapshot_while_a_job_runs_is_refused() -> None:
+    session = await ProcessBackend().open(session_request(PROCESS), label="sbx-busy-snap")
+    refused: list[BaseException] = []
+
+    async def sink(event: object) -> None:
+        if isinstance(event, ToolFinished) and not refused:
+            with pytest.raises(SandboxBusy) as busy:
+                async for _ in session.snapshot(1 << 20):
+                    pass
+            refused.append(busy.value)
+
+    try:
+        await session.run(TurnInput.new("job"), sink)
+        assert len(refused) == 1
+    finally:
+        await session.close()
+
+
+@pytest.mark.skipif(
+    not hasattr(RemoteTurn, "snapshot_workspace"),
+    reason="RemoteTurn.snapshot_workspace (ws-runner) not landed yet",
+)
+async def test_a_snapshot_of_the_idle_box_names_what_its_jobs_wrote() -> None:
+    session = await ProcessBackend().open(session_request(PROCESS), label="sbx-snap")
+    try:
+        await session.run(TurnInput.new("job"))
+        events = [e async for e in session.snapshot(1 << 20)]
+        [snapshot] = [e for e in events if isinstance(e, WorkspaceSnapshot)]
+        assert "notes.txt" in {entry.path for entry in snapshot.changed}
+        assert {b.sha256 for b in events if isinstance(b, WorkspaceBlob)} >= {
+            entry.sha256 for entry in snapshot.changed
+        }
+        assert await session.alive()  # the box stays for the next job
     finally:
         await session.close()
