@@ -9,6 +9,12 @@ is torn down.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +22,7 @@ import pytest
 
 from airlock.images import runner_image_tag
 from airlock.sandbox import SessionSandbox
-from airlock.sandbox.docker import DockerBackend
+from airlock.sandbox.docker import DockerBackend, reap_orphans
 from airlock.sandbox.docker._labels import LABEL_OWNER, LABEL_SESSION
 from airlock.sandbox.docker._resume import LABEL_JOB
 from layer0 import EnvError, TurnInput
@@ -76,3 +82,43 @@ async def test_a_lost_container_is_an_env_error_and_nothing_is_left(
     finally:
         await session.close()
         assert_none_left(docker_client)
+
+
+CRASHING_CONTROLLER = textwrap.dedent(
+    """
+    import asyncio, pathlib, sys
+    from airlock.sandbox.docker import DockerBackend, reap_orphans
+    from tests.support.sessions import session_request
+
+    async def main():
+        backend = DockerBackend(image=sys.argv[1], state_dir=pathlib.Path(sys.argv[2]), sweep=False)
+        request = SandboxRequest.compile(bash_agent("true"), TurnInput.new("open"), EnvironmentSpec())
+        await backend.open(request, label="sbx-orphan")
+        print("ready", flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_crashed_controllers_session_box_is_reaped(
+    image: str, state_dir: Path, docker_client: Any
+) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CRASHING_CONTROLLER, image, str(state_dir), stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 90)
+        assert line.strip() == b"ready"
+        owner = f"{LABEL_OWNER}={os.uname().nodename}:{proc.pid}"
+        [orphan] = docker_client.containers.list(all=True, filters={"label": owner})
+        assert orphan.labels[LABEL_SESSION] == "sbx-orphan"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    report = await asyncio.to_thread(reap_orphans, docker_client, state_dir)
+    assert len(report.containers) == 1
+    assert docker_client.containers.list(all=True, filters={"label": owner}) == []
+    assert await asyncio.to_thread(lambda: list(state_dir.iterdir())) == []
