@@ -87,8 +87,10 @@ async def test_a_lost_container_is_an_env_error_and_nothing_is_left(
 CRASHING_CONTROLLER = textwrap.dedent(
     """
     import asyncio, pathlib, sys
-    from airlock.sandbox.docker import DockerBackend, reap_orphans
-    from tests.support.sessions import session_request
+    from airlock.sandbox import SandboxRequest
+    from airlock.sandbox.docker import DockerBackend
+    from airlock.testing import bash_agent
+    from layer0 import EnvironmentSpec, TurnInput
 
     async def main():
         backend = DockerBackend(image=sys.argv[1], state_dir=pathlib.Path(sys.argv[2]), sweep=False)
