@@ -30,10 +30,10 @@ from ._placement import Placement, Toleration, refuse_placement
 from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
 from ._port import (
     ClosableSandbox,
+    LongLivedSandbox,
     ResumableSandbox,
     Sandbox,
     SandboxRequest,
-    SessionSandbox,
     StateEntry,
     WarmableSandbox,
     compile_sandbox_plan,
@@ -41,7 +41,7 @@ from ._port import (
 from ._proof import ISOLATION_STATUSES, IsolationProof, IsolationStatus, ProvingSandbox
 from ._registry import backend, backend_names, backends
 from ._running import LOCAL_MODEL, RunningAgent, names_local_model, sidecar_agent
-from ._session import EventRelay, SandboxBusy, SandboxSession, SessionInstance
+from ._session import EventRelay, KeepableInstance, LongLivedBox, SandboxBusy
 
 __all__ = [
     "ISOLATION_STATUSES",
@@ -53,7 +53,10 @@ __all__ = [
     "EventRelay",
     "IsolationProof",
     "IsolationStatus",
+    "KeepableInstance",
     "Limits",
+    "LongLivedBox",
+    "LongLivedSandbox",
     "Placement",
     "PoolSettings",
     "PoolStats",
@@ -72,9 +75,6 @@ __all__ = [
     "SandboxInstance",
     "SandboxObserver",
     "SandboxRequest",
-    "SandboxSession",
-    "SessionInstance",
-    "SessionSandbox",
     "ShapeStats",
     "StateEntry",
     "Toleration",

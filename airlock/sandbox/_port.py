@@ -24,14 +24,14 @@ from ._placement import Placement
 from ._running import RunningAgent
 
 if TYPE_CHECKING:
-    from ._session import SandboxSession
+    from ._session import LongLivedBox
 
 __all__ = [
     "ClosableSandbox",
+    "LongLivedSandbox",
     "ResumableSandbox",
     "Sandbox",
     "SandboxRequest",
-    "SessionSandbox",
     "StateEntry",
     "WarmableSandbox",
     "compile_sandbox_plan",
@@ -212,16 +212,16 @@ class ClosableSandbox(Protocol):
 
 
 @runtime_checkable
-class SessionSandbox(Protocol):
+class LongLivedSandbox(Protocol):
     """A backend that can keep one box for several jobs run one after another (a long-lived
-    sandbox: :class:`~._session.SandboxSession`)."""
+    sandbox: :class:`~._session.LongLivedBox`)."""
 
     async def open(
         self, request: SandboxRequest, *, label: str, ttl: float | None = None
-    ) -> SandboxSession[Any]:
+    ) -> LongLivedBox[Any]:
         """Provision a box for ``request``'s agent, environment and placement (its ``input``,
         ``state``, ``handle`` and ``job`` are not used: each job brings its own to
-        :meth:`SandboxSession.run`), labelled with the session's id ``label`` (never a job),
+        :meth:`LongLivedBox.run`), labelled with the session's id ``label`` (never a job),
         started cold (never from a warm pool). ``ttl``: the longest the box may live, in
         seconds, where the backend can bound it (a pod's ``activeDeadlineSeconds``); None:
         until closed. Its proxies' events go to the job running at the time.

@@ -1,18 +1,18 @@
-"""SandboxSession: one box kept for several jobs, run one after another (a long-lived sandbox).
+"""LongLivedBox: one box kept for several jobs, run one after another (a long-lived sandbox).
 
 A backend's ``open`` provisions and binds a box once (its cold start, never a warm pool
-member), labelled with the session's id; :meth:`SandboxSession.run` then runs each job's turn
+member), labelled with the session's id; :meth:`LongLivedBox.run` then runs each job's turn
 in that same box through :func:`~._lifecycle.execute`, with the job's own state snapshot,
 events and handle. The workspace is shared: what one job's tools wrote, the next job reads.
 "Same processes" means the same runner process and box only: every tool process is killed at
 the end of its call (``tools/_supervisor.py``), so no background process outlives a call, let
 alone a job.
 
-Jobs never overlap: a second :meth:`~SandboxSession.run` (or a :meth:`~SandboxSession.snapshot`)
+Jobs never overlap: a second :meth:`~LongLivedBox.run` (or a :meth:`~LongLivedBox.snapshot`)
 while one runs is refused with :class:`SandboxBusy` (the caller serialises its jobs). A box
 that is lost (it died, was removed, its runner stopped answering) is torn down and reported
 as an ``EnvError`` (kind ``other``), so the caller can open a fresh one from its last snapshot.
-:meth:`~SandboxSession.close` removes everything, exactly once.
+:meth:`~LongLivedBox.close` removes everything, exactly once.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from ._redact import redacted_output, redacting_sink
 if TYPE_CHECKING:
     from ._handle import TurnHandle
 
-__all__ = ["EventRelay", "SandboxBusy", "SandboxSession", "SessionInstance"]
+__all__ = ["EventRelay", "KeepableInstance", "LongLivedBox", "SandboxBusy"]
 
 
 class SandboxBusy(AirlockError):
     """A session's box already runs a job (or takes a snapshot): jobs run one after another."""
 
 
-class SessionInstance(SandboxInstance, Protocol):
+class KeepableInstance(SandboxInstance, Protocol):
     """A box a session can keep: it also says whether its runner still answers."""
 
     async def healthy(self) -> bool:
@@ -46,7 +46,7 @@ class SessionInstance(SandboxInstance, Protocol):
         ...
 
 
-_I = TypeVar("_I", bound=SessionInstance)
+_I = TypeVar("_I", bound=KeepableInstance)
 
 #: Binds the box to the next job: a fresh channel to its runner carrying the job's state.
 Bind = Callable[[tuple[tuple[Scope, str, Any], ...]], Awaitable[None]]
@@ -65,7 +65,7 @@ class EventRelay:
             await target(event)
 
 
-class SandboxSession(Generic[_I]):
+class LongLivedBox(Generic[_I]):
     """One provisioned, ready box of a backend, kept for jobs run one after another.
 
     Args:

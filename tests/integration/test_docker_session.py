@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from airlock.images import runner_image_tag
-from airlock.sandbox import SessionSandbox
+from airlock.sandbox import LongLivedSandbox
 from airlock.sandbox.docker import DockerBackend, reap_orphans
 from airlock.sandbox.docker._labels import LABEL_OWNER, LABEL_SESSION
 from airlock.sandbox.docker._resume import LABEL_JOB
@@ -49,7 +49,7 @@ async def test_three_jobs_share_one_container_and_close_leaves_nothing(
     image: str, state_dir: Path, docker_client: Any
 ) -> None:
     backend = DockerBackend(image=image, state_dir=state_dir, sweep=False)
-    assert isinstance(backend, SessionSandbox)
+    assert isinstance(backend, LongLivedSandbox)
     session = await backend.open(session_request(), label="sbx-docker-1")
     try:
         [box] = my_containers(docker_client)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from airlock.images import runner_image_tag
-from airlock.sandbox import SessionSandbox
+from airlock.sandbox import LongLivedSandbox
 from airlock.sandbox.kubernetes import KubernetesBackend, KubernetesSettings
 from airlock.sandbox.kubernetes._names import LABEL_JOB, LABEL_OWNER, LABEL_SESSION
 from airlock.testing import DockerPods, KubeApiStandIn
@@ -73,7 +73,7 @@ async def test_three_jobs_share_one_pod_its_deadline_from_the_ttl_and_close_leav
 ) -> None:
     api, kubeconfig = cluster
     sandboxes = backend(kubeconfig)
-    assert isinstance(sandboxes, SessionSandbox)
+    assert isinstance(sandboxes, LongLivedSandbox)
     try:
         session = await sandboxes.open(session_request(), label="sbx-kube-1", ttl=3600)
         try:

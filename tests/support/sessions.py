@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airlock.sandbox import SandboxBusy, SandboxRequest, SandboxSession
+from airlock.sandbox import LongLivedBox, SandboxBusy, SandboxRequest
 from airlock.testing import bash_agent
 from airlock.turn import ToolFinished
 from layer0 import EnvironmentSpec, ExitReason, TurnInput
@@ -24,7 +24,7 @@ def session_request(environment: EnvironmentSpec | None = None) -> SandboxReques
     )
 
 
-async def run_job(session: SandboxSession[Any], n: int, busy: list[BaseException]) -> tuple[int, str]:
+async def run_job(session: LongLivedBox[Any], n: int, busy: list[BaseException]) -> tuple[int, str]:
     """Job ``n``: the line count and runner pid its tool printed. While it runs, a second job
     is tried from inside its event sink, and what refused it lands in ``busy``."""
     stdout: list[str] = []
@@ -43,7 +43,7 @@ async def run_job(session: SandboxSession[Any], n: int, busy: list[BaseException
     return int(count), pid
 
 
-async def three_jobs_share_the_box(session: SandboxSession[Any]) -> int:
+async def three_jobs_share_the_box(session: LongLivedBox[Any]) -> int:
     """Three jobs one after another: the file grows, the runner stays, overlap is refused.
     Returns the runner's pid (as the box sees it)."""
     busy: list[BaseException] = []

@@ -67,7 +67,7 @@ from airlock.sandbox._placement import Placement, refuse_placement
 from airlock.sandbox._pool import WarmPool
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._redact import redacted_output, redacting_sink
-from airlock.sandbox._session import EventRelay, SandboxSession
+from airlock.sandbox._session import EventRelay, LongLivedBox
 from airlock.sandbox._turn import hard_timeout_s
 from layer0 import EnvError, EnvironmentSpec, Scope, TurnOutput
 
@@ -330,7 +330,7 @@ class DockerBackend:
 
     async def open(
         self, request: SandboxRequest, *, label: str, ttl: float | None = None
-    ) -> SandboxSession[DockerInstance]:
+    ) -> LongLivedBox[DockerInstance]:
         """A container kept for the jobs of the long-lived sandbox ``label``, started cold and
         labelled with it (and its owner, for the reaper); ``ttl`` is not enforced by the
         engine (the controller removes an idle sandbox). Its egress proxy's events go to the
@@ -360,7 +360,7 @@ class DockerBackend:
         except BaseException:
             await sandbox.teardown()
             raise
-        return SandboxSession(
+        return LongLivedBox(
             sandbox,
             label=label,
             bind=bind,

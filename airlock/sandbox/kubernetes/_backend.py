@@ -72,7 +72,7 @@ from .._pool import WarmPool
 from .._port import SandboxRequest
 from .._proof import IsolationProof
 from .._redact import redacted_output, redacting_sink
-from .._session import EventRelay, SandboxSession
+from .._session import EventRelay, LongLivedBox
 from .._turn import hard_timeout_s
 from ._access import SANDBOX_ACCESS
 from ._api import ApiFailure, KubeApi, connect_mode, in_cluster, own_namespace
@@ -285,7 +285,7 @@ class KubernetesBackend:
 
     async def open(
         self, request: SandboxRequest, *, label: str, ttl: float | None = None
-    ) -> SandboxSession[KubernetesInstance]:
+    ) -> LongLivedBox[KubernetesInstance]:
         """A pod kept for the jobs of the long-lived sandbox ``label``, started cold (never a
         warm pod), its objects labelled with it; the pod's ``activeDeadlineSeconds`` comes
         from ``ttl`` (plus the start timeout and margin; None: none), not from a turn's
@@ -313,7 +313,7 @@ class KubernetesBackend:
             self._bind_cold(sandbox, request, state)
 
         await bind(())
-        return SandboxSession(
+        return LongLivedBox(
             sandbox,
             label=label,
             bind=bind,

@@ -26,7 +26,7 @@ from airlock.sandbox._lifecycle import run_turn, start
 from airlock.sandbox._observer import isolation_of, sandbox_observer
 from airlock.sandbox._placement import refuse_placement
 from airlock.sandbox._port import SandboxRequest
-from airlock.sandbox._session import SandboxSession
+from airlock.sandbox._session import LongLivedBox
 from airlock.sandbox._turn import hard_timeout_s
 from airlock.spec import AgentSpec
 from layer0 import EnvError, EnvironmentSpec, ProcessIsolation, Scope, TurnInput, TurnOutput
@@ -87,7 +87,7 @@ class ProcessBackend:
 
     async def open(
         self, request: SandboxRequest, *, label: str, ttl: float | None = None
-    ) -> SandboxSession[ProcessInstance]:
+    ) -> LongLivedBox[ProcessInstance]:
         """A runner process kept for the jobs of the long-lived sandbox ``label`` (its
         environment marks it with ``label``, never a job; ``ttl`` is not enforced here: the
         process lives until closed, or until its controller exits: ``--exit-with-parent``).
@@ -108,7 +108,7 @@ class ProcessBackend:
         async def bind(state: tuple[tuple[Scope, str, Any], ...]) -> None:
             runner.bind(agent, state)
 
-        return SandboxSession(
+        return LongLivedBox(
             runner,
             label=label,
             bind=bind,

@@ -9,7 +9,7 @@ import pytest
 
 from airlock.policy import WorkspaceBlob, WorkspaceSnapshot
 from airlock.runner import RemoteTurn
-from airlock.sandbox import SandboxBusy, SessionSandbox
+from airlock.sandbox import LongLivedSandbox, SandboxBusy
 from airlock.sandbox.process import ProcessBackend
 from airlock.turn import ToolFinished
 from layer0 import EnvError, EnvironmentSpec, ProcessIsolation, TurnInput
@@ -21,7 +21,7 @@ PROCESS = EnvironmentSpec(isolation=[ProcessIsolation()])
 
 async def test_three_jobs_share_one_runner_and_its_workspace_and_close_leaves_nothing() -> None:
     backend = ProcessBackend()
-    assert isinstance(backend, SessionSandbox)
+    assert isinstance(backend, LongLivedSandbox)
     session = await backend.open(session_request(PROCESS), label="sbx-one")
     runner = session.instance
     try:
