@@ -17,6 +17,7 @@ the rest live here)::
     ├── TurnLoopError            a turn loop is misused (a step while one runs) [airlock.turn]
     ├── SuspendedForApproval     a turn stopped before calls that wait for approval [airlock.turn]
     ├── TurnNotRunning           a turn has no runner to control now [airlock.sandbox]
+    ├── SandboxBusy              a long-lived sandbox runs a job now [airlock.sandbox]
     ├── WeaveError               a stored weave cannot be read back or written [airlock.weave]
     ├── FileRefused              a file may not enter or leave a workspace (a path leaving it, a
     │   │                         link or special file in the way) [airlock.policy]

@@ -30,6 +30,7 @@ from ._placement import Placement, Toleration, refuse_placement
 from ._pool import PoolSettings, PoolStats, ShapeStats, WarmPool
 from ._port import (
     ClosableSandbox,
+    LongLivedSandbox,
     ResumableSandbox,
     Sandbox,
     SandboxRequest,
@@ -40,6 +41,7 @@ from ._port import (
 from ._proof import ISOLATION_STATUSES, IsolationProof, IsolationStatus, ProvingSandbox
 from ._registry import backend, backend_names, backends
 from ._running import LOCAL_MODEL, RunningAgent, names_local_model, sidecar_agent
+from ._session import EventRelay, KeepableInstance, LongLivedBox, SandboxBusy
 
 __all__ = [
     "ISOLATION_STATUSES",
@@ -48,9 +50,13 @@ __all__ = [
     "Capabilities",
     "ClosableSandbox",
     "DoctorCheck",
+    "EventRelay",
     "IsolationProof",
     "IsolationStatus",
+    "KeepableInstance",
     "Limits",
+    "LongLivedBox",
+    "LongLivedSandbox",
     "Placement",
     "PoolSettings",
     "PoolStats",
@@ -61,6 +67,7 @@ __all__ = [
     "ResumableSandbox",
     "RunningAgent",
     "Sandbox",
+    "SandboxBusy",
     "SandboxDefaults",
     "SandboxEnvironment",
     "SandboxEvent",

@@ -10,7 +10,7 @@ included), the read-only state snapshot the turn reads, and the sink for its eve
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
@@ -23,8 +23,12 @@ from ._handle import TurnHandle
 from ._placement import Placement
 from ._running import RunningAgent
 
+if TYPE_CHECKING:
+    from ._session import LongLivedBox
+
 __all__ = [
     "ClosableSandbox",
+    "LongLivedSandbox",
     "ResumableSandbox",
     "Sandbox",
     "SandboxRequest",
@@ -204,4 +208,25 @@ class ClosableSandbox(Protocol):
 
     async def aclose(self) -> None:
         """Stop the backend's background work."""
+        ...
+
+
+@runtime_checkable
+class LongLivedSandbox(Protocol):
+    """A backend that can keep one box for several jobs run one after another (a long-lived
+    sandbox: :class:`~._session.LongLivedBox`)."""
+
+    async def open(
+        self, request: SandboxRequest, *, label: str, ttl: float | None = None
+    ) -> LongLivedBox[Any]:
+        """Provision a box for ``request``'s agent, environment and placement (its ``input``,
+        ``state``, ``handle`` and ``job`` are not used: each job brings its own to
+        :meth:`LongLivedBox.run`), labelled with the session's id ``label`` (never a job),
+        started cold (never from a warm pool). ``ttl``: the longest the box may live, in
+        seconds, where the backend can bound it (a pod's ``activeDeadlineSeconds``); None:
+        until closed. Its proxies' events go to the job running at the time.
+
+        Raises:
+            EnvError: as :meth:`Sandbox.run` raises for a box that cannot be provided.
+        """
         ...

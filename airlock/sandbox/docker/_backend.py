@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -67,13 +67,14 @@ from airlock.sandbox._placement import Placement, refuse_placement
 from airlock.sandbox._pool import WarmPool
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._redact import redacted_output, redacting_sink
+from airlock.sandbox._session import EventRelay, LongLivedBox
 from airlock.sandbox._turn import hard_timeout_s
-from layer0 import EnvError, EnvironmentSpec, TurnOutput
+from layer0 import EnvError, EnvironmentSpec, Scope, TurnOutput
 
 from ._config import resolve_boundary
 from ._egress import EGRESS_NETWORK, EgressWiring, ensure_egress_network, network_gateway, proxy_urls
 from ._instance import DockerInstance, call_engine
-from ._labels import owner_labels
+from ._labels import LABEL_SESSION, owner_labels
 from ._reaper import ReapReport, default_state_dir, reap_orphans
 from ._resume import LABEL_JOB, ensure_job_gone
 from ._settings import DockerSettings
@@ -292,11 +293,13 @@ class DockerBackend:
         request: SandboxRequest,
         credentials: ResolvedCredentials,
         sink: SandboxEventSink | None,
+        labels: Mapping[str, str] | None = None,
     ) -> DockerInstance:
-        """A sandbox started for this job alone, its credentials in place, ready to execute."""
+        """A sandbox started for this job alone (``labels``: instead of the job's), its
+        credentials in place, ready to execute."""
         plan = request.plan
         await asyncio.to_thread(require_image, client, shape.image)
-        job = {LABEL_JOB: request.job} if request.job is not None else {}
+        job = dict(labels) if labels is not None else {LABEL_JOB: request.job} if request.job else {}
         sandbox = DockerInstance(client, self.state_dir, labels=job, start_timeout=self.start_timeout)
         wiring = EgressWiring(
             client=client,
@@ -324,6 +327,49 @@ class DockerBackend:
             ),
         )
         return sandbox
+
+    async def open(
+        self, request: SandboxRequest, *, label: str, ttl: float | None = None
+    ) -> LongLivedBox[DockerInstance]:
+        """A container kept for the jobs of the long-lived sandbox ``label``, started cold and
+        labelled with it (and its owner, for the reaper); ``ttl`` is not enforced by the
+        engine (the controller removes an idle sandbox). Its egress proxy's events go to the
+        job running at the time; credential values are kept out of every output and event.
+
+        Raises:
+            EnvError: as :meth:`run` for a sandbox that cannot be provided.
+        """
+        agent = request.agent.spec
+        refuse_placement(request.placement, "docker")
+        client, runtimes = await self._prepare()
+        shape = self._shape(request.environment, request.plan, runtimes)
+        credentials = await resolve_credentials(request.plan, self.secrets)
+        relay = EventRelay()
+        began = time.monotonic()
+        labels = {LABEL_SESSION: label}
+        sandbox = await self._start_cold(client, runtimes, shape, request, credentials, relay, labels)
+        sandbox_observer().provisioned(
+            "docker", isolation_of(request.environment), "cold", time.monotonic() - began
+        )
+
+        async def bind(state: tuple[tuple[Scope, str, Any], ...]) -> None:
+            await self._bind_cold(sandbox, request.model_copy(update={"state": state}))
+
+        try:
+            await bind(())
+        except BaseException:
+            await sandbox.teardown()
+            raise
+        return LongLivedBox(
+            sandbox,
+            label=label,
+            bind=bind,
+            relay=relay,
+            secrets=credentials.secrets if credentials.values else (),
+            timeout_of=partial(
+                hard_timeout_s, agent, env_timeout=self.turn_timeout, grace=self.timeout_grace
+            ),
+        )
 
     async def ensure_gone(self, job: str) -> None:
         """Before ``job`` resumes: remove a dead controller's sandboxes and every container of

@@ -11,6 +11,9 @@ from functools import cache
 LABEL_SANDBOX = "airlock.sandbox"
 LABEL_OWNER = "airlock.owner"
 LABEL_CREATED_AT = "airlock.created-at"
+#: The long-lived sandbox (session) a box serves, instead of a job; it carries the owner
+#: labels too, so the reaper removes it once its controller is gone.
+LABEL_SESSION = "airlock.session"
 #: The owner process's start time (clock ticks since boot): tells a live owner from a reused pid.
 LABEL_OWNER_START = "airlock.owner-start"
 

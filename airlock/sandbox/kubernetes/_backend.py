@@ -48,6 +48,7 @@ import logging
 import math
 import secrets
 import time
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
@@ -59,7 +60,7 @@ from airlock.policy import (
     env_var_values,
     resolve_credentials,
 )
-from layer0 import EnvError, EnvironmentSpec, TurnOutput
+from layer0 import EnvError, EnvironmentSpec, Scope, TurnOutput
 
 from .._events import SandboxEventSink
 from .._isolation import IsolationKind, requested_isolation
@@ -71,6 +72,7 @@ from .._pool import WarmPool
 from .._port import SandboxRequest
 from .._proof import IsolationProof
 from .._redact import redacted_output, redacting_sink
+from .._session import EventRelay, LongLivedBox
 from .._turn import hard_timeout_s
 from ._access import SANDBOX_ACCESS
 from ._api import ApiFailure, KubeApi, connect_mode, in_cluster, own_namespace
@@ -208,6 +210,34 @@ class KubernetesBackend:
         runtime_class: str | None,
     ) -> TurnOutput:
         """The turn in a pod started for this job alone, removed before this returns."""
+        lifetime = (
+            math.ceil(self.settings.start_timeout + deadline) + DEADLINE_MARGIN_S
+            if deadline is not None
+            else None
+        )
+        sandbox = await self._start_cold(
+            api, lease, request, credentials, sink, limits, runtime_class, lifetime
+        )
+
+        async def bind() -> None:
+            self._bind_cold(sandbox, request, request.state)
+
+        return await run_turn(sandbox, request.input, sink, deadline, request.handle, bind=bind)
+
+    async def _start_cold(
+        self,
+        api: KubeApi,
+        lease: OwnerLease,
+        request: SandboxRequest,
+        credentials: ResolvedCredentials,
+        sink: SandboxEventSink | None,
+        limits: Limits,
+        runtime_class: str | None,
+        lifetime: int | None,
+        session: str | None = None,
+    ) -> KubernetesInstance:
+        """A pod started for one job (or the long-lived sandbox ``session``), ready, living at
+        most ``lifetime`` seconds (its ``activeDeadlineSeconds``; None: no bound)."""
         began = time.monotonic()
         owner = await api_step("acquire the owner Lease", lease.acquire)
         try:
@@ -220,11 +250,7 @@ class KubernetesBackend:
                 plan=request.plan,
                 limits=limits,
                 runtime_class=runtime_class,
-                active_deadline_s=(
-                    math.ceil(self.settings.start_timeout + deadline) + DEADLINE_MARGIN_S
-                    if deadline is not None
-                    else None
-                ),
+                active_deadline_s=lifetime,
                 controller_namespace=self._controller_namespace(),
                 fence=self._fence or (),
                 placement=request.placement,
@@ -233,19 +259,70 @@ class KubernetesBackend:
             await lease.release()
             raise
         sandbox = KubernetesInstance(
-            api, shape, credentials, sink, port_forward=self._port_forward(), job=request.job, lease=lease
+            api,
+            shape,
+            credentials,
+            sink,
+            port_forward=self._port_forward(),
+            job=request.job if session is None else None,
+            lease=lease,
+            session=session,
         )
         await start(sandbox, partial(sandbox.provision, self.settings.start_timeout))
         observed = isolation_of(request.environment), "cold", time.monotonic() - began
         sandbox_observer().provisioned("kubernetes", *observed)
+        return sandbox
 
-        async def bind() -> None:
-            agent = request.agent
-            if sandbox.proxy_ip is not None:
-                agent = agent.with_sidecar_routes(request.plan, proxy_urls(request.plan, sandbox.proxy_ip))
-            sandbox.bind(agent.final(), request.state)
+    @staticmethod
+    def _bind_cold(
+        sandbox: KubernetesInstance, request: SandboxRequest, state: Iterable[tuple[Scope, str, Any]]
+    ) -> None:
+        """A cold pod given its agent (pointed at its proxy's sidecars) and a job's state."""
+        agent = request.agent
+        if sandbox.proxy_ip is not None:
+            agent = agent.with_sidecar_routes(request.plan, proxy_urls(request.plan, sandbox.proxy_ip))
+        sandbox.bind(agent.final(), state)
 
-        return await run_turn(sandbox, request.input, sink, deadline, request.handle, bind=bind)
+    async def open(
+        self, request: SandboxRequest, *, label: str, ttl: float | None = None
+    ) -> LongLivedBox[KubernetesInstance]:
+        """A pod kept for the jobs of the long-lived sandbox ``label``, started cold (never a
+        warm pod), its objects labelled with it; the pod's ``activeDeadlineSeconds`` comes
+        from ``ttl`` (plus the start timeout and margin; None: none), not from a turn's
+        deadline. Its proxy's events go to the job running at the time; credential values
+        are kept out of every output and event.
+
+        Raises:
+            EnvError: as :meth:`run` for a sandbox that cannot be provided.
+        """
+        api, lease = await self._prepare()
+        await self._require_enforcement()
+        kind = requested_isolation(request.environment, "kubernetes").kind
+        runtime_class = await self._runtime_class(api, kind)
+        await self._check_placement(api, kind, request.placement)
+        limits = resolve_limits(request.environment, self.defaults)
+        credentials = await resolve_credentials(request.plan, self.secrets)
+        relay = EventRelay()
+        lifetime = (
+            math.ceil(self.settings.start_timeout + ttl) + DEADLINE_MARGIN_S if ttl is not None else None
+        )
+        args = (credentials, relay, limits, runtime_class, lifetime)
+        sandbox = await self._start_cold(api, lease, request, *args, session=label)
+
+        async def bind(state: tuple[tuple[Scope, str, Any], ...]) -> None:
+            self._bind_cold(sandbox, request, state)
+
+        await bind(())
+        return LongLivedBox(
+            sandbox,
+            label=label,
+            bind=bind,
+            relay=relay,
+            secrets=credentials.secrets if credentials.values else (),
+            timeout_of=partial(
+                hard_timeout_s, request.agent.spec, env_timeout=self.turn_timeout, grace=self.timeout_grace
+            ),
+        )
 
     async def _run_member(
         self,

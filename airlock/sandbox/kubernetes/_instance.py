@@ -29,7 +29,7 @@ from .._lifecycle import SETTLE_S, oom_exceeded, settle, shielded
 from ._api import ApiFailure, KubeApi
 from ._channel import PortForward, pod_ip_target
 from ._diagnose import describe_pod, oom_killed, start_failure
-from ._names import LABEL_JOB, object_name
+from ._names import LABEL_JOB, LABEL_SESSION, object_name
 from ._owner import OwnerLease
 from ._proxy_log import ProxyLog
 from ._removal import delete_object, delete_pods
@@ -87,11 +87,14 @@ class KubernetesInstance:
         port_forward: bool,
         job: str | None = None,
         lease: OwnerLease | None = None,
+        session: str | None = None,
     ) -> None:
         self.api = api
         self.lease = lease
         #: The job this sandbox runs for (every object it creates is labelled with it).
         self.job = job
+        #: The long-lived sandbox it serves (every object it creates is labelled with it).
+        self.session = session
         self.shape = shape
         self.id = shape.sandbox_id
         self.namespace = shape.namespace
@@ -152,6 +155,8 @@ class KubernetesInstance:
     async def _create(self, kind: str, fn: Callable[..., Any], body: dict[str, Any]) -> None:
         if self.job is not None:
             body["metadata"].setdefault("labels", {})[LABEL_JOB] = self.job
+        if self.session is not None:
+            body["metadata"].setdefault("labels", {})[LABEL_SESSION] = self.session
         try:
             await self.api.call(fn, self.namespace, body)
         except ApiFailure as e:

@@ -35,6 +35,7 @@ __all__ = [
     "LABEL_POOL",
     "LABEL_ROLE",
     "LABEL_SANDBOX",
+    "LABEL_SESSION",
     "MANAGED_BY",
     "RUNNER_PORT",
     "Owner",
@@ -61,6 +62,9 @@ LABEL_OWNER = "airlock.dev/owner"
 LABEL_POOL = "airlock.dev/pool"
 #: The job a sandbox runs for (a resume first makes sure no sandbox of the job is left).
 LABEL_JOB = "airlock.dev/job"
+#: The long-lived sandbox (session) a box serves instead of a job (its objects keep their
+#: owner label and Lease reference, so a dead controller's are swept as any other).
+LABEL_SESSION = "airlock.dev/session"
 #: The namespace-wide default-deny NetworkPolicy.
 DEFAULT_DENY_POLICY = "airlock-default-deny"
 

@@ -19,14 +19,17 @@ import asyncio
 import sys
 import time
 from functools import partial
+from typing import Any
 
 from airlock.policy import SecretResolver
 from airlock.sandbox._lifecycle import run_turn, start
 from airlock.sandbox._observer import isolation_of, sandbox_observer
 from airlock.sandbox._placement import refuse_placement
 from airlock.sandbox._port import SandboxRequest
+from airlock.sandbox._session import LongLivedBox
 from airlock.sandbox._turn import hard_timeout_s
-from layer0 import EnvError, EnvironmentSpec, ProcessIsolation, TurnOutput
+from airlock.spec import AgentSpec
+from layer0 import EnvError, EnvironmentSpec, ProcessIsolation, Scope, TurnInput, TurnOutput
 
 from ._instance import ProcessInstance
 from ._leftovers import stop_job_runners
@@ -81,6 +84,39 @@ class ProcessBackend:
         sandbox_observer().provisioned(*observed)
         deadline = hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace)
         return await run_turn(runner, input, request.events, deadline, request.handle, bind=runner.bound)
+
+    async def open(
+        self, request: SandboxRequest, *, label: str, ttl: float | None = None
+    ) -> LongLivedBox[ProcessInstance]:
+        """A runner process kept for the jobs of the long-lived sandbox ``label`` (its
+        environment marks it with ``label``, never a job; ``ttl`` is not enforced here: the
+        process lives until closed, or until its controller exits: ``--exit-with-parent``).
+
+        Raises:
+            EnvError: as :meth:`run` for a spec this backend cannot enforce or a runner that
+                does not start.
+        """
+        agent = request.agent.final()
+        _refuse_unenforceable(request.environment)
+        refuse_placement(request.placement, "process")
+        runner = ProcessInstance(self.python, start_timeout=self.start_timeout, session=label)
+        began = time.monotonic()
+        await start(runner, partial(runner.provision, agent))
+        observed = ("process", isolation_of(request.environment), "cold", time.monotonic() - began)
+        sandbox_observer().provisioned(*observed)
+
+        async def bind(state: tuple[tuple[Scope, str, Any], ...]) -> None:
+            runner.bind(agent, state)
+
+        return LongLivedBox(
+            runner,
+            label=label,
+            bind=bind,
+            timeout_of=partial(self._timeout, agent),
+        )
+
+    def _timeout(self, agent: AgentSpec, input: TurnInput) -> float | None:
+        return hard_timeout_s(agent, input, self.turn_timeout, self.timeout_grace)
 
     async def host_address(self) -> str:
         """Loopback: the runner is a process of this host."""

@@ -26,7 +26,7 @@ import airlock
 from airlock.sandbox._lifecycle import shielded
 from layer0 import EnvError, Scope, TurnError
 
-from ._leftovers import JOB_MARKER
+from ._leftovers import JOB_MARKER, SESSION_MARKER
 
 if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
@@ -42,17 +42,27 @@ _PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 class ProcessInstance:
-    """One runner process of ``python`` (labelled with ``job`` for ``ensure_gone``), SERVING
-    within ``start_timeout`` seconds of its spawn; torn down exactly once."""
+    """One runner process of ``python`` (labelled with ``job`` for ``ensure_gone``, or with the
+    long-lived sandbox ``session`` it serves), SERVING within ``start_timeout`` seconds of its
+    spawn; torn down exactly once."""
 
-    def __init__(self, python: str, job: str | None = None, *, start_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        python: str,
+        job: str | None = None,
+        *,
+        start_timeout: float = 30.0,
+        session: str | None = None,
+    ) -> None:
         self.python = python
         self.job = job
+        self.session = session
         self.start_timeout = start_timeout
         self.token = secrets.token_urlsafe(32)
         self.proc: asyncio.subprocess.Process | None = None
         self.base: Path | None = None
         self.remote: RemoteTurn | None = None
+        self.address = ""
         self._torn_down = False
 
     @property
@@ -71,6 +81,8 @@ class ProcessInstance:
         env["HOME"] = str(workspace)
         if self.job is not None:
             env[JOB_MARKER] = self.job  # what ensure_gone finds it by
+        if self.session is not None:
+            env[SESSION_MARKER] = self.session
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
         with open(log, "wb") as out:  # noqa: ASYNC230 - a new local file, before the process exists
             self.proc = await asyncio.create_subprocess_exec(
@@ -93,7 +105,8 @@ class ProcessInstance:
                 cwd=workspace,
                 start_new_session=True,
             )
-        self.remote = RemoteTurn(f"unix:{control / 'runner.sock'}", self.token, agent, state=state)
+        self.address = f"unix:{control / 'runner.sock'}"
+        self.remote = RemoteTurn(self.address, self.token, agent, state=state)
 
     async def wait_ready(self) -> None:
         """Return once the runner answers SERVING over the turn's channel.
@@ -118,6 +131,26 @@ class ProcessInstance:
 
     async def bound(self) -> None:
         """Nothing to bind: the runner got its agent when it was spawned."""
+
+    def bind(self, agent: AgentSpec, state: Iterable[tuple[Scope, str, Any]] | None = None) -> None:
+        """A fresh channel to the same runner for the next job of a long-lived sandbox, with
+        its state snapshot."""
+        from airlock.runner import RemoteTurn
+
+        assert self.remote is not None, "provision() first"
+        self.remote = RemoteTurn(self.address, self.token, agent, state=state)
+
+    async def healthy(self) -> bool:
+        """Whether the runner process still runs and answers SERVING (a quick check)."""
+        from airlock.runner import RunnerCallError
+
+        if self._torn_down or self.proc is None or self.proc.returncode is not None or self.remote is None:
+            return False
+        try:
+            await self.remote.wait_until_serving(0.5)
+        except RunnerCallError:
+            return False
+        return True
 
     def _prepare_dirs(self) -> tuple[Path, Path, Path]:
         self.base = Path(tempfile.mkdtemp(prefix="airlock-proc-"))  # 0700

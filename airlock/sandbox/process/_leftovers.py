@@ -18,10 +18,12 @@ from pathlib import Path
 
 from layer0 import EnvError
 
-__all__ = ["JOB_MARKER", "job_runners", "stop_job_runners"]
+__all__ = ["JOB_MARKER", "SESSION_MARKER", "job_runners", "stop_job_runners"]
 
 #: The environment variable naming a runner's job.
 JOB_MARKER = "AIRLOCK_SANDBOX_JOB"
+#: The environment variable naming the long-lived sandbox a runner serves (it carries no job).
+SESSION_MARKER = "AIRLOCK_SANDBOX_SESSION"
 #: Seconds a runner gets to cancel its turn and exit (its own grace is 10 s).
 WAIT_S = 15.0
 _PROC = Path("/proc")
