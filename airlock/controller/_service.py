@@ -155,10 +155,12 @@ class JobService:
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
         self._runs = self._job_runs(runner, state)
         self._forks = Forks(store, self._submit_fork)
-        gc = BlobGc(store, blobs) if blobs is not None else None  # blobs no checkpoint names
-        self.pruner = Pruner(
-            store, self.weaves, runner.config.retention, auth or AuthSettings(), gc=gc
-        )  # hourly
+        self.pruner = self._pruner(runner, auth)  # hourly
+
+    def _pruner(self, runner: AgentRunner, auth: AuthSettings | None) -> Pruner:
+        """What prunes the store by its retention, and sweeps the blobs no checkpoint names."""
+        gc = BlobGc(self.store, self.blobs) if self.blobs is not None else None
+        return Pruner(self.store, self.weaves, runner.config.retention, auth or AuthSettings(), gc=gc)
 
     def _job_runs(self, runner: AgentRunner, state: StateStore) -> JobRuns:
         """How jobs run: their turns, then their effects (children run through ``_runs``)."""
