@@ -62,19 +62,9 @@ class JobRecords:
             "record": at or None,
             "workspace": manifest or None,
         }
-        if job.owner is not None:
-            content |= {"submitted_by": job.owner, "tenant": job.tenant}
-        record = await self.weaves.record(
-            root,
-            job=job.id,
-            agent=job.agent,
-            type=RecordType.SPEECH,
-            kind="fork",
-            content=content,
-            depends_on=(at,) if at else (),
-            post=session_hash(state, manifest),
+        return await self._first(
+            root, job, "fork", content, (at,) if at else (), session_hash(state, manifest)
         )
-        return (record.id,)
 
     async def cone_entry(self, root: str, tip: str) -> tuple[Scope, str, Any]:
         """The state entry a causal_cone turn reads: the records ``tip`` depends on (itself,
@@ -100,6 +90,13 @@ class JobRecords:
             asked = await self.delegating_record(root, job.parent_id, job.agent, input)
             deps = (asked.id,) if asked is not None else ()
         content: dict[str, Any] = {"message": input.message.model_dump(mode="json"), "origin": job.origin}
+        return await self._first(root, job, "input", content, deps)
+
+    async def _first(
+        self, root: str, job: Job, kind: str, content: dict[str, Any], deps: tuple[str, ...], post: str = ""
+    ) -> tuple[str, ...]:
+        """Record a job's first record (its ``input``, or where its ``fork`` starts), naming
+        who submitted a job of its own tree's top (a child's are its parent's)."""
         if job.owner is not None and job.parent_id is None:
             content |= {"submitted_by": job.owner, "tenant": job.tenant}
         record = await self.weaves.record(
@@ -107,9 +104,10 @@ class JobRecords:
             job=job.id,
             agent=job.agent,
             type=RecordType.SPEECH,
-            kind="input",
+            kind=kind,
             content=content,
             depends_on=deps,
+            post=post,
         )
         return (record.id,)
 

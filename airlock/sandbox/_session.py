@@ -18,6 +18,7 @@ as an ``EnvError`` (kind ``other``), so the caller can open a fresh one from its
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from airlock.errors import AirlockError
@@ -27,11 +28,15 @@ from ._events import SandboxEvent, SandboxEventSink
 from ._instance import SandboxInstance
 from ._lifecycle import execute
 from ._redact import redacted_output, redacting_sink
+from ._turn import hard_timeout_s
 
 if TYPE_CHECKING:
+    from airlock.policy import ResolvedCredentials
+    from airlock.spec import AgentSpec
+
     from ._handle import TurnHandle
 
-__all__ = ["EventRelay", "KeepableInstance", "LongLivedBox", "SandboxBusy"]
+__all__ = ["EventRelay", "KeepableInstance", "LongLivedBox", "SandboxBusy", "proxied_box"]
 
 
 class SandboxBusy(AirlockError):
@@ -211,3 +216,27 @@ class LongLivedBox(Generic[_I]):
     async def _gone(self, why: str) -> None:
         self.lost = why
         await self.instance.teardown()
+
+
+def proxied_box(
+    instance: _I,
+    *,
+    label: str,
+    bind: Bind,
+    relay: EventRelay,
+    credentials: ResolvedCredentials,
+    agent: AgentSpec,
+    turn_timeout: float | None,
+    grace: float,
+) -> LongLivedBox[_I]:
+    """The kept box of a backend whose sandboxes have proxies (Docker, Kubernetes): their
+    events relayed to the running job, the credentials' values kept out of what it reports,
+    and each turn's deadline the agent's."""
+    return LongLivedBox(
+        instance,
+        label=label,
+        bind=bind,
+        relay=relay,
+        secrets=credentials.secrets if credentials.values else (),
+        timeout_of=partial(hard_timeout_s, agent, env_timeout=turn_timeout, grace=grace),
+    )

@@ -67,7 +67,7 @@ from airlock.sandbox._placement import Placement, refuse_placement
 from airlock.sandbox._pool import WarmPool
 from airlock.sandbox._port import SandboxRequest
 from airlock.sandbox._redact import redacted_output, redacting_sink
-from airlock.sandbox._session import EventRelay, LongLivedBox
+from airlock.sandbox._session import EventRelay, LongLivedBox, proxied_box
 from airlock.sandbox._turn import hard_timeout_s
 from layer0 import EnvError, EnvironmentSpec, Scope, TurnOutput
 
@@ -360,15 +360,15 @@ class DockerBackend:
         except BaseException:
             await sandbox.teardown()
             raise
-        return LongLivedBox(
+        return proxied_box(
             sandbox,
             label=label,
             bind=bind,
             relay=relay,
-            secrets=credentials.secrets if credentials.values else (),
-            timeout_of=partial(
-                hard_timeout_s, agent, env_timeout=self.turn_timeout, grace=self.timeout_grace
-            ),
+            credentials=credentials,
+            agent=agent,
+            turn_timeout=self.turn_timeout,
+            grace=self.timeout_grace,
         )
 
     async def ensure_gone(self, job: str) -> None:

@@ -72,7 +72,7 @@ from .._pool import WarmPool
 from .._port import SandboxRequest
 from .._proof import IsolationProof
 from .._redact import redacted_output, redacting_sink
-from .._session import EventRelay, LongLivedBox
+from .._session import EventRelay, LongLivedBox, proxied_box
 from .._turn import hard_timeout_s
 from ._access import SANDBOX_ACCESS
 from ._api import ApiFailure, KubeApi, connect_mode, in_cluster, own_namespace
@@ -313,15 +313,15 @@ class KubernetesBackend:
             self._bind_cold(sandbox, request, state)
 
         await bind(())
-        return LongLivedBox(
+        return proxied_box(
             sandbox,
             label=label,
             bind=bind,
             relay=relay,
-            secrets=credentials.secrets if credentials.values else (),
-            timeout_of=partial(
-                hard_timeout_s, request.agent.spec, env_timeout=self.turn_timeout, grace=self.timeout_grace
-            ),
+            credentials=credentials,
+            agent=request.agent.spec,
+            turn_timeout=self.turn_timeout,
+            grace=self.timeout_grace,
         )
 
     async def _run_member(
