@@ -512,3 +512,18 @@ def test_help_documents_exit_codes_and_ctrl_c(runner: CliRunner) -> None:
     for flag in ("--address", "--data-dir", "--concurrency", "--max-follow-ups", "--max-depth", "--json"):
         assert flag in text
     assert "prints it once" in text
+
+
+def test_fork_a_finished_job_at_its_last_checkpoint_and_a_point_it_does_not_have(
+    runner: CliRunner, controller: BackgroundController
+) -> None:
+    job_id = invoke_json(runner, "submit", "calc", "What is 17 * 23?", "--wait")["job"]["id"]
+    fork = invoke_json(runner, "jobs", "fork", job_id)["job"]
+    assert fork["forked_from"] == job_id and fork["fork_point"].split("@")[0].isdigit()
+    wait_for_state(runner, fork["id"], JobState.SUCCEEDED)
+    said = invoke(runner, "jobs", "fork", job_id, "--message", "and 18 * 23?")
+    assert said.exit_code == 0, said.output
+    assert f"forked job {job_id} at " in said.stdout
+    refused = invoke(runner, "jobs", "fork", job_id, "--at", "99")
+    assert refused.exit_code != 0
+    assert "no checkpoint 99" in refused.output
