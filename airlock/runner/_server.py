@@ -152,18 +152,17 @@ class _Execution:
         except wire.MalformedMessage as e:  # a value outside the wire's closed sets: not sent
             _log.warning("event not sent", extra={"execution_id": self.id, "error": str(e)})
             return
-        if message is not None and message.WhichOneof("kind") == "checkpoint":
-            if self.snapshots is not None:  # blobs, then the manifest, then its checkpoint
-                async for item in self.snapshots.events():
-                    self.events.put_nowait(item)
-            size = message.ByteSize()
-            if size > self.message_limit:  # a resume continues from the previous checkpoint
-                _log.warning("checkpoint not sent", extra={"execution_id": self.id, "bytes": size})
-                text = (
-                    f"checkpoint not sent: {size} bytes, more than the runner's message limit; a resume "
-                    "of this turn would continue from the previous checkpoint"
-                )
-                message = wire.event_to_proto(TurnLogEvent(level="warn", message=text), payload_limit=0)
+        checkpoint = message is not None and message.WhichOneof("kind") == "checkpoint"
+        if checkpoint and self.snapshots is not None:  # blobs, then the manifest, then its checkpoint
+            async for item in self.snapshots.events():
+                self.events.put_nowait(item)
+        if message is not None and (size := message.ByteSize()) > self.message_limit:
+            kind = message.WhichOneof("kind")
+            _log.warning("event not sent", extra={"execution_id": self.id, "kind": kind, "bytes": size})
+            text = f"{kind} event not sent: {size} bytes, more than the runner's message limit"
+            if kind == "checkpoint":  # a resume continues from the previous checkpoint
+                text += "; a resume of this turn would continue from the previous checkpoint"
+            message = wire.event_to_proto(TurnLogEvent(level="warn", message=text), payload_limit=0)
         if message is not None:
             self.events.put_nowait(message)
 
