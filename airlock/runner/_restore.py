@@ -83,7 +83,10 @@ class Restore:
             pending.data += blob.data
         else:
             room = pending.size - len(pending.data) + 1
-            pending.data += pending.inflate.decompress(blob.data, room)
+            try:
+                pending.data += pending.inflate.decompress(blob.data, room)
+            except zlib.error as e:
+                raise RestoreRefused(f"blob {blob.sha256[:12]}… is not valid zlib data ({e})") from None
             if pending.inflate.unconsumed_tail:
                 raise RestoreRefused(f"blob {blob.sha256[:12]}… inflates past its size {pending.size}")
         if len(pending.data) > pending.size:

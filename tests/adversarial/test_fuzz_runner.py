@@ -559,6 +559,15 @@ def _empty_workspace(runner: Runner) -> None:
 
 @FUZZ
 @given(items=st.lists(_RESTORE_ITEMS, max_size=6))
+# A blob whose zlib data is not zlib: the inflater's error used to escape as UNKNOWN.
+@example(
+    items=[
+        pb.RestoreWorkspaceRequest(entry=pb.WorkspaceEntry(path="a", sha256="0" * 64, size=0)),
+        pb.RestoreWorkspaceRequest(
+            blob=pb.WorkspaceBlob(sha256="0" * 64, size=0, compression=2, data=b"\0\0")
+        ),
+    ]
+)
 def test_hostile_restore_streams_get_a_clear_answer_and_write_nothing_outside(
     runner: Runner, items: list[pb.RestoreWorkspaceRequest]
 ) -> None:
