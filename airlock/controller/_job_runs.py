@@ -430,14 +430,15 @@ class JobRuns:
 
     async def _checkpointed(self, job_id: str, journal: JobJournal, event: object) -> None:
         """Keep the journal's new state as the job's checkpoint, and the checkpoint as received
-        in the job's history (what a fork starts from), both naming the workspace."""
+        in the job's history (what a fork starts from), both naming the workspace, in one
+        transaction (the latest checkpoint is never missing from the history)."""
         assert journal.state is not None and isinstance(event, Checkpoint)
-        manifest = journal.workspace or None
         await self._store.save_checkpoint(
-            job_id, journal.state.model_dump_json(), journal.started, manifest=manifest
-        )
-        await self._store.log_checkpoint(
-            job_id, event.model_dump_json(), journal.started, manifest=manifest, record=journal.tip
+            job_id,
+            journal.state.model_dump_json(),
+            journal.started,
+            manifest=journal.workspace or None,
+            logged=(event.model_dump_json(), journal.tip),
         )
 
 

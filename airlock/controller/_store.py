@@ -426,13 +426,26 @@ class JobStore:
         return await self._run(self._fenced(job_id, op()))
 
     async def save_checkpoint(
-        self, job_id: str, state: str, started: Iterable[str], manifest: str | None = None
+        self,
+        job_id: str,
+        state: str,
+        started: Iterable[str],
+        manifest: str | None = None,
+        *,
+        logged: tuple[str, str | None] | None = None,
     ) -> None:
         """Keep ``state`` (a SessionState's JSON, every message) as the job's latest checkpoint,
         with the open step's calls that were started and the workspace's manifest digest
-        (None: the previous checkpoint's stays)."""
-        save = _ws.save_checkpoint(job_id, state, started, manifest)
-        await self._run(self._fenced(job_id, save))
+        (None: the previous checkpoint's stays). ``logged`` (the checkpoint as received, and
+        the job's latest record) is appended to the job's log in the same transaction."""
+        started = list(started)
+
+        def op() -> Op[None]:
+            yield from _ws.save_checkpoint(job_id, state, started, manifest)
+            if logged is not None:
+                yield from _ws.log_checkpoint(job_id, logged[0], started, manifest, logged[1])
+
+        await self._run(self._fenced(job_id, op()))
 
     async def save_started(self, job_id: str, started: Iterable[str]) -> None:
         """Keep which calls of the job's open step started (their checkpoint unchanged)."""
