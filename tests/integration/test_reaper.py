@@ -7,9 +7,12 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from airlock.build import build_turn
@@ -55,6 +58,37 @@ def test_reap_orphans_removes_only_dead_owners(
     finally:
         for c in (orphan, live):
             with contextlib.suppress(Exception):  # already removed by the reaper
+                c.remove(force=True)
+
+
+def test_two_sweeps_racing_over_the_same_orphans_both_succeed(
+    runner_image: str, docker_client: Any, state_dir: Path
+) -> None:
+    """Two replicas on one host sweep the same dead owner's containers at once: the engine
+    answers the slower removal 409 "already in progress", which is waited out, not an error."""
+    owner = dead_owner()
+    orphans = [
+        start_idle(docker_client, runner_image, owner_labels("sb-2222" + os.urandom(4).hex(), owner))
+        for _ in range(6)
+    ]
+    barrier = threading.Barrier(3)
+
+    def sweep() -> Any:
+        barrier.wait()
+        return reap_orphans(docker_client, state_dir)
+
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            reports = list(pool.map(lambda _: sweep(), range(3)))
+        assert [r.errors for r in reports] == [[], [], []]
+        removed = sorted(name for r in reports for name in r.containers)
+        assert removed == sorted(f"{c.name} ({c.labels['airlock.sandbox']})" for c in orphans)
+        for c in orphans:
+            with pytest.raises(docker.errors.NotFound):
+                docker_client.containers.get(c.id)
+    finally:
+        for c in orphans:
+            with contextlib.suppress(Exception):
                 c.remove(force=True)
 
 

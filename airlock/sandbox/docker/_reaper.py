@@ -21,6 +21,7 @@ from typing import Any
 from airlock.images import docker_errors
 
 from ._labels import LABEL_OWNER, LABEL_OWNER_START, LABEL_SANDBOX, Owner, owner_is_gone
+from ._remove import force_remove
 
 SANDBOX_ID = re.compile(r"^sb-[0-9a-f]{12,32}$")
 
@@ -109,10 +110,8 @@ def reap_orphans(client: Any, state_dir: Path | None = None, *, include_live: bo
         name = ((c.get("Names") or ["?"])[0]).lstrip("/")
         if orphaned(labels):
             try:
-                client.api.remove_container(c["Id"], force=True)
-                report.containers.append(f"{name} ({labels.get(LABEL_SANDBOX)})")
-            except errors.NotFound:
-                pass
+                if force_remove(client, c["Id"]):
+                    report.containers.append(f"{name} ({labels.get(LABEL_SANDBOX)})")
             except errors.DockerException as e:
                 report.errors.append(f"container {name}: {e}")
     for n in networks:

@@ -8,7 +8,6 @@ container of the job is force-removed and read back: only "no such container" co
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from airlock.images import docker_errors
 from layer0 import EnvError
 
 from ._reaper import reap_orphans
+from ._remove import force_remove
 
 __all__ = ["LABEL_JOB", "ensure_job_gone"]
 
@@ -35,8 +35,7 @@ def ensure_job_gone(client: Any, state_dir: Path, job: str) -> None:
         swept = reap_orphans(client, state_dir)
         found = client.containers.list(all=True, filters={"label": f"{LABEL_JOB}={job}"})
         for container in found:
-            with contextlib.suppress(errors.NotFound):
-                container.remove(force=True)
+            force_remove(client, container.id)
         left = []
         for container in found:
             try:
