@@ -17,6 +17,8 @@ from airlock.policy import ChainResolver
 from airlock.sandbox import (
     ClosableSandbox,
     IsolationProof,
+    LongLivedBox,
+    LongLivedSandbox,
     PoolStats,
     ProvingSandbox,
     ResumableSandbox,
@@ -263,6 +265,28 @@ class AgentRunner:
             placement=agent.placement,
         )
         return await sandbox.run(request)
+
+    async def open_box(self, agent: AgentConfig, *, label: str, ttl: float | None) -> LongLivedBox[Any]:
+        """A box of ``agent`` (as it will run: :meth:`running`) kept for jobs run one after
+        another (a long-lived sandbox ``label``); ``ttl``: the longest it may live, where its
+        backend bounds it.
+
+        Raises:
+            EnvError: ``provision_failed`` when the agent's backend cannot keep a box; else as
+                :meth:`run`.
+        """
+        sandbox = self._sandbox(agent)
+        if not isinstance(sandbox, LongLivedSandbox):
+            raise EnvError.provision_failed(
+                f"agent {agent.name}: backend {agent.backend} cannot keep a sandbox for several jobs"
+            )
+        request = SandboxRequest.of(
+            await self.running(agent),
+            TurnInput.new(f"sandbox {label} opened"),
+            events=self.observe,
+            placement=agent.placement,
+        )
+        return await sandbox.open(request, label=label, ttl=ttl)
 
     async def ensure_gone(self, agent: AgentConfig, job: str) -> None:
         """Before ``job`` resumes: make sure its previous sandbox is gone (removed and

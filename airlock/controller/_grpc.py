@@ -38,6 +38,7 @@ from ._callers import CallerCheck, PrincipalAuth, caller, current_call
 from ._grpc_closing import RefuseWhileClosing
 from ._grpc_identity import IdentityApi
 from ._grpc_retention import prune_jobs
+from ._grpc_sandboxes import SandboxApi
 from ._quotas import QuotaExceeded
 from ._service import JobService
 from ._tls import ServerTls, bind_port
@@ -112,6 +113,11 @@ class _Servicer(cpb_grpc.ControllerServicer):
         self.service = service
         self.identity = identity
 
+    @property
+    def sandboxes(self) -> SandboxApi:
+        """The sandbox RPCs over the service's long-lived sandboxes."""
+        return SandboxApi(self.service.sandboxes)
+
     async def _job(self, context: grpc.aio.ServicerContext, job_id: str, use: access.Use) -> Job:
         """The job the request names, if the caller may ``use`` it (else the call ends:
         NOT_FOUND for another tenant's, PERMISSION_DENIED naming the permission). The audit
@@ -156,6 +162,9 @@ class _Servicer(cpb_grpc.ControllerServicer):
             access.require(principal, Permission.SUBMIT, f"submit to agent {request.agent!r}", request.agent)
         except access.PermissionDenied as e:
             return await errors.refuse(context, e)
+        if request.sandbox:
+            await self.sandboxes.sandbox(context, request.sandbox, "steer")
+            current_call().target = ""
         try:
             job = await self.service.submit(
                 request.agent,
@@ -167,6 +176,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
                 files=[(f.path, f.data) for f in request.files],
                 tenant=principal.tenant,
                 owner=principal.name,
+                sandbox=request.sandbox or None,
             )
         except QuotaExceeded as e:
             return await errors.refuse(context, e)
@@ -258,6 +268,38 @@ class _Servicer(cpb_grpc.ControllerServicer):
             return await errors.fail(context, grpc.StatusCode.NOT_FOUND, "NOT_FOUND", str(e))
         current_call().detail = f"fork of {original.id} to agent {agent}"
         return jc.job_to_proto(job)
+
+    # -- long-lived sandboxes ---------------------------------------------------------------------
+
+    async def CreateSandbox(
+        self, request: cpb.CreateSandboxRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.Sandbox:
+        return await self.sandboxes.create(request, context)
+
+    async def GetSandbox(
+        self, request: cpb.GetSandboxRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.Sandbox:
+        return await self.sandboxes.get(request, context)
+
+    async def ListSandboxes(
+        self, request: cpb.ListSandboxesRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.ListSandboxesResponse:
+        return await self.sandboxes.listed(request, context)
+
+    async def PauseSandbox(
+        self, request: cpb.PauseSandboxRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.Sandbox:
+        return await self.sandboxes.pause(request, context)
+
+    async def ResumeSandbox(
+        self, request: cpb.ResumeSandboxRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.Sandbox:
+        return await self.sandboxes.resume(request, context)
+
+    async def RemoveSandbox(
+        self, request: cpb.RemoveSandboxRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.Sandbox:
+        return await self.sandboxes.remove(request, context)
 
     async def ListJobs(
         self, request: cpb.ListJobsRequest, context: grpc.aio.ServicerContext

@@ -22,6 +22,7 @@ from airlock.errors import AirlockError
 from ._access import PermissionDenied
 from ._fork_point import ForkRefused
 from ._quotas import QuotaExceeded
+from ._sandboxes import SandboxNotFound, SandboxRefused
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover
 
 __all__ = ["REASONS", "RETRY_AFTER_S", "fail", "invalid", "refuse", "required"]
@@ -29,13 +30,15 @@ __all__ = ["REASONS", "RETRY_AFTER_S", "fail", "invalid", "refuse", "required"]
 #: Every ``ErrorInfo.reason`` the Controller service sends, and what it means.
 REASONS: dict[str, str] = {
     "INVALID_ARGUMENT": "the request is malformed: see the BadRequest field violations",
-    "NOT_FOUND": "no such job, agent or artifact",
+    "NOT_FOUND": "no such job, agent, artifact or sandbox",
     "NOT_AWAITING": "the job is not in the state the request needs (FAILED_PRECONDITION)",
     "NOT_AN_APPROVER": "the name may not decide on this job's calls (PERMISSION_DENIED)",
     "PERMISSION_DENIED": "the caller's roles lack a permission, named in ErrorInfo.metadata['permission']",
     "QUOTA_EXCEEDED": "a tenant quota is reached (RESOURCE_EXHAUSTED): metadata quota, limit, used",
     "FILES_OVER_CAP": "the job's input files exceed a cap (RESOURCE_EXHAUSTED)",
     "NOT_FORKABLE": "no such fork point, or a message given inside a step (FAILED_PRECONDITION)",
+    "SANDBOX_REFUSED": "the long-lived sandbox cannot do that: another agent's, the agent changed, "
+    "no blob store, replicas (FAILED_PRECONDITION), or its box failed (UNAVAILABLE)",
     "SHUTTING_DOWN": "the controller is stopping: try again (UNAVAILABLE, with RetryInfo)",
     "INTERNAL": "the controller failed to answer (a bug: report it)",
 }
@@ -50,6 +53,8 @@ _REFUSALS: dict[type[AirlockError], tuple[grpc.StatusCode, str]] = {
     PermissionDenied: (grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"),
     QuotaExceeded: (grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED"),
     ForkRefused: (grpc.StatusCode.FAILED_PRECONDITION, "NOT_FORKABLE"),
+    SandboxNotFound: (grpc.StatusCode.NOT_FOUND, "NOT_FOUND"),
+    SandboxRefused: (grpc.StatusCode.FAILED_PRECONDITION, "SANDBOX_REFUSED"),
 }
 #: The exception types :func:`refuse` maps (``except REFUSED as e: await refuse(context, e)``).
 REFUSED = tuple(_REFUSALS)

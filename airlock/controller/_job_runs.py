@@ -37,6 +37,7 @@ from ._job_records import JobRecords
 from ._job_workspace import JobWorkspace, WorkspaceExecution
 from ._journal import JobJournal
 from ._quotas import Quotas, capped
+from ._sandboxes import BoxLease, KeptSandboxes
 from ._tenant_state import tenant_state
 
 if TYPE_CHECKING:
@@ -81,6 +82,17 @@ class _Start:
     recorded: list[str]
 
 
+@dataclass(frozen=True)
+class _Turn:
+    """What an execution's turn starts from: its state snapshot, its tree, where it starts,
+    and the long-lived sandbox's box it runs in (None: a fresh sandbox)."""
+
+    state: list[tuple[Scope, str, Any]]
+    root: str
+    start: _Start
+    lease: BoxLease | None = None
+
+
 class JobRuns:
     """Runs jobs (submitted ones and their children) to a terminal state.
 
@@ -92,6 +104,7 @@ class JobRuns:
         effects: applies a submitted job's effects (children included).
         active: each job's agent, task, turn controls and stop request.
         workspace: each execution's workspace (restored on a resume, snapshots kept).
+        sandboxes: the long-lived sandboxes jobs may run in (None: none).
         quotas: its tenant's quotas: what a turn may still spend today, the artifacts it keeps.
         tracing: each job's trace (default: off).
     """
@@ -108,10 +121,12 @@ class JobRuns:
         effects: JobEffects,
         active: ActiveJobs,
         workspace: JobWorkspace,
+        sandboxes: KeptSandboxes | None = None,
         quotas: Quotas | None = None,
         tracing: JobTracing | None = None,
     ) -> None:
         self._workspace = workspace
+        self._sandboxes = sandboxes
         self._quotas = quotas
         self._tracing = tracing or JobTracing()
         self._runner = runner
@@ -323,9 +338,10 @@ class JobRuns:
         return _Start(resumed=True, base=base, anchor=anchor, recorded=recorded)
 
     async def _execute(self, job: Job, input: TurnInput) -> TurnOutput:
-        """One execution of the job's turn in a fresh sandbox: started anew, or continued from
-        its last checkpoint (its workspace restored). The runner's checkpoints become the job's
-        and its turn records; its workspace snapshots are verified and kept."""
+        """One execution of the job's turn: in a fresh sandbox, started anew or continued from
+        its last checkpoint (its workspace restored), or in its long-lived sandbox's box after
+        the jobs before it. The runner's checkpoints become the job's and its turn records;
+        its workspace snapshots are verified and kept."""
         agent = self._active.agent(job)
         memory = agent.effects.memory if agent.spec.reads_memory else ()
         own = tenant_state(self._state, job.tenant)
@@ -334,14 +350,25 @@ class JobRuns:
         start = await self._start(job, agent, input, root)
         if agent.spec.context.strategy == "causal_cone" and start.anchor:
             state.append(await self._records.cone_entry(root, start.anchor[0]))
+        if job.sandbox is None or self._sandboxes is None:
+            if start.resumed or job.resumes:  # a resume: its previous sandbox must be gone first
+                await self._runner.ensure_gone(agent, job.id)
+            return await self._turn_in(job, agent, input, _Turn(state, root, start))
+        async with self._sandboxes.lease(job, agent) as lease:
+            return await self._turn_in(job, agent, input, _Turn(state, root, start, lease))
+
+    async def _turn_in(self, job: Job, agent: AgentConfig, input: TurnInput, turn: _Turn) -> TurnOutput:
+        """The execution's turn in its sandbox, with its workspace, journal and controls."""
+        lease = turn.lease
         workspace = await self._workspace.execution(
-            job, agent.durability, lambda data: self._events.emit(job.id, data)
+            job,
+            agent.durability,
+            lambda data: self._events.emit(job.id, data),
+            lease.workspace if lease is not None else None,
         )
-        journal = self._journal(job, agent, input, root, start, workspace.digest)
+        journal = self._journal(job, agent, input, turn.root, turn.start, workspace.digest)
         entry = self._active.of(job.id)
-        handle = await self._handle(job, start.base, entry, workspace)
-        if start.resumed or job.resumes:  # a resume: its previous sandbox must be gone first
-            await self._runner.ensure_gone(agent, job.id)
+        handle = await self._handle(job, turn.start, entry, workspace)
         entry.handle, entry.journal = handle, journal
         execution = self._tracing.of(job.id).execution(agent, self._runner.pool_stats)
         try:
@@ -349,7 +376,12 @@ class JobRuns:
             sink = _traced(sink, execution) if self._tracing.enabled else sink
             if self._quotas is not None:
                 input = capped(input, agent.spec.defaults.max_cost, await self._quotas.cost_left(job.tenant))
-            output = await self._runner.run(agent, input, events=sink, state=state, handle=handle, job=job.id)
+            if lease is None:
+                output = await self._runner.run(
+                    agent, input, events=sink, state=turn.state, handle=handle, job=job.id
+                )
+            else:
+                output = await lease.box.run(input, events=sink, state=turn.state, handle=handle)
             room = await self._quotas.artifact_room(job.tenant) if self._quotas is not None else None
             await self._files.keep_artifacts(job.id, handle, room)
             execution.end(None)
@@ -358,6 +390,8 @@ class JobRuns:
             execution.end(e)
             raise
         finally:
+            if lease is not None:
+                lease.digest = workspace.digest
             entry.paused = False
             entry.progressed = journal.checkpoints > 0
             if entry.handle is handle:
@@ -385,18 +419,22 @@ class JobRuns:
         )
 
     async def _handle(
-        self, job: Job, base: SessionState | None, entry: ActiveJob, workspace: WorkspaceExecution
+        self, job: Job, start: _Start, entry: ActiveJob, workspace: WorkspaceExecution
     ) -> TurnHandle:
         """The execution's turn controls: what it resumes from, the workspace it starts with
-        (restored, else the job's input files), and whether it snapshots."""
+        (a resume's restored files, else the job's input files, over a long-lived sandbox's
+        files), and whether it snapshots."""
         paused, entry.paused_at_start = entry.paused_at_start, False
+        base = start.base
+        restored = start.resumed and workspace.restore is not None
         return TurnHandle(
             resume_from=base.model_dump_json() if base is not None else None,
             start_paused=paused,
-            files=() if workspace.restore is not None else await self._store.input_files(job.id),
+            files=() if restored else await self._store.input_files(job.id),
             collect_artifacts=True,
             restore=workspace.restore,
             snapshot_bytes=workspace.snapshot_bytes,
+            workspace_base=workspace.held,
         )
 
     def _sink(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from airlock.behaviour import DurabilityPolicy
 from airlock.jobs import Job, JobEventData, LogLine, WorkspaceChanged
@@ -29,7 +30,7 @@ from ._blobs import BlobStore
 from ._store import JobStore
 from ._workspace_intake import WorkspaceIntake
 
-__all__ = ["JobWorkspace", "WorkspaceExecution"]
+__all__ = ["JobWorkspace", "KeptWorkspace", "WorkspaceExecution"]
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -45,6 +46,8 @@ class WorkspaceExecution:
         snapshot_bytes: the runner snapshots while the workspace holds at most this many
             bytes (None: snapshots are off for the agent, or no blob store is configured).
         digest: the manifest the job's next checkpoint names ("" before the first snapshot).
+        held: without a restore, the manifest of the files the turn starts with (a
+            long-lived sandbox's), which the runner's snapshots start from.
     """
 
     def __init__(
@@ -55,8 +58,10 @@ class WorkspaceExecution:
         snapshot_bytes: int | None,
         digest: str,
         emit: Emit,
+        held: WorkspaceManifest | None = None,
     ) -> None:
         self._intake = intake
+        self.held = held
         self.restore = restore
         self.snapshot_bytes = snapshot_bytes
         self.digest = digest
@@ -106,8 +111,23 @@ class WorkspaceExecution:
         await self._emit(LogLine(level=LogLevel.WARN, message=reason, source="controller"))
 
 
+@dataclass(frozen=True)
+class KeptWorkspace:
+    """The workspace of the long-lived sandbox a job runs in.
+
+    Attributes:
+        manifest: the digest of the sandbox's last snapshot (None: none yet).
+        fresh: its box was just opened (a resume, a lost box): the workspace is restored
+            before the turn; else the files are there already.
+    """
+
+    manifest: str | None
+    fresh: bool
+
+
 class JobWorkspace:
-    """Opens each execution's workspace from the job's last checkpoint.
+    """Opens each execution's workspace from the job's last checkpoint (or the long-lived
+    sandbox it runs in).
 
     Args:
         store: the checkpoints and the manifests.
@@ -119,22 +139,51 @@ class JobWorkspace:
         self._store = store
         self._blobs = blobs
 
-    async def execution(self, job: Job, durability: DurabilityPolicy, emit: Emit) -> WorkspaceExecution:
-        """The workspace the job's next execution starts with and keeps."""
+    async def execution(
+        self, job: Job, durability: DurabilityPolicy, emit: Emit, kept: KeptWorkspace | None = None
+    ) -> WorkspaceExecution:
+        """The workspace the job's next execution starts with and keeps. In a long-lived
+        sandbox (``kept``), a fresh box is restored from the job's own checkpoint (a resume),
+        else the sandbox's last snapshot, whatever the agent's snapshot policy."""
         policy = durability.workspace
-        if self._blobs is None or not policy.snapshots:
+        if self._blobs is None:
             return WorkspaceExecution(intake=None, restore=None, snapshot_bytes=None, digest="", emit=emit)
-        manifest = await self._last_manifest(job, emit)
-        base = manifest or EMPTY_MANIFEST
-        intake = WorkspaceIntake(
-            self._blobs,
-            self._store,
-            job.tenant,
-            job.id,
-            base=base,
-            known=set(base.hashes()),
-            max_bytes=policy.max_bytes,
+        if kept is None:
+            restored = await self._last_manifest(job, emit) if policy.snapshots else None
+            held = restored
+        elif kept.fresh:
+            restored = held = await self._last_manifest(job, emit) or await self._named(
+                job, kept.manifest, emit
+            )
+        else:
+            restored, held = None, await self._named(job, kept.manifest, emit)
+        if restored is None and not policy.snapshots:
+            return WorkspaceExecution(intake=None, restore=None, snapshot_bytes=None, digest="", emit=emit)
+        restore = await self._restore(job, restored, emit) if restored is not None else None
+        base = held or EMPTY_MANIFEST
+        intake = None
+        if policy.snapshots:
+            intake = WorkspaceIntake(
+                self._blobs,
+                self._store,
+                job.tenant,
+                job.id,
+                base=base,
+                known=set(base.hashes()),
+                max_bytes=policy.max_bytes,
+            )
+        return WorkspaceExecution(
+            intake=intake,
+            restore=restore,
+            snapshot_bytes=policy.max_bytes if policy.snapshots else None,
+            digest=held.digest if held is not None else "",
+            emit=emit,
+            held=held if restore is None else None,
         )
+
+    async def _restore(self, job: Job, manifest: WorkspaceManifest, emit: Emit) -> WorkspaceRestore:
+        """The restore of ``manifest``'s files from the tenant's blobs (announced as an event)."""
+        assert self._blobs is not None
         blobs, tenant = self._blobs, job.tenant
 
         async def read(sha256: str) -> bytes:
@@ -145,36 +194,24 @@ class JobWorkspace:
                     f"the workspace to restore names blob {sha256}, which the blob store no longer holds"
                 ) from None
 
-        restore = None
-        if manifest is not None:
-            restore = WorkspaceRestore(manifest, read)
-            await emit(
-                WorkspaceChanged(
-                    phase="restored",
-                    manifest=manifest.digest,
-                    files=manifest.files,
-                    bytes=manifest.total_bytes,
-                )
+        await emit(
+            WorkspaceChanged(
+                phase="restored", manifest=manifest.digest, files=manifest.files, bytes=manifest.total_bytes
             )
-        return WorkspaceExecution(
-            intake=intake,
-            restore=restore,
-            snapshot_bytes=policy.max_bytes,
-            digest=manifest.digest if manifest is not None else "",
-            emit=emit,
         )
+        return WorkspaceRestore(manifest, read)
 
     async def _last_manifest(self, job: Job, emit: Emit) -> WorkspaceManifest | None:
         """The manifest the job's checkpoint names (None: no checkpoint, or no snapshot yet)."""
-        digest = await self._store.checkpoint_manifest(job.id)
+        return await self._named(job, await self._store.checkpoint_manifest(job.id), emit)
+
+    async def _named(self, job: Job, digest: str | None, emit: Emit) -> WorkspaceManifest | None:
+        """The tenant's manifest ``digest`` (None: none named, or gone: a warning says so)."""
         if not digest:
             return None
         manifest = await self._store.manifest(job.tenant, digest)
         if manifest is None:  # pruned under it, or a store restored without its manifests
-            message = (
-                f"the workspace snapshot {digest} of the checkpoint is gone; "
-                "the job resumes without its files"
-            )
+            message = f"the workspace snapshot {digest} is gone; the job resumes without its files"
             _log.warning("job %s: %s", job.id, message)
             await emit(LogLine(level=LogLevel.WARN, message=message, source="controller"))
         return manifest

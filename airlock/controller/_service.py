@@ -57,6 +57,7 @@ from ._membership import Membership
 from ._pruning import Pruner
 from ._quotas import Quotas
 from ._remote_controls import RemoteControls
+from ._sandboxes import KeptSandboxes
 from ._scheduler import Scheduler
 from ._service_settings import ServiceSettings, job_limit_ms
 from ._store import JobStore
@@ -153,6 +154,10 @@ class JobService:
         )
         self._membership = Membership(store, self.settings.lease_s, adopt=self._adoption, let_go=self._let_go)
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
+        #: The long-lived sandboxes jobs may run in (``submit(sandbox=...)``).
+        self.sandboxes = KeptSandboxes(
+            store, runner, blobs, self.replica, shared=store.shared, sweep_s=self.settings.sandbox_sweep_s
+        )
         self._runs = self._job_runs(runner, state)
         self._forks = Forks(store, self._submit_fork)
         self.pruner = self._pruner(runner, auth)  # hourly
@@ -183,6 +188,7 @@ class JobService:
             effects=effects,
             active=self._active,
             workspace=JobWorkspace(self.store, self.blobs),
+            sandboxes=self.sandboxes,
             quotas=self.quotas,
             tracing=self.tracing,
         )
@@ -229,9 +235,11 @@ class JobService:
         for job in await self.store.find(waiting):
             if job.approval is not None and job.origin == "submit":
                 self._approvals.arm_timeout(job.id, job.approval)
+        await self.sandboxes.recover()
         self._scheduler.start()
         self._membership.start()
         self.pruner.start()
+        self.sandboxes.start()
 
     def notified(self, channel: str, payload: str) -> None:
         """A notification from the shared store (PostgreSQL): ``airlock_queue``, a job was
@@ -287,6 +295,7 @@ class JobService:
             await asyncio.gather(*pending, return_exceptions=True)
         for job_id in list(self.store.claims.held()):
             await self.store.release(job_id)
+        await self.sandboxes.aclose()
         await self._membership.leave(hand_over=bool(handed))
         await self.runner.aclose()
 
@@ -318,11 +327,13 @@ class JobService:
         files: Sequence[tuple[str, bytes]] = (),
         tenant: str = DEFAULT_TENANT,
         owner: str | None = None,
+        sandbox: str | None = None,
     ) -> Job:
         """Record a job for ``agent`` (durably, with the input ``files`` placed in its
         workspace before each of its turns) and queue it; with ``until_stable``, the agent is
         re-run on its own output until it is stable (a fixed-point job). It belongs to
-        ``tenant`` and was submitted by ``owner`` (a principal's name).
+        ``tenant`` and was submitted by ``owner`` (a principal's name); with ``sandbox`` it runs
+        in that long-lived sandbox of the tenant, after the jobs before it.
 
         Raises:
             QuotaExceeded: one of ``tenant``'s quotas (nothing is recorded).
@@ -330,7 +341,11 @@ class JobService:
                 non-positive ``max_duration_ms``.
             FileRefused: a file path that leaves the workspace, or a path twice;
                 ``FilesOverCap`` beyond :data:`airlock.policy.INPUT_CAPS`.
+            SandboxNotFound: no such sandbox of the tenant; ``SandboxRefused``: another
+                agent's, or the agent changed since its creation.
         """
+        if sandbox is not None:
+            await self.sandboxes.admit(sandbox, self._agent(agent), tenant)
         return await self._submit(
             agent,
             input,
@@ -342,6 +357,7 @@ class JobService:
             files=files,
             tenant=tenant,
             owner=owner,
+            sandbox=sandbox,
         )
 
     async def run(
@@ -389,6 +405,7 @@ class JobService:
         tenant: str = DEFAULT_TENANT,
         owner: str | None = None,
         fork: ForkSeed | None = None,
+        sandbox: str | None = None,
     ) -> Job:
         config = self._agent(agent)
         admit = self.quotas.admission(tenant, config)
@@ -411,6 +428,7 @@ class JobService:
             owner=owner,
             admit=admit,
             fork=fork,
+            sandbox=sandbox,
         )
         self.events.notify(event, job)
         entry = self._active.of(job.id)

@@ -37,6 +37,7 @@ class ServiceSettings:
             third of it.
         poll_s: how often an idle worker looks for a queued job without being woken (jobs
             queued through another replica wake it at once on PostgreSQL).
+        sandbox_sweep_s: how often long-lived sandboxes idle past their TTL are looked for.
     """
 
     concurrency: int = 4
@@ -45,14 +46,15 @@ class ServiceSettings:
     max_follow_ups: int = 16
     lease_s: float = 15.0
     poll_s: float = 1.0
+    sandbox_sweep_s: float = 5.0
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.max_depth < 0 or self.max_follow_ups < 0:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
-        if self.lease_s <= 0 or self.poll_s <= 0:
-            raise ConfigError("lease_s and poll_s must be positive")
+        if self.lease_s <= 0 or self.poll_s <= 0 or self.sandbox_sweep_s <= 0:
+            raise ConfigError("lease_s, poll_s and sandbox_sweep_s must be positive")
 
 
 #: Extra time a job gets beyond its turn's ``max_duration`` (the input's, else its agent's)

@@ -234,12 +234,14 @@ class JobStore:
         admit: Admission | None = None,
         ledger: tuple[str, str] | None = None,
         fork: ForkSeed | None = None,
+        sandbox: str | None = None,
     ) -> tuple[Job, JobEvent]:
         """Record a new job (with its input ``files``, and its first ``state`` event) durably;
         return both. ``admit`` runs first in the same transaction (a tenant's quotas): what it
         raises leaves nothing written, and no two admissions of a tenant interleave. ``ledger``
         (a tree's root and a key) records, in the same transaction, which effect created it.
-        A ``fork`` starts from its seed: the checkpoint (and workspace) it resumes from."""
+        A ``fork`` starts from its seed: the checkpoint (and workspace) it resumes from; a job
+        with a ``sandbox`` runs in that long-lived sandbox."""
         job_id = new_job_id()
         now = utcnow()
         job = Job(
@@ -258,6 +260,7 @@ class JobStore:
             owner=owner,
             forked_from=fork.forked_from if fork is not None else None,
             fork_point=fork.point if fork is not None else None,
+            sandbox=sandbox,
         )
 
         held_parent = parent_id is not None and self.claims.holds(parent_id)

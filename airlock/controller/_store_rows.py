@@ -27,7 +27,7 @@ from layer0 import TurnInput, TurnOutput
 COLUMNS = (
     "id, agent, state, queue, parent_id, origin, workflow, session, input, output, error, "
     "created_at, started_at, finished_at, max_duration_ms, children, effects, resumes, approval, "
-    "fixed_point, tenant, owner, forked_from, fork_point"
+    "fixed_point, tenant, owner, forked_from, fork_point, sandbox_id"
 )
 #: ``?`` for each of :data:`COLUMNS`.
 MARKS = ", ".join("?" * len(COLUMNS.split(", ")))
@@ -101,6 +101,7 @@ def job_of(row: Row) -> Job:
         owner=row["owner"],
         forked_from=row["forked_from"],
         fork_point=row["fork_point"],
+        sandbox=row["sandbox_id"],
     )
 
 
@@ -149,4 +150,5 @@ def new_row(job: Job) -> tuple[Any, ...]:
         job.owner,
         job.forked_from,
         job.fork_point,
+        job.sandbox,
     )

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from airlock.errors import AirlockError
 from airlock.policy import (
+    EMPTY_MANIFEST,
     ManifestEntry,
     ManifestRefused,
     WorkspaceBlob,
@@ -66,14 +67,16 @@ class _Pending:
 
 
 class WorkspaceIntake:
-    """The snapshots of one execution of a job, checked before anything is stored.
+    """The snapshots of one execution of a job (or of a long-lived sandbox's pause), checked
+    before anything is stored.
 
     Args:
         blobs: where the tenant's blobs go.
         store: where the manifests and blob rows go.
         tenant: the job's tenant.
-        job_id: the job (named in refusals).
-        base: the manifest the sandbox's workspace starts from (restored, or empty).
+        job_id: the job (named in refusals; a sandbox's pause: ``sandbox <id>``).
+        base: the manifest the sandbox's workspace starts from (restored, or empty). A runner
+            that holds another one sends a full snapshot (its base the empty manifest's).
         known: the content hashes of this job's lineage (earlier manifests, the fork base).
         max_bytes: the workspace's cap (uncompressed); also caps one file.
     """
@@ -98,7 +101,8 @@ class WorkspaceIntake:
         self.stop: WorkspaceStopped | None = None
 
     def _refuse(self, reason: str) -> WorkspaceViolation:
-        return WorkspaceViolation(f"job {self._job}: workspace snapshot refused: {reason}")
+        who = self._job if " " in self._job else f"job {self._job}"
+        return WorkspaceViolation(f"{who}: workspace snapshot refused: {reason}")
 
     async def blob(self, ev: WorkspaceBlob) -> None:
         """Take one piece of a blob; the last one verifies it (hash, size) and stages it."""
@@ -163,10 +167,13 @@ class WorkspaceIntake:
             raise self._refuse(f"a snapshot came after snapshots stopped ({self.stop.reason})")
         if self._pending is not None:
             raise self._refuse(f"blob {self._pending.sha256} is unfinished when the snapshot came")
-        if ev.base != self.manifest.digest:
+        base = self.manifest
+        if ev.base == EMPTY_MANIFEST.digest:
+            base = EMPTY_MANIFEST  # a full snapshot: every file is in ``changed``
+        elif ev.base != base.digest:
             raise self._refuse(f"it applies to {ev.base}, but the workspace is {self.manifest.digest}")
         try:
-            after = self.manifest.apply(ev.changed, ev.deleted)
+            after = base.apply(ev.changed, ev.deleted)
         except ManifestRefused as e:
             raise self._refuse(str(e)) from None
         for entry in ev.changed:

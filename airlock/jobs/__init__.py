@@ -54,6 +54,7 @@ if _typing.TYPE_CHECKING:
     from ._page_tokens import INVALID_PAGE_TOKEN, decode_page_token, encode_page_token
     from ._paths import default_data_dir
     from ._prune import PruneSummary
+    from ._sandboxes import SandboxInfo, SandboxPhase
     from ._states import ACTIVE_STATES, TERMINAL_STATES, JobState
     from ._tls import (
         TLS_CA_ENV,
@@ -113,6 +114,8 @@ __all__ = [
     "QuotaUse",
     "ResumeCause",
     "SandboxActivity",
+    "SandboxInfo",
+    "SandboxPhase",
     "SignalRecorded",
     "StateChanged",
     "StoredFile",
@@ -140,6 +143,8 @@ _WHERE = {
     "ACTIVE_STATES": "._states",
     "ADDRESS_ENV": "._client",
     "ApprovalChanged": "._model",
+    "SandboxInfo": "._sandboxes",
+    "SandboxPhase": "._sandboxes",
     "ApprovalWait": "._model",
     "ChildJobChanged": "._model",
     "ControllerClient": "._client",

@@ -195,6 +195,8 @@ class Job(BaseModel):
     forked_from: str | None = None
     #: Where in ``forked_from``'s history it started (``checkpoint 7 (record job:12)``).
     fork_point: str | None = None
+    #: The long-lived sandbox it runs in (None: a sandbox of its own).
+    sandbox: str | None = None
 
     @property
     def session(self) -> str | None:

@@ -23,6 +23,7 @@ from layer0 import decimal_to_str
 from ._convert_effects import report_from_proto, report_to_proto
 from ._errors import JobErrorKind
 from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobOrigin, JobState
+from ._sandboxes import SandboxInfo, SandboxPhase
 
 #: JobState ↔ ``JOB_STATE_*``.
 JOB_STATE: cv.WireEnum[JobState] = cv.WireEnum(cpb.JobState, "JOB_STATE_", JobState, "job state")
@@ -104,6 +105,7 @@ def job_to_proto(job: Job) -> cpb.Job:
         owner=job.owner or "",
         forked_from=job.forked_from or "",
         fork_point=job.fork_point or "",
+        sandbox=job.sandbox or "",
     )
     if job.output is not None:
         message.output.CopyFrom(cv.output_to_proto(job.output))
@@ -155,6 +157,7 @@ def job_from_proto(message: cpb.Job) -> Job:
         owner=message.owner or None,
         forked_from=message.forked_from or None,
         fork_point=message.fork_point or None,
+        sandbox=message.sandbox or None,
         approval=approval_from_proto(message.approval) if message.HasField("approval") else None,
         fixed_point=fixed_point_from_proto(message.fixed_point) if message.HasField("fixed_point") else None,
     )
@@ -440,4 +443,52 @@ def isolation_proof_from_proto(message: cpb.IsolationProof) -> IsolationProof:
         checked_at=timestamp_from_proto(message.checked_at),
         reason=message.reason,
         evidence=tuple(message.evidence),
+    )
+
+
+_SANDBOX_STATES: dict[SandboxPhase, cpb.SandboxState.ValueType] = {
+    "running": cpb.SANDBOX_STATE_RUNNING,
+    "paused": cpb.SANDBOX_STATE_PAUSED,
+}
+
+
+def sandbox_to_proto(sandbox: SandboxInfo) -> cpb.Sandbox:
+    """A long-lived sandbox on the wire."""
+    message = cpb.Sandbox(
+        id=sandbox.id,
+        agent=sandbox.agent,
+        tenant=sandbox.tenant,
+        owner=sandbox.owner or "",
+        state=_SANDBOX_STATES[sandbox.state],
+        manifest=sandbox.manifest or "",
+        created_at=timestamp_to_proto(sandbox.created_at),
+        last_used_at=timestamp_to_proto(sandbox.last_used_at),
+        spec_digest=sandbox.spec_digest,
+    )
+    if sandbox.ttl_s is not None:
+        message.ttl.FromMilliseconds(round(sandbox.ttl_s * 1000))
+    return message
+
+
+def sandbox_from_proto(message: cpb.Sandbox) -> SandboxInfo:
+    """A long-lived sandbox from the wire.
+
+    Raises:
+        MalformedMessage: its state is not one this client knows.
+    """
+    states = {v: k for k, v in _SANDBOX_STATES.items()}
+    state = states.get(message.state)
+    if state is None:
+        raise cv.MalformedMessage(f"unknown sandbox state {message.state}", path="state")
+    return SandboxInfo(
+        id=message.id,
+        agent=message.agent,
+        tenant=message.tenant,
+        owner=message.owner or None,
+        state=state,
+        manifest=message.manifest or None,
+        ttl_s=message.ttl.ToMilliseconds() / 1000 if message.HasField("ttl") else None,
+        created_at=timestamp_from_proto(message.created_at),
+        last_used_at=timestamp_from_proto(message.last_used_at),
+        spec_digest=message.spec_digest,
     )

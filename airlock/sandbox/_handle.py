@@ -49,6 +49,8 @@ class TurnHandle:
             must report the same manifest digest back or the turn does not start.
         snapshot_bytes: the runner snapshots the workspace before each checkpoint while it
             holds at most this many bytes (``None``: no snapshots).
+        workspace_base: without ``restore``, the manifest the caller holds of the workspace
+            the turn starts in (a long-lived sandbox's; None: the empty one).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class TurnHandle:
         collect_artifacts: bool = False,
         restore: WorkspaceRestore | None = None,
         snapshot_bytes: int | None = None,
+        workspace_base: WorkspaceManifest | None = None,
     ) -> None:
         self.resume_from = resume_from
         #: The turn starts paused, before its first step (then step or resume it).
@@ -68,6 +71,7 @@ class TurnHandle:
         self.collect_artifacts = collect_artifacts
         self.restore = restore
         self.snapshot_bytes = snapshot_bytes
+        self.workspace_base = workspace_base
         #: What the turn left under its artifact globs (checked against the spec's caps).
         self.artifacts: Artifacts | None = None
         #: Why the artifacts were refused (over a cap, a path not confined), if they were.

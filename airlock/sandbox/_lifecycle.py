@@ -133,7 +133,7 @@ async def execute(
     try:
         if handle is not None and handle.restore is not None:
             await _restore(who, remote, handle.restore)
-        elif handle is not None and handle.files:
+        if handle is not None and handle.files:
             await _put_files(who, remote, handle.files)
         try:
             output = await asyncio.wait_for(remote.execute(input, events=events), timeout)
@@ -179,13 +179,14 @@ async def _put_files(who: str, remote: RemoteTurn, files: list[tuple[str, bytes]
 
 
 def _snapshot_options(handle: TurnHandle) -> WorkspaceOptions | None:
-    """The snapshots ``handle`` asks for, against the restored manifest or the empty one."""
+    """The snapshots ``handle`` asks for, against the restored manifest, else the one the
+    caller holds, else the empty one."""
     from airlock.policy import EMPTY_MANIFEST
     from airlock.wire import WorkspaceOptions
 
     if handle.snapshot_bytes is None:
         return None
-    base = handle.restore.manifest if handle.restore is not None else EMPTY_MANIFEST
+    base = handle.restore.manifest if handle.restore is not None else handle.workspace_base or EMPTY_MANIFEST
     return WorkspaceOptions(max_bytes=handle.snapshot_bytes, base=base.digest)
 
 

@@ -104,5 +104,5 @@ def test_restore_refuses_what_is_not_a_store_or_is_too_new(tmp_path: Path) -> No
     runner = CliRunner()
     for bad, says in ((junk, "is not a job store"), (newer, "newer than this airlock's")):
         out = runner.invoke(app, ["store", "restore", "--yes", "--data-dir", str(tmp_path), str(bad)])
-        assert out.exit_code == 1 and says in out.output, out.output
+        assert out.exit_code == 1 and says in " ".join(out.output.split()), out.output
     assert _schema(path) == 0 and not list(tmp_path.glob("jobs.db.replaced-*"))

@@ -18,7 +18,7 @@ from airlock._proto.controller.v1 import controller_pb2 as cpb
 from airlock.controller import new_job_id
 from airlock.controller._callers import peer_host
 from airlock.identity._throttle import MAX_FAILURES
-from airlock.jobs import JobState
+from airlock.jobs import JobFilter, JobState
 from airlock.jobs import convert as jc
 from layer0 import TurnInput
 
@@ -44,6 +44,16 @@ BY_JOB: dict[str, Callable[[str], Any]] = {
     "GetWeave": lambda i: cpb.GetWeaveRequest(id=i),
     "VerifyJob": lambda i: cpb.VerifyJobRequest(id=i),
 }
+#: Every RPC that names a long-lived sandbox, and a request for it naming ``id``.
+BY_SANDBOX: dict[str, Callable[[str], Any]] = {
+    "GetSandbox": lambda i: cpb.GetSandboxRequest(id=i),
+    "PauseSandbox": lambda i: cpb.PauseSandboxRequest(id=i),
+    "ResumeSandbox": lambda i: cpb.ResumeSandboxRequest(id=i),
+    "RemoveSandbox": lambda i: cpb.RemoveSandboxRequest(id=i),
+    "SubmitJob": lambda i: cpb.SubmitJobRequest(
+        agent="a", input=wire.input_to_proto(TurnInput.new("in your box")), sandbox=i
+    ),
+}
 #: The RPCs that name no job, each tested below by name.
 NOT_BY_JOB = frozenset(
     {
@@ -59,6 +69,8 @@ NOT_BY_JOB = frozenset(
         "ListTenants",
         "ListAudit",
         "PruneJobs",
+        "CreateSandbox",
+        "ListSandboxes",
     }
 )
 
@@ -70,8 +82,35 @@ async def w(tmp_path: Path) -> AsyncIterator[World]:
 
 
 def test_the_suite_covers_every_rpc() -> None:
-    assert set(BY_JOB) | NOT_BY_JOB == {m.name for m in SERVICE.methods}
-    assert not set(BY_JOB) & NOT_BY_JOB
+    assert set(BY_JOB) | set(BY_SANDBOX) | NOT_BY_JOB == {m.name for m in SERVICE.methods}
+    assert not set(BY_JOB) & NOT_BY_JOB and not set(BY_JOB) & set(BY_SANDBOX)
+
+
+@pytest.mark.parametrize("method", sorted(BY_SANDBOX))
+async def test_another_tenants_sandbox_answers_as_one_that_never_existed(w: World, method: str) -> None:
+    never = "sbx-" + new_job_id()[1:]
+    theirs = await w.refused("bob", method, BY_SANDBOX[method](w.red_sandbox.id))
+    unknown = await w.refused("bob", method, BY_SANDBOX[method](never))
+    assert theirs.code() == grpc.StatusCode.NOT_FOUND
+    assert _shape(theirs, w.red_sandbox.id) == _shape(unknown, never)
+    assert await w.service.sandboxes.get(w.red_sandbox.id, None) == w.red_sandbox
+    assert {j.id for j in await w.service.find(JobFilter())} == {w.red.id, w.blue.id}  # nothing submitted
+
+
+async def test_sandboxes_list_only_the_callers_tenant_and_steer_only_for_their_creator(w: World) -> None:
+    assert list((await w.call("bob", "ListSandboxes", cpb.ListSandboxesRequest())).sandboxes) == []
+    listed = await w.call("carol", "ListSandboxes", cpb.ListSandboxesRequest())
+    assert [s.id for s in listed.sandboxes] == [w.red_sandbox.id]  # a viewer of red
+    assert (await w.call("carol", "GetSandbox", cpb.GetSandboxRequest(id=w.red_sandbox.id))).owner == "alice"
+    for method in ("PauseSandbox", "ResumeSandbox", "RemoveSandbox"):
+        refused = await w.refused("carol", method, BY_SANDBOX[method](w.red_sandbox.id))
+        assert _permission(refused) == "jobs.own", method
+    in_box = await w.refused("carol", "SubmitJob", BY_SANDBOX["SubmitJob"](w.red_sandbox.id))
+    assert _permission(in_box) == "jobs.submit"
+    everyone = await w.call("root", "ListSandboxes", cpb.ListSandboxesRequest())
+    assert [s.tenant for s in everyone.sandboxes] == ["red"]
+    create = cpb.CreateSandboxRequest(agent="ops")
+    assert _permission(await w.refused("dave", "CreateSandbox", create)) == "jobs.submit"
 
 
 def _shape(error: grpc.aio.AioRpcError, job_id: str) -> tuple[Any, ...]:

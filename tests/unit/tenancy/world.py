@@ -14,10 +14,12 @@ import grpc
 import yaml
 
 from airlock._proto.controller.v1 import controller_pb2_grpc as cpb_grpc
-from airlock.config import load_config
+from airlock.config import AgentConfig, load_config
 from airlock.controller import AgentRunner, ControllerServer, IdentityApi, JobService, SqliteJobStore
+from airlock.controller import _store_sandboxes as sandbox_rows
+from airlock.controller._sandboxes import spec_digest
 from airlock.identity import KeyStore, Principal, RoleBook
-from airlock.jobs import Job
+from airlock.jobs import Job, SandboxInfo, utcnow
 from airlock.state import SqliteStore
 from layer0 import TurnInput
 from tests.support.principals import Principals, principal, token_of
@@ -58,6 +60,8 @@ class World:
     keys: KeyStore
     red: Job
     blue: Job
+    #: A long-lived sandbox of red's (alice's), its row only (no box).
+    red_sandbox: SandboxInfo
 
     def token(self, name: str) -> str:
         tenant = {"alice": "red", "carol": "red", "dave": "red", "bob": "blue", "zed": "carl"}.get(
@@ -104,8 +108,26 @@ async def world(tmp_path: Path, auth: dict[str, Any] | None = None) -> AsyncIter
             red = await submit(service, "red", "alice", "the red secret")
             blue = await submit(service, "blue", "bob", "the blue plan")
             await store.save_artifacts(red.id, [("out/r.txt", b"red")])
+            sandbox = await red_sandbox(store, config.agent("a"))
             assert server.address is not None
-            yield World(server.address, service, store, keys, red, blue)
+            yield World(server.address, service, store, keys, red, blue, sandbox)
+
+
+async def red_sandbox(store: SqliteJobStore, agent: AgentConfig) -> SandboxInfo:
+    """A paused sandbox of red's agent ``a`` created by alice (its row: no box is started)."""
+    now = utcnow()
+    info = SandboxInfo(
+        id="sbx-red0000000000000",
+        agent=agent.name,
+        tenant="red",
+        owner="alice",
+        state="paused",
+        created_at=now,
+        last_used_at=now,
+        spec_digest=spec_digest(agent),
+    )
+    await store.run(sandbox_rows.insert(info, "test"))
+    return info
 
 
 def submit(service: JobService, tenant: str, owner: str, message: str) -> Awaitable[Job]:

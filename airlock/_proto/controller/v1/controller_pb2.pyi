@@ -495,6 +495,27 @@ RECORD_TYPE_YIELD: RecordType.ValueType  # 4
 RECORD_TYPE_SILENCE: RecordType.ValueType  # 5
 Global___RecordType: _TypeAlias = RecordType  # noqa: Y015
 
+class _SandboxState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SandboxStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SandboxState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SANDBOX_STATE_UNSPECIFIED: _SandboxState.ValueType  # 0
+    SANDBOX_STATE_RUNNING: _SandboxState.ValueType  # 1
+    """Its box runs (jobs run in it at once)."""
+    SANDBOX_STATE_PAUSED: _SandboxState.ValueType  # 2
+    """Snapshotted, its box removed; ResumeSandbox (or the next job) starts a fresh box from it."""
+
+class SandboxState(_SandboxState, metaclass=_SandboxStateEnumTypeWrapper): ...
+
+SANDBOX_STATE_UNSPECIFIED: SandboxState.ValueType  # 0
+SANDBOX_STATE_RUNNING: SandboxState.ValueType  # 1
+"""Its box runs (jobs run in it at once)."""
+SANDBOX_STATE_PAUSED: SandboxState.ValueType  # 2
+"""Snapshotted, its box removed; ResumeSandbox (or the next job) starts a fresh box from it."""
+Global___SandboxState: _TypeAlias = SandboxState  # noqa: Y015
+
 class _IsolationStatus:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -766,6 +787,7 @@ class Job(_message.Message):
     OWNER_FIELD_NUMBER: _builtins.int
     FORKED_FROM_FIELD_NUMBER: _builtins.int
     FORK_POINT_FIELD_NUMBER: _builtins.int
+    SANDBOX_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     agent: _builtins.str
     state: Global___JobState.ValueType
@@ -785,6 +807,8 @@ class Job(_message.Message):
     forked_from: _builtins.str
     """The job it was forked from ("": none), and where in that job's history it started."""
     fork_point: _builtins.str
+    sandbox: _builtins.str
+    """The long-lived sandbox it ran in ("": a sandbox of its own)."""
     @_builtins.property
     def input(self) -> _runner_pb2.TurnInput: ...
     @_builtins.property
@@ -847,10 +871,11 @@ class Job(_message.Message):
         owner: _builtins.str = ...,
         forked_from: _builtins.str = ...,
         fork_point: _builtins.str = ...,
+        sandbox: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "fork_point", b"fork_point", "forked_from", b"forked_from", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "owner", b"owner", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "fork_point", b"fork_point", "forked_from", b"forked_from", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "owner", b"owner", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "sandbox", b"sandbox", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__approval: _TypeAlias = _typing.Literal["approval"]  # noqa: Y015
     _WhichOneofArgType__approval: _TypeAlias = _typing.Literal["_approval", b"_approval"]  # noqa: Y015
@@ -1630,12 +1655,17 @@ class SubmitJobRequest(_message.Message):
     WORKFLOW_FIELD_NUMBER: _builtins.int
     UNTIL_STABLE_FIELD_NUMBER: _builtins.int
     FILES_FIELD_NUMBER: _builtins.int
+    SANDBOX_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """The configured agent's name. Unknown: NOT_FOUND (the message lists the agents)."""
     queue: _builtins.str
     """Fair-queue key (default: the agent's name)."""
     workflow: _builtins.str
     """Workflow that signals are recorded under (default: the job id)."""
+    sandbox: _builtins.str
+    """Run in this long-lived sandbox of the caller's tenant (CreateSandbox; the agent must be
+    the sandbox's; unknown: NOT_FOUND): after the jobs before it, in the same workspace.
+    """
     @_builtins.property
     def input(self) -> _runner_pb2.TurnInput: ...
     @_builtins.property
@@ -1665,10 +1695,11 @@ class SubmitJobRequest(_message.Message):
         workflow: _builtins.str = ...,
         until_stable: Global___UntilStable | None = ...,
         files: _abc.Iterable[Global___JobFile] | None = ...,
+        sandbox: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "_until_stable", b"_until_stable", "input", b"input", "max_duration", b"max_duration", "until_stable", b"until_stable"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "_until_stable", b"_until_stable", "agent", b"agent", "files", b"files", "input", b"input", "max_duration", b"max_duration", "queue", b"queue", "until_stable", b"until_stable", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration", "_until_stable", b"_until_stable", "agent", b"agent", "files", b"files", "input", b"input", "max_duration", b"max_duration", "queue", b"queue", "sandbox", b"sandbox", "until_stable", b"until_stable", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_duration: _TypeAlias = _typing.Literal["max_duration"]  # noqa: Y015
     _WhichOneofArgType__max_duration: _TypeAlias = _typing.Literal["_max_duration", b"_max_duration"]  # noqa: Y015
@@ -2456,6 +2487,206 @@ class ForkJobRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ForkJobRequest: _TypeAlias = ForkJobRequest  # noqa: Y015
+
+@_typing.final
+class Sandbox(_message.Message):
+    """A long-lived sandbox: one box kept for several jobs run one after another (same workspace),
+    its policy the agent's as it was at creation.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    MANIFEST_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    LAST_USED_AT_FIELD_NUMBER: _builtins.int
+    SPEC_DIGEST_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    agent: _builtins.str
+    tenant: _builtins.str
+    owner: _builtins.str
+    """The principal that created it."""
+    state: Global___SandboxState.ValueType
+    manifest: _builtins.str
+    """The digest of its workspace's last snapshot ("": none yet)."""
+    spec_digest: _builtins.str
+    """The agent's spec digest fixed at creation (a job for a changed agent is refused)."""
+    @_builtins.property
+    def ttl(self) -> _duration_pb2.Duration:
+        """Removed once idle this long (absent: kept until removed)."""
+
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def last_used_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        agent: _builtins.str = ...,
+        tenant: _builtins.str = ...,
+        owner: _builtins.str = ...,
+        state: Global___SandboxState.ValueType = ...,
+        manifest: _builtins.str = ...,
+        ttl: _duration_pb2.Duration | None = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        last_used_at: _timestamp_pb2.Timestamp | None = ...,
+        spec_digest: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ttl", b"_ttl", "created_at", b"created_at", "last_used_at", b"last_used_at", "ttl", b"ttl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ttl", b"_ttl", "agent", b"agent", "created_at", b"created_at", "id", b"id", "last_used_at", b"last_used_at", "manifest", b"manifest", "owner", b"owner", "spec_digest", b"spec_digest", "state", b"state", "tenant", b"tenant", "ttl", b"ttl"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__ttl: _TypeAlias = _typing.Literal["ttl"]  # noqa: Y015
+    _WhichOneofArgType__ttl: _TypeAlias = _typing.Literal["_ttl", b"_ttl"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ttl) -> _WhichOneofReturnType__ttl | None: ...
+
+Global___Sandbox: _TypeAlias = Sandbox  # noqa: Y015
+
+@_typing.final
+class CreateSandboxRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
+    agent: _builtins.str
+    @_builtins.property
+    def ttl(self) -> _duration_pb2.Duration:
+        """Removed once idle this long (absent: until removed)."""
+
+    def __init__(
+        self,
+        *,
+        agent: _builtins.str = ...,
+        ttl: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ttl", b"_ttl", "ttl", b"ttl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ttl", b"_ttl", "agent", b"agent", "ttl", b"ttl"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__ttl: _TypeAlias = _typing.Literal["ttl"]  # noqa: Y015
+    _WhichOneofArgType__ttl: _TypeAlias = _typing.Literal["_ttl", b"_ttl"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ttl) -> _WhichOneofReturnType__ttl | None: ...
+
+Global___CreateSandboxRequest: _TypeAlias = CreateSandboxRequest  # noqa: Y015
+
+@_typing.final
+class GetSandboxRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSandboxRequest: _TypeAlias = GetSandboxRequest  # noqa: Y015
+
+@_typing.final
+class PauseSandboxRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PauseSandboxRequest: _TypeAlias = PauseSandboxRequest  # noqa: Y015
+
+@_typing.final
+class ResumeSandboxRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeSandboxRequest: _TypeAlias = ResumeSandboxRequest  # noqa: Y015
+
+@_typing.final
+class RemoveSandboxRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveSandboxRequest: _TypeAlias = RemoveSandboxRequest  # noqa: Y015
+
+@_typing.final
+class ListSandboxesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSandboxesRequest: _TypeAlias = ListSandboxesRequest  # noqa: Y015
+
+@_typing.final
+class ListSandboxesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SANDBOXES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def sandboxes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Sandbox]:
+        """The caller's tenant's, newest first."""
+
+    def __init__(
+        self,
+        *,
+        sandboxes: _abc.Iterable[Global___Sandbox] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sandboxes", b"sandboxes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSandboxesResponse: _TypeAlias = ListSandboxesResponse  # noqa: Y015
 
 @_typing.final
 class ListJobsRequest(_message.Message):

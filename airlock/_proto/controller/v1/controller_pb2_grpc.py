@@ -64,6 +64,36 @@ class ControllerStub:
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListJobsRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListJobsResponse.FromString,
                 _registered_method=True)
+        self.CreateSandbox = channel.unary_unary(
+                '/airlock.controller.v1.Controller/CreateSandbox',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.CreateSandboxRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
+                _registered_method=True)
+        self.GetSandbox = channel.unary_unary(
+                '/airlock.controller.v1.Controller/GetSandbox',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetSandboxRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
+                _registered_method=True)
+        self.ListSandboxes = channel.unary_unary(
+                '/airlock.controller.v1.Controller/ListSandboxes',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListSandboxesRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListSandboxesResponse.FromString,
+                _registered_method=True)
+        self.PauseSandbox = channel.unary_unary(
+                '/airlock.controller.v1.Controller/PauseSandbox',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PauseSandboxRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
+                _registered_method=True)
+        self.ResumeSandbox = channel.unary_unary(
+                '/airlock.controller.v1.Controller/ResumeSandbox',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ResumeSandboxRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
+                _registered_method=True)
+        self.RemoveSandbox = channel.unary_unary(
+                '/airlock.controller.v1.Controller/RemoveSandbox',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.RemoveSandboxRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
+                _registered_method=True)
         self.GetJobLogs = channel.unary_unary(
                 '/airlock.controller.v1.Controller/GetJobLogs',
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetJobLogsRequest.SerializeToString,
@@ -213,6 +243,49 @@ class ControllerServicer:
 
     def ListJobs(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSandbox(self, request, context):
+        """-- long-lived sandboxes ------------------------------------------------------------------
+        Start a box for the agent, kept for jobs submitted with `sandbox` (audited). With replicas
+        sharing a store: FAILED_PRECONDITION (a job may be claimed where the box is not).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSandbox(self, request, context):
+        """Another tenant's or unknown: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSandboxes(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSandbox(self, request, context):
+        """Snapshot the workspace, then remove the box (after the job running in it; audited).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSandbox(self, request, context):
+        """A fresh box, its workspace restored from the snapshot (audited).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveSandbox(self, request, context):
+        """Remove the box and forget the sandbox (after the job running in it; audited).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -406,6 +479,36 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListJobs,
                     request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListJobsRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'CreateSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSandbox,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.CreateSandboxRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.SerializeToString,
+            ),
+            'GetSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSandbox,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetSandboxRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.SerializeToString,
+            ),
+            'ListSandboxes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSandboxes,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListSandboxesRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ListSandboxesResponse.SerializeToString,
+            ),
+            'PauseSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSandbox,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.PauseSandboxRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.SerializeToString,
+            ),
+            'ResumeSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSandbox,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.ResumeSandboxRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.SerializeToString,
+            ),
+            'RemoveSandbox': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveSandbox,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.RemoveSandboxRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.SerializeToString,
             ),
             'GetJobLogs': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJobLogs,
@@ -675,6 +778,168 @@ class Controller:
             '/airlock.controller.v1.Controller/ListJobs',
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListJobsRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/CreateSandbox',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.CreateSandboxRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/GetSandbox',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.GetSandboxRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSandboxes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/ListSandboxes',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListSandboxesRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ListSandboxesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/PauseSandbox',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.PauseSandboxRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/ResumeSandbox',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.ResumeSandboxRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveSandbox(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/RemoveSandbox',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.RemoveSandboxRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.Sandbox.FromString,
             options,
             channel_credentials,
             insecure,

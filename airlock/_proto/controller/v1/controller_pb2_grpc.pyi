@@ -69,6 +69,20 @@ class ControllerStub:
     (another tenant's job: NOT_FOUND; no such point: FAILED_PRECONDITION, reason NOT_FORKABLE).
     """
     ListJobs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListJobsRequest, _controller_pb2.ListJobsResponse]
+    CreateSandbox: _grpc.UnaryUnaryMultiCallable[_controller_pb2.CreateSandboxRequest, _controller_pb2.Sandbox]
+    """-- long-lived sandboxes ------------------------------------------------------------------
+    Start a box for the agent, kept for jobs submitted with `sandbox` (audited). With replicas
+    sharing a store: FAILED_PRECONDITION (a job may be claimed where the box is not).
+    """
+    GetSandbox: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetSandboxRequest, _controller_pb2.Sandbox]
+    """Another tenant's or unknown: NOT_FOUND."""
+    ListSandboxes: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListSandboxesRequest, _controller_pb2.ListSandboxesResponse]
+    PauseSandbox: _grpc.UnaryUnaryMultiCallable[_controller_pb2.PauseSandboxRequest, _controller_pb2.Sandbox]
+    """Snapshot the workspace, then remove the box (after the job running in it; audited)."""
+    ResumeSandbox: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ResumeSandboxRequest, _controller_pb2.Sandbox]
+    """A fresh box, its workspace restored from the snapshot (audited)."""
+    RemoveSandbox: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RemoveSandboxRequest, _controller_pb2.Sandbox]
+    """Remove the box and forget the sandbox (after the job running in it; audited)."""
     GetJobLogs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]
     ListAgents: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListAgentsRequest, _controller_pb2.ListAgentsResponse]
     """The agents this controller can run."""
@@ -146,6 +160,20 @@ class ControllerAsyncStub(ControllerStub):
     (another tenant's job: NOT_FOUND; no such point: FAILED_PRECONDITION, reason NOT_FORKABLE).
     """
     ListJobs: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListJobsRequest, _controller_pb2.ListJobsResponse]  # type: ignore[assignment]
+    CreateSandbox: _aio.UnaryUnaryMultiCallable[_controller_pb2.CreateSandboxRequest, _controller_pb2.Sandbox]  # type: ignore[assignment]
+    """-- long-lived sandboxes ------------------------------------------------------------------
+    Start a box for the agent, kept for jobs submitted with `sandbox` (audited). With replicas
+    sharing a store: FAILED_PRECONDITION (a job may be claimed where the box is not).
+    """
+    GetSandbox: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetSandboxRequest, _controller_pb2.Sandbox]  # type: ignore[assignment]
+    """Another tenant's or unknown: NOT_FOUND."""
+    ListSandboxes: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListSandboxesRequest, _controller_pb2.ListSandboxesResponse]  # type: ignore[assignment]
+    PauseSandbox: _aio.UnaryUnaryMultiCallable[_controller_pb2.PauseSandboxRequest, _controller_pb2.Sandbox]  # type: ignore[assignment]
+    """Snapshot the workspace, then remove the box (after the job running in it; audited)."""
+    ResumeSandbox: _aio.UnaryUnaryMultiCallable[_controller_pb2.ResumeSandboxRequest, _controller_pb2.Sandbox]  # type: ignore[assignment]
+    """A fresh box, its workspace restored from the snapshot (audited)."""
+    RemoveSandbox: _aio.UnaryUnaryMultiCallable[_controller_pb2.RemoveSandboxRequest, _controller_pb2.Sandbox]  # type: ignore[assignment]
+    """Remove the box and forget the sandbox (after the job running in it; audited)."""
     GetJobLogs: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetJobLogsRequest, _controller_pb2.GetJobLogsResponse]  # type: ignore[assignment]
     ListAgents: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListAgentsRequest, _controller_pb2.ListAgentsResponse]  # type: ignore[assignment]
     """The agents this controller can run."""
@@ -256,6 +284,56 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.ListJobsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.ListJobsResponse, _abc.Awaitable[_controller_pb2.ListJobsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateSandbox(
+        self,
+        request: _controller_pb2.CreateSandboxRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.Sandbox, _abc.Awaitable[_controller_pb2.Sandbox]]:
+        """-- long-lived sandboxes ------------------------------------------------------------------
+        Start a box for the agent, kept for jobs submitted with `sandbox` (audited). With replicas
+        sharing a store: FAILED_PRECONDITION (a job may be claimed where the box is not).
+        """
+
+    @_abc_1.abstractmethod
+    def GetSandbox(
+        self,
+        request: _controller_pb2.GetSandboxRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.Sandbox, _abc.Awaitable[_controller_pb2.Sandbox]]:
+        """Another tenant's or unknown: NOT_FOUND."""
+
+    @_abc_1.abstractmethod
+    def ListSandboxes(
+        self,
+        request: _controller_pb2.ListSandboxesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ListSandboxesResponse, _abc.Awaitable[_controller_pb2.ListSandboxesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def PauseSandbox(
+        self,
+        request: _controller_pb2.PauseSandboxRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.Sandbox, _abc.Awaitable[_controller_pb2.Sandbox]]:
+        """Snapshot the workspace, then remove the box (after the job running in it; audited)."""
+
+    @_abc_1.abstractmethod
+    def ResumeSandbox(
+        self,
+        request: _controller_pb2.ResumeSandboxRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.Sandbox, _abc.Awaitable[_controller_pb2.Sandbox]]:
+        """A fresh box, its workspace restored from the snapshot (audited)."""
+
+    @_abc_1.abstractmethod
+    def RemoveSandbox(
+        self,
+        request: _controller_pb2.RemoveSandboxRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.Sandbox, _abc.Awaitable[_controller_pb2.Sandbox]]:
+        """Remove the box and forget the sandbox (after the job running in it; audited)."""
 
     @_abc_1.abstractmethod
     def GetJobLogs(
