@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +25,24 @@ class ReplicaProcess:
     """One ``airlock serve`` replica: its process, address, replica id and a client factory."""
 
     def __init__(
-        self, config: Path, data_dir: Path, dsn: str | None, *extra: str, lease_s: float = 3.0
+        self,
+        config: Path,
+        data_dir: Path,
+        dsn: str | None,
+        *extra: str,
+        lease_s: float = 3.0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """Start one (``extra``: more ``serve`` options; ``env``: more environment variables)."""
         self.log = data_dir.parent / f"replica-{time.monotonic_ns()}.log"
         command = [*AIRLOCK, "serve", "-c", str(config), "--data-dir", str(data_dir), "--json"]
         command += ["--address", "127.0.0.1:0", "--lease", str(lease_s), *extra]
-        env = {k: v for k, v in os.environ.items() if k != "AIRLOCK_STORE"}  # None: SQLite in data_dir
+        environ = {k: v for k, v in os.environ.items() if k != "AIRLOCK_STORE"}  # None: SQLite in data_dir
+        environ.update(env or {})
         if dsn is not None:
-            env["AIRLOCK_STORE"] = dsn
+            environ["AIRLOCK_STORE"] = dsn
         with self.log.open("w") as err:
-            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=environ)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:

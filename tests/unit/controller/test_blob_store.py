@@ -3,11 +3,7 @@ started here on 127.0.0.1 from ``.venv-moto``)."""
 
 from __future__ import annotations
 
-import os
-import socket
 import stat
-import subprocess
-import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,60 +14,13 @@ from airlock.controller._blobs import BlobStore, DirBlobStore
 from airlock.controller._blobs_open import open_blob_store
 from airlock.controller._blobs_s3 import S3BlobStore
 from airlock.policy import sha256_hex
-
-_MOTO = Path(__file__).resolve().parents[3] / ".venv-moto" / "bin" / "moto_server"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+from tests.support.s3 import moto_server, new_bucket, s3_client
 
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
     """A moto S3 server on a free local port (skipped without .venv-moto unless AIRLOCK_REQUIRE_S3=1)."""
-    if not _MOTO.exists():
-        if os.environ.get("AIRLOCK_REQUIRE_S3") == "1":
-            pytest.fail(f"AIRLOCK_REQUIRE_S3=1 but {_MOTO} is missing (scripts/setup.sh makes it)")
-        pytest.skip(f"no moto server at {_MOTO} (scripts/setup.sh makes .venv-moto)")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(_MOTO), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(300):
-            if _answers(port) or proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        if proc.poll() is not None or not _answers(port):
-            pytest.fail("the moto server did not start")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def _s3_client(endpoint: str) -> object:
-    import boto3
-
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    yield from moto_server()
 
 
 @pytest.fixture(params=["dir", "s3"])
@@ -80,9 +29,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         blobs: BlobStore = DirBlobStore(tmp_path / "blobs")
     else:
         endpoint = request.getfixturevalue("moto_endpoint")
-        client = _s3_client(endpoint)
-        bucket = f"b{os.getpid()}{time.monotonic_ns()}"
-        client.create_bucket(Bucket=bucket)  # type: ignore[attr-defined]
+        client = s3_client(endpoint)
+        bucket = new_bucket(client)
         blobs = S3BlobStore(bucket, "airlock/ws", client=client)
     yield blobs
     await blobs.aclose()
