@@ -1,6 +1,7 @@
 """The ``airlock`` command. Only this package imports typer and rich.
 
-Structure: one typer app with a sub-app per noun (``images``, ``agents``, ``jobs``, ``store``) and
+Structure: one typer app with a sub-app per noun (``images``, ``agents``, ``jobs``, ``store``,
+``sandboxes``, ``keys``) and
 top-level verbs (``run``, ``serve``, ``submit``, ``approve``, ``reject``, ``signal``,
 ``doctor``, ``gc``); the verbs' work lives in this package's private modules (``_run``,
 ``_jobs``, ``_governance``, ``_audit``, ``_serve``, ``_agents``, ``_doctor``).
@@ -431,6 +432,14 @@ def submit(
         ),
     ] = None,
     inputs: InputsOption = None,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            "--sandbox",
+            help="Run in this long-lived sandbox (airlock sandboxes create), after the jobs before it, "
+            "in the same workspace.",
+        ),
+    ] = None,
     address: AddressOption = None,
     token: TokenOption = None,
     as_json: JsonOption = False,
@@ -451,6 +460,7 @@ def submit(
         as_json=as_json,
         until_stable=(max_iterations or 10, cycle_window or 3) if until_stable else None,
         inputs=tuple(inputs or ()),
+        sandbox=sandbox,
     )
     submit_job(Target(address, token), opts)
 
@@ -721,6 +731,85 @@ def jobs_prune(
 
     seconds = _span_s(older_than, "--older-than")
     prune(Target(address, token), older_than_s=seconds, tenant=tenant, dry_run=dry_run, as_json=as_json)
+
+
+sandboxes_app = typer.Typer(
+    help="Long-lived sandboxes: one box kept for several jobs run one after another in the same "
+    "workspace (airlock submit --sandbox ID); pause snapshots it and removes the box, resume restores it.",
+    no_args_is_help=True,
+)
+app.add_typer(sandboxes_app, name="sandboxes")
+SandboxIdArgument = Annotated[str, typer.Argument(help="The sandbox's id (sbx-…).")]
+
+
+@sandboxes_app.command("create")
+def sandboxes_create(
+    agent: Annotated[str, typer.Argument(help="The agent (its policy is fixed to the sandbox).")],
+    ttl: Annotated[
+        str | None, typer.Option("--ttl", help="Remove it once idle this long (30s, 15m, 12h, 2d).")
+    ] = None,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a long-lived sandbox of AGENT (its box started) and print its id."""
+    from airlock.cli._jobs import Target
+    from airlock.cli._sandboxes import sandboxes_create as create
+
+    create(Target(address, token), agent, _span_s(ttl, "--ttl"), as_json)
+
+
+@sandboxes_app.command("ls")
+def sandboxes_ls(
+    address: AddressOption = None, token: TokenOption = None, as_json: JsonOption = False
+) -> None:
+    """List your tenant's sandboxes, newest first."""
+    from airlock.cli._jobs import Target
+    from airlock.cli._sandboxes import sandboxes_ls as listed
+
+    listed(Target(address, token), as_json)
+
+
+@sandboxes_app.command("pause")
+def sandboxes_pause(
+    sandbox_id: SandboxIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Snapshot a sandbox's workspace, then remove its box (after the job running in it)."""
+    from airlock.cli._jobs import Target
+    from airlock.cli._sandboxes import sandbox_action
+
+    sandbox_action(Target(address, token), sandbox_id, "pause", as_json)
+
+
+@sandboxes_app.command("resume")
+def sandboxes_resume(
+    sandbox_id: SandboxIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a fresh box for a paused sandbox, its workspace restored from the snapshot."""
+    from airlock.cli._jobs import Target
+    from airlock.cli._sandboxes import sandbox_action
+
+    sandbox_action(Target(address, token), sandbox_id, "resume", as_json)
+
+
+@sandboxes_app.command("rm")
+def sandboxes_rm(
+    sandbox_id: SandboxIdArgument,
+    address: AddressOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a sandbox: its box, and the sandbox itself (after the job running in it)."""
+    from airlock.cli._jobs import Target
+    from airlock.cli._sandboxes import sandbox_action
+
+    sandbox_action(Target(address, token), sandbox_id, "remove", as_json)
 
 
 keys_app = typer.Typer(

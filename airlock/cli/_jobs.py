@@ -551,6 +551,8 @@ class SubmitOptions:
     until_stable: tuple[int, int] | None = None
     #: Files and directories placed in the job's workspace (``--in``).
     inputs: tuple[Path, ...] = ()
+    #: The long-lived sandbox it runs in (``--sandbox``).
+    sandbox: str | None = None
 
 
 def _max_duration(timeout: str | None) -> int | None:
@@ -584,6 +586,7 @@ def submit(target: Target, opts: SubmitOptions) -> None:
             max_duration_ms=max_ms,
             until_stable=until_stable,
             files=files,
+            sandbox=opts.sandbox,
         )
         if not opts.wait:
             return _Followed(job, JobView(None, job, RemoteAgent(job.agent)))

@@ -30,6 +30,7 @@ from ._address import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES
 from ._model import FixedPointRun, Inspection, Job, JobEvent, JobFilter, StoredFile
 from ._paths import default_data_dir
 from ._prune import PruneSummary
+from ._sandboxes import SandboxInfo
 from ._tls import client_tls, open_channel, tls_hint
 from .identity_wire import AuditRecord, CallerInfo, TenantUse
 
@@ -206,11 +207,13 @@ class ControllerClient:
         workflow: str | None = None,
         until_stable: FixedPointRun | None = None,
         files: Sequence[tuple[str, bytes]] = (),
+        sandbox: str | None = None,
     ) -> Job:
         """Submit a job; it comes back QUEUED (a plain string is a user message). With
         ``until_stable`` (its ``max_iterations`` and ``window``), the agent is re-run on its own
         output until it is stable. ``files`` (``(path in the workspace, content)``) are placed
-        in the job's workspace before its turn."""
+        in the job's workspace before its turn. With ``sandbox`` it runs in that long-lived
+        sandbox (:meth:`create_sandbox`), after the jobs before it, in the same workspace."""
         turn_input = TurnInput.new(input) if isinstance(input, str) else input
         request = cpb.SubmitJobRequest(
             agent=agent,
@@ -218,6 +221,7 @@ class ControllerClient:
             queue=queue or "",
             workflow=workflow or "",
             files=[cpb.JobFile(path=path, data=data) for path, data in files],
+            sandbox=sandbox or "",
         )
         if max_duration_ms is not None:
             request.max_duration.CopyFrom(cv.duration_to_proto(max_duration_ms))
@@ -244,6 +248,38 @@ class ControllerClient:
         ``ControllerError`` FAILED_PRECONDITION, reason ``NOT_FORKABLE``."""
         request = cpb.ForkJobRequest(id=job_id, at=at or "", message=message or "", agent=agent or "")
         return jc.job_from_proto(await self._call("ForkJob", request))
+
+    async def create_sandbox(self, agent: str, *, ttl_s: float | None = None) -> SandboxInfo:
+        """A long-lived sandbox of ``agent`` (its box started), removed once idle ``ttl_s``
+        seconds (None: kept until removed)."""
+        request = cpb.CreateSandboxRequest(agent=agent)
+        if ttl_s is not None:
+            request.ttl.FromMilliseconds(round(ttl_s * 1000))
+        return jc.sandbox_from_proto(await self._call("CreateSandbox", request, None))
+
+    async def sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """The sandbox (``ControllerError`` NOT_FOUND if unknown)."""
+        return jc.sandbox_from_proto(await self._call("GetSandbox", cpb.GetSandboxRequest(id=sandbox_id)))
+
+    async def sandboxes(self) -> list[SandboxInfo]:
+        """The caller's tenant's sandboxes, newest first."""
+        response = await self._call("ListSandboxes", cpb.ListSandboxesRequest())
+        return [jc.sandbox_from_proto(s) for s in response.sandboxes]
+
+    async def pause_sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """Snapshot the sandbox's workspace and remove its box (after the job running in it)."""
+        request = cpb.PauseSandboxRequest(id=sandbox_id)
+        return jc.sandbox_from_proto(await self._call("PauseSandbox", request, None))
+
+    async def resume_sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """A fresh box for the sandbox, its workspace restored from the snapshot."""
+        request = cpb.ResumeSandboxRequest(id=sandbox_id)
+        return jc.sandbox_from_proto(await self._call("ResumeSandbox", request, None))
+
+    async def remove_sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """Remove the sandbox's box and forget it (after the job running in it)."""
+        request = cpb.RemoveSandboxRequest(id=sandbox_id)
+        return jc.sandbox_from_proto(await self._call("RemoveSandbox", request, None))
 
     async def find(self, where: JobFilter | None = None) -> list[Job]:
         """Jobs, most recent first."""
