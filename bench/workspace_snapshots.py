@@ -16,7 +16,7 @@ worst case for compression). Rows:
   read from a DirBlobStore) until its first tool call starts, vs the same turn with an empty
   workspace (floor); process backend, and Docker when the runner image is there.
 
-Usage: ``python bench/workspace_snapshots.py [--quick]``
+Usage: ``python bench/workspace_snapshots.py [--quick] [--no-docker] [--markdown]``
 """
 
 from __future__ import annotations
