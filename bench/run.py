@@ -21,6 +21,8 @@ Rows (p50/p95; ratios of p50s to the floor and to each peer; the issue's targets
 - **observability** (``bench/observability_overhead.py``): the controller's jobs/min and the
   HTTP API's p50 (p99 in the notes) with metrics and tracing off vs on (scraped, exported over
   OTLP/HTTP to a local sink);
+- **workspace** (``bench/workspace_snapshots.py``): a workspace snapshot per tool call (runner
+  side, and end to end vs snapshots off) and a resume with 50 MiB restored vs an empty one;
 - **llm-sandbox** and **SWE-ReX**: cold start to the first command, a trivial command's
   round trip, teardown, N at once — run by ``bench/_peers.py`` in ``bench/.venv-peers``
   (``bench/setup-peers.sh``); without it their rows say so.
@@ -68,6 +70,7 @@ from bench import jobs_throughput as jt
 from bench import observability_overhead as observability
 from bench import replicas
 from bench import runner_roundtrip as rr
+from bench import workspace_snapshots as workspace
 from bench._common import (
     BENCH_LABEL,
     MemorySampler,
@@ -220,6 +223,7 @@ def row_specs(s: Settings) -> list[RowSpec]:
     ]
     rows += replicas.row_specs(s.replica_jobs, s.replica_leases)
     rows += observability.row_specs(s.obs_jobs)
+    rows += workspace.row_specs()
     for peer in PEERS:
         rows += [
             RowSpec(f"{peer}.first", "cold start → first command (`true`)", floor=first),
@@ -605,6 +609,11 @@ def replica_measure(s: Settings) -> Measure:
     )
 
 
+async def workspace_rows(b: Bench, r: Report) -> None:
+    """``bench/workspace_snapshots.py``'s rows: snapshots per tool call, and on resume."""
+    await workspace.measure_rows(r, workspace.Settings.of(b.settings.quick))
+
+
 async def observability_rows(b: Bench, r: Report) -> None:
     """``bench/observability_overhead.py``'s rows: metrics and tracing off vs on."""
     await observability.measure_rows(r, b.settings.obs_rounds, b.settings.obs_jobs)
@@ -679,6 +688,7 @@ def measures(s: Settings) -> list[Measure]:
         ),
         replica_measure(s),
         Measure("observability: off vs on", observability.KEYS, observability_rows, timeout=900),
+        Measure("workspace snapshots", workspace.KEYS, workspace_rows, timeout=900),
     ]
 
 
