@@ -14,12 +14,15 @@ from airlock.controller import JobService
 from airlock.controller._sandboxes import SandboxNotFound, SandboxRefused
 from airlock.jobs import JobState, WorkspaceChanged
 from airlock.sandbox.docker._labels import LABEL_SESSION
-from airlock.testing import text_step, tool_step
+from airlock.sandbox.kubernetes._names import LABEL_SESSION as KUBE_SESSION
+from airlock.testing import DockerPods, KubeApiStandIn, text_step, tool_step
 from layer0 import TurnInput
 from tests.support.containers import assert_none_left, my_containers
 from tests.support.controller import agent_config, running_service, tool_outputs, write_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+
+KUBE_NS = "airlock-sandboxes"
 
 #: Each job appends a line and prints how many there are, and the runner's pid (same box:
 #: the same runner process).
@@ -144,3 +147,52 @@ async def test_a_sandbox_is_fixed_to_its_agent(
         with pytest.raises(SandboxRefused, match="blob store"):
             await service.sandboxes.create("shell", ttl_s=None, tenant="default", owner="me")
     assert_none_left(docker_client)
+
+
+async def test_on_the_kubernetes_stand_in_jobs_share_a_pod_and_pause_resume_keep_the_files(
+    tmp_path: Path, runner_image: str
+) -> None:
+    """The same through the kubernetes backend: the stand-in API server, its pods on Docker.
+    The stand-in enforces no NetworkPolicy, so this test opts out of the proof as an operator
+    could (the agent has no network; the fence tries the pod's own loopback)."""
+    pods = DockerPods()
+    try:
+        with KubeApiStandIn(pods=pods, namespaces=(KUBE_NS,)) as api:
+            kube = {
+                "kubeconfig": str(api.write_kubeconfig(tmp_path / "kubeconfig")),
+                "namespace": KUBE_NS,
+                "connect": "pod_ip",
+                "image_pull_policy": "Never",
+                "network_policy": "assume_enforced",
+                "enforcement": {"metadata_address": "127.0.0.1:9"},
+            }
+            agent = {**agent_config(STEPS, ["bash"]), "backend": "kubernetes"}
+            config = write_config(tmp_path, {"shell": agent}, backends={"kubernetes": kube})
+            async with running_service(
+                config, tmp_path / "data", tmp_path / "state", runner_image, workspaces=True
+            ) as service:
+                kept = service.sandboxes
+                info = await kept.create("shell", ttl_s=None, tenant="default", owner="me")
+                first = await _pods_of(api, info.id)
+                assert [count for count, _ in [await _job(service, info.id) for _ in range(2)]] == ["1", "2"]
+                assert await _pods_of(api, info.id) == first, "one pod for both jobs"
+                paused = await kept.pause(info.id, None)
+                assert paused.manifest is not None and await _pods_of(api, info.id) == []
+                await kept.resume(info.id, None)
+                again = await _pods_of(api, info.id)
+                assert len(again) == 1 and again != first
+                assert (await _job(service, info.id))[0] == "3"
+                await kept.remove(info.id, None)
+                assert await _pods_of(api, info.id) == []
+    finally:
+        pods.close()
+
+
+async def _pods_of(api: KubeApiStandIn, sandbox: str) -> list[str]:
+    """The names of the sandbox's pods on the stand-in."""
+    found = await asyncio.to_thread(api.objects, "pods", KUBE_NS)
+    return sorted(
+        o["metadata"]["name"]
+        for o in found
+        if (o["metadata"].get("labels") or {}).get(KUBE_SESSION) == sandbox
+    )
