@@ -90,6 +90,9 @@ class ImageRecipe:
     forbidden_modules: tuple[str, ...] = ()
     #: Imported at build time to check that it loads bytecode only (no compiling at start).
     startup_module: str | None = None
+    #: Installed after the rest without their dependencies (their pins conflict with another
+    #: dependency's; see :data:`~._wheels.S3_WITHOUT_DEPS`).
+    without_deps: tuple[str, ...] = ()
 
     def tag(self, version: str = __version__) -> str:
         return f"{self.repository}:{version}"
@@ -113,6 +116,7 @@ CONTROLLER = ImageRecipe(
     cmd=("serve",),
     workdir="/tmp",
     startup_module="airlock.cli",
+    without_deps=_wheels.S3_WITHOUT_DEPS,  # the S3 blob store (--blob-store s3://…)
 )
 RECIPES = {r.name: r for r in (RUNNER, CONTROLLER)}
 
@@ -221,7 +225,7 @@ async def build_image(
     py, (glibc_major, glibc_minor) = target.python.replace(".", ""), target.glibc
     wheel_dir = cache / "wheels" / f"cp{py}-glibc{glibc_major}.{glibc_minor}-{arch}"
     stamp = wheel_dir / f".requirements-{recipe.name}"
-    want_stamp = "\n".join(requirements)
+    want_stamp = "\n".join([*requirements, *(f"{r} (no deps)" for r in recipe.without_deps)])
 
     with tempfile.TemporaryDirectory(prefix="airlock-image-") as tmp:
         work = Path(tmp)
@@ -230,6 +234,8 @@ async def build_image(
         async def fetch_wheels() -> None:
             if force or not stamp.is_file() or stamp.read_text() != want_stamp:
                 await _wheels.download_wheels(requirements, target, wheel_dir)
+                if recipe.without_deps:
+                    await _wheels.download_wheels(list(recipe.without_deps), target, wheel_dir, no_deps=True)
                 stamp.write_text(want_stamp)
 
         deb_paths, _, airlock_wheel = await asyncio.gather(
@@ -330,6 +336,21 @@ async def _install_wheels(
             f"/tmp/airlock-wheels/{airlock_wheel}[{extras}]",
             what="pip install in the image",
         )
+        if recipe.without_deps:
+            await _rootfs.in_chroot(
+                root,
+                f"{VENV}/bin/pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-cache-dir",
+                "--no-compile",
+                "--no-deps",
+                "--find-links",
+                "/tmp/airlock-wheels",
+                *recipe.without_deps,
+                what="pip install --no-deps in the image",
+            )
         python = f"{VENV}/bin/python"
         await _rootfs.in_chroot(
             root, *_bytecode.compile_argv(f"{VENV}/lib", python=python), what="compiling the venv"

@@ -128,14 +128,24 @@ def source_digest(source: Path) -> str:
     return h.hexdigest()[:16]
 
 
-async def download_wheels(requirements: list[str], target: WheelTarget, dest: Path) -> None:
-    """``pip download`` binary wheels of ``requirements`` for ``target`` into ``dest``.
+#: The S3 blob store's client, installed without its dependencies: botocore pins
+#: python-dateutil<3, kubernetes>=37 needs >=3, and boto3 works with the one kubernetes brings
+#: (pyproject's ``s3`` extra; scripts/setup.sh does the same for the development venv).
+S3_WITHOUT_DEPS = ("boto3>=1.34", "botocore", "s3transfer", "jmespath")
+
+
+async def download_wheels(
+    requirements: list[str], target: WheelTarget, dest: Path, *, no_deps: bool = False
+) -> None:
+    """``pip download`` binary wheels of ``requirements`` (``no_deps``: those alone) for
+    ``target`` into ``dest``.
 
     Files already in ``dest`` are reused. Raises ImageError when a dependency has no wheel
     for the target (its sdist would need a compiler in the image).
     """
     await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
     pip = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check"]
+    pip += ["--no-deps"] if no_deps else []
     await run_command(
         [*pip, "-d", str(dest), *target.pip_args(), *requirements],
         what="pip download (the image's dependencies)",

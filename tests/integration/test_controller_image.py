@@ -78,3 +78,27 @@ def test_a_missing_token_file_stops_it_with_exit_3(controller_image: str, tmp_pa
         exit_code = running.container.wait(timeout=60)["StatusCode"]
         assert exit_code == 3, running.logs()
         assert "cannot read the token file /var/run/airlock/token/absent" in running.logs()
+
+
+def test_it_holds_the_s3_blob_stores_client(controller_image: str) -> None:
+    """The chart's ``workspaces.store: s3`` needs boto3 in the image (installed without its
+    dependencies: botocore's dateutil pin conflicts with kubernetes'); the store opens (no call
+    is made until a blob moves)."""
+    script = (
+        "import boto3, botocore, dateutil, kubernetes;"
+        "from airlock.controller._blobs_open import open_blob_store;"
+        "s = open_blob_store('s3://bucket/prefix', '/tmp', endpoint_url='http://127.0.0.1:9');"
+        "print(type(s).__name__, boto3.__version__)"
+    )
+    out = docker.from_env().containers.run(
+        controller_image,
+        entrypoint=["/opt/venv/bin/python", "-c", script],
+        remove=True,
+        network_mode="none",
+        environment={
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "y",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        },
+    )
+    assert out.decode().startswith("S3BlobStore "), out
