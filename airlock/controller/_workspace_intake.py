@@ -153,7 +153,8 @@ class WorkspaceIntake:
         if pending.hasher.hexdigest() != sha:
             raise self._refuse(f"blob claimed as {sha} has SHA-256 {pending.hasher.hexdigest()}")
         raw = bytes(pending.raw)
-        self._staged[sha] = (pending.size, raw if pending.inflater is not None else zlib.compress(raw))
+        # Content the runner found incompressible is kept as a stored (level 0) zlib stream.
+        self._staged[sha] = (pending.size, raw if pending.inflater is not None else zlib.compress(raw, 0))
 
     async def snapshot(self, ev: WorkspaceSnapshot) -> WorkspaceManifest:
         """Verify the snapshot against the current manifest and the verified blobs, then store

@@ -313,6 +313,13 @@ def _remove_quietly_reporting(client: Any, image_id: str) -> str | None:
     return image_id
 
 
+async def _pip_install(root: Path, *args: str, what: str) -> None:
+    """``pip install`` in the image from the staged wheels alone (compiled later, once, as
+    unchecked-hash pycs)."""
+    pip = [f"{VENV}/bin/pip", "install", "-q", "--no-index", "--no-cache-dir", "--no-compile"]
+    await _rootfs.in_chroot(root, *pip, "--find-links", "/tmp/airlock-wheels", *args, what=what)
+
+
 async def _install_wheels(
     root: Path, wheel_dirs: list[Path], airlock_wheel: str, recipe: ImageRecipe
 ) -> None:
@@ -323,33 +330,12 @@ async def _install_wheels(
             shutil.copy2(whl, staging / whl.name)
     extras = ",".join(recipe.extras)
     try:
-        await _rootfs.in_chroot(
-            root,
-            f"{VENV}/bin/pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--no-cache-dir",
-            "--no-compile",  # compiled below, once, as unchecked-hash pycs
-            "--find-links",
-            "/tmp/airlock-wheels",
-            f"/tmp/airlock-wheels/{airlock_wheel}[{extras}]",
-            what="pip install in the image",
+        await _pip_install(
+            root, f"/tmp/airlock-wheels/{airlock_wheel}[{extras}]", what="pip install in the image"
         )
         if recipe.without_deps:
-            await _rootfs.in_chroot(
-                root,
-                f"{VENV}/bin/pip",
-                "install",
-                "-q",
-                "--no-index",
-                "--no-cache-dir",
-                "--no-compile",
-                "--no-deps",
-                "--find-links",
-                "/tmp/airlock-wheels",
-                *recipe.without_deps,
-                what="pip install --no-deps in the image",
+            await _pip_install(
+                root, "--no-deps", *recipe.without_deps, what="pip install --no-deps in the image"
             )
         python = f"{VENV}/bin/python"
         await _rootfs.in_chroot(

@@ -121,7 +121,7 @@ class WorkspaceManifest(BaseModel):
     def diff(self, after: WorkspaceManifest) -> tuple[list[ManifestEntry], list[str]]:
         """What turns this manifest into ``after``: the changed or added entries, the deleted paths."""
         before, now = self.by_path(), after.by_path()
-        changed = [e for p, e in now.items() if before.get(p) != e]
+        changed = [e for p, e in now.items() if (b := before.get(p)) is not e and b != e]
         return changed, sorted(set(before) - set(now))
 
     def to_json(self) -> str:

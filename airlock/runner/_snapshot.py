@@ -4,9 +4,10 @@ One :class:`Snapshotter` lives as long as the runner process, so the executions 
 share it. It keeps a stat index (path → inode, size, mtime, ctime, mode → SHA-256): a scan
 hashes only the files whose stat changed (``ctime`` cannot be set from userland, so
 ``touch -d`` does not hide a change). A scan yields the blobs of contents this process has
-not sent yet (zlib, in pieces), then one :class:`WorkspaceSnapshot` against the manifest it
-sent before. Symbolic links, FIFOs, sockets and devices are never followed or read: they are
-named in ``skipped``. Scanning blocks: iterate it in a thread.
+not sent yet (zlib level 1, or as they are when a sample shows zlib gains nothing; in
+pieces), then one :class:`WorkspaceSnapshot` against the manifest it sent before. Symbolic
+links, FIFOs, sockets and devices are never followed or read: they are named in
+``skipped``. Scanning blocks: iterate it in a thread.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
+from typing import Any, Literal
 
 from airlock.policy import (
     EMPTY_MANIFEST,
@@ -28,8 +30,8 @@ from airlock.policy import (
     WorkspaceManifest,
     WorkspaceSnapshot,
     WorkspaceStopped,
-    workspace_path,
 )
+from airlock.policy.workspace import MAX_NAME_CHARS, MAX_PATH_CHARS
 
 from ._files import MAX_WALKED, SKIPPED_SPECIAL, SKIPPED_SYMLINK, open_confined_dir
 from ._transfer import CHUNK_BYTES
@@ -42,12 +44,22 @@ WorkspaceEvent = WorkspaceBlob | WorkspaceSnapshot | WorkspaceStopped
 StatKey = tuple[int, int, int, int, int]
 
 _READ_BYTES = 1024 * 1024
+#: What a file's compressibility is judged on.
+_SAMPLE_BYTES = 4096
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def stat_key(info: os.stat_result) -> StatKey:
     """A file's stat key: inode, size, mtime and ctime (ns), mode."""
     return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
+
+
+@dataclass(frozen=True)
+class _Pieces:
+    """A file's content as sent: how it is compressed, in pieces."""
+
+    compression: Literal["none", "zlib"]
+    pieces: list[bytes]
 
 
 class _Changed(Exception):
@@ -89,12 +101,20 @@ def _walk(workspace: Path) -> _Walk:
     return found
 
 
-def _visit(found: _Walk, stack: list[str], rel: str, entry: os.DirEntry[str]) -> None:
+def _holdable(name: str, rel: str) -> bool:
+    """Whether a manifest can hold ``rel`` (``prefix + name``, the prefix already held): what
+    :func:`~airlock.policy.workspace_path` checks of one more part, without re-reading the path."""
+    if name in (".", "..") or "\\" in name or len(name) > MAX_NAME_CHARS or len(rel) > MAX_PATH_CHARS:
+        return False
     try:
-        rel.encode("utf-8")
-        ok = workspace_path(rel) == rel
-    except (FileRefused, UnicodeEncodeError):
-        ok = False
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _visit(found: _Walk, stack: list[str], rel: str, entry: os.DirEntry[str]) -> None:
+    ok = _holdable(entry.name, rel)
     shown = rel.encode("utf-8", "backslashreplace").decode("utf-8")
     if not ok:
         found.skipped.append(SkippedFile(path=shown[:1024], reason="a name a manifest cannot hold"))
@@ -110,9 +130,16 @@ def _visit(found: _Walk, stack: list[str], rel: str, entry: os.DirEntry[str]) ->
             found.skipped.append(SkippedFile(path=rel, reason=SKIPPED_SPECIAL))
 
 
-def _read_file(workspace: Path, path: str, key: StatKey) -> tuple[ManifestEntry, StatKey, list[bytes]]:
-    """``path``'s entry, its stat key as read and its content zlib-compressed (in pieces of at
-    most ``CHUNK_BYTES``), read through ``O_NOFOLLOW``.
+def _compressible(chunk: bytes) -> bool:
+    """Whether a file whose first chunk this is gains from zlib (judged on a sample: random or
+    already compressed content is sent as it is, at the speed of hashing it)."""
+    sample = chunk[:_SAMPLE_BYTES]
+    return len(zlib.compress(sample, 1)) < len(sample) * 0.9
+
+
+def _read_file(workspace: Path, path: str, key: StatKey) -> tuple[ManifestEntry, StatKey, _Pieces]:
+    """``path``'s entry, its stat key as read and its content, zlib-compressed (level 1) when
+    that gains, in pieces of at most ``CHUNK_BYTES``, read through ``O_NOFOLLOW``.
 
     Raises:
         _Changed: it is gone or no longer a regular file.
@@ -132,19 +159,23 @@ def _read_file(workspace: Path, path: str, key: StatKey) -> tuple[ManifestEntry,
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise _Changed(path)
-        digest, squeeze, out, size = sha256(), zlib.compressobj(6), bytearray(), 0
+        digest, out, size = sha256(), bytearray(), 0
+        squeeze: Any = None
         while chunk := os.read(fd, _READ_BYTES):
+            if size == 0 and _compressible(chunk):
+                squeeze = zlib.compressobj(1)
             size += len(chunk)
             digest.update(chunk)
-            out += squeeze.compress(chunk)
-        out += squeeze.flush()
+            out += squeeze.compress(chunk) if squeeze is not None else chunk
+        if squeeze is not None:
+            out += squeeze.flush()
     finally:
         os.close(fd)
     entry = ManifestEntry(
         path=path, sha256=digest.hexdigest(), size=size, executable=bool(info.st_mode & 0o100)
     )
     pieces = [bytes(out[at : at + CHUNK_BYTES]) for at in range(0, max(len(out), 1), CHUNK_BYTES)]
-    return entry, stat_key(info), pieces
+    return entry, stat_key(info), _Pieces("zlib" if squeeze is not None else "none", pieces)
 
 
 class Snapshotter:
@@ -155,6 +186,7 @@ class Snapshotter:
         self.max_bytes = max_bytes
         self._index: dict[str, tuple[StatKey, ManifestEntry]] = {}
         self._manifest = EMPTY_MANIFEST
+        self._digest = EMPTY_MANIFEST.digest
         self._sent: set[str] = set()
         self._seq = 0
         self._stopped = False
@@ -169,8 +201,9 @@ class Snapshotter:
         """A new execution (or a SnapshotWorkspace call) snapshots up to ``max_bytes`` (0: no
         cap); a caller holding another manifest than ours (``base``) gets a full snapshot."""
         self.max_bytes, self._stopped = max_bytes, False
-        if base != self._manifest.digest:
+        if base != self._digest:
             self._manifest, self._sent, self._forced = EMPTY_MANIFEST, set(), True
+            self._digest = EMPTY_MANIFEST.digest
 
     def seed(self, manifest: WorkspaceManifest, keys: dict[str, StatKey]) -> None:
         """The workspace was just restored to ``manifest`` (its files' stat keys as written):
@@ -178,6 +211,7 @@ class Snapshotter:
         by_path = manifest.by_path()
         self._index = {p: (keys[p], by_path[p]) for p in keys if p in by_path}
         self._manifest, self._sent, self._forced = manifest, set(manifest.hashes()), False
+        self._digest = manifest.digest
 
     def scan(self) -> Generator[WorkspaceEvent, None, None]:
         """The events of one snapshot: nothing if nothing changed, blob pieces then a
@@ -208,11 +242,13 @@ class Snapshotter:
     def _snapshot(self, walk: _Walk) -> Iterator[WorkspaceEvent]:
         entries: list[ManifestEntry] = []
         pending: set[str] = set()
+        read = False
         for path, key in sorted(walk.files.items()):
             known = self._index.get(path)
             if known is not None and known[0] == key and known[1].sha256 in self._sent:
                 entries.append(known[1])
                 continue
+            read = True
             try:
                 entry, read_key, pieces = _read_file(self.workspace, path, key)
             except _Changed:
@@ -225,25 +261,36 @@ class Snapshotter:
                 yield from _blob(entry, pieces)
         for gone in set(self._index) - set(walk.files):
             del self._index[gone]
-        after = WorkspaceManifest.of(entries)
+        if not read and not self._forced and len(entries) == self._manifest.files:
+            return  # every file as last sent, none gone: the manifest is the one sent
+        # A walk's entries are sorted, valid paths of one tree (the controller checks them again).
+        after = WorkspaceManifest.model_construct(entries=tuple(entries))
         changed, deleted = self._manifest.diff(after)
         if not changed and not deleted and not self._forced:
             return
         self._seq += 1
+        digest = after.digest
         yield WorkspaceSnapshot(
             seq=self._seq,
-            base=self._manifest.digest,
-            manifest=after.digest,
+            base=self._digest,
+            manifest=digest,
             changed=tuple(changed),
             deleted=tuple(deleted),
             skipped=tuple(walk.skipped),
             total_bytes=after.total_bytes,
             files=after.files,
         )
-        self._manifest, self._forced = after, False
+        self._manifest, self._digest, self._forced = after, digest, False
         self._sent |= pending
 
 
-def _blob(entry: ManifestEntry, pieces: list[bytes]) -> Iterator[WorkspaceBlob]:
+def _blob(entry: ManifestEntry, content: _Pieces) -> Iterator[WorkspaceBlob]:
+    pieces = content.pieces
     for i, piece in enumerate(pieces):
-        yield WorkspaceBlob(sha256=entry.sha256, size=entry.size, data=piece, last=i == len(pieces) - 1)
+        yield WorkspaceBlob(
+            sha256=entry.sha256,
+            size=entry.size,
+            compression=content.compression,
+            data=piece,
+            last=i == len(pieces) - 1,
+        )

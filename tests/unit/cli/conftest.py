@@ -15,6 +15,15 @@ def runner() -> CliRunner:
 
 
 @pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The controller's data dir, also the clients' default (so they read its token file)."""
+    path = tmp_path / "data"
+    monkeypatch.setenv("AIRLOCK_DATA_DIR", str(path))
+    monkeypatch.delenv("AIRLOCK_TOKEN", raising=False)
+    return path
+
+
+@pytest.fixture
 def write_config(tmp_path: Path):  # type: ignore[no-untyped-def]
     """``write_config(yaml_text, **files)``: airlock.yaml (dedented) plus extra files in tmp_path."""
 

@@ -137,15 +137,6 @@ def config(write_config) -> Path:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The controller's data dir, also the clients' default (so they read its token file)."""
-    path = tmp_path / "data"
-    monkeypatch.setenv("AIRLOCK_DATA_DIR", str(path))
-    monkeypatch.delenv("AIRLOCK_TOKEN", raising=False)
-    return path
-
-
-@pytest.fixture
 def controller(
     config: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[BackgroundController]:

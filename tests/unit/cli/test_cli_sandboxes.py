@@ -44,19 +44,6 @@ def config(write_config) -> Path:  # type: ignore[no-untyped-def]
     return write_config(CONFIG, count__yaml=COUNT_SCRIPT)  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "data"
-    monkeypatch.setenv("AIRLOCK_DATA_DIR", str(path))
-    monkeypatch.delenv("AIRLOCK_TOKEN", raising=False)
-    return path
-
-
-@pytest.fixture
-def runner() -> CliRunner:
-    return CliRunner()
-
-
 def _started(config: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> BackgroundController:
     background = BackgroundController(config, data_dir).__enter__()
     monkeypatch.setenv("AIRLOCK_CONTROLLER", background.address)

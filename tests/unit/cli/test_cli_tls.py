@@ -58,14 +58,6 @@ def files(tmp_path: Path) -> Files:
     return Files(tmp_path)
 
 
-@pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "data"
-    monkeypatch.setenv("AIRLOCK_DATA_DIR", str(path))
-    monkeypatch.delenv("AIRLOCK_TOKEN", raising=False)
-    return path
-
-
 def _serve(write_config: Any, data_dir: Path, tls: ServerTls) -> BackgroundController:
     config = write_config(CONFIG, calc__yaml="steps: []\n")
     return BackgroundController(config, data_dir, tls)

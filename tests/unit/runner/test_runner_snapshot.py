@@ -22,15 +22,19 @@ from airlock.runner._snapshot import Snapshotter
 def scan(snap: Snapshotter) -> tuple[dict[str, bytes], list[WorkspaceSnapshot], list[WorkspaceStopped]]:
     """The blobs (sha → plain content), snapshots and stops of one scan."""
     blobs: dict[str, bytearray] = {}
+    zipped: set[str] = set()
     snaps, stops = [], []
     for event in snap.scan():
         if isinstance(event, WorkspaceBlob):
             blobs.setdefault(event.sha256, bytearray()).extend(event.data)
+            if event.compression == "zlib":
+                zipped.add(event.sha256)
         elif isinstance(event, WorkspaceSnapshot):
             snaps.append(event)
         else:
             stops.append(event)
-    return {k: zlib.decompress(bytes(v)) for k, v in blobs.items()}, snaps, stops
+    plain = {k: zlib.decompress(bytes(v)) if k in zipped else bytes(v) for k, v in blobs.items()}
+    return plain, snaps, stops
 
 
 def test_the_first_snapshot_is_full_and_the_next_sends_only_the_change_and_deletions(tmp_path: Path) -> None:
@@ -145,3 +149,11 @@ def test_blob_pieces_are_at_most_a_chunk(tmp_path: Path) -> None:
     pieces = [e for e in snap.scan() if isinstance(e, WorkspaceBlob)]
     assert len(pieces) >= 3 and all(len(p.data) <= CHUNK_BYTES for p in pieces)
     assert [p.last for p in pieces] == [False] * (len(pieces) - 1) + [True]
+
+
+def test_compressible_content_is_sent_zlib_and_random_content_as_it_is(tmp_path: Path) -> None:
+    (tmp_path / "text").write_text("the same line again\n" * 5000)
+    (tmp_path / "noise").write_bytes(os.urandom(100_000))
+    sent = {e.sha256: e.compression for e in Snapshotter(tmp_path).scan() if isinstance(e, WorkspaceBlob)}
+    by_path = {p.name: sha256_hex(p.read_bytes()) for p in tmp_path.iterdir()}
+    assert sent == {by_path["text"]: "zlib", by_path["noise"]: "none"}
