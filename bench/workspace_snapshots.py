@@ -14,7 +14,11 @@ worst case for compression). Rows:
   next model step). Floor: the same job with ``durability.workspace.snapshots: false``;
 - **resume**: a turn started with the 50 MiB workspace restored (RestoreWorkspace RPC, blobs
   read from a DirBlobStore) until its first tool call starts, vs the same turn with an empty
-  workspace (floor); process backend, and Docker when the runner image is there.
+  workspace (floor); process backend, and Docker when the runner image is there;
+- **fork storage**: a job writes 10 MiB (200 random files), then one 1 KiB file; 100 forks
+  of it at the first checkpoint each restore the 10 MiB and write their own 1 KiB file. The
+  blob store's bytes after the forks ÷ after the job alone (floor): shared content is stored
+  once, so the ratio stays near 1 (storing each fork's copy would make it ~101x).
 
 Usage: ``python bench/workspace_snapshots.py [--quick] [--no-docker] [--markdown]``
 """
@@ -49,7 +53,7 @@ from airlock.sandbox.process import ProcessBackend
 from airlock.state import SqliteStore
 from airlock.testing import bash_agent, text_step, tool_step
 from airlock.turn import ToolStarted
-from bench._report import Report, RowSpec
+from bench._report import Report, RowSpec, floor_ratio
 from layer0 import EnvironmentSpec, ProcessIsolation, TurnInput
 
 FILES = 1000
@@ -63,6 +67,17 @@ SEED_COMMAND = (
 PROCESS_ENV = EnvironmentSpec(isolation=[ProcessIsolation()])
 CHANGES = (1, 100)
 OFF, SCAN = "workspace.call_off", "workspace.scan"
+STORED = "workspace.stored"
+#: The forked job: 10 MiB in 200 random files, then a 1 KiB file of its own.
+FORKED_STEPS = [
+    tool_step(
+        "bash",
+        {"command": "mkdir -p d && for i in $(seq 1 200); do head -c 52428 /dev/urandom > d/f$i; done"},
+        id="seed",
+    ),
+    tool_step("bash", {"command": "head -c 1024 /dev/urandom > mine"}, id="mine"),
+    text_step("done"),
+]
 
 
 @dataclass(frozen=True)
@@ -77,9 +92,12 @@ class Settings:
     #: Untimed turns of each resume case first (first-call paths, page cache).
     warmup: int = 1
 
+    #: Forks of one job in the storage rows.
+    forks: int = 100
+
     @classmethod
     def of(cls, quick: bool, docker: bool = True) -> Settings:
-        return cls(3, 3, 1, 1, False, warmup=0) if quick else cls(10, 10, 2, 5, docker)
+        return cls(3, 3, 1, 1, False, warmup=0, forks=10) if quick else cls(10, 10, 2, 5, docker)
 
 
 def row_specs() -> list[RowSpec]:
@@ -102,6 +120,16 @@ def row_specs() -> list[RowSpec]:
         empty = f"workspace.resume_empty_{backend}"
         rows.append(RowSpec(empty, f"resume with an empty workspace → first tool call ({backend})"))
         rows.append(RowSpec(f"workspace.resume_50_{backend}", "  50 MiB restored", floor=empty))
+    rows.append(RowSpec(STORED, "storage: a job's workspace, 10 MiB (blob store)", unit="MiB"))
+    rows.append(
+        RowSpec(
+            f"{STORED}_forks",
+            "  + forks of it, each restored and writing its own 1 KiB file",
+            unit="MiB",
+            floor=STORED,
+            targets=(floor_ratio(1.1),),
+        )
+    )
     return rows
 
 
@@ -323,6 +351,7 @@ async def measure_rows(report: Report, s: Settings) -> None:
     await _stage(report, "workspace.call", end_to_end(report, s.calls, s.rounds))
     process = resume_rows(report, ProcessBackend(), PROCESS_ENV, "process", s)
     await _stage(report, "workspace.resume_", process)
+    await _stage(report, STORED, fork_storage(report, s.forks))
     backend, why = await asyncio.to_thread(docker_backend) if s.docker else (None, "skipped (--quick)")
     if backend is None:
         for key in ("workspace.resume_empty_docker", "workspace.resume_50_docker"):
@@ -330,6 +359,52 @@ async def measure_rows(report: Report, s: Settings) -> None:
         return
     docker = resume_rows(report, backend, EnvironmentSpec(), "docker", s)
     await _stage(report, "workspace.resume_", docker)
+
+
+async def fork_storage(report: Report, forks: int) -> None:
+    """The blob store's bytes after one job, then after ``forks`` forks of it (see the module
+    docstring)."""
+    agent = {
+        "provider": {"kind": "scripted", "script": FORKED_STEPS},
+        "tools": ["bash"],
+        "backend": "process",
+        "defaults": {"max_turns": 6, "max_duration": "300s"},
+    }
+    with tempfile.TemporaryDirectory(prefix="al-bench-ws-forks-") as where:
+        tmp = Path(where)
+        (tmp / "airlock.yaml").write_text(yaml.safe_dump({"version": 1, "agents": {"forked": agent}}))
+        config = load_config(tmp / "airlock.yaml")
+        async with (
+            SqliteJobStore(tmp / "jobs.db") as store,
+            SqliteStore(tmp / "state.db") as state,
+            JobService(store, AgentRunner(config), state, blobs=DirBlobStore(tmp / "blobs")) as service,
+        ):
+            job = await _finished(service, (await service.submit("forked", TurnInput.new("go"))).id)
+            report.add(STORED, await asyncio.to_thread(_mib, tmp / "blobs"))
+            _, records = await service.weave(job)
+            seeded = next(r.id for r in records if r.kind == "tool_call" and _call_id(r.content) == "seed")
+            made = [await service.fork(job, at=seeded) for _ in range(forks)]
+            for fork in made:
+                await _finished(service, fork.id)
+            stored = await asyncio.to_thread(_mib, tmp / "blobs")
+            report.add(f"{STORED}_forks", stored)
+            report.data[f"{STORED}_forks"].detail = f"{forks} forks; each copy stored: ~{forks + 1}x"
+
+
+async def _finished(service: JobService, job_id: str) -> str:
+    done = await service.wait(job_id)
+    if done.state is not JobState.SUCCEEDED:
+        raise RuntimeError(f"job {job_id}: {done.state.value}: {done.error}")
+    return job_id
+
+
+def _call_id(content: object) -> object:
+    return content.get("tool_use_id") if isinstance(content, dict) else None
+
+
+def _mib(root: Path) -> float:
+    """The bytes of every file below ``root``, in MiB."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / (1 << 20)
 
 
 def summary(report: Report) -> str:
