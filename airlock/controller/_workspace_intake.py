@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import zlib
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from airlock.errors import AirlockError
 from airlock.policy import (
@@ -29,6 +29,7 @@ from airlock.policy import (
     WorkspaceManifest,
     WorkspaceSnapshot,
     WorkspaceStopped,
+    stored_blob,
 )
 
 from ._blobs import BlobStore
@@ -59,7 +60,7 @@ class _Pending:
 
     sha256: str
     size: int
-    compression: str
+    compression: Literal["none", "zlib"]
     inflater: zlib._Decompress | None
     hasher: hashlib._Hash = field(default_factory=hashlib.sha256)
     plain: int = 0
@@ -153,8 +154,7 @@ class WorkspaceIntake:
         if pending.hasher.hexdigest() != sha:
             raise self._refuse(f"blob claimed as {sha} has SHA-256 {pending.hasher.hexdigest()}")
         raw = bytes(pending.raw)
-        # Content the runner found incompressible is kept as a stored (level 0) zlib stream.
-        self._staged[sha] = (pending.size, raw if pending.inflater is not None else zlib.compress(raw, 0))
+        self._staged[sha] = (pending.size, stored_blob(pending.compression, raw))
 
     async def snapshot(self, ev: WorkspaceSnapshot) -> WorkspaceManifest:
         """Verify the snapshot against the current manifest and the verified blobs, then store

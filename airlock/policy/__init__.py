@@ -37,6 +37,7 @@ from .manifest import (
     WorkspaceSnapshot,
     WorkspaceStopped,
     sha256_hex,
+    stored_blob,
 )
 from .plan import (
     SIDECAR_CONVENTIONS,
@@ -103,5 +104,6 @@ __all__ = [
     "resolve_credentials",
     "resolve_secret",
     "sha256_hex",
+    "stored_blob",
     "workspace_path",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
@@ -32,6 +33,7 @@ __all__ = [
     "WorkspaceSnapshot",
     "WorkspaceStopped",
     "sha256_hex",
+    "stored_blob",
 ]
 
 _HEX = r"^[0-9a-f]{64}$"
@@ -45,6 +47,12 @@ class ManifestRefused(FileRefused):
 def sha256_hex(data: bytes) -> str:
     """The SHA-256 of ``data`` as 64 lowercase hex digits (how blobs are named)."""
     return hashlib.sha256(data).hexdigest()
+
+
+def stored_blob(compression: Literal["none", "zlib"], data: bytes) -> bytes:
+    """A blob's whole content as sent, as a blob store keeps it: a zlib stream (content sent
+    as it is, found incompressible, is kept as a stored, level 0, stream)."""
+    return data if compression == "zlib" else zlib.compress(data, 0)
 
 
 class ManifestEntry(BaseModel):

@@ -17,6 +17,7 @@ from airlock.policy import (
     WorkspaceManifest,
     WorkspaceSnapshot,
     sha256_hex,
+    stored_blob,
 )
 from airlock.sandbox import SandboxRequest, TurnHandle, WorkspaceRestore
 from airlock.sandbox.process import ProcessBackend
@@ -40,15 +41,18 @@ async def run(commands: list[str], handle: TurnHandle) -> tuple[list[Any], Any]:
 
 
 def fold(events: list[Any]) -> tuple[WorkspaceManifest, dict[str, bytes]]:
-    manifest, blobs = EMPTY_MANIFEST, {}
+    """The manifest the snapshots make, and the blobs as a blob store keeps them (zlib; one
+    sent as it is, as a stored zlib stream)."""
+    manifest, blobs, how = EMPTY_MANIFEST, {}, {}
     for e in events:
         if isinstance(e, WorkspaceBlob):
             blobs[e.sha256] = blobs.get(e.sha256, b"") + e.data
+            how[e.sha256] = e.compression
         elif isinstance(e, WorkspaceSnapshot):
             assert e.base == manifest.digest
             manifest = manifest.apply(e.changed, e.deleted)
             assert manifest.digest == e.manifest
-    return manifest, blobs
+    return manifest, {sha: stored_blob(how[sha], data) for sha, data in blobs.items()}
 
 
 async def test_snapshots_then_a_restore_into_a_fresh_sandbox() -> None:

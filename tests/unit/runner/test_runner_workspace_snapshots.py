@@ -8,6 +8,7 @@ import secrets
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import grpc
 import pytest
@@ -24,6 +25,7 @@ from airlock.policy import (
     WorkspaceSnapshot,
     WorkspaceStopped,
     sha256_hex,
+    stored_blob,
 )
 from airlock.runner import RemoteTurn, RunnerCallError, RunnerConfig, RunnerServer
 from airlock.runner._restore import Restore
@@ -49,13 +51,12 @@ async def run_turn(address: str, token: str, commands: list[str], max_bytes: int
 def blobs_of(events: list[object]) -> dict[str, bytes]:
     """Each blob as a blob store keeps it (zlib; one sent as it is, stored level 0)."""
     data: dict[str, bytearray] = {}
-    raw: set[str] = set()
+    how: dict[str, Literal["none", "zlib"]] = {}
     for e in events:
         if isinstance(e, WorkspaceBlob):
             data.setdefault(e.sha256, bytearray()).extend(e.data)
-            if e.compression == "none":
-                raw.add(e.sha256)
-    return {k: zlib.compress(bytes(v), 0) if k in raw else bytes(v) for k, v in data.items()}
+            how[e.sha256] = e.compression
+    return {k: stored_blob(how[k], bytes(v)) for k, v in data.items()}
 
 
 async def test_a_turn_streams_blobs_then_the_manifest_before_its_checkpoint_and_a_restore_matches(
