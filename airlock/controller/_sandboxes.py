@@ -69,6 +69,15 @@ def spec_digest(agent: AgentConfig) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
+def _same_agent(info: SandboxInfo, agent: AgentConfig) -> None:
+    """``agent`` is configured as it was when the sandbox was created (else SandboxRefused)."""
+    if info.spec_digest != spec_digest(agent):
+        raise SandboxRefused(
+            f"sandbox {info.id} was fixed to agent {agent.name} as configured at its creation, "
+            "and the agent's configuration changed since: create a new sandbox"
+        )
+
+
 @dataclass
 class _Held:
     """What this process holds of one sandbox: its lock and its box."""
@@ -184,8 +193,8 @@ class KeptSandboxes:
         """The tenant's sandboxes (None: every tenant's), newest first."""
         return await self._store.run(rows.listed(tenant))
 
-    async def admit(self, sandbox_id: str, agent: AgentConfig, tenant: str) -> None:
-        """Check that a job of ``agent`` for ``tenant`` may run in the sandbox.
+    async def admit(self, sandbox_id: str, agent: AgentConfig, tenant: str) -> SandboxInfo:
+        """The sandbox, once it is checked that a job of ``agent`` for ``tenant`` may run in it.
 
         Raises:
             SandboxNotFound: unknown, or another tenant's.
@@ -194,11 +203,8 @@ class KeptSandboxes:
         info = await self.get(sandbox_id, tenant)
         if info.agent != agent.name:
             raise SandboxRefused(f"sandbox {sandbox_id} runs agent {info.agent}'s jobs, not {agent.name}'s")
-        if info.spec_digest != spec_digest(agent):
-            raise SandboxRefused(
-                f"sandbox {sandbox_id} was fixed to agent {agent.name} as configured at its creation, "
-                "and the agent's configuration changed since: create a new sandbox"
-            )
+        _same_agent(info, agent)
+        return info
 
     async def pause(self, sandbox_id: str, tenant: str | None) -> SandboxInfo:
         """Snapshot the workspace (after the job running in it), then remove the box.
@@ -260,8 +266,7 @@ class KeptSandboxes:
         held = self._held.setdefault(job.sandbox, _Held())
         async with held.lock:
             try:
-                info = await self.get(job.sandbox, job.tenant)
-                await self.admit(job.sandbox, agent, job.tenant)
+                info = await self.admit(job.sandbox, agent, job.tenant)
             except (SandboxNotFound, SandboxRefused) as e:
                 raise EnvError.provision_failed(f"job {job.id}: {e}") from e
             if held.box is not None and not await held.box.alive():
@@ -340,11 +345,7 @@ class KeptSandboxes:
             return
         await self._close(info.id)
         agent = self._runner.agent(info.agent)
-        if info.spec_digest != spec_digest(agent):
-            raise SandboxRefused(
-                f"sandbox {info.id} was fixed to agent {agent.name} as configured at its creation, "
-                "and the agent's configuration changed since: create a new sandbox"
-            )
+        _same_agent(info, agent)
         held.box = await self._runner.open_box(agent, label=info.id, ttl=None)
         held.fresh = info.manifest is not None
         await self._store.run(rows.update(info.id, state="running"))

@@ -91,7 +91,7 @@ async def test_three_jobs_share_the_box_pause_and_resume_keep_the_files(
     assert_none_left(docker_client)
 
 
-async def test_an_idle_sandbox_past_its_ttl_is_removed_and_a_busy_one_kept(
+async def test_an_idle_sandbox_past_its_ttl_is_removed_and_one_without_a_ttl_kept(
     tmp_path: Path, state_dir: Path, runner_image: str, docker_client: Any
 ) -> None:
     async with running_service(
