@@ -11,13 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 
 from airlock.controller import JobNotFound, JobService
 from airlock.jobs import JobState, SandboxActivity, WorkspaceChanged
 from airlock.policy import WorkspaceManifest
 from airlock.sandbox.docker._labels import LABEL_SANDBOX
-from airlock.testing import text_step, tool_step
+from airlock.sandbox.kubernetes._names import LABEL_JOB as KUBE_LABEL_JOB
+from airlock.testing import DockerPods, KubeApiStandIn, text_step, tool_step
 from airlock.turn import ToolStarted
 from layer0 import TurnInput
 from tests.support.containers import assert_none_left, my_containers
@@ -30,6 +32,8 @@ from tests.support.controller import (
 )
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+
+KUBE_NS = "airlock-sandboxes"
 
 #: Lists every file of /workspace as ``<sha256>  ./<path>`` lines, sorted (the tree's hash).
 TREE = "find . -type f -print0 | sort -z | xargs -0 -r sha256sum"
@@ -176,3 +180,54 @@ async def test_forks_at_three_points_start_from_the_originals_files_and_conversa
         assert [r.hash for r in after if r.job == job.id] == [r.hash for r in before], "original untouched"
         _, report = await service.verify(job.id)
         assert report.ok, report
+
+
+@pytest.mark.attack("faults")
+async def test_on_the_kubernetes_stand_in_a_pod_deleted_mid_turn_resumes_with_its_files(
+    tmp_path: Path, runner_image: str
+) -> None:
+    """The same through the kubernetes backend (the stand-in API server, its pods on Docker):
+    the job's pod is deleted through the API mid-turn; a new pod gets the checkpoint's files.
+    The stand-in enforces no NetworkPolicy, so this test opts out of the proof as an operator
+    could (the agent has no network)."""
+    pods = DockerPods()
+    try:
+        with KubeApiStandIn(pods=pods, namespaces=(KUBE_NS,)) as api:
+            kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+            kube = {
+                "kubeconfig": str(kubeconfig),
+                "namespace": KUBE_NS,
+                "connect": "pod_ip",
+                "image_pull_policy": "Never",
+                "network_policy": "assume_enforced",
+                "enforcement": {"metadata_address": "127.0.0.1:9"},
+            }
+            agent = {
+                **agent_config(LOST, ["bash"], durability={"in_flight": "fail"}),
+                "backend": "kubernetes",
+            }
+            config = write_config(tmp_path, {"writer": agent}, backends={"kubernetes": kube})
+            data, state = tmp_path / "data", tmp_path / "state"
+            async with running_service(config, data, state, runner_image, workspaces=True) as service:
+                job = await service.submit("writer", TurnInput.new("go"))
+                await _until_started(service, job.id, "c3")
+                [pod] = [p for p in api.objects("pods", KUBE_NS) if _job_of(p) == job.id]
+                await asyncio.to_thread(_delete_pod, kubeconfig, pod["metadata"]["name"])
+                await service.wait(job.id)
+                await _check_restored(service, job.id)
+            assert [p for p in api.objects("pods", KUBE_NS) if _job_of(p)] == [], "every pod removed"
+    finally:
+        pods.close()
+
+
+def _job_of(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get(KUBE_LABEL_JOB)
+
+
+def _delete_pod(kubeconfig: Path, name: str) -> None:
+    """Delete the pod through the API server, as an operator or an eviction would."""
+    client = kubernetes.config.new_client_from_config(str(kubeconfig))
+    try:
+        kubernetes.client.CoreV1Api(client).delete_namespaced_pod(name, KUBE_NS, grace_period_seconds=0)
+    finally:
+        client.close()
