@@ -41,6 +41,10 @@ the rest live here)::
     │                             [airlock.controller]
     ├── ForkRefused              a job cannot be forked where asked (no such checkpoint, a
     │                             message inside a step) [airlock.controller]
+    ├── SandboxNotFound          no long-lived sandbox has this id (or another tenant's)
+    │                             [airlock.controller]
+    ├── SandboxRefused           a long-lived sandbox cannot do that (another agent's, a changed
+    │                             agent, no blob store, replicas) [airlock.controller]
     ├── JobStoreError            the job store cannot be read or written [airlock.controller]
     ├── LeaseLost                a replica wrote a job another replica adopted [airlock.controller]
     ├── DatabaseError            a SQLite file or PostgreSQL database cannot be reached, read or

@@ -44,6 +44,7 @@ from ._orchestrator import JobOrchestrator
 from ._pruning import Pruner
 from ._quotas import QuotaExceeded, Quotas, capped
 from ._retention import Cutoffs, PruneReport
+from ._sandboxes import SandboxNotFound, SandboxRefused
 from ._service import JobService
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover, ServiceSettings
 from ._store import JobStore, JobStoreError, new_job_id
@@ -86,6 +87,8 @@ __all__ = [
     "Pruner",
     "QuotaExceeded",
     "Quotas",
+    "SandboxNotFound",
+    "SandboxRefused",
     "ServerTls",
     "ServiceSettings",
     "SqliteJobStore",

@@ -126,11 +126,7 @@ class JobService:
         self._active = ActiveJobs(self._agent)
         self._records = JobRecords(self.weaves, self.events)
         self._files = JobFiles(self.events)
-        #: The controls of jobs another replica runs, relayed through the store (None: one
-        #: replica, on SQLite).
-        self._remote = (
-            RemoteControls(store, self.events, self._active, lambda: self._controls) if store.shared else None
-        )
+        self._remote = self._remote_controls()
         elsewhere = self._remote.deliver if self._remote is not None else None
         self._controls = Controls(self.events, self._records, self._active, elsewhere)
         # The scheduler runs what the approvals requeue; runs and effects call each other
@@ -154,13 +150,24 @@ class JobService:
         )
         self._membership = Membership(store, self.settings.lease_s, adopt=self._adoption, let_go=self._let_go)
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
-        #: The long-lived sandboxes jobs may run in (``submit(sandbox=...)``).
-        self.sandboxes = KeptSandboxes(
-            store, runner, blobs, self.replica, shared=store.shared, sweep_s=self.settings.sandbox_sweep_s
-        )
+        self.sandboxes = self._kept_sandboxes(runner)  # what jobs may run in (submit(sandbox=…))
         self._runs = self._job_runs(runner, state)
         self._forks = Forks(store, self._submit_fork)
         self.pruner = self._pruner(runner, auth)  # hourly
+
+    def _remote_controls(self) -> RemoteControls | None:
+        """The controls of jobs another replica runs, relayed through the store (None: one
+        replica, on SQLite)."""
+        if not self.store.shared:
+            return None
+        return RemoteControls(self.store, self.events, self._active, lambda: self._controls)
+
+    def _kept_sandboxes(self, runner: AgentRunner) -> KeptSandboxes:
+        """The long-lived sandboxes jobs may run in (``submit(sandbox=...)``)."""
+        sweep_s = self.settings.sandbox_sweep_s
+        return KeptSandboxes(
+            self.store, runner, self.blobs, self.replica, shared=self.store.shared, sweep_s=sweep_s
+        )
 
     def _pruner(self, runner: AgentRunner, auth: AuthSettings | None) -> Pruner:
         """What prunes the store by its retention, and sweeps the blobs no checkpoint names."""
