@@ -13,7 +13,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -193,13 +193,13 @@ class _Servicer(cpb_grpc.ControllerServicer):
         return jc.job_to_proto(job)
 
     async def GetJob(self, request: cpb.GetJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         return jc.job_to_proto(await self._job(context, request.id, "see"))
 
     async def WatchJob(
         self, request: cpb.WatchJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[cpb.JobEvent]:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "see")
         try:
             async for event in self.service.watch(request.id, min(request.after_seq, _MAX_SEQ)):
@@ -212,7 +212,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def ListArtifacts(
         self, request: cpb.ListArtifactsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ListArtifactsResponse:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "see")
         try:
             found = sorted(await self.service.artifacts(request.id), key=lambda a: a.path)
@@ -241,7 +241,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
             yield cpb.ArtifactData(data=data[at : at + _ARTIFACT_PIECE])
 
     async def CancelJob(self, request: cpb.CancelJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "steer")
         try:
             return jc.job_to_proto(await self.service.cancel(request.id, request.reason))
@@ -249,7 +249,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
             return await errors.refuse(context, e)
 
     async def ForkJob(self, request: cpb.ForkJobRequest, context: grpc.aio.ServicerContext) -> cpb.Job:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         original = await self._job(context, request.id, "see")
         agent = request.agent or original.agent
         try:
@@ -328,7 +328,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def GetJobLogs(
         self, request: cpb.GetJobLogsRequest, context: grpc.aio.ServicerContext
     ) -> cpb.GetJobLogsResponse:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "see")
         try:
             lines = await self.service.logs(request.id, min(request.after_seq, _MAX_SEQ))
@@ -394,7 +394,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def PauseJob(
         self, request: cpb.PauseJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.PauseJobResponse:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "steer")
         try:
             await self.service.pause(request.id)
@@ -405,7 +405,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def ResumeJob(
         self, request: cpb.ResumeJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.ResumeJobResponse:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "steer")
         try:
             await self.service.resume(request.id)
@@ -416,7 +416,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def StepJob(
         self, request: cpb.StepJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.StepJobResponse:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "steer")
         try:
             info, events = await self.service.step(request.id)
@@ -431,7 +431,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def InspectJob(
         self, request: cpb.InspectJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.InspectJobResponse:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "see")
         try:
             found = await self.service.inspect(request.id)
@@ -509,7 +509,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def GetWeave(
         self, request: cpb.GetWeaveRequest, context: grpc.aio.ServicerContext
     ) -> cpb.GetWeaveResponse:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "see")
         try:
             root, records = await self.service.weave(request.id)
@@ -520,7 +520,7 @@ class _Servicer(cpb_grpc.ControllerServicer):
     async def VerifyJob(
         self, request: cpb.VerifyJobRequest, context: grpc.aio.ServicerContext
     ) -> cpb.VerifyJobResponse:
-        await _need_id(context, request)
+        await errors.need_id(context, request)
         await self._job(context, request.id, "see")
         try:
             root, report = await self.service.verify(request.id)
@@ -537,13 +537,6 @@ class _Servicer(cpb_grpc.ControllerServicer):
             breaks=breaks,
             sealed=self.service.weaves.key is not None,
         )
-
-
-async def _need_id(context: grpc.aio.ServicerContext, request: Any) -> None:
-    """INVALID_ARGUMENT (a violation on ``id``) when the request names no job."""
-    problems = errors.required(request, "id")
-    if problems:
-        await errors.invalid(context, problems)
 
 
 async def _unsendable(context: grpc.aio.ServicerContext, job_id: str, error: Exception) -> NoReturn:

@@ -25,7 +25,7 @@ from ._quotas import QuotaExceeded
 from ._sandboxes import SandboxNotFound, SandboxRefused
 from ._service_settings import JobNotAwaiting, JobNotFound, NotAnApprover
 
-__all__ = ["REASONS", "RETRY_AFTER_S", "fail", "invalid", "refuse", "required"]
+__all__ = ["REASONS", "RETRY_AFTER_S", "fail", "invalid", "need_id", "refuse", "required"]
 
 #: Every ``ErrorInfo.reason`` the Controller service sends, and what it means.
 REASONS: dict[str, str] = {
@@ -63,6 +63,13 @@ REFUSED = tuple(_REFUSALS)
 def required(request: object, *fields: str) -> list[wire.Problem]:
     """An ``is required`` problem per string field of ``request`` left empty."""
     return [wire.Problem(name, "is required") for name in fields if not getattr(request, name)]
+
+
+async def need_id(context: grpc.aio.ServicerContext, request: object) -> None:
+    """INVALID_ARGUMENT (a violation on ``id``) when the request names no job or sandbox."""
+    problems = required(request, "id")
+    if problems:
+        await invalid(context, problems)
 
 
 async def fail(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import grpc
@@ -79,7 +80,7 @@ class SandboxApi:
         return jc.sandbox_to_proto(info)
 
     async def get(self, request: cpb.GetSandboxRequest, context: grpc.aio.ServicerContext) -> cpb.Sandbox:
-        await self._need_id(context, request)
+        await errors.need_id(context, request)
         return jc.sandbox_to_proto(await self.sandbox(context, request.id, "see"))
 
     async def listed(
@@ -108,21 +109,15 @@ class SandboxApi:
         return await self._answer(context, self.sandboxes.remove(info.id, info.tenant))
 
     async def _steered(self, context: grpc.aio.ServicerContext, request: IdRequest) -> SandboxInfo:
-        await self._need_id(context, request)
+        await errors.need_id(context, request)
         return await self.sandbox(context, request.id, "steer")
 
     @staticmethod
-    async def _answer(context: grpc.aio.ServicerContext, work: object) -> cpb.Sandbox:
+    async def _answer(context: grpc.aio.ServicerContext, work: Awaitable[SandboxInfo]) -> cpb.Sandbox:
         try:
-            info = await work  # type: ignore[misc]
+            info = await work
         except errors.REFUSED as e:
             return await errors.refuse(context, e)
         except (EnvError, WorkspaceViolation) as e:
             return await errors.fail(context, grpc.StatusCode.UNAVAILABLE, "SANDBOX_REFUSED", str(e))
         return jc.sandbox_to_proto(info)
-
-    @staticmethod
-    async def _need_id(context: grpc.aio.ServicerContext, request: IdRequest) -> None:
-        problems = errors.required(request, "id")
-        if problems:
-            await errors.invalid(context, problems)
