@@ -146,19 +146,17 @@ class JobWorkspace:
         sandbox (``kept``), a fresh box is restored from the job's own checkpoint (a resume),
         else the sandbox's last snapshot, whatever the agent's snapshot policy."""
         policy = durability.workspace
-        if self._blobs is None:
+        fresh = kept is not None and kept.fresh
+        if self._blobs is None or not (policy.snapshots or fresh):
             return WorkspaceExecution(intake=None, restore=None, snapshot_bytes=None, digest="", emit=emit)
         if kept is None:
-            restored = await self._last_manifest(job, emit) if policy.snapshots else None
-            held = restored
+            restored = held = await self._last_manifest(job, emit)
         elif kept.fresh:
             restored = held = await self._last_manifest(job, emit) or await self._named(
                 job, kept.manifest, emit
             )
         else:
             restored, held = None, await self._named(job, kept.manifest, emit)
-        if restored is None and not policy.snapshots:
-            return WorkspaceExecution(intake=None, restore=None, snapshot_bytes=None, digest="", emit=emit)
         restore = await self._restore(job, restored, emit) if restored is not None else None
         base = held or EMPTY_MANIFEST
         intake = None
