@@ -3,7 +3,6 @@ process's, and the checks that none is left behind."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -14,6 +13,7 @@ from typing import Any
 
 from airlock.build import build_turn
 from airlock.sandbox.docker._labels import LABEL_OWNER
+from airlock.sandbox.docker._remove import force_remove
 from airlock.spec import AgentSpec
 from airlock.turn import NeuronTurn
 
@@ -95,11 +95,8 @@ def my_container_names(client: Any) -> dict[str, str]:
 def assert_none_left(client: Any) -> None:
     """Fail if a container of this process remains, after removing it (the next test starts clean)."""
     leftovers = my_container_names(client)
-    from docker.errors import NotFound
-
-    for container_id in leftovers:
-        with contextlib.suppress(NotFound):  # its own teardown finished meanwhile
-            client.api.remove_container(container_id, force=True)
+    for container_id in leftovers:  # its own teardown may be finishing it meanwhile: waited out
+        force_remove(client, container_id, wait_s=120)
     assert not leftovers, f"containers left behind: {sorted(leftovers.values())}"
 
 

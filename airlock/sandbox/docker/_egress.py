@@ -49,6 +49,7 @@ from airlock.images import docker_errors
 from airlock.policy import CredentialPlacement, ResolvedCredentials, SandboxPlan, redact
 from layer0 import EnvError
 
+from ._remove import force_remove
 from ._settings import DockerSettings
 from ._subnets import allocate
 
@@ -410,16 +411,16 @@ class EgressWiring:
 
     def remove(self) -> list[str]:
         """Remove the proxy container, the internal network and the directories; return problems."""
+        import requests
+
         errors = docker_errors()
         problems: list[str] = []
         if self.proxy is not None:
             try:
                 # A graceful stop first: the bundle flushes its last events (closed tunnels).
-                with contextlib.suppress(errors.DockerException):
+                with contextlib.suppress(errors.DockerException, requests.RequestException):
                     self.client.api.stop(self.proxy.id, timeout=2)
-                self.client.api.remove_container(self.proxy.id, force=True)
-            except errors.NotFound:
-                pass
+                force_remove(self.client, self.proxy.id)
             except errors.DockerException as e:
                 problems.append(f"proxy container: {e}")
         elif self.needs_network:  # create may have happened without us learning the id

@@ -31,6 +31,7 @@ from ._config import GVISOR_KERNEL_DIED, SOCKET_NAME, TOKEN_NAME, Boundary, cont
 from ._egress import EgressWiring
 from ._labels import LABEL_SANDBOX, owner_labels
 from ._reaper import owner_file, write_owner_file
+from ._remove import force_remove
 
 if TYPE_CHECKING:
     from airlock.runner import RemoteTurn
@@ -405,9 +406,7 @@ class DockerInstance:
                 problems.append(f"listing: {e}")
         for c in targets:
             try:
-                self.client.api.remove_container(c.id, force=True)
-            except errors.NotFound:
-                pass
+                force_remove(self.client, c.id)
             except errors.DockerException as e:
                 problems.append(f"container {c.id[:12]}: {e}")
         if self.wiring is not None:

@@ -1,9 +1,11 @@
-"""Force-remove a container when another party may be removing it at the same moment.
+"""Force-remove a container when the engine is slow or another party removes it too.
 
 Two controllers on one host (replicas, or a controller and ``airlock gc``) sweep the same
 orphans; Docker answers the second ``remove`` with 409 "removal of container … is already in
-progress". That is not a failure: the container is going. It is waited out (bounded) and
-reported gone only once the engine says "no such container".
+progress". And a busy engine removing a gVisor sandbox that still reaps hundreds of processes
+can take longer than the client's read timeout, while the removal goes on in the engine.
+Neither is a failure: the container is going. Both are waited out (bounded), and the
+container is reported gone only once the engine says "no such container".
 """
 
 from __future__ import annotations
@@ -15,18 +17,20 @@ from airlock.images import docker_errors
 
 __all__ = ["force_remove"]
 
-#: How long a removal started by someone else is waited for.
+#: How long a removal already under way (ours that timed out, or another party's) is waited for.
 CONCURRENT_REMOVAL_S = 30.0
 
 
-def force_remove(client: Any, container_id: str, *, wait_s: float = CONCURRENT_REMOVAL_S) -> bool:
+def force_remove(client: Any, container_id: str, *, wait_s: float | None = None) -> bool:
     """Force-remove ``container_id`` (blocking) and return once it is gone: True when this call
-    removed it, False when it was already gone or another party's removal finished it.
+    removed it, False when it was already gone or a removal under way finished it.
 
     Raises:
-        docker.errors.DockerException: the engine refused, or a concurrent removal did not
-            finish within ``wait_s``.
+        docker.errors.DockerException: the engine refused, or a removal under way did not
+            finish within ``wait_s`` (default ``CONCURRENT_REMOVAL_S``).
     """
+    import requests
+
     errors = docker_errors()
     try:
         client.api.remove_container(container_id, force=True)
@@ -36,14 +40,26 @@ def force_remove(client: Any, container_id: str, *, wait_s: float = CONCURRENT_R
     except errors.APIError as e:
         if not _removal_in_progress(e):
             raise
+    except requests.RequestException:
+        pass  # our request timed out or broke; the engine goes on removing it
+    return _wait_gone(client, container_id, CONCURRENT_REMOVAL_S if wait_s is None else wait_s)
+
+
+def _wait_gone(client: Any, container_id: str, wait_s: float) -> bool:
+    """False once the engine no longer knows ``container_id``; an error after ``wait_s``."""
+    import requests
+
+    errors = docker_errors()
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
             client.api.inspect_container(container_id)
         except errors.NotFound:
             return False
+        except requests.RequestException:
+            pass  # the engine is busy: ask again
         time.sleep(0.1)
-    raise errors.APIError(f"container {container_id}: another removal did not finish in {wait_s:g}s")
+    raise errors.APIError(f"container {container_id}: its removal did not finish in {wait_s:g}s")
 
 
 def _removal_in_progress(e: Any) -> bool:

@@ -11,8 +11,9 @@ from typing import Any
 
 import docker.errors
 import pytest
+import requests
 
-from airlock.sandbox.docker import _instance
+from airlock.sandbox.docker import _instance, _remove
 from airlock.sandbox.docker._reaper import owner_file, write_owner_file
 
 
@@ -105,3 +106,50 @@ def test_a_live_engine_that_keeps_refusing_leaves_the_owner_file_after_the_last_
     assert client.attempts == 6  # the first attempt, then one per pause: bounded
     assert owner_file(tmp_path, sandbox.id).exists()
     assert "incomplete" in caplog.text and "already in progress" in caplog.text
+
+
+class SlowRemoval(RestartingEngine):
+    """A live engine whose removal outlasts the client's read timeout; the engine finishes it
+    after ``inspections`` more questions (or never)."""
+
+    def __init__(self, inspections: int) -> None:
+        super().__init__(down_for=0)
+        self.inspections = inspections
+        self.attempts = 0
+        self.api = SimpleNamespace(remove_container=self._remove, inspect_container=self._inspect)
+
+    def _remove(self, container_id: str, force: bool) -> None:
+        self.attempts += 1
+        raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=120)")
+
+    def _inspect(self, container_id: str) -> dict[str, Any]:
+        self.inspections -= 1
+        if self.inspections < 0:
+            raise docker.errors.NotFound("No such container: c0ffee")
+        if self.inspections == 1:
+            raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=120)")
+        return {"Id": container_id}
+
+
+def test_a_removal_that_outlasts_the_read_timeout_is_waited_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_remove, "CONCURRENT_REMOVAL_S", 5.0)
+    client = SlowRemoval(inspections=3)  # one of them times out too
+    sandbox = _sandbox(client, tmp_path)
+    asyncio.run(sandbox.teardown())
+    assert client.attempts == 1 and client.inspections < 0
+    assert not sandbox.dir.exists()
+    assert not owner_file(tmp_path, sandbox.id).exists()
+
+
+def test_a_removal_that_never_finishes_leaves_the_owner_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_remove, "CONCURRENT_REMOVAL_S", 0.05)
+    client = SlowRemoval(inspections=10**6)
+    sandbox = _sandbox(client, tmp_path)
+    asyncio.run(sandbox.teardown())
+    assert client.attempts == 6  # the first attempt, then one per pause: bounded
+    assert owner_file(tmp_path, sandbox.id).exists()
+    assert "did not finish" in caplog.text
