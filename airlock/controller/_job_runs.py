@@ -144,6 +144,9 @@ class JobRuns:
         job = await self._events.transition(job_id, JobState.PROVISIONING, only_from=[JobState.QUEUED])
         if job is None:
             return  # cancelled while it waited
+        # The tree's records as stored: a copy cached while this replica held the job before
+        # (another replica wrote to it since) must not place a record where one already is.
+        self._records.weaves.forget(job_id)
         try:
             await self.run(job, apply_effects=True)
         finally:
@@ -221,6 +224,7 @@ class JobRuns:
         """Apply the effects of an adopted job whose replica died while applying them (it is
         APPLYING_EFFECTS, with its output): those its ledger records are not applied again."""
         assert job.output is not None
+        self._records.weaves.forget(job.id)  # its dead replica wrote records after any copy here
         try:
             await self._succeed(job, job.output, replay=True)
         except asyncio.CancelledError:

@@ -13,7 +13,7 @@ from airlock.controller._fenced_state import fenced_state
 from airlock.controller._weaving import Weaves
 from airlock.jobs import JobState
 from airlock.state import GuardedState, Op, SqlStateStore, Statement
-from airlock.weave import RecordType, verify
+from airlock.weave import RecordType, WeaveError, verify
 from layer0 import Scope, StateStore, TurnInput
 from tests.support.job_stores import StoreSite
 
@@ -72,6 +72,29 @@ async def test_a_replica_that_lost_a_job_appends_no_turn_record(site: StoreSite)
         await _record(adopter, job_id, "resumed")
         records = await adopter.load(job_id)
         assert [r.kind for r in records] == ["first", "resumed"]
+        assert verify(records, b"k" * 32).ok
+
+
+async def test_a_replica_that_gets_a_job_back_appends_after_the_records_written_meanwhile(
+    site: StoreSite,
+) -> None:
+    """A job goes one -> two -> one: one's cached copy of the weave misses two's record. Its
+    next append, from that copy, is refused (nothing is overwritten); an execution starts by
+    dropping the copy (``JobRuns.run_submitted``), and then appends after two's record."""
+    async with site.open_with_state() as (one, state), site.open() as two:
+        job_id = await _running(one)
+        first = Weaves(state, b"k" * 32, writer=lambda job: fenced_state(state, one, job))
+        await _record(first, job_id, "first")
+        await _adopt(two, job_id)
+        second = Weaves(state, b"k" * 32, writer=lambda job: fenced_state(state, two, job))
+        await _record(second, job_id, "by two")
+        await _adopt(one, job_id)
+        with pytest.raises(WeaveError, match="already holds another record"):
+            await _record(first, job_id, "from a stale copy")
+        first.forget(job_id)
+        await _record(first, job_id, "back on one")
+        records = await first.load(job_id)
+        assert [r.kind for r in records] == ["first", "by two", "back on one"]
         assert verify(records, b"k" * 32).ok
 
 
