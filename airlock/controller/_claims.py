@@ -163,7 +163,11 @@ class Claims:
         replica is claiming), so replicas claiming at once each take a different job.
         """
         rows = yield from fetch_all(_CANDIDATES, CLAIM_WINDOW)
-        ordered = fair_order(rows, self._last_key)
+        # A job this replica still holds or lost, free in the store (adopted elsewhere, then
+        # queued again), waits until its run here let go: claimed now, the old run would pass
+        # the new fence and two runs would write one job.
+        here = self._lost | self._fences.keys()
+        ordered = fair_order([row for row in rows if row["id"] not in here], self._last_key)
         by_id = {row["id"]: row for row in ordered}
         while ordered:
             ids = tuple(row["id"] for row in ordered)

@@ -87,6 +87,30 @@ async def test_an_adopted_job_fences_out_its_old_replica(site: StoreSite) -> Non
         await two.transition(job_id, JobState.SUCCEEDED)  # the adopter writes on
 
 
+async def test_a_job_lost_and_queued_again_waits_until_its_old_run_here_let_go(site: StoreSite) -> None:
+    """``one`` is declared dead while it runs a job; ``two`` adopts it and queues it again.
+    ``one`` does not claim it back while it still holds it (it has not noticed) or lost it
+    (its run has not let go): that run would pass the new claim's fence. Once released, it may."""
+    async with site.open() as one, site.open() as two:
+        await one.register("one")
+        await two.register("two")
+        job_id = await _submit(one, "q")
+        assert (await one.claim()) is not None
+        await one.transition(job_id, JobState.RUNNING)
+        await asyncio.sleep(0.05)
+        await two.heartbeat()
+        (adopted,) = await two.adopt(await two.dead_replicas(lease_s=0.01))
+        await two.transition(job_id, JobState.QUEUED)
+        await two.release(job_id)
+        assert one.claims.holds(job_id)
+        assert await one.claim() is None, "still held here: its run has not noticed"
+        one.claims.lose([job_id])
+        assert await one.claim() is None, "lost here: its run has not let go"
+        await one.release(job_id)  # the run let go
+        claim = await one.claim()
+        assert claim is not None and claim.job_id == job_id and claim.fence == adopted.fence + 1
+
+
 async def test_a_revoked_claim_is_lost_and_found_so(site: StoreSite) -> None:
     async with site.open() as one, site.open() as two:
         job_id = await _submit(one, "q")
