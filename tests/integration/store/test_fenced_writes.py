@@ -56,6 +56,14 @@ async def test_a_replica_that_lost_a_job_writes_none_of_its_state(site: StoreSit
         assert await state.read(SCOPE, "note") == "adopted"
 
 
+KEY = b"k" * 32
+
+
+def _weaves(state: StateStore, replica: JobStore) -> Weaves:
+    """The weaves as ``replica`` writes them (fenced to the jobs it holds)."""
+    return Weaves(state, KEY, writer=lambda job: fenced_state(state, replica, job))
+
+
 async def _record(weaves: Weaves, job_id: str, kind: str) -> None:
     await weaves.record(job_id, job=job_id, agent="a", type=RecordType.THOUGHT, kind=kind)
 
@@ -63,16 +71,16 @@ async def _record(weaves: Weaves, job_id: str, kind: str) -> None:
 async def test_a_replica_that_lost_a_job_appends_no_turn_record(site: StoreSite) -> None:
     async with site.open_with_state() as (one, state), site.open() as two:
         job_id = await _running(one)
-        stale = Weaves(state, b"k" * 32, writer=lambda job: fenced_state(state, one, job))
+        stale = _weaves(state, one)
         await _record(stale, job_id, "first")
         await _adopt(two, job_id)
-        adopter = Weaves(state, b"k" * 32, writer=lambda job: fenced_state(state, two, job))
+        adopter = _weaves(state, two)
         with pytest.raises(LeaseLost):
             await _record(stale, job_id, "late")
         await _record(adopter, job_id, "resumed")
         records = await adopter.load(job_id)
         assert [r.kind for r in records] == ["first", "resumed"]
-        assert verify(records, b"k" * 32).ok
+        assert verify(records, KEY).ok
 
 
 async def test_a_replica_that_gets_a_job_back_appends_after_the_records_written_meanwhile(
@@ -83,10 +91,10 @@ async def test_a_replica_that_gets_a_job_back_appends_after_the_records_written_
     dropping the copy (``JobRuns.run_submitted``), and then appends after two's record."""
     async with site.open_with_state() as (one, state), site.open() as two:
         job_id = await _running(one)
-        first = Weaves(state, b"k" * 32, writer=lambda job: fenced_state(state, one, job))
+        first = _weaves(state, one)
         await _record(first, job_id, "first")
         await _adopt(two, job_id)
-        second = Weaves(state, b"k" * 32, writer=lambda job: fenced_state(state, two, job))
+        second = _weaves(state, two)
         await _record(second, job_id, "by two")
         await _adopt(one, job_id)
         with pytest.raises(WeaveError, match="already holds another record"):
@@ -95,7 +103,7 @@ async def test_a_replica_that_gets_a_job_back_appends_after_the_records_written_
         await _record(first, job_id, "back on one")
         records = await first.load(job_id)
         assert [r.kind for r in records] == ["first", "by two", "back on one"]
-        assert verify(records, b"k" * 32).ok
+        assert verify(records, KEY).ok
 
 
 async def test_an_adoption_waits_for_a_write_that_checked_the_claim(postgres_dsn: str) -> None:
