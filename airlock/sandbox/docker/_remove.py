@@ -40,8 +40,10 @@ def force_remove(client: Any, container_id: str, *, wait_s: float | None = None)
     except errors.APIError as e:
         if not _removal_in_progress(e):
             raise
-    except requests.RequestException:
-        pass  # our request timed out or broke; the engine goes on removing it
+    except requests.exceptions.ReadTimeout:
+        pass  # the engine took longer than our read timeout; it goes on removing it
+    except requests.RequestException as e:  # unreachable: the caller's retries handle that
+        raise errors.DockerException(f"container {container_id}: {e}") from e
     return _wait_gone(client, container_id, CONCURRENT_REMOVAL_S if wait_s is None else wait_s)
 
 
@@ -56,8 +58,10 @@ def _wait_gone(client: Any, container_id: str, wait_s: float) -> bool:
             client.api.inspect_container(container_id)
         except errors.NotFound:
             return False
-        except requests.RequestException:
+        except requests.exceptions.ReadTimeout:
             pass  # the engine is busy: ask again
+        except requests.RequestException as e:
+            raise errors.DockerException(f"container {container_id}: {e}") from e
         time.sleep(0.1)
     raise errors.APIError(f"container {container_id}: its removal did not finish in {wait_s:g}s")
 

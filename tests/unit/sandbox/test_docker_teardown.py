@@ -153,3 +153,21 @@ def test_a_removal_that_never_finishes_leaves_the_owner_file(
     assert client.attempts == 6  # the first attempt, then one per pause: bounded
     assert owner_file(tmp_path, sandbox.id).exists()
     assert "did not finish" in caplog.text
+
+
+def test_an_unreachable_engine_is_not_waited_on_per_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection refused is the engine gone (the teardown's own retries cover a restart),
+    not a removal under way: no 30 s wait per container."""
+    monkeypatch.setattr(_remove, "CONCURRENT_REMOVAL_S", 3600.0)
+    client = RestartingEngine(down_for=0)
+
+    def refused(container_id: str, force: bool) -> None:
+        client.calls += 1
+        raise requests.exceptions.ConnectionError("Connection refused")
+
+    client.api = SimpleNamespace(remove_container=refused)
+    with pytest.raises(docker.errors.DockerException, match="Connection refused"):
+        _remove.force_remove(client, "c0ffee")
+    assert client.calls == 1
