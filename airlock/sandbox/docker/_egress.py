@@ -424,11 +424,11 @@ class EgressWiring:
             except errors.DockerException as e:
                 problems.append(f"proxy container: {e}")
         elif self.needs_network:  # create may have happened without us learning the id
-            with contextlib.suppress(errors.DockerException):
+            with contextlib.suppress(errors.DockerException, requests.RequestException):
                 for c in self.client.containers.list(
                     all=True, filters={"name": f"airlock-{self.sandbox_id}-proxy"}
                 ):
-                    c.remove(force=True)
+                    force_remove(self.client, c.id)
         if self.network is not None:
             for attempt in range(20):
                 try:
