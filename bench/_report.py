@@ -61,6 +61,7 @@ SECTIONS = {
     **PEERS,
     "replicas": "replicas",
     "obs": "observability",
+    "delegation": "delegation",
 }
 
 

@@ -23,6 +23,8 @@ Rows (p50/p95; ratios of p50s to the floor and to each peer; the issue's targets
   OTLP/HTTP to a local sink);
 - **workspace** (``bench/workspace_snapshots.py``): a workspace snapshot per tool call (runner
   side, and end to end vs snapshots off) and a resume with 50 MiB restored vs an empty one;
+- **delegation** (``bench/delegation.py``): a planner delegating to three children whose tool
+  takes 3 s, at once vs one at a time, against the same planner with one child (process backend);
 - **llm-sandbox** and **SWE-ReX**: cold start to the first command, a trivial command's
   round trip, teardown, N at once — run by ``bench/_peers.py`` in ``bench/.venv-peers``
   (``bench/setup-peers.sh``); without it their rows say so.
@@ -66,9 +68,9 @@ from airlock.sandbox.docker._config import resolve_boundary
 from airlock.sandbox.docker._instance import DockerInstance
 from airlock.sandbox.docker._labels import LABEL_OWNER, current_owner
 from airlock.testing import bash_agent, scripted_agent, text_step
+from bench import delegation, replicas
 from bench import jobs_throughput as jt
 from bench import observability_overhead as observability
-from bench import replicas
 from bench import runner_roundtrip as rr
 from bench import workspace_snapshots as workspace
 from bench._common import (
@@ -224,6 +226,7 @@ def row_specs(s: Settings) -> list[RowSpec]:
     rows += replicas.row_specs(s.replica_jobs, s.replica_leases)
     rows += observability.row_specs(s.obs_jobs)
     rows += workspace.row_specs()
+    rows += delegation.row_specs()
     for peer in PEERS:
         rows += [
             RowSpec(f"{peer}.first", "cold start → first command (`true`)", floor=first),
@@ -614,6 +617,11 @@ async def workspace_rows(b: Bench, r: Report) -> None:
     await workspace.measure_rows(r, workspace.Settings.of(b.settings.quick))
 
 
+async def delegation_rows(b: Bench, r: Report) -> None:
+    """``bench/delegation.py``'s rows: three delegated children at once vs one at a time."""
+    await delegation.measure_rows(r, 1 if b.settings.quick else 3)
+
+
 async def observability_rows(b: Bench, r: Report) -> None:
     """``bench/observability_overhead.py``'s rows: metrics and tracing off vs on."""
     await observability.measure_rows(r, b.settings.obs_rounds, b.settings.obs_jobs)
@@ -689,6 +697,7 @@ def measures(s: Settings) -> list[Measure]:
         replica_measure(s),
         Measure("observability: off vs on", observability.KEYS, observability_rows, timeout=900),
         Measure("workspace snapshots", workspace.KEYS, workspace_rows, timeout=900),
+        Measure("delegation: children at once", delegation.KEYS, delegation_rows, timeout=600),
     ]
 
 

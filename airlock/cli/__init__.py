@@ -239,6 +239,14 @@ def serve(
     max_depth: Annotated[
         int, typer.Option("--max-depth", min=0, help="Levels of child jobs under a submitted job.")
     ] = 4,
+    parallel_children: Annotated[
+        int,
+        typer.Option(
+            "--parallel-children",
+            min=1,
+            help="Delegated child jobs of one job tree whose turns run at once.",
+        ),
+    ] = 4,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="Print one JSON document (address, data dir, agents, …) once listening."),
@@ -361,6 +369,7 @@ def serve(
         concurrency=concurrency,
         max_follow_ups=max_follow_ups,
         max_depth=max_depth,
+        parallel_children=parallel_children,
         as_json=as_json,
         token_file=token_file,
         tls_cert=tls_cert,

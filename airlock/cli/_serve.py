@@ -54,6 +54,7 @@ class ServeOptions:
     concurrency: int = 4
     max_follow_ups: int = 16
     max_depth: int = 4
+    parallel_children: int = 4
     as_json: bool = False
     #: Use the token in this existing file (a mounted Secret): never generated, never printed.
     token_file: Path | None = None
@@ -114,6 +115,7 @@ def _started(
                 "concurrency": opts.concurrency,
                 "max_follow_ups": opts.max_follow_ups,
                 "max_depth": opts.max_depth,
+                "parallel_children": opts.parallel_children,
             },
             "recovered": recovered,
         }
@@ -132,7 +134,8 @@ def _started(
     say(f"  {len(agents)} agent(s): {escape(names)}")
     say(
         f"  concurrency {opts.concurrency}, max depth {opts.max_depth}, "
-        f"max follow-ups {opts.max_follow_ups} per submitted job"
+        f"max follow-ups {opts.max_follow_ups} per submitted job, "
+        f"{opts.parallel_children} children of a tree at once"
     )
     if recovered:
         say(
@@ -187,6 +190,7 @@ async def _serve(config: AirlockConfig, opts: ServeOptions) -> None:
         concurrency=opts.concurrency,
         max_depth=opts.max_depth,
         max_follow_ups=opts.max_follow_ups,
+        parallel_children=opts.parallel_children,
         lease_s=opts.lease_s,
     )
     # A --token-file is followed: a rotated Secret takes effect without a restart.

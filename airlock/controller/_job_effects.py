@@ -48,6 +48,8 @@ class JobEffects:
         signals: hands signals to running turns.
         active: each job's agent, task and stop request.
         run: runs a child job (its effects are applied here, by its parent's executor).
+        tenant_jobs: a tenant's ``concurrent_jobs`` quota (None: none), which bounds how many
+            children of one tree run at once below ``settings.parallel_children``.
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class JobEffects:
         signals: SignalDelivery,
         active: ActiveJobs,
         run: RunChild,
+        tenant_jobs: Callable[[str], int | None] = lambda tenant: None,
     ) -> None:
         self._state = state
         self._settings = settings
@@ -69,6 +72,7 @@ class JobEffects:
         self._signals = signals
         self._active = active
         self._run = run
+        self._tenant_jobs = tenant_jobs
 
     def _gate(self, effect: Effect, context: EffectContext) -> str | None:
         """Why the declaring agent's policy refuses ``effect``; None when it allows it."""
@@ -89,7 +93,13 @@ class JobEffects:
         emit = self._events.emit
         ledger = await JobLedger.of(self._store, job.id, replay=replay)
         orchestrator = JobOrchestrator(
-            job, children=self, store=self._store, emit=emit, signals=self._signals, ledger=ledger
+            job,
+            children=self,
+            store=self._store,
+            emit=emit,
+            signals=self._signals,
+            ledger=ledger,
+            parallel=self._parallel(job.tenant),
         )
 
         async def record(data: EffectApplied | LogLine) -> None:
@@ -136,6 +146,12 @@ class JobEffects:
                 message = f"its parent job {job.id} ended before this job's effects were applied"
                 await self._events.finish(child.id, why, JobError.of(why.value, message))
         return report
+
+    def _parallel(self, tenant: str) -> int:
+        """How many children of one of ``tenant``'s trees run at once."""
+        quota = self._tenant_jobs(tenant)
+        limit = self._settings.parallel_children
+        return max(1, min(limit, quota)) if quota is not None else limit
 
     async def _finish_child(self, child: Job, outcome: EffectOutcome) -> None:
         """A child's own effects were applied: it succeeded; tell its parent's record."""

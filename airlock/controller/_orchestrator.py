@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
+from airlock.errors import ConfigError
 from airlock.jobs import (
     Job,
     JobEvent,
@@ -76,20 +77,26 @@ class JobOrchestrator:
         emit: Emit,
         signals: SignalDelivery,
         ledger: JobLedger | None = None,
+        parallel: int = 4,
     ) -> None:
+        if parallel < 1:
+            raise ConfigError(f"parallel children must be at least 1, got {parallel}")
         self._job = job
         self._ledger = ledger
         self._children = children
         self._store = store
         self._emit = emit
         self._signals = signals
-        #: Children whose own effects are being applied (the executor goes depth first, one
-        #: effect at a time): a dispatch now comes from the last of them.
-        self._applying: list[Job] = []
+        #: Children of this tree whose turns run at once (the rest wait for a slot).
+        self._slots = asyncio.Semaphore(parallel)
+        #: Dispatched children whose own effects are not all applied yet, by the address of
+        #: the effect that dispatched them (the executor applies several at once).
+        self._dispatched: dict[str, Job] = {}
 
     async def dispatch(self, agent: AgentId, input: TurnInput) -> TurnOutput:
-        """Run ``agent`` on ``input`` as a child job of the job whose effect asked for it;
-        its output (``OrchError`` on failure)."""
+        """Run ``agent`` on ``input`` as a child job of the job whose effect asked for it (at
+        most ``parallel`` of this tree's children run at once); its output (``OrchError`` on
+        failure)."""
         origin: JobOrigin = (
             "handoff"
             if isinstance(input.metadata, dict) and "handoff_state" in input.metadata
@@ -98,25 +105,35 @@ class JobOrchestrator:
         parent = self.current
         address = effect_address()
         at = (self._ledger, address) if self._ledger is not None and address is not None else None
-        child, output = await self._children.run_child(parent, agent, input, origin, at)
-        self._applying.append(child)
+        async with self._slots:
+            child, output = await self._children.run_child(parent, agent, input, origin, at)
+        if address is not None:
+            self._dispatched[address] = child
         return output
 
     @property
     def current(self) -> Job:
-        """The job whose effects are being applied now."""
-        return self._applying[-1] if self._applying else self._job
+        """The job that declared the effect being applied now (in this task): the submitted
+        job, or the child whose dispatching effect's address prefixes it (``2.0`` was declared
+        by the child that effect ``2`` dispatched)."""
+        address = effect_address()
+        if address is None or "." not in address:
+            return self._job
+        return self._dispatched[address.rsplit(".", 1)[0]]
 
     def follow_up_done(self) -> Job | None:
-        """The executor finished applying the last dispatched child's effects; that child."""
-        return self._applying.pop() if self._applying else None
+        """The executor finished applying the effects of the child the current effect
+        dispatched; that child."""
+        address = effect_address()
+        return self._dispatched.pop(address, None) if address is not None else None
 
     def pending(self) -> list[Job]:
         """Dispatched children whose effects were not (yet) all applied, outermost first."""
-        return list(self._applying)
+        order = sorted(self._dispatched, key=lambda address: (address.count("."), address))
+        return [self._dispatched[address] for address in order]
 
     async def dispatch_many(self, tasks: list[tuple[AgentId, TurnInput]]) -> list[TurnOutput | OrchError]:
-        """Run children concurrently; failures in their places."""
+        """Run children concurrently (at most ``parallel`` at once); failures in their places."""
 
         async def one(agent: AgentId, input: TurnInput) -> TurnOutput | OrchError:
             try:

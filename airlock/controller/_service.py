@@ -184,6 +184,7 @@ class JobService:
             signals=self._controls,
             active=self._active,
             run=lambda child: self._runs.run(child, apply_effects=False),
+            tenant_jobs=lambda tenant: self.quotas.settings.quotas(tenant).concurrent_jobs,
         )
         return JobRuns(
             runner=runner,

@@ -32,6 +32,9 @@ class ServiceSettings:
             one.
         max_depth: levels of delegate/handoff children under a submitted job.
         max_follow_ups: children one submitted job may start in all (delegation loops stop).
+        parallel_children: children of one job tree whose turns run at once (a turn's
+            consecutive delegates run concurrently; the tenant's ``concurrent_jobs`` quota
+            lowers it where it is smaller).
         lease_s: how long a controller replica that stopped renewing its lease (killed,
             paused, cut off) still holds its jobs before another adopts them; renewed every
             third of it.
@@ -44,6 +47,7 @@ class ServiceSettings:
     default_max_duration_ms: int = 3_600_000
     max_depth: int = 4
     max_follow_ups: int = 16
+    parallel_children: int = 4
     lease_s: float = 15.0
     poll_s: float = 1.0
     sandbox_sweep_s: float = 5.0
@@ -53,6 +57,8 @@ class ServiceSettings:
             raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.max_depth < 0 or self.max_follow_ups < 0:
             raise ConfigError("max_depth and max_follow_ups must not be negative")
+        if self.parallel_children < 1:
+            raise ConfigError(f"parallel_children must be at least 1, got {self.parallel_children}")
         if self.lease_s <= 0 or self.poll_s <= 0 or self.sandbox_sweep_s <= 0:
             raise ConfigError("lease_s, poll_s and sandbox_sweep_s must be positive")
 

@@ -5,7 +5,10 @@ caller runs them through an ``EffectExecutor``:
 
 - ``WriteMemory`` / ``DeleteMemory`` → the ``StateStore``;
 - ``Delegate`` → ``orchestrator.dispatch(agent, input)``; the child's output is kept
-  and its own effects are applied as a follow-up;
+  and its own effects are applied as a follow-up. Consecutive delegates of one output run
+  concurrently, as layer0's ``dispatch_many`` does (each child, then its follow-ups, in a task
+  of its own); their outcomes are reported, recorded and told of in the order the turn
+  declared them. With ``stop_on_error`` they run one after another;
 - ``Handoff`` → ``orchestrator.dispatch(agent, …)`` with the handed-off state as the
   input message (text) and in ``metadata["handoff_state"]``; follow-up as above;
 - ``Signal`` → ``orchestrator.signal``;
@@ -29,6 +32,7 @@ dispatched; its outcome says ``limit_reached`` and why, and a warning is logged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -106,6 +110,23 @@ class _Budget:
     follow_ups_left: int
 
 
+#: Outcomes that count as a failed effect.
+_FAILED = ("error", "limit_reached", "refused")
+
+
+@dataclass
+class _Run:
+    """One output's effects being applied: where they come from, and whether one failed."""
+
+    source: AgentId | None
+    session: SessionId | None
+    depth: int
+    budget: _Budget
+    path: str
+    count: int
+    failed: bool = False
+
+
 class EffectExecutor:
     """Applies a turn's effects in order against a store and an orchestrator.
 
@@ -179,40 +200,97 @@ class EffectExecutor:
         budget: _Budget,
         path: str,
     ) -> EffectReport:
+        effects = output.effects
+        run = _Run(source, session, depth, budget, path, len(effects))
         outcomes: list[EffectOutcome] = []
-        failed = False
-        for index, effect in enumerate(output.effects):
-            address = f"{path}{index}"
+        index = 0
+        while index < len(effects):
+            end = self._batch_end(effects, index)
+            if end - index == 1:
+                outcomes.append(await self._step(index, effects[index], run))
+            else:
+                outcomes.extend(await self._concurrently(effects, index, end, run))
+            index = end
+        return EffectReport(depth=depth, outcomes=outcomes)
+
+    def _batch_end(self, effects: list[Effect], start: int) -> int:
+        """The end of the run of consecutive delegates at ``start`` (they run concurrently),
+        or ``start + 1``. With ``stop_on_error`` every effect waits for the one before it."""
+        end = start + 1
+        if self._stop_on_error or not isinstance(effects[start], Delegate):
+            return end
+        while end < len(effects) and isinstance(effects[end], Delegate):
+            end += 1
+        return end
+
+    async def _concurrently(
+        self, effects: list[Effect], start: int, end: int, run: _Run
+    ) -> list[EffectOutcome]:
+        """Delegates ``start..end`` applied at once (each child and its follow-ups in a task of its
+        own); each is told of in the order the turn declared them."""
+        told = [asyncio.Event() for _ in range(start, end)]
+        steps = [
+            self._step(
+                i, effects[i], run, after=told[i - start - 1] if i > start else None, told=told[i - start]
+            )
+            for i in range(start, end)
+        ]
+        tasks = [asyncio.ensure_future(step) for step in steps]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:  # one failed or all are cancelled: none outlives this call
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _step(
+        self,
+        index: int,
+        effect: Effect,
+        run: _Run,
+        *,
+        after: asyncio.Event | None = None,
+        told: asyncio.Event | None = None,
+    ) -> EffectOutcome:
+        """One effect: skipped when the ledger holds it (or an earlier one failed, with
+        ``stop_on_error``), else gated, applied, recorded and told of (after ``after`` is set;
+        ``told`` is set once this one was, or was not to be, told of)."""
+        try:
+            address = f"{run.path}{index}"
             done = self._ledger.applied(address) if self._ledger is not None else None
             if done is not None:  # applied before this execution: counted, not applied again
-                budget.follow_ups_left -= _dispatches(done)
-                failed = failed or done.status in ("error", "limit_reached", "refused")
-                outcomes.append(done)
-                continue
-            if failed and self._stop_on_error:
-                outcomes.append(
-                    EffectOutcome(
-                        index=index, effect=effect.type, status="skipped", detail="an earlier effect failed"
-                    )
-                )
-                continue
-            context = EffectContext(source, session, index, len(output.effects), depth)
-            outcome = await self._gated(index, effect, context, budget, address)
-            if outcome.status in ("error", "limit_reached", "refused"):
-                failed = True
-                self._log.warning(
-                    "effect %d (%s) from %s: %s", index, effect.type, source or "turn", outcome.detail
-                )
-            else:
-                self._log.debug(
-                    "effect %d (%s) from %s: %s", index, effect.type, source or "turn", outcome.status
-                )
-            outcomes.append(outcome)
+                run.budget.follow_ups_left -= _dispatches(done)
+                run.failed = run.failed or done.status in _FAILED
+                return done
+            if run.failed and self._stop_on_error:
+                detail = "an earlier effect failed"
+                return EffectOutcome(index=index, effect=effect.type, status="skipped", detail=detail)
+            context = EffectContext(run.source, run.session, index, run.count, run.depth)
+            outcome = await self._gated(index, effect, context, run.budget, address)
+            self._logged(index, effect, outcome, run)
             if self._ledger is not None:
                 await self._ledger.record(address, outcome)
+            if after is not None:
+                await after.wait()
             if self._on_outcome is not None:
-                await self._on_outcome(outcome, depth, source)
-        return EffectReport(depth=depth, outcomes=outcomes)
+                token = _ADDRESS.set(address)
+                try:
+                    await self._on_outcome(outcome, run.depth, run.source)
+                finally:
+                    _ADDRESS.reset(token)
+            return outcome
+        finally:
+            if told is not None:
+                told.set()
+
+    def _logged(self, index: int, effect: Effect, outcome: EffectOutcome, run: _Run) -> None:
+        who = run.source or "turn"
+        if outcome.status in _FAILED:
+            run.failed = True
+            self._log.warning("effect %d (%s) from %s: %s", index, effect.type, who, outcome.detail)
+        else:
+            self._log.debug("effect %d (%s) from %s: %s", index, effect.type, who, outcome.status)
 
     async def _gated(
         self, index: int, effect: Effect, context: EffectContext, budget: _Budget, address: str
