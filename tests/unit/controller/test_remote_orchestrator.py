@@ -4,6 +4,7 @@ workflow's jobs, spend and budget) and that a dispatch carries its whole TurnInp
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -12,9 +13,18 @@ from typing import Any
 
 import pytest
 
-from airlock.jobs import ControllerClient, Job, JobError, JobErrorKind, JobState, RemoteOrchestrator, utcnow
+from airlock.jobs import (
+    ControllerClient,
+    Job,
+    JobError,
+    JobErrorKind,
+    JobFilter,
+    JobState,
+    RemoteOrchestrator,
+    utcnow,
+)
 from airlock.jobs._remote_orchestrator import error_of
-from airlock.testing import text_step
+from airlock.testing import text_step, tool_step
 from layer0 import (
     AgentId,
     OrchError,
@@ -36,8 +46,15 @@ pytestmark = pytest.mark.timeout(120)
 WORKFLOW = WorkflowId("remote-dispatch")
 
 
-def _agent(steps: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {"provider": {"kind": "scripted", "script": steps}, "tools": [], "backend": "process", **extra}
+#: Waits for a person's approval of its first tool call.
+GATED = AgentId("gated")
+#: No max_cost of its own: the tenant's cost_per_day caps its turns.
+UNCAPPED = AgentId("uncapped")
+
+
+def _agent(steps: list[dict[str, Any]], tools: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    provider = {"kind": "scripted", "script": steps}
+    return {"provider": provider, "tools": tools or [], "backend": "process", **extra}
 
 
 CONFIG = {
@@ -46,6 +63,13 @@ CONFIG = {
         str(ECHO): _agent([text_step(ANSWER, usage=(11, 7), cost="0.0125")], defaults={"max_cost": "0.50"}),
         # the first model call finds the script exhausted
         str(BROKEN): _agent([], defaults={"max_cost": "0.50"}),
+        str(GATED): _agent(
+            [tool_step("bash", {"command": "echo gated"}, id="g1"), text_step("done")],
+            tools=["bash"],
+            approval={"tools": ["bash"], "approvers": ["alice"]},
+            defaults={"max_cost": "0.50"},
+        ),
+        str(UNCAPPED): _agent([text_step(ANSWER)]),
     },
     # a max_cost at most the quota's: a turn's input is then not capped by it
     "auth": {"tenants": {"default": {"quotas": {"cost_per_day": "5"}}}},
@@ -167,3 +191,40 @@ def test_a_jobs_error_is_the_orch_error_of_its_kind(
 def test_a_retryable_turn_error_stays_retryable() -> None:
     error = error_of(AgentId("a"), _ended(JobState.FAILED, JobErrorKind.TURN_ERROR, retryable=True))
     assert isinstance(error.__cause__, TurnError) and error.__cause__.is_retryable
+
+
+async def test_a_refused_submission_is_dispatch_failed(orch: RemoteOrchestrator) -> None:
+    with pytest.raises(OrchError) as caught:
+        await orch.dispatch(ECHO, TurnInput.new(""))
+    assert caught.value.kind == "dispatch_failed" and str(ECHO) in str(caught.value)
+
+
+async def test_a_cancelled_dispatch_cancels_its_job(
+    orch: RemoteOrchestrator, client: ControllerClient
+) -> None:
+    dispatch = asyncio.create_task(orch.dispatch(GATED, TurnInput.new("wait for a person")))
+    waiting = await _first_job(client, JobState.AWAITING_APPROVAL)
+    dispatch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await dispatch
+    assert (await client.get(waiting.id)).state is JobState.CANCELLED
+
+
+async def _first_job(client: ControllerClient, state: JobState) -> Job:
+    """The first job of WORKFLOW once it is in ``state`` (the test's timeout bounds the wait)."""
+    while True:
+        found = [j for j in await client.find(JobFilter(workflow=str(WORKFLOW))) if j.state is state]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OrchError,
+    reason="the controller caps a turn's max_cost by the tenant's cost_per_day after its journal "
+    "took the uncapped input, so the first checkpoint reads as a changed input",
+)
+async def test_a_turn_capped_by_the_tenants_cost_per_day_succeeds(orch: RemoteOrchestrator) -> None:
+    # today: OrchError.dispatch_failed("… the sandbox's checkpoint changed the turn's input")
+    assert (await orch.dispatch(UNCAPPED, TurnInput.new("no max_cost"))).message.as_text() == ANSWER
