@@ -39,6 +39,7 @@ from ._grpc_closing import RefuseWhileClosing
 from ._grpc_identity import IdentityApi
 from ._grpc_retention import prune_jobs
 from ._grpc_sandboxes import SandboxApi
+from ._grpc_workflows import query_workflow
 from ._quotas import QuotaExceeded
 from ._service import JobService
 from ._tls import ServerTls, bind_port
@@ -462,6 +463,11 @@ class _Servicer(cpb_grpc.ControllerServicer):
             request.workflow, request.signal_type, data, principal.tenant
         )
         return cpb.SignalWorkflowResponse(count=count, delivered_to=delivered)
+
+    async def QueryWorkflow(
+        self, request: cpb.QueryWorkflowRequest, context: grpc.aio.ServicerContext
+    ) -> cpb.QueryWorkflowResponse:
+        return await query_workflow(self.service, request, context)
 
     # -- the audit ----------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """airlock.jobs: the job vocabulary and the client of the jobs API, without the server.
 
 The states a job passes through, the job and its events, the errors a job ends with, the
-report of its effects, and :class:`ControllerClient` (the gRPC client of a controller). The
+report of its effects, :class:`ControllerClient` (the gRPC client of a controller) and
+:class:`RemoteOrchestrator` (the layer0 Orchestrator over it). The
 CLI and any SDK import this package; ``airlock.controller`` (the server) builds on it.
 :mod:`airlock.jobs.convert`, :mod:`airlock.jobs.event_wire` and :mod:`airlock.jobs.identity_wire`
 are the vocabulary's wire form, shared by the client and the server.
@@ -54,6 +55,7 @@ if _typing.TYPE_CHECKING:
     from ._page_tokens import INVALID_PAGE_TOKEN, decode_page_token, encode_page_token
     from ._paths import default_data_dir
     from ._prune import PruneSummary
+    from ._remote_orchestrator import RemoteOrchestrator
     from ._sandboxes import SandboxInfo, SandboxPhase
     from ._states import ACTIVE_STATES, TERMINAL_STATES, JobState
     from ._tls import (
@@ -112,6 +114,7 @@ __all__ = [
     "OutcomeStatus",
     "PruneSummary",
     "QuotaUse",
+    "RemoteOrchestrator",
     "ResumeCause",
     "SandboxActivity",
     "SandboxInfo",
@@ -171,6 +174,7 @@ _WHERE = {
     "MAX_MESSAGE_BYTES": "._address",
     "OutcomeStatus": "._effects",
     "PruneSummary": "._prune",
+    "RemoteOrchestrator": "._remote_orchestrator",
     "RETRYABLE_KINDS": "._errors",
     "ResumeCause": "._model",
     "SandboxActivity": "._model",

@@ -464,6 +464,17 @@ class ControllerClient:
         response = await self._call("SignalWorkflow", request)
         return int(response.count), list(response.delivered_to)
 
+    async def query_workflow(self, workflow: str, query_type: str, params: JsonValue = None) -> JsonValue:
+        """Answer a read-only query about ``workflow`` of the caller's tenant: ``status`` (its
+        jobs and their states), ``spend`` (tokens and cost), ``budget`` (limits and what
+        remains), ``signals``, ``signal_count`` (``ControllerError`` NOT_FOUND: no job or signal
+        of it; INVALID_ARGUMENT: another query type)."""
+        request = cpb.QueryWorkflowRequest(
+            workflow=workflow, query_type=query_type, params=cv.json_to_proto(params)
+        )
+        response = await self._call("QueryWorkflow", request)
+        return cv.json_from_proto(response.result, present=response.HasField("result"))
+
     # -- the audit -----------------------------------------------------------------------------------
 
     async def weave(self, job_id: str) -> tuple[str, list[TurnRecord]]:

@@ -62,6 +62,7 @@ NOT_BY_JOB = frozenset(
         "ListAgents",
         "GetStatus",
         "SignalWorkflow",
+        "QueryWorkflow",
         "WhoAmI",
         "CreateKey",
         "ListKeys",
@@ -168,6 +169,26 @@ async def test_a_signal_reaches_only_the_senders_tenant(w: World) -> None:
         "alice", "SignalWorkflow", cpb.SignalWorkflowRequest(workflow="shared", signal_type="go")
     )
     assert theirs.count == 1  # red's workflow "shared" is not blue's
+
+
+async def test_a_workflow_query_answers_only_of_the_callers_tenant(w: World) -> None:
+    def status(workflow: str) -> cpb.QueryWorkflowRequest:
+        return cpb.QueryWorkflowRequest(workflow=workflow, query_type="status")
+
+    async def job_ids(caller: str, workflow: str) -> list[str]:
+        answer: Any = wire.json_from_proto((await w.call(caller, "QueryWorkflow", status(workflow))).result)
+        return [j["id"] for j in answer["jobs"]]
+
+    assert await job_ids("bob", "shared") == [w.blue.id]  # red's "shared" is another workflow
+    assert await job_ids("carol", "shared") == [w.red.id]
+    await w.call("alice", "SignalWorkflow", cpb.SignalWorkflowRequest(workflow="red-only", signal_type="go"))
+    theirs = await w.refused("bob", "QueryWorkflow", status("red-only"))
+    never = await w.refused("bob", "QueryWorkflow", status("never-used"))
+    assert theirs.code() == grpc.StatusCode.NOT_FOUND
+    assert _shape(theirs, "red-only") == _shape(never, "never-used")
+    assert await w.call("alice", "QueryWorkflow", status("red-only"))
+    nobody = await w.refused(None, "QueryWorkflow", status("shared"))
+    assert nobody.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
 async def test_a_submission_belongs_to_its_submitters_tenant(w: World) -> None:

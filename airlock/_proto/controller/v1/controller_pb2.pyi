@@ -2178,6 +2178,69 @@ class SignalWorkflowResponse(_message.Message):
 Global___SignalWorkflowResponse: _TypeAlias = SignalWorkflowResponse  # noqa: Y015
 
 @_typing.final
+class QueryWorkflowRequest(_message.Message):
+    """A read-only question about one workflow of the caller's tenant (layer0's QueryPayload)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKFLOW_FIELD_NUMBER: _builtins.int
+    QUERY_TYPE_FIELD_NUMBER: _builtins.int
+    PARAMS_FIELD_NUMBER: _builtins.int
+    workflow: _builtins.str
+    query_type: _builtins.str
+    """"status", "spend", "budget", "signals" or "signal_count" (any other: INVALID_ARGUMENT)."""
+    @_builtins.property
+    def params(self) -> _runner_pb2.Json:
+        """Per query type: "signal_count" takes {"signal_type": "..."} to count one type."""
+
+    def __init__(
+        self,
+        *,
+        workflow: _builtins.str = ...,
+        query_type: _builtins.str = ...,
+        params: _runner_pb2.Json | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["params", b"params"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["params", b"params", "query_type", b"query_type", "workflow", b"workflow"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryWorkflowRequest: _TypeAlias = QueryWorkflowRequest  # noqa: Y015
+
+@_typing.final
+class QueryWorkflowResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def result(self) -> _runner_pb2.Json:
+        """The answer as JSON; its schema per query type:
+        status: {"workflow", "jobs": [{"id", "agent", "state", "parent_id", "created_at",
+          "finished_at"}], "states": {state: count}, "signal_count", "signals_by_type"};
+        spend: {"workflow", "jobs", "tokens_in", "tokens_out", "cost", "by_job": [{"id", "agent",
+          "tokens_in", "tokens_out", "cost"}]} (cost: decimal text, finished turns only);
+        budget: {"workflow", "spent", "jobs": [{"id", "agent", "max_cost", "spent", "remaining"}],
+          "quotas": [{"quota", "limit", "used", "remaining"}]} (absent limit: null);
+        signals: [{"signal_type", "data", "source_job", "time"}], oldest first;
+        signal_count: an integer.
+        A workflow with neither jobs nor signals visible to the caller: NOT_FOUND.
+        """
+
+    def __init__(
+        self,
+        *,
+        result: _runner_pb2.Json | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryWorkflowResponse: _TypeAlias = QueryWorkflowResponse  # noqa: Y015
+
+@_typing.final
 class TurnRecord(_message.Message):
     """One step of a job, as the controller recorded it (airlock.weave.TurnRecord)."""
 

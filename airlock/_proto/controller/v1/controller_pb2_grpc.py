@@ -154,6 +154,11 @@ class ControllerStub:
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowRequest.SerializeToString,
                 response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowResponse.FromString,
                 _registered_method=True)
+        self.QueryWorkflow = channel.unary_unary(
+                '/airlock.controller.v1.Controller/QueryWorkflow',
+                request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.QueryWorkflowRequest.SerializeToString,
+                response_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.QueryWorkflowResponse.FromString,
+                _registered_method=True)
         self.GetWeave = channel.unary_unary(
                 '/airlock.controller.v1.Controller/GetWeave',
                 request_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.GetWeaveRequest.SerializeToString,
@@ -378,6 +383,14 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def QueryWorkflow(self, request, context):
+        """Answers a read-only query about a workflow of the caller's tenant: its jobs and their
+        states, what they spent, what limits apply, its signals (see QueryWorkflowResponse).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetWeave(self, request, context):
         """The turn records of the job's tree.
         """
@@ -569,6 +582,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.SignalWorkflow,
                     request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowRequest.FromString,
                     response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowResponse.SerializeToString,
+            ),
+            'QueryWorkflow': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryWorkflow,
+                    request_deserializer=airlock_dot_controller_dot_v1_dot_controller__pb2.QueryWorkflowRequest.FromString,
+                    response_serializer=airlock_dot_controller_dot_v1_dot_controller__pb2.QueryWorkflowResponse.SerializeToString,
             ),
             'GetWeave': grpc.unary_unary_rpc_method_handler(
                     servicer.GetWeave,
@@ -1264,6 +1282,33 @@ class Controller:
             '/airlock.controller.v1.Controller/SignalWorkflow',
             airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowRequest.SerializeToString,
             airlock_dot_controller_dot_v1_dot_controller__pb2.SignalWorkflowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryWorkflow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/airlock.controller.v1.Controller/QueryWorkflow',
+            airlock_dot_controller_dot_v1_dot_controller__pb2.QueryWorkflowRequest.SerializeToString,
+            airlock_dot_controller_dot_v1_dot_controller__pb2.QueryWorkflowResponse.FromString,
             options,
             channel_credentials,
             insecure,

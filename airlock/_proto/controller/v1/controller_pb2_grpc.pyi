@@ -113,6 +113,10 @@ class ControllerStub:
     """The job's session as of its latest checkpoint."""
     SignalWorkflow: _grpc.UnaryUnaryMultiCallable[_controller_pb2.SignalWorkflowRequest, _controller_pb2.SignalWorkflowResponse]
     """Record a signal for a workflow and deliver it into its running turns."""
+    QueryWorkflow: _grpc.UnaryUnaryMultiCallable[_controller_pb2.QueryWorkflowRequest, _controller_pb2.QueryWorkflowResponse]
+    """Answers a read-only query about a workflow of the caller's tenant: its jobs and their
+    states, what they spent, what limits apply, its signals (see QueryWorkflowResponse).
+    """
     GetWeave: _grpc.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.GetWeaveResponse]
     """The turn records of the job's tree."""
     VerifyJob: _grpc.UnaryUnaryMultiCallable[_controller_pb2.VerifyJobRequest, _controller_pb2.VerifyJobResponse]
@@ -204,6 +208,10 @@ class ControllerAsyncStub(ControllerStub):
     """The job's session as of its latest checkpoint."""
     SignalWorkflow: _aio.UnaryUnaryMultiCallable[_controller_pb2.SignalWorkflowRequest, _controller_pb2.SignalWorkflowResponse]  # type: ignore[assignment]
     """Record a signal for a workflow and deliver it into its running turns."""
+    QueryWorkflow: _aio.UnaryUnaryMultiCallable[_controller_pb2.QueryWorkflowRequest, _controller_pb2.QueryWorkflowResponse]  # type: ignore[assignment]
+    """Answers a read-only query about a workflow of the caller's tenant: its jobs and their
+    states, what they spent, what limits apply, its signals (see QueryWorkflowResponse).
+    """
     GetWeave: _aio.UnaryUnaryMultiCallable[_controller_pb2.GetWeaveRequest, _controller_pb2.GetWeaveResponse]  # type: ignore[assignment]
     """The turn records of the job's tree."""
     VerifyJob: _aio.UnaryUnaryMultiCallable[_controller_pb2.VerifyJobRequest, _controller_pb2.VerifyJobResponse]  # type: ignore[assignment]
@@ -436,6 +444,16 @@ class ControllerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.SignalWorkflowResponse, _abc.Awaitable[_controller_pb2.SignalWorkflowResponse]]:
         """Record a signal for a workflow and deliver it into its running turns."""
+
+    @_abc_1.abstractmethod
+    def QueryWorkflow(
+        self,
+        request: _controller_pb2.QueryWorkflowRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.QueryWorkflowResponse, _abc.Awaitable[_controller_pb2.QueryWorkflowResponse]]:
+        """Answers a read-only query about a workflow of the caller's tenant: its jobs and their
+        states, what they spent, what limits apply, its signals (see QueryWorkflowResponse).
+        """
 
     @_abc_1.abstractmethod
     def GetWeave(
