@@ -347,6 +347,8 @@ class JobRuns:
         the jobs before it. The runner's checkpoints become the job's and its turn records;
         its workspace snapshots are verified and kept."""
         agent = self._active.agent(job)
+        if self._quotas is not None:  # before anything records or checks the input
+            input = capped(input, agent.spec.defaults.max_cost, await self._quotas.cost_left(job.tenant))
         memory = agent.effects.memory if agent.spec.reads_memory else ()
         own = tenant_state(self._state, job.tenant)
         state: list[tuple[Scope, str, Any]] = list(await state_snapshot(own, input, memory=memory))
@@ -378,8 +380,6 @@ class JobRuns:
         try:
             sink = self._sink(job.id, journal, entry, workspace)
             sink = _traced(sink, execution) if self._tracing.enabled else sink
-            if self._quotas is not None:
-                input = capped(input, agent.spec.defaults.max_cost, await self._quotas.cost_left(job.tenant))
             if lease is None:
                 output = await self._runner.run(
                     agent, input, events=sink, state=turn.state, handle=handle, job=job.id

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,8 @@ def scripted(steps: list[dict[str, Any]], tools: list[str], **extra: Any) -> dic
 
 
 def worker(name: str) -> dict[str, Any]:
-    return scripted(
-        [tool_step("bash", {"command": f"sleep 2; echo {name} surveyed"}), text_step(f"{name} done")], ["bash"]
-    )
+    steps = [tool_step("bash", {"command": f"sleep 2; echo {name} surveyed"}), text_step(f"{name} done")]
+    return scripted(steps, ["bash"])
 
 
 CONFIG = {
@@ -106,4 +106,4 @@ async def test_a_tree_runs_no_more_children_at_once_than_it_may(tmp_path: Path) 
         assert done.state is JobState.SUCCEEDED, done.error
         spans = sorted(await tool_spans(service, done))
         # one at a time: each call ended before the next began
-        assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:], strict=False)), spans
+        assert all(earlier[1] <= later[0] for earlier, later in pairwise(spans)), spans
