@@ -257,6 +257,8 @@ def verify(target: Target, job_id: str, as_json: bool) -> None:
             "ok": report.ok,
             "records": report.records,
             "sealed": sealed,
+            "anchored": report.anchored,
+            "anchored_records": report.anchored_records,
             "breaks": [b.model_dump(mode="json") for b in report.breaks],
         }
         print(json.dumps(body))
@@ -264,6 +266,7 @@ def verify(target: Target, job_id: str, as_json: bool) -> None:
     tree = "" if root == job_id else f" [dim](the tree of job {escape(root)})[/]"
     if report.ok:
         how = "sealed" if sealed else "hash chain only"
+        how += ", every thread at its anchor" if report.anchored else ", no anchors (recorded before them)"
         console.print(f"chain intact: {report.records} records, {how}{tree}", highlight=False)
         raise typer.Exit(code)
     console.print(
