@@ -345,7 +345,7 @@ CREATE TABLE sandboxes (
 CREATE INDEX sandboxes_tenant ON sandboxes(tenant, created_at);
 """,
     7: """
-CREATE TABLE weave_anchors (
+CREATE TABLE IF NOT EXISTS weave_anchors (
     root TEXT NOT NULL,
     job TEXT NOT NULL,
     n BIGINT NOT NULL,

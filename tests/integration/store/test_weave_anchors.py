@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from airlock.controller._weave_anchors import StoredAnchors
 from airlock.controller._weaving import Weaves
+from airlock.state import execute
 from airlock.weave import RecordType, WeaveStore
 from layer0 import StateStore
 from tests.support.job_stores import StoreSite
@@ -82,3 +83,14 @@ async def test_dropping_a_tree_drops_its_anchors(site: StoreSite) -> None:
         assert weaves.anchors is not None and await weaves.anchors.anchors(ROOT) == []
         report = await weaves.verify(ROOT)
         assert report.ok and report.records == 0 and not report.anchored
+
+
+async def test_a_version_6_store_gets_the_anchors_table(site: StoreSite) -> None:
+    async with site.open() as jobs:
+        await jobs.run(execute("DROP TABLE weave_anchors"))
+    await site.set_schema_version(6)
+    async with site.open_with_state() as (jobs, state):
+        weaves = Weaves(state, KEY, anchors=StoredAnchors(jobs))
+        await weaves.record(ROOT, job=ROOT, agent="a", type=RecordType.THOUGHT, kind="first")
+        report = await weaves.verify(ROOT)
+        assert report.ok and report.anchored and report.anchored_records == 1
