@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     fence INTEGER NOT NULL DEFAULT 0,
     forked_from TEXT,
     fork_point TEXT,
-    sandbox_id TEXT
+    sandbox_id TEXT,
+    weave_tip TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
 CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
@@ -149,6 +150,7 @@ CREATE TABLE IF NOT EXISTS weave_anchors (
     time REAL NOT NULL,
     PRIMARY KEY (root, job)
 );
+CREATE INDEX IF NOT EXISTS weave_anchors_job ON weave_anchors(job);
 """
     + _audit_log.SCHEMA
 )
@@ -161,7 +163,8 @@ CREATE TABLE IF NOT EXISTS weave_anchors (
 #: ``airlock_queue`` / ``airlock_controls`` / ``airlock_answers``). Version 6 adds workspaces
 #: (issue 40): the blobs and manifests of each tenant, the log of every checkpoint (fork points),
 #: the manifest of the latest checkpoint, a job's fork origin and sandbox, and long-lived sandboxes.
-#: Version 7 adds each weave thread's anchor (its tip, outside the chain: truncation shows).
+#: Version 7 adds each weave thread's anchor (its tip, outside the chain: truncation shows) and
+#: a finished job's tip sealed into its row (``weave_tip``).
 POSTGRES_MIGRATIONS: dict[int, str] = {
     4: """
 CREATE TABLE jobs (
@@ -354,6 +357,8 @@ CREATE TABLE IF NOT EXISTS weave_anchors (
     time DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (root, job)
 );
+CREATE INDEX IF NOT EXISTS weave_anchors_job ON weave_anchors(job);
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS weave_tip TEXT;
 """,
 }
 

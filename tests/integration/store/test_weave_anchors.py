@@ -8,9 +8,10 @@ from contextlib import asynccontextmanager
 
 from airlock.controller._weave_anchors import StoredAnchors
 from airlock.controller._weaving import Weaves
+from airlock.jobs import JobState
 from airlock.state import execute
 from airlock.weave import RecordType, WeaveStore
-from layer0 import StateStore
+from layer0 import StateStore, TurnInput
 from tests.support.job_stores import StoreSite
 
 KEY = b"k" * 32
@@ -94,3 +95,26 @@ async def test_a_version_6_store_gets_the_anchors_table(site: StoreSite) -> None
         await weaves.record(ROOT, job=ROOT, agent="a", type=RecordType.THOUGHT, kind="first")
         report = await weaves.verify(ROOT)
         assert report.ok and report.anchored and report.anchored_records == 1
+
+
+async def test_a_finished_jobs_row_keeps_its_tip_when_the_anchors_are_deleted_too(site: StoreSite) -> None:
+    async with site.open_with_state() as (jobs, state):
+        weaves = Weaves(state, KEY, anchors=StoredAnchors(jobs))
+        parent, _ = await jobs.create(agent="a", input=TurnInput.new("hi"))
+        child, _ = await jobs.create(agent="b", input=TurnInput.new("sub"), parent_id=parent.id)
+        for i in range(6):
+            job = child.id if i in (1, 2) else parent.id
+            await weaves.record(parent.id, job=job, agent="a", type=RecordType.THOUGHT, kind=f"step{i}")
+        await jobs.transition(child.id, JobState.FAILED)
+        await jobs.transition(parent.id, JobState.SUCCEEDED)
+        await jobs.run(execute("DELETE FROM weave_anchors"))
+        for position in (1, 2, 5):  # the whole child thread and the parent's last record
+            await state.delete(WeaveStore.scope(parent.id), f"{position:08d}")
+        problems = [b.problem for b in (await weaves.verify(parent.id)).breaks]
+        assert problems == sorted(
+            [
+                f"thread {parent.id}: 1 record missing after #3 (anchor says 4, store holds 3): "
+                "the thread was truncated",
+                f"thread {child.id} is missing: its anchor says 2 records, the store holds none",
+            ]
+        )
