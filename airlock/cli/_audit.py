@@ -243,6 +243,10 @@ def audit(target: Target, job_id: str, *, thoughts: bool, as_json: bool) -> None
         console.print(f"[dim]{hidden_note.format(n=hidden)}[/]", highlight=False)
 
 
+#: What an intact chain without anchors cannot show.
+NO_ANCHORS = "no thread anchors (a tree recorded before them): records cut from a thread's end would not show"
+
+
 def verify(target: Target, job_id: str, as_json: bool) -> None:
     """Check the hash chain (and seals) of ``job_id``'s tree; exit 0 when intact, else 1."""
 
@@ -257,6 +261,8 @@ def verify(target: Target, job_id: str, as_json: bool) -> None:
             "ok": report.ok,
             "records": report.records,
             "sealed": sealed,
+            "anchored": report.anchored,
+            "anchored_records": report.anchored_records,
             "breaks": [b.model_dump(mode="json") for b in report.breaks],
         }
         print(json.dumps(body))
@@ -264,7 +270,10 @@ def verify(target: Target, job_id: str, as_json: bool) -> None:
     tree = "" if root == job_id else f" [dim](the tree of job {escape(root)})[/]"
     if report.ok:
         how = "sealed" if sealed else "hash chain only"
+        how += ", every thread at its anchor" if report.anchored else ""
         console.print(f"chain intact: {report.records} records, {how}{tree}", highlight=False)
+        if not report.anchored and report.records:
+            console.print(f"[dim]{NO_ANCHORS}[/]", highlight=False)
         raise typer.Exit(code)
     console.print(
         f"[bold red]chain broken[/]: {len(report.breaks)} problem(s) in {report.records} records{tree}",

@@ -542,6 +542,8 @@ class _Servicer(cpb_grpc.ControllerServicer):
             records=report.records,
             breaks=breaks,
             sealed=self.service.weaves.key is not None,
+            anchored=report.anchored,
+            anchored_records=report.anchored_records,
         )
 
 

@@ -108,6 +108,7 @@ class JobRecords:
             content=content,
             depends_on=deps,
             post=post,
+            derive_state=not post,
         )
         return (record.id,)
 
@@ -140,6 +141,7 @@ class JobRecords:
             type=RecordType.YIELD,
             kind=kind,
             content=content,
+            derive_state=True,
         )
 
     async def crash_resumes(self, job_id: str) -> int:
@@ -189,6 +191,7 @@ class JobRecords:
             kind="effect",
             content=content,
             depends_on=deps,
+            derive_state=True,
         )
 
     async def weave(self, job: Job) -> tuple[str, list[TurnRecord]]:

@@ -13,6 +13,8 @@ Version 5 adds the claims of controller replicas: ``claimed_by`` and the fencing
 Version 6 adds workspaces: the jobs' ``forked_from``, ``fork_point`` and ``sandbox_id``, the
 checkpoints' ``manifest`` (the ``workspace_blobs``, ``workspace_manifests``, ``checkpoint_log``
 and ``sandboxes`` tables are created with the schema).
+Version 7 adds each weave thread's anchor (the ``weave_anchors`` table, created with the schema)
+and the jobs' ``weave_tip`` (a finished job's anchor, sealed into its row).
 Upgrading rewrites every old row once, in the opening transaction; a row that does not read as
 any event (none written by airlock should) becomes a ``log`` line saying so, with the old row in
 its ``data``.
@@ -28,9 +30,9 @@ from pydantic import JsonValue, ValidationError
 from airlock.jobs import JOB_EVENT_DATA, EffectOutcome, JobEventData, LogLine
 
 #: The schema version this code writes.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
-#: Columns versions 2 to 6 added to ``jobs`` (a file created by version 6 has them already).
+#: Columns versions 2 to 7 added to ``jobs`` (a file created by version 7 has them already).
 _NEW_COLUMNS = {
     "resumes": "INTEGER NOT NULL DEFAULT 0",
     "approval": "TEXT",
@@ -43,6 +45,7 @@ _NEW_COLUMNS = {
     "forked_from": "TEXT",
     "fork_point": "TEXT",
     "sandbox_id": "TEXT",
+    "weave_tip": "TEXT",
 }
 #: Columns version 6 added to ``checkpoints`` (the manifest of the latest checkpoint).
 _NEW_CHECKPOINT_COLUMNS = {"manifest": "TEXT"}

@@ -61,6 +61,7 @@ from ._sandboxes import KeptSandboxes
 from ._scheduler import Scheduler
 from ._service_settings import ServiceSettings, job_limit_ms
 from ._store import JobStore
+from ._weave_anchors import StoredAnchors
 from ._weaving import Weaves
 
 if TYPE_CHECKING:
@@ -119,7 +120,12 @@ class JobService:
         self.state = state
         self.settings = settings or ServiceSettings()
         #: Every job tree's turn records (sealed with ``audit_key``).
-        self.weaves = Weaves(state, audit_key, writer=lambda job_id: fenced_state(state, store, job_id))
+        self.weaves = Weaves(
+            state,
+            audit_key,
+            writer=lambda job_id: fenced_state(state, store, job_id),
+            anchors=StoredAnchors(store),
+        )
         #: Jobs' state changes and events as recorded, and watching them.
         self.events = JobEvents(store)
         #: What this process holds about each job; the other parts below.

@@ -67,6 +67,7 @@ from ._fork_point import ForkSeed
 from ._job_usage import FinishedUse, finished_uses
 from ._observer import controller_observer
 from ._retention import Cutoffs, PruneReport, prune_batch
+from ._store_anchors import seal_tip
 from ._store_rows import (
     COLUMNS,
     MARKS,
@@ -398,6 +399,8 @@ class JobStore:
             assert fresh is not None
             changed = StateChanged(state=state, previous=JobState(row["state"]), detail=detail, error=error)
             event = yield from _append(job_id, changed, now)
+            if state.terminal:
+                yield from seal_tip(job_id)
             return job_of(fresh), event
 
         return await self._run(self._fenced(job_id, op()))
@@ -535,6 +538,7 @@ class JobStore:
                 state=JobState.INTERRUPTED, previous=JobState(row[0]), detail=detail, error=error
             )
             yield from _append(job_id, changed, now)
+            yield from seal_tip(job_id)
             return job_of(fresh)
 
         def op() -> Op[list[Job]]:

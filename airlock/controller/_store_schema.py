@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     fence INTEGER NOT NULL DEFAULT 0,
     forked_from TEXT,
     fork_point TEXT,
-    sandbox_id TEXT
+    sandbox_id TEXT,
+    weave_tip TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, n);
 CREATE INDEX IF NOT EXISTS jobs_session ON jobs(session, n);
@@ -140,6 +141,16 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     replica TEXT
 );
 CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes(tenant, created_at);
+CREATE TABLE IF NOT EXISTS weave_anchors (
+    root TEXT NOT NULL,
+    job TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    seal TEXT,
+    time REAL NOT NULL,
+    PRIMARY KEY (root, job)
+);
+CREATE INDEX IF NOT EXISTS weave_anchors_job ON weave_anchors(job);
 """
     + _audit_log.SCHEMA
 )
@@ -152,6 +163,8 @@ CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes(tenant, created_at);
 #: ``airlock_queue`` / ``airlock_controls`` / ``airlock_answers``). Version 6 adds workspaces
 #: (issue 40): the blobs and manifests of each tenant, the log of every checkpoint (fork points),
 #: the manifest of the latest checkpoint, a job's fork origin and sandbox, and long-lived sandboxes.
+#: Version 7 adds each weave thread's anchor (its tip, outside the chain: truncation shows) and
+#: a finished job's tip sealed into its row (``weave_tip``).
 POSTGRES_MIGRATIONS: dict[int, str] = {
     4: """
 CREATE TABLE jobs (
@@ -334,6 +347,19 @@ CREATE TABLE sandboxes (
 );
 CREATE INDEX sandboxes_tenant ON sandboxes(tenant, created_at);
 """,
+    7: """
+CREATE TABLE IF NOT EXISTS weave_anchors (
+    root TEXT NOT NULL,
+    job TEXT NOT NULL,
+    n BIGINT NOT NULL,
+    hash TEXT NOT NULL,
+    seal TEXT,
+    time DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (root, job)
+);
+CREATE INDEX IF NOT EXISTS weave_anchors_job ON weave_anchors(job);
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS weave_tip TEXT;
+""",
 }
 
 #: Every table of the job store, in the order a backup copies them.
@@ -351,6 +377,7 @@ TABLES = (
     "workspace_manifests",
     "checkpoint_log",
     "sandboxes",
+    "weave_anchors",
 )
 
 #: What the migrations create in PostgreSQL besides the tables (a restore drops it with them).

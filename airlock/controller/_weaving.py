@@ -22,7 +22,19 @@ from typing import Any
 from pydantic import JsonValue
 
 from airlock.errors import ConfigError
-from airlock.weave import ChainReport, RecordDraft, RecordType, TurnRecord, Weave, WeaveStore, verify
+from airlock.weave import (
+    AnchorStore,
+    ChainReport,
+    RecordDraft,
+    RecordType,
+    TurnRecord,
+    Weave,
+    WeaveStore,
+    anchor_of,
+    content_digest,
+    verify,
+)
+from airlock.weave._hashing import EMPTY_STATE, folded_state
 from layer0 import StateStore
 
 #: The audit key's file in the controller's data directory.
@@ -94,6 +106,8 @@ class Weaves:
         key: the audit key records are sealed with (None: unsealed).
         writer: the state store as a job writes its records (fenced to the replica holding
             the job: a replica that lost it appends nothing).
+        anchors: where each thread's tip is kept outside the chain (the job store), advanced
+            just after each append; :meth:`verify` then names a truncated or missing thread.
     """
 
     def __init__(
@@ -102,10 +116,12 @@ class Weaves:
         key: bytes | None = None,
         *,
         writer: Callable[[str], StateStore] | None = None,
+        anchors: AnchorStore | None = None,
     ) -> None:
         self.store = WeaveStore(state)
         self.key = key
         self._writer = writer
+        self.anchors = anchors
         self._weaves: dict[str, Weave] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -130,12 +146,20 @@ class Weaves:
         depends_on: tuple[str, ...] = (),
         pre: str = "",
         post: str = "",
+        derive_state: bool = False,
         **usage: Any,
     ) -> TurnRecord:
-        """Append one record to ``root``'s weave and persist it (in weave order)."""
+        """Append one record to ``root``'s weave and persist it (in weave order), then its
+        thread's anchor. With ``derive_state`` (a record that reports no state of its own)
+        its state hashes are derived: before, its thread's last state; after, that folded
+        with its content."""
         lock = self._locks.setdefault(root, asyncio.Lock())
         async with lock:
             weave = await self._weave(root)
+            if derive_state:
+                thread = weave.job_thread(job)
+                pre = (thread[-1].state_hash_post if thread else "") or EMPTY_STATE
+                post = folded_state(pre, content_digest(content))
             draft = RecordDraft(
                 job=job,
                 agent=agent,
@@ -155,6 +179,8 @@ class Weaves:
             except BaseException:
                 self._weaves.pop(root, None)  # it holds a record the store does not: reload
                 raise
+            if self.anchors is not None:
+                await self.anchors.advance(root, anchor_of(root, record, self.key))
             return record
 
     async def tips(self, root: str, *jobs: str) -> tuple[str, ...]:
@@ -178,9 +204,12 @@ class Weaves:
         return await self.store.load(root)
 
     async def verify(self, root: str) -> ChainReport:
-        """Check ``root``'s stored records: hash chain, order, dependencies, clocks and (with
-        the key) seals."""
-        return verify(await self.store.load(root), self.key)
+        """Check ``root``'s stored records: hash chain, order, dependencies, clocks, (with the
+        key) seals and, when anchors are kept and the tree has some (a tree recorded before
+        anchors has none), each thread against its anchor."""
+        records = await self.store.load(root, gaps=True)
+        anchors = await self.anchors.anchors(root) if self.anchors is not None else []
+        return verify(records, self.key, anchors=anchors or None, root=root)
 
     def forget(self, root: str) -> None:
         """Drop the cached weave of a finished job tree (it is reloaded if needed)."""
@@ -190,4 +219,6 @@ class Weaves:
     async def drop(self, root: str) -> int:
         """Delete ``root``'s stored records (its job tree was pruned); how many there were."""
         self.forget(root)
+        if self.anchors is not None:
+            await self.anchors.drop(root)
         return await self.store.drop(root)

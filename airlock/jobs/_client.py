@@ -489,7 +489,13 @@ class ControllerClient:
         breaks = [
             ChainBreak(position=b.position, record_id=b.record_id, problem=b.problem) for b in response.breaks
         ]
-        report = ChainReport(ok=response.ok, records=response.records, breaks=breaks)
+        report = ChainReport(
+            ok=response.ok,
+            records=response.records,
+            breaks=breaks,
+            anchored=response.anchored,
+            anchored_records=response.anchored_records,
+        )
         return response.root, report, response.sealed
 
     async def watch(self, job_id: str, after_seq: int = 0) -> AsyncIterator[JobEvent]:

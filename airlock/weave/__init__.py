@@ -7,13 +7,15 @@ causal link commute.
 
 * :mod:`._record` — :class:`RecordDraft` (what a caller supplies) and :class:`TurnRecord`.
 * :mod:`._hashing` — :func:`canonical_json`, :func:`state_hash`, :func:`content_digest`.
-* :mod:`._chain` — :func:`verify` of a stored sequence (:class:`ChainReport`).
+* :mod:`._chain` — :func:`verify` of a stored sequence (:class:`ChainReport`), against anchors.
+* :mod:`._anchor` — :class:`ThreadAnchor`: each thread's tip kept outside the chain.
 * :mod:`._weave` — :class:`Weave`: recording, Lamport clocks, linearization, equivalence, cones.
 * :mod:`._store` — :class:`WeaveStore`: weaves in a layer0 ``StateStore``.
 * :mod:`._fixed_point` — :class:`FixedPoint`: stop an iteration when stable, cycling or spent.
 """
 
-from ._chain import ChainBreak, ChainReport, record_hash, verify
+from ._anchor import AnchorStore, ThreadAnchor, anchor_of, anchor_sealed
+from ._chain import ChainBreak, ChainReport, cross_check, record_hash, verify
 from ._fixed_point import FixedPoint, FixedPointExit, FixedPointResult, detect_cycle, is_stable
 from ._hashing import canonical_json, content_digest, state_hash
 from ._record import RecordDraft, RecordType, TurnRecord
@@ -21,6 +23,7 @@ from ._store import WeaveError, WeaveStore
 from ._weave import ConeMetrics, Weave
 
 __all__ = [
+    "AnchorStore",
     "ChainBreak",
     "ChainReport",
     "ConeMetrics",
@@ -29,12 +32,16 @@ __all__ = [
     "FixedPointResult",
     "RecordDraft",
     "RecordType",
+    "ThreadAnchor",
     "TurnRecord",
     "Weave",
     "WeaveError",
     "WeaveStore",
+    "anchor_of",
+    "anchor_sealed",
     "canonical_json",
     "content_digest",
+    "cross_check",
     "detect_cycle",
     "is_stable",
     "record_hash",

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from ._anchor import ThreadAnchor, anchor_sealed
 from ._hashing import canonical_json, content_digest, seal_matches, sha256_of
 from ._record import TurnRecord
 
@@ -26,13 +27,17 @@ class ChainBreak(BaseModel):
 
 
 class ChainReport(BaseModel):
-    """What :func:`verify` found: ``ok`` when nothing is broken."""
+    """What :func:`verify` found: ``ok`` when nothing is broken. ``anchored``: the records
+    were checked against their threads' anchors (``anchored_records``: how many the anchors
+    say the weave holds)."""
 
     model_config = ConfigDict(frozen=True)
 
     ok: bool
     records: int
     breaks: list[ChainBreak]
+    anchored: bool = False
+    anchored_records: int = 0
 
     @property
     def first_break(self) -> ChainBreak | None:
@@ -124,15 +129,65 @@ def _dependency_problems(record: TurnRecord, where: dict[str, int], clocks: dict
     return problems
 
 
-def verify(records: Sequence[TurnRecord], key: bytes | None = None) -> ChainReport:
+def _records_missing(count: int) -> str:
+    return f"{count} record{'s' if count != 1 else ''} missing"
+
+
+def _anchor_problems(anchor: ThreadAnchor, held: list[TurnRecord]) -> list[str]:
+    """What is wrong with the records ``held`` of the thread ``anchor`` describes."""
+    job, n = anchor.job, anchor.n
+    if not held:
+        return [f"thread {job} is missing: its anchor says {n} records, the store holds none"]
+    last = max(r.n for r in held)
+    if last < n:
+        return [
+            f"thread {job}: {_records_missing(n - last)} after #{last} "
+            f"(anchor says {n}, store holds {len(held)}): the thread was truncated"
+        ]
+    tip = next((r for r in held if r.n == n), None)
+    if tip is not None and tip.hash != anchor.hash:
+        return [f"thread {job}: record {tip.id} does not match its anchor's hash (the thread was rewritten)"]
+    return []
+
+
+def cross_check(
+    records: Sequence[TurnRecord], anchors: Sequence[ThreadAnchor], root: str, key: bytes | None = None
+) -> list[ChainBreak]:
+    """The problems of ``records`` against their threads' ``anchors``: a thread cut short
+    (its newest records deleted), a thread missing entirely, a tip that is not the anchored
+    one, and (with ``key``) an anchor whose seal does not match. A thread with more records
+    than its anchor is not a problem (its anchor is written just after each record)."""
+    threads: dict[str, list[TurnRecord]] = {}
+    for record in records:
+        threads.setdefault(record.job, []).append(record)
+    breaks: list[ChainBreak] = []
+    for anchor in sorted(anchors, key=lambda a: a.job):
+        problems = []
+        if key is not None and not anchor_sealed(root, anchor, key):
+            problems.append(f"the anchor of thread {anchor.job} is forged: its seal does not match")
+        problems += _anchor_problems(anchor, threads.get(anchor.job, []))
+        breaks.extend(
+            ChainBreak(position=len(records), record_id=anchor.record_id, problem=p) for p in problems
+        )
+    return breaks
+
+
+def verify(
+    records: Sequence[TurnRecord],
+    key: bytes | None = None,
+    *,
+    anchors: Sequence[ThreadAnchor] | None = None,
+    root: str = "",
+) -> ChainReport:
     """Re-check ``records`` in their storage order.
 
     Each record's digest and hash must match its fields, its ``n`` must follow its thread's
     previous ``n``, its ``prev_hash`` must be that record's hash, every dependency must come
     earlier, its clock must exceed its dependencies' and its thread predecessor's, and with a
     ``key`` its seal must match. Without a key seals are not checked. A thread's last records
-    cut off the end of the sequence leave no trace in the chain: compare the count or the tips
-    with a copy kept elsewhere to detect that.
+    cut off the end of the sequence leave no trace in the chain: with ``anchors`` (each
+    thread's tip kept elsewhere, for the weave of ``root``) they are named too
+    (:func:`cross_check`).
     """
     breaks: list[ChainBreak] = []
     seen: dict[str, int] = {}  # id -> position of its first occurrence
@@ -153,4 +208,13 @@ def verify(records: Sequence[TurnRecord], key: bytes | None = None) -> ChainRepo
         clocks.setdefault(rid, record.clock)
         last[record.job] = record
 
-    return ChainReport(ok=not breaks, records=len(records), breaks=breaks)
+    if anchors is not None:
+        breaks += cross_check(records, anchors, root, key)
+    anchored = sum(a.n for a in anchors or ())
+    return ChainReport(
+        ok=not breaks,
+        records=len(records),
+        breaks=breaks,
+        anchored=anchors is not None,
+        anchored_records=anchored,
+    )

@@ -85,3 +85,13 @@ def seal_of(record_hash: str, key: bytes) -> str:
 def seal_matches(seal: str, record_hash: str, key: bytes) -> bool:
     """Whether ``seal`` is the seal of ``record_hash`` under ``key`` (constant time)."""
     return hmac.compare_digest(seal.encode("utf-8"), seal_of(record_hash, key).encode("utf-8"))
+
+
+#: The state hash of an empty session (no messages, no finished calls): where a thread starts.
+EMPTY_STATE = state_hash({"messages": [], "completed": []})
+
+
+def folded_state(pre: str, digest: str) -> str:
+    """The state after a record that reports no state of its own (an input, an effect, a
+    yield): the state before it (``pre``) folded with the record's content ``digest``."""
+    return state_hash({"after": pre, "record": digest})

@@ -24,6 +24,10 @@ def _position_key(position: int) -> str:
     return f"{position:0{POSITION_DIGITS}d}"
 
 
+def _is_position(key: str) -> bool:
+    return len(key) == POSITION_DIGITS and key.isascii() and key.isdigit()
+
+
 class WeaveStore:
     """The records of each weave in ``Scope.custom(f"weave:{root}")`` (``root``: the root job
     id), under the key ``f"{position:08d}"`` (0-based storage order), as their JSON."""
@@ -50,13 +54,17 @@ class WeaveStore:
             raise WeaveError(f"weave {root}: position {position} (key {key}) already holds another record")
         await self._store.write(scope, key, value)
 
-    async def load(self, root: str) -> list[TurnRecord]:
+    async def load(self, root: str, *, gaps: bool = False) -> list[TurnRecord]:
         """Every stored record of the weave, in storage order. A key that is not the next
-        position, or a value that is not a valid record, raises WeaveError naming the key."""
+        position (with ``gaps``: a key that is no position at all), or a value that is not a
+        valid record, raises WeaveError naming the key. With ``gaps`` a deleted record is
+        skipped: :func:`~._chain.verify` then names it from the records around it."""
         scope = self.scope(root)
         records: list[TurnRecord] = []
         for position, key in enumerate(await self._store.list(scope, "")):
-            if key != _position_key(position):
+            if gaps and _is_position(key):
+                pass
+            elif key != _position_key(position):
                 raise WeaveError(
                     f"weave {root}: key {key!r} is where position {position} (key "
                     f"{_position_key(position)}) should be: a record is missing or a key is foreign"

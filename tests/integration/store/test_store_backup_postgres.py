@@ -20,7 +20,13 @@ import pytest
 from typer.testing import CliRunner
 
 from airlock.cli import app
-from airlock.controller import JobStoreError, PostgresJobStore, backup_postgres_store, restore_postgres_store
+from airlock.controller import (
+    JobStoreError,
+    PostgresJobStore,
+    _migrate,
+    backup_postgres_store,
+    restore_postgres_store,
+)
 from airlock.identity import KeyStore, RoleBook
 from airlock.jobs import AuditRecord, LogLine, utcnow
 from airlock.policy import ManifestEntry, WorkspaceManifest, sha256_hex
@@ -43,6 +49,8 @@ TABLES = (
     "workspace_blobs",
 )
 BINARY = bytes(range(256)) * 3
+#: The job tables' version of an airlock newer than this one.
+NEWER = _migrate.SCHEMA_VERSION + 1
 
 
 @pytest.fixture
@@ -134,7 +142,7 @@ async def test_a_round_trip_into_an_empty_database_gives_identical_rows(
         assert copy.execute("SELECT id FROM jobs").fetchall() == [(job_id,)]
         assert copy.execute("SELECT data FROM job_files WHERE path = 'in/data.bin'").fetchone() == (BINARY,)
         versions = dict(copy.execute("SELECT component, version FROM airlock_backup").fetchall())
-    assert versions == {"jobs": 6, "state": 1, "keys": 1}
+    assert versions == {"jobs": _migrate.SCHEMA_VERSION, "state": 1, "keys": 1}
     assert await restore_postgres_store(second_dsn, made, force=True) is None
     before, after = await rows(postgres_dsn), await rows(second_dsn)
     assert after == before and all(after[t] for t in TABLES)
@@ -178,8 +186,10 @@ async def test_a_backup_newer_than_this_airlock_is_refused(
     await populate(postgres_dsn)
     made = await backup_postgres_store(postgres_dsn, tmp_path / "copy.bak")
     with contextlib.closing(sqlite3.connect(made)) as copy, copy:
-        copy.execute("UPDATE airlock_backup SET version = 7 WHERE component = 'jobs'")
-    with pytest.raises(ValueError, match=r"taken by a newer airlock: jobs v7 \(this airlock: v6\)"):
+        copy.execute(f"UPDATE airlock_backup SET version = {NEWER} WHERE component = 'jobs'")
+    with pytest.raises(
+        ValueError, match=rf"taken by a newer airlock: jobs v{NEWER} \(this airlock: v{NEWER - 1}\)"
+    ):
         await restore_postgres_store(second_dsn, made)
     with contextlib.closing(sqlite3.connect(tmp_path / "jobs.db")) as other, other:
         other.execute("CREATE TABLE jobs (n INTEGER)")
@@ -231,7 +241,7 @@ async def test_replace_rolls_back_tables_a_newer_airlock_upgraded(
     made = await backup_postgres_store(postgres_dsn, tmp_path / "copy.bak")
     await restore_postgres_store(second_dsn, made, force=True)
     await sql(second_dsn, "ALTER TABLE jobs ADD COLUMN newer TEXT DEFAULT 'x'")
-    await sql(second_dsn, "UPDATE airlock_schema SET version = 7 WHERE component = 'jobs'")
+    await sql(second_dsn, f"UPDATE airlock_schema SET version = {NEWER} WHERE component = 'jobs'")
     with pytest.raises(JobStoreError) as refused:
         async with opened(second_dsn):
             pass
@@ -240,7 +250,9 @@ async def test_replace_rolls_back_tables_a_newer_airlock_upgraded(
     kept = await restore_postgres_store(second_dsn, made, replace=True, force=True)
     assert kept is not None
     with contextlib.closing(sqlite3.connect(kept)) as copy:  # the newer tables, nothing lost
-        assert copy.execute("SELECT version FROM airlock_backup WHERE component = 'jobs'").fetchone() == (7,)
+        assert copy.execute("SELECT version FROM airlock_backup WHERE component = 'jobs'").fetchone() == (
+            NEWER,
+        )
         assert copy.execute("SELECT newer FROM jobs").fetchall() == [("x",)]
     assert await rows(second_dsn) == await rows(postgres_dsn)
     async with opened(second_dsn) as site:  # this airlock opens the rolled back tables

@@ -101,4 +101,4 @@ async def test_a_version_5_store_is_upgraded(site: StoreSite) -> None:
             assert row is not None
             return int(row[0])
 
-        assert await store.run(version()) == _migrate.SCHEMA_VERSION == 6
+        assert await store.run(version()) == _migrate.SCHEMA_VERSION == 7

@@ -465,3 +465,27 @@ def test_awaiting_approval_state_has_its_colour() -> None:
     from airlock.cli._jobs import _STATE_COLOURS
 
     assert set(_STATE_COLOURS) == set(JobState)
+
+
+def test_verify_names_a_truncated_thread_and_reports_its_anchors(
+    runner: CliRunner, service: FakeService
+) -> None:
+    problem = (
+        "thread j-boss: 2 records missing after #8 (anchor says 10, store holds 8): the thread was truncated"
+    )
+    service.reports["j-boss"] = ChainReport(
+        ok=False,
+        records=8,
+        breaks=[ChainBreak(position=8, record_id="j-boss:10", problem=problem)],
+        anchored=True,
+        anchored_records=10,
+    )
+    result = invoke(runner, "jobs", "verify", "j-boss")
+    assert result.exit_code == 1 and f"#8 j-boss:10: {problem}" in result.stdout.replace("\n", " ")
+    body = invoke_json(runner, "jobs", "verify", "j-boss", code=1)
+    assert body["anchored"] is True and body["anchored_records"] == 10 and body["records"] == 8
+    service.reports["j-boss"] = ChainReport(
+        ok=True, records=10, breaks=[], anchored=True, anchored_records=10
+    )
+    result = invoke(runner, "jobs", "verify", "j-boss")
+    assert "chain intact: 10 records, hash chain only, every thread at its anchor" in result.stdout

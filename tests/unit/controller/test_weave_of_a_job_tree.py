@@ -155,3 +155,29 @@ async def test_verify_names_a_record_tampered_with_in_the_store(tmp_path: Path) 
         await service.state.delete(scope, keys[2])  # removing it instead is caught too
         with pytest.raises(Exception, match=r"gap|missing"):
             await store.load(job.id)
+
+
+async def test_verify_names_records_cut_from_a_thread_end_and_a_child_thread_deleted(tmp_path: Path) -> None:
+    async with service_of(tmp_path) as service:
+        job = await service.submit("lead", TurnInput.new("split the work"))
+        done = await service.wait(job.id)
+        left_id, _ = done.children
+        _, records = await service.weave(job.id)
+        lead = [r for r in records if r.job == job.id]
+        own = [r for r in records if r.kind in ("input", "effect")]
+        assert own and all(r.state_hash_pre and r.state_hash_post for r in own), "state hashes like a turn's"
+        cut = {lead[-1].id, lead[-2].id} | {r.id for r in records if r.job == left_id}
+        scope = WeaveStore.scope(job.id)
+        keys = await service.state.list(scope, "")
+        for key, record in zip(keys, records, strict=True):
+            if record.id in cut:
+                await service.state.delete(scope, key)
+        _, report = await service.verify(job.id)
+        problems = [b.problem for b in report.breaks]
+        n = len(lead)
+        assert report.anchored and not report.ok
+        assert (
+            f"thread {job.id}: 2 records missing after #{n - 2} (anchor says {n}, store holds {n - 2}): "
+            "the thread was truncated"
+        ) in problems
+        assert any(p.startswith(f"thread {left_id} is missing: its anchor says") for p in problems)

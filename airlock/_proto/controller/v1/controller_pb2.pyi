@@ -2424,11 +2424,19 @@ class VerifyJobResponse(_message.Message):
     RECORDS_FIELD_NUMBER: _builtins.int
     BREAKS_FIELD_NUMBER: _builtins.int
     SEALED_FIELD_NUMBER: _builtins.int
+    ANCHORED_FIELD_NUMBER: _builtins.int
+    ANCHORED_RECORDS_FIELD_NUMBER: _builtins.int
     root: _builtins.str
     ok: _builtins.bool
     records: _builtins.int
     sealed: _builtins.bool
     """Seals were checked with the controller's audit key."""
+    anchored: _builtins.bool
+    """Each thread was checked against its anchor (its tip kept outside the chain, in the job
+    store): a thread cut short or missing is a break. False for a tree recorded before anchors.
+    """
+    anchored_records: _builtins.int
+    """How many records the anchors say the tree holds (with anchored)."""
     @_builtins.property
     def breaks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChainBreak]: ...
     def __init__(
@@ -2439,10 +2447,12 @@ class VerifyJobResponse(_message.Message):
         records: _builtins.int = ...,
         breaks: _abc.Iterable[Global___ChainBreak] | None = ...,
         sealed: _builtins.bool = ...,
+        anchored: _builtins.bool = ...,
+        anchored_records: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breaks", b"breaks", "ok", b"ok", "records", b"records", "root", b"root", "sealed", b"sealed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchored", b"anchored", "anchored_records", b"anchored_records", "breaks", b"breaks", "ok", b"ok", "records", b"records", "root", b"root", "sealed", b"sealed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
