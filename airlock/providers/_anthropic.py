@@ -403,6 +403,7 @@ def response_from_message(message: Message | BetaMessage, *, requested_model: st
         model=model,
         cost=cost,
         stop_detail=stop_detail,
+        truncated=stop is StopReason.MAX_TOKENS,
         compaction=_compaction_report(iterations) if compacted or stop is StopReason.COMPACTION else None,
     )
 

@@ -327,6 +327,7 @@ def response_from_completion(completion: ChatCompletion, *, requested_model: str
         usage=_usage(completion),
         model=completion.model or requested_model,
         stop_detail=stop_detail,
+        truncated=stop is StopReason.MAX_TOKENS,
     )
 
 
