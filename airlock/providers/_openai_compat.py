@@ -11,6 +11,13 @@ are reported as ``ProviderResponse.retries``.
 
 Usage follows the Anthropic convention used across providers: ``input_tokens`` is the
 uncached prompt, ``cache_read_tokens`` the cached part (``prompt_tokens_details``).
+``output_tokens`` is ``completion_tokens``, which already holds a reasoning model's
+reasoning tokens (``completion_tokens_details.reasoning_tokens``): they are priced once, as
+completion tokens.
+
+Options of the spec: ``reasoning_effort`` and ``response_format`` (``json_object``, or
+``json_schema`` with its name, schema and ``strict``) go on every request as the API names
+them.
 """
 
 from __future__ import annotations
@@ -151,7 +158,23 @@ class OpenAICompatProvider:
         if temperature is not None:
             params["temperature"] = temperature
         params.update(_known_extra(request.extra))
+        params.update(self._options())
         return params
+
+    def _options(self) -> dict[str, Any]:
+        """The spec's ``reasoning_effort`` and ``response_format``, as the API takes them."""
+        out: dict[str, Any] = {}
+        if self.spec.reasoning_effort is not None:
+            out["reasoning_effort"] = self.spec.reasoning_effort
+        fmt = self.spec.response_format
+        if fmt is not None and fmt.type == "json_object":
+            out["response_format"] = {"type": "json_object"}
+        elif fmt is not None:
+            schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.json_schema}
+            if fmt.strict is not None:
+                schema["strict"] = fmt.strict
+            out["response_format"] = {"type": "json_schema", "json_schema": schema}
+        return out
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         """One chat-completions call.

@@ -175,6 +175,41 @@ def validate_context_management(body: dict[str, Any], betas: set[str]) -> str | 
     return None
 
 
+def thinking_block(thinking: str) -> dict[str, Any]:
+    """A ``thinking`` content block (its signature is opaque; a client sends it back as is)."""
+    return {"type": "thinking", "thinking": thinking, "signature": f"thinksig-{next(_ids):06d}"}
+
+
+def validate_thinking(body: dict[str, Any]) -> str | None:
+    """Why the API would reject the request's extended ``thinking`` (or its absence)."""
+    thinking = body.get("thinking")
+    if thinking is None or thinking.get("type") == "disabled":
+        return None
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") != "enabled" or not isinstance(budget, int) or budget < 1024:
+        return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+    if budget >= body["max_tokens"]:
+        return "`max_tokens` must be greater than `thinking.budget_tokens`"
+    if body.get("temperature", 1) != 1 or "top_k" in body:
+        return "`temperature` may only be set to 1 when thinking is enabled (and `top_k` not at all)"
+    if (body.get("tool_choice") or {}).get("type", "auto") not in ("auto", "none"):
+        return "Thinking may not be enabled when tool_choice forces tool use."
+    messages = body["messages"]
+    if len(messages) > 1 and messages[-1]["role"] == "user":
+        answer = messages[-2]["content"]
+        blocks = answer if isinstance(answer, list) else []
+        if any(b.get("type") == "tool_use" for b in blocks) and blocks[0].get("type") not in (
+            "thinking",
+            "redacted_thinking",
+        ):
+            return (
+                f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                f"but found `{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` "
+                "message must start with a thinking block."
+            )
+    return None
+
+
 def validate_messages_request(body: Any) -> str | None:
     """Why the API would reject this ``/v1/messages`` body with a 400, or None."""
     if not isinstance(body, dict):
@@ -285,6 +320,7 @@ class FakeAnthropicServer(FakeHTTPServer):
                 problem = validate_messages_request(body) or validate_context_management(
                     body, _betas(request)
                 )
+                problem = problem or validate_thinking(body)
                 problem = problem or self._foreign_compaction(body)
             except (ValueError, KeyError, AttributeError, TypeError) as e:
                 problem = f"malformed request body: {e}"

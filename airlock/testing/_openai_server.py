@@ -107,6 +107,26 @@ def validate_chat_request(body: Any) -> str | None:
                 )
         else:
             open_calls = set()
+    return validate_options(body)
+
+
+def validate_options(body: dict[str, Any]) -> str | None:
+    """Why the API would reject the body's ``reasoning_effort`` or ``response_format``."""
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in ("none", "minimal", "low", "medium", "high", "xhigh"):
+        return f"Invalid value: {effort!r}. Supported values are: 'low', 'medium', and 'high'."
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        return f"Invalid value: {kind!r}. Supported values are: 'text', 'json_object', and 'json_schema'."
+    if kind == "json_schema":
+        schema = fmt.get("json_schema")
+        if not isinstance(schema, dict) or "name" not in schema:
+            return "Missing required parameter: 'response_format.json_schema.name'."
+        if not isinstance(schema.get("schema", {}), dict):
+            return "Invalid type for 'response_format.json_schema.schema': expected an object."
     return None
 
 
