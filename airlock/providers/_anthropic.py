@@ -43,6 +43,7 @@ from airlock.turn import (
     Role,
     StopReason,
     TextPart,
+    TextSink,
     TokenUsage,
     ToolResultPart,
     ToolUsePart,
@@ -253,6 +254,24 @@ class AnthropicProvider:
             params.pop("top_k", None)  # not allowed with thinking
         return params
 
+    async def _send(
+        self, known: dict[str, Any], extra_body: dict[str, Any], on_text: TextSink | None
+    ) -> Message | BetaMessage:
+        """The API's message: created at once, or streamed with its text to ``on_text``."""
+        kwargs: dict[str, Any] = {**known, "extra_body": extra_body or None}
+        api: Any = self._client.messages
+        if "context_management" in known:  # server-side compaction: the beta endpoint
+            api, kwargs["betas"] = self._client.beta.messages, [COMPACTION_BETA]
+        if on_text is None:
+            created: Message | BetaMessage = await api.create(**kwargs)
+            return created
+        async with api.stream(**kwargs) as stream:
+            async for event in stream:
+                if event.type == "text" and event.text:
+                    await on_text(event.text)
+            final: Message | BetaMessage = await stream.get_final_message()
+            return final
+
     def _thinking_param(self, params: dict[str, Any]) -> dict[str, Any] | None:
         """The request's ``thinking`` (None: off, or an ongoing tool use whose thinking blocks
         this provider does not hold, e.g. after a resume: the API refuses it with thinking)."""
@@ -292,10 +311,22 @@ class AnthropicProvider:
         """One Messages API call.
 
         Raises:
+            TurnError: as :meth:`complete_stream`.
+        """
+        return await self._call(request, None)
+
+    async def complete_stream(self, request: ProviderRequest, on_text: TextSink) -> ProviderResponse:
+        """One Messages API call, streamed (the SDK's ``messages.stream``): ``on_text`` gets
+        each text delta as it arrives; the response is the final message's.
+
+        Raises:
             TurnError: ``retryable`` (429, 5xx, timeout, connection), ``model`` (bad
                 request, unknown stop_reason, malformed response) or ``non_retryable``
                 (authentication, permission, not found).
         """
+        return await self._call(request, on_text)
+
+    async def _call(self, request: ProviderRequest, on_text: TextSink | None) -> ProviderResponse:
         from anthropic import AnthropicError
 
         request, names = encode_tool_names(request)
@@ -307,12 +338,7 @@ class AnthropicProvider:
         message: Message | BetaMessage
         try:
             with attempts() as noted:
-                if "context_management" in known:  # server-side compaction: the beta endpoint
-                    message = await self._client.beta.messages.create(
-                        **known, betas=[COMPACTION_BETA], extra_body=extra_body or None
-                    )
-                else:
-                    message = await self._client.messages.create(**known, extra_body=extra_body or None)
+                message = await self._send(known, extra_body, on_text)
         except AnthropicError as e:
             raise map_anthropic_error(e) from e
         except Exception as e:  # the SDK let a foreign error through (e.g. a body that is not JSON)

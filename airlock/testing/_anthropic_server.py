@@ -119,6 +119,45 @@ def anthropic_message(
     }
 
 
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def anthropic_stream(message: dict[str, Any], *, piece_chars: int = 4) -> tuple[bytes, ...]:
+    """The server-sent events of a streamed Messages API answer holding ``message`` (as
+    :func:`anthropic_message` builds it): text in deltas of ``piece_chars`` characters, a
+    tool_use's input as one JSON delta, other blocks whole."""
+    usage = dict(message["usage"])
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events = [_sse("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(message["content"]):
+        deltas: list[dict[str, Any]] = []
+        opening = dict(block)
+        if block["type"] == "text":
+            opening["text"] = ""
+            text = block["text"]
+            pieces = [text[i : i + piece_chars] for i in range(0, len(text), piece_chars)]
+            deltas = [{"type": "text_delta", "text": p} for p in pieces]
+        elif block["type"] == "tool_use":
+            opening["input"] = {}
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+        events.append(
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opening},
+            )
+        )
+        events += [
+            _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        ]
+        events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")}
+    events.append(_sse("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
+    events.append(_sse("message_stop", {"type": "message_stop"}))
+    return tuple(events)
+
+
 def anthropic_error(
     status: int,
     message: str = "error",
@@ -304,6 +343,20 @@ class FakeAnthropicServer(FakeHTTPServer):
     def fail(self, status: int, message: str = "error", *, error_type: str | None = None) -> None:
         """Queue an error answer with the API's body shape."""
         self.enqueue(anthropic_error(status, message, error_type=error_type))
+
+    def reply_stream(
+        self,
+        content: list[dict[str, Any]] | str,
+        *,
+        delay_s: float = 0.0,
+        piece_chars: int = 4,
+        **kwargs: Any,
+    ) -> None:
+        """Queue a streamed answer (server-sent events, ``delay_s`` between them) of the
+        message :func:`anthropic_message` builds from ``content`` and ``kwargs``."""
+        events = anthropic_stream(anthropic_message(content, **kwargs), piece_chars=piece_chars)
+        headers = {"request-id": f"req_fake{next(_ids):06d}"}
+        self.enqueue(FakeResponse(200, headers=headers, stream=events, stream_delay_s=delay_s))
 
     def message_bodies(self) -> list[Any]:
         """The JSON bodies of the ``/v1/messages`` requests received."""

@@ -66,6 +66,31 @@ def chat_completion(
     }
 
 
+def completion_stream(completion: dict[str, Any], *, piece_chars: int = 4) -> tuple[bytes, ...]:
+    """The server-sent events of a streamed answer holding ``completion`` (as
+    :func:`chat_completion` builds it, ``stream_options.include_usage`` on): the content in
+    deltas of ``piece_chars`` characters, each tool call in one delta, then the finish reason,
+    the usage chunk and ``[DONE]``."""
+    base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        return f"data: {json.dumps(body)}\n\n".encode()
+
+    text = message.get("content") or ""
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": text[i : i + piece_chars]}) for i in range(0, len(text), piece_chars)]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        events.append(chunk({"tool_calls": [{"index": index, **call}]}))
+    events.append(chunk({}, choice["finish_reason"]))
+    usage = {**base, "choices": [], "usage": completion["usage"]}
+    events.append(f"data: {json.dumps(usage)}\n\n".encode())
+    events.append(b"data: [DONE]\n\n")
+    return tuple(events)
+
+
 def openai_error(
     status: int,
     message: str = "error",
@@ -168,6 +193,14 @@ class FakeOpenAIServer(FakeHTTPServer):
     def fail(self, status: int, message: str = "error", *, error_type: str | None = None) -> None:
         """Queue an error answer with the API's body shape."""
         self.enqueue(openai_error(status, message, error_type=error_type))
+
+    def reply_stream(
+        self, content: str | None = None, *, delay_s: float = 0.0, piece_chars: int = 4, **kwargs: Any
+    ) -> None:
+        """Queue a streamed answer (server-sent events, ``delay_s`` apart) of the completion
+        :func:`chat_completion` builds from ``content`` and ``kwargs``."""
+        events = completion_stream(chat_completion(content, **kwargs), piece_chars=piece_chars)
+        self.enqueue(FakeResponse(200, stream=events, stream_delay_s=delay_s))
 
     def chat_bodies(self) -> list[Any]:
         """The JSON bodies of the chat-completions requests received."""

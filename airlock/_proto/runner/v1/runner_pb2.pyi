@@ -2480,6 +2480,7 @@ class TurnEvent(_message.Message):
     WORKSPACE_BLOB_FIELD_NUMBER: _builtins.int
     WORKSPACE_FIELD_NUMBER: _builtins.int
     WORKSPACE_STOPPED_FIELD_NUMBER: _builtins.int
+    TEXT_DELTA_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def started(self) -> Global___TurnStarted: ...
     @_builtins.property
@@ -2518,6 +2519,12 @@ class TurnEvent(_message.Message):
     def workspace(self) -> Global___WorkspaceSnapshot: ...
     @_builtins.property
     def workspace_stopped(self) -> Global___WorkspaceStopped: ...
+    @_builtins.property
+    def text_delta(self) -> Global___TextDelta:
+        """Text the model is generating (live only: a controller forwards it to watchers and
+        does not record it; the call's text is in the turn's output).
+        """
+
     def __init__(
         self,
         *,
@@ -2538,16 +2545,48 @@ class TurnEvent(_message.Message):
         workspace_blob: Global___WorkspaceBlob | None = ...,
         workspace: Global___WorkspaceSnapshot | None = ...,
         workspace_stopped: Global___WorkspaceStopped | None = ...,
+        text_delta: Global___TextDelta | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "text_delta", b"text_delta", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "text_delta", b"text_delta", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal", "compacted", "lifecycle", "workspace_blob", "workspace", "workspace_stopped"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal", "compacted", "lifecycle", "workspace_blob", "workspace", "workspace_stopped", "text_delta"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___TurnEvent: _TypeAlias = TurnEvent  # noqa: Y015
+
+@_typing.final
+class TextDelta(_message.Message):
+    """Text a model call generated since the previous delta of the call, coalesced (at most one
+    event per interval or size), merged when the reader is slow.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITERATION_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    DROPPED_CHARS_FIELD_NUMBER: _builtins.int
+    iteration: _builtins.int
+    """The model call (counts from 1), as in InferenceStarted."""
+    text: _builtins.str
+    dropped_chars: _builtins.int
+    """Characters left out before `text` because the reader fell behind (0: none)."""
+    def __init__(
+        self,
+        *,
+        iteration: _builtins.int = ...,
+        text: _builtins.str = ...,
+        dropped_chars: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped_chars", b"dropped_chars", "iteration", b"iteration", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TextDelta: _TypeAlias = TextDelta  # noqa: Y015
 
 @_typing.final
 class WorkspaceEntry(_message.Message):
