@@ -384,6 +384,8 @@ class FakeAnthropicServer(FakeHTTPServer):
             for block in response.body.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "compaction":
                     self._issued.add(_canonical(block))
+            if _asks_stream(request):  # a queued message, answered as the API streams it
+                return FakeResponse(200, headers=response.headers, stream=anthropic_stream(response.body))
         return response
 
     def _foreign_compaction(self, body: dict[str, Any]) -> str | None:
@@ -397,6 +399,13 @@ class FakeAnthropicServer(FakeHTTPServer):
 
     def default_response(self, request: RecordedRequest) -> FakeResponse:
         return anthropic_error(500, f"fake server: no response queued for {request.method} {request.path}")
+
+
+def _asks_stream(request: RecordedRequest) -> bool:
+    try:
+        return bool(request.json().get("stream"))
+    except (ValueError, AttributeError):
+        return False
 
 
 def _canonical(block: dict[str, Any]) -> str:

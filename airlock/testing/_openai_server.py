@@ -91,6 +91,18 @@ def completion_stream(completion: dict[str, Any], *, piece_chars: int = 4) -> tu
     return tuple(events)
 
 
+def as_streamed(request: RecordedRequest, response: FakeResponse) -> FakeResponse:
+    """A queued JSON completion answered as server-sent events when the request asked for a
+    stream (``stream: true``), as the API answers it."""
+    try:
+        streamed = bool(request.json().get("stream"))
+    except (ValueError, AttributeError):
+        return response
+    if not streamed or response.stream or response.status != 200 or not isinstance(response.body, dict):
+        return response
+    return FakeResponse(200, headers=response.headers, stream=completion_stream(response.body))
+
+
 def openai_error(
     status: int,
     message: str = "error",
@@ -229,7 +241,7 @@ class FakeOpenAIServer(FakeHTTPServer):
                 problem = f"malformed request body: {e}"
             if problem is not None:
                 return openai_error(400, problem)
-        return await super().respond(request)
+        return as_streamed(request, await super().respond(request))
 
     def default_response(self, request: RecordedRequest) -> FakeResponse:
         return openai_error(500, f"fake server: no response queued for {request.method} {request.path}")
