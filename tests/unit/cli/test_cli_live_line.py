@@ -28,11 +28,11 @@ JOB = Job(
 def test_the_live_line_follows_the_deltas_and_resets_per_call() -> None:
     view = JobView(Console(file=io.StringIO(), width=200), JOB, RemoteAgent("a", "process", "anthropic", "m"))
     shown: list[str] = []
-    view.status = shown.append  # type: ignore[method-assign]
+    view.status = shown.append  # type: ignore[method-assign,assignment]
 
-    async def feed(*events: object) -> None:
+    async def feed(*events: InferenceStarted | TextDelta) -> None:
         for event in events:
-            await view.job_event(JobEvent(job_id="j1", seq=1, time=T0, data=SandboxActivity(event=event)))  # type: ignore[arg-type]
+            await view.job_event(JobEvent(job_id="j1", seq=1, time=T0, data=SandboxActivity(event=event)))
 
     asyncio.run(
         feed(
