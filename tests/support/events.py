@@ -66,7 +66,7 @@ TURN_EVENTS: list[TurnEvent] = [
         total_cost=Decimal("0"),
         duration_ms=0,
     ),
-    TextDelta(iteration=2, text="Let me compute 17 × 23"),
+    TextDelta(iteration=2, text="Let me compute 17 * 23 ✓"),
     TextDelta(iteration=2, text="…done", dropped_chars=4096),
     ToolStarted(tool_use_id="t1", name="calculator", input={"expression": "17 * 23", "big": 2**60}),
     ToolFinished(tool_use_id="t1", name="calculator", duration_ms=3, success=True, output="391\n"),
