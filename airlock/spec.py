@@ -132,6 +132,13 @@ class ProviderSpec(_Spec):
     #: local model). Unset: cost is None (unknown), never a guess.
     price_per_mtok_in: Decimal | None = Field(default=None, ge=0)
     price_per_mtok_out: Decimal | None = Field(default=None, ge=0)
+    #: anthropic only: extended thinking (None: off). Thinking tokens are billed as output.
+    thinking: ThinkingSpec | None = None
+    #: openai_compat only: the ``reasoning_effort`` of reasoning models (None: the server's
+    #: default). Reasoning tokens are part of the completion tokens (and priced so).
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    #: openai_compat only: constrain the answer to JSON (None: free text).
+    response_format: ResponseFormatSpec | None = None
 
     @field_validator("kind")
     @classmethod
@@ -139,6 +146,67 @@ class ProviderSpec(_Spec):
         if value not in PROVIDER_KINDS:
             raise ValueError(f"unknown provider {value!r}; valid providers: {', '.join(PROVIDER_KINDS)}")
         return value
+
+    @model_validator(mode="after")
+    def _options_fit_the_kind(self) -> Self:
+        for key, kinds in _KIND_OPTIONS.items():
+            if getattr(self, key) is not None and self.kind not in kinds:
+                raise ValueError(f"{key}: not an option of provider {self.kind!r} (only {', '.join(kinds)})")
+        if self.thinking is not None:
+            if self.thinking.budget_tokens >= self.max_tokens:
+                raise ValueError(
+                    f"thinking.budget_tokens: {self.thinking.budget_tokens} must be less than "
+                    f"max_tokens ({self.max_tokens})"
+                )
+            if self.temperature is not None and self.temperature != 1:
+                raise ValueError("temperature: must be unset (or 1) when thinking is on")
+        return self
+
+
+class ThinkingSpec(_Spec):
+    """Anthropic extended thinking: the model reasons before it answers."""
+
+    #: Tokens the model may spend thinking (at least 1024, less than ``max_tokens``).
+    budget_tokens: int = Field(ge=1024, le=UINT32_MAX)
+
+
+class ResponseFormatSpec(_Spec):
+    """The JSON an OpenAI-compatible model must answer with."""
+
+    #: ``json_object``: any JSON object; ``json_schema``: JSON matching ``schema``.
+    type: Literal["json_object", "json_schema"]
+    #: json_schema: the schema's name (letters, digits, ``_``, ``-``; at most 64).
+    name: str | None = None
+    #: json_schema: the JSON Schema of the answer.
+    json_schema: dict[str, JsonValue] | None = None
+    #: json_schema: strict schema adherence (None: the server's default).
+    strict: bool | None = None
+
+    @model_validator(mode="after")
+    def _schema_fits_the_type(self) -> Self:
+        if self.type == "json_schema":
+            if self.json_schema is None:
+                raise ValueError("response_format.json_schema: required when type is json_schema")
+            if self.name is None or not RESPONSE_FORMAT_NAME.match(self.name):
+                raise ValueError(
+                    f"response_format.name: {self.name!r} must be 1-64 letters, digits, '_' or '-' "
+                    "(required when type is json_schema)"
+                )
+        else:
+            extra = [k for k in ("name", "json_schema", "strict") if getattr(self, k) is not None]
+            if extra:
+                raise ValueError(f"response_format.{extra[0]}: only with type json_schema")
+        return self
+
+
+#: The provider options each provider kind takes.
+_KIND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "thinking": ("anthropic", "scripted"),
+    "reasoning_effort": ("openai_compat", "scripted"),
+    "response_format": ("openai_compat", "scripted"),
+}
+#: A ``response_format`` schema name.
+RESPONSE_FORMAT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class ContextSpec(_Spec):

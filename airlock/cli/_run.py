@@ -109,6 +109,10 @@ def _money(value: Decimal | None, local: bool = False) -> str:
     return "?" if value is None else f"${value.normalize():f}" if value else "$0"
 
 
+#: Characters of the model's text the live line keeps (it shows the last half, on one line).
+LIVE_LINE_CHARS = 160
+
+
 class RunView:
     """Live progress of one job on a console (or nothing, with ``console=None``)."""
 
@@ -121,6 +125,8 @@ class RunView:
         self._began = time.monotonic()
         self._ready_at: float | None = None
         self.total_cost = Decimal(0)
+        #: The text the model is writing in the current call (the live line shows its end).
+        self._live_text = ""
         self.egress = Counter[str]()
         #: host:port of every egress decision, in order of first appearance, with its verdict.
         self.destinations: dict[str, bool] = {}
@@ -198,7 +204,13 @@ class RunView:
         self.line(f"[green]✓[/] sandbox ready in {self._ready_at - self._began:.1f}s")
         self.status("turn started")
 
+    def _on_text_delta(self, event: Any) -> None:
+        self._live_text = (self._live_text + event.text)[-LIVE_LINE_CHARS:]
+        shown = " ".join(self._live_text.split())[-LIVE_LINE_CHARS // 2 :]
+        self.status(f"model call {event.iteration} writing: [dim]…{escape(shown)}[/]")
+
     def _on_inference_started(self, event: Any) -> None:
+        self._live_text = ""
         model = f" ({escape(event.model)})" if event.model else ""
         self.status(f"model call {event.iteration}{model}… cost so far {self.money(self.total_cost)}")
 

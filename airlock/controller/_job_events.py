@@ -7,11 +7,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from airlock.jobs import ACTIVE_STATES, Job, JobError, JobEvent, JobEventData, JobState, LogLine
 from layer0 import LogLevel
 
+from ._live_events import LiveFeed
 from ._service_settings import JobNotFound
 from ._store import JobStore
 
@@ -30,6 +32,8 @@ class JobEvents:
         self.store = store
         self._watchers: dict[str, set[asyncio.Event]] = {}
         self._listeners: list[JobListener] = []
+        #: Live-only events (text deltas) for this replica's watchers, never stored.
+        self.live = LiveFeed()
 
     def subscribe(self, listener: JobListener) -> Callable[[], None]:
         """Hand ``listener`` every event recorded from now on; returns what unsubscribes it."""
@@ -70,6 +74,11 @@ class JobEvents:
         self.notify(event)
         return event
 
+    def publish_live(self, job_id: str, data: JobEventData) -> None:
+        """Hand a live-only event to the job's watchers here (not recorded, no listener)."""
+        if self.live.publish(job_id, data):
+            self.wake(job_id)
+
     async def transition(self, job_id: str, state: JobState, **kwargs: Any) -> Job | None:
         """Move the job to ``state`` (as :meth:`JobStore.transition`); None when it was not."""
         changed = await self.store.transition(job_id, state, **kwargs)
@@ -89,14 +98,21 @@ class JobEvents:
         seq = after_seq
         wake = asyncio.Event()
         self._watchers.setdefault(job_id, set()).add(wake)
+        live = self.live.open(job_id)
         try:
             while True:
                 wake.clear()
+                # Live events published before the store is read come before what it holds
+                # (a call's deltas before its InferenceFinished); each carries the seq of the
+                # last recorded event before it.
+                pending = live.take()
                 # The state is read before the events: a job that was terminal then has all
                 # its events, the final one included, in this read (the other order could see
                 # no event, then the terminal state, and end without sending the last event).
                 ended = job.state.terminal or (await self.get(job_id)).state.terminal
                 events = await self.store.events(job_id, after_seq=seq)
+                for data in pending:
+                    yield JobEvent(job_id=job_id, seq=seq, time=datetime.now(UTC), data=data)
                 for event in events:
                     seq = event.seq
                     yield event
@@ -108,6 +124,7 @@ class JobEvents:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(wake.wait(), 5.0)
         finally:
+            self.live.close(job_id, live)
             watchers = self._watchers.get(job_id)
             if watchers is not None:
                 watchers.discard(wake)

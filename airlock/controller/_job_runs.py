@@ -36,6 +36,7 @@ from ._job_files import JobFiles
 from ._job_records import JobRecords
 from ._job_workspace import JobWorkspace, WorkspaceExecution
 from ._journal import JobJournal
+from ._live_events import is_live_only
 from ._quotas import Quotas, capped
 from ._sandboxes import BoxLease, KeptSandboxes
 from ._tenant_state import tenant_state
@@ -457,6 +458,9 @@ class JobRuns:
                 )
             if isinstance(event, TurnPaused):
                 entry.paused = True
+            if is_live_only(event):  # forwarded to watchers, never recorded
+                self._events.publish_live(job_id, SandboxActivity(event=event))
+                return
             if await workspace.take(event):
                 journal.workspace = workspace.digest
                 return

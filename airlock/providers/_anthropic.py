@@ -12,12 +12,21 @@ request carries ``context_management: {"edits": [{"type": "compact_20260112", "t
 usage of every sampling iteration (``usage.iterations``: the compaction's own and the
 model's) is summed into the call's tokens and cost; the top-level usage counts only the
 model's.
+
+Extended thinking (``ProviderSpec.thinking``): each request carries ``thinking: {"type":
+"enabled", "budget_tokens": N}`` (and no ``temperature``/``top_k``, which the API refuses with
+it). Thinking blocks have no ContentPart: the provider keeps those of each tool-use answer
+and sends them back, verbatim, before its calls (the API refuses a tool-use continuation
+without them); a call whose tool use it holds no thinking for (a resumed session) or that
+forces a tool call goes without thinking. Thinking tokens are output tokens in the API's
+usage, so they are priced at the output rate.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,6 +43,7 @@ from airlock.turn import (
     Role,
     StopReason,
     TextPart,
+    TextSink,
     TokenUsage,
     ToolResultPart,
     ToolUsePart,
@@ -84,8 +94,16 @@ _SDK_PARAMS = frozenset(
         "stop_sequences",
         "tool_choice",
         "context_management",
+        "thinking",
     }
 )
+#: Thinking blocks kept per provider (the latest tool-use answers'), to send back.
+MAX_KEPT_THINKING = 256
+
+#: Response blocks of extended thinking (sent back verbatim before their tool calls).
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+#: The smallest thinking budget the API accepts.
+MIN_THINKING_BUDGET = 1024
 
 #: ``tool_choice`` by its portable (OpenAI) name -> the Messages API's ``type``.
 _TOOL_CHOICES = {"auto": "auto", "required": "any", "none": "none"}
@@ -196,6 +214,9 @@ class AnthropicProvider:
             max_retries=spec.max_retries,
             http_client=DefaultAsyncHttpxClient(event_hooks=EVENT_HOOKS),
         )
+        #: With thinking on: the thinking blocks of each tool-use answer, by its first
+        #: tool_use id (the API wants them back before those calls in the next request).
+        self._thinking: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
 
     async def aclose(self) -> None:
         """Close the SDK's HTTP connections."""
@@ -209,8 +230,9 @@ class AnthropicProvider:
         params: dict[str, Any] = {
             "model": request.model or self.model,
             "max_tokens": request.max_tokens or self.spec.max_tokens,
-            "messages": _messages(request.messages, compaction=compaction is not None),
+            "messages": _messages(request.messages, compaction=compaction is not None, thinking=self._kept),
         }
+        thinking = self._thinking_param(params)
         if compaction is not None:
             trigger = {"type": "input_tokens", "value": compaction.trigger_tokens}
             params["context_management"] = {"edits": [{"type": COMPACTION_EDIT, "trigger": trigger}]}
@@ -222,19 +244,89 @@ class AnthropicProvider:
                 for t in request.tools
             ]
         temperature = request.temperature if request.temperature is not None else self.spec.temperature
-        if temperature is not None:
+        if temperature is not None and thinking is None:
             params["temperature"] = temperature
         params.update(_known_extra(request.extra))
+        if params.get("tool_choice", {}).get("type", "auto") not in ("auto", "none"):
+            thinking = None  # the API forces no tool call while thinking
+        if thinking is not None:
+            params["thinking"] = thinking
+            params.pop("top_k", None)  # not allowed with thinking
         return params
+
+    async def _send(
+        self, known: dict[str, Any], extra_body: dict[str, Any], on_text: TextSink | None
+    ) -> Message | BetaMessage:
+        """The API's message: created at once, or streamed with its text to ``on_text``."""
+        kwargs: dict[str, Any] = {**known, "extra_body": extra_body or None}
+        api: Any = self._client.messages
+        if "context_management" in known:  # server-side compaction: the beta endpoint
+            api, kwargs["betas"] = self._client.beta.messages, [COMPACTION_BETA]
+        if on_text is None:
+            created: Message | BetaMessage = await api.create(**kwargs)
+            return created
+        async with api.stream(**kwargs) as stream:
+            async for event in stream:
+                if event.type == "text" and event.text:
+                    await on_text(event.text)
+            final: Message | BetaMessage = await stream.get_final_message()
+            return final
+
+    def _thinking_param(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The request's ``thinking`` (None: off, or an ongoing tool use whose thinking blocks
+        this provider does not hold, e.g. after a resume: the API refuses it with thinking)."""
+        spec = self.spec.thinking
+        if spec is None:
+            return None
+        budget = min(spec.budget_tokens, params["max_tokens"] - 1)
+        last = params["messages"][-1] if params["messages"] else None
+        if budget < MIN_THINKING_BUDGET:
+            return None
+        if last is not None and last["role"] == "user" and len(params["messages"]) > 1:
+            answer = params["messages"][-2]["content"]
+            if any(b["type"] == "tool_use" for b in answer) and answer[0]["type"] not in THINKING_BLOCKS:
+                log.info("anthropic: thinking off for this call (its tool calls' thinking is not held)")
+                return None
+        return {"type": "enabled", "budget_tokens": budget}
+
+    def _kept(self, tool_use_ids: list[str]) -> list[dict[str, Any]]:
+        """The thinking blocks of the answer that made these tool calls (or none)."""
+        for tool_use_id in tool_use_ids:
+            if tool_use_id in self._thinking:
+                return self._thinking[tool_use_id]
+        return []
+
+    def _keep(self, message: Message | BetaMessage, response: ProviderResponse) -> None:
+        """Keep a tool-use answer's thinking blocks for the next request."""
+        calls = response.tool_uses()
+        if self.spec.thinking is None or not calls:
+            return
+        blocks = [b.to_dict(mode="json") for b in message.content if b.type in THINKING_BLOCKS]
+        if blocks:
+            self._thinking[calls[0].id] = blocks
+            while len(self._thinking) > MAX_KEPT_THINKING:
+                self._thinking.popitem(last=False)
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         """One Messages API call.
+
+        Raises:
+            TurnError: as :meth:`complete_stream`.
+        """
+        return await self._call(request, None)
+
+    async def complete_stream(self, request: ProviderRequest, on_text: TextSink) -> ProviderResponse:
+        """One Messages API call, streamed (the SDK's ``messages.stream``): ``on_text`` gets
+        each text delta as it arrives; the response is the final message's.
 
         Raises:
             TurnError: ``retryable`` (429, 5xx, timeout, connection), ``model`` (bad
                 request, unknown stop_reason, malformed response) or ``non_retryable``
                 (authentication, permission, not found).
         """
+        return await self._call(request, on_text)
+
+    async def _call(self, request: ProviderRequest, on_text: TextSink | None) -> ProviderResponse:
         from anthropic import AnthropicError
 
         request, names = encode_tool_names(request)
@@ -246,18 +338,14 @@ class AnthropicProvider:
         message: Message | BetaMessage
         try:
             with attempts() as noted:
-                if "context_management" in known:  # server-side compaction: the beta endpoint
-                    message = await self._client.beta.messages.create(
-                        **known, betas=[COMPACTION_BETA], extra_body=extra_body or None
-                    )
-                else:
-                    message = await self._client.messages.create(**known, extra_body=extra_body or None)
+                message = await self._send(known, extra_body, on_text)
         except AnthropicError as e:
             raise map_anthropic_error(e) from e
         except Exception as e:  # the SDK let a foreign error through (e.g. a body that is not JSON)
             raise unexpected_error(e, sdk="anthropic") from e
         try:
             response = response_from_message(message, requested_model=params["model"])
+            self._keep(message, response)
         except (ValidationError, AttributeError, TypeError) as e:  # a response of an unexpected shape
             raise unexpected_error(e, sdk="anthropic") from e
         failed = retries(noted)
@@ -294,9 +382,16 @@ def _part(part: ContentPart, *, compaction: bool) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
-def _messages(messages: list[ProviderMessage], *, compaction: bool) -> list[dict[str, Any]]:
+def _messages(
+    messages: list[ProviderMessage],
+    *,
+    compaction: bool,
+    thinking: Callable[[list[str]], list[dict[str, Any]]] = lambda ids: [],
+) -> list[dict[str, Any]]:
     """User/assistant messages; consecutive same-role messages merged, tool results first.
 
+    An assistant message with tool calls starts with the thinking blocks ``thinking`` holds
+    for their ids (the API wants them back, unchanged, while thinking is on).
     The API requires a user message answering tool calls to START with its
     ``tool_result`` blocks, so they are moved ahead of any text or image (stable order).
     Compaction parts go back verbatim when ``compaction`` is on, else as their summary's text
@@ -316,7 +411,10 @@ def _messages(messages: list[ProviderMessage], *, compaction: bool) -> list[dict
             parts = [p for p in parts if isinstance(p, ToolResultPart)] + [
                 p for p in parts if not isinstance(p, ToolResultPart)
             ]
-        out.append({"role": role.value, "content": [_part(p, compaction=compaction) for p in parts]})
+        blocks = [_part(p, compaction=compaction) for p in parts]
+        if role is Role.ASSISTANT:
+            blocks = thinking([p.id for p in parts if isinstance(p, ToolUsePart)]) + blocks
+        out.append({"role": role.value, "content": blocks})
     return out
 
 
@@ -327,8 +425,9 @@ def _known_extra(extra: Mapping[str, Any]) -> dict[str, Any]:
     ``top_p``, ``top_k`` and ``tool_choice`` pass through (``tool_choice`` also by its portable
     names: ``required`` is the API's ``any``); ``parallel_tool_calls: false`` becomes the
     ``tool_choice``'s ``disable_parallel_tool_use``. Everything else (trace ids,
-    unknown keys) stays local. ``thinking`` is deliberately not forwarded: thinking blocks
-    have no ContentPart, and the API rejects a tool-use continuation without them.
+    unknown keys) stays local. ``thinking`` is not forwarded from here: it is the spec's
+    ``thinking`` option (the provider then keeps the thinking blocks a tool-use continuation
+    needs).
     """
     out: dict[str, Any] = {}
     metadata = extra.get("metadata")
@@ -403,6 +502,7 @@ def response_from_message(message: Message | BetaMessage, *, requested_model: st
         model=model,
         cost=cost,
         stop_detail=stop_detail,
+        truncated=stop is StopReason.MAX_TOKENS,
         compaction=_compaction_report(iterations) if compacted or stop is StopReason.COMPACTION else None,
     )
 

@@ -65,4 +65,6 @@ class CommandProvider:
 
 
 def _response(content: list[TextPart | ToolUsePart], stop: StopReason) -> ProviderResponse:
-    return ProviderResponse(content=list(content), stop_reason=stop, model=COMMAND_MODEL, cost=Decimal(0))
+    return ProviderResponse(
+        content=list(content), stop_reason=stop, model=COMMAND_MODEL, cost=Decimal(0), truncated=False
+    )

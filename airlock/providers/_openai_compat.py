@@ -11,6 +11,13 @@ are reported as ``ProviderResponse.retries``.
 
 Usage follows the Anthropic convention used across providers: ``input_tokens`` is the
 uncached prompt, ``cache_read_tokens`` the cached part (``prompt_tokens_details``).
+``output_tokens`` is ``completion_tokens``, which already holds a reasoning model's
+reasoning tokens (``completion_tokens_details.reasoning_tokens``): they are priced once, as
+completion tokens.
+
+Options of the spec: ``reasoning_effort`` and ``response_format`` (``json_object``, or
+``json_schema`` with its name, schema and ``strict``) go on every request as the API names
+them.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from airlock.turn import (
     Role,
     StopReason,
     TextPart,
+    TextSink,
     TokenUsage,
     ToolResultPart,
     ToolUsePart,
@@ -151,23 +159,51 @@ class OpenAICompatProvider:
         if temperature is not None:
             params["temperature"] = temperature
         params.update(_known_extra(request.extra))
+        params.update(self._options())
         return params
+
+    def _options(self) -> dict[str, Any]:
+        """The spec's ``reasoning_effort`` and ``response_format``, as the API takes them."""
+        out: dict[str, Any] = {}
+        if self.spec.reasoning_effort is not None:
+            out["reasoning_effort"] = self.spec.reasoning_effort
+        fmt = self.spec.response_format
+        if fmt is not None and fmt.type == "json_object":
+            out["response_format"] = {"type": "json_object"}
+        elif fmt is not None:
+            schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.json_schema}
+            if fmt.strict is not None:
+                schema["strict"] = fmt.strict
+            out["response_format"] = {"type": "json_schema", "json_schema": schema}
+        return out
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         """One chat-completions call.
+
+        Raises:
+            TurnError: as :meth:`complete_stream`.
+        """
+        return await self._call(request, None)
+
+    async def complete_stream(self, request: ProviderRequest, on_text: TextSink) -> ProviderResponse:
+        """One chat-completions call, streamed (``stream: true``, the usage in the last chunk):
+        ``on_text`` gets each content delta; the response is the assembled completion's.
 
         Raises:
             TurnError: ``retryable`` (429, 5xx, timeout, connection), ``model`` (bad
                 request, unknown finish_reason, no choices) or ``non_retryable``
                 (authentication, permission, not found).
         """
+        return await self._call(request, on_text)
+
+    async def _call(self, request: ProviderRequest, on_text: TextSink | None) -> ProviderResponse:
         from openai import OpenAIError
 
         request, names = encode_tool_names(request)
         params = self.build_params(request)
         try:
             with attempts() as noted:
-                completion = await self._client.chat.completions.create(**params)
+                completion = await self._send(params, on_text)
         except OpenAIError as e:
             raise map_openai_error(e) from e
         except Exception as e:  # the SDK let a foreign error through (e.g. a body that is not JSON)
@@ -178,6 +214,28 @@ class OpenAICompatProvider:
             raise unexpected_error(e, sdk="openai_compat") from e
         response = decode_tool_names(response, names)
         return response.model_copy(update={"cost": self._cost(response.usage), "retries": retries(noted)})
+
+    async def _send(self, params: dict[str, Any], on_text: TextSink | None) -> ChatCompletion:
+        """The completion: created at once, or streamed (content deltas to ``on_text``) and
+        assembled by the SDK's stream state."""
+        if on_text is None:
+            created: ChatCompletion = await self._client.chat.completions.create(**params)
+            return created
+        from openai.lib.streaming.chat import ChatCompletionStreamState
+
+        state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
+        stream = await self._client.chat.completions.create(
+            **params, stream=True, stream_options={"include_usage": True}
+        )
+        async with stream:
+            async for chunk in stream:
+                for event in state.handle_chunk(chunk):
+                    if event.type == "content.delta" and event.delta:
+                        await on_text(event.delta)
+        # The snapshot, not get_final_completion(): that one refuses a ``length`` stop.
+        from openai.types.chat import ChatCompletion
+
+        return ChatCompletion.model_validate(state.current_completion_snapshot.model_dump())
 
     def _cost(self, usage: TokenUsage) -> Decimal | None:
         price_in, price_out = self.spec.price_per_mtok_in, self.spec.price_per_mtok_out
@@ -327,6 +385,7 @@ def response_from_completion(completion: ChatCompletion, *, requested_model: str
         usage=_usage(completion),
         model=completion.model or requested_model,
         stop_detail=stop_detail,
+        truncated=stop is StopReason.MAX_TOKENS,
     )
 
 

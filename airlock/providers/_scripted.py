@@ -190,9 +190,10 @@ class ScriptedProvider:
         self._next += 1
         self.requests.append(request)
         response = step.response
+        update: dict[str, object] = {"truncated": response.is_truncated()}
         if not response.model:
-            response = response.model_copy(update={"model": request.model or SCRIPTED_MODEL})
-        return response
+            update["model"] = request.model or SCRIPTED_MODEL
+        return response.model_copy(update=update)
 
 
 class RecordingProvider:

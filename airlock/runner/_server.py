@@ -27,6 +27,7 @@ from airlock._proto.runner.v1 import runner_pb2_grpc as pb_grpc
 from airlock.errors import RunnerError, SpecError
 
 from . import _reasons as reasons
+from ._event_queue import EventQueue
 from ._fence import DEFAULT_FENCE_TIMEOUT_S, NetworkFence, split_address
 from ._log import logger
 from ._reasons import REASON_KEY
@@ -123,7 +124,8 @@ class _Execution:
         self.id = execution_id
         #: The workspace's snapshots, taken before each checkpoint (None: not asked for).
         self.snapshots = snapshots
-        self.events: asyncio.Queue[pb.TurnEvent] = asyncio.Queue()
+        #: Every event kept; text deltas merged while the reader lags.
+        self.events = EventQueue()
         self.payload_limit = config.event_payload_bytes
         self.message_limit = config.max_message_bytes - 1024
         self.session: TurnLoop = (

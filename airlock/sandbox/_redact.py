@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from airlock.policy import redact
+from airlock.turn import TextDelta
 from layer0 import TurnOutput
 
 from ._events import SandboxEventSink
@@ -35,10 +36,24 @@ def redacted_output(output: TurnOutput, secrets: tuple[str, ...]) -> TurnOutput:
 
 
 def redacting_sink(sink: SandboxEventSink, secrets: tuple[str, ...]) -> SandboxEventSink:
-    """``sink`` receiving events with every secret value replaced by ``[REDACTED]``."""
+    """``sink`` receiving events with every secret value replaced by ``[REDACTED]``.
+
+    A model's text deltas are redacted as one text: the end of each (as long as a secret but
+    one character) is held back until the next delta or event, so a secret split across two
+    deltas is caught too."""
     forms = _secret_forms(secrets)
+    hold = max((len(f) for f in forms), default=1) - 1
+    carry: list[TextDelta] = []
 
     async def redacted(event: Any) -> None:
+        if isinstance(event, TextDelta) and hold > 0:
+            text = redact((carry.pop().text if carry else "") + event.text, forms)
+            if len(text) > hold:
+                await sink(event.model_copy(update={"text": text[:-hold]}))
+            carry.append(event.model_copy(update={"text": text[-hold:]}))
+            return
+        if carry:
+            await sink(carry.pop())
         if isinstance(event, BaseModel):
             text = event.model_dump_json()
             cleaned = redact(text, forms)

@@ -119,6 +119,45 @@ def anthropic_message(
     }
 
 
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def anthropic_stream(message: dict[str, Any], *, piece_chars: int = 4) -> tuple[bytes, ...]:
+    """The server-sent events of a streamed Messages API answer holding ``message`` (as
+    :func:`anthropic_message` builds it): text in deltas of ``piece_chars`` characters, a
+    tool_use's input as one JSON delta, other blocks whole."""
+    usage = dict(message["usage"])
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events = [_sse("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(message["content"]):
+        deltas: list[dict[str, Any]] = []
+        opening = dict(block)
+        if block["type"] == "text":
+            opening["text"] = ""
+            text = block["text"]
+            pieces = [text[i : i + piece_chars] for i in range(0, len(text), piece_chars)]
+            deltas = [{"type": "text_delta", "text": p} for p in pieces]
+        elif block["type"] == "tool_use":
+            opening["input"] = {}
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
+        events.append(
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opening},
+            )
+        )
+        events += [
+            _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        ]
+        events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")}
+    events.append(_sse("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
+    events.append(_sse("message_stop", {"type": "message_stop"}))
+    return tuple(events)
+
+
 def anthropic_error(
     status: int,
     message: str = "error",
@@ -171,6 +210,41 @@ def validate_context_management(body: dict[str, Any], betas: set[str]) -> str | 
             return (
                 f"context_management.edits.{j}.trigger.value: must be an integer of at least "
                 f"{MIN_COMPACTION_TRIGGER}"
+            )
+    return None
+
+
+def thinking_block(thinking: str) -> dict[str, Any]:
+    """A ``thinking`` content block (its signature is opaque; a client sends it back as is)."""
+    return {"type": "thinking", "thinking": thinking, "signature": f"thinksig-{next(_ids):06d}"}
+
+
+def validate_thinking(body: dict[str, Any]) -> str | None:
+    """Why the API would reject the request's extended ``thinking`` (or its absence)."""
+    thinking = body.get("thinking")
+    if thinking is None or thinking.get("type") == "disabled":
+        return None
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") != "enabled" or not isinstance(budget, int) or budget < 1024:
+        return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+    if budget >= body["max_tokens"]:
+        return "`max_tokens` must be greater than `thinking.budget_tokens`"
+    if body.get("temperature", 1) != 1 or "top_k" in body:
+        return "`temperature` may only be set to 1 when thinking is enabled (and `top_k` not at all)"
+    if (body.get("tool_choice") or {}).get("type", "auto") not in ("auto", "none"):
+        return "Thinking may not be enabled when tool_choice forces tool use."
+    messages = body["messages"]
+    if len(messages) > 1 and messages[-1]["role"] == "user":
+        answer = messages[-2]["content"]
+        blocks = answer if isinstance(answer, list) else []
+        if any(b.get("type") == "tool_use" for b in blocks) and blocks[0].get("type") not in (
+            "thinking",
+            "redacted_thinking",
+        ):
+            return (
+                f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                f"but found `{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` "
+                "message must start with a thinking block."
             )
     return None
 
@@ -270,6 +344,20 @@ class FakeAnthropicServer(FakeHTTPServer):
         """Queue an error answer with the API's body shape."""
         self.enqueue(anthropic_error(status, message, error_type=error_type))
 
+    def reply_stream(
+        self,
+        content: list[dict[str, Any]] | str,
+        *,
+        delay_s: float = 0.0,
+        piece_chars: int = 4,
+        **kwargs: Any,
+    ) -> None:
+        """Queue a streamed answer (server-sent events, ``delay_s`` between them) of the
+        message :func:`anthropic_message` builds from ``content`` and ``kwargs``."""
+        events = anthropic_stream(anthropic_message(content, **kwargs), piece_chars=piece_chars)
+        headers = {"request-id": f"req_fake{next(_ids):06d}"}
+        self.enqueue(FakeResponse(200, headers=headers, stream=events, stream_delay_s=delay_s))
+
     def message_bodies(self) -> list[Any]:
         """The JSON bodies of the ``/v1/messages`` requests received."""
         return [r.json() for r in self.requests if r.path.split("?")[0] == "/v1/messages"]
@@ -285,6 +373,7 @@ class FakeAnthropicServer(FakeHTTPServer):
                 problem = validate_messages_request(body) or validate_context_management(
                     body, _betas(request)
                 )
+                problem = problem or validate_thinking(body)
                 problem = problem or self._foreign_compaction(body)
             except (ValueError, KeyError, AttributeError, TypeError) as e:
                 problem = f"malformed request body: {e}"
@@ -295,6 +384,8 @@ class FakeAnthropicServer(FakeHTTPServer):
             for block in response.body.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "compaction":
                     self._issued.add(_canonical(block))
+            if _asks_stream(request):  # a queued message, answered as the API streams it
+                return FakeResponse(200, headers=response.headers, stream=anthropic_stream(response.body))
         return response
 
     def _foreign_compaction(self, body: dict[str, Any]) -> str | None:
@@ -308,6 +399,13 @@ class FakeAnthropicServer(FakeHTTPServer):
 
     def default_response(self, request: RecordedRequest) -> FakeResponse:
         return anthropic_error(500, f"fake server: no response queued for {request.method} {request.path}")
+
+
+def _asks_stream(request: RecordedRequest) -> bool:
+    try:
+        return bool(request.json().get("stream"))
+    except (ValueError, AttributeError):
+        return False
 
 
 def _canonical(block: dict[str, Any]) -> str:

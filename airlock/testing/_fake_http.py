@@ -48,6 +48,10 @@ class FakeResponse:
     delay_s: float = 0.0
     #: Close the connection without answering (the client sees a dropped connection).
     drop_connection: bool = False
+    #: A streamed body (e.g. server-sent events): sent chunked, piece by piece, instead of
+    #: ``body``, ``stream_delay_s`` apart.
+    stream: tuple[bytes, ...] = ()
+    stream_delay_s: float = 0.0
 
 
 #: Answers a request; may be sync or async.
@@ -190,6 +194,8 @@ class FakeHTTPServer:
         if response.drop_connection:
             writer.transport.abort()
             return False
+        if response.stream:
+            return await _stream(writer, response, headers)
         payload = response.body if isinstance(response.body, bytes) else json.dumps(response.body).encode()
         out_headers = {"content-type": "application/json", **response.headers}
         out_headers["content-length"] = str(len(payload))
@@ -205,6 +211,24 @@ class FakeHTTPServer:
         writer.write(head.encode("latin-1") + b"\r\n" + payload)
         await writer.drain()
         return keep_alive
+
+
+async def _stream(writer: asyncio.StreamWriter, response: FakeResponse, headers: dict[str, str]) -> bool:
+    """Send a streamed answer chunked, a piece at a time (the connection closes after it)."""
+    out_headers = {"content-type": "text/event-stream", **response.headers}
+    out_headers.update({"transfer-encoding": "chunked", "connection": "close"})
+    head = f"HTTP/1.1 {response.status} {HTTPStatus(response.status).phrase}\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in out_headers.items()
+    )
+    writer.write(head.encode("latin-1") + b"\r\n")
+    for i, piece in enumerate(response.stream):
+        if i and response.stream_delay_s:
+            await asyncio.sleep(response.stream_delay_s)
+        writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        await writer.drain()
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    return False
 
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:

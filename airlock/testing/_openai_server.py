@@ -66,6 +66,43 @@ def chat_completion(
     }
 
 
+def completion_stream(completion: dict[str, Any], *, piece_chars: int = 4) -> tuple[bytes, ...]:
+    """The server-sent events of a streamed answer holding ``completion`` (as
+    :func:`chat_completion` builds it, ``stream_options.include_usage`` on): the content in
+    deltas of ``piece_chars`` characters, each tool call in one delta, then the finish reason,
+    the usage chunk and ``[DONE]``."""
+    base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        return f"data: {json.dumps(body)}\n\n".encode()
+
+    text = message.get("content") or ""
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": text[i : i + piece_chars]}) for i in range(0, len(text), piece_chars)]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        events.append(chunk({"tool_calls": [{"index": index, **call}]}))
+    events.append(chunk({}, choice["finish_reason"]))
+    usage = {**base, "choices": [], "usage": completion["usage"]}
+    events.append(f"data: {json.dumps(usage)}\n\n".encode())
+    events.append(b"data: [DONE]\n\n")
+    return tuple(events)
+
+
+def as_streamed(request: RecordedRequest, response: FakeResponse) -> FakeResponse:
+    """A queued JSON completion answered as server-sent events when the request asked for a
+    stream (``stream: true``), as the API answers it."""
+    try:
+        streamed = bool(request.json().get("stream"))
+    except (ValueError, AttributeError):
+        return response
+    if not streamed or response.stream or response.status != 200 or not isinstance(response.body, dict):
+        return response
+    return FakeResponse(200, headers=response.headers, stream=completion_stream(response.body))
+
+
 def openai_error(
     status: int,
     message: str = "error",
@@ -107,6 +144,26 @@ def validate_chat_request(body: Any) -> str | None:
                 )
         else:
             open_calls = set()
+    return validate_options(body)
+
+
+def validate_options(body: dict[str, Any]) -> str | None:
+    """Why the API would reject the body's ``reasoning_effort`` or ``response_format``."""
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in ("none", "minimal", "low", "medium", "high", "xhigh"):
+        return f"Invalid value: {effort!r}. Supported values are: 'low', 'medium', and 'high'."
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        return f"Invalid value: {kind!r}. Supported values are: 'text', 'json_object', and 'json_schema'."
+    if kind == "json_schema":
+        schema = fmt.get("json_schema")
+        if not isinstance(schema, dict) or "name" not in schema:
+            return "Missing required parameter: 'response_format.json_schema.name'."
+        if not isinstance(schema.get("schema", {}), dict):
+            return "Invalid type for 'response_format.json_schema.schema': expected an object."
     return None
 
 
@@ -149,6 +206,14 @@ class FakeOpenAIServer(FakeHTTPServer):
         """Queue an error answer with the API's body shape."""
         self.enqueue(openai_error(status, message, error_type=error_type))
 
+    def reply_stream(
+        self, content: str | None = None, *, delay_s: float = 0.0, piece_chars: int = 4, **kwargs: Any
+    ) -> None:
+        """Queue a streamed answer (server-sent events, ``delay_s`` apart) of the completion
+        :func:`chat_completion` builds from ``content`` and ``kwargs``."""
+        events = completion_stream(chat_completion(content, **kwargs), piece_chars=piece_chars)
+        self.enqueue(FakeResponse(200, stream=events, stream_delay_s=delay_s))
+
     def chat_bodies(self) -> list[Any]:
         """The JSON bodies of the chat-completions requests received."""
         return [r.json() for r in self.requests if r.path.split("?")[0] == "/v1/chat/completions"]
@@ -176,7 +241,7 @@ class FakeOpenAIServer(FakeHTTPServer):
                 problem = f"malformed request body: {e}"
             if problem is not None:
                 return openai_error(400, problem)
-        return await super().respond(request)
+        return as_streamed(request, await super().respond(request))
 
     def default_response(self, request: RecordedRequest) -> FakeResponse:
         return openai_error(500, f"fake server: no response queued for {request.method} {request.path}")

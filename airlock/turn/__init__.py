@@ -18,6 +18,7 @@ from ._events import (
     PendingCall,
     SignalDelivered,
     SuspendedForApproval,
+    TextDelta,
     ToolFinished,
     ToolStarted,
     TurnEvent,
@@ -66,7 +67,7 @@ if _typing.TYPE_CHECKING:
     from ._loop import TurnLoop
     from ._memory_tools import ReadMemoryTool, SearchMemoryTool
     from ._neuron import NeuronTurn
-    from ._provider import Provider
+    from ._provider import Provider, StreamingProvider, TextSink
     from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
     from ._run_log import MAX_RUN_LOGS
     from ._state import SessionState, StepResult, ToolExecution
@@ -119,9 +120,12 @@ __all__ = [
     "SlidingWindow",
     "StepResult",
     "StopReason",
+    "StreamingProvider",
     "Summarization",
     "SuspendedForApproval",
+    "TextDelta",
     "TextPart",
+    "TextSink",
     "TokenUsage",
     "ToolChoicePolicy",
     "ToolContext",

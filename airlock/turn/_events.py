@@ -59,6 +59,17 @@ class InferenceFinished(_Event):
     duration_ms: int
 
 
+class TextDelta(_Event):
+    """Text the model generated since the previous delta of the call (live only: never
+    recorded; the call's text comes in the turn's output)."""
+
+    type: Literal["text_delta"] = "text_delta"
+    iteration: int
+    text: str
+    #: Characters left out before ``text`` because a reader fell behind.
+    dropped_chars: int = 0
+
+
 class ToolStarted(_Event):
     """A tool call begins."""
 
@@ -235,6 +246,7 @@ AnyTurnEvent: TypeAlias = (
     TurnStarted
     | InferenceStarted
     | InferenceFinished
+    | TextDelta
     | ToolStarted
     | ToolFinished
     | TurnLog

@@ -46,6 +46,7 @@ from ._run_log import workflow_of
 from ._signals import apply_signal, overridden
 from ._state import SessionState, StepResult, ToolExecution
 from ._step_context import StepContext
+from ._streaming import StreamSettings, call_model
 from ._tool_runner import ToolRunner
 from ._types import (
     CompactionPart,
@@ -308,7 +309,9 @@ class TurnLoop:
         deadline = ctx.deadline()
         try:
             async with deadline:
-                response = await turn.provider.complete(request)
+                response = await call_model(
+                    turn.provider, request, iteration, ctx.emit, StreamSettings.from_env()
+                )
         except TurnError:
             raise
         except TimeoutError as e:

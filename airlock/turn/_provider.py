@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
 from ._types import ProviderRequest, ProviderResponse
@@ -26,4 +27,19 @@ class Provider(Protocol):
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         """Run one model call."""
+        ...
+
+
+#: Receives each piece of text a streaming model call generates, in order (awaited inline:
+#: it must be quick).
+TextSink = Callable[[str], Awaitable[None]]
+
+
+@runtime_checkable
+class StreamingProvider(Provider, Protocol):
+    """A provider that can also stream a call's text as the model generates it."""
+
+    async def complete_stream(self, request: ProviderRequest, on_text: TextSink) -> ProviderResponse:
+        """Run one model call, handing ``on_text`` its text as it comes; the response is the
+        one :meth:`complete` would return."""
         ...

@@ -175,7 +175,8 @@ class ProviderResponse(BaseModel):
     model: str = ""
     #: USD; None when the provider cannot price the model.
     cost: Decimal | None = None
-    #: Telemetry only: did the provider truncate the input?
+    #: Was the output cut by the ``max_tokens`` limit (stop reason ``max_tokens``)? Every
+    #: provider sets it; None only in a response built without one (see :func:`is_truncated`).
     truncated: bool | None = None
     #: Refusal or filter explanation, when the provider gives one.
     stop_detail: str | None = None
@@ -184,6 +185,10 @@ class ProviderResponse(BaseModel):
     retries: list[str] = Field(default_factory=list)
     #: Set when the provider compacted the context server-side during this call.
     compaction: ProviderCompaction | None = None
+
+    def is_truncated(self) -> bool:
+        """``truncated``, or (unset) whether the stop reason is ``max_tokens``."""
+        return self.stop_reason is StopReason.MAX_TOKENS if self.truncated is None else self.truncated
 
     def tool_uses(self) -> list[ToolUsePart]:
         """The tool calls asked for, in order."""

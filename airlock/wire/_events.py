@@ -17,6 +17,7 @@ from airlock.turn import (
     LifecyclePayload,
     PendingCall,
     SignalDelivered,
+    TextDelta,
     ToolFinished,
     ToolStarted,
     TurnEvent,
@@ -169,6 +170,9 @@ _TO_PROTO: dict[type[Any], Callable[[Any, int], pb.TurnEvent]] = {
     ContextCompacted: lambda e, _: _compacted(e),
     SignalDelivered: lambda e, _: _signal(e),
     LifecycleEvent: lambda e, _: pb.TurnEvent(lifecycle=lifecycle_to_proto(e)),
+    TextDelta: lambda e, _: pb.TurnEvent(
+        text_delta=pb.TextDelta(iteration=e.iteration, text=e.text, dropped_chars=e.dropped_chars)
+    ),
 }
 
 
@@ -327,6 +331,7 @@ _FROM_PROTO: dict[str, Callable[[Any], TurnEvent | WorkspaceEvent | TurnOutput |
     "tool_finished": _tool_finished_from_proto,
     "log": _log_from_proto,
     "paused": lambda p: TurnPaused(iteration=p.iteration),
+    "text_delta": lambda d: TextDelta(iteration=d.iteration, text=d.text, dropped_chars=d.dropped_chars),
     "workspace_blob": blob_from_proto,
     "workspace": snapshot_from_proto,
     "workspace_stopped": stopped_from_proto,

@@ -54,6 +54,9 @@ PROVIDER_SPEC_FIELDS = frozenset(
         "tool_choice_first",
         "tool_choice_after_failure",
         "parallel_tool_calls",
+        "thinking",
+        "reasoning_effort",
+        "response_format",
     )
 )
 MCP_SERVER_FIELDS = frozenset(
@@ -112,7 +115,8 @@ def _provider_to_proto(spec: AgentSpec) -> pb.ProviderSpec:
         tool_choice_first=TOOL_CHOICE.to_proto(p.tool_choice_first),
         tool_choice_after_failure=TOOL_CHOICE.to_proto(p.tool_choice_after_failure),
     )
-    for name in ("model", "base_url", "api_key_env", "temperature", "parallel_tool_calls"):
+    optional = ("model", "base_url", "api_key_env", "temperature", "parallel_tool_calls", "reasoning_effort")
+    for name in optional:
         if getattr(p, name) is not None:
             setattr(provider, name, getattr(p, name))
     for name in ("price_per_mtok_in", "price_per_mtok_out"):
@@ -121,7 +125,24 @@ def _provider_to_proto(spec: AgentSpec) -> pb.ProviderSpec:
             setattr(provider, name, decimal_to_str(price))
     if p.compaction is not None:
         provider.compaction.CopyFrom(pb.ServerCompaction(trigger_tokens=p.compaction.trigger_tokens))
+    if p.thinking is not None:
+        provider.thinking.CopyFrom(pb.ThinkingOptions(budget_tokens=p.thinking.budget_tokens))
+    fmt = p.response_format
+    if fmt is not None:
+        provider.response_format.type = fmt.type
+        if fmt.json_schema is not None:
+            provider.response_format.json_schema.CopyFrom(json_to_proto(fmt.json_schema))
+        for name in ("name", "strict"):
+            if getattr(fmt, name) is not None:
+                setattr(provider.response_format, name, getattr(fmt, name))
     return provider
+
+
+def _response_format(message: pb.ResponseFormat, problems: _Problems) -> dict[str, Any]:
+    fmt: dict[str, Any] = {"type": message.type, **_present(message, ("name", "strict"))}
+    if message.HasField("json_schema"):
+        fmt["json_schema"] = problems.read("provider.response_format", json_field, message, "json_schema")
+    return fmt
 
 
 def _mcp_to_proto(server: McpServerSpec) -> pb.McpServer:
@@ -211,6 +232,12 @@ def _provider(p: pb.ProviderSpec, problems: _Problems) -> dict[str, Any]:
             provider[name] = problems.read(f"provider.{name}", TOOL_CHOICE.from_proto, getattr(p, name))
     if p.HasField("compaction"):
         provider["compaction"] = _counts(p.compaction, ("trigger_tokens",))
+    if p.HasField("thinking"):
+        provider["thinking"] = {"budget_tokens": p.thinking.budget_tokens}
+    if p.HasField("reasoning_effort"):
+        provider["reasoning_effort"] = p.reasoning_effort
+    if p.HasField("response_format"):
+        provider["response_format"] = _response_format(p.response_format, problems)
     return provider
 
 

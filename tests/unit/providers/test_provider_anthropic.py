@@ -276,6 +276,7 @@ async def test_every_stop_reason(
     response = await anthropic.complete(request())
     assert response.stop_reason is expected
     assert response.stop_detail is None
+    assert response.truncated is (expected is StopReason.MAX_TOKENS)
 
 
 async def test_refusal_carries_its_explanation(

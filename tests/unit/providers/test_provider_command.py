@@ -49,6 +49,7 @@ def test_the_first_request_calls_bash_and_the_second_ends_the_turn() -> None:
     (call,) = first.content
     assert isinstance(call, ToolUsePart) and call.name == "bash" and call.input == {"command": "ls -l"}
     assert first.stop_reason == StopReason.TOOL_USE and first.cost == Decimal(0)
+    assert first.truncated is False
 
 
 def test_it_refuses_without_bash_or_without_a_command() -> None:

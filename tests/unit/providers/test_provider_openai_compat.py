@@ -188,7 +188,9 @@ async def test_finish_reasons(
     openai_compat: OpenAICompatProvider, openai_server: FakeOpenAIServer, finish: str, expected: StopReason
 ) -> None:
     openai_server.reply("x", finish_reason=finish)
-    assert (await openai_compat.complete(request())).stop_reason is expected
+    response = await openai_compat.complete(request())
+    assert response.stop_reason is expected
+    assert response.truncated is (expected is StopReason.MAX_TOKENS)
 
 
 async def test_stop_with_tool_calls_counts_as_tool_use(

@@ -91,6 +91,14 @@ async def test_inline_list_and_mapping() -> None:
         assert (await provider.complete(request(model="my-model"))).model == "my-model"
 
 
+async def test_truncated_follows_a_max_tokens_stop_unless_the_step_says() -> None:
+    def step(stop: str, **extra: object) -> dict[str, object]:
+        return {"response": {"content": [{"type": "text", "text": "cut"}], "stop_reason": stop, **extra}}
+
+    provider = ScriptedProvider([step("max_tokens"), step("end_turn"), step("end_turn", truncated=True)])
+    assert [(await provider.complete(request())).truncated for _ in range(3)] == [True, False, True]
+
+
 async def test_mismatch_fails_loudly() -> None:
     provider = ScriptedProvider(
         [

@@ -1166,6 +1166,7 @@ class SandboxEvent(_message.Message):
     SIGNAL_FIELD_NUMBER: _builtins.int
     COMPACTED_FIELD_NUMBER: _builtins.int
     LIFECYCLE_FIELD_NUMBER: _builtins.int
+    TEXT_DELTA_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def started(self) -> _runner_pb2.TurnStarted: ...
     @_builtins.property
@@ -1207,6 +1208,12 @@ class SandboxEvent(_message.Message):
     def lifecycle(self) -> _runner_pb2.LifecycleEvent:
         """A layer0 lifecycle event (budget, compaction) of the turn."""
 
+    @_builtins.property
+    def text_delta(self) -> _runner_pb2.TextDelta:
+        """Text the model is generating: live only, sent to watchers and never recorded (a
+        watcher that reconnects misses it; it carries the seq of the last recorded event).
+        """
+
     def __init__(
         self,
         *,
@@ -1224,12 +1231,13 @@ class SandboxEvent(_message.Message):
         signal: _runner_pb2.SignalDelivered | None = ...,
         compacted: _runner_pb2.ContextCompacted | None = ...,
         lifecycle: _runner_pb2.LifecycleEvent | None = ...,
+        text_delta: _runner_pb2.TextDelta | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "lifecycle", b"lifecycle", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "lifecycle", b"lifecycle", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "text_delta", b"text_delta", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "lifecycle", b"lifecycle", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "credential_proxy", b"credential_proxy", "egress", b"egress", "event", b"event", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "lifecycle", b"lifecycle", "log", b"log", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "text_delta", b"text_delta", "tool_finished", b"tool_finished", "tool_started", b"tool_started"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "egress", "credential_proxy", "checkpoint", "suspended", "signal", "compacted", "lifecycle"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "egress", "credential_proxy", "checkpoint", "suspended", "signal", "compacted", "lifecycle", "text_delta"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 

@@ -1337,6 +1337,9 @@ class ProviderSpec(_message.Message):
     TOOL_CHOICE_FIRST_FIELD_NUMBER: _builtins.int
     TOOL_CHOICE_AFTER_FAILURE_FIELD_NUMBER: _builtins.int
     PARALLEL_TOOL_CALLS_FIELD_NUMBER: _builtins.int
+    THINKING_FIELD_NUMBER: _builtins.int
+    REASONING_EFFORT_FIELD_NUMBER: _builtins.int
+    RESPONSE_FORMAT_FIELD_NUMBER: _builtins.int
     kind: Global___ProviderKind.ValueType
     """Required."""
     model: _builtins.str
@@ -1371,6 +1374,10 @@ class ProviderSpec(_message.Message):
     """
     parallel_tool_calls: _builtins.bool
     """false: at most one tool call per model reply. Absent: the provider's default."""
+    reasoning_effort: _builtins.str
+    """openai_compat only: `reasoning_effort` (none | minimal | low | medium | high | xhigh).
+    Absent: the server's default.
+    """
     @_builtins.property
     def script(self) -> Global___Json:
         """Scripted provider only (required there): the script inline, as a mapping
@@ -1408,6 +1415,14 @@ class ProviderSpec(_message.Message):
     def compaction(self) -> Global___ServerCompaction:
         """Anthropic only: the API's server-side context compaction. Absent: off."""
 
+    @_builtins.property
+    def thinking(self) -> Global___ThinkingOptions:
+        """anthropic only: extended thinking. Absent: off."""
+
+    @_builtins.property
+    def response_format(self) -> Global___ResponseFormat:
+        """openai_compat only: the JSON the model must answer with. Absent: free text."""
+
     def __init__(
         self,
         *,
@@ -1426,10 +1441,13 @@ class ProviderSpec(_message.Message):
         tool_choice_first: Global___ToolChoice.ValueType = ...,
         tool_choice_after_failure: Global___ToolChoice.ValueType = ...,
         parallel_tool_calls: _builtins.bool | None = ...,
+        thinking: Global___ThinkingOptions | None = ...,
+        reasoning_effort: _builtins.str | None = ...,
+        response_format: Global___ResponseFormat | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_reasoning_effort", b"_reasoning_effort", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "reasoning_effort", b"reasoning_effort", "response_format", b"response_format", "script", b"script", "temperature", b"temperature", "thinking", b"thinking", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "script", b"script", "temperature", b"temperature", "timeout", b"timeout", "tool_choice_after_failure", b"tool_choice_after_failure", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_reasoning_effort", b"_reasoning_effort", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "reasoning_effort", b"reasoning_effort", "response_format", b"response_format", "script", b"script", "temperature", b"temperature", "thinking", b"thinking", "timeout", b"timeout", "tool_choice_after_failure", b"tool_choice_after_failure", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__api_key_env: _TypeAlias = _typing.Literal["api_key_env"]  # noqa: Y015
     _WhichOneofArgType__api_key_env: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env"]  # noqa: Y015
@@ -1445,6 +1463,8 @@ class ProviderSpec(_message.Message):
     _WhichOneofArgType__price_per_mtok_in: _TypeAlias = _typing.Literal["_price_per_mtok_in", b"_price_per_mtok_in"]  # noqa: Y015
     _WhichOneofReturnType__price_per_mtok_out: _TypeAlias = _typing.Literal["price_per_mtok_out"]  # noqa: Y015
     _WhichOneofArgType__price_per_mtok_out: _TypeAlias = _typing.Literal["_price_per_mtok_out", b"_price_per_mtok_out"]  # noqa: Y015
+    _WhichOneofReturnType__reasoning_effort: _TypeAlias = _typing.Literal["reasoning_effort"]  # noqa: Y015
+    _WhichOneofArgType__reasoning_effort: _TypeAlias = _typing.Literal["_reasoning_effort", b"_reasoning_effort"]  # noqa: Y015
     _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
     @_typing.overload
@@ -1462,9 +1482,76 @@ class ProviderSpec(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__price_per_mtok_out) -> _WhichOneofReturnType__price_per_mtok_out | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reasoning_effort) -> _WhichOneofReturnType__reasoning_effort | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
 
 Global___ProviderSpec: _TypeAlias = ProviderSpec  # noqa: Y015
+
+@_typing.final
+class ThinkingOptions(_message.Message):
+    """Anthropic extended thinking."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    budget_tokens: _builtins.int
+    """Tokens the model may spend thinking: >= 1024 and < max_tokens."""
+    def __init__(
+        self,
+        *,
+        budget_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_tokens", b"budget_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ThinkingOptions: _TypeAlias = ThinkingOptions  # noqa: Y015
+
+@_typing.final
+class ResponseFormat(_message.Message):
+    """An OpenAI-compatible `response_format`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    JSON_SCHEMA_FIELD_NUMBER: _builtins.int
+    STRICT_FIELD_NUMBER: _builtins.int
+    type: _builtins.str
+    """json_object | json_schema."""
+    name: _builtins.str
+    """json_schema only (required there): the schema's name."""
+    strict: _builtins.bool
+    """json_schema only: strict adherence. Absent: the server's default."""
+    @_builtins.property
+    def json_schema(self) -> Global___Json:
+        """json_schema only (required there): the JSON Schema of the answer."""
+
+    def __init__(
+        self,
+        *,
+        type: _builtins.str = ...,
+        name: _builtins.str | None = ...,
+        json_schema: Global___Json | None = ...,
+        strict: _builtins.bool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_name", b"_name", "_strict", b"_strict", "json_schema", b"json_schema", "name", b"name", "strict", b"strict"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_name", b"_name", "_strict", b"_strict", "json_schema", b"json_schema", "name", b"name", "strict", b"strict", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__name: _TypeAlias = _typing.Literal["name"]  # noqa: Y015
+    _WhichOneofArgType__name: _TypeAlias = _typing.Literal["_name", b"_name"]  # noqa: Y015
+    _WhichOneofReturnType__strict: _TypeAlias = _typing.Literal["strict"]  # noqa: Y015
+    _WhichOneofArgType__strict: _TypeAlias = _typing.Literal["_strict", b"_strict"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__name) -> _WhichOneofReturnType__name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__strict) -> _WhichOneofReturnType__strict | None: ...
+
+Global___ResponseFormat: _TypeAlias = ResponseFormat  # noqa: Y015
 
 @_typing.final
 class ServerCompaction(_message.Message):
@@ -2393,6 +2480,7 @@ class TurnEvent(_message.Message):
     WORKSPACE_BLOB_FIELD_NUMBER: _builtins.int
     WORKSPACE_FIELD_NUMBER: _builtins.int
     WORKSPACE_STOPPED_FIELD_NUMBER: _builtins.int
+    TEXT_DELTA_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def started(self) -> Global___TurnStarted: ...
     @_builtins.property
@@ -2431,6 +2519,12 @@ class TurnEvent(_message.Message):
     def workspace(self) -> Global___WorkspaceSnapshot: ...
     @_builtins.property
     def workspace_stopped(self) -> Global___WorkspaceStopped: ...
+    @_builtins.property
+    def text_delta(self) -> Global___TextDelta:
+        """Text the model is generating (live only: a controller forwards it to watchers and
+        does not record it; the call's text is in the turn's output).
+        """
+
     def __init__(
         self,
         *,
@@ -2451,16 +2545,48 @@ class TurnEvent(_message.Message):
         workspace_blob: Global___WorkspaceBlob | None = ...,
         workspace: Global___WorkspaceSnapshot | None = ...,
         workspace_stopped: Global___WorkspaceStopped | None = ...,
+        text_delta: Global___TextDelta | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "text_delta", b"text_delta", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "compacted", b"compacted", "error", b"error", "inference_finished", b"inference_finished", "inference_started", b"inference_started", "kind", b"kind", "lifecycle", b"lifecycle", "log", b"log", "output", b"output", "paused", b"paused", "signal", b"signal", "started", b"started", "suspended", b"suspended", "text_delta", b"text_delta", "tool_finished", b"tool_finished", "tool_started", b"tool_started", "workspace", b"workspace", "workspace_blob", b"workspace_blob", "workspace_stopped", b"workspace_stopped"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal", "compacted", "lifecycle", "workspace_blob", "workspace", "workspace_stopped"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["started", "inference_started", "inference_finished", "tool_started", "tool_finished", "log", "paused", "output", "error", "checkpoint", "suspended", "signal", "compacted", "lifecycle", "workspace_blob", "workspace", "workspace_stopped", "text_delta"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___TurnEvent: _TypeAlias = TurnEvent  # noqa: Y015
+
+@_typing.final
+class TextDelta(_message.Message):
+    """Text a model call generated since the previous delta of the call, coalesced (at most one
+    event per interval or size), merged when the reader is slow.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITERATION_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    DROPPED_CHARS_FIELD_NUMBER: _builtins.int
+    iteration: _builtins.int
+    """The model call (counts from 1), as in InferenceStarted."""
+    text: _builtins.str
+    dropped_chars: _builtins.int
+    """Characters left out before `text` because the reader fell behind (0: none)."""
+    def __init__(
+        self,
+        *,
+        iteration: _builtins.int = ...,
+        text: _builtins.str = ...,
+        dropped_chars: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dropped_chars", b"dropped_chars", "iteration", b"iteration", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TextDelta: _TypeAlias = TextDelta  # noqa: Y015
 
 @_typing.final
 class WorkspaceEntry(_message.Message):
