@@ -60,11 +60,13 @@ if _typing.TYPE_CHECKING:
         estimate_tokens,
     )
     from ._effect_tools import EFFECT_BACKFILL, EFFECT_TOOL_SCHEMAS
+    from ._extensions import CustomTurnParts, ExtensionTurn, check_extensions, load_extension
     from ._function_tool import FunctionTool, tool
     from ._hooks import BudgetHook, HookDecision, HookRegistry, LifecycleObserver
     from ._logging_hook import LoggingHook
     from ._loop import TurnLoop
     from ._memory_tools import ReadMemoryTool, SearchMemoryTool
+    from ._middleware import CallMiddleware, CallMiddlewareBase, ToolCall
     from ._neuron import NeuronTurn
     from ._provider import Provider
     from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
@@ -84,6 +86,8 @@ __all__ = [
     "MAX_TOOL_EFFECTS",
     "AnyTurnEvent",
     "BudgetHook",
+    "CallMiddleware",
+    "CallMiddlewareBase",
     "CausalCone",
     "Checkpoint",
     "Compaction",
@@ -92,6 +96,8 @@ __all__ = [
     "ContentPart",
     "ContextCompacted",
     "ContextStrategy",
+    "CustomTurnParts",
+    "ExtensionTurn",
     "FunctionTool",
     "HookDecision",
     "HookRegistry",
@@ -123,6 +129,7 @@ __all__ = [
     "SuspendedForApproval",
     "TextPart",
     "TokenUsage",
+    "ToolCall",
     "ToolChoicePolicy",
     "ToolContext",
     "ToolDyn",
@@ -146,8 +153,10 @@ __all__ = [
     "TurnStarted",
     "TurnSuspended",
     "block_to_part",
+    "check_extensions",
     "estimate_tokens",
     "failed_step",
+    "load_extension",
     "part_to_block",
     "tool",
 ]
@@ -158,10 +167,12 @@ _LAZY = frozenset(__all__) - globals().keys()
 _LAZY_MODULES = (
     "_context",
     "_effect_tools",
+    "_extensions",
     "_function_tool",
     "_hooks",
     "_logging_hook",
     "_memory_tools",
+    "_middleware",
     "_neuron",
     "_provider",
     "_registry",
