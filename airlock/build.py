@@ -20,7 +20,15 @@ from airlock.spec import EFFECT_TOOLS, HOOK_NAMES, MEMORY_TOOLS, AgentSpec, Cont
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from airlock.turn import ContextStrategy, ExtensionTurn, NeuronTurn, Provider, ToolDyn, TurnEventSink
+    from airlock.turn import (
+        ContextStrategy,
+        ExtensionTurn,
+        ImageTurn,
+        NeuronTurn,
+        Provider,
+        ToolDyn,
+        TurnEventSink,
+    )
     from airlock.turn._registry import ToolRegistry
     from layer0 import Hook, StateReader
 
@@ -32,6 +40,7 @@ __all__ = [
     "build_hook",
     "build_provider",
     "build_turn",
+    "image_turn",
 ]
 
 
@@ -115,6 +124,18 @@ def build_agent(
             spec, state=state, workspace=workspace, provider=provider, mcp_tools=mcp_tools
         )
     return build_turn(spec, state=state, workspace=workspace, provider=provider, mcp_tools=mcp_tools)
+
+
+def image_turn(spec: AgentSpec, *, state: StateReader | None = None) -> ImageTurn:
+    """The agent of a spec naming a custom turn, to hand a sandbox environment: the turn is
+    built in the sandbox, from the entry point its image registers (nothing is loaded here).
+
+    Raises:
+        SpecError: the spec names no custom turn.
+    """
+    from airlock.turn import ImageTurn
+
+    return ImageTurn(spec, state)
 
 
 def build_custom_turn(

@@ -60,7 +60,7 @@ if _typing.TYPE_CHECKING:
         estimate_tokens,
     )
     from ._effect_tools import EFFECT_BACKFILL, EFFECT_TOOL_SCHEMAS
-    from ._extensions import CustomTurnParts, ExtensionTurn, check_extensions, load_extension
+    from ._extensions import CustomTurnParts, ExtensionTurn, ImageTurn, check_extensions, load_extension
     from ._function_tool import FunctionTool, tool
     from ._hooks import BudgetHook, HookDecision, HookRegistry, LifecycleObserver
     from ._logging_hook import LoggingHook
@@ -102,6 +102,7 @@ __all__ = [
     "HookDecision",
     "HookRegistry",
     "ImagePart",
+    "ImageTurn",
     "InferenceFinished",
     "InferenceStarted",
     "LifecycleEvent",

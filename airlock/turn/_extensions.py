@@ -47,6 +47,7 @@ __all__ = [
     "LOAD_TIMEOUT_S",
     "CustomTurnParts",
     "ExtensionTurn",
+    "ImageTurn",
     "check_extensions",
     "load_extension",
     "registered",
@@ -81,6 +82,31 @@ class ExtensionTurn:
     async def execute(self, input: TurnInput) -> TurnOutput:
         """Run the custom turn."""
         return await self.inner.execute(input)
+
+
+class ImageTurn:
+    """An agent whose custom turn lives in its sandbox image only: what the host hands a
+    sandbox environment (which runs the spec there), never run on the host itself."""
+
+    def __init__(self, spec: AgentSpec, state: StateReader | None = None) -> None:
+        if spec.turn is None:
+            raise SpecError(f"agent {spec.name!r} names no custom turn (turn: {{entry_point: NAME}})")
+        self.spec = spec
+        self.state = state
+        self.entry_point = spec.turn.entry_point
+
+    async def execute(self, input: TurnInput) -> TurnOutput:
+        """Refused: the turn's code is in the sandbox image, not here.
+
+        Raises:
+            TurnError: ``non_retryable``, always.
+        """
+        from layer0 import TurnError
+
+        raise TurnError.non_retryable(
+            f"agent {self.spec.name!r}: the custom turn {self.entry_point!r} runs only in a "
+            "sandbox whose image registers it (run it through a sandbox environment)"
+        )
 
 
 def registered(what: str) -> dict[str, list[EntryPoint]]:
