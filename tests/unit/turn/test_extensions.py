@@ -3,7 +3,6 @@ middleware and turn, found through a temporary dist-info (as an installed packag
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,24 +15,13 @@ from airlock.spec import AgentSpec, HookSpec, ProviderSpec
 from airlock.turn import ExtensionTurn, check_extensions, load_extension
 from airlock.turn._extensions import registered
 from layer0 import EnvError, ExitReason, TurnError, TurnInput
-
-PACKAGE = Path(__file__).resolve().parents[2] / "support" / "ext_package"
+from tests.support.extensions import install_ext_package
 
 
 @pytest.fixture
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The test package importable, its entry points visible to importlib.metadata."""
-    project = tomllib.loads((PACKAGE / "pyproject.toml").read_text())["project"]
-    dist = tmp_path / "airlock_test_ext-0.1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: airlock-test-ext\nVersion: 0.1.0\n")
-    lines = []
-    for group, points in project["entry-points"].items():
-        lines.append(f"[{group}]")
-        lines += [f"{name} = {value}" for name, value in points.items()]
-    (dist / "entry_points.txt").write_text("\n".join(lines) + "\n")
-    monkeypatch.syspath_prepend(str(PACKAGE / "src"))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    install_ext_package(tmp_path, monkeypatch)
 
 
 def agent(**extra: object) -> AgentSpec:
