@@ -27,9 +27,9 @@ if TYPE_CHECKING:
         NeuronTurn,
         Provider,
         ToolDyn,
+        ToolRegistry,
         TurnEventSink,
     )
-    from airlock.turn._registry import ToolRegistry
     from layer0 import Hook, StateReader
 
 __all__ = [
@@ -153,8 +153,7 @@ def build_custom_turn(
         SpecError: no custom turn named, an extension of the spec not registered here or not
             loading, or a factory that fails.
     """
-    from airlock.turn import CustomTurnParts, ExtensionTurn
-    from airlock.turn._extensions import call_factory, load_extension
+    from airlock.turn import CustomTurnParts, ExtensionTurn, call_extension_factory, load_extension
 
     if spec.turn is None:
         raise SpecError(f"agent {spec.name!r} names no custom turn")
@@ -167,7 +166,9 @@ def build_custom_turn(
         workspace=workspace,
         options=dict(spec.turn.options),
     )
-    inner = call_factory(factory, f"agent {spec.name!r}: turn {spec.turn.entry_point!r}", spec, parts)
+    inner = call_extension_factory(
+        factory, f"agent {spec.name!r}: turn {spec.turn.entry_point!r}", spec, parts
+    )
     if not callable(getattr(inner, "execute", None)):
         raise SpecError(
             f"agent {spec.name!r}: turn {spec.turn.entry_point!r}: its factory returned a "
@@ -179,13 +180,13 @@ def build_custom_turn(
 def build_provider(spec: AgentSpec) -> Provider:
     """The provider ``spec.provider`` names: a built-in kind, or a custom one by entry point."""
     from airlock.providers import create_provider
-    from airlock.turn._extensions import call_factory, load_extension
+    from airlock.turn import call_extension_factory, load_extension
 
     p = spec.provider
     if p.kind != "custom" or p.name is None:
         return create_provider(p)
     factory = load_extension("provider", p.name, agent=spec.name)
-    built: Provider = call_factory(factory, f"agent {spec.name!r}: provider {p.name!r}", p)
+    built: Provider = call_extension_factory(factory, f"agent {spec.name!r}: provider {p.name!r}", p)
     return built
 
 
@@ -207,9 +208,7 @@ def _check_extensions(spec: AgentSpec, *, provider_given: bool) -> None:
 def _tool_registry(spec: AgentSpec, workspace: Path | None, mcp_tools: Sequence[ToolDyn]) -> ToolRegistry:
     """The spec's tools (built-in sandbox tools, custom tools, MCP tools) behind its middleware."""
     from airlock.tools import build_tools, load_custom_tools
-    from airlock.turn import ToolRegistry
-    from airlock.turn._extensions import build_extensions
-    from airlock.turn._middleware import as_tool_middleware
+    from airlock.turn import ToolRegistry, as_tool_middleware, build_extensions
 
     # the memory tools are the turn's own, like the effect tools
     custom = spec.custom_tools
@@ -230,12 +229,19 @@ def _tool_registry(spec: AgentSpec, workspace: Path | None, mcp_tools: Sequence[
 def build_context(spec: ContextSpec, provider: Provider, *, agent: str = "agent") -> ContextStrategy:
     """The context strategy a ContextSpec names (``composite``: sliding window, then
     summarization; ``custom``: the entry point ``spec.name`` of ``airlock.context_strategies``)."""
-    from airlock.turn import CausalCone, Composite, NoCompaction, SlidingWindow, Summarization
-    from airlock.turn._extensions import call_factory, load_extension
+    from airlock.turn import (
+        CausalCone,
+        Composite,
+        NoCompaction,
+        SlidingWindow,
+        Summarization,
+        call_extension_factory,
+        load_extension,
+    )
 
     if spec.strategy == "custom" and spec.name is not None:
         factory = load_extension("context strategy", spec.name, agent=agent)
-        built: ContextStrategy = call_factory(
+        built: ContextStrategy = call_extension_factory(
             factory, f"agent {agent!r}: context strategy {spec.name!r}", spec, provider
         )
         return built
@@ -265,8 +271,7 @@ def build_hook(spec: HookSpec, *, agent: str = "agent") -> Hook:
         SpecError: an unknown hook name (the message lists the valid ones), invalid options,
             or a custom hook not registered here.
     """
-    from airlock.turn import BudgetHook, LoggingHook
-    from airlock.turn._extensions import build_extensions
+    from airlock.turn import BudgetHook, LoggingHook, build_extensions
 
     options: dict[str, Any] = dict(spec.options)
     if spec.name == "custom" and spec.custom is not None:

@@ -60,13 +60,21 @@ if _typing.TYPE_CHECKING:
         estimate_tokens,
     )
     from ._effect_tools import EFFECT_BACKFILL, EFFECT_TOOL_SCHEMAS
-    from ._extensions import CustomTurnParts, ExtensionTurn, ImageTurn, check_extensions, load_extension
+    from ._extensions import (
+        CustomTurnParts,
+        ExtensionTurn,
+        ImageTurn,
+        build_extensions,
+        call_extension_factory,
+        check_extensions,
+        load_extension,
+    )
     from ._function_tool import FunctionTool, tool
     from ._hooks import BudgetHook, HookDecision, HookRegistry, LifecycleObserver
     from ._logging_hook import LoggingHook
     from ._loop import TurnLoop
     from ._memory_tools import ReadMemoryTool, SearchMemoryTool
-    from ._middleware import CallMiddleware, CallMiddlewareBase, ToolCall
+    from ._middleware import CallMiddleware, CallMiddlewareBase, ToolCall, as_tool_middleware
     from ._neuron import NeuronTurn
     from ._provider import Provider
     from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
@@ -153,7 +161,10 @@ __all__ = [
     "TurnPaused",
     "TurnStarted",
     "TurnSuspended",
+    "as_tool_middleware",
     "block_to_part",
+    "build_extensions",
+    "call_extension_factory",
     "check_extensions",
     "estimate_tokens",
     "failed_step",

@@ -48,6 +48,8 @@ __all__ = [
     "CustomTurnParts",
     "ExtensionTurn",
     "ImageTurn",
+    "build_extensions",
+    "call_extension_factory",
     "check_extensions",
     "load_extension",
     "registered",
@@ -162,11 +164,11 @@ def build_extensions(what: str, names: Sequence[tuple[str, dict[str, Any]]], *, 
     built: list[Any] = []
     for name, options in names:
         factory = load_extension(what, name, agent=agent)
-        built.append(call_factory(factory, f"agent {agent!r}: {what} {name!r}", dict(options)))
+        built.append(call_extension_factory(factory, f"agent {agent!r}: {what} {name!r}", dict(options)))
     return built
 
 
-def call_factory(factory: Callable[..., Any], where: str, *args: Any) -> Any:
+def call_extension_factory(factory: Callable[..., Any], where: str, *args: Any) -> Any:
     """``factory(*args)``; what it raises becomes a SpecError led by ``where``."""
     try:
         return factory(*args)
