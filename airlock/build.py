@@ -69,7 +69,8 @@ def build_turn(
 
     Raises:
         SpecError: an unknown tool or hook (the message lists the valid ones), invalid
-            tool or hook options, or a provider the spec cannot build.
+            tool or hook options, a provider the spec cannot build, an extension it names
+            that no installed package registers (one line each), or a custom turn named.
     """
     from airlock.turn import NeuronTurn, ToolChoicePolicy
 

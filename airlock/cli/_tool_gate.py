@@ -179,7 +179,15 @@ async def _check_agent(agent: AgentConfig, client: list[Any], cache: ToolCheckCa
             Check(name, "error", f"in image {image}:\n" + "\n".join(f"  {p}" for p in problems), _FIX),
             problems,
         )
-    return _Answer(Check(name, "ok", f"{len(tools)} tool(s) load in image {image}: {', '.join(tools)}"))
+    return _Answer(Check(name, "ok", _loaded(tools, image, extensions)))
+
+
+def _loaded(tools: Sequence[str], image: str, extensions: Sequence[tuple[str, str]]) -> str:
+    """What loads in ``image``: the tools, and the extensions when the agent names some."""
+    loaded = f"{len(tools)} tool(s) load in image {image}: {', '.join(tools)}"
+    if extensions:
+        loaded += "; so do the extensions " + ", ".join(f"{what} {entry}" for what, entry in extensions)
+    return loaded
 
 
 def _cache_in(data_dir: Path) -> ToolCheckCache:
