@@ -27,7 +27,7 @@ from pydantic import (
 from airlock.errors import shorten
 from layer0 import TurnConfig, TurnInput
 
-PROVIDER_KINDS = ("anthropic", "openai_compat", "scripted", "command")
+PROVIDER_KINDS = ("anthropic", "openai_compat", "scripted", "command", "custom")
 #: Tools the turn itself implements: calling one declares an effect (never run in the sandbox).
 EFFECT_TOOLS = ("write_memory", "delete_memory", "delegate", "handoff", "signal")
 #: Tools that run inside the sandbox (their implementations: ``airlock.tools``).
@@ -43,7 +43,17 @@ MCP_SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 #: Risk classes a tool may declare; an approval gate may name them.
 RISK_CLASSES = ("destructive", "external")
 #: The hooks a spec may enable by name (``HookSpec.name``; built by ``airlock.build``).
-HOOK_NAMES = ("budget", "logging")
+HOOK_NAMES = ("budget", "logging", "custom")
+#: The entry-point groups a sandbox image's packages register extensions in, by what they extend.
+EXTENSION_GROUPS = {
+    "provider": "airlock.providers",
+    "hook": "airlock.hooks",
+    "context strategy": "airlock.context_strategies",
+    "tool middleware": "airlock.tool_middleware",
+    "turn": "airlock.turns",
+}
+#: An extension's entry-point name.
+EXTENSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: The risk classes of the built-in tools: ``destructive`` changes what the sandbox or the
 #: agent's state holds, ``external`` reaches beyond the sandbox (the network, other agents).
 TOOL_RISKS: dict[str, tuple[str, ...]] = {
@@ -95,6 +105,22 @@ class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _extension_name(value: str | None) -> str | None:
+    if value is not None and not EXTENSION_NAME.match(value):
+        raise ValueError(
+            f"extension name {shorten(value, 80)!r} must be 1-64 letters, digits, '_', '.' or '-'"
+        )
+    return value
+
+
+def _custom_fields(custom: bool, name: str | None, options: dict[str, JsonValue], what: str) -> None:
+    """``name`` is required when ``custom``, and ``name``/``options`` belong to it only."""
+    if custom and name is None:
+        raise ValueError(f"a custom {what} needs the name of its entry point")
+    if not custom and (name is not None or options):
+        raise ValueError(f"name and options belong to a custom {what} only")
+
+
 class ProviderSpec(_Spec):
     """Which model provider, which model, and where to reach it."""
 
@@ -139,6 +165,17 @@ class ProviderSpec(_Spec):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     #: openai_compat only: constrain the answer to JSON (None: free text).
     response_format: ResponseFormatSpec | None = None
+    #: custom only: the entry point's name in ``airlock.providers`` (the image's packages).
+    name: str | None = None
+    #: custom only: the provider's own options.
+    options: dict[str, JsonValue] = Field(default_factory=dict)
+
+    _valid_name = field_validator("name")(_extension_name)
+
+    @model_validator(mode="after")
+    def _custom(self) -> Self:
+        _custom_fields(self.kind == "custom", self.name, self.options, "provider")
+        return self
 
     @field_validator("kind")
     @classmethod
@@ -214,11 +251,24 @@ class ContextSpec(_Spec):
 
     #: ``causal_cone``: for delegated jobs, the context begins with the turn's causal past in
     #: its job tree (given by the controller), not the whole shared history.
-    strategy: Literal["none", "sliding_window", "summarization", "composite", "causal_cone"] = "none"
+    strategy: Literal["none", "sliding_window", "summarization", "composite", "causal_cone", "custom"] = (
+        "none"
+    )
     #: Token budget the strategy compacts to.
     max_tokens: int = Field(default=100_000, gt=0, le=UINT32_MAX)
     #: sliding_window: messages kept at the end (tool pairs never split).
     keep_last: int = Field(default=20, gt=0, le=UINT32_MAX)
+    #: custom only: the entry point's name in ``airlock.context_strategies``.
+    name: str | None = None
+    #: custom only: the strategy's own options.
+    options: dict[str, JsonValue] = Field(default_factory=dict)
+
+    _valid_name = field_validator("name")(_extension_name)
+
+    @model_validator(mode="after")
+    def _custom(self) -> Self:
+        _custom_fields(self.strategy == "custom", self.name, self.options, "context strategy")
+        return self
 
 
 class McpServerSpec(_Spec):
@@ -310,10 +360,47 @@ class ServerCompaction(_Spec):
 
 
 class HookSpec(_Spec):
-    """A hook to enable by name, with its options (e.g. ``{"name": "budget", "max_cost": "1.00"}``)."""
+    """A hook to enable by name, with its options (e.g. ``{"name": "budget", "max_cost": "1.00"}``),
+    or a hook of the image's packages by its entry point (``{"custom": "audit"}``)."""
 
     name: str
     options: dict[str, Any] = Field(default_factory=dict)
+    #: The entry point's name in ``airlock.hooks`` (``name`` is then ``custom``).
+    custom: str | None = None
+
+    _valid_custom = field_validator("custom")(_extension_name)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _custom_names_it(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("custom") is not None and "name" not in data:
+            return {**data, "name": "custom"}
+        return data
+
+    @model_validator(mode="after")
+    def _custom_needs_entry_point(self) -> Self:
+        if (self.name == "custom") != (self.custom is not None):
+            raise ValueError("a custom hook names its entry point (custom: NAME), and only it does")
+        return self
+
+
+class MiddlewareSpec(_Spec):
+    """A tool middleware of the image's packages (entry point in ``airlock.tool_middleware``)."""
+
+    name: str
+    options: dict[str, JsonValue] = Field(default_factory=dict)
+
+    _valid_name = field_validator("name")(_extension_name)
+
+
+class TurnSpec(_Spec):
+    """A turn class of the image's packages (entry point in ``airlock.turns``), built by the
+    runner in place of NeuronTurn."""
+
+    entry_point: str
+    options: dict[str, JsonValue] = Field(default_factory=dict)
+
+    _valid_name = field_validator("entry_point")(_extension_name)
 
 
 class LoopLimits(_Spec):
@@ -383,6 +470,10 @@ class AgentSpec(_Spec):
     limits: LoopLimits = Field(default_factory=LoopLimits)
     #: Tool calls that wait for a person's approval (None: none do).
     approval: ApprovalGate | None = None
+    #: Tool middleware of the image's packages, outermost first.
+    middleware: list[MiddlewareSpec] = Field(default_factory=list)
+    #: A turn class of the image's packages instead of NeuronTurn (None: NeuronTurn).
+    turn: TurnSpec | None = None
 
     @field_validator("tools")
     @classmethod
@@ -410,6 +501,20 @@ class AgentSpec(_Spec):
     def custom_tools(self) -> list[str]:
         """The custom tools' import paths, in the order listed."""
         return [t for t in self.tools if t not in TOOL_NAMES]
+
+    def extensions(self) -> list[tuple[str, str]]:
+        """The extensions it names, as (what, entry-point name) pairs (what: a key of
+        :data:`EXTENSION_GROUPS`), in spec order: provider, context, hooks, middleware, turn."""
+        found: list[tuple[str, str]] = []
+        if self.provider.name is not None:
+            found.append(("provider", self.provider.name))
+        if self.context.name is not None:
+            found.append(("context strategy", self.context.name))
+        found += [("hook", h.custom) for h in self.hooks if h.custom is not None]
+        found += [("tool middleware", m.name) for m in self.middleware]
+        if self.turn is not None:
+            found.append(("turn", self.turn.entry_point))
+        return found
 
     @property
     def reads_memory(self) -> bool:

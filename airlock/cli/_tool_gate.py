@@ -104,7 +104,9 @@ class _Answer:
 
 async def _answers(agents: Sequence[AgentConfig], cache: ToolCheckCache | None) -> list[_Answer]:
     client: list[Any] = []  # one engine client for all, made when first needed
-    return [await _check_agent(a, client, cache) for a in agents if a.spec.custom_tools]
+    return [
+        await _check_agent(a, client, cache) for a in agents if a.spec.custom_tools or a.spec.extensions()
+    ]
 
 
 async def _check_agent(agent: AgentConfig, client: list[Any], cache: ToolCheckCache | None) -> _Answer:
@@ -114,7 +116,8 @@ async def _check_agent(agent: AgentConfig, client: list[Any], cache: ToolCheckCa
     from layer0 import EnvError
 
     name, paths = f"custom tools ({agent.name})", agent.spec.custom_tools
-    listed = ", ".join(paths)
+    extensions = agent.spec.extensions()
+    listed = ", ".join([*paths, *(f"{what} {entry}" for what, entry in extensions)])
     chosen = backend(agent.backend)
     if "container" not in chosen.isolations:
         return _Answer(
@@ -152,12 +155,13 @@ async def _check_agent(agent: AgentConfig, client: list[Any], cache: ToolCheckCa
                 )
             )
         image_id = attrs.get("Id")
-        key = ToolCheckCache.key(image_id, agent.name, paths) if cache is not None and image_id else None
+        asked = [*paths, *(f"{what}:{entry}" for what, entry in extensions)]
+        key = ToolCheckCache.key(image_id, agent.name, asked) if cache is not None and image_id else None
         known = await asyncio.to_thread(cache.get, key) if cache is not None and key else None
         if known is not None:
             tools, problems = known
         else:
-            found = await check_custom_tools(client[0], image, agent.name, paths)
+            found = await check_custom_tools(client[0], image, agent.name, paths, extensions=extensions)
             tools, problems = list(found.tools), list(found.problems)
             if cache is not None and key:
                 await asyncio.to_thread(cache.put, key, tools, problems)
@@ -175,7 +179,15 @@ async def _check_agent(agent: AgentConfig, client: list[Any], cache: ToolCheckCa
             Check(name, "error", f"in image {image}:\n" + "\n".join(f"  {p}" for p in problems), _FIX),
             problems,
         )
-    return _Answer(Check(name, "ok", f"{len(tools)} tool(s) load in image {image}: {', '.join(tools)}"))
+    return _Answer(Check(name, "ok", _loaded(tools, image, extensions)))
+
+
+def _loaded(tools: Sequence[str], image: str, extensions: Sequence[tuple[str, str]]) -> str:
+    """What loads in ``image``: the tools, and the extensions when the agent names some."""
+    loaded = f"{len(tools)} tool(s) load in image {image}: {', '.join(tools)}"
+    if extensions:
+        loaded += "; so do the extensions " + ", ".join(f"{what} {entry}" for what, entry in extensions)
+    return loaded
 
 
 def _cache_in(data_dir: Path) -> ToolCheckCache:

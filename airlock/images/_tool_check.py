@@ -1,7 +1,10 @@
-"""Do an agent's custom tools import in its sandbox image? Asked of the image, before any job.
+"""Do an agent's custom tools and extensions load in its sandbox image? Asked of the image,
+before any job.
 
 The image's own airlock loads the import paths exactly as its runner will
-(``airlock.tools.load_custom_tools``), in a throwaway container: no network, read-only,
+(``airlock.tools.load_custom_tools``), and the extensions the agent names by entry point
+(``airlock.turn.load_extension``: custom provider, hooks, context strategy, tool middleware,
+turn), in a throwaway container: no network, read-only,
 non-root, bounded. Its answer is the sandbox's word, so it is parsed and bounded before it
 is shown.
 """
@@ -25,19 +28,31 @@ __all__ = ["ToolCheck", "check_custom_tools"]
 MARKER = "AIRLOCK-TOOL-CHECK "
 _SCRIPT = f"""
 import json, os, sys
-agent, paths = sys.argv[1], sys.argv[2:]
+agent, extensions, paths = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
+answer = {{"tools": [], "problems": [], "extensions": []}}
 try:
     from airlock.errors import SpecError
     from airlock.tools import load_custom_tools
+    if extensions:
+        from airlock.turn import load_extension
 except ImportError as e:
-    answer = {{"tools": [], "problems": [
-        "the image's airlock cannot load custom tools (%s); build the image on a current runner image" % e
-    ]}}
+    answer["problems"].append(
+        "the image's airlock cannot load custom tools or extensions (%s); build the image on a current "
+        "runner image" % e
+    )
 else:
     try:
-        answer = {{"tools": [t.name for t in load_custom_tools(paths, agent=agent)], "problems": []}}
+        answer["tools"] = [t.name for t in load_custom_tools(paths, agent=agent)]
     except SpecError as e:
-        answer = {{"tools": [], "problems": str(e).splitlines()}}
+        answer["problems"] += str(e).splitlines()
+    for what, name in extensions:
+        try:
+            load_extension(what, name, agent=agent)
+            answer["extensions"].append("%s %s" % (what, name))
+        except SpecError as e:
+            answer["problems"] += str(e).splitlines()
+    if answer["problems"]:
+        answer["tools"], answer["extensions"] = [], []
 sys.stdout.flush()
 sys.__stdout__.write("\\n{MARKER}" + json.dumps(answer) + "\\n")
 sys.__stdout__.flush()
@@ -48,12 +63,14 @@ _Line = Annotated[str, AfterValidator(lambda s: shorten(s, 600))]
 
 
 class ToolCheck(BaseModel):
-    """The answer: the tools' names when every path loads, else one problem per line."""
+    """The answer: the tools' names and the extensions (``what name``) when every path and
+    extension loads, else one problem per line."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     tools: list[_Line] = Field(max_length=256)
     problems: list[_Line] = Field(max_length=256)
+    extensions: list[_Line] = Field(default_factory=list, max_length=256)
 
 
 async def check_custom_tools(
@@ -62,10 +79,12 @@ async def check_custom_tools(
     agent: str,
     paths: Sequence[str],
     *,
+    extensions: Sequence[tuple[str, str]] = (),
     python: str = f"{VENV}/bin/python",
     timeout_s: float = 60.0,
 ) -> ToolCheck:
-    """Load ``paths`` for ``agent`` with ``image``'s interpreter ``python``, as its runner would.
+    """Load ``paths`` and ``extensions`` (``AgentSpec.extensions()``: (what, entry-point name)
+    pairs) for ``agent`` with ``image``'s interpreter ``python``, as its runner would.
 
     Raises:
         ImageError: the image is missing, the check did not finish in ``timeout_s``, or it
@@ -74,7 +93,7 @@ async def check_custom_tools(
     result = await run_throwaway(
         client,
         image,
-        [python, "-c", _SCRIPT, agent, *paths],
+        [python, "-c", _SCRIPT, agent, json.dumps([list(e) for e in extensions]), *paths],
         timeout_s=timeout_s,
         what=f"checking the custom tools of agent {agent!r}",
     )

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the turn's machinery loads at the first Execute, not before
     from airlock.turn import NeuronTurn, StepResult, TurnEvent, TurnLoop
     from layer0 import Scope, TurnInput, TurnOutput
 
+    from ._custom_turn import CustomSession, CustomTurnRun
     from ._workspace_rpc import Workspaces
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -115,7 +116,7 @@ class _Execution:
     def __init__(
         self,
         execution_id: str,
-        turn: NeuronTurn,
+        turn: NeuronTurn | CustomTurnRun,
         input: TurnInput,
         config: RunnerConfig,
         resume: str | None,
@@ -128,7 +129,7 @@ class _Execution:
         self.events = EventQueue()
         self.payload_limit = config.event_payload_bytes
         self.message_limit = config.max_message_bytes - 1024
-        self.session: TurnLoop = (
+        self.session: TurnLoop | CustomSession = (
             turn.resume(resume, events=self._sink)
             if resume is not None
             else turn.start(input, events=self._sink)
@@ -248,6 +249,23 @@ class _Execution:
             _, reply = self.commands.get_nowait()
             if reply is not None and not reply.done():
                 reply.set_exception(RunnerError("the execution ended"))
+
+
+def _runnable(built: Any, resume: str | None) -> NeuronTurn | CustomTurnRun:
+    """The built turn as an execution drives it (a custom turn: through its adapter).
+
+    Raises:
+        SpecError: a resume of a custom turn (it keeps no snapshot).
+    """
+    from airlock.turn import ExtensionTurn
+
+    from ._custom_turn import CustomTurnRun
+
+    if not isinstance(built, ExtensionTurn):
+        return built  # type: ignore[no-any-return]
+    if resume is not None:
+        raise SpecError(f"agent {built.spec.name!r}: a custom turn cannot resume from a snapshot")
+    return CustomTurnRun(built)
 
 
 def _decode(
@@ -499,10 +517,11 @@ class _RunnerService(pb_grpc.RunnerServicer):
 
     async def _prepare(
         self, request: pb.ExecuteRequest, context: grpc.aio.ServicerContext
-    ) -> tuple[NeuronTurn, TurnInput, str | None, McpToolSet]:
-        """Decode and validate the request and build the turn (INVALID_ARGUMENT on bad input,
-        one line per problem, each led by the request field it is about)."""
-        from airlock.build import build_turn
+    ) -> tuple[NeuronTurn | CustomTurnRun, TurnInput, str | None, McpToolSet]:
+        """Decode and validate the request and build the turn, or the custom turn its spec
+        names (INVALID_ARGUMENT on bad input, one line per problem, each led by the request
+        field it is about)."""
+        from airlock.build import build_agent
         from airlock.state import InMemoryStore
         from airlock.tools import open_mcp_tools
         from layer0 import read_only
@@ -518,14 +537,15 @@ class _RunnerService(pb_grpc.RunnerServicer):
             provider = self.config.provider_factory(spec) if self.config.provider_factory else None
             mcp = await open_mcp_tools(spec.mcp_servers, workspace=self.config.workspace)
             try:
-                turn = await asyncio.to_thread(  # importing custom tools may take a while
-                    build_turn,
+                built = await asyncio.to_thread(  # importing custom tools may take a while
+                    build_agent,
                     spec,
                     state=read_only(store),
                     workspace=self.config.workspace,
                     provider=provider,
                     mcp_tools=mcp.tools,
                 )
+                turn = _runnable(built, resume)
             except BaseException:  # the servers must not outlive a turn that was never built
                 await asyncio.shield(mcp.aclose())
                 raise

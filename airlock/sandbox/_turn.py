@@ -11,10 +11,13 @@ if TYPE_CHECKING:
 
 
 def agent_spec_of(turn: Turn) -> AgentSpec:
-    """The AgentSpec a turn was built from (``airlock.build.build_turn``) or runs (``RemoteTurn``).
+    """The AgentSpec a turn was built from (``airlock.build.build_turn``, ``build_agent``),
+    stands for (``airlock.build.image_turn``: a custom turn of the image) or runs (``RemoteTurn``).
 
     Raises:
-        EnvError: ``other`` when the turn carries none — its code cannot cross into a sandbox.
+        EnvError: ``other`` when the turn carries none — its code cannot cross into a sandbox
+            (a Turn class of the host's: only a turn registered in the image, by entry point
+            of ``airlock.turns`` and named in ``AgentSpec.turn``, runs there).
     """
     from airlock.spec import AgentSpec
 
@@ -23,7 +26,9 @@ def agent_spec_of(turn: Turn) -> AgentSpec:
         raise EnvError.other(
             f"{type(turn).__name__} cannot run in a sandbox: the runner rebuilds the turn from its "
             "AgentSpec, and this turn has none (build it with build_turn(spec), or use a "
-            "RemoteTurn)"
+            "RemoteTurn; a custom Turn class runs there when the image's package registers it as "
+            "an entry point of airlock.turns and the spec names it: turn: {entry_point: NAME}, "
+            "handed over as airlock.build.image_turn(spec))"
         )
     return spec
 

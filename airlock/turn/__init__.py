@@ -61,11 +61,21 @@ if _typing.TYPE_CHECKING:
         estimate_tokens,
     )
     from ._effect_tools import EFFECT_BACKFILL, EFFECT_TOOL_SCHEMAS
+    from ._extensions import (
+        CustomTurnParts,
+        ExtensionTurn,
+        ImageTurn,
+        build_extensions,
+        call_extension_factory,
+        check_extensions,
+        load_extension,
+    )
     from ._function_tool import FunctionTool, tool
     from ._hooks import BudgetHook, HookDecision, HookRegistry, LifecycleObserver
     from ._logging_hook import LoggingHook
     from ._loop import TurnLoop
     from ._memory_tools import ReadMemoryTool, SearchMemoryTool
+    from ._middleware import CallMiddleware, CallMiddlewareBase, ToolCall, as_tool_middleware
     from ._neuron import NeuronTurn
     from ._provider import Provider, StreamingProvider, TextSink
     from ._registry import ToolMiddleware, ToolNext, ToolOutcome, ToolRegistry
@@ -85,6 +95,8 @@ __all__ = [
     "MAX_TOOL_EFFECTS",
     "AnyTurnEvent",
     "BudgetHook",
+    "CallMiddleware",
+    "CallMiddlewareBase",
     "CausalCone",
     "Checkpoint",
     "Compaction",
@@ -93,10 +105,13 @@ __all__ = [
     "ContentPart",
     "ContextCompacted",
     "ContextStrategy",
+    "CustomTurnParts",
+    "ExtensionTurn",
     "FunctionTool",
     "HookDecision",
     "HookRegistry",
     "ImagePart",
+    "ImageTurn",
     "InferenceFinished",
     "InferenceStarted",
     "LifecycleEvent",
@@ -127,6 +142,7 @@ __all__ = [
     "TextPart",
     "TextSink",
     "TokenUsage",
+    "ToolCall",
     "ToolChoicePolicy",
     "ToolContext",
     "ToolDyn",
@@ -149,9 +165,14 @@ __all__ = [
     "TurnPaused",
     "TurnStarted",
     "TurnSuspended",
+    "as_tool_middleware",
     "block_to_part",
+    "build_extensions",
+    "call_extension_factory",
+    "check_extensions",
     "estimate_tokens",
     "failed_step",
+    "load_extension",
     "part_to_block",
     "tool",
 ]
@@ -162,10 +183,12 @@ _LAZY = frozenset(__all__) - globals().keys()
 _LAZY_MODULES = (
     "_context",
     "_effect_tools",
+    "_extensions",
     "_function_tool",
     "_hooks",
     "_logging_hook",
     "_memory_tools",
+    "_middleware",
     "_neuron",
     "_provider",
     "_registry",

@@ -35,6 +35,8 @@ AGENT_SPEC_FIELDS = frozenset(
         "mcp_servers",
         "memory",
         "artifacts",
+        "middleware",
+        "turn",
     )
 )
 PROVIDER_SPEC_FIELDS = frozenset(
@@ -57,6 +59,8 @@ PROVIDER_SPEC_FIELDS = frozenset(
         "thinking",
         "reasoning_effort",
         "response_format",
+        "name",
+        "options",
     )
 )
 MCP_SERVER_FIELDS = frozenset(
@@ -75,6 +79,8 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
             strategy=CONTEXT_STRATEGY.to_proto(spec.context.strategy),
             max_tokens=spec.context.max_tokens,
             keep_last=spec.context.keep_last,
+            name=spec.context.name,
+            options=json_to_proto(spec.context.options) if spec.context.options else None,
         ),
         defaults=config_to_proto(spec.defaults),
         tool_options=[
@@ -82,7 +88,11 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
             for tool, options in spec.tool_options.items()
         ],
         hooks=[
-            pb.HookSpec(kind=HOOK_KIND.to_proto(h.name), options=json_to_proto(h.options)) for h in spec.hooks
+            pb.HookSpec(kind=HOOK_KIND.to_proto(h.name), options=json_to_proto(h.options), custom=h.custom)
+            for h in spec.hooks
+        ],
+        middleware=[
+            pb.MiddlewareSpec(name=m.name, options=json_to_proto(m.options)) for m in spec.middleware
         ],
         limits=pb.LoopLimits(
             circuit_breaker_threshold=spec.limits.circuit_breaker_threshold,
@@ -101,6 +111,10 @@ def spec_to_proto(spec: AgentSpec) -> pb.AgentSpec:
     if spec.approval is not None:
         risks = [RISK_CLASS.to_proto(risk) for risk in spec.approval.risks]
         message.approval.CopyFrom(pb.ApprovalGate(tools=spec.approval.tools, risks=risks))
+    if spec.turn is not None:
+        message.turn.CopyFrom(
+            pb.CustomTurn(entry_point=spec.turn.entry_point, options=json_to_proto(spec.turn.options))
+        )
     return message
 
 
@@ -115,7 +129,15 @@ def _provider_to_proto(spec: AgentSpec) -> pb.ProviderSpec:
         tool_choice_first=TOOL_CHOICE.to_proto(p.tool_choice_first),
         tool_choice_after_failure=TOOL_CHOICE.to_proto(p.tool_choice_after_failure),
     )
-    optional = ("model", "base_url", "api_key_env", "temperature", "parallel_tool_calls", "reasoning_effort")
+    optional = (
+        "model",
+        "base_url",
+        "api_key_env",
+        "temperature",
+        "parallel_tool_calls",
+        "reasoning_effort",
+        "name",
+    )
     for name in optional:
         if getattr(p, name) is not None:
             setattr(provider, name, getattr(p, name))
@@ -135,6 +157,8 @@ def _provider_to_proto(spec: AgentSpec) -> pb.ProviderSpec:
         for name in ("name", "strict"):
             if getattr(fmt, name) is not None:
                 setattr(provider.response_format, name, getattr(fmt, name))
+    if p.options:
+        provider.options.CopyFrom(json_to_proto(p.options))
     return provider
 
 
@@ -224,7 +248,9 @@ def _provider(p: pb.ProviderSpec, problems: _Problems) -> dict[str, Any]:
         "script": problems.read("provider", json_field, p, "script"),
     }
     provider.update(_present(p, ("model", "base_url", "api_key_env", "temperature", "max_retries")))
-    provider.update(_present(p, ("price_per_mtok_in", "price_per_mtok_out", "parallel_tool_calls")))
+    provider.update(_present(p, ("price_per_mtok_in", "price_per_mtok_out", "parallel_tool_calls", "name")))
+    if p.HasField("options"):
+        provider["options"] = problems.read("provider", json_field, p, "options")
     provider.update(_counts(p, ("max_tokens",)))
     provider.update(_durations(p, {"timeout": "timeout_s"}, "provider", problems))
     for name in ("tool_choice_first", "tool_choice_after_failure"):
@@ -272,8 +298,13 @@ def spec_from_proto(message: pb.AgentSpec) -> AgentSpec:
             {
                 "name": problems.read(f"hooks[{i}].kind", HOOK_KIND.from_proto, h.kind),
                 "options": problems.read(f"hooks[{i}]", json_field, h, "options") or {},
+                **_present(h, ("custom",)),
             }
             for i, h in enumerate(message.hooks)
+        ],
+        "middleware": [
+            {"name": m.name, "options": problems.read(f"middleware[{i}]", json_field, m, "options") or {}}
+            for i, m in enumerate(message.middleware)
         ],
         "mcp_servers": [
             _mcp_from_proto(server, f"mcp_servers[{i}]", problems)
@@ -303,7 +334,14 @@ def _parts(message: pb.AgentSpec, problems: _Problems) -> dict[str, Any]:
         context = _counts(c, ("max_tokens", "keep_last"))
         if c.HasField("strategy"):
             context["strategy"] = problems.read("context.strategy", CONTEXT_STRATEGY.from_proto, c.strategy)
+        context.update(_present(c, ("name",)))
+        if c.HasField("options"):
+            context["options"] = problems.read("context", json_field, c, "options")
         data["context"] = context
+    if message.HasField("turn"):
+        t = message.turn
+        options = problems.read("turn", json_field, t, "options") or {}
+        data["turn"] = {"entry_point": t.entry_point, "options": options}
     if message.HasField("limits"):
         limits = _counts(message.limits, ("circuit_breaker_threshold", "stuck_threshold"))
         if message.limits.HasField("budget_warnings"):

@@ -358,7 +358,7 @@ def test_invalid_agent_spec_names_each_problem_on_its_own_line() -> None:
     scripted = pb.ProviderSpec(kind=pb.PROVIDER_KIND_SCRIPTED)
     valid = (
         "valid: PROVIDER_KIND_ANTHROPIC, PROVIDER_KIND_OPENAI_COMPAT, "
-        "PROVIDER_KIND_SCRIPTED, PROVIDER_KIND_COMMAND"
+        "PROVIDER_KIND_SCRIPTED, PROVIDER_KIND_COMMAND, PROVIDER_KIND_CUSTOM"
     )
     assert _problems(pb.AgentSpec(name="a", provider=pb.ProviderSpec(kind=99))) == [
         f"provider.kind: unknown provider kind 99; {valid}"
@@ -379,7 +379,7 @@ def test_invalid_agent_spec_names_each_problem_on_its_own_line() -> None:
     assert _problems(several) == [
         "context.strategy: required (got CONTEXT_STRATEGY_UNSPECIFIED); valid: CONTEXT_STRATEGY_NONE, "
         "CONTEXT_STRATEGY_SLIDING_WINDOW, CONTEXT_STRATEGY_SUMMARIZATION, CONTEXT_STRATEGY_COMPOSITE, "
-        "CONTEXT_STRATEGY_CAUSAL_CONE"
+        "CONTEXT_STRATEGY_CAUSAL_CONE, CONTEXT_STRATEGY_CUSTOM"
     ]
     several.context.strategy = pb.CONTEXT_STRATEGY_COMPOSITE
     # ... then every validation problem at once, without pydantic's URLs or class names.
@@ -450,7 +450,8 @@ def test_unknown_enum_numbers_and_negative_durations_name_their_field() -> None:
     )
     valid = "valid: MCP_TRANSPORT_STDIO, MCP_TRANSPORT_HTTP"
     assert _problems(message) == [
-        "hooks[1].kind: required (got HOOK_KIND_UNSPECIFIED); valid: HOOK_KIND_BUDGET, HOOK_KIND_LOGGING",
+        "hooks[1].kind: required (got HOOK_KIND_UNSPECIFIED); "
+        "valid: HOOK_KIND_BUDGET, HOOK_KIND_LOGGING, HOOK_KIND_CUSTOM",
         f"mcp_servers[0].transport: required (got MCP_TRANSPORT_UNSPECIFIED); {valid}",
         f"mcp_servers[1].transport: unknown MCP transport 9; {valid}",
         "provider.timeout: must not be negative (unset or zero: the default)",

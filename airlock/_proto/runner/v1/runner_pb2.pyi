@@ -90,6 +90,11 @@ class _ProviderKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Provider
     """Plays a recorded conversation (`script`); offline and deterministic."""
     PROVIDER_KIND_COMMAND: _ProviderKind.ValueType  # 4
     """No model: runs the user's message as one `bash` call and answers with its output."""
+    PROVIDER_KIND_CUSTOM: _ProviderKind.ValueType  # 10
+    """A provider the sandbox image's packages register in the entry-point group
+    `airlock.providers` under `name`; `options` are its own (a name the image does not
+    register: INVALID_ARGUMENT before any model call).
+    """
 
 class ProviderKind(_ProviderKind, metaclass=_ProviderKindEnumTypeWrapper):
     """---------------------------------------------------------------------------------------------
@@ -112,6 +117,11 @@ PROVIDER_KIND_SCRIPTED: ProviderKind.ValueType  # 3
 """Plays a recorded conversation (`script`); offline and deterministic."""
 PROVIDER_KIND_COMMAND: ProviderKind.ValueType  # 4
 """No model: runs the user's message as one `bash` call and answers with its output."""
+PROVIDER_KIND_CUSTOM: ProviderKind.ValueType  # 10
+"""A provider the sandbox image's packages register in the entry-point group
+`airlock.providers` under `name`; `options` are its own (a name the image does not
+register: INVALID_ARGUMENT before any model call).
+"""
 Global___ProviderKind: _TypeAlias = ProviderKind  # noqa: Y015
 
 class _ToolChoice:
@@ -159,6 +169,10 @@ class _ContextStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Conte
     controller in the state snapshot (scope custom "causal_cone", key "cone": {"records":
     [...], "total": n}); later steps keep everything.
     """
+    CONTEXT_STRATEGY_CUSTOM: _ContextStrategy.ValueType  # 10
+    """A strategy the sandbox image registers in the entry-point group
+    `airlock.context_strategies` under ContextSpec.name.
+    """
 
 class ContextStrategy(_ContextStrategy, metaclass=_ContextStrategyEnumTypeWrapper):
     """How the conversation is kept within the model's window."""
@@ -178,6 +192,10 @@ records of its job tree it transitively depends on, linearized), handed over by 
 controller in the state snapshot (scope custom "causal_cone", key "cone": {"records":
 [...], "total": n}); later steps keep everything.
 """
+CONTEXT_STRATEGY_CUSTOM: ContextStrategy.ValueType  # 10
+"""A strategy the sandbox image registers in the entry-point group
+`airlock.context_strategies` under ContextSpec.name.
+"""
 Global___ContextStrategy: _TypeAlias = ContextStrategy  # noqa: Y015
 
 class _HookKind:
@@ -191,6 +209,10 @@ class _HookKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_HookKind.Val
     """Stops the turn at a cost: options {"max_cost": "1.00" (required), "warn_at": "0.8"}."""
     HOOK_KIND_LOGGING: _HookKind.ValueType  # 2
     """Logs the turn's steps: options {"level": "INFO"}."""
+    HOOK_KIND_CUSTOM: _HookKind.ValueType  # 10
+    """A hook the sandbox image registers in the entry-point group `airlock.hooks` under
+    HookSpec.custom; options are its own.
+    """
 
 class HookKind(_HookKind, metaclass=_HookKindEnumTypeWrapper):
     """The hooks a spec may enable."""
@@ -200,6 +222,10 @@ HOOK_KIND_BUDGET: HookKind.ValueType  # 1
 """Stops the turn at a cost: options {"max_cost": "1.00" (required), "warn_at": "0.8"}."""
 HOOK_KIND_LOGGING: HookKind.ValueType  # 2
 """Logs the turn's steps: options {"level": "INFO"}."""
+HOOK_KIND_CUSTOM: HookKind.ValueType  # 10
+"""A hook the sandbox image registers in the entry-point group `airlock.hooks` under
+HookSpec.custom; options are its own.
+"""
 Global___HookKind: _TypeAlias = HookKind  # noqa: Y015
 
 class _McpTransport:
@@ -1340,6 +1366,8 @@ class ProviderSpec(_message.Message):
     THINKING_FIELD_NUMBER: _builtins.int
     REASONING_EFFORT_FIELD_NUMBER: _builtins.int
     RESPONSE_FORMAT_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
     kind: Global___ProviderKind.ValueType
     """Required."""
     model: _builtins.str
@@ -1378,6 +1406,8 @@ class ProviderSpec(_message.Message):
     """openai_compat only: `reasoning_effort` (none | minimal | low | medium | high | xhigh).
     Absent: the server's default.
     """
+    name: _builtins.str
+    """custom only (required there): the entry point's name in the group `airlock.providers`."""
     @_builtins.property
     def script(self) -> Global___Json:
         """Scripted provider only (required there): the script inline, as a mapping
@@ -1423,6 +1453,10 @@ class ProviderSpec(_message.Message):
     def response_format(self) -> Global___ResponseFormat:
         """openai_compat only: the JSON the model must answer with. Absent: free text."""
 
+    @_builtins.property
+    def options(self) -> Global___Json:
+        """custom only: the provider's options, a JSON object; absent: {}."""
+
     def __init__(
         self,
         *,
@@ -1444,10 +1478,12 @@ class ProviderSpec(_message.Message):
         thinking: Global___ThinkingOptions | None = ...,
         reasoning_effort: _builtins.str | None = ...,
         response_format: Global___ResponseFormat | None = ...,
+        name: _builtins.str | None = ...,
+        options: Global___Json | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_reasoning_effort", b"_reasoning_effort", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "reasoning_effort", b"reasoning_effort", "response_format", b"response_format", "script", b"script", "temperature", b"temperature", "thinking", b"thinking", "timeout", b"timeout"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_name", b"_name", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_reasoning_effort", b"_reasoning_effort", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "max_retries", b"max_retries", "model", b"model", "name", b"name", "options", b"options", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "reasoning_effort", b"reasoning_effort", "response_format", b"response_format", "script", b"script", "temperature", b"temperature", "thinking", b"thinking", "timeout", b"timeout"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_reasoning_effort", b"_reasoning_effort", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "reasoning_effort", b"reasoning_effort", "response_format", b"response_format", "script", b"script", "temperature", b"temperature", "thinking", b"thinking", "timeout", b"timeout", "tool_choice_after_failure", b"tool_choice_after_failure", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env", "_base_url", b"_base_url", "_max_retries", b"_max_retries", "_model", b"_model", "_name", b"_name", "_parallel_tool_calls", b"_parallel_tool_calls", "_price_per_mtok_in", b"_price_per_mtok_in", "_price_per_mtok_out", b"_price_per_mtok_out", "_reasoning_effort", b"_reasoning_effort", "_temperature", b"_temperature", "api_key_env", b"api_key_env", "base_url", b"base_url", "compaction", b"compaction", "kind", b"kind", "max_retries", b"max_retries", "max_tokens", b"max_tokens", "model", b"model", "name", b"name", "options", b"options", "parallel_tool_calls", b"parallel_tool_calls", "price_per_mtok_in", b"price_per_mtok_in", "price_per_mtok_out", b"price_per_mtok_out", "reasoning_effort", b"reasoning_effort", "response_format", b"response_format", "script", b"script", "temperature", b"temperature", "thinking", b"thinking", "timeout", b"timeout", "tool_choice_after_failure", b"tool_choice_after_failure", "tool_choice_first", b"tool_choice_first"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__api_key_env: _TypeAlias = _typing.Literal["api_key_env"]  # noqa: Y015
     _WhichOneofArgType__api_key_env: _TypeAlias = _typing.Literal["_api_key_env", b"_api_key_env"]  # noqa: Y015
@@ -1457,6 +1493,8 @@ class ProviderSpec(_message.Message):
     _WhichOneofArgType__max_retries: _TypeAlias = _typing.Literal["_max_retries", b"_max_retries"]  # noqa: Y015
     _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
     _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
+    _WhichOneofReturnType__name: _TypeAlias = _typing.Literal["name"]  # noqa: Y015
+    _WhichOneofArgType__name: _TypeAlias = _typing.Literal["_name", b"_name"]  # noqa: Y015
     _WhichOneofReturnType__parallel_tool_calls: _TypeAlias = _typing.Literal["parallel_tool_calls"]  # noqa: Y015
     _WhichOneofArgType__parallel_tool_calls: _TypeAlias = _typing.Literal["_parallel_tool_calls", b"_parallel_tool_calls"]  # noqa: Y015
     _WhichOneofReturnType__price_per_mtok_in: _TypeAlias = _typing.Literal["price_per_mtok_in"]  # noqa: Y015
@@ -1475,6 +1513,8 @@ class ProviderSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retries) -> _WhichOneofReturnType__max_retries | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__name) -> _WhichOneofReturnType__name | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__parallel_tool_calls) -> _WhichOneofReturnType__parallel_tool_calls | None: ...
     @_typing.overload
@@ -1584,25 +1624,40 @@ class ContextSpec(_message.Message):
     STRATEGY_FIELD_NUMBER: _builtins.int
     MAX_TOKENS_FIELD_NUMBER: _builtins.int
     KEEP_LAST_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
     strategy: Global___ContextStrategy.ValueType
     """Default CONTEXT_STRATEGY_NONE. Present but UNSPECIFIED (or unknown): INVALID_ARGUMENT."""
     max_tokens: _builtins.int
     """Token budget the strategy compacts to. 0: the default, 100000."""
     keep_last: _builtins.int
     """Messages kept at the end. 0: the default, 20."""
+    name: _builtins.str
+    """CUSTOM only (required there): the entry point's name in `airlock.context_strategies`."""
+    @_builtins.property
+    def options(self) -> Global___Json:
+        """CUSTOM only: the strategy's options, a JSON object; absent: {}."""
+
     def __init__(
         self,
         *,
         strategy: Global___ContextStrategy.ValueType | None = ...,
         max_tokens: _builtins.int = ...,
         keep_last: _builtins.int = ...,
+        name: _builtins.str | None = ...,
+        options: Global___Json | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_strategy", b"_strategy", "strategy", b"strategy"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_name", b"_name", "_strategy", b"_strategy", "name", b"name", "options", b"options", "strategy", b"strategy"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_strategy", b"_strategy", "keep_last", b"keep_last", "max_tokens", b"max_tokens", "strategy", b"strategy"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_name", b"_name", "_strategy", b"_strategy", "keep_last", b"keep_last", "max_tokens", b"max_tokens", "name", b"name", "options", b"options", "strategy", b"strategy"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__name: _TypeAlias = _typing.Literal["name"]  # noqa: Y015
+    _WhichOneofArgType__name: _TypeAlias = _typing.Literal["_name", b"_name"]  # noqa: Y015
     _WhichOneofReturnType__strategy: _TypeAlias = _typing.Literal["strategy"]  # noqa: Y015
     _WhichOneofArgType__strategy: _TypeAlias = _typing.Literal["_strategy", b"_strategy"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__name) -> _WhichOneofReturnType__name | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__strategy) -> _WhichOneofReturnType__strategy | None: ...
 
 Global___ContextSpec: _TypeAlias = ContextSpec  # noqa: Y015
@@ -1652,8 +1707,11 @@ class HookSpec(_message.Message):
 
     KIND_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
+    CUSTOM_FIELD_NUMBER: _builtins.int
     kind: Global___HookKind.ValueType
     """Required (UNSPECIFIED or unknown: INVALID_ARGUMENT)."""
+    custom: _builtins.str
+    """CUSTOM only (required there): the entry point's name in the group `airlock.hooks`."""
     @_builtins.property
     def options(self) -> Global___Json:
         """A JSON object; absent: {}."""
@@ -1663,14 +1721,77 @@ class HookSpec(_message.Message):
         *,
         kind: Global___HookKind.ValueType = ...,
         options: Global___Json | None = ...,
+        custom: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_custom", b"_custom", "custom", b"custom", "options", b"options"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_custom", b"_custom", "custom", b"custom", "kind", b"kind", "options", b"options"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__custom: _TypeAlias = _typing.Literal["custom"]  # noqa: Y015
+    _WhichOneofArgType__custom: _TypeAlias = _typing.Literal["_custom", b"_custom"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__custom) -> _WhichOneofReturnType__custom | None: ...
+
+Global___HookSpec: _TypeAlias = HookSpec  # noqa: Y015
+
+@_typing.final
+class MiddlewareSpec(_message.Message):
+    """A tool middleware the sandbox image registers in the entry-point group
+    `airlock.tool_middleware`: it wraps every tool call of the turn (before/after, may refuse).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Required: the entry point's name."""
+    @_builtins.property
+    def options(self) -> Global___Json:
+        """A JSON object; absent: {}."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        options: Global___Json | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "options", b"options"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "options", b"options"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___HookSpec: _TypeAlias = HookSpec  # noqa: Y015
+Global___MiddlewareSpec: _TypeAlias = MiddlewareSpec  # noqa: Y015
+
+@_typing.final
+class CustomTurn(_message.Message):
+    """A turn class the sandbox image registers in the entry-point group `airlock.turns`, built by
+    the runner in place of the built-in turn.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_POINT_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
+    entry_point: _builtins.str
+    """Required: the entry point's name."""
+    @_builtins.property
+    def options(self) -> Global___Json:
+        """A JSON object; absent: {}."""
+
+    def __init__(
+        self,
+        *,
+        entry_point: _builtins.str = ...,
+        options: Global___Json | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_point", b"entry_point", "options", b"options"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CustomTurn: _TypeAlias = CustomTurn  # noqa: Y015
 
 @_typing.final
 class LoopLimits(_message.Message):
@@ -1911,6 +2032,8 @@ class AgentSpec(_message.Message):
     MCP_SERVERS_FIELD_NUMBER: _builtins.int
     MEMORY_FIELD_NUMBER: _builtins.int
     ARTIFACTS_FIELD_NUMBER: _builtins.int
+    MIDDLEWARE_FIELD_NUMBER: _builtins.int
+    TURN_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Required, non-empty."""
     system: _builtins.str
@@ -1954,6 +2077,14 @@ class AgentSpec(_message.Message):
     def memory(self) -> Global___MemorySpec: ...
     @_builtins.property
     def artifacts(self) -> Global___ArtifactSpec: ...
+    @_builtins.property
+    def middleware(self) -> _containers.RepeatedCompositeFieldContainer[Global___MiddlewareSpec]:
+        """Tool middleware, outermost first (each an entry point of the image)."""
+
+    @_builtins.property
+    def turn(self) -> Global___CustomTurn:
+        """Absent: the built-in turn."""
+
     def __init__(
         self,
         *,
@@ -1970,10 +2101,12 @@ class AgentSpec(_message.Message):
         mcp_servers: _abc.Iterable[Global___McpServer] | None = ...,
         memory: Global___MemorySpec | None = ...,
         artifacts: Global___ArtifactSpec | None = ...,
+        middleware: _abc.Iterable[Global___MiddlewareSpec] | None = ...,
+        turn: Global___CustomTurn | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "artifacts", b"artifacts", "context", b"context", "defaults", b"defaults", "limits", b"limits", "memory", b"memory", "provider", b"provider"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "artifacts", b"artifacts", "context", b"context", "defaults", b"defaults", "limits", b"limits", "memory", b"memory", "provider", b"provider", "turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "artifacts", b"artifacts", "context", b"context", "defaults", b"defaults", "hooks", b"hooks", "limits", b"limits", "mcp_servers", b"mcp_servers", "memory", b"memory", "name", b"name", "provider", b"provider", "system", b"system", "tool_options", b"tool_options", "tools", b"tools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "artifacts", b"artifacts", "context", b"context", "defaults", b"defaults", "hooks", b"hooks", "limits", b"limits", "mcp_servers", b"mcp_servers", "memory", b"memory", "middleware", b"middleware", "name", b"name", "provider", b"provider", "system", b"system", "tool_options", b"tool_options", "tools", b"tools", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
