@@ -23,6 +23,7 @@ from pydantic import JsonValue
 
 from airlock.errors import ConfigError
 from airlock.weave import (
+    EMPTY_STATE,
     AnchorStore,
     ChainReport,
     RecordDraft,
@@ -32,9 +33,9 @@ from airlock.weave import (
     WeaveStore,
     anchor_of,
     content_digest,
+    folded_state,
     verify,
 )
-from airlock.weave._hashing import EMPTY_STATE, folded_state
 from layer0 import StateStore
 
 #: The audit key's file in the controller's data directory.

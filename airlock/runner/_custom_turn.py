@@ -19,7 +19,7 @@ from layer0 import ExitReason, TurnInput, TurnMetadata, TurnOutput
 if TYPE_CHECKING:
     from airlock.turn import ExtensionTurn, PendingCall, SessionState, StepResult, TurnEventSink
 
-__all__ = ["CustomSession", "CustomTurnRun"]
+__all__ = ["CustomTurnLoop", "CustomTurnRun"]
 
 _log = logging.getLogger(__name__)
 
@@ -30,11 +30,11 @@ class CustomTurnRun:
     def __init__(self, turn: ExtensionTurn) -> None:
         self.turn = turn
 
-    def start(self, input: TurnInput, events: TurnEventSink | None = None) -> CustomSession:
+    def start(self, input: TurnInput, events: TurnEventSink | None = None) -> CustomTurnLoop:
         """A session for ``input`` (``events`` unused: a custom turn streams none)."""
-        return CustomSession(self.turn, input)
+        return CustomTurnLoop(self.turn, input)
 
-    def resume(self, state: str, events: TurnEventSink | None = None) -> CustomSession:
+    def resume(self, state: str, events: TurnEventSink | None = None) -> CustomTurnLoop:
         """Refused: a custom turn keeps no snapshot to continue from.
 
         Raises:
@@ -43,7 +43,7 @@ class CustomTurnRun:
         raise SpecError(f"the custom turn {self.turn.spec.name!r} cannot resume from a snapshot")
 
 
-class CustomSession:
+class CustomTurnLoop:
     """The TurnLoop surface an execution uses, over one ``execute`` call."""
 
     def __init__(self, turn: ExtensionTurn, input: TurnInput) -> None:

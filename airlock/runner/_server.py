@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the turn's machinery loads at the first Execute, not before
     from airlock.turn import NeuronTurn, StepResult, TurnEvent, TurnLoop
     from layer0 import Scope, TurnInput, TurnOutput
 
-    from ._custom_turn import CustomSession, CustomTurnRun
+    from ._custom_turn import CustomTurnLoop, CustomTurnRun
     from ._workspace_rpc import Workspaces
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -129,7 +129,7 @@ class _Execution:
         self.events = EventQueue()
         self.payload_limit = config.event_payload_bytes
         self.message_limit = config.max_message_bytes - 1024
-        self.session: TurnLoop | CustomSession = (
+        self.session: TurnLoop | CustomTurnLoop = (
             turn.resume(resume, events=self._sink)
             if resume is not None
             else turn.start(input, events=self._sink)

@@ -17,12 +17,13 @@ causal link commute.
 from ._anchor import AnchorStore, ThreadAnchor, anchor_of, anchor_sealed
 from ._chain import ChainBreak, ChainReport, cross_check, record_hash, verify
 from ._fixed_point import FixedPoint, FixedPointExit, FixedPointResult, detect_cycle, is_stable
-from ._hashing import canonical_json, content_digest, state_hash
+from ._hashing import EMPTY_STATE, canonical_json, content_digest, folded_state, state_hash
 from ._record import RecordDraft, RecordType, TurnRecord
 from ._store import WeaveError, WeaveStore
 from ._weave import ConeMetrics, Weave
 
 __all__ = [
+    "EMPTY_STATE",
     "AnchorStore",
     "ChainBreak",
     "ChainReport",
@@ -43,6 +44,7 @@ __all__ = [
     "content_digest",
     "cross_check",
     "detect_cycle",
+    "folded_state",
     "is_stable",
     "record_hash",
     "state_hash",
