@@ -47,6 +47,7 @@ from layer0 import (
     Scope,
     SessionId,
     Signal,
+    TurnInput,
     WorkflowId,
     WriteMemory,
 )
@@ -55,6 +56,9 @@ from layer0 import (
 MAX_KEY_CHARS = 256
 #: Metadata keys of a turn input that only the controller sets (on a handoff).
 CONTROLLER_METADATA = ("handoff_state", "handoff_from")
+#: The metadata key naming the workflow a turn belongs to (the controller sets it to the
+#: job's workflow; its ``workflow`` and ``agent`` memory scopes are that workflow's).
+WORKFLOW_METADATA = "workflow"
 
 #: The memory grants that name no scope of their own: ``session``, ``workflow`` and ``agent``
 #: (the declaring job's own), ``global``; a custom scope is granted as ``custom:<name>``.
@@ -126,6 +130,14 @@ class EffectContext:
     depth: int = 0
     #: The workflow of that agent's job (None: not known, so no workflow scope is its own).
     workflow: WorkflowId | None = None
+
+
+def with_workflow(input: TurnInput, workflow: str) -> TurnInput:
+    """``input`` naming ``workflow`` as its turn's (``metadata.workflow``, replacing any other)."""
+    metadata = dict(input.metadata) if isinstance(input.metadata, dict) else {}
+    if metadata.get(WORKFLOW_METADATA) == workflow:
+        return input
+    return input.model_copy(update={"metadata": {**metadata, WORKFLOW_METADATA: workflow}})
 
 
 def json_size(value: object) -> int:
