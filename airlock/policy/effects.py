@@ -132,6 +132,12 @@ class EffectContext:
     workflow: WorkflowId | None = None
 
 
+def named_workflow(input: TurnInput) -> str | None:
+    """The workflow ``input`` names (``metadata.workflow``, a non-empty string), or None."""
+    named = input.metadata.get(WORKFLOW_METADATA) if isinstance(input.metadata, dict) else None
+    return named if isinstance(named, str) and named else None
+
+
 def with_workflow(input: TurnInput, workflow: str) -> TurnInput:
     """``input`` naming ``workflow`` as its turn's (``metadata.workflow``, replacing any other)."""
     metadata = dict(input.metadata) if isinstance(input.metadata, dict) else {}
