@@ -102,7 +102,8 @@ def effects_rows(policy: EffectPolicy) -> list[tuple[str, str]]:
     def listed(values: tuple[str, ...]) -> str:
         return ", ".join(values) or "none"
 
-    memory = ", ".join("its own session" if scope == "session" else "global" for scope in policy.memory)
+    named = {"session": "its own session", "workflow": "its workflow's", "agent": "its own in its workflow"}
+    memory = ", ".join(named.get(scope, scope) for scope in policy.memory)
     return [
         ("delegate to", listed(policy.delegate)),
         ("hand off to", listed(policy.handoff)),

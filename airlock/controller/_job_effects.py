@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 from airlock.controller.effects import EffectExecutor
@@ -23,7 +24,7 @@ from airlock.jobs import (
 )
 from airlock.policy.effects import EffectContext, check_effect
 from airlock.spec import AgentSpec
-from layer0 import AgentId, Effect, Log, OrchError, StateStore, TurnInput, TurnOutput
+from layer0 import AgentId, Effect, Log, OrchError, StateStore, TurnInput, TurnOutput, WorkflowId
 
 from ._active import ActiveJobs
 from ._effect_ledger import CHILD, JobLedger
@@ -91,6 +92,7 @@ class JobEffects:
         tree's ledger first; with ``replay`` (the job's effects were applied before, maybe
         partly, by a replica that died) those it records are not applied again."""
         emit = self._events.emit
+        workflow = WorkflowId(job.workflow)  # the tree's: its children share it
         ledger = await JobLedger.of(self._store, job.id, replay=replay)
         orchestrator = JobOrchestrator(
             job,
@@ -132,7 +134,7 @@ class JobEffects:
             max_follow_ups=self._settings.max_follow_ups,
             on_outcome=on_outcome,
             on_log=on_log,
-            gate=self._gate,
+            gate=lambda effect, context: self._gate(effect, replace(context, workflow=workflow)),
             ledger=ledger,
         )
         try:

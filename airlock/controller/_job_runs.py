@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airlock.errors import AirlockError, shorten
 from airlock.jobs import Job, JobError, JobEventData, JobState, LogLine, SandboxActivity, job_log_context
+from airlock.policy.effects import with_workflow
 from airlock.sandbox import SandboxEvent, SandboxEventSink, TurnHandle, state_snapshot
 from airlock.spec import AgentSpec
 from airlock.tracing import ExecutionTrace, JobTracing
@@ -350,9 +351,11 @@ class JobRuns:
         agent = self._active.agent(job)
         if self._quotas is not None:  # before anything records or checks the input
             input = capped(input, agent.spec.defaults.max_cost, await self._quotas.cost_left(job.tenant))
+        input = with_workflow(input, job.workflow)  # its workflow and agent memory scopes
         memory = agent.effects.memory if agent.spec.reads_memory else ()
         own = tenant_state(self._state, job.tenant)
-        state: list[tuple[Scope, str, Any]] = list(await state_snapshot(own, input, memory=memory))
+        snapshot = await state_snapshot(own, input, memory=memory, workflow=job.workflow, agent=job.agent)
+        state: list[tuple[Scope, str, Any]] = list(snapshot)
         root = await self._records.root(job)
         start = await self._start(job, agent, input, root)
         if agent.spec.context.strategy == "causal_cone" and start.anchor:

@@ -6,9 +6,12 @@ agent's policy, one effect and the job it came from, and returns why the effect 
 (or None). It does no I/O and keeps no state.
 
 Secure defaults: no delegate, handoff or signal target unless listed; memory writes and
-deletes only in the declaring job's own session (``global`` when granted; other scope kinds
-never); custom effects refused unless their ``effect_type`` is listed; logs allowed but
-size-capped. Whatever the grants, the session history the runner writes back
+deletes only in the declaring job's own session, unless ``effects.memory`` grants more:
+``global``, ``workflow`` (the job's own workflow, shared by the agents of its tree),
+``agent`` (the declaring agent's own scope within that workflow) or ``custom:<name>`` (that
+named scope); another workflow's or agent's scope is never writable; custom effects refused
+unless their ``effect_type`` is listed; logs allowed but size-capped. Whatever the grants,
+the session history the runner writes back
 (``WriteMemory(Scope.session(<the job's session>), "history", …)``) is allowed for the
 job's own session only, and an output with more than ``max_effects`` effects has every
 effect refused (an over-long output is malformed; applying a prefix of it would be
@@ -19,9 +22,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, Strict, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    Strict,
+    StringConstraints,
+)
 
 from airlock.spec import HISTORY_KEY
 from layer0 import (
@@ -35,6 +47,8 @@ from layer0 import (
     Scope,
     SessionId,
     Signal,
+    TurnInput,
+    WorkflowId,
     WriteMemory,
 )
 
@@ -42,9 +56,31 @@ from layer0 import (
 MAX_KEY_CHARS = 256
 #: Metadata keys of a turn input that only the controller sets (on a handoff).
 CONTROLLER_METADATA = ("handoff_state", "handoff_from")
+#: The metadata key naming the workflow a turn belongs to (the controller sets it to the
+#: job's workflow; its ``workflow`` and ``agent`` memory scopes are that workflow's).
+WORKFLOW_METADATA = "workflow"
 
-#: A memory grant: ``session`` (the declaring job's own session only) or ``global``.
-MemoryGrant = Literal["session", "global"]
+#: The memory grants that name no scope of their own: ``session``, ``workflow`` and ``agent``
+#: (the declaring job's own), ``global``; a custom scope is granted as ``custom:<name>``.
+MEMORY_GRANTS = ("session", "global", "workflow", "agent")
+
+
+def _known_grant(grant: str) -> str:
+    if grant not in MEMORY_GRANTS and not _custom_grant(grant):
+        raise ValueError(f"unknown memory scope {grant!r}; valid: {', '.join(MEMORY_GRANTS)}, custom:<name>")
+    return grant
+
+
+#: A memory grant: one of :data:`MEMORY_GRANTS`, or ``custom:<name>``.
+MemoryGrant = Annotated[str, StringConstraints(max_length=135), AfterValidator(_known_grant)]
+
+
+def _memory_grants(value: object) -> object:
+    """``effects.memory`` as a list: ``{scopes: [...]}`` is the same list, spelt out."""
+    if isinstance(value, dict) and set(value) == {"scopes"}:
+        return value["scopes"]
+    return value
+
 
 _Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 _Limit = Annotated[int, Strict(), Field(ge=1, le=1 << 30)]
@@ -59,8 +95,10 @@ class EffectPolicy(BaseModel):
     delegate: tuple[_Name, ...] = ()
     #: Agents it may hand off to.
     handoff: tuple[_Name, ...] = ()
-    #: Scopes it may write and delete in: ``session`` (its job's own session), ``global``.
-    memory: tuple[MemoryGrant, ...] = ("session",)
+    #: Scopes it may write and delete in (and, in a sandbox, read): ``session`` (its job's own
+    #: session), ``workflow`` (its job's workflow), ``agent`` (its own within that workflow),
+    #: ``global``, ``custom:<name>``.
+    memory: Annotated[tuple[MemoryGrant, ...], BeforeValidator(_memory_grants)] = ("session",)
     #: Workflows it may signal.
     signal: tuple[_Name, ...] = ()
     #: ``CustomEffect`` types it may declare.
@@ -90,6 +128,22 @@ class EffectContext:
     count: int = 1
     #: 0 for the submitted job's output, n for a child n dispatches down.
     depth: int = 0
+    #: The workflow of that agent's job (None: not known, so no workflow scope is its own).
+    workflow: WorkflowId | None = None
+
+
+def named_workflow(input: TurnInput) -> str | None:
+    """The workflow ``input`` names (``metadata.workflow``, a non-empty string), or None."""
+    named = input.metadata.get(WORKFLOW_METADATA) if isinstance(input.metadata, dict) else None
+    return named if isinstance(named, str) and named else None
+
+
+def with_workflow(input: TurnInput, workflow: str) -> TurnInput:
+    """``input`` naming ``workflow`` as its turn's (``metadata.workflow``, replacing any other)."""
+    metadata = dict(input.metadata) if isinstance(input.metadata, dict) else {}
+    if metadata.get(WORKFLOW_METADATA) == workflow:
+        return input
+    return input.model_copy(update={"metadata": {**metadata, WORKFLOW_METADATA: workflow}})
 
 
 def json_size(value: object) -> int:
@@ -143,15 +197,51 @@ def check_effect(policy: EffectPolicy, effect: Effect, context: EffectContext) -
     return f"unknown effect {type(effect).__name__}"  # pragma: no cover - the union is closed
 
 
+def _custom_grant(grant: str) -> bool:
+    name = grant.removeprefix("custom:")
+    return grant.startswith("custom:") and bool(name) and len(name) <= 128 and not name.isspace()
+
+
 def _memory(policy: EffectPolicy, scope: Scope, key: str, context: EffectContext, who: str) -> str | None:
     if len(key) > MAX_KEY_CHARS:
         return f"memory key of {len(key)} characters (at most {MAX_KEY_CHARS})"
-    if scope.kind == "global":
-        if "global" not in policy.memory:
-            return f"{who} may not write global memory (not granted in effects.memory)"
+    match scope.kind:
+        case "global":
+            return _granted(policy, "global", who, "global memory")
+        case "custom":
+            grant = f"custom:{scope.custom_name}"
+            return _granted(policy, grant, who, f"custom memory scope {_quote(scope.custom_name)}")
+        case "workflow" | "agent":
+            return _workflow_memory(policy, scope, context, who)
+        case "session":
+            return _session_memory(policy, scope, key, context, who)
+    return f"{who} may not write {scope.kind!r} memory"  # pragma: no cover - the kinds are closed
+
+
+def _granted(policy: EffectPolicy, grant: str, who: str, what: str) -> str | None:
+    if grant in policy.memory:
         return None
-    if scope.kind != "session":
-        return f"{who} may not write {scope.kind!r} memory (only session and global scopes can be granted)"
+    return f"{who} may not write {what} (not granted in effects.memory)"
+
+
+def _workflow_memory(policy: EffectPolicy, scope: Scope, context: EffectContext, who: str) -> str | None:
+    """A ``workflow`` or ``agent`` scope: granted, and the declaring job's own."""
+    what = "workflow memory" if scope.kind == "workflow" else "agent memory"
+    refused = _granted(policy, scope.kind, who, what)
+    if refused is not None:
+        return refused
+    if context.workflow is None:
+        return f"workflow {_quote(scope.workflow_id)} is not this job's (the job's workflow is not known)"
+    if scope.workflow_id != context.workflow:
+        return f"workflow {_quote(scope.workflow_id)} is not this job's workflow ({_quote(context.workflow)})"
+    if scope.kind == "agent" and scope.agent_id != context.agent:
+        return f"agent scope {_quote(scope.agent_id)} is not {who}'s own"
+    return None
+
+
+def _session_memory(
+    policy: EffectPolicy, scope: Scope, key: str, context: EffectContext, who: str
+) -> str | None:
     if context.session is None:
         return f"session {_quote(scope.session_id)} is not this job's (the job has no session)"
     if scope.session_id != context.session:

@@ -95,11 +95,14 @@ async def state_snapshot(
     max_entries: int = SNAPSHOT_MAX_ENTRIES,
     max_bytes: int = SNAPSHOT_MAX_BYTES,
     memory: Collection[str] = ("session", "global"),
+    workflow: str | None = None,
+    agent: str | None = None,
 ) -> tuple[StateEntry, ...]:
     """What a turn reading through ``reader`` sees for ``input``: its session's history, then
     the memory it may read (``read_memory``, ``search_memory``, ``memory.context_keys``): every
-    key of its session's scope, then of the global scope, each only when ``memory`` (the
-    agent's memory grants: ``session``, ``global``) names it.
+    key of its session's scope, of its ``workflow``'s, of ``agent``'s within that workflow, of
+    each custom scope, then of the global scope, each only when ``memory`` (the agent's memory
+    grants: ``session``, ``workflow``, ``agent``, ``custom:<name>``, ``global``) names it.
 
     The memory is bounded: at most ``max_entries`` entries and ``max_bytes`` bytes of values
     (compact JSON), the history not counted. A StateReader tells no write times, so what is
@@ -113,11 +116,9 @@ async def state_snapshot(
     if reader is None:
         return ()
     entries: list[StateEntry] = []
-    scopes = [Scope.global_()] if "global" in memory else []
     if input.session is not None:
         entries += await _history(reader, input.session)
-        if "session" in memory:
-            scopes.insert(0, Scope.session(input.session))
+    scopes = _granted_scopes(memory, input.session, workflow, agent)
     budget = _MemoryBudget(max_entries, max_bytes)
     for scope in scopes:
         entries += await _memory_of(reader, scope, input.session, budget)
@@ -132,6 +133,19 @@ async def state_snapshot(
             max_bytes,
         )
     return tuple(entries)
+
+
+def _granted_scopes(
+    memory: Collection[str], session: SessionId | None, workflow: str | None, agent: str | None
+) -> list[Scope]:
+    """The scopes ``memory`` grants that this turn has, the session's first and global last."""
+    scopes = [Scope.session(session)] if session is not None and "session" in memory else []
+    if workflow and "workflow" in memory:
+        scopes.append(Scope.workflow(workflow))
+    if workflow and agent and "agent" in memory:
+        scopes.append(Scope.agent(workflow, agent))
+    scopes += [Scope.custom(g.removeprefix("custom:")) for g in memory if g.startswith("custom:")]
+    return scopes + ([Scope.global_()] if "global" in memory else [])
 
 
 async def _history(reader: StateReader, session: SessionId) -> list[StateEntry]:
@@ -168,7 +182,7 @@ async def _memory_of(
     reader: StateReader, scope: Scope, session: SessionId | None, budget: _MemoryBudget
 ) -> list[StateEntry]:
     """The entries of one memory scope that fit ``budget`` (the session's history excepted)."""
-    where = f"session {session}" if scope.kind == "session" else "the global scope"
+    where = f"session {session}" if scope.kind == "session" else f"the {'/'.join(scope.path_parts())} scope"
     try:
         keys = await reader.list(scope, "")
     except Exception as e:

@@ -8,6 +8,7 @@ from pydantic import TypeAdapter, ValidationError
 from airlock.spec import HISTORY_KEY
 from layer0 import Scope, TurnError
 
+from ._effect_tools import MemoryPlace
 from ._events import ContextCompacted
 from ._memory_tools import memory_context
 from ._step_context import StepContext
@@ -76,7 +77,8 @@ async def _preamble(ctx: StepContext) -> list[TextPart]:
     note_text = trigger_note(st.input)
     parts = [TextPart(text=note_text)] if note_text is not None else []
     try:
-        lines = await memory_context(ctx.turn.state, st.input.session, ctx.turn.memory_keys)
+        place = MemoryPlace.of(st.input, ctx.turn.name)
+        lines = await memory_context(ctx.turn.state, place, ctx.turn.memory_keys)
     except Exception as e:
         raise TurnError.context_assembly(f"cannot read the memory the context starts with: {e}") from e
     parts += [TextPart(text=line) for line in lines]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from layer0 import (
     Delegate,
     DeleteMemory,
     Effect,
+    ExitReason,
     Handoff,
     Scope,
     SessionId,
@@ -28,10 +30,17 @@ from ._config import ToolSchema
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
+#: The scope names a memory tool call may use (``custom:<name>`` names a custom scope).
+SCOPE_PATTERN = r"^(session|global|workflow|agent|custom:\S{1,128})$"
+
 _SCOPE = {
     "type": "string",
-    "enum": ["session", "global"],
-    "description": "Where the memory lives: this conversation (default when there is one) or global.",
+    "pattern": SCOPE_PATTERN,
+    "description": (
+        "Where the memory lives: session (this conversation; the default when there is one), "
+        "workflow (shared by the agents of this workflow), agent (this agent within the "
+        "workflow), global, or custom:<name> (a named scope, e.g. custom:team-notes)."
+    ),
 }
 
 EFFECT_TOOL_SCHEMAS: dict[str, ToolSchema] = {
@@ -104,6 +113,15 @@ EFFECT_BACKFILL = {
 }
 
 
+#: How a turn that handed its conversation over ends: the model is not called again.
+HANDOFF_EXIT = ExitReason.custom("handoff")
+
+
+def handed_off(effects: list[Effect | None]) -> bool:
+    """Whether one of ``effects`` is a Handoff."""
+    return any(isinstance(e, Handoff) for e in effects)
+
+
 @cache
 def _validator(name: str) -> Validator:
     """Effect tool ``name``'s input validator, built at first use (jsonschema loads lazily)."""
@@ -127,22 +145,62 @@ class EffectToolError(ValueError):
     """Raised when an effect tool's input cannot become an Effect (the message is for the model)."""
 
 
-def memory_scope(args: dict[str, Any], session: SessionId | None) -> Scope:
+@dataclass(frozen=True)
+class MemoryPlace:
+    """What a turn knows of where its memory lives: its session, workflow and agent."""
+
+    session: SessionId | None = None
+    workflow: WorkflowId | None = None
+    agent: AgentId | None = None
+
+    @classmethod
+    def of(cls, input: TurnInput, agent: str | None) -> MemoryPlace:
+        """The place of a turn on ``input`` for ``agent`` (its workflow: ``metadata.workflow``)."""
+        return cls(input.session, turn_workflow(input.metadata), AgentId(agent) if agent else None)
+
+
+def turn_workflow(metadata: object) -> WorkflowId | None:
+    """The workflow a turn belongs to: its input's ``metadata.workflow`` (the controller sets
+    it to the job's workflow), or None."""
+    named = metadata.get("workflow") if isinstance(metadata, dict) else None
+    return WorkflowId(named) if isinstance(named, str) and named else None
+
+
+def memory_scope(args: dict[str, Any], place: MemoryPlace) -> Scope:
     """The scope an effect or memory tool call names (``session`` by default when the turn has
-    one).
+    one, else ``global``).
 
     Raises:
-        EffectToolError: ``session`` named (or defaulted to) in a turn without a session.
+        EffectToolError: the scope needs a session, workflow or agent this turn does not have.
     """
-    kind = args.get("scope") or ("session" if session is not None else "global")
+    kind = str(args.get("scope") or ("session" if place.session is not None else "global"))
     if kind == "global":
         return Scope.global_()
-    if session is None:
-        raise EffectToolError("scope 'session' needs a session, and this turn has none; use scope 'global'")
-    return Scope.session(session)
+    if kind.startswith("custom:") and len(kind) > len("custom:"):
+        return Scope.custom(kind.removeprefix("custom:"))
+    if kind == "session":
+        if place.session is None:
+            raise EffectToolError(
+                "scope 'session' needs a session, and this turn has none; use scope 'global'"
+            )
+        return Scope.session(place.session)
+    if kind in ("workflow", "agent"):
+        if place.workflow is None:
+            raise EffectToolError(f"scope {kind!r} needs a workflow, and this turn has none")
+        if kind == "workflow":
+            return Scope.workflow(place.workflow)
+        if place.agent is None:
+            raise EffectToolError("scope 'agent' needs the agent's name, and this turn has none")
+        return Scope.agent(place.workflow, place.agent)
+    raise EffectToolError(f"unknown scope {kind!r}: use session, workflow, agent, global or custom:<name>")
 
 
-def effect_from_call(name: str, input: JsonValue, session: SessionId | None) -> Effect:
+def scope_name(scope: Scope) -> str:
+    """How a tool names ``scope``: ``session``, ``workflow``, ``agent``, ``global`` or ``custom:<name>``."""
+    return f"custom:{scope.custom_name}" if scope.kind == "custom" else scope.kind
+
+
+def effect_from_call(name: str, input: JsonValue, place: MemoryPlace) -> Effect:
     """The Effect an effect-tool call declares (input already schema-validated).
 
     Raises:
@@ -150,9 +208,9 @@ def effect_from_call(name: str, input: JsonValue, session: SessionId | None) -> 
     """
     args: dict[str, Any] = input if isinstance(input, dict) else {}
     if name == "write_memory":
-        return WriteMemory(scope=memory_scope(args, session), key=args["key"], value=args["value"])
+        return WriteMemory(scope=memory_scope(args, place), key=args["key"], value=args["value"])
     if name == "delete_memory":
-        return DeleteMemory(scope=memory_scope(args, session), key=args["key"])
+        return DeleteMemory(scope=memory_scope(args, place), key=args["key"])
     if name == "delegate":
         return Delegate(
             agent=AgentId(args["agent"]), input=TurnInput.new(args["message"], trigger=TriggerType.task())

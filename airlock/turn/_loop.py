@@ -30,6 +30,7 @@ from ._accounting import Accounting
 from ._approvals import Approvals
 from ._assembly import opening_messages
 from ._config import DeadlineReached, ResolvedConfig, TurnLoopError
+from ._effect_tools import HANDOFF_EXIT, handed_off
 from ._events import (
     InferenceFinished,
     InferenceStarted,
@@ -66,6 +67,11 @@ log = logging.getLogger(__name__)
 
 #: Stop reasons after which the model's call did not end the turn though it asked for no tool.
 _CONTINUING = (StopReason.PAUSE_TURN, StopReason.COMPACTION)
+
+
+def _quiet(reason: ExitReason) -> bool:
+    """Whether a turn ending for ``reason`` ended as meant (no warning): complete, or handed off."""
+    return reason.kind == "complete" or reason == HANDOFF_EXIT
 
 
 def call_signature(name: str, input: JsonValue) -> str:
@@ -196,7 +202,7 @@ class TurnLoop:
         if result.is_complete:
             self._output = build_output(self._ctx.state)
             result = result.model_copy(update={"output": self._output})
-            if result.exit_reason is not None and result.exit_reason.kind != "complete":
+            if result.exit_reason is not None and not _quiet(result.exit_reason):
                 await self._ctx.emit(TurnLog(level="warn", message=f"turn ended: {result.exit_reason}"))
         return result
 
@@ -405,6 +411,8 @@ class TurnLoop:
                 await ctx.checkpoint()
                 return StepResult(iteration=iteration, text=text, stop_reason=stop, awaiting=awaiting)
             executions, exit_reason = await self._tools.run(uses)
+            if exit_reason is None and handed_off([ex.declared for ex in executions]):
+                exit_reason = HANDOFF_EXIT  # the conversation is the other agent's now
         if exit_reason is None:
             exit_reason = self._accounting.limit_exit()
         if exit_reason is None:
@@ -474,7 +482,7 @@ class TurnLoop:
         if reason.kind == "budget_exhausted" or (reason.kind == "observer_halt" and ctx.budget_halt):
             workflow = workflow_of(st.input, ctx.turn.name)
             await ctx.observe(BudgetAction(workflow=workflow, action=BudgetDecision.halt_workflow()))
-        if reason.kind != "complete":
+        if not _quiet(reason):
             message = f"turn ended: {reason}"
             st.effects.append(
                 Log(

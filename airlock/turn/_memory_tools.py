@@ -2,8 +2,11 @@
 state (in a sandbox, the snapshot the runner was given). They never write: writes are the
 ``write_memory`` effect, applied after the turn.
 
-Scopes are those of ``write_memory``: ``session`` (the default when the turn has one) or
-``global``. The session's history key is not memory: it is already the conversation.
+Scopes are those of ``write_memory``: ``session`` (the default when the turn has one),
+``workflow`` (the turn's workflow, shared by its agents), ``agent`` (this agent within the
+workflow), ``global`` or ``custom:<name>``. A sandboxed turn sees the scopes its agent's
+``effects.memory`` grants. The session's history key is not memory: it is already the
+conversation.
 """
 
 from __future__ import annotations
@@ -15,15 +18,26 @@ from pydantic import JsonValue
 
 from airlock.errors import ToolError
 from airlock.spec import HISTORY_KEY
-from layer0 import Scope, SessionId, StateReader
+from layer0 import AgentId, Scope, StateReader
 
-from ._effect_tools import EffectToolError, memory_scope
+from ._effect_tools import (
+    SCOPE_PATTERN,
+    EffectToolError,
+    MemoryPlace,
+    memory_scope,
+    scope_name,
+    turn_workflow,
+)
 from ._tool import ToolContext, ToolDyn
 
 _SCOPE: dict[str, Any] = {
     "type": "string",
-    "enum": ["session", "global"],
-    "description": "Whose memory: this conversation's (default when there is one) or the global one.",
+    "pattern": SCOPE_PATTERN,
+    "description": (
+        "Whose memory: session (this conversation's; the default when there is one), workflow "
+        "(shared by this workflow's agents), agent (this agent's within the workflow), global, "
+        "or custom:<name>."
+    ),
 }
 #: Keys a "no memory under that key" answer lists, at most.
 LISTED_KEYS = 20
@@ -35,15 +49,12 @@ MAX_SEARCH_LIMIT = 20
 CONTEXT_VALUE_CHARS = 20_000
 
 
-def _scope_of(args: dict[str, Any], session: SessionId | None) -> Scope:
+def _scope_of(args: dict[str, Any], ctx: ToolContext) -> Scope:
+    place = MemoryPlace(ctx.session, turn_workflow(ctx.metadata), AgentId(ctx.agent) if ctx.agent else None)
     try:
-        return memory_scope(args, session)
+        return memory_scope(args, place)
     except EffectToolError as e:
         raise ToolError.model_retry(str(e)) from e
-
-
-def _scope_name(scope: Scope) -> str:
-    return "session" if scope.kind == "session" else "global"
 
 
 def _is_history(scope: Scope, key: str) -> bool:
@@ -60,8 +71,8 @@ class _MemoryTool:
     def _scope(input: JsonValue, ctx: ToolContext) -> tuple[dict[str, Any], Scope, str]:
         """The call's arguments, its scope, and the scope's name for answers."""
         args: dict[str, Any] = input if isinstance(input, dict) else {}
-        scope = _scope_of(args, ctx.session)
-        return args, scope, f"{_scope_name(scope)} memory"
+        scope = _scope_of(args, ctx)
+        return args, scope, f"{scope_name(scope)} memory"
 
 
 class ReadMemoryTool(_MemoryTool):
@@ -140,17 +151,22 @@ def make_memory_tools(names: list[str] | tuple[str, ...], state: StateReader | N
 
 
 async def memory_context(
-    state: StateReader | None, session: SessionId | None, keys: list[str] | tuple[str, ...]
+    state: StateReader | None, place: MemoryPlace, keys: list[str] | tuple[str, ...]
 ) -> list[str]:
     """The values of ``keys`` as lines for the context: the session's first (when the turn has
-    one), then the global ones; missing keys and the history key are skipped.
+    one), then the workflow's and this agent's (when it has a workflow), then the global ones;
+    missing keys and the history key are skipped.
 
     Each line reads ``Memory <key> (<scope>): <JSON>``; a value longer than
     :data:`CONTEXT_VALUE_CHARS` is cut there, saying so.
     """
     if state is None or not keys:
         return []
-    scopes = [Scope.session(session)] if session is not None else []
+    scopes = [Scope.session(place.session)] if place.session is not None else []
+    if place.workflow is not None:
+        scopes.append(Scope.workflow(place.workflow))
+        if place.agent is not None:
+            scopes.append(Scope.agent(place.workflow, place.agent))
     scopes.append(Scope.global_())
     lines = []
     for scope in scopes:
@@ -163,5 +179,5 @@ async def memory_context(
             text = json.dumps(value, ensure_ascii=False, sort_keys=True)
             if len(text) > CONTEXT_VALUE_CHARS:
                 text = f"{text[:CONTEXT_VALUE_CHARS]}… (cut: {len(text)} characters in all)"
-            lines.append(f"Memory {key} ({_scope_name(scope)}): {text}")
+            lines.append(f"Memory {key} ({scope_name(scope)}): {text}")
     return lines

@@ -11,7 +11,14 @@ from pydantic import JsonValue
 
 from layer0 import ExitReason, HookPoint, LogLevel, ToolCallRecord
 
-from ._effect_tools import EFFECT_BACKFILL, EffectToolError, effect_from_call, effect_validation_error
+from ._effect_tools import (
+    EFFECT_BACKFILL,
+    EffectToolError,
+    MemoryPlace,
+    effect_from_call,
+    effect_validation_error,
+    handed_off,
+)
 from ._events import ToolFinished, ToolStarted
 from ._registry import ToolOutcome, ToolRegistry
 from ._state import ToolExecution
@@ -81,7 +88,8 @@ class ToolRunner:
                 continue
             tool_input = decision.new_input if decision.modified else use.input
             if use.name in ctx.turn.effect_tools:
-                results[idx] = await self._declare_effect(use, tool_input)
+                earlier = handed_off([ex.declared for ex in results.values()])
+                results[idx] = await self._declare_effect(use, tool_input, earlier)
                 continue
             scheduled.append((idx, use, tool_input))
         return None
@@ -128,15 +136,20 @@ class ToolRunner:
         self._ctx.unsaved = True
         return execution
 
-    async def _declare_effect(self, use: ToolUsePart, tool_input: JsonValue) -> ToolExecution:
+    async def _declare_effect(
+        self, use: ToolUsePart, tool_input: JsonValue, handed_off_already: bool = False
+    ) -> ToolExecution:
         """An effect tool's call: declared as an Effect (applied with the step's results),
-        never run in the sandbox."""
+        never run in the sandbox. A second handoff in one step is an error result."""
         ctx = self._ctx
         problem = effect_validation_error(use.name, tool_input)
         effect = None
+        if problem is None and use.name == "handoff" and handed_off_already:
+            problem = "handoff: this step already handed the conversation over (one handoff per turn)"
         if problem is None:
             try:
-                effect = effect_from_call(use.name, tool_input, ctx.state.input.session)
+                place = MemoryPlace.of(ctx.state.input, ctx.turn.name)
+                effect = effect_from_call(use.name, tool_input, place)
             except EffectToolError as err:
                 problem = f"{use.name}: {err}"
         execution = self._completed(

@@ -111,7 +111,7 @@ def test_bad_values_point_at_their_key(write: Write, issues: Issues) -> None:
           a:
             provider: {kind: scripted, script: []}
             effects:
-              memory: [workflow]
+              memory: [workflows]
               max_effects: 0
               max_value_bytes: "64k"
               delegates: [b]
@@ -125,7 +125,7 @@ def test_bad_values_point_at_their_key(write: Write, issues: Issues) -> None:
         "agents.a.effects.memory[0]",
     ]
     assert found["agents.a.effects.memory[0]"].line == 5
-    assert "'session' or 'global'" in found["agents.a.effects.memory[0]"].message
+    assert "unknown memory scope 'workflows'" in found["agents.a.effects.memory[0]"].message
     assert "greater than or equal to 1" in found["agents.a.effects.max_effects"].message
     assert found["agents.a.effects.delegates"].message == (
         "unknown key 'delegates'; valid keys: custom, delegate, handoff, max_effects, "

@@ -113,10 +113,47 @@ def test_global_memory_needs_the_global_grant() -> None:
 @pytest.mark.parametrize(
     "scope", [Scope.workflow("wf-1"), Scope.agent("wf-1", "boss"), Scope.custom("tenant:acme")]
 )
-def test_scopes_that_cannot_be_granted_are_always_refused(scope: Scope) -> None:
-    reason = check_effect(GRANTED, write(scope), OWN)
-    assert reason is not None and f"may not write {scope.kind!r} memory" in reason
-    assert check_effect(GRANTED, DeleteMemory(scope=scope, key="k"), OWN) == reason
+def test_workflow_agent_and_custom_scopes_are_refused_unless_granted(scope: Scope) -> None:
+    reason = check_effect(GRANTED, write(scope), IN_WF)
+    assert reason is not None and "not granted in effects.memory" in reason
+    assert check_effect(GRANTED, DeleteMemory(scope=scope, key="k"), IN_WF) == reason
+
+
+SCOPED = EffectPolicy(memory={"scopes": ["session", "workflow", "agent", "custom:team-notes"]})
+IN_WF = EffectContext(agent=AgentId("boss"), session=SessionId("s-own"), workflow=WorkflowId("wf-1"))
+
+
+@pytest.mark.parametrize(
+    "scope", [Scope.workflow("wf-1"), Scope.agent("wf-1", "boss"), Scope.custom("team-notes")]
+)
+def test_granted_scopes_of_the_jobs_own_workflow_and_agent_are_allowed(scope: Scope) -> None:
+    assert SCOPED.memory == ("session", "workflow", "agent", "custom:team-notes")
+    assert check_effect(SCOPED, write(scope), IN_WF) is None
+    assert check_effect(SCOPED, DeleteMemory(scope=scope, key="k"), IN_WF) is None
+
+
+def test_another_workflows_or_agents_scope_is_refused_even_when_granted() -> None:
+    assert check_effect(SCOPED, write(Scope.workflow("wf-2")), IN_WF) == (
+        "workflow 'wf-2' is not this job's workflow ('wf-1')"
+    )
+    assert check_effect(SCOPED, write(Scope.agent("wf-2", "boss")), IN_WF) == (
+        "workflow 'wf-2' is not this job's workflow ('wf-1')"
+    )
+    assert check_effect(SCOPED, write(Scope.agent("wf-1", "helper")), IN_WF) == (
+        "agent scope 'helper' is not agent boss's own"
+    )
+    assert check_effect(SCOPED, write(Scope.workflow("wf-1")), OWN) == (
+        "workflow 'wf-1' is not this job's (the job's workflow is not known)"
+    )
+    assert check_effect(SCOPED, write(Scope.custom("other")), IN_WF) == (
+        "agent boss may not write custom memory scope 'other' (not granted in effects.memory)"
+    )
+
+
+def test_unknown_memory_grants_are_rejected() -> None:
+    for bad in ("workflows", "custom:", "tenant"):
+        with pytest.raises(ValidationError, match="unknown memory scope"):
+            EffectPolicy(memory=(bad,))
 
 
 def test_memory_value_and_key_sizes_are_capped() -> None:
@@ -232,7 +269,7 @@ def test_the_policy_forbids_unknown_keys_and_bad_limits() -> None:
     with pytest.raises(ValidationError):
         EffectPolicy.model_validate({"delegates": ["x"]})
     with pytest.raises(ValidationError):
-        EffectPolicy.model_validate({"memory": ["workflow"]})
+        EffectPolicy.model_validate({"memory": ["workflows"]})
     for bad in (0, -1, "64", 1.5):
         with pytest.raises(ValidationError):
             EffectPolicy.model_validate({"max_effects": bad})

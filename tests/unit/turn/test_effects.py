@@ -14,7 +14,6 @@ from layer0 import (
     Delegate,
     DeleteMemory,
     Effect,
-    Handoff,
     Log,
     Scope,
     SessionId,
@@ -55,12 +54,6 @@ from .turn_helpers import Recorder, result_parts
             {"agent": "researcher", "message": "find X"},
             Delegate(agent=AgentId("researcher"), input=TurnInput.new("find X", trigger=TriggerType.task())),
             "Delegation requested.",
-        ),
-        (
-            "handoff",
-            {"agent": "billing", "state": {"ticket": 7}},
-            Handoff(agent=AgentId("billing"), state={"ticket": 7}),
-            "Handoff initiated.",
         ),
         (
             "signal",
