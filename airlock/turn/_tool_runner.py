@@ -36,12 +36,15 @@ class ToolRunner:
 
     def __init__(self, ctx: StepContext) -> None:
         self._ctx = ctx
+        #: The first halt a PostToolUse hook asked for in the running step.
+        self._halt: str | None = None
 
     async def run(self, uses: list[ToolUsePart]) -> tuple[list[ToolExecution], ExitReason | None]:
         """Run ``uses`` (those done before a resume are taken as done): their executions, in
         order, and how the turn ends because of them, if it does."""
         results: dict[int, ToolExecution] = {}
         scheduled: Scheduled = []
+        self._halt = None
         halt = await self._prepare(uses, results, scheduled)
         if halt is not None:
             return [], halt
@@ -54,13 +57,19 @@ class ToolRunner:
             return executions, ExitReason.timeout()
         if self._ctx.state.consecutive_failures >= self._ctx.turn.limits.circuit_breaker_threshold:
             return executions, ExitReason.circuit_breaker()
-        for ex in executions:
-            if ex.skipped:
-                continue
-            decision = await self._ctx.fire(HookPoint.POST_TOOL_USE, tool_name=ex.name, tool_result=ex.output)
-            if decision.halt is not None:
-                return executions, ExitReason.observer_halt(decision.halt)
+        if self._halt is not None:
+            return executions, ExitReason.observer_halt(self._halt)
         return executions, None
+
+    async def _post(self, execution: ToolExecution) -> None:
+        """PostToolUse for one call as soon as its result is in (others of the step may still
+        run); the first halt asked for ends the turn once the step's results are recorded."""
+        ctx = self._ctx
+        decision = await ctx.fire(
+            HookPoint.POST_TOOL_USE, tool_name=execution.name, tool_result=execution.output
+        )
+        if decision.halt is not None and self._halt is None:
+            self._halt = decision.halt
 
     async def _prepare(
         self, uses: list[ToolUsePart], results: dict[int, ToolExecution], scheduled: Scheduled
@@ -77,6 +86,7 @@ class ToolRunner:
             if use.name not in offered:
                 text = ToolRegistry.unknown_tool_message(use.name, sorted(offered))
                 results[idx] = self._failed(use, text)
+                await self._post(results[idx])
                 continue
             decision = await ctx.fire(HookPoint.PRE_TOOL_USE, tool_name=use.name, tool_input=use.input)
             if decision.halt is not None:
@@ -173,6 +183,7 @@ class ToolRunner:
                 output=execution.output,
             )
         )
+        await self._post(execution)
         await ctx.checkpoint()
         return execution
 
@@ -212,6 +223,7 @@ class ToolRunner:
                 exit_code=None if outcome.is_error else exit_code(outcome.content),
             )
         )
+        await self._post(results[idx])
         await ctx.checkpoint()
 
     async def _execute_scheduled(self, scheduled: Scheduled, results: dict[int, ToolExecution]) -> bool:
@@ -235,6 +247,7 @@ class ToolRunner:
                         output="cancelled: the turn's time limit was reached",
                         is_error=True,
                     )
+                    await self._post(results[idx])
             return True
         return False
 

@@ -214,3 +214,39 @@ async def test_budget_hook_decisions() -> None:
     assert isinstance(await hook.on_event(at), HookHalt)
     with pytest.raises(ValueError):
         BudgetHook(Decimal("-1"))
+
+
+async def test_post_tool_use_fires_for_each_call_as_its_result_is_in() -> None:
+    """layer0: PostToolUse fires after each tool, with its result; a fast call's hook does not
+    wait for a slow sibling of the same step."""
+    import asyncio
+
+    slow_done = asyncio.Event()
+    seen_while_slow_ran: list[str] = []
+
+    @tool
+    async def slow() -> str:
+        """Takes a while."""
+        await asyncio.sleep(0.2)
+        slow_done.set()
+        return "slow done"
+
+    @tool
+    async def fast() -> str:
+        """Returns at once."""
+        return "fast done"
+
+    class Watching(ScriptedHook):
+        async def on_event(self, ctx):  # type: ignore[no-untyped-def]
+            if ctx.point is P.POST_TOOL_USE and not slow_done.is_set():
+                seen_while_slow_ran.append(str(ctx.tool_name))
+            return await super().on_event(ctx)
+
+    hook = Watching({P.POST_TOOL_USE: []})
+    provider = FakeProvider([tool_response(("t1", "slow", {}), ("t2", "fast", {})), text_response("ok")])
+    await NeuronTurn(provider, tools=[slow, fast], hooks=[hook]).execute(TurnInput.new("x"))
+    assert seen_while_slow_ran == ["fast"]
+    assert [(c.tool_name, c.tool_result) for c in hook.seen if c.point is P.POST_TOOL_USE] == [
+        ("fast", "fast done"),
+        ("slow", "slow done"),
+    ]
