@@ -6,6 +6,11 @@ open step's calls). With ``--step`` the turn pauses before its first model call.
 turn stops before calls that need approval, ``y [comment]`` approves them and ``n reason``
 rejects them, as the given approver. The lines go through the job service, the same calls
 ``airlock jobs pause|step|resume|inspect`` and ``airlock approve|reject`` make.
+
+A line typed before the turn can take it waits for it: ``p`` until the turn runs, ``s`` and
+``r`` until a pause asked for (``--step`` or ``p``) has taken effect. When stdin ends while the
+turn is paused, or is to be, it runs on (nobody is left to step it); approvals left open are
+decided by the agent's approval timeout.
 """
 
 from __future__ import annotations
@@ -79,6 +84,13 @@ class RunControls:
         self._buffer = b""
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
+        #: The turn has reported an event (it runs in its sandbox).
+        self._running = asyncio.Event()
+        #: The turn stopped at a step boundary and nothing moved it on since.
+        self._paused = asyncio.Event()
+        #: A pause was asked for (``--step`` or ``p``) and has not been undone by ``r``.
+        self._pausing = step
+        self._ended = False
 
     @property
     def service(self) -> JobService:
@@ -101,23 +113,38 @@ class RunControls:
         return True
 
     def close(self) -> None:
-        """Stop reading stdin."""
+        """Stop reading stdin and drop the commands not done yet."""
+        self._stop_reading()
+        for task in self._tasks:
+            task.cancel()
+
+    def _stop_reading(self) -> None:
         if self._fd is not None:
             with contextlib.suppress(Exception):
                 asyncio.get_running_loop().remove_reader(self._fd)
             self._fd = None
-        for task in self._tasks:
-            task.cancel()
+
+    async def _run_on(self) -> None:
+        """Stdin ended with the turn paused (or to be): let it run on."""
+        await self._paused.wait()
+        self.view.line("[dim]stdin ended while the turn was paused: it runs on[/]")
+        await self.command("r")
 
     def attach(self, job_id: str) -> None:
         """The job was submitted (with ``--step``, its turn starts paused)."""
         self.job_id = job_id
-        if self.step:
+        if self.step and self._ended:
+            self._pausing = False
+            self.view.line("[dim]stdin ended before the turn started: it runs without pausing[/]")
+        elif self.step:
             self.service.start_paused(job_id)
 
     async def event(self, event: object) -> None:
         """A sandbox event of the job (the run view's observer)."""
         kind = getattr(event, "type", None)
+        self._running.set()
+        if kind == "paused":
+            self._paused.set()
         if kind == "suspended":
             self.awaiting = True
             calls = getattr(event, "calls", [])
@@ -141,7 +168,10 @@ class RunControls:
         except OSError:
             chunk = b""
         if not chunk:  # end of input
-            self.close()
+            self._ended = True
+            if self.job_id is not None and self._pausing:
+                self._spawn(self._run_on())
+            self._stop_reading()
             return
         self._buffer += chunk
         while b"\n" in self._buffer:
@@ -164,11 +194,15 @@ class RunControls:
         key, _, rest = line.partition(" ")
         job = self.job_id
         try:
+            await self._ready_for(key)
             if key == "p":
                 await self.service.pause(job)
+                self._pausing = True
             elif key == "r":
+                self._paused.clear()
                 await self.service.resume(job)
-            elif key == "s":
+                self._pausing = False
+            elif key == "s":  # the turn pauses again after its step
                 info, _ = await self.service.step(job)
                 tools = ", ".join(info.tools) or "no tools"
                 text = f": {escape(info.text[:200])}" if info.text else ""
@@ -182,6 +216,16 @@ class RunControls:
                 self.view.line(f"[dim]{escape(HELP)}[/]")
         except AirlockError as e:
             self.view.line(f"[red]{escape(key)}[/]: {escape(str(e))}")
+
+    async def _ready_for(self, key: str) -> None:
+        """Wait until the turn can take ``key``: running for ``p``; for ``s`` and ``r``, paused
+        when a pause was asked for (else the service says why it cannot)."""
+        if key == "p" and not self._running.is_set():
+            self.view.line("[dim]p: waiting for the turn to start[/]")
+            await self._running.wait()
+        elif key in ("s", "r") and self._pausing and not self._paused.is_set():
+            self.view.line(f"[dim]{key}: waiting for the turn to pause[/]")
+            await self._paused.wait()
 
     async def _inspect(self, job: str) -> None:
         seen = await self.service.inspect(job)

@@ -109,10 +109,11 @@ class Controls:
         journal = self._active.journal(job_id)
         calls = journal.state.iterations if journal is not None and journal.state is not None else 0
         info: StepInfo = await self._control(job_id, "step")
-        # The step's events travel on the execution's own stream: let its checkpoint land.
-        for _ in range(200):
+        # The step's events travel on the execution's own stream: let its last checkpoint land
+        # (the model call's comes first, with the step's calls still open: not the step's end).
+        for _ in range(500):
             state = journal.state if journal is not None else None
-            if info.complete or journal is None or (state is not None and state.iterations > calls):
+            if info.complete or journal is None or (state is not None and _step_closed(state, calls)):
                 break
             if self._active.journal(job_id) is not journal:
                 break
@@ -193,3 +194,10 @@ class Controls:
     def _is_paused(self, job_id: str) -> bool:
         entry = self._active.get(job_id)
         return entry is not None and entry.paused
+
+
+def _step_closed(state: SessionState, calls: int) -> bool:
+    """Whether ``state`` is past the step that began after ``calls`` model calls: a model call
+    more, and each of its tool calls done."""
+    done = {c.tool_use_id for c in state.completed}
+    return state.iterations > calls and all(u.id in done for u in state.open_uses())

@@ -114,3 +114,27 @@ def test_an_approval_is_asked_at_the_terminal(tmp_path: Path) -> None:
         assert run.finish() == 0
     finally:
         run.proc.kill()
+
+
+def test_a_step_typed_before_the_turn_is_ready_waits_for_it(tmp_path: Path) -> None:
+    run = Session(tmp_path, config(tmp_path), "--step")
+    try:
+        run.type("s")  # at once: the sandbox is not up yet
+        assert "ran bash" in run.expect("step ran")
+        assert not any("has no turn running" in line or "[s]" in line for line in run.seen), run.seen
+        run.type("r")
+        run.expect("counted to two")
+        assert run.finish() == 0
+    finally:
+        run.proc.kill()
+
+
+def test_stdin_ending_while_paused_lets_the_turn_run_on(tmp_path: Path) -> None:
+    run = Session(tmp_path, config(tmp_path), "--step")
+    try:
+        run.expect("paused")
+        assert run.finish() == 0  # before: it waited for a step that nobody could type
+        assert any("it runs on" in line for line in run.seen), run.seen
+        assert any("counted to two" in line for line in run.seen), run.seen
+    finally:
+        run.proc.kill()

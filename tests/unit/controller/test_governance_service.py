@@ -391,7 +391,7 @@ async def test_a_signal_reaches_the_running_turn_at_its_next_boundary(tmp_path: 
 async def test_pause_step_resume_reach_the_runner_and_inspect_shows_the_session(tmp_path: Path) -> None:
     steps = [
         tool_step("bash", {"command": "sleep 0.5"}, id="p1"),
-        tool_step("bash", {"command": "echo 2"}, id="p2"),
+        tool_step("bash", {"command": "sleep 1; echo 2"}, id="p2"),
         text_step("done"),
     ]
     config = write(tmp_path, {"ops": agent(steps, ["bash"])})
@@ -412,7 +412,12 @@ async def test_pause_step_resume_reach_the_runner_and_inspect_shows_the_session(
         info, events = await service.step(job.id)
         assert (info.complete, info.tools) == (False, ["bash"])
         assert any(isinstance(e.data, SandboxActivity) for e in events)
-        assert (await service.inspect(job.id)).state.iterations == 2  # type: ignore[union-attr]
+        after = await service.inspect(job.id)
+        # right after a step, inspect shows the step's end: its call answered, none pending
+        assert after.state is not None and after.state.iterations == 2
+        assert after.pending == []
+        p2 = [json.loads(c.output)["stdout"] for c in after.state.completed if c.tool_use_id == "p2"]
+        assert p2 == ["2\n"]
         await service.resume(job.id)
         done = await service.wait(job.id)
         assert done.state is JobState.SUCCEEDED and done.output is not None
