@@ -228,8 +228,9 @@ def _tool_registry(spec: AgentSpec, workspace: Path | None, mcp_tools: Sequence[
 
 
 def build_context(spec: ContextSpec, provider: Provider, *, agent: str = "agent") -> ContextStrategy:
-    """The context strategy a ContextSpec names (``composite``: sliding window, then
-    summarization; ``custom``: the entry point ``spec.name`` of ``airlock.context_strategies``)."""
+    """The context strategy a ContextSpec names (``composite``: summarization, then a sliding
+    window while the summarized history is still over the limit; ``custom``: the entry point
+    ``spec.name`` of ``airlock.context_strategies``)."""
     from airlock.turn import (
         CausalCone,
         Composite,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airlock.build import build_hook, build_turn
+from airlock.build import build_context, build_hook, build_turn
 from airlock.errors import SpecError
 from airlock.providers import ScriptedProvider
 from airlock.spec import AgentSpec, HookSpec
@@ -135,6 +135,14 @@ def test_workspace_tools_need_a_workspace() -> None:
 def test_context_strategy_from_spec(strategy: str, kind: type) -> None:
     turn = build_turn(spec(context={"strategy": strategy}), provider=FakeProvider())
     assert isinstance(turn.context, kind)
+
+
+def test_composite_summarizes_first_then_slides_as_its_docstring_says() -> None:
+    turn = build_turn(spec(context={"strategy": "composite"}), provider=FakeProvider())
+    assert isinstance(turn.context, Composite)
+    assert [type(s) for s in turn.context.strategies] == [Summarization, SlidingWindow]
+    doc = " ".join((build_context.__doc__ or "").split())
+    assert "``composite``: summarization, then a sliding window" in doc
 
 
 def test_hooks_by_name() -> None:
