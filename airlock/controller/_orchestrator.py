@@ -17,6 +17,7 @@ from airlock.jobs import (
     JobFilter,
     JobOrigin,
     SignalRecorded,
+    dispatch_concurrently,
 )
 from layer0 import (
     AgentId,
@@ -134,14 +135,7 @@ class JobOrchestrator:
 
     async def dispatch_many(self, tasks: list[tuple[AgentId, TurnInput]]) -> list[TurnOutput | OrchError]:
         """Run children concurrently (at most ``parallel`` at once); failures in their places."""
-
-        async def one(agent: AgentId, input: TurnInput) -> TurnOutput | OrchError:
-            try:
-                return await self.dispatch(agent, input)
-            except OrchError as e:
-                return e
-
-        return list(await asyncio.gather(*(one(a, i) for a, i in tasks)))
+        return await dispatch_concurrently(self.dispatch, tasks)
 
     async def signal(self, target: WorkflowId, signal: SignalPayload) -> None:
         """Record ``signal`` for ``target`` durably, on this job's record, and on the record of

@@ -24,6 +24,7 @@ if _typing.TYPE_CHECKING:
         default_token_file,
         resolve_token,
     )
+    from ._dispatch import Dispatch, dispatch_concurrently
     from ._effects import EffectOutcome, EffectReport, OutcomeStatus
     from ._errors import RETRYABLE_KINDS, JobErrorKind, error_kind, is_retryable, kind_of
     from ._log_context import job_log_context, job_log_fields
@@ -95,6 +96,7 @@ __all__ = [
     "ClientTls",
     "ControllerClient",
     "ControllerError",
+    "Dispatch",
     "EffectApplied",
     "EffectOutcome",
     "EffectReport",
@@ -129,6 +131,7 @@ __all__ = [
     "decode_page_token",
     "default_data_dir",
     "default_token_file",
+    "dispatch_concurrently",
     "encode_page_token",
     "error_kind",
     "is_local_address",
@@ -175,6 +178,8 @@ _WHERE = {
     "OutcomeStatus": "._effects",
     "PruneSummary": "._prune",
     "RemoteOrchestrator": "._remote_orchestrator",
+    "Dispatch": "._dispatch",
+    "dispatch_concurrently": "._dispatch",
     "RETRYABLE_KINDS": "._errors",
     "ResumeCause": "._model",
     "SandboxActivity": "._model",

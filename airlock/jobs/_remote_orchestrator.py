@@ -24,6 +24,7 @@ from layer0 import (
 )
 
 from ._client import ControllerClient, ControllerError
+from ._dispatch import dispatch_concurrently
 from ._errors import JobErrorKind
 from ._model import Job
 from ._states import JobState
@@ -100,18 +101,7 @@ class RemoteOrchestrator:
     async def dispatch_many(self, tasks: list[tuple[AgentId, TurnInput]]) -> list[TurnOutput | OrchError]:
         """Run the tasks as concurrent jobs; results in input order, each failure (its
         ``OrchError``, never raised) in its place."""
-        limit = asyncio.Semaphore(self._max_concurrency) if self._max_concurrency else None
-
-        async def one(agent: AgentId, input: TurnInput) -> TurnOutput | OrchError:
-            try:
-                if limit is None:
-                    return await self.dispatch(agent, input)
-                async with limit:
-                    return await self.dispatch(agent, input)
-            except OrchError as e:
-                return e
-
-        return list(await asyncio.gather(*(one(agent, input) for agent, input in tasks)))
+        return await dispatch_concurrently(self.dispatch, tasks, self._max_concurrency)
 
     async def signal(self, target: WorkflowId, signal: SignalPayload) -> None:
         """Record ``signal`` for ``target`` and deliver it into its running jobs' turns;

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,18 +131,9 @@ class LocalOrchestrator:
 
         A failed task yields its ``OrchError`` (never raised), leaving the others intact.
         """
-        limit = asyncio.Semaphore(self._max_concurrency) if self._max_concurrency else None
+        from airlock.jobs import dispatch_concurrently
 
-        async def one(agent: AgentId, input: TurnInput) -> TurnOutput | OrchError:
-            try:
-                if limit is None:
-                    return await self.dispatch(agent, input)
-                async with limit:
-                    return await self.dispatch(agent, input)
-            except OrchError as e:
-                return e
-
-        return list(await asyncio.gather(*(one(agent, input) for agent, input in tasks)))
+        return await dispatch_concurrently(self.dispatch, tasks, self._max_concurrency)
 
     async def signal(self, target: WorkflowId, signal: SignalPayload) -> None:
         """Record ``signal`` for ``target`` (creating the workflow's record on first use)."""
