@@ -140,14 +140,17 @@ class JobEffects:
         try:
             report = await executor.apply(output, source=AgentId(job.agent), session=job.input.session)
         finally:
-            # Children whose effects were still being applied end with their parent (unless
-            # another replica takes the tree over).
-            ending = [] if self._active.letting_go(job.id) else orchestrator.pending()
-            for child in reversed(ending):
-                why, _ = self._active.stopping(job.id) or (JobState.CANCELLED, "")
-                message = f"its parent job {job.id} ended before this job's effects were applied"
-                await self._events.finish(child.id, why, JobError.of(why.value, message))
+            await self._end_unfinished(job, orchestrator)
         return report
+
+    async def _end_unfinished(self, job: Job, orchestrator: JobOrchestrator) -> None:
+        """Children whose effects were still being applied end with their parent (unless
+        another replica takes the tree over)."""
+        ending = [] if self._active.letting_go(job.id) else orchestrator.pending()
+        for child in reversed(ending):
+            why, _ = self._active.stopping(job.id) or (JobState.CANCELLED, "")
+            message = f"its parent job {job.id} ended before this job's effects were applied"
+            await self._events.finish(child.id, why, JobError.of(why.value, message))
 
     def _parallel(self, tenant: str) -> int:
         """How many children of one of ``tenant``'s trees run at once."""

@@ -121,12 +121,7 @@ class JobService:
         self.state = state
         self.settings = settings or ServiceSettings()
         #: Every job tree's turn records (sealed with ``audit_key``).
-        self.weaves = Weaves(
-            state,
-            audit_key,
-            writer=lambda job_id: fenced_state(state, store, job_id),
-            anchors=StoredAnchors(store),
-        )
+        self.weaves = _weaves(store, state, audit_key)
         #: Jobs' state changes and events as recorded, and watching them.
         self.events = JobEvents(store)
         #: What this process holds about each job; the other parts below.
@@ -673,3 +668,14 @@ class JobService:
     async def input_files(self, job_id: str) -> list[StoredFile]:
         """The job's input files (path, size, SHA-256), in path order (raises as :meth:`artifacts`)."""
         return await self._files.input_files(job_id)
+
+
+def _weaves(store: JobStore, state: StateStore, audit_key: bytes | None) -> Weaves:
+    """The job trees' weaves: records written through ``state`` fenced to the replica holding
+    each job, sealed with ``audit_key``, each thread's tip anchored in ``store``."""
+    return Weaves(
+        state,
+        audit_key,
+        writer=lambda job_id: fenced_state(state, store, job_id),
+        anchors=StoredAnchors(store),
+    )

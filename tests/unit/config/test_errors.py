@@ -26,7 +26,8 @@ def test_unknown_key_lists_valid_keys(write: Write, one_issue: One) -> None:
     assert one_issue(path) == (
         f"{path}:4:5: agents.coder.netwrok: unknown key 'netwrok'; valid keys: approval, artifacts, backend, "
         "context, credentials, defaults, durability, effects, hooks, input_files, isolation, limits, "
-        "mcp_servers, memory, network, placement, provider, resources, system, tool_options, tools"
+        "mcp_servers, memory, middleware, network, placement, provider, resources, system, tool_options, "
+        "tools, turn"
     )
 
 
@@ -52,9 +53,9 @@ def test_unknown_key_inside_agent_spec_part(write: Write, one_issue: One) -> Non
     path = write(AGENT.replace("script: []}", "script: [], modle: x}"))
     assert one_issue(path) == (
         f"{path}:3:44: agents.coder.provider.modle: unknown key 'modle'; valid keys: api_key_env, "
-        "base_url, compaction, kind, max_retries, max_tokens, model, "
-        "parallel_tool_calls, price_per_mtok_in, price_per_mtok_out, script, temperature, timeout_s, "
-        "tool_choice_after_failure, tool_choice_first"
+        "base_url, compaction, kind, max_retries, max_tokens, model, name, options, "
+        "parallel_tool_calls, price_per_mtok_in, price_per_mtok_out, reasoning_effort, response_format, "
+        "script, temperature, thinking, timeout_s, tool_choice_after_failure, tool_choice_first"
     )
 
 
@@ -156,7 +157,7 @@ def test_unknown_provider(write: Write, one_issue: One) -> None:
     path = write("agents:\n  coder:\n    provider:\n      kind: antropic\n")
     assert one_issue(path) == (
         f"{path}:4:7: agents.coder.provider.kind: unknown provider 'antropic'; "
-        "valid providers: anthropic, openai_compat, scripted, command"
+        "valid providers: anthropic, openai_compat, scripted, command, custom"
     )
 
 
