@@ -61,6 +61,7 @@ from ._sandboxes import KeptSandboxes
 from ._scheduler import Scheduler
 from ._service_settings import ServiceSettings, job_limit_ms
 from ._store import JobStore
+from ._tree_budget import TreeBudgets
 from ._weaving import Weaves
 
 if TYPE_CHECKING:
@@ -129,6 +130,8 @@ class JobService:
         self._remote = self._remote_controls()
         elsewhere = self._remote.deliver if self._remote is not None else None
         self._controls = Controls(self.events, self._records, self._active, elsewhere)
+        #: Each job tree's budget (its root agent's ``tree_budget``).
+        self._trees = TreeBudgets(self.events, self._agent, self._controls.deliver)
         # The scheduler runs what the approvals requeue; runs and effects call each other
         # through the lambdas (evaluated once jobs run).
         self._scheduler = Scheduler(
@@ -185,6 +188,7 @@ class JobService:
             active=self._active,
             run=lambda child: self._runs.run(child, apply_effects=False),
             tenant_jobs=lambda tenant: self.quotas.settings.quotas(tenant).concurrent_jobs,
+            trees=self._trees,
         )
         return JobRuns(
             runner=runner,
@@ -199,6 +203,7 @@ class JobService:
             sandboxes=self.sandboxes,
             quotas=self.quotas,
             tracing=self.tracing,
+            trees=self._trees,
         )
 
     @property
@@ -289,6 +294,7 @@ class JobService:
         await self.pruner.stop()
         for timer in self._active.take_timers():
             timer.cancel()
+        await self._trees.close()
         workers = self._scheduler.cancel_workers()
         for job_id, task in tasks.items():
             entry = self._active.of(job_id)

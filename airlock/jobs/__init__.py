@@ -49,6 +49,7 @@ if _typing.TYPE_CHECKING:
         SignalRecorded,
         StateChanged,
         StoredFile,
+        TreeBudgetChanged,
         WorkspaceChanged,
         utcnow,
     )
@@ -124,6 +125,7 @@ __all__ = [
     "StoredFile",
     "TenantUse",
     "TlsFileError",
+    "TreeBudgetChanged",
     "WorkspaceChanged",
     "client_tls",
     "decode_page_token",
@@ -150,6 +152,7 @@ _WHERE = {
     "SandboxPhase": "._sandboxes",
     "ApprovalWait": "._model",
     "ChildJobChanged": "._model",
+    "TreeBudgetChanged": "._model",
     "ControllerClient": "._client",
     "ControllerError": "._client",
     "DEFAULT_ADDRESS": "._address",

@@ -40,6 +40,7 @@ from ._model import (
     SandboxActivity,
     SignalRecorded,
     StateChanged,
+    TreeBudgetChanged,
     WorkspaceChanged,
 )
 from .convert import (
@@ -108,6 +109,8 @@ def event_to_proto(event: JobEvent) -> cpb.JobEvent:
             message.resume.CopyFrom(_resume_to_proto(data))
         case WorkspaceChanged():
             message.workspace.CopyFrom(_workspace_to_proto(data))
+        case TreeBudgetChanged():
+            message.tree_budget.CopyFrom(_tree_budget_to_proto(data))
         case _:
             assert_never(data)
     return message
@@ -141,6 +144,8 @@ def event_from_proto(message: cpb.JobEvent) -> JobEvent:
                 data = _resume_from_proto(message.resume)
             elif kind == "workspace":
                 data = _workspace_from_proto(message.workspace)
+            elif kind == "tree_budget":
+                data = _tree_budget_from_proto(message.tree_budget)
             else:
                 raise wire.MalformedMessage("no event set")
     except ValidationError as e:
@@ -383,6 +388,37 @@ def _workspace_from_proto(message: cpb.WorkspaceChanged) -> WorkspaceChanged:
         bytes=message.bytes,
         max_bytes=message.max_bytes,
         reason=message.reason if message.HasField("reason") else None,
+    )
+
+
+def _tree_budget_to_proto(data: TreeBudgetChanged) -> cpb.TreeBudgetChanged:
+    return cpb.TreeBudgetChanged(
+        decision=data.decision,
+        spent=str(data.spent),
+        tokens=data.tokens,
+        elapsed_ms=data.elapsed_ms,
+        max_cost=None if data.max_cost is None else str(data.max_cost),
+        max_tokens=data.max_tokens,
+        max_duration_ms=data.max_duration_ms,
+        model=data.model,
+        reason=data.reason,
+    )
+
+
+def _tree_budget_from_proto(message: cpb.TreeBudgetChanged) -> TreeBudgetChanged:
+    has = message.HasField
+    return TreeBudgetChanged.model_validate(
+        {
+            "decision": message.decision,
+            "spent": message.spent,
+            "tokens": message.tokens,
+            "elapsed_ms": message.elapsed_ms,
+            "max_cost": message.max_cost if has("max_cost") else None,
+            "max_tokens": message.max_tokens if has("max_tokens") else None,
+            "max_duration_ms": message.max_duration_ms if has("max_duration_ms") else None,
+            "model": message.model if has("model") else None,
+            "reason": message.reason,
+        }
     )
 
 

@@ -26,7 +26,8 @@ def test_unknown_key_lists_valid_keys(write: Write, one_issue: One) -> None:
     assert one_issue(path) == (
         f"{path}:4:5: agents.coder.netwrok: unknown key 'netwrok'; valid keys: approval, artifacts, backend, "
         "context, credentials, defaults, durability, effects, hooks, input_files, isolation, limits, "
-        "mcp_servers, memory, network, placement, provider, resources, system, tool_options, tools"
+        "mcp_servers, memory, network, placement, provider, resources, system, tool_options, tools, "
+        "tree_budget"
     )
 
 

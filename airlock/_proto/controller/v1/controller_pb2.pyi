@@ -933,6 +933,7 @@ class JobEvent(_message.Message):
     APPROVAL_FIELD_NUMBER: _builtins.int
     RESUME_FIELD_NUMBER: _builtins.int
     WORKSPACE_FIELD_NUMBER: _builtins.int
+    TREE_BUDGET_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     seq: _builtins.int
     @_builtins.property
@@ -973,6 +974,10 @@ class JobEvent(_message.Message):
     def workspace(self) -> Global___WorkspaceChanged:
         """Its workspace was snapshotted, restored, or its snapshots stopped."""
 
+    @_builtins.property
+    def tree_budget(self) -> Global___TreeBudgetChanged:
+        """The budget decision of the tree this job roots changed."""
+
     def __init__(
         self,
         *,
@@ -988,16 +993,82 @@ class JobEvent(_message.Message):
         approval: Global___ApprovalChanged | None = ...,
         resume: Global___JobResumed | None = ...,
         workspace: Global___WorkspaceChanged | None = ...,
+        tree_budget: Global___TreeBudgetChanged | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "signal", b"signal", "state", b"state", "time", b"time", "workspace", b"workspace"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "signal", b"signal", "state", b"state", "time", b"time", "tree_budget", b"tree_budget", "workspace", b"workspace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "job_id", b"job_id", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "seq", b"seq", "signal", b"signal", "state", b"state", "time", b"time", "workspace", b"workspace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "job_id", b"job_id", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "seq", b"seq", "signal", b"signal", "state", b"state", "time", b"time", "tree_budget", b"tree_budget", "workspace", b"workspace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume", "workspace"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume", "workspace", "tree_budget"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
+
+@_typing.final
+class TreeBudgetChanged(_message.Message):
+    """The budget decision of a job tree: what it spent against its limits."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DECISION_FIELD_NUMBER: _builtins.int
+    SPENT_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    ELAPSED_MS_FIELD_NUMBER: _builtins.int
+    MAX_COST_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_DURATION_MS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    decision: _builtins.str
+    """`continue`, `downgrade_model`, `halt_workflow` or `request_increase`."""
+    spent: _builtins.str
+    """USD the tree's jobs spent, a decimal string."""
+    tokens: _builtins.int
+    elapsed_ms: _builtins.int
+    """Wall time since the root started."""
+    max_cost: _builtins.str
+    """The limits (unset: unlimited); max_cost a decimal string."""
+    max_tokens: _builtins.int
+    max_duration_ms: _builtins.int
+    model: _builtins.str
+    """The model the tree's later calls use (`downgrade_model`)."""
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        decision: _builtins.str = ...,
+        spent: _builtins.str = ...,
+        tokens: _builtins.int = ...,
+        elapsed_ms: _builtins.int = ...,
+        max_cost: _builtins.str | None = ...,
+        max_tokens: _builtins.int | None = ...,
+        max_duration_ms: _builtins.int | None = ...,
+        model: _builtins.str | None = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost", "_max_duration_ms", b"_max_duration_ms", "_max_tokens", b"_max_tokens", "_model", b"_model", "max_cost", b"max_cost", "max_duration_ms", b"max_duration_ms", "max_tokens", b"max_tokens", "model", b"model"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost", "_max_duration_ms", b"_max_duration_ms", "_max_tokens", b"_max_tokens", "_model", b"_model", "decision", b"decision", "elapsed_ms", b"elapsed_ms", "max_cost", b"max_cost", "max_duration_ms", b"max_duration_ms", "max_tokens", b"max_tokens", "model", b"model", "reason", b"reason", "spent", b"spent", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_cost: _TypeAlias = _typing.Literal["max_cost"]  # noqa: Y015
+    _WhichOneofArgType__max_cost: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost"]  # noqa: Y015
+    _WhichOneofReturnType__max_duration_ms: _TypeAlias = _typing.Literal["max_duration_ms"]  # noqa: Y015
+    _WhichOneofArgType__max_duration_ms: _TypeAlias = _typing.Literal["_max_duration_ms", b"_max_duration_ms"]  # noqa: Y015
+    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
+    _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_cost) -> _WhichOneofReturnType__max_cost | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_duration_ms) -> _WhichOneofReturnType__max_duration_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
+
+Global___TreeBudgetChanged: _TypeAlias = TreeBudgetChanged  # noqa: Y015
 
 @_typing.final
 class WorkspaceChanged(_message.Message):

@@ -1,0 +1,264 @@
+"""A budget across a delegation tree, enforced by the controller: the root's agent declares it
+(``tree_budget:``) and every job of the tree draws from it.
+
+A child is not started once the tree is exhausted; one that starts gets its turn's
+``max_cost`` capped to what the tree has left (before its input is recorded). Running turns of
+the tree hear the policy's decisions at their next step boundary, as ``budget`` signals: the
+cheaper model past ``downgrade.at``, ``max_cost: 0`` (exit reason ``budget_exhausted``) at
+exhaustion, also when the tree's wall time runs out (a timer per tree). Spend is counted from
+the store (finished jobs' outputs, running ones' checkpoints), raised by the live totals each
+model call reports here, so a replica that takes a tree over recomputes it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from pydantic import JsonValue
+
+from airlock.config import AgentConfig, TreeBudget
+from airlock.errors import ConfigError
+from airlock.jobs import Job, TreeBudgetChanged, utcnow
+from airlock.turn import InferenceFinished, SessionState
+from layer0 import OrchError, TurnConfig, TurnInput
+
+from ._budget_policy import TreeUse, decide, exhausted
+from ._job_events import JobEvents
+from ._quotas import capped
+
+_log = logging.getLogger("airlock.jobs")
+
+#: Hands a signal to a job's running turn (False: none runs).
+Deliver = Callable[[Job, str, JsonValue, "str | None"], Awaitable[bool]]
+
+#: A ``budget`` signal that ends a turn at its next step (exit reason ``budget_exhausted``).
+HALT: dict[str, JsonValue] = {"max_cost": "0"}
+
+
+@dataclass
+class _Tree:
+    """One tree's budget as this replica follows it."""
+
+    root: Job
+    budget: TreeBudget
+    model: str | None
+    #: Each running job of the tree (its turn here) and its live totals.
+    running: dict[str, Job] = field(default_factory=dict)
+    live: dict[str, TreeUse] = field(default_factory=dict)
+    #: The signals each running job was handed (so each is handed once).
+    told: dict[str, set[str]] = field(default_factory=dict)
+    decision: str = ""
+    downgraded: bool = False
+    halted: str | None = None
+    timer: asyncio.Task[None] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class TreeBudgets:
+    """Each tree's budget: admission of its children, their caps, and its running turns' limits.
+
+    Args:
+        events: the job record (the store, and the root's ``tree_budget`` events).
+        resolve: an agent's configuration (the root's ``tree_budget``).
+        deliver: hands a ``budget`` signal to a running turn.
+    """
+
+    def __init__(self, events: JobEvents, resolve: Callable[[str], AgentConfig], deliver: Deliver) -> None:
+        self._events = events
+        self._store = events.store
+        self._resolve = resolve
+        self._deliver = deliver
+        self._trees: dict[str, _Tree | None] = {}
+        self._roots: dict[str, str] = {}
+
+    async def _root(self, job: Job) -> Job:
+        """The submitted job at the top of ``job``'s tree (up through its parents)."""
+        known = self._roots.get(job.id)
+        if known is not None and (root := await self._store.get(known)) is not None:
+            return root
+        start = job.id
+        while job.parent_id is not None and (parent := await self._store.get(job.parent_id)) is not None:
+            job = parent
+        self._roots[start] = job.id
+        return job
+
+    async def _tree(self, job: Job) -> _Tree | None:
+        """The budget of ``job``'s tree (None: its root's agent declares none)."""
+        root = await self._root(job)
+        if root.id in self._trees:
+            return self._trees[root.id]
+        try:
+            config = self._resolve(root.agent)
+        except ConfigError:
+            config = None
+        budget = config.tree_budget if config is not None else None
+        tree = None
+        if budget is not None and config is not None:
+            tree = _Tree(root=root, budget=budget, model=config.spec.provider.model)
+            if budget.max_duration is not None:
+                tree.timer = asyncio.create_task(self._clock(tree), name=f"airlock-tree-budget-{root.id}")
+        self._trees[root.id] = tree
+        return tree
+
+    async def use(self, tree: _Tree) -> TreeUse:
+        """What ``tree`` spent: each job's stored totals (output, else checkpoint), raised by
+        the live totals its running turns reported here."""
+        total = TreeUse(elapsed_ms=self._elapsed(tree))
+        pending = [tree.root.id]
+        while pending:
+            job = await self._store.get(pending.pop())
+            if job is None:
+                continue
+            pending += job.children
+            stored = await self._stored(job)
+            live = tree.live.get(job.id)
+            total += live if live is not None and live.cost >= stored.cost else stored
+        return total
+
+    async def _stored(self, job: Job) -> TreeUse:
+        """A job's totals as the store has them."""
+        if job.output is not None:
+            meta = job.output.metadata
+            return TreeUse(meta.cost, meta.tokens_in + meta.tokens_out)
+        saved = await self._store.checkpoint(job.id)
+        if saved is None:
+            return TreeUse()
+        state = SessionState.model_validate_json(saved[0])
+        return TreeUse(state.cost, state.tokens_in + state.tokens_out)
+
+    def _elapsed(self, tree: _Tree) -> int:
+        since = tree.root.started_at or tree.root.created_at
+        return max(0, int((utcnow() - since).total_seconds() * 1000))
+
+    async def admit(self, parent: Job, agent: str) -> None:
+        """A child of ``parent`` may start: its tree is not exhausted.
+
+        Raises:
+            OrchError: the tree budget is exhausted (the reason names it and what was spent).
+        """
+        tree = await self._tree(parent)
+        if tree is None:
+            return
+        why = tree.halted or exhausted(tree.budget, await self.use(tree))
+        if why is not None:
+            await self._settle(tree)
+            raise OrchError.other(
+                f"child {agent} not started: the tree budget of job {tree.root.id} is exhausted ({why})"
+            )
+
+    async def cap(self, job: Job, input: TurnInput, default: Decimal | None) -> TurnInput:
+        """``input`` with its ``max_cost`` at most what the tree has left (0 once halted), and the
+        cheaper model once the tree was downgraded; the job's turn is followed from now on."""
+        tree = await self._tree(job)
+        if tree is None:
+            return input
+        tree.running[job.id] = job
+        if tree.decision == "":
+            await self._settle(tree)
+        use = await self.use(tree)
+        limit = tree.budget.max_cost
+        left = (
+            Decimal(0) if tree.halted else (max(Decimal(0), limit - use.cost) if limit is not None else None)
+        )
+        input = capped(input, default, left)
+        if tree.downgraded and tree.budget.downgrade is not None:
+            config = input.config or TurnConfig()
+            model = tree.budget.downgrade.model
+            input = input.model_copy(update={"config": config.model_copy(update={"model": model})})
+            tree.told.setdefault(job.id, set()).add("model")
+        return input
+
+    async def observe(self, job: Job, event: InferenceFinished) -> None:
+        """A model call of ``job`` returned: count its turn's totals, decide, tell the tree."""
+        tree = await self._tree(job)
+        if tree is None:
+            return
+        tree.running.setdefault(job.id, job)
+        tree.live[job.id] = TreeUse(event.total_cost, event.total_tokens_in + event.total_tokens_out)
+        await self._settle(tree)
+
+    def ended(self, job: Job) -> None:
+        """``job``'s turn ended here: its totals are the store's now."""
+        tree = self._trees.get(self._roots.get(job.id, job.id))
+        if tree is not None:
+            tree.running.pop(job.id, None)
+            tree.told.pop(job.id, None)
+
+    def forget(self, root: str) -> None:
+        """Stop following ``root``'s tree (its timer too): the root's run ended."""
+        tree = self._trees.pop(root, None)
+        if tree is not None and tree.timer is not None:
+            tree.timer.cancel()
+        for job_id in [j for j, r in self._roots.items() if r == root]:
+            del self._roots[job_id]
+
+    async def close(self) -> None:
+        """Stop every tree's timer."""
+        for root in list(self._trees):
+            self.forget(root)
+
+    async def _settle(self, tree: _Tree) -> None:
+        """Decide on the tree's spend; record a changed decision on the root and hand the
+        running turns what it asks (the cheaper model, or the halt)."""
+        async with tree.lock:
+            use = await self.use(tree)
+            decision = decide(tree.budget, use, model=tree.model, downgraded=tree.downgraded)
+            kind = decision.kind
+            if kind == "halt_workflow" and tree.halted is None:
+                tree.halted = exhausted(tree.budget, use)
+            if kind == "downgrade_model":
+                tree.downgraded = True
+            if kind != tree.decision and not (kind == "continue" and tree.decision):
+                tree.decision = kind
+                await self._record(tree, use, kind)
+            await self._tell(tree)
+
+    async def _record(self, tree: _Tree, use: TreeUse, kind: str) -> None:
+        budget = tree.budget
+        down = budget.downgrade
+        reasons = {
+            "continue": "under the tree's limits",
+            "downgrade_model": f"past {down.at:g} of a limit: later calls use the cheaper model"
+            if down
+            else "",
+            "halt_workflow": f"exhausted: {tree.halted}; the tree's running turns stop at their next step",
+        }
+        data = TreeBudgetChanged(
+            decision=kind,
+            spent=use.cost,
+            tokens=use.tokens,
+            elapsed_ms=use.elapsed_ms,
+            max_cost=budget.max_cost,
+            max_tokens=budget.max_tokens,
+            max_duration_ms=budget.max_duration,
+            model=down.model if down is not None and tree.downgraded else None,
+            reason=reasons.get(kind, ""),
+        )
+        await self._events.emit(tree.root.id, data)
+
+    async def _tell(self, tree: _Tree) -> None:
+        """Hand each running turn of the tree the signals it has not had yet."""
+        wanted: list[tuple[str, dict[str, JsonValue]]] = []
+        if tree.downgraded and tree.budget.downgrade is not None:
+            wanted.append(("model", {"model": tree.budget.downgrade.model}))
+        if tree.halted is not None:
+            wanted.append(("halt", HALT))
+        for job_id, job in list(tree.running.items()):
+            told = tree.told.setdefault(job_id, set())
+            for name, data in wanted:
+                if name not in told and await self._deliver(job, "budget", data, None):
+                    told.add(name)
+
+    async def _clock(self, tree: _Tree) -> None:
+        """Halt the tree when its wall time runs out."""
+        assert tree.budget.max_duration is not None
+        left_ms = tree.budget.max_duration - self._elapsed(tree)
+        await asyncio.sleep(max(0, left_ms) / 1000)
+        with contextlib.suppress(Exception):
+            await self._settle(tree)
+            if tree.halted is None:  # pragma: no cover - the clock and the limit agree
+                _log.warning("tree %s: its wall time ran out but no limit was reached", tree.root.id)
