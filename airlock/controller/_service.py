@@ -494,7 +494,9 @@ class JobService:
         Raises:
             JobNotFound: no such job (of that tenant: the same refusal, from the same query).
         """
-        return await self.events.get(job_id, tenant)
+        job = await self.events.get(job_id, tenant)
+        use = await self._trees.now(job)  # a root with a tree budget: its tree's spend now
+        return job if use is None else job.model_copy(update={"tree_budget": use})
 
     async def find(self, where: JobFilter | None = None) -> list[Job]:
         """Jobs matching ``where``, most recent first."""

@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from airlock.config import AgentConfig, TreeBudget
 from airlock.errors import ConfigError
-from airlock.jobs import Job, TreeBudgetChanged, utcnow
+from airlock.jobs import Job, TreeBudgetChanged, TreeBudgetUse, utcnow
 from airlock.turn import InferenceFinished, SessionState
 from layer0 import OrchError, TurnConfig, TurnInput
 
@@ -91,10 +91,7 @@ class TreeBudgets:
         root = await self._root(job)
         if root.id in self._trees:
             return self._trees[root.id]
-        try:
-            config = self._resolve(root.agent)
-        except ConfigError:
-            config = None
+        config = self._budget(root)
         budget = config.tree_budget if config is not None else None
         tree = None
         if budget is not None and config is not None:
@@ -103,6 +100,47 @@ class TreeBudgets:
                 tree.timer = asyncio.create_task(self._clock(tree), name=f"airlock-tree-budget-{root.id}")
         self._trees[root.id] = tree
         return tree
+
+    def _budget(self, root: Job) -> AgentConfig | None:
+        """The root's agent, when it declares a ``tree_budget``."""
+        if root.parent_id is not None:
+            return None
+        try:
+            config = self._resolve(root.agent)
+        except ConfigError:
+            return None
+        return config if config.tree_budget is not None else None
+
+    async def now(self, job: Job) -> TreeBudgetUse | None:
+        """What the tree ``job`` roots spent against its budget now, and the decision (None:
+        not a root, or its agent declares no budget)."""
+        followed = self._trees.get(job.id)
+        config = self._budget(job)
+        if config is None or config.tree_budget is None:
+            return None
+        budget = config.tree_budget
+        tree = followed or _Tree(root=job, budget=budget, model=config.spec.provider.model)
+        use = await self.use(tree)
+        decision = followed.decision if followed is not None else ""
+        if not decision:
+            told = await self._store.events(job.id, kind="tree_budget")
+            last = told[-1].data if told else None
+            if isinstance(last, TreeBudgetChanged):
+                decision, tree.downgraded = last.decision, last.model is not None
+        if not decision:
+            decision = decide(budget, use, model=tree.model, downgraded=False).kind
+        return TreeBudgetUse.model_validate(
+            {
+                "decision": decision,
+                "spent": use.cost,
+                "tokens": use.tokens,
+                "elapsed_ms": use.elapsed_ms,
+                "max_cost": budget.max_cost,
+                "max_tokens": budget.max_tokens,
+                "max_duration_ms": budget.max_duration,
+                "model": budget.downgrade.model if budget.downgrade and tree.downgraded else None,
+            }
+        )
 
     async def use(self, tree: _Tree) -> TreeUse:
         """What ``tree`` spent: each job's stored totals (output, else checkpoint), raised by

@@ -50,6 +50,7 @@ if _typing.TYPE_CHECKING:
         StateChanged,
         StoredFile,
         TreeBudgetChanged,
+        TreeBudgetUse,
         WorkspaceChanged,
         utcnow,
     )
@@ -126,6 +127,7 @@ __all__ = [
     "TenantUse",
     "TlsFileError",
     "TreeBudgetChanged",
+    "TreeBudgetUse",
     "WorkspaceChanged",
     "client_tls",
     "decode_page_token",
@@ -153,6 +155,7 @@ _WHERE = {
     "ApprovalWait": "._model",
     "ChildJobChanged": "._model",
     "TreeBudgetChanged": "._model",
+    "TreeBudgetUse": "._model",
     "ControllerClient": "._client",
     "ControllerError": "._client",
     "DEFAULT_ADDRESS": "._address",

@@ -64,6 +64,7 @@ __all__ = [
     "StateChanged",
     "StoredFile",
     "TreeBudgetChanged",
+    "TreeBudgetUse",
     "TreeDecision",
     "utcnow",
 ]
@@ -161,6 +162,25 @@ class FixedPointRun(BaseModel):
     chosen: int | None = None
 
 
+#: A tree budget's decision (layer0's ``BudgetDecision`` variants).
+TreeDecision = Literal["continue", "downgrade_model", "halt_workflow", "request_increase"]
+
+
+class TreeBudgetUse(BaseModel):
+    """What the tree a job roots spent against its ``tree_budget`` now, and its decision."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: TreeDecision
+    spent: Money
+    tokens: int = 0
+    elapsed_ms: int = 0
+    max_cost: Money | None = None
+    max_tokens: int | None = None
+    max_duration_ms: int | None = None
+    model: str | None = None
+
+
 class Job(BaseModel):
     """One job: an agent, its input, and what became of it."""
 
@@ -203,6 +223,9 @@ class Job(BaseModel):
     fork_point: str | None = None
     #: The long-lived sandbox it runs in (None: a sandbox of its own).
     sandbox: str | None = None
+    #: The spend of the tree it roots against its agent's ``tree_budget`` (a root with one,
+    #: as the controller reports it; not stored).
+    tree_budget: TreeBudgetUse | None = None
 
     @property
     def session(self) -> str | None:
@@ -341,10 +364,6 @@ class WorkspaceChanged(_EventData):
     max_bytes: int = 0
     #: Why snapshots stopped (``stopped``).
     reason: str | None = None
-
-
-#: A tree budget's decision (layer0's ``BudgetDecision`` variants).
-TreeDecision = Literal["continue", "downgrade_model", "halt_workflow", "request_increase"]
 
 
 class TreeBudgetChanged(_EventData):

@@ -22,7 +22,7 @@ from layer0 import decimal_to_str
 
 from ._convert_effects import report_from_proto, report_to_proto
 from ._errors import JobErrorKind
-from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobOrigin, JobState
+from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobOrigin, JobState, TreeBudgetUse
 from ._sandboxes import SandboxInfo, SandboxPhase
 
 #: JobState ↔ ``JOB_STATE_*``.
@@ -124,6 +124,8 @@ def job_to_proto(job: Job) -> cpb.Job:
         message.approval.CopyFrom(approval_to_proto(job.approval))
     if job.fixed_point is not None:
         message.fixed_point.CopyFrom(fixed_point_to_proto(job.fixed_point))
+    if job.tree_budget is not None:
+        message.tree_budget.CopyFrom(tree_use_to_proto(job.tree_budget))
     return message
 
 
@@ -160,6 +162,42 @@ def job_from_proto(message: cpb.Job) -> Job:
         sandbox=message.sandbox or None,
         approval=approval_from_proto(message.approval) if message.HasField("approval") else None,
         fixed_point=fixed_point_from_proto(message.fixed_point) if message.HasField("fixed_point") else None,
+        tree_budget=tree_use_from_proto(message.tree_budget) if message.HasField("tree_budget") else None,
+    )
+
+
+def tree_use_to_proto(use: TreeBudgetUse) -> cpb.TreeBudgetChanged:
+    """A tree's spend and decision on the wire (also a ``tree_budget`` event's, with its reason)."""
+    return cpb.TreeBudgetChanged(
+        decision=use.decision,
+        spent=str(use.spent),
+        tokens=use.tokens,
+        elapsed_ms=use.elapsed_ms,
+        max_cost=None if use.max_cost is None else str(use.max_cost),
+        max_tokens=use.max_tokens,
+        max_duration_ms=use.max_duration_ms,
+        model=use.model,
+    )
+
+
+def tree_use_from_proto(message: cpb.TreeBudgetChanged) -> TreeBudgetUse:
+    """A tree's spend and decision from the wire.
+
+    Raises:
+        ValidationError: the decision or an amount does not validate.
+    """
+    has = message.HasField
+    return TreeBudgetUse.model_validate(
+        {
+            "decision": message.decision,
+            "spent": message.spent,
+            "tokens": message.tokens,
+            "elapsed_ms": message.elapsed_ms,
+            "max_cost": message.max_cost if has("max_cost") else None,
+            "max_tokens": message.max_tokens if has("max_tokens") else None,
+            "max_duration_ms": message.max_duration_ms if has("max_duration_ms") else None,
+            "model": message.model if has("model") else None,
+        }
     )
 
 

@@ -41,6 +41,7 @@ from ._model import (
     SignalRecorded,
     StateChanged,
     TreeBudgetChanged,
+    TreeBudgetUse,
     WorkspaceChanged,
 )
 from .convert import (
@@ -55,6 +56,8 @@ from .convert import (
     state_to_proto,
     timestamp_from_proto,
     timestamp_to_proto,
+    tree_use_from_proto,
+    tree_use_to_proto,
 )
 
 #: Turn events cross this wire whole: the controller already holds what the runner sent.
@@ -392,34 +395,14 @@ def _workspace_from_proto(message: cpb.WorkspaceChanged) -> WorkspaceChanged:
 
 
 def _tree_budget_to_proto(data: TreeBudgetChanged) -> cpb.TreeBudgetChanged:
-    return cpb.TreeBudgetChanged(
-        decision=data.decision,
-        spent=str(data.spent),
-        tokens=data.tokens,
-        elapsed_ms=data.elapsed_ms,
-        max_cost=None if data.max_cost is None else str(data.max_cost),
-        max_tokens=data.max_tokens,
-        max_duration_ms=data.max_duration_ms,
-        model=data.model,
-        reason=data.reason,
-    )
+    message = tree_use_to_proto(TreeBudgetUse.model_validate(data.model_dump(exclude={"kind", "reason"})))
+    message.reason = data.reason
+    return message
 
 
 def _tree_budget_from_proto(message: cpb.TreeBudgetChanged) -> TreeBudgetChanged:
-    has = message.HasField
-    return TreeBudgetChanged.model_validate(
-        {
-            "decision": message.decision,
-            "spent": message.spent,
-            "tokens": message.tokens,
-            "elapsed_ms": message.elapsed_ms,
-            "max_cost": message.max_cost if has("max_cost") else None,
-            "max_tokens": message.max_tokens if has("max_tokens") else None,
-            "max_duration_ms": message.max_duration_ms if has("max_duration_ms") else None,
-            "model": message.model if has("model") else None,
-            "reason": message.reason,
-        }
-    )
+    use = tree_use_from_proto(message)
+    return TreeBudgetChanged.model_validate({**use.model_dump(), "reason": message.reason})
 
 
 # -- effects, children, signals, logs ------------------------------------------------------------------

@@ -89,6 +89,9 @@ async def test_a_tree_stays_within_its_budget_and_a_later_child_is_not_started(t
         ]
         assert [d.decision for d in decisions] == ["continue", "halt_workflow"]
         assert decisions[-1].spent >= Decimal("1.00") and decisions[-1].max_cost == Decimal("1.00")
+        shown = (await service.get(job.id)).tree_budget  # what `airlock jobs show` prints
+        assert shown is not None and shown.decision == "halt_workflow" and shown.spent == spent
+        assert (await service.get(children[0].id)).tree_budget is None  # only the root's
 
 
 async def test_past_the_threshold_later_calls_ask_for_the_cheaper_model(tmp_path: Path) -> None:

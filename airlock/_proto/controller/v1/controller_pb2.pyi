@@ -788,6 +788,7 @@ class Job(_message.Message):
     FORKED_FROM_FIELD_NUMBER: _builtins.int
     FORK_POINT_FIELD_NUMBER: _builtins.int
     SANDBOX_FIELD_NUMBER: _builtins.int
+    TREE_BUDGET_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     agent: _builtins.str
     state: Global___JobState.ValueType
@@ -845,6 +846,12 @@ class Job(_message.Message):
     def approval(self) -> Global___ApprovalWait: ...
     @_builtins.property
     def fixed_point(self) -> Global___FixedPointRun: ...
+    @_builtins.property
+    def tree_budget(self) -> Global___TreeBudgetChanged:
+        """A root whose agent declares a tree_budget: what its tree spent against it now, and the
+        policy's decision (`reason` unset).
+        """
+
     def __init__(
         self,
         *,
@@ -872,10 +879,11 @@ class Job(_message.Message):
         forked_from: _builtins.str = ...,
         fork_point: _builtins.str = ...,
         sandbox: _builtins.str = ...,
+        tree_budget: Global___TreeBudgetChanged | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at", "tree_budget", b"tree_budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "fork_point", b"fork_point", "forked_from", b"forked_from", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "owner", b"owner", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "sandbox", b"sandbox", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "fork_point", b"fork_point", "forked_from", b"forked_from", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "owner", b"owner", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "sandbox", b"sandbox", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "tree_budget", b"tree_budget", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__approval: _TypeAlias = _typing.Literal["approval"]  # noqa: Y015
     _WhichOneofArgType__approval: _TypeAlias = _typing.Literal["_approval", b"_approval"]  # noqa: Y015
