@@ -28,10 +28,14 @@ class TreeDowngrade(_Frozen):
 
 
 class TreeIncrease(_Frozen):
-    """At exhaustion, ask ``approvers`` to grow the cost limit by ``amount`` (the tree pauses)."""
+    """At exhaustion of the cost limit, ask ``approvers`` (any one decides) to grow it by
+    ``amount``: the tree's running turns pause until one does; no decision within ``timeout``
+    halts the tree as a rejection does."""
 
     amount: Annotated[Money, Field(gt=Decimal(0))]
     approvers: Annotated[list[_Name], Field(min_length=1)]
+    #: Milliseconds (``"30m"`` in YAML); default one hour.
+    timeout: Annotated[int, BeforeValidator(parse_duration)] = 3_600_000
 
     @model_validator(mode="after")
     def _distinct(self) -> TreeIncrease:

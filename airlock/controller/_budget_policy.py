@@ -46,11 +46,23 @@ def past_threshold(budget: TreeBudget, use: TreeUse) -> bool:
     return by_cost or by_tokens
 
 
-def decide(budget: TreeBudget, use: TreeUse, *, model: str | None, downgraded: bool) -> BudgetDecision:
-    """The tree's budget decision: ``halt_workflow`` when a limit is reached, else
+def decide(
+    budget: TreeBudget,
+    use: TreeUse,
+    *,
+    model: str | None,
+    downgraded: bool,
+    extra: Decimal = Decimal(0),
+    may_ask: bool = True,
+) -> BudgetDecision:
+    """The tree's budget decision: at a limit, ``request_increase`` when the cost limit alone
+    is reached, ``increase`` is configured and ``may_ask``, else ``halt_workflow``; below,
     ``downgrade_model`` (from ``model``, the root's) once past the threshold and not yet
-    downgraded, else ``continue``."""
-    if exhausted(budget, use) is not None:
+    downgraded, else ``continue``. ``extra``: cost granted by approved increases."""
+    if exhausted(budget, use, extra) is not None:
+        other = exhausted(budget.model_copy(update={"max_cost": None}), use)
+        if budget.increase is not None and may_ask and other is None:
+            return BudgetDecision.request_increase(budget.increase.amount)
         return BudgetDecision.halt_workflow()
     if budget.downgrade is not None and not downgraded and past_threshold(budget, use):
         return BudgetDecision.downgrade_model(model or "default", budget.downgrade.model)

@@ -59,7 +59,7 @@ from ._quotas import Quotas
 from ._remote_controls import RemoteControls
 from ._sandboxes import KeptSandboxes
 from ._scheduler import Scheduler
-from ._service_settings import ServiceSettings, job_limit_ms
+from ._service_settings import JobNotAwaiting, JobNotFound, ServiceSettings, job_limit_ms
 from ._store import JobStore
 from ._tree_budget import TreeBudgets
 from ._weaving import Weaves
@@ -131,7 +131,9 @@ class JobService:
         elsewhere = self._remote.deliver if self._remote is not None else None
         self._controls = Controls(self.events, self._records, self._active, elsewhere)
         #: Each job tree's budget (its root agent's ``tree_budget``).
-        self._trees = TreeBudgets(self.events, self._agent, self._controls.deliver)
+        self._trees = TreeBudgets(
+            self.events, self._agent, self._controls.deliver, pause=self._pause_turn, resume=self._resume_turn
+        )
         # The scheduler runs what the approvals requeue; runs and effects call each other
         # through the lambdas (evaluated once jobs run).
         self._scheduler = Scheduler(
@@ -585,19 +587,49 @@ class JobService:
 
     async def approve(self, job_id: str, approver: str, comment: str = "") -> Job:
         """Record ``approver``'s approval of the calls ``job_id`` waits for; the job resumes
-        once the agent's strategy is satisfied.
+        once the agent's strategy is satisfied. A root whose tree budget asks for an increase:
+        the increase is granted (by any one of its ``increase.approvers``) and the tree resumes.
 
         Raises:
             JobNotFound: no such job.
             JobNotAwaiting: the job waits for no approval.
             NotAnApprover: ``approver`` is not one of the agent's approvers.
         """
+        if self._trees.asking(job_id):
+            self._trees.answer(job_id, approver, True)
+            note = f": {comment}" if comment else ""
+            await self.events.log(job_id, "info", f"{approver} granted the tree budget's increase{note}")
+            return await self.get(job_id)
         return await self._approvals.approve(job_id, approver, comment)
 
     async def reject(self, job_id: str, approver: str, reason: str) -> Job:
         """Record ``approver``'s rejection (``reason`` is what the model reads); raises as
-        :meth:`approve`."""
+        :meth:`approve` (a tree budget's increase refused: the tree halts)."""
+        if self._trees.asking(job_id):
+            self._trees.answer(job_id, approver, False)
+            await self.events.log(job_id, "info", f"{approver} refused the tree budget's increase: {reason}")
+            return await self.get(job_id)
         return await self._approvals.reject(job_id, approver, reason)
+
+    async def _pause_turn(self, job_id: str) -> None:
+        """Pause a tree's running turn while its budget's increase is asked for."""
+        with contextlib.suppress(JobNotAwaiting, JobNotFound):
+            await self._controls.pause(job_id)
+
+    async def _resume_turn(self, job_id: str) -> None:
+        """Let a tree's paused turn run on once its budget's increase was decided."""
+        handle = self._active.handle(job_id)
+        if handle is None or not handle.running:
+            return
+        try:
+            await handle.resume()
+        except Exception as e:  # the turn ended meanwhile
+            _log.info("job %s: not resumed: %s", job_id, e)
+            return
+        entry = self._active.get(job_id)
+        if entry is not None:
+            entry.paused = False
+        await self.events.log(job_id, "info", "resumed: its tree budget's increase was decided")
 
     # -- controls ------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from layer0 import OrchError, TurnConfig, TurnInput
 from ._budget_policy import TreeUse, decide, exhausted
 from ._job_events import JobEvents
 from ._quotas import capped
+from ._service_settings import JobNotAwaiting, NotAnApprover
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -56,6 +57,20 @@ class _Tree:
     halted: str | None = None
     timer: asyncio.Task[None] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Cost granted by approved increases; the open question to the approvers (None: none),
+    #: answered ``(approved, by whom)``; whether one was refused (the tree asks no more).
+    extra: Decimal = Decimal(0)
+    asking: asyncio.Future[tuple[bool, str]] | None = None
+    refused: bool = False
+    waiter: asyncio.Task[None] | None = None
+    #: Set while no question is open (admissions wait for the answer).
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def max_cost(self) -> Decimal | None:
+        """The cost limit with the increases granted."""
+        limit = self.budget.max_cost
+        return limit + self.extra if limit is not None else None
 
 
 class TreeBudgets:
@@ -65,13 +80,24 @@ class TreeBudgets:
         events: the job record (the store, and the root's ``tree_budget`` events).
         resolve: an agent's configuration (the root's ``tree_budget``).
         deliver: hands a ``budget`` signal to a running turn.
+        pause: pauses a job's running turn at its next step (an increase is asked for);
+            ``resume`` lets it run on (both: nothing when no turn of it runs).
     """
 
-    def __init__(self, events: JobEvents, resolve: Callable[[str], AgentConfig], deliver: Deliver) -> None:
+    def __init__(
+        self,
+        events: JobEvents,
+        resolve: Callable[[str], AgentConfig],
+        deliver: Deliver,
+        pause: Callable[[str], Awaitable[None]] = lambda job_id: asyncio.sleep(0),
+        resume: Callable[[str], Awaitable[None]] = lambda job_id: asyncio.sleep(0),
+    ) -> None:
         self._events = events
         self._store = events.store
         self._resolve = resolve
         self._deliver = deliver
+        self._pause = pause
+        self._resume = resume
         self._trees: dict[str, _Tree | None] = {}
         self._roots: dict[str, str] = {}
 
@@ -96,6 +122,7 @@ class TreeBudgets:
         tree = None
         if budget is not None and config is not None:
             tree = _Tree(root=root, budget=budget, model=config.spec.provider.model)
+            tree.answered.set()
             if budget.max_duration is not None:
                 tree.timer = asyncio.create_task(self._clock(tree), name=f"airlock-tree-budget-{root.id}")
         self._trees[root.id] = tree
@@ -181,7 +208,9 @@ class TreeBudgets:
         tree = await self._tree(parent)
         if tree is None:
             return
-        why = tree.halted or exhausted(tree.budget, await self.use(tree))
+        await self._settle(tree)
+        await tree.answered.wait()  # an increase asked for: its answer first
+        why = tree.halted or exhausted(tree.budget, await self.use(tree), tree.extra)
         if why is not None:
             await self._settle(tree)
             raise OrchError.other(
@@ -198,11 +227,9 @@ class TreeBudgets:
         if tree.decision == "":
             await self._settle(tree)
         use = await self.use(tree)
-        limit = tree.budget.max_cost
-        left = (
-            Decimal(0) if tree.halted else (max(Decimal(0), limit - use.cost) if limit is not None else None)
-        )
-        input = capped(input, default, left)
+        limit = tree.max_cost
+        left = max(Decimal(0), limit - use.cost) if limit is not None else None
+        input = capped(input, default, Decimal(0) if tree.halted else left)
         if tree.downgraded and tree.budget.downgrade is not None:
             config = input.config or TurnConfig()
             model = tree.budget.downgrade.model
@@ -231,6 +258,8 @@ class TreeBudgets:
         tree = self._trees.pop(root, None)
         if tree is not None and tree.timer is not None:
             tree.timer.cancel()
+        if tree is not None and tree.waiter is not None:
+            tree.waiter.cancel()
         for job_id in [j for j, r in self._roots.items() if r == root]:
             del self._roots[job_id]
 
@@ -241,13 +270,26 @@ class TreeBudgets:
 
     async def _settle(self, tree: _Tree) -> None:
         """Decide on the tree's spend; record a changed decision on the root and hand the
-        running turns what it asks (the cheaper model, or the halt)."""
+        running turns what it asks (the cheaper model, the halt, or a pause while the
+        approvers are asked for more). Nothing changes while a question is open."""
         async with tree.lock:
+            if tree.asking is not None:
+                return
             use = await self.use(tree)
-            decision = decide(tree.budget, use, model=tree.model, downgraded=tree.downgraded)
+            decision = decide(
+                tree.budget,
+                use,
+                model=tree.model,
+                downgraded=tree.downgraded,
+                extra=tree.extra,
+                may_ask=not tree.refused,
+            )
             kind = decision.kind
+            if kind == "request_increase":
+                await self._ask(tree, use)
+                return
             if kind == "halt_workflow" and tree.halted is None:
-                tree.halted = exhausted(tree.budget, use)
+                tree.halted = exhausted(tree.budget, use, tree.extra)
             if kind == "downgrade_model":
                 tree.downgraded = True
             if kind != tree.decision and not (kind == "continue" and tree.decision):
@@ -255,14 +297,12 @@ class TreeBudgets:
                 await self._record(tree, use, kind)
             await self._tell(tree)
 
-    async def _record(self, tree: _Tree, use: TreeUse, kind: str) -> None:
+    async def _record(self, tree: _Tree, use: TreeUse, kind: str, reason: str | None = None) -> None:
         budget = tree.budget
         down = budget.downgrade
         reasons = {
             "continue": "under the tree's limits",
-            "downgrade_model": f"past {down.at:g} of a limit: later calls use the cheaper model"
-            if down
-            else "",
+            "downgrade_model": f"past {down.at:g} of a limit: later calls use {down.model}" if down else "",
             "halt_workflow": f"exhausted: {tree.halted}; the tree's running turns stop at their next step",
         }
         data = TreeBudgetChanged(
@@ -270,13 +310,81 @@ class TreeBudgets:
             spent=use.cost,
             tokens=use.tokens,
             elapsed_ms=use.elapsed_ms,
-            max_cost=budget.max_cost,
+            max_cost=tree.max_cost,
             max_tokens=budget.max_tokens,
             max_duration_ms=budget.max_duration,
             model=down.model if down is not None and tree.downgraded else None,
-            reason=reasons.get(kind, ""),
+            reason=reason if reason is not None else reasons.get(kind, ""),
         )
         await self._events.emit(tree.root.id, data)
+
+    # -- an increase asked of the approvers -----------------------------------------------------
+
+    async def _ask(self, tree: _Tree, use: TreeUse) -> None:
+        """Pause the tree's running turns and ask the approvers for more (the lock held)."""
+        increase = tree.budget.increase
+        assert increase is not None
+        tree.asking = asyncio.get_running_loop().create_future()
+        tree.answered.clear()
+        tree.decision = "request_increase"
+        who = ", ".join(increase.approvers)
+        reason = f"max_cost reached: asking {who} for {increase.amount} more; the tree's turns pause"
+        await self._record(tree, use, "request_increase", reason)
+        for job_id in list(tree.running):
+            await self._pause(job_id)
+        name = f"airlock-tree-increase-{tree.root.id}"
+        tree.waiter = asyncio.create_task(self._await_answer(tree), name=name)
+
+    def asking(self, root: str) -> bool:
+        """Whether ``root``'s tree waits for an approver to grant it more."""
+        tree = self._trees.get(root)
+        return tree is not None and tree.asking is not None and not tree.asking.done()
+
+    def answer(self, root: str, approver: str, approve: bool) -> None:
+        """``approver`` grants (``approve``) or refuses the increase ``root``'s tree asks for.
+
+        Raises:
+            JobNotAwaiting: the tree asks for none.
+            NotAnApprover: ``approver`` is not one of its ``increase.approvers``.
+        """
+        tree = self._trees.get(root)
+        if tree is None or tree.asking is None or tree.asking.done():
+            raise JobNotAwaiting(f"job {root}'s tree budget asks for no increase")
+        increase = tree.budget.increase
+        if increase is None or approver not in increase.approvers:
+            allowed = ", ".join(increase.approvers) if increase is not None else "none"
+            raise NotAnApprover(
+                f"{approver!r} may not grant job {root}'s tree more; its approvers: {allowed}"
+            )
+        tree.asking.set_result((approve, approver))
+
+    async def _await_answer(self, tree: _Tree) -> None:
+        """The approvers' answer (no answer within the timeout: refused); then the tree runs on
+        with the increase, or halts."""
+        increase = tree.budget.increase
+        assert increase is not None and tree.asking is not None
+        try:
+            approved, who = await asyncio.wait_for(asyncio.shield(tree.asking), increase.timeout / 1000)
+        except TimeoutError:
+            approved, who = False, f"nobody within {increase.timeout} ms"
+        async with tree.lock:
+            tree.asking = None
+            use = await self.use(tree)
+            if approved:
+                tree.extra += increase.amount
+                tree.decision = "continue"
+                reason = f"{who} granted {increase.amount} more: max_cost is now {tree.max_cost}"
+            else:
+                tree.refused = True
+                tree.decision = "halt_workflow"
+                tree.halted = f"{exhausted(tree.budget, use, tree.extra)}; the increase was refused by {who}"
+                reason = f"exhausted: {tree.halted}; the tree's running turns stop at their next step"
+            await self._record(tree, use, tree.decision, reason)
+            await self._tell(tree)
+            for job_id in list(tree.running):
+                await self._resume(job_id)
+            tree.answered.set()
+        await self._settle(tree)  # more than the increase may be spent already
 
     async def _tell(self, tree: _Tree) -> None:
         """Hand each running turn of the tree the signals it has not had yet."""

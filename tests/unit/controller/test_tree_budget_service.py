@@ -5,6 +5,7 @@ the cheaper model; the root's record tells each decision."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ import pytest
 
 from airlock.config import load_config
 from airlock.controller import AgentRunner, JobService, ServiceSettings, SqliteJobStore
+from airlock.controller._service_settings import NotAnApprover
 from airlock.jobs import EffectApplied, JobState, SandboxActivity, TreeBudgetChanged
 from airlock.state import SqliteStore
 from airlock.testing import text_step, tool_step, tools_step
@@ -120,3 +122,43 @@ async def test_past_the_threshold_later_calls_ask_for_the_cheaper_model(tmp_path
         ]
         assert [d.decision for d in decisions] == ["continue", "downgrade_model"]
         assert decisions[-1].model == "cheaper-model"
+
+
+async def decisions_of(service: JobService, job_id: str) -> list[TreeBudgetChanged]:
+    return [e.data for e in await service.store.events(job_id) if isinstance(e.data, TreeBudgetChanged)]
+
+
+async def asked(service: JobService, job_id: str, times: int) -> None:
+    """Wait until the tree asked for an increase ``times`` times (polled; the test's timeout
+    bounds it)."""
+    while True:
+        kinds = [d.decision for d in await decisions_of(service, job_id)]
+        if kinds.count("request_increase") >= times and service._trees.asking(job_id):
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_an_increase_granted_lets_the_tree_run_on_and_one_refused_halts_it(tmp_path: Path) -> None:
+    budget = {"max_cost": "1.00", "increase": {"amount": "1.00", "approvers": ["ana"]}}
+    async with service_of(tmp_path, config(budget), parallel=2) as service:
+        job = await service.submit("planner", TurnInput.new("survey all three"))
+        await asked(service, job.id, 1)
+        with pytest.raises(NotAnApprover):
+            await service.approve(job.id, "mallory")
+        await service.approve(job.id, "ana", "go on")
+        # the first two finish (0.80 each: 1.60 of 2.00); the third starts capped at what is
+        # left and exhausts the tree again: asked once more, refused
+        await asked(service, job.id, 2)
+        await service.reject(job.id, "ana", "enough")
+        done = await service.wait(job.id)
+        assert done.state is JobState.SUCCEEDED, done.error
+        children = [await service.get(c) for c in done.children]
+        assert len(children) == 3
+        exits = [c.output.exit_reason.kind for c in children if c.output is not None]
+        assert exits == ["complete", "complete", "budget_exhausted"], exits
+        spent = sum((c.output.metadata.cost for c in children if c.output is not None), Decimal(0))
+        assert spent <= Decimal("2.00") + 2 * Decimal(CALL), spent
+        kinds = [d.decision for d in await decisions_of(service, job.id)]
+        assert kinds == ["continue", "request_increase", "continue", "request_increase", "halt_workflow"]
+        last = (await decisions_of(service, job.id))[-1]
+        assert last.max_cost == Decimal("2.00") and "refused by ana" in last.reason
