@@ -94,6 +94,31 @@ async def test_a_tree_stays_within_its_budget_and_a_later_child_is_not_started(t
         shown = (await service.get(job.id)).tree_budget  # what `airlock jobs show` prints
         assert shown is not None and shown.decision == "halt_workflow" and shown.spent == spent
         assert (await service.get(children[0].id)).tree_budget is None  # only the root's
+    # another controller over the same store (a replica taking over) counts it again from there
+    async with service_of(tmp_path, config({"max_cost": "1.00"}), parallel=2) as again:
+        recounted = (await again.get(job.id)).tree_budget
+        assert recounted is not None and recounted.spent == spent and recounted.decision == "halt_workflow"
+
+
+async def test_when_the_trees_wall_time_runs_out_its_running_turns_stop(tmp_path: Path) -> None:
+    async with service_of(tmp_path, config({"max_duration": "3s"}), parallel=3) as service:
+        job = await service.submit("planner", TurnInput.new("survey all three"))
+        done = await service.wait(job.id)
+        assert done.state is JobState.SUCCEEDED, done.error
+        # each child had four calls a second apart to make: none made them all; one that had
+        # not started when the time ran out was not started
+        children = [await service.get(c) for c in done.children]
+        exits = {c.output.exit_reason.kind for c in children if c.output is not None}
+        assert exits <= {"budget_exhausted"}, exits
+        outcomes = [
+            e.data.outcome for e in await service.store.events(job.id) if isinstance(e.data, EffectApplied)
+        ]
+        refused = [o for o in outcomes if o.effect == "delegate" and o.status != "ok"]
+        assert len(children) + len(refused) == 3
+        assert all("max_duration 3000 ms" in (o.detail or "") for o in refused), refused
+        decisions = await decisions_of(service, job.id)
+        assert [d.decision for d in decisions] == ["continue", "halt_workflow"]
+        assert "max_duration 3000 ms" in decisions[-1].reason
 
 
 async def test_past_the_threshold_later_calls_ask_for_the_cheaper_model(tmp_path: Path) -> None:
