@@ -15,21 +15,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from decimal import Decimal
 
 from pydantic import JsonValue
 
-from airlock.config import AgentConfig, TreeBudget
+from airlock.config import AgentConfig
 from airlock.errors import ConfigError
-from airlock.jobs import Job, TreeBudgetChanged, TreeBudgetUse, utcnow
-from airlock.turn import InferenceFinished, SessionState
+from airlock.jobs import Job, TreeBudgetChanged, TreeBudgetUse
+from airlock.turn import InferenceFinished
 from layer0 import OrchError, TurnConfig, TurnInput
 
 from ._budget_policy import TreeUse, decide, exhausted
 from ._job_events import JobEvents
 from ._quotas import capped
 from ._service_settings import JobNotAwaiting, NotAnApprover
+from ._tree_state import TreeState, elapsed_ms, restore, tree_use
 
 _log = logging.getLogger("airlock.jobs")
 
@@ -38,39 +38,6 @@ Deliver = Callable[[Job, str, JsonValue, "str | None"], Awaitable[bool]]
 
 #: A ``budget`` signal that ends a turn at its next step (exit reason ``budget_exhausted``).
 HALT: dict[str, JsonValue] = {"max_cost": "0"}
-
-
-@dataclass
-class _Tree:
-    """One tree's budget as this replica follows it."""
-
-    root: Job
-    budget: TreeBudget
-    model: str | None
-    #: Each running job of the tree (its turn here) and its live totals.
-    running: dict[str, Job] = field(default_factory=dict)
-    live: dict[str, TreeUse] = field(default_factory=dict)
-    #: The signals each running job was handed (so each is handed once).
-    told: dict[str, set[str]] = field(default_factory=dict)
-    decision: str = ""
-    downgraded: bool = False
-    halted: str | None = None
-    timer: asyncio.Task[None] | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    #: Cost granted by approved increases; the open question to the approvers (None: none),
-    #: answered ``(approved, by whom)``; whether one was refused (the tree asks no more).
-    extra: Decimal = Decimal(0)
-    asking: asyncio.Future[tuple[bool, str]] | None = None
-    refused: bool = False
-    waiter: asyncio.Task[None] | None = None
-    #: Set while no question is open (admissions wait for the answer).
-    answered: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def max_cost(self) -> Decimal | None:
-        """The cost limit with the increases granted."""
-        limit = self.budget.max_cost
-        return limit + self.extra if limit is not None else None
 
 
 class TreeBudgets:
@@ -98,7 +65,7 @@ class TreeBudgets:
         self._deliver = deliver
         self._pause = pause
         self._resume = resume
-        self._trees: dict[str, _Tree | None] = {}
+        self._trees: dict[str, TreeState | None] = {}
         self._roots: dict[str, str] = {}
 
     async def _root(self, job: Job) -> Job:
@@ -112,7 +79,7 @@ class TreeBudgets:
         self._roots[start] = job.id
         return job
 
-    async def _tree(self, job: Job) -> _Tree | None:
+    async def _tree(self, job: Job) -> TreeState | None:
         """The budget of ``job``'s tree (None: its root's agent declares none)."""
         root = await self._root(job)
         if root.id in self._trees:
@@ -121,8 +88,9 @@ class TreeBudgets:
         budget = config.tree_budget if config is not None else None
         tree = None
         if budget is not None and config is not None:
-            tree = _Tree(root=root, budget=budget, model=config.spec.provider.model)
+            tree = TreeState(root=root, budget=budget, model=config.spec.provider.model)
             tree.answered.set()
+            await restore(self._store, tree)  # a tree another replica (or run) followed before
             if budget.max_duration is not None:
                 tree.timer = asyncio.create_task(self._clock(tree), name=f"airlock-tree-budget-{root.id}")
         self._trees[root.id] = tree
@@ -146,58 +114,28 @@ class TreeBudgets:
         if config is None or config.tree_budget is None:
             return None
         budget = config.tree_budget
-        tree = followed or _Tree(root=job, budget=budget, model=config.spec.provider.model)
+        tree = followed
+        if tree is None:
+            tree = TreeState(root=job, budget=budget, model=config.spec.provider.model)
+            await restore(self._store, tree)
         use = await self.use(tree)
-        decision = followed.decision if followed is not None else ""
-        if not decision:
-            told = await self._store.events(job.id, kind="tree_budget")
-            last = told[-1].data if told else None
-            if isinstance(last, TreeBudgetChanged):
-                decision, tree.downgraded = last.decision, last.model is not None
-        if not decision:
-            decision = decide(budget, use, model=tree.model, downgraded=False).kind
+        decision = tree.decision or decide(budget, use, model=tree.model, downgraded=False).kind
         return TreeBudgetUse.model_validate(
             {
                 "decision": decision,
                 "spent": use.cost,
                 "tokens": use.tokens,
                 "elapsed_ms": use.elapsed_ms,
-                "max_cost": budget.max_cost,
+                "max_cost": tree.max_cost,
                 "max_tokens": budget.max_tokens,
                 "max_duration_ms": budget.max_duration,
                 "model": budget.downgrade.model if budget.downgrade and tree.downgraded else None,
             }
         )
 
-    async def use(self, tree: _Tree) -> TreeUse:
-        """What ``tree`` spent: each job's stored totals (output, else checkpoint), raised by
-        the live totals its running turns reported here."""
-        total = TreeUse(elapsed_ms=self._elapsed(tree))
-        pending = [tree.root.id]
-        while pending:
-            job = await self._store.get(pending.pop())
-            if job is None:
-                continue
-            pending += job.children
-            stored = await self._stored(job)
-            live = tree.live.get(job.id)
-            total += live if live is not None and live.cost >= stored.cost else stored
-        return total
-
-    async def _stored(self, job: Job) -> TreeUse:
-        """A job's totals as the store has them."""
-        if job.output is not None:
-            meta = job.output.metadata
-            return TreeUse(meta.cost, meta.tokens_in + meta.tokens_out)
-        saved = await self._store.checkpoint(job.id)
-        if saved is None:
-            return TreeUse()
-        state = SessionState.model_validate_json(saved[0])
-        return TreeUse(state.cost, state.tokens_in + state.tokens_out)
-
-    def _elapsed(self, tree: _Tree) -> int:
-        since = tree.root.started_at or tree.root.created_at
-        return max(0, int((utcnow() - since).total_seconds() * 1000))
+    async def use(self, tree: TreeState) -> TreeUse:
+        """What ``tree`` spent (see :func:`tree_use`)."""
+        return await tree_use(self._store, tree)
 
     async def admit(self, parent: Job, agent: str) -> None:
         """A child of ``parent`` may start: its tree is not exhausted.
@@ -268,7 +206,7 @@ class TreeBudgets:
         for root in list(self._trees):
             self.forget(root)
 
-    async def _settle(self, tree: _Tree) -> None:
+    async def _settle(self, tree: TreeState) -> None:
         """Decide on the tree's spend; record a changed decision on the root and hand the
         running turns what it asks (the cheaper model, the halt, or a pause while the
         approvers are asked for more). Nothing changes while a question is open."""
@@ -297,7 +235,7 @@ class TreeBudgets:
                 await self._record(tree, use, kind)
             await self._tell(tree)
 
-    async def _record(self, tree: _Tree, use: TreeUse, kind: str, reason: str | None = None) -> None:
+    async def _record(self, tree: TreeState, use: TreeUse, kind: str, reason: str | None = None) -> None:
         budget = tree.budget
         down = budget.downgrade
         reasons = {
@@ -320,7 +258,7 @@ class TreeBudgets:
 
     # -- an increase asked of the approvers -----------------------------------------------------
 
-    async def _ask(self, tree: _Tree, use: TreeUse) -> None:
+    async def _ask(self, tree: TreeState, use: TreeUse) -> None:
         """Pause the tree's running turns and ask the approvers for more (the lock held)."""
         increase = tree.budget.increase
         assert increase is not None
@@ -358,7 +296,7 @@ class TreeBudgets:
             )
         tree.asking.set_result((approve, approver))
 
-    async def _await_answer(self, tree: _Tree) -> None:
+    async def _await_answer(self, tree: TreeState) -> None:
         """The approvers' answer (no answer within the timeout: refused); then the tree runs on
         with the increase, or halts."""
         increase = tree.budget.increase
@@ -386,7 +324,7 @@ class TreeBudgets:
             tree.answered.set()
         await self._settle(tree)  # more than the increase may be spent already
 
-    async def _tell(self, tree: _Tree) -> None:
+    async def _tell(self, tree: TreeState) -> None:
         """Hand each running turn of the tree the signals it has not had yet."""
         wanted: list[tuple[str, dict[str, JsonValue]]] = []
         if tree.downgraded and tree.budget.downgrade is not None:
@@ -399,10 +337,10 @@ class TreeBudgets:
                 if name not in told and await self._deliver(job, "budget", data, None):
                     told.add(name)
 
-    async def _clock(self, tree: _Tree) -> None:
+    async def _clock(self, tree: TreeState) -> None:
         """Halt the tree when its wall time runs out."""
         assert tree.budget.max_duration is not None
-        left_ms = tree.budget.max_duration - self._elapsed(tree)
+        left_ms = tree.budget.max_duration - elapsed_ms(tree)
         await asyncio.sleep(max(0, left_ms) / 1000)
         with contextlib.suppress(Exception):
             await self._settle(tree)
