@@ -22,7 +22,17 @@ from layer0 import decimal_to_str
 
 from ._convert_effects import report_from_proto, report_to_proto
 from ._errors import JobErrorKind
-from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobOrigin, JobState, TreeBudgetUse
+from ._model import (
+    ApprovalWait,
+    FixedPointRun,
+    Job,
+    JobError,
+    JobFilter,
+    JobOrigin,
+    JobState,
+    TreeBudgetUse,
+    TreeDecision,
+)
 from ._sandboxes import SandboxInfo, SandboxPhase
 
 #: JobState ↔ ``JOB_STATE_*``.
@@ -50,6 +60,10 @@ APPROVAL_TIMEOUT_ACTION: cv.WireEnum[OnTimeout] = cv.WireEnum(
 #: Why a fixed-point run stopped ↔ ``FIXED_POINT_EXIT_*`` (UNSPECIFIED: it runs).
 FIXED_POINT_EXIT: cv.WireEnum[FixedPointExit] = cv.WireEnum(
     cpb.FixedPointExit, "FIXED_POINT_EXIT_", get_args(FixedPointExit), "fixed-point exit"
+)
+#: A tree budget's decision ↔ ``TREE_BUDGET_DECISION_*``.
+TREE_BUDGET_DECISION: cv.WireEnum[TreeDecision] = cv.WireEnum(
+    cpb.TreeBudgetDecision, "TREE_BUDGET_DECISION_", get_args(TreeDecision), "tree budget decision"
 )
 #: A job error's kind ↔ ``JOB_ERROR_KIND_*``.
 JOB_ERROR_KIND: cv.WireEnum[JobErrorKind] = cv.WireEnum(
@@ -169,7 +183,7 @@ def job_from_proto(message: cpb.Job) -> Job:
 def tree_use_to_proto(use: TreeBudgetUse) -> cpb.TreeBudgetChanged:
     """A tree's spend and decision on the wire (also a ``tree_budget`` event's, with its reason)."""
     return cpb.TreeBudgetChanged(
-        decision=use.decision,
+        decision=TREE_BUDGET_DECISION.to_proto(use.decision),
         spent=str(use.spent),
         tokens=use.tokens,
         elapsed_ms=use.elapsed_ms,
@@ -189,7 +203,7 @@ def tree_use_from_proto(message: cpb.TreeBudgetChanged) -> TreeBudgetUse:
     has = message.HasField
     return TreeBudgetUse.model_validate(
         {
-            "decision": message.decision,
+            "decision": TREE_BUDGET_DECISION.from_proto(message.decision, "decision"),
             "spent": message.spent,
             "tokens": message.tokens,
             "elapsed_ms": message.elapsed_ms,

@@ -322,6 +322,36 @@ JOB_ORIGIN_HANDOFF: JobOrigin.ValueType  # 3
 """Its parent's turn handed off to it."""
 Global___JobOrigin: _TypeAlias = JobOrigin  # noqa: Y015
 
+class _TreeBudgetDecision:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TreeBudgetDecisionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TreeBudgetDecision.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TREE_BUDGET_DECISION_UNSPECIFIED: _TreeBudgetDecision.ValueType  # 0
+    TREE_BUDGET_DECISION_CONTINUE: _TreeBudgetDecision.ValueType  # 1
+    """Under the tree's limits."""
+    TREE_BUDGET_DECISION_DOWNGRADE_MODEL: _TreeBudgetDecision.ValueType  # 2
+    """Past `downgrade.at` of a limit: later calls use the cheaper `model`."""
+    TREE_BUDGET_DECISION_HALT_WORKFLOW: _TreeBudgetDecision.ValueType  # 3
+    """A limit was reached: the tree's running turns stop, no child starts."""
+    TREE_BUDGET_DECISION_REQUEST_INCREASE: _TreeBudgetDecision.ValueType  # 4
+    """max_cost was reached: the tree pauses while its approvers are asked for more."""
+
+class TreeBudgetDecision(_TreeBudgetDecision, metaclass=_TreeBudgetDecisionEnumTypeWrapper):
+    """A tree budget's decision (layer0's BudgetDecision variants)."""
+
+TREE_BUDGET_DECISION_UNSPECIFIED: TreeBudgetDecision.ValueType  # 0
+TREE_BUDGET_DECISION_CONTINUE: TreeBudgetDecision.ValueType  # 1
+"""Under the tree's limits."""
+TREE_BUDGET_DECISION_DOWNGRADE_MODEL: TreeBudgetDecision.ValueType  # 2
+"""Past `downgrade.at` of a limit: later calls use the cheaper `model`."""
+TREE_BUDGET_DECISION_HALT_WORKFLOW: TreeBudgetDecision.ValueType  # 3
+"""A limit was reached: the tree's running turns stop, no child starts."""
+TREE_BUDGET_DECISION_REQUEST_INCREASE: TreeBudgetDecision.ValueType  # 4
+"""max_cost was reached: the tree pauses while its approvers are asked for more."""
+Global___TreeBudgetDecision: _TypeAlias = TreeBudgetDecision  # noqa: Y015
+
 class _WorkspacePhase:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -1028,8 +1058,7 @@ class TreeBudgetChanged(_message.Message):
     MAX_DURATION_MS_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
-    decision: _builtins.str
-    """`continue`, `downgrade_model`, `halt_workflow` or `request_increase`."""
+    decision: Global___TreeBudgetDecision.ValueType
     spent: _builtins.str
     """USD the tree's jobs spent, a decimal string."""
     tokens: _builtins.int
@@ -1045,7 +1074,7 @@ class TreeBudgetChanged(_message.Message):
     def __init__(
         self,
         *,
-        decision: _builtins.str = ...,
+        decision: Global___TreeBudgetDecision.ValueType = ...,
         spent: _builtins.str = ...,
         tokens: _builtins.int = ...,
         elapsed_ms: _builtins.int = ...,
