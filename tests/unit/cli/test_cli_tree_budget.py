@@ -7,9 +7,9 @@ from decimal import Decimal
 
 from typer.testing import CliRunner
 
-from airlock.jobs import TreeBudgetUse
+from airlock.jobs import TreeBudgetChanged, TreeBudgetUse
 from airlock.jobs import convert as jc
-from tests.unit.cli.test_cli_governance import flat, invoke, invoke_json, service
+from tests.unit.cli.test_cli_governance import flat, invoke, invoke_json, render, service
 from tests.unit.controller.test_api_governance import FakeService, awaiting_job
 
 __all__ = ["service"]  # the fixture
@@ -44,3 +44,14 @@ def test_jobs_show_prints_the_trees_spend_against_its_limits(runner: CliRunner, 
     body = invoke_json(runner, "jobs", "show", "j-tree")
     assert body["job"]["tree_budget"]["decision"] == "downgrade_model"
     assert body["job"]["tree_budget"]["spent"] == "1.70"
+
+
+def test_jobs_watch_prints_each_decision_with_its_reason() -> None:
+    halt = TreeBudgetChanged(
+        decision="halt_workflow",
+        spent=Decimal("2.10"),
+        max_cost=Decimal("2.00"),
+        reason="exhausted: cost 2.10 of max_cost 2.00",
+    )
+    out = flat(render(halt))
+    assert "tree budget halt_workflow: $2.1 of $2: exhausted: cost 2.10 of max_cost 2.00" in out
