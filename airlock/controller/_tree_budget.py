@@ -12,7 +12,6 @@ model call reports here, so a replica that takes a tree over recomputes it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -91,6 +90,8 @@ class TreeBudgets:
             tree = TreeState(root=root, budget=budget, model=config.spec.provider.model)
             tree.answered.set()
             await restore(self._store, tree)  # a tree another replica (or run) followed before
+            if root.id in self._trees:  # another of its jobs took it up meanwhile
+                return self._trees[root.id]
             if budget.max_duration is not None:
                 tree.timer = asyncio.create_task(self._clock(tree), name=f"airlock-tree-budget-{root.id}")
         self._trees[root.id] = tree
@@ -342,7 +343,7 @@ class TreeBudgets:
         assert tree.budget.max_duration is not None
         left_ms = tree.budget.max_duration - elapsed_ms(tree)
         await asyncio.sleep(max(0, left_ms) / 1000)
-        with contextlib.suppress(Exception):
+        try:
             await self._settle(tree)
-            if tree.halted is None:  # pragma: no cover - the clock and the limit agree
-                _log.warning("tree %s: its wall time ran out but no limit was reached", tree.root.id)
+        except Exception:  # the tree's jobs stop at their own limits still
+            _log.exception("tree %s: its wall time ran out but it could not be halted", tree.root.id)

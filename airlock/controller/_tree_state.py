@@ -51,9 +51,11 @@ class TreeState:
 
 
 def elapsed_ms(tree: TreeState) -> int:
-    """Wall time since the tree's root started (was submitted, before it started)."""
+    """Wall time since the tree's root started (was submitted, before it started), until it
+    finished."""
     since = tree.root.started_at or tree.root.created_at
-    return max(0, int((utcnow() - since).total_seconds() * 1000))
+    until = tree.root.finished_at or utcnow()
+    return max(0, int((until - since).total_seconds() * 1000))
 
 
 async def tree_use(store: JobStore, tree: TreeState) -> TreeUse:
