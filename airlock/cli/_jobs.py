@@ -43,6 +43,8 @@ from airlock.jobs import (
     SandboxActivity,
     SignalRecorded,
     StateChanged,
+    TreeBudgetChanged,
+    TreeBudgetUse,
     WorkspaceChanged,
 )
 from airlock.turn import Checkpoint, SignalDelivered, TurnSuspended
@@ -312,6 +314,10 @@ class JobView(RunView):
                 self._on_resume(data)
             case WorkspaceChanged():
                 self._on_workspace(data)
+            case TreeBudgetChanged():
+                colour = "yellow" if data.decision == "continue" else "red"
+                text = escape(tree_budget_text(data))
+                self.line(f"[{colour}]tree budget {data.decision}[/]: {text}: {escape(data.reason)}")
             case _:
                 assert_never(data)
 
@@ -717,6 +723,18 @@ def jobs_ls(
     console.print(table)
 
 
+def tree_budget_text(use: TreeBudgetUse | TreeBudgetChanged) -> str:
+    """``$1.2 of $2, 300 of 1000 tokens, 4.0s of 10m0s; model cheaper`` (the limits set)."""
+    cost = f"${use.spent.normalize():f}"
+    parts = [f"{cost} of ${use.max_cost.normalize():f}" if use.max_cost is not None else f"{cost} spent"]
+    if use.max_tokens is not None:
+        parts.append(f"{use.tokens} of {use.max_tokens} tokens")
+    if use.max_duration_ms is not None:
+        parts.append(f"{format_ms(use.elapsed_ms)} of {format_ms(use.max_duration_ms)}")
+    text = ", ".join(parts)
+    return f"{text}; model {use.model}" if use.model else text
+
+
 def jobs_show(target: Target, job_id: str, as_json: bool) -> None:
     """Every field of a job, its children, its error, its effects and its answer."""
 
@@ -769,6 +787,10 @@ def jobs_show(target: Target, job_id: str, as_json: bool) -> None:
         rows.extend(approval_rows(job.approval, job.agent))
     if job.fixed_point is not None:
         rows.append(("fixed point", escape(fixed_point_text(job.fixed_point))))
+    if job.tree_budget is not None:
+        rows.append(
+            ("tree budget", escape(f"{tree_budget_text(job.tree_budget)} ({job.tree_budget.decision})"))
+        )
     if job.output is not None:
         m = job.output.metadata
         tools = Counter(t.name for t in m.tools_called)

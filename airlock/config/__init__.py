@@ -13,6 +13,7 @@ from ._load import compile_documents
 from ._model import AgentConfig, AirlockConfig
 from ._schema import Backend, SecretSource
 from ._secrets import ConfigSecretResolver
+from ._tree_budget import TreeBudget, TreeDowngrade, TreeIncrease
 from ._values import parse_duration, parse_quantity
 from ._yaml import LocatedDocument, load_yaml
 
@@ -27,6 +28,9 @@ __all__ = [
     "InvalidConfigError",
     "LocatedDocument",
     "SecretSource",
+    "TreeBudget",
+    "TreeDowngrade",
+    "TreeIncrease",
     "compile_documents",
     "config_files",
     "find_config",

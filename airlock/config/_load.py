@@ -370,6 +370,7 @@ def _compile_agent(
         durability=sandbox.durability,
         input_files=sandbox.input_files,
         placement=sandbox.placement or Placement(),
+        tree_budget=sandbox.tree_budget,
         secrets={k: v for k, v in secrets.items() if k in used},
         source=doc.file,
         line=doc.locate(prefix)[1].line,

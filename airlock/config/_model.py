@@ -21,6 +21,7 @@ from layer0 import (
 )
 
 from ._schema import Backend, SecretSource
+from ._tree_budget import TreeBudget
 
 if TYPE_CHECKING:
     from airlock.sandbox import Backend as SandboxBackend
@@ -52,6 +53,8 @@ class AgentConfig(BaseModel):
     #: merged over the backend's (it wins per key), its tolerations after the backend's; its
     #: RuntimeClass only with ``container`` isolation.
     placement: Placement = Field(default_factory=Placement)
+    #: What a delegation tree rooted at this agent may spend in total (None: no tree limit).
+    tree_budget: TreeBudget | None = None
     #: Sources of the secrets this agent's credentials name (a subset of ``secrets:``).
     secrets: dict[str, SecretSource] = Field(default_factory=dict)
     #: The file and 1-based line the agent is defined at.

@@ -30,6 +30,7 @@ from airlock.policy.plan import SidecarRoute
 from airlock.sandbox import LOCAL_MODEL, Placement, PoolSettings, backend_names
 from layer0 import U32_MAX, Money
 
+from ._tree_budget import TreeBudget
 from ._values import check_env_name, normalise_destination, parse_duration, parse_quantity
 
 #: A sandbox backend's name (one of :func:`airlock.sandbox.backend_names`).
@@ -332,6 +333,9 @@ class SandboxConfig(_Config):
     #: Where its sandboxes are scheduled (``node_selector``, ``tolerations``, ``runtime_class``),
     #: over the backend's own (only a backend that can place them accepts it: kubernetes).
     placement: Placement | None = None
+    #: What a delegation tree rooted at this agent may spend in total (every descendant draws
+    #: from it): ``max_cost``, ``max_tokens``, ``max_duration``, ``downgrade``, ``increase``.
+    tree_budget: TreeBudget | None = None
 
     @field_validator("backend")
     @classmethod

@@ -34,6 +34,7 @@ from ._job_records import JobRecords
 from ._orchestrator import JobOrchestrator, SignalDelivery
 from ._service_settings import ServiceSettings, job_limit_ms
 from ._tenant_state import tenant_state
+from ._tree_budget import TreeBudgets
 
 #: Runs a child job (PROVISIONING) to its output; None when it ended without one.
 RunChild = Callable[[Job], Coroutine[Any, Any, TurnOutput | None]]
@@ -51,6 +52,7 @@ class JobEffects:
         run: runs a child job (its effects are applied here, by its parent's executor).
         tenant_jobs: a tenant's ``concurrent_jobs`` quota (None: none), which bounds how many
             children of one tree run at once below ``settings.parallel_children``.
+        trees: each tree's budget: a child of an exhausted tree is not started (None: none).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class JobEffects:
         active: ActiveJobs,
         run: RunChild,
         tenant_jobs: Callable[[str], int | None] = lambda tenant: None,
+        trees: TreeBudgets | None = None,
     ) -> None:
         self._state = state
         self._settings = settings
@@ -74,6 +77,7 @@ class JobEffects:
         self._active = active
         self._run = run
         self._tenant_jobs = tenant_jobs
+        self._trees = trees
 
     def _gate(self, effect: Effect, context: EffectContext) -> str | None:
         """Why the declaring agent's policy refuses ``effect``; None when it allows it."""
@@ -190,7 +194,8 @@ class JobEffects:
 
         Raises:
             OrchError: ``agent_not_found`` for an agent the configuration lacks;
-                ``dispatch_failed`` when the child did not produce an output.
+                ``dispatch_failed`` when the child did not produce an output; ``other`` when
+                the tree's budget is exhausted (the child is not started).
         """
         try:
             config = self._active.resolve(str(agent))
@@ -203,6 +208,8 @@ class JobEffects:
                 return reused
             child = reused
         else:
+            if self._trees is not None:
+                await self._trees.admit(parent, str(agent))
             key = at[0].key(at[1], CHILD) if at is not None else None
             child = await self._new_child(parent, str(agent), config.spec, input, origin, key)
         entry = self._active.of(child.id)

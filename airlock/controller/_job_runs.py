@@ -18,6 +18,7 @@ from airlock.tracing import ExecutionTrace, JobTracing
 from airlock.turn import (
     DEFAULT_MAX_TURNS,
     Checkpoint,
+    InferenceFinished,
     SessionState,
     SuspendedForApproval,
     TurnLog,
@@ -41,6 +42,7 @@ from ._live_events import is_live_only
 from ._quotas import Quotas, capped
 from ._sandboxes import BoxLease, KeptSandboxes
 from ._tenant_state import tenant_state
+from ._tree_budget import TreeBudgets
 
 if TYPE_CHECKING:
     from airlock.config import AgentConfig
@@ -109,6 +111,7 @@ class JobRuns:
         sandboxes: the long-lived sandboxes jobs may run in (None: none).
         quotas: its tenant's quotas: what a turn may still spend today, the artifacts it keeps.
         tracing: each job's trace (default: off).
+        trees: each job tree's budget: a turn's cap, its model calls counted (None: none).
     """
 
     def __init__(
@@ -126,7 +129,9 @@ class JobRuns:
         sandboxes: KeptSandboxes | None = None,
         quotas: Quotas | None = None,
         tracing: JobTracing | None = None,
+        trees: TreeBudgets | None = None,
     ) -> None:
+        self._trees = trees
         self._workspace = workspace
         self._sandboxes = sandboxes
         self._quotas = quotas
@@ -153,6 +158,8 @@ class JobRuns:
             await self.run(job, apply_effects=True)
         finally:
             self._records.weaves.forget(job_id)  # the tree's records stay in the store
+            if self._trees is not None:
+                self._trees.forget(job_id)
 
     async def run(self, job: Job, *, apply_effects: bool) -> TurnOutput | None:
         """Run ``job`` (already PROVISIONING) to a terminal state; its output if it has one.
@@ -352,6 +359,8 @@ class JobRuns:
         if self._quotas is not None:  # before anything records or checks the input
             input = capped(input, agent.spec.defaults.max_cost, await self._quotas.cost_left(job.tenant))
         input = with_workflow(input, job.workflow)  # its workflow and agent memory scopes
+        if self._trees is not None:  # as the quota: before the input is recorded
+            input = await self._trees.cap(job, input, agent.spec.defaults.max_cost)
         memory = agent.effects.memory if agent.spec.reads_memory else ()
         own = tenant_state(self._state, job.tenant)
         snapshot = await state_snapshot(own, input, memory=memory, workflow=job.workflow, agent=job.agent)
@@ -382,7 +391,7 @@ class JobRuns:
         entry.handle, entry.journal = handle, journal
         execution = self._tracing.of(job.id).execution(agent, self._runner.pool_stats)
         try:
-            sink = self._sink(job.id, journal, entry, workspace)
+            sink = self._sink(job, journal, entry, workspace)
             sink = _traced(sink, execution) if self._tracing.enabled else sink
             if lease is None:
                 output = await self._runner.run(
@@ -404,6 +413,8 @@ class JobRuns:
             entry.progressed = journal.checkpoints > 0
             if entry.handle is handle:
                 entry.handle = entry.journal = None
+            if self._trees is not None:
+                self._trees.ended(job)
 
     def _journal(
         self, job: Job, agent: AgentConfig, input: TurnInput, root: str, start: _Start, workspace: str
@@ -446,11 +457,13 @@ class JobRuns:
         )
 
     def _sink(
-        self, job_id: str, journal: JobJournal, entry: ActiveJob, workspace: WorkspaceExecution
+        self, job: Job, journal: JobJournal, entry: ActiveJob, workspace: WorkspaceExecution
     ) -> SandboxEventSink:
         """The execution's events: its workspace snapshots to the intake, its checkpoints to
-        the store (naming the snapshot), the others to the job's record."""
+        the store (naming the snapshot), the others to the job's record (each model call's
+        totals to its tree's budget too)."""
         running = False
+        job_id, trees = job.id, self._trees
 
         async def sink(event: SandboxEvent) -> None:
             nonlocal running
@@ -474,6 +487,8 @@ class JobRuns:
             if len(journal.started) != started:
                 await self._store.save_started(job_id, journal.started)
             await self._events.emit(job_id, _event_data(event))
+            if trees is not None and isinstance(event, InferenceFinished):
+                await trees.observe(job, event)
 
         return sink
 

@@ -60,8 +60,9 @@ from ._quotas import Quotas
 from ._remote_controls import RemoteControls
 from ._sandboxes import KeptSandboxes
 from ._scheduler import Scheduler
-from ._service_settings import ServiceSettings, job_limit_ms
+from ._service_settings import JobNotAwaiting, JobNotFound, ServiceSettings, job_limit_ms
 from ._store import JobStore
+from ._tree_budget import TreeBudgets
 from ._weave_anchors import StoredAnchors
 from ._weaving import Weaves
 
@@ -131,6 +132,10 @@ class JobService:
         self._remote = self._remote_controls()
         elsewhere = self._remote.deliver if self._remote is not None else None
         self._controls = Controls(self.events, self._records, self._active, elsewhere)
+        #: Each job tree's budget (its root agent's ``tree_budget``).
+        self._trees = TreeBudgets(
+            self.events, self._agent, self._controls.deliver, pause=self._pause_turn, resume=self._resume_turn
+        )
         # The scheduler runs what the approvals requeue; runs and effects call each other
         # through the lambdas (evaluated once jobs run).
         self._scheduler = Scheduler(
@@ -142,20 +147,24 @@ class JobService:
             poll_s=self.settings.poll_s,
         )
         self._tasks: set[asyncio.Task[None]] = set()
-        self._adoption = Adoption(
-            store=store,
-            runner=runner,
-            records=self._records,
-            runs=lambda: self._runs,
-            active=self._active,
-            wake=self._scheduler.push,
-        )
+        self._adoption = self._adoption_of(runner)
         self._membership = Membership(store, self.settings.lease_s, adopt=self._adoption, let_go=self._let_go)
         self._approvals = Approvals(self.events, self._records, self._active, self._scheduler.push)
         self.sandboxes = self._kept_sandboxes(runner)  # what jobs may run in (submit(sandbox=…))
         self._runs = self._job_runs(runner, state)
         self._forks = Forks(store, self._submit_fork)
         self.pruner = self._pruner(runner, auth)  # hourly
+
+    def _adoption_of(self, runner: AgentRunner) -> Adoption:
+        """How this replica takes up the jobs of a replica that died (its queue woken)."""
+        return Adoption(
+            store=self.store,
+            runner=runner,
+            records=self._records,
+            runs=lambda: self._runs,
+            active=self._active,
+            wake=self._scheduler.push,
+        )
 
     def _remote_controls(self) -> RemoteControls | None:
         """The controls of jobs another replica runs, relayed through the store (None: one
@@ -187,6 +196,7 @@ class JobService:
             active=self._active,
             run=lambda child: self._runs.run(child, apply_effects=False),
             tenant_jobs=lambda tenant: self.quotas.settings.quotas(tenant).concurrent_jobs,
+            trees=self._trees,
         )
         return JobRuns(
             runner=runner,
@@ -201,6 +211,7 @@ class JobService:
             sandboxes=self.sandboxes,
             quotas=self.quotas,
             tracing=self.tracing,
+            trees=self._trees,
         )
 
     @property
@@ -291,6 +302,7 @@ class JobService:
         await self.pruner.stop()
         for timer in self._active.take_timers():
             timer.cancel()
+        await self._trees.close()
         workers = self._scheduler.cancel_workers()
         for job_id, task in tasks.items():
             entry = self._active.of(job_id)
@@ -490,7 +502,9 @@ class JobService:
         Raises:
             JobNotFound: no such job (of that tenant: the same refusal, from the same query).
         """
-        return await self.events.get(job_id, tenant)
+        job = await self.events.get(job_id, tenant)
+        use = await self._trees.now(job)  # a root with a tree budget: its tree's spend now
+        return job if use is None else job.model_copy(update={"tree_budget": use})
 
     async def find(self, where: JobFilter | None = None) -> list[Job]:
         """Jobs matching ``where``, most recent first."""
@@ -579,19 +593,49 @@ class JobService:
 
     async def approve(self, job_id: str, approver: str, comment: str = "") -> Job:
         """Record ``approver``'s approval of the calls ``job_id`` waits for; the job resumes
-        once the agent's strategy is satisfied.
+        once the agent's strategy is satisfied. A root whose tree budget asks for an increase:
+        the increase is granted (by any one of its ``increase.approvers``) and the tree resumes.
 
         Raises:
             JobNotFound: no such job.
             JobNotAwaiting: the job waits for no approval.
             NotAnApprover: ``approver`` is not one of the agent's approvers.
         """
+        if self._trees.asking(job_id):
+            self._trees.answer(job_id, approver, True)
+            note = f": {comment}" if comment else ""
+            await self.events.log(job_id, "info", f"{approver} granted the tree budget's increase{note}")
+            return await self.get(job_id)
         return await self._approvals.approve(job_id, approver, comment)
 
     async def reject(self, job_id: str, approver: str, reason: str) -> Job:
         """Record ``approver``'s rejection (``reason`` is what the model reads); raises as
-        :meth:`approve`."""
+        :meth:`approve` (a tree budget's increase refused: the tree halts)."""
+        if self._trees.asking(job_id):
+            self._trees.answer(job_id, approver, False)
+            await self.events.log(job_id, "info", f"{approver} refused the tree budget's increase: {reason}")
+            return await self.get(job_id)
         return await self._approvals.reject(job_id, approver, reason)
+
+    async def _pause_turn(self, job_id: str) -> None:
+        """Pause a tree's running turn while its budget's increase is asked for."""
+        with contextlib.suppress(JobNotAwaiting, JobNotFound):
+            await self._controls.pause(job_id)
+
+    async def _resume_turn(self, job_id: str) -> None:
+        """Let a tree's paused turn run on once its budget's increase was decided."""
+        handle = self._active.handle(job_id)
+        if handle is None or not handle.running:
+            return
+        try:
+            await handle.resume()
+        except Exception as e:  # the turn ended meanwhile
+            _log.info("job %s: not resumed: %s", job_id, e)
+            return
+        entry = self._active.get(job_id)
+        if entry is not None:
+            entry.paused = False
+        await self.events.log(job_id, "info", "resumed: its tree budget's increase was decided")
 
     # -- controls ------------------------------------------------------------------------------
 

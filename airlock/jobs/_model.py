@@ -12,7 +12,9 @@ A job's events are one discriminated union, :data:`JobEventData`, tagged by ``ki
 - ``log``: a log line from the controller, the turn or a Log effect (:class:`LogLine`);
 - ``approval``: tool calls began to wait for a person, one was decided, or the wait ended
   (:class:`ApprovalChanged`);
-- ``resume``: the job continued in a fresh sandbox from its last checkpoint (:class:`JobResumed`).
+- ``resume``: the job continued in a fresh sandbox from its last checkpoint (:class:`JobResumed`);
+- ``tree_budget``: the budget decision of the tree the job roots changed
+  (:class:`TreeBudgetChanged`).
 
 The store keeps each as its JSON (``JOB_EVENT_DATA.dump_json``) and reads it back through
 :data:`JOB_EVENT_DATA`; the wire carries one typed protobuf message per kind.
@@ -31,7 +33,7 @@ from airlock.behaviour.approval import OnTimeout, Outcome, Strategy
 from airlock.sandbox import SandboxEvent
 from airlock.turn import PendingCall, SessionState
 from airlock.weave import FixedPointExit
-from layer0 import LogLevel, TurnInput, TurnOutput
+from layer0 import LogLevel, Money, TurnInput, TurnOutput
 
 from ._effects import EffectOutcome
 from ._errors import JobErrorKind, error_kind, is_retryable, kind_of
@@ -61,6 +63,9 @@ __all__ = [
     "SignalRecorded",
     "StateChanged",
     "StoredFile",
+    "TreeBudgetChanged",
+    "TreeBudgetUse",
+    "TreeDecision",
     "utcnow",
 ]
 
@@ -71,7 +76,9 @@ ResumeCause = Literal["restart", "lost", "approval"]
 JobOrigin = Literal["submit", "delegate", "handoff"]
 
 #: Kinds of job events (the ``kind`` tag of :data:`JobEventData`).
-EventKind = Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume", "workspace"]
+EventKind = Literal[
+    "state", "sandbox", "effect", "child", "signal", "log", "approval", "resume", "workspace", "tree_budget"
+]
 
 
 def utcnow() -> datetime:
@@ -155,6 +162,25 @@ class FixedPointRun(BaseModel):
     chosen: int | None = None
 
 
+#: A tree budget's decision (layer0's ``BudgetDecision`` variants).
+TreeDecision = Literal["continue", "downgrade_model", "halt_workflow", "request_increase"]
+
+
+class TreeBudgetUse(BaseModel):
+    """What the tree a job roots spent against its ``tree_budget`` now, and its decision."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: TreeDecision
+    spent: Money
+    tokens: int = 0
+    elapsed_ms: int = 0
+    max_cost: Money | None = None
+    max_tokens: int | None = None
+    max_duration_ms: int | None = None
+    model: str | None = None
+
+
 class Job(BaseModel):
     """One job: an agent, its input, and what became of it."""
 
@@ -197,6 +223,9 @@ class Job(BaseModel):
     fork_point: str | None = None
     #: The long-lived sandbox it runs in (None: a sandbox of its own).
     sandbox: str | None = None
+    #: The spend of the tree it roots against its agent's ``tree_budget`` (a root with one,
+    #: as the controller reports it; not stored).
+    tree_budget: TreeBudgetUse | None = None
 
     @property
     def session(self) -> str | None:
@@ -337,6 +366,27 @@ class WorkspaceChanged(_EventData):
     reason: str | None = None
 
 
+class TreeBudgetChanged(_EventData):
+    """The budget decision of the tree this job roots: what the tree spent against its limits,
+    the decision (``downgrade_model`` names the cheaper ``model``) and why."""
+
+    kind: Literal["tree_budget"] = "tree_budget"
+    decision: TreeDecision
+    #: USD the tree's jobs spent (finished ones' outputs and running ones' live totals).
+    spent: Money
+    #: Tokens (in + out) they used.
+    tokens: int = 0
+    #: Wall time since the root started, milliseconds.
+    elapsed_ms: int = 0
+    #: The limits (None: unlimited); ``max_cost`` includes granted increases.
+    max_cost: Money | None = None
+    max_tokens: int | None = None
+    max_duration_ms: int | None = None
+    #: The model the tree's later calls use (``downgrade_model``).
+    model: str | None = None
+    reason: str = ""
+
+
 #: What a job event says, tagged by ``kind`` (see the module's docstring).
 JobEventData = Annotated[
     StateChanged
@@ -347,7 +397,8 @@ JobEventData = Annotated[
     | LogLine
     | ApprovalChanged
     | JobResumed
-    | WorkspaceChanged,
+    | WorkspaceChanged
+    | TreeBudgetChanged,
     Field(discriminator="kind"),
 ]
 

@@ -22,7 +22,17 @@ from layer0 import decimal_to_str
 
 from ._convert_effects import report_from_proto, report_to_proto
 from ._errors import JobErrorKind
-from ._model import ApprovalWait, FixedPointRun, Job, JobError, JobFilter, JobOrigin, JobState
+from ._model import (
+    ApprovalWait,
+    FixedPointRun,
+    Job,
+    JobError,
+    JobFilter,
+    JobOrigin,
+    JobState,
+    TreeBudgetUse,
+    TreeDecision,
+)
 from ._sandboxes import SandboxInfo, SandboxPhase
 
 #: JobState ↔ ``JOB_STATE_*``.
@@ -50,6 +60,10 @@ APPROVAL_TIMEOUT_ACTION: cv.WireEnum[OnTimeout] = cv.WireEnum(
 #: Why a fixed-point run stopped ↔ ``FIXED_POINT_EXIT_*`` (UNSPECIFIED: it runs).
 FIXED_POINT_EXIT: cv.WireEnum[FixedPointExit] = cv.WireEnum(
     cpb.FixedPointExit, "FIXED_POINT_EXIT_", get_args(FixedPointExit), "fixed-point exit"
+)
+#: A tree budget's decision ↔ ``TREE_BUDGET_DECISION_*``.
+TREE_BUDGET_DECISION: cv.WireEnum[TreeDecision] = cv.WireEnum(
+    cpb.TreeBudgetDecision, "TREE_BUDGET_DECISION_", get_args(TreeDecision), "tree budget decision"
 )
 #: A job error's kind ↔ ``JOB_ERROR_KIND_*``.
 JOB_ERROR_KIND: cv.WireEnum[JobErrorKind] = cv.WireEnum(
@@ -124,6 +138,8 @@ def job_to_proto(job: Job) -> cpb.Job:
         message.approval.CopyFrom(approval_to_proto(job.approval))
     if job.fixed_point is not None:
         message.fixed_point.CopyFrom(fixed_point_to_proto(job.fixed_point))
+    if job.tree_budget is not None:
+        message.tree_budget.CopyFrom(tree_use_to_proto(job.tree_budget))
     return message
 
 
@@ -160,6 +176,42 @@ def job_from_proto(message: cpb.Job) -> Job:
         sandbox=message.sandbox or None,
         approval=approval_from_proto(message.approval) if message.HasField("approval") else None,
         fixed_point=fixed_point_from_proto(message.fixed_point) if message.HasField("fixed_point") else None,
+        tree_budget=tree_use_from_proto(message.tree_budget) if message.HasField("tree_budget") else None,
+    )
+
+
+def tree_use_to_proto(use: TreeBudgetUse) -> cpb.TreeBudgetChanged:
+    """A tree's spend and decision on the wire (also a ``tree_budget`` event's, with its reason)."""
+    return cpb.TreeBudgetChanged(
+        decision=TREE_BUDGET_DECISION.to_proto(use.decision),
+        spent=str(use.spent),
+        tokens=use.tokens,
+        elapsed_ms=use.elapsed_ms,
+        max_cost=None if use.max_cost is None else str(use.max_cost),
+        max_tokens=use.max_tokens,
+        max_duration_ms=use.max_duration_ms,
+        model=use.model,
+    )
+
+
+def tree_use_from_proto(message: cpb.TreeBudgetChanged) -> TreeBudgetUse:
+    """A tree's spend and decision from the wire.
+
+    Raises:
+        ValidationError: the decision or an amount does not validate.
+    """
+    has = message.HasField
+    return TreeBudgetUse.model_validate(
+        {
+            "decision": TREE_BUDGET_DECISION.from_proto(message.decision, "decision"),
+            "spent": message.spent,
+            "tokens": message.tokens,
+            "elapsed_ms": message.elapsed_ms,
+            "max_cost": message.max_cost if has("max_cost") else None,
+            "max_tokens": message.max_tokens if has("max_tokens") else None,
+            "max_duration_ms": message.max_duration_ms if has("max_duration_ms") else None,
+            "model": message.model if has("model") else None,
+        }
     )
 
 

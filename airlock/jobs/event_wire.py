@@ -40,6 +40,8 @@ from ._model import (
     SandboxActivity,
     SignalRecorded,
     StateChanged,
+    TreeBudgetChanged,
+    TreeBudgetUse,
     WorkspaceChanged,
 )
 from .convert import (
@@ -54,6 +56,8 @@ from .convert import (
     state_to_proto,
     timestamp_from_proto,
     timestamp_to_proto,
+    tree_use_from_proto,
+    tree_use_to_proto,
 )
 
 #: Turn events cross this wire whole: the controller already holds what the runner sent.
@@ -108,6 +112,8 @@ def event_to_proto(event: JobEvent) -> cpb.JobEvent:
             message.resume.CopyFrom(_resume_to_proto(data))
         case WorkspaceChanged():
             message.workspace.CopyFrom(_workspace_to_proto(data))
+        case TreeBudgetChanged():
+            message.tree_budget.CopyFrom(_tree_budget_to_proto(data))
         case _:
             assert_never(data)
     return message
@@ -141,6 +147,8 @@ def event_from_proto(message: cpb.JobEvent) -> JobEvent:
                 data = _resume_from_proto(message.resume)
             elif kind == "workspace":
                 data = _workspace_from_proto(message.workspace)
+            elif kind == "tree_budget":
+                data = _tree_budget_from_proto(message.tree_budget)
             else:
                 raise wire.MalformedMessage("no event set")
     except ValidationError as e:
@@ -384,6 +392,17 @@ def _workspace_from_proto(message: cpb.WorkspaceChanged) -> WorkspaceChanged:
         max_bytes=message.max_bytes,
         reason=message.reason if message.HasField("reason") else None,
     )
+
+
+def _tree_budget_to_proto(data: TreeBudgetChanged) -> cpb.TreeBudgetChanged:
+    message = tree_use_to_proto(TreeBudgetUse.model_validate(data.model_dump(exclude={"kind", "reason"})))
+    message.reason = data.reason
+    return message
+
+
+def _tree_budget_from_proto(message: cpb.TreeBudgetChanged) -> TreeBudgetChanged:
+    use = tree_use_from_proto(message)
+    return TreeBudgetChanged.model_validate({**use.model_dump(), "reason": message.reason})
 
 
 # -- effects, children, signals, logs ------------------------------------------------------------------

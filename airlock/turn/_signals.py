@@ -1,7 +1,8 @@
 """Signals a running turn receives at its step boundaries: what each one does to the session.
 
 ``cancel`` ends the turn (``custom("cancelled")``, with a Log effect saying why); ``budget``
-changes its limits (an object of ``max_turns``, ``max_cost``, ``max_duration_ms``; anything
+changes its limits (an object of ``max_turns``, ``max_cost``, ``max_duration_ms``, and
+``model``: the model its later calls ask for, priced by the provider for that model; anything
 else is ignored, and the event says why); any other type is feedback: its data, as text,
 joins the last user message (the tool results the model reads next).
 """
@@ -24,7 +25,7 @@ from ._events import SignalDelivered
 from ._state import SessionState
 from ._types import ProviderMessage, Role, TextPart
 
-BUDGET_KEYS = ("max_turns", "max_cost", "max_duration_ms")
+BUDGET_KEYS = ("max_turns", "max_cost", "max_duration_ms", "model")
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,10 @@ class SignalOutcome:
 
 
 def budget_problem(data: JsonValue) -> str | None:
-    """Why ``data`` is not a budget change (an object of max_turns, max_cost, max_duration_ms)."""
+    """Why ``data`` is not a budget change (an object of max_turns, max_cost, max_duration_ms,
+    model)."""
     if not isinstance(data, dict) or not data:
-        return "a budget signal's data is an object of max_turns, max_cost, max_duration_ms"
+        return "a budget signal's data is an object of max_turns, max_cost, max_duration_ms, model"
     unknown = sorted(set(data) - set(BUDGET_KEYS))
     if unknown:
         return f"unknown budget key(s) {', '.join(unknown)}; valid: {', '.join(BUDGET_KEYS)}"
@@ -49,6 +51,8 @@ def budget_problem(data: JsonValue) -> str | None:
         value = data.get(key)
         if key in data and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
             return f"{key} must be a positive integer"
+    if "model" in data and (not isinstance(data["model"], str) or not data["model"].strip()):
+        return "model must be a non-empty model name"
     if "max_cost" in data:
         try:
             cost = Decimal(str(data["max_cost"]))
@@ -69,6 +73,8 @@ def overridden(cfg: ResolvedConfig, overrides: dict[str, Any]) -> ResolvedConfig
             changes[key] = int(overrides[key])
     if "max_cost" in overrides:
         changes["max_cost"] = Decimal(str(overrides["max_cost"]))
+    if "model" in overrides:
+        changes["model"] = str(overrides["model"])
     return dataclasses.replace(cfg, **changes)
 
 

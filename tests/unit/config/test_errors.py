@@ -27,7 +27,7 @@ def test_unknown_key_lists_valid_keys(write: Write, one_issue: One) -> None:
         f"{path}:4:5: agents.coder.netwrok: unknown key 'netwrok'; valid keys: approval, artifacts, backend, "
         "context, credentials, defaults, durability, effects, hooks, input_files, isolation, limits, "
         "mcp_servers, memory, middleware, network, placement, provider, resources, system, tool_options, "
-        "tools, turn"
+        "tools, tree_budget, turn"
     )
 
 

@@ -34,6 +34,7 @@ from airlock.jobs import (
     SandboxActivity,
     SignalRecorded,
     StateChanged,
+    TreeBudgetChanged,
     WorkspaceChanged,
 )
 from airlock.jobs import event_wire as ew
@@ -101,6 +102,17 @@ EVENTS: list[JobEventData] = [
     WorkspaceChanged(phase="saved", manifest="sha256:" + "a" * 64, files=3, bytes=1200),
     WorkspaceChanged(phase="restored", manifest="sha256:" + "a" * 64, files=3, bytes=1200),
     WorkspaceChanged(phase="stopped", max_bytes=1000, bytes=2000, reason="the workspace outgrew max_bytes"),
+    TreeBudgetChanged(decision="continue", spent=Decimal("0.10"), tokens=40, max_cost=Decimal("2.00")),
+    TreeBudgetChanged(
+        decision="downgrade_model",
+        spent=Decimal("1.6"),
+        tokens=9,
+        elapsed_ms=1200,
+        max_tokens=100,
+        max_duration_ms=60_000,
+        model="cheaper-model",
+        reason="past 0.8",
+    ),
     StateChanged(
         state=JobState.FAILED,
         previous=JobState.RUNNING,

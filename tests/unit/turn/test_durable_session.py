@@ -224,9 +224,29 @@ async def test_a_budget_signal_changes_the_limits_and_survives_a_resume() -> Non
     assert turn.resume(session.state).config.max_turns == 1
 
 
+async def test_a_budget_signal_switches_the_model_of_later_calls_and_survives_a_resume() -> None:
+    provider = FakeProvider(script())
+    turn = make(Counted(), provider, defaults=TurnConfig(max_turns=10))
+    session = turn.start(INPUT)
+    await session.step()
+    session.deliver("budget", {"model": "cheaper-model"})
+    await session.step()
+    assert provider.requests[-1].model == "cheaper-model"
+    assert provider.requests[0].model != "cheaper-model"
+    assert turn.resume(session.state).config.model == "cheaper-model"
+
+
 @pytest.mark.parametrize(
     "data",
-    [{"max_turns": 0}, {"max_cost": "lots"}, {"speed": 2}, "more", {"max_turns": True}, {"max_cost": "NaN"}],
+    [
+        {"max_turns": 0},
+        {"model": ""},
+        {"max_cost": "lots"},
+        {"speed": 2},
+        "more",
+        {"max_turns": True},
+        {"max_cost": "NaN"},
+    ],
 )
 async def test_a_malformed_budget_signal_is_ignored_and_says_why(data: JsonValue) -> None:
     rec = Recorder()

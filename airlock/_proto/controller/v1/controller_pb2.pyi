@@ -322,6 +322,36 @@ JOB_ORIGIN_HANDOFF: JobOrigin.ValueType  # 3
 """Its parent's turn handed off to it."""
 Global___JobOrigin: _TypeAlias = JobOrigin  # noqa: Y015
 
+class _TreeBudgetDecision:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TreeBudgetDecisionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TreeBudgetDecision.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TREE_BUDGET_DECISION_UNSPECIFIED: _TreeBudgetDecision.ValueType  # 0
+    TREE_BUDGET_DECISION_CONTINUE: _TreeBudgetDecision.ValueType  # 1
+    """Under the tree's limits."""
+    TREE_BUDGET_DECISION_DOWNGRADE_MODEL: _TreeBudgetDecision.ValueType  # 2
+    """Past `downgrade.at` of a limit: later calls use the cheaper `model`."""
+    TREE_BUDGET_DECISION_HALT_WORKFLOW: _TreeBudgetDecision.ValueType  # 3
+    """A limit was reached: the tree's running turns stop, no child starts."""
+    TREE_BUDGET_DECISION_REQUEST_INCREASE: _TreeBudgetDecision.ValueType  # 4
+    """max_cost was reached: the tree pauses while its approvers are asked for more."""
+
+class TreeBudgetDecision(_TreeBudgetDecision, metaclass=_TreeBudgetDecisionEnumTypeWrapper):
+    """A tree budget's decision (layer0's BudgetDecision variants)."""
+
+TREE_BUDGET_DECISION_UNSPECIFIED: TreeBudgetDecision.ValueType  # 0
+TREE_BUDGET_DECISION_CONTINUE: TreeBudgetDecision.ValueType  # 1
+"""Under the tree's limits."""
+TREE_BUDGET_DECISION_DOWNGRADE_MODEL: TreeBudgetDecision.ValueType  # 2
+"""Past `downgrade.at` of a limit: later calls use the cheaper `model`."""
+TREE_BUDGET_DECISION_HALT_WORKFLOW: TreeBudgetDecision.ValueType  # 3
+"""A limit was reached: the tree's running turns stop, no child starts."""
+TREE_BUDGET_DECISION_REQUEST_INCREASE: TreeBudgetDecision.ValueType  # 4
+"""max_cost was reached: the tree pauses while its approvers are asked for more."""
+Global___TreeBudgetDecision: _TypeAlias = TreeBudgetDecision  # noqa: Y015
+
 class _WorkspacePhase:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -788,6 +818,7 @@ class Job(_message.Message):
     FORKED_FROM_FIELD_NUMBER: _builtins.int
     FORK_POINT_FIELD_NUMBER: _builtins.int
     SANDBOX_FIELD_NUMBER: _builtins.int
+    TREE_BUDGET_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     agent: _builtins.str
     state: Global___JobState.ValueType
@@ -845,6 +876,12 @@ class Job(_message.Message):
     def approval(self) -> Global___ApprovalWait: ...
     @_builtins.property
     def fixed_point(self) -> Global___FixedPointRun: ...
+    @_builtins.property
+    def tree_budget(self) -> Global___TreeBudgetChanged:
+        """A root whose agent declares a tree_budget: what its tree spent against it now, and the
+        policy's decision (`reason` unset).
+        """
+
     def __init__(
         self,
         *,
@@ -872,10 +909,11 @@ class Job(_message.Message):
         forked_from: _builtins.str = ...,
         fork_point: _builtins.str = ...,
         sandbox: _builtins.str = ...,
+        tree_budget: Global___TreeBudgetChanged | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "approval", b"approval", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "input", b"input", "max_duration", b"max_duration", "output", b"output", "started_at", b"started_at", "tree_budget", b"tree_budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "fork_point", b"fork_point", "forked_from", b"forked_from", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "owner", b"owner", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "sandbox", b"sandbox", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "workflow", b"workflow"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_approval", b"_approval", "_effects", b"_effects", "_error", b"_error", "_finished_at", b"_finished_at", "_fixed_point", b"_fixed_point", "_max_duration", b"_max_duration", "_output", b"_output", "_started_at", b"_started_at", "agent", b"agent", "approval", b"approval", "children", b"children", "created_at", b"created_at", "effects", b"effects", "error", b"error", "finished_at", b"finished_at", "fixed_point", b"fixed_point", "fork_point", b"fork_point", "forked_from", b"forked_from", "id", b"id", "input", b"input", "max_duration", b"max_duration", "origin", b"origin", "output", b"output", "owner", b"owner", "parent_id", b"parent_id", "queue", b"queue", "resumes", b"resumes", "sandbox", b"sandbox", "started_at", b"started_at", "state", b"state", "tenant", b"tenant", "tree_budget", b"tree_budget", "workflow", b"workflow"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__approval: _TypeAlias = _typing.Literal["approval"]  # noqa: Y015
     _WhichOneofArgType__approval: _TypeAlias = _typing.Literal["_approval", b"_approval"]  # noqa: Y015
@@ -933,6 +971,7 @@ class JobEvent(_message.Message):
     APPROVAL_FIELD_NUMBER: _builtins.int
     RESUME_FIELD_NUMBER: _builtins.int
     WORKSPACE_FIELD_NUMBER: _builtins.int
+    TREE_BUDGET_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     seq: _builtins.int
     @_builtins.property
@@ -973,6 +1012,10 @@ class JobEvent(_message.Message):
     def workspace(self) -> Global___WorkspaceChanged:
         """Its workspace was snapshotted, restored, or its snapshots stopped."""
 
+    @_builtins.property
+    def tree_budget(self) -> Global___TreeBudgetChanged:
+        """The budget decision of the tree this job roots changed."""
+
     def __init__(
         self,
         *,
@@ -988,16 +1031,81 @@ class JobEvent(_message.Message):
         approval: Global___ApprovalChanged | None = ...,
         resume: Global___JobResumed | None = ...,
         workspace: Global___WorkspaceChanged | None = ...,
+        tree_budget: Global___TreeBudgetChanged | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "signal", b"signal", "state", b"state", "time", b"time", "workspace", b"workspace"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "signal", b"signal", "state", b"state", "time", b"time", "tree_budget", b"tree_budget", "workspace", b"workspace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "job_id", b"job_id", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "seq", b"seq", "signal", b"signal", "state", b"state", "time", b"time", "workspace", b"workspace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approval", b"approval", "child", b"child", "effect", b"effect", "event", b"event", "job_id", b"job_id", "log", b"log", "resume", b"resume", "sandbox", b"sandbox", "seq", b"seq", "signal", b"signal", "state", b"state", "time", b"time", "tree_budget", b"tree_budget", "workspace", b"workspace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume", "workspace"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["state", "sandbox", "effect", "child", "signal", "log", "approval", "resume", "workspace", "tree_budget"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
+
+@_typing.final
+class TreeBudgetChanged(_message.Message):
+    """The budget decision of a job tree: what it spent against its limits."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DECISION_FIELD_NUMBER: _builtins.int
+    SPENT_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    ELAPSED_MS_FIELD_NUMBER: _builtins.int
+    MAX_COST_FIELD_NUMBER: _builtins.int
+    MAX_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_DURATION_MS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    decision: Global___TreeBudgetDecision.ValueType
+    spent: _builtins.str
+    """USD the tree's jobs spent, a decimal string."""
+    tokens: _builtins.int
+    elapsed_ms: _builtins.int
+    """Wall time since the root started."""
+    max_cost: _builtins.str
+    """The limits (unset: unlimited); max_cost a decimal string."""
+    max_tokens: _builtins.int
+    max_duration_ms: _builtins.int
+    model: _builtins.str
+    """The model the tree's later calls use (`downgrade_model`)."""
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        decision: Global___TreeBudgetDecision.ValueType = ...,
+        spent: _builtins.str = ...,
+        tokens: _builtins.int = ...,
+        elapsed_ms: _builtins.int = ...,
+        max_cost: _builtins.str | None = ...,
+        max_tokens: _builtins.int | None = ...,
+        max_duration_ms: _builtins.int | None = ...,
+        model: _builtins.str | None = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost", "_max_duration_ms", b"_max_duration_ms", "_max_tokens", b"_max_tokens", "_model", b"_model", "max_cost", b"max_cost", "max_duration_ms", b"max_duration_ms", "max_tokens", b"max_tokens", "model", b"model"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost", "_max_duration_ms", b"_max_duration_ms", "_max_tokens", b"_max_tokens", "_model", b"_model", "decision", b"decision", "elapsed_ms", b"elapsed_ms", "max_cost", b"max_cost", "max_duration_ms", b"max_duration_ms", "max_tokens", b"max_tokens", "model", b"model", "reason", b"reason", "spent", b"spent", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_cost: _TypeAlias = _typing.Literal["max_cost"]  # noqa: Y015
+    _WhichOneofArgType__max_cost: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost"]  # noqa: Y015
+    _WhichOneofReturnType__max_duration_ms: _TypeAlias = _typing.Literal["max_duration_ms"]  # noqa: Y015
+    _WhichOneofArgType__max_duration_ms: _TypeAlias = _typing.Literal["_max_duration_ms", b"_max_duration_ms"]  # noqa: Y015
+    _WhichOneofReturnType__max_tokens: _TypeAlias = _typing.Literal["max_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_tokens: _TypeAlias = _typing.Literal["_max_tokens", b"_max_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
+    _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_cost) -> _WhichOneofReturnType__max_cost | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_duration_ms) -> _WhichOneofReturnType__max_duration_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tokens) -> _WhichOneofReturnType__max_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
+
+Global___TreeBudgetChanged: _TypeAlias = TreeBudgetChanged  # noqa: Y015
 
 @_typing.final
 class WorkspaceChanged(_message.Message):
