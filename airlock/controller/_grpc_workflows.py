@@ -66,7 +66,12 @@ async def facts_of(service: JobService, workflow: str) -> WorkflowFacts:
         except ConfigError:
             return None
 
-    return WorkflowFacts(workflow, jobs, signals, quotas, default_max_cost)
+    trees: list[JsonValue] = []
+    for job in jobs:  # the budget of each tree the workflow's roots head, spent as of now
+        use = (await service.get(job.id)).tree_budget if job.parent_id is None else None
+        if use is not None:
+            trees.append({"root": job.id, **use.model_dump(mode="json")})
+    return WorkflowFacts(workflow, jobs, signals, quotas, default_max_cost, trees)
 
 
 async def query_workflow(

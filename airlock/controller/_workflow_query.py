@@ -35,6 +35,9 @@ class WorkflowFacts:
     quotas: TenantUse
     #: An agent's default ``max_cost`` per turn (None: none, or the agent is gone).
     default_max_cost: Callable[[str], Decimal | None]
+    #: Each tree budget of the workflow's roots: ``{"root", "decision", "spent", "tokens",
+    #: "elapsed_ms", "max_cost", "max_tokens", "max_duration_ms", "model"}``.
+    trees: Sequence[JsonValue] = ()
 
     @property
     def exists(self) -> bool:
@@ -126,7 +129,8 @@ def _max_cost(job: Job, facts: WorkflowFacts) -> Decimal | None:
 
 def budget(facts: WorkflowFacts) -> JsonValue:
     """The limits that apply: each job's per-turn ``max_cost`` (its own, else its agent's) and
-    what is left of it, and the tenant's quotas with what remains (no limit: null)."""
+    what is left of it, each tree budget of its roots (spent, limits, last decision), and the
+    tenant's quotas with what remains (no limit: null)."""
     jobs = list(reversed(facts.jobs))
     rows: list[JsonValue] = []
     for j in jobs:
@@ -149,6 +153,7 @@ def budget(facts: WorkflowFacts) -> JsonValue:
         "workflow": facts.workflow,
         "spent": decimal_to_str(sum((_cost(j) for j in jobs), Decimal(0))),
         "jobs": rows,
+        "trees": list(facts.trees),
         "quotas": quotas,
     }
 

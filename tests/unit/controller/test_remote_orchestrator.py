@@ -50,6 +50,8 @@ WORKFLOW = WorkflowId("remote-dispatch")
 GATED = AgentId("gated")
 #: No max_cost of its own: the tenant's cost_per_day caps its turns.
 UNCAPPED = AgentId("uncapped")
+#: The root of a tree with a budget of its own.
+BOUNDED = AgentId("bounded")
 
 
 def _agent(steps: list[dict[str, Any]], tools: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -70,6 +72,11 @@ CONFIG = {
             defaults={"max_cost": "0.50"},
         ),
         str(UNCAPPED): _agent([text_step(ANSWER)]),
+        str(BOUNDED): _agent(
+            [text_step(ANSWER, usage=(11, 7), cost="0.0125")],
+            defaults={"max_cost": "0.50"},
+            tree_budget={"max_cost": "1.00"},
+        ),
     },
     # a max_cost at most the quota's: a turn's input is then not capped by it
     "auth": {"tenants": {"default": {"quotas": {"cost_per_day": "5"}}}},
@@ -223,3 +230,11 @@ async def test_a_turn_capped_by_the_tenants_cost_per_day_succeeds(orch: RemoteOr
     # the turn's max_cost is capped to what the tenant may still spend today before anything
     # records its input: its checkpoints match it (a cap taken later read as a changed input)
     assert (await orch.dispatch(UNCAPPED, TurnInput.new("no max_cost"))).message.as_text() == ANSWER
+
+
+async def test_budget_names_the_tree_budget_of_each_root(orch: RemoteOrchestrator) -> None:
+    await orch.dispatch(BOUNDED, TurnInput.new("within the tree's budget"))
+    budget = await orch.query(WORKFLOW, _query("budget"))
+    (tree,) = budget["trees"]
+    assert Decimal(tree["spent"]) == Decimal("0.0125") and Decimal(tree["max_cost"]) == Decimal("1.00")
+    assert tree["decision"] == "continue" and tree["tokens"] == 18

@@ -2337,7 +2337,9 @@ class QueryWorkflowResponse(_message.Message):
         spend: {"workflow", "jobs", "tokens_in", "tokens_out", "cost", "by_job": [{"id", "agent",
           "tokens_in", "tokens_out", "cost"}]} (cost: decimal text, finished turns only);
         budget: {"workflow", "spent", "jobs": [{"id", "agent", "max_cost", "spent", "remaining"}],
-          "quotas": [{"quota", "limit", "used", "remaining"}]} (absent limit: null);
+          "trees": [{"root", "decision", "spent", "tokens", "elapsed_ms", "max_cost", "max_tokens",
+          "max_duration_ms", "model"}], "quotas": [{"quota", "limit", "used", "remaining"}]}
+          (absent limit: null; trees: the tree budget of each root job of the workflow);
         signals: [{"signal_type", "data", "source_job", "time"}], oldest first;
         signal_count: an integer.
         A workflow with neither jobs nor signals visible to the caller: NOT_FOUND.
