@@ -309,7 +309,12 @@ def test_ctrl_c_while_waiting_leaves_the_job_running_and_sigint_interrupts_it(
     s = serve("--json", "--concurrency", "2")
     assert s.json is not None
     assert s.json["agents"] == ["demo-scripted", "slow"] and s.json["token_created"] is True
-    assert s.json["settings"] == {"concurrency": 2, "max_follow_ups": 16, "max_depth": 4}
+    assert s.json["settings"] == {
+        "concurrency": 2,
+        "max_follow_ups": 16,
+        "max_depth": 4,
+        "parallel_children": 4,
+    }
     token = s.printed_token
     assert token
     waiting = subprocess.Popen(
