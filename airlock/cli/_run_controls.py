@@ -7,7 +7,8 @@ turn stops before calls that need approval, ``y [comment]`` approves them and ``
 rejects them, as the given approver. The lines go through the job service, the same calls
 ``airlock jobs pause|step|resume|inspect`` and ``airlock approve|reject`` make.
 
-A line typed before the turn can take it waits for it: ``p`` until the turn runs, ``s`` and
+A line typed before the turn can take it waits for it (any line, until the job is submitted):
+``p`` until the turn runs, ``s`` and
 ``r`` until a pause asked for (``--step`` or ``p``) has taken effect. When stdin ends while the
 turn is paused, or is to be, it runs on (nobody is left to step it); approvals left open are
 decided by the agent's approval timeout.
@@ -84,6 +85,8 @@ class RunControls:
         self._buffer = b""
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
+        #: The job was submitted (a line typed before waits for it).
+        self._attached = asyncio.Event()
         #: The turn has reported an event (it runs in its sandbox).
         self._running = asyncio.Event()
         #: The turn stopped at a step boundary and nothing moved it on since.
@@ -133,6 +136,7 @@ class RunControls:
     def attach(self, job_id: str) -> None:
         """The job was submitted (with ``--step``, its turn starts paused)."""
         self.job_id = job_id
+        self._attached.set()
         if self.step and self._ended:
             self._pausing = False
             self.view.line("[dim]stdin ended before the turn started: it runs without pausing[/]")
@@ -188,9 +192,11 @@ class RunControls:
             await work
 
     async def command(self, line: str) -> None:
-        """Apply one typed line."""
-        if not line or self.job_id is None:
+        """Apply one typed line (once the job is submitted)."""
+        if not line:
             return
+        await self._attached.wait()
+        assert self.job_id is not None
         key, _, rest = line.partition(" ")
         job = self.job_id
         try:
