@@ -199,9 +199,7 @@ def _check_extensions(spec: AgentSpec, *, provider_given: bool) -> None:
     """
     from airlock.turn import check_extensions
 
-    problems = check_extensions(spec)
-    if provider_given and spec.provider.name is not None:
-        problems = [p for p in problems if f": provider {spec.provider.name!r}" not in p]
+    problems = check_extensions(spec, skip=("provider",) if provider_given else ())
     if problems:
         raise SpecError("\n".join(problems))
 

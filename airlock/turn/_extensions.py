@@ -28,7 +28,7 @@ load fails the build with a :class:`~airlock.errors.SpecError` before the turn s
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -148,10 +148,13 @@ def load_extension(
     return factory
 
 
-def check_extensions(spec: AgentSpec) -> list[str]:
-    """One problem per extension ``spec`` names that does not load here (empty: all do)."""
+def check_extensions(spec: AgentSpec, *, skip: Collection[str] = ()) -> list[str]:
+    """One problem per extension ``spec`` names that does not load here (empty: all do);
+    extensions of the kinds in ``skip`` (e.g. ``provider``: one was given) are not asked for."""
     problems: list[str] = []
     for what, name in spec.extensions():
+        if what in skip:
+            continue
         try:
             load_extension(what, name, agent=spec.name)
         except SpecError as e:
