@@ -87,14 +87,21 @@ class TreeBudgets:
         budget = config.tree_budget if config is not None else None
         tree = None
         if budget is not None and config is not None:
-            tree = TreeState(root=root, budget=budget, model=config.spec.provider.model)
+            tree = await self._restored(root, config)
             tree.answered.set()
-            await restore(self._store, tree)  # a tree another replica (or run) followed before
             if root.id in self._trees:  # another of its jobs took it up meanwhile
                 return self._trees[root.id]
             if budget.max_duration is not None:
                 tree.timer = asyncio.create_task(self._clock(tree), name=f"airlock-tree-budget-{root.id}")
         self._trees[root.id] = tree
+        return tree
+
+    async def _restored(self, root: Job, config: AgentConfig) -> TreeState:
+        """A state of ``root``'s tree as the root's ``tree_budget`` events leave it (a tree
+        another replica, or an earlier run, followed before)."""
+        assert config.tree_budget is not None
+        tree = TreeState(root=root, budget=config.tree_budget, model=config.spec.provider.model)
+        await restore(self._store, tree)
         return tree
 
     def _budget(self, root: Job) -> AgentConfig | None:
@@ -115,10 +122,7 @@ class TreeBudgets:
         if config is None or config.tree_budget is None:
             return None
         budget = config.tree_budget
-        tree = followed
-        if tree is None:
-            tree = TreeState(root=job, budget=budget, model=config.spec.provider.model)
-            await restore(self._store, tree)
+        tree = followed if followed is not None else await self._restored(job, config)
         use = await self.use(tree)
         decision = tree.decision or decide(budget, use, model=tree.model, downgraded=False).kind
         return TreeBudgetUse.model_validate(
