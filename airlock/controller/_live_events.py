@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 
 from airlock.jobs import JobEventData, SandboxActivity
-from airlock.turn import TextDelta
+from airlock.turn import TextDelta, joined_delta_text
 
 #: Live events a watcher's buffer holds at most (beyond, the oldest are dropped).
 MAX_BUFFERED = 64
@@ -31,11 +31,9 @@ class LiveBuffer:
         delta = _delta(data)
         last = _delta(self._items[-1]) if self._items else None
         if delta is not None and last is not None and last.iteration == delta.iteration:
-            text = last.text + delta.text
-            dropped = last.dropped_chars + delta.dropped_chars + max(0, len(text) - self._max_delta_chars)
-            merged = TextDelta(
-                iteration=delta.iteration, text=text[-self._max_delta_chars :], dropped_chars=dropped
-            )
+            dropped = last.dropped_chars + delta.dropped_chars
+            text, dropped = joined_delta_text(last.text, delta.text, dropped, self._max_delta_chars)
+            merged = TextDelta(iteration=delta.iteration, text=text, dropped_chars=dropped)
             self._items[-1] = SandboxActivity(event=merged)
             return
         self._items.append(data)

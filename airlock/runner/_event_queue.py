@@ -14,6 +14,7 @@ import asyncio
 from collections import deque
 
 from airlock._proto.runner.v1 import runner_pb2 as pb
+from airlock.turn import joined_delta_text
 
 #: The longest text a waiting delta keeps (its end: what the model wrote last).
 MAX_DELTA_CHARS = 16_384
@@ -59,12 +60,9 @@ class EventQueue:
         waiting = self._items[-1].text_delta
         if waiting.iteration != delta.iteration:
             return False
-        text = waiting.text + delta.text
-        dropped = waiting.dropped_chars + delta.dropped_chars
-        if len(text) > self.max_delta_chars:
-            cut = len(text) - self.max_delta_chars
-            text, dropped = text[cut:], dropped + cut
-            self.dropped_chars += cut
+        before = waiting.dropped_chars + delta.dropped_chars
+        text, dropped = joined_delta_text(waiting.text, delta.text, before, self.max_delta_chars)
+        self.dropped_chars += dropped - before
         waiting.text, waiting.dropped_chars = text, dropped
         self.merged += 1
         return True

@@ -27,6 +27,7 @@ from ._events import (
     TurnPaused,
     TurnStarted,
     TurnSuspended,
+    joined_delta_text,
 )
 from ._types import (
     COMPACTION_CONTENT_TYPE,
@@ -172,6 +173,7 @@ __all__ = [
     "check_extensions",
     "estimate_tokens",
     "failed_step",
+    "joined_delta_text",
     "load_extension",
     "part_to_block",
     "tool",

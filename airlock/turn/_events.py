@@ -70,6 +70,15 @@ class TextDelta(_Event):
     dropped_chars: int = 0
 
 
+def joined_delta_text(first: str, second: str, dropped: int, max_chars: int) -> tuple[str, int]:
+    """Two consecutive deltas' text as one waiting delta's: its end, at most ``max_chars``
+    (what the model wrote last), and ``dropped`` (the characters both left out) raised by
+    those cut now."""
+    text = first + second
+    cut = max(0, len(text) - max_chars)
+    return text[cut:], dropped + cut
+
+
 class ToolStarted(_Event):
     """A tool call begins."""
 
