@@ -69,6 +69,18 @@ TOOL_RISKS: dict[str, tuple[str, ...]] = {
 }
 #: The session-scope state key holding a session's conversation history.
 HISTORY_KEY = "history"
+#: The turn input's metadata key naming the workflow the turn belongs to (the controller sets
+#: it to the job's workflow; its ``workflow`` and ``agent`` memory scopes are that workflow's).
+WORKFLOW_METADATA = "workflow"
+
+
+def named_workflow(metadata: object) -> str | None:
+    """The workflow a turn input's ``metadata`` names (``metadata.workflow``, a non-empty
+    string), or None."""
+    named = metadata.get(WORKFLOW_METADATA) if isinstance(metadata, dict) else None
+    return named if isinstance(named, str) and named else None
+
+
 #: The most values an agent spec's YAML may expand to, counting each use of an alias anew.
 _MAX_SPEC_VALUES = 200_000
 #: The largest count the wire carries (its counts are uint32).

@@ -34,7 +34,7 @@ from pydantic import JsonValue
 from airlock.errors import ConfigError
 from airlock.identity import DEFAULT_TENANT, AuthSettings
 from airlock.jobs import FixedPointRun, Inspection, Job, JobError, JobEvent, JobFilter, JobState, StoredFile
-from airlock.policy.effects import named_workflow
+from airlock.spec import named_workflow
 from airlock.tracing import JobTracing
 from airlock.weave import ChainReport, TurnRecord
 from layer0 import StateStore, TurnInput
@@ -442,7 +442,7 @@ class JobService:
             agent=agent,
             input=input,
             queue=queue,
-            workflow=workflow or named_workflow(input),
+            workflow=workflow or named_workflow(input.metadata),
             max_duration_ms=max_duration_ms,
             fixed_point=until_stable,
             files=files,

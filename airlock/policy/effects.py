@@ -35,7 +35,7 @@ from pydantic import (
     StringConstraints,
 )
 
-from airlock.spec import HISTORY_KEY
+from airlock.spec import HISTORY_KEY, WORKFLOW_METADATA
 from layer0 import (
     AgentId,
     CustomEffect,
@@ -56,9 +56,6 @@ from layer0 import (
 MAX_KEY_CHARS = 256
 #: Metadata keys of a turn input that only the controller sets (on a handoff).
 CONTROLLER_METADATA = ("handoff_state", "handoff_from")
-#: The metadata key naming the workflow a turn belongs to (the controller sets it to the
-#: job's workflow; its ``workflow`` and ``agent`` memory scopes are that workflow's).
-WORKFLOW_METADATA = "workflow"
 
 #: The memory grants that name no scope of their own: ``session``, ``workflow`` and ``agent``
 #: (the declaring job's own), ``global``; a custom scope is granted as ``custom:<name>``.
@@ -130,12 +127,6 @@ class EffectContext:
     depth: int = 0
     #: The workflow of that agent's job (None: not known, so no workflow scope is its own).
     workflow: WorkflowId | None = None
-
-
-def named_workflow(input: TurnInput) -> str | None:
-    """The workflow ``input`` names (``metadata.workflow``, a non-empty string), or None."""
-    named = input.metadata.get(WORKFLOW_METADATA) if isinstance(input.metadata, dict) else None
-    return named if isinstance(named, str) and named else None
 
 
 def with_workflow(input: TurnInput, workflow: str) -> TurnInput:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
 
+from airlock.spec import named_workflow
 from layer0 import (
     AgentId,
     Delegate,
@@ -162,8 +163,8 @@ class MemoryPlace:
 def turn_workflow(metadata: object) -> WorkflowId | None:
     """The workflow a turn belongs to: its input's ``metadata.workflow`` (the controller sets
     it to the job's workflow), or None."""
-    named = metadata.get("workflow") if isinstance(metadata, dict) else None
-    return WorkflowId(named) if isinstance(named, str) and named else None
+    named = named_workflow(metadata)
+    return WorkflowId(named) if named is not None else None
 
 
 def memory_scope(args: dict[str, Any], place: MemoryPlace) -> Scope:

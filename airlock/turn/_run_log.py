@@ -15,6 +15,7 @@ from decimal import Decimal
 from pydantic import JsonValue
 
 from airlock.errors import shorten
+from airlock.spec import named_workflow
 from layer0 import Log, LogLevel, TurnInput, WorkflowId
 
 from ._state import SessionState
@@ -49,9 +50,8 @@ def dropped_line(state: SessionState) -> Log | None:
 def workflow_of(input: TurnInput, agent: str) -> WorkflowId:
     """The workflow a turn's budget events name: ``metadata.workflow`` when it is a string,
     else the session id, else the agent's name."""
-    metadata = input.metadata if isinstance(input.metadata, dict) else {}
-    named = metadata.get("workflow")
-    if isinstance(named, str) and named:
+    named = named_workflow(input.metadata)
+    if named is not None:
         return WorkflowId(named)
     return WorkflowId(str(input.session) if input.session is not None else agent)
 
