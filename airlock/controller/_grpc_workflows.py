@@ -68,7 +68,7 @@ async def facts_of(service: JobService, workflow: str) -> WorkflowFacts:
 
     trees: list[JsonValue] = []
     for job in jobs:  # the budget of each tree the workflow's roots head, spent as of now
-        use = (await service.get(job.id)).tree_budget if job.parent_id is None else None
+        use = (await service.with_tree_budget(job)).tree_budget
         if use is not None:
             trees.append({"root": job.id, **use.model_dump(mode="json")})
     return WorkflowFacts(workflow, jobs, signals, quotas, default_max_cost, trees)

@@ -502,8 +502,11 @@ class JobService:
         Raises:
             JobNotFound: no such job (of that tenant: the same refusal, from the same query).
         """
-        job = await self.events.get(job_id, tenant)
-        use = await self._trees.now(job)  # a root with a tree budget: its tree's spend now
+        return await self.with_tree_budget(await self.events.get(job_id, tenant))
+
+    async def with_tree_budget(self, job: Job) -> Job:
+        """``job`` with its tree's spend now, when it is a root whose agent has a tree budget."""
+        use = await self._trees.now(job)
         return job if use is None else job.model_copy(update={"tree_budget": use})
 
     async def find(self, where: JobFilter | None = None) -> list[Job]:
