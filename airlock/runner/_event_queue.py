@@ -14,7 +14,6 @@ import asyncio
 from collections import deque
 
 from airlock._proto.runner.v1 import runner_pb2 as pb
-from airlock.turn import joined_delta_text
 
 #: The longest text a waiting delta keeps (its end: what the model wrote last).
 MAX_DELTA_CHARS = 16_384
@@ -60,6 +59,8 @@ class EventQueue:
         waiting = self._items[-1].text_delta
         if waiting.iteration != delta.iteration:
             return False
+        from airlock.turn import joined_delta_text  # a turn runs: the package is loaded
+
         before = waiting.dropped_chars + delta.dropped_chars
         text, dropped = joined_delta_text(waiting.text, delta.text, before, self.max_delta_chars)
         self.dropped_chars += dropped - before
